@@ -1,0 +1,104 @@
+"""Legality of a mapping on a hardware descriptor: run on every plan from every mapper.
+
+Returns readable violations ("Scratchpad holds 300 KiB of I+W, capacity 256 KiB"); an empty list
+means the mapping is legal.
+"""
+
+from __future__ import annotations
+
+from tileplan.dims import DIMS, TENSORS
+from tileplan.hardware import Architecture, HardwareDescriptor
+from tileplan.mapping import Mapping
+from tileplan.nest import analyse
+from tileplan.problem import Problem
+from tileplan.units import format_size
+
+
+def footprint(problem: Problem, arch: Architecture, mapping: Mapping, level: int) -> dict[str, float]:
+    """Bytes per instance each kept tensor occupies at `level` (doubled where double buffered)."""
+    lv = arch.levels[level]
+    tiles = {d: 1 for d in DIMS}
+    for m in mapping.levels[: level + 1]:
+        for d in DIMS:
+            tiles[d] *= m.temporal_factor(d) * m.spatial_factor(d)
+    db = set(mapping.double_buffered.get(lv.name, []))
+    return {
+        t: problem.tile_elements(t, tiles) * arch.element_bytes(t, lv) * (2 if t in db else 1)
+        for t in TENSORS
+        if t in lv.keeps
+    }
+
+
+def check(problem: Problem, hw: HardwareDescriptor, mapping: Mapping) -> list[str]:
+    """All the ways `mapping` is illegal for `problem` on `hw` (empty: legal)."""
+    try:
+        arch = hw.resolve(mapping.dataflow)
+    except ValueError as exc:
+        return [f"dataflow: {exc}"]
+    return check_arch(problem, arch, mapping)
+
+
+def check_arch(problem: Problem, arch: Architecture, mapping: Mapping) -> list[str]:
+    out: list[str] = []
+    names = [lv.name for lv in arch.levels]
+    got = [lv.name for lv in mapping.levels]
+    if got != names:
+        return [f"levels must be {names} (innermost first), got {got}"]
+
+    bounds = mapping.bounds()
+    for d in DIMS:
+        want = problem.dims[d]
+        padded = mapping.padded_dims.get(d)
+        if padded is not None:
+            if padded < want:
+                out.append(f"padded_dims.{d}={padded} is smaller than the bound {want}")
+            elif bounds[d] != padded:
+                out.append(f"factors of {d} multiply to {bounds[d]}, padded bound is {padded}")
+        elif bounds[d] != want:
+            out.append(f"factors of {d} multiply to {bounds[d]}, bound is {want}")
+
+    for lv, m in zip(arch.levels, mapping.levels):
+        if m.spatial_total > lv.fanout:
+            out.append(f"{lv.name} unrolls {m.spatial_total} ways, fan-out is {lv.fanout}")
+        for d, _ in m.spatial:
+            if d not in lv.spatial_dims:
+                out.append(f"{lv.name} cannot unroll {d} (allowed: {''.join(sorted(lv.spatial_dims)) or 'none'})")
+        if lv.is_backing_store and m.spatial:
+            out.append(f"{lv.name} has no fan-out to unroll across")
+        if len({d for d, _ in m.temporal}) != len(m.temporal):
+            out.append(f"{lv.name} lists a temporal dimension twice; merge its factors")
+
+    for lname, tensors in mapping.double_buffered.items():
+        if lname not in names:
+            out.append(f"double_buffered names unknown level {lname!r}")
+            continue
+        lv = arch.level(lname)
+        if lv.buffer_count < 2 and tensors:
+            out.append(f"{lname} cannot double buffer (buffer_count 1)")
+        for t in tensors:
+            if t not in lv.keeps:
+                out.append(f"{lname} double buffers {t}, which it does not keep")
+
+    if out:
+        return out  # capacities are meaningless while the factors are wrong
+
+    nest = analyse(problem, arch, mapping)
+    for i, lv in enumerate(arch.levels):
+        for d, limit in lv.max_tile.items():
+            if nest.tiles[i][d] > limit:
+                out.append(f"{lv.name} holds a tile of {d}={nest.tiles[i][d]}, limit {limit}")
+        if lv.capacity is None:
+            continue
+        fp = footprint(problem, arch, mapping, i)
+        if lv.partition:
+            for t, share in lv.partition.items():
+                room = lv.capacity * share
+                if fp[t] > room + 1e-9:
+                    out.append(f"{lv.name} holds {format_size(fp[t])} of {t}, its share is {format_size(room)}")
+        else:
+            total = sum(fp.values())
+            if total > lv.capacity + 1e-9:
+                kept = "+".join(t for t in ("I", "W", "O") if t in lv.keeps)
+                out.append(f"{lv.name} holds {format_size(total)} of {kept}, capacity {format_size(lv.capacity)}")
+    return out
+

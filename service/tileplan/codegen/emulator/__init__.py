@@ -1,0 +1,215 @@
+"""Gemmini emulator: a C functional + timing model driven from Python through ctypes.
+
+    emu = Emulator(dim=16, spad_rows=16384, acc_rows=1024)
+    res = emu.run(c_source, {"A": a, "B": b, "C": c}, entry="kernel_entry")   # or a list of isa.Instruction
+    res.buffers["C"], res.cycles, res.counts
+
+A C program defines `void <entry>(void **args)`; args[i] is the i-th buffer (in the order given).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from . import isa
+from .build import BuildError, emulator_library, program_library
+
+__all__ = ["Emulator", "TimingParams", "RunResult", "GemminiTrap", "BuildError", "isa", "HEADER_DIR"]
+
+HEADER_DIR = Path(__file__).resolve().parent
+
+
+class GemminiTrap(RuntimeError):
+    """The emulated program did something the hardware would not do correctly."""
+
+    def __init__(self, message: str, index: int, mnemonic: str) -> None:
+        super().__init__(message)
+        self.index = index
+        self.mnemonic = mnemonic
+
+
+@dataclass(frozen=True)
+class TimingParams:
+    """Parameters of the instruction-level timing model (the C struct emu_timing_t, field for field).
+
+    Defaults follow Gemmini's published numbers: 16 B DMA beats, requests of at most 64 B, ~8 B/cycle effective
+    DRAM bandwidth (FireSim), a DIM-cycle block compute and preload.  `for_dim` scales the DIM-dependent ones.
+    """
+
+    dram_bytes_per_cycle: float = 8.0
+    dma_beat_bytes: float = 16.0
+    dma_max_request_bytes: float = 64.0
+    dma_latency: float = 100.0
+    issue_cycles: float = 2.0
+    config_cycles: float = 1.0
+    preload_cycles: float = 16.0
+    compute_cycles: float = 16.0
+    compute_latency: float = 32.0
+    queue_entries: float = 16.0
+
+    @classmethod
+    def for_dim(cls, dim: int, **overrides: float) -> "TimingParams":
+        values = dict(preload_cycles=float(dim), compute_cycles=float(dim), compute_latency=2.0 * dim)
+        values.update(overrides)
+        return cls(**values)
+
+    def validate(self) -> None:
+        for name, v in asdict(self).items():
+            if not np.isfinite(v) or v < 0:
+                raise ValueError(f"timing.{name} must be finite and >= 0, got {v}")
+        if self.dram_bytes_per_cycle <= 0 or self.dma_beat_bytes <= 0 or self.dma_max_request_bytes <= 0:
+            raise ValueError("DRAM bandwidth, beat and request sizes must be positive")
+
+
+class _CTiming(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_double) for name in TimingParams.__dataclass_fields__]
+
+
+_N_OPS = len(isa.OPCODES)
+
+
+class _CStats(ctypes.Structure):
+    _fields_ = [("cycles", ctypes.c_double), ("instructions", ctypes.c_uint64),
+                ("counts", ctypes.c_uint64 * _N_OPS), ("dram_bytes_in", ctypes.c_uint64),
+                ("dram_bytes_out", ctypes.c_uint64), ("macs", ctypes.c_uint64), ("busy", ctypes.c_double * 3)]
+
+
+class _CInst(ctypes.Structure):
+    _fields_ = [("op", ctypes.c_int32), ("pad", ctypes.c_int32), ("a", ctypes.c_uint64 * 6), ("f", ctypes.c_double)]
+
+
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))
+
+
+@dataclass
+class RunResult:
+    buffers: dict[str, np.ndarray]
+    cycles: int
+    instructions: int
+    counts: dict[str, int]
+    dram_bytes_in: int
+    dram_bytes_out: int
+    macs: int
+    busy: dict[str, float] = field(default_factory=dict)
+
+    def utilization(self, dim: int) -> float:
+        """Fraction of the array's peak (dim*dim MACs per cycle) actually used."""
+        return self.macs / (dim * dim * self.cycles) if self.cycles else 0.0
+
+
+_LIBS: dict[Path, ctypes.CDLL] = {}
+
+
+def _load_emulator(cache_dir: Path | None) -> ctypes.CDLL:
+    path = emulator_library(cache_dir)
+    lib = _LIBS.get(path)
+    if lib is None:
+        lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        lib.emu_create.restype = ctypes.c_void_p
+        lib.emu_create.argtypes = [ctypes.c_uint32] * 4 + [ctypes.POINTER(_CTiming)]
+        lib.emu_destroy.argtypes = [ctypes.c_void_p]
+        lib.emu_reset.argtypes = [ctypes.c_void_p]
+        lib.emu_add_region.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int]
+        lib.emu_run_entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+        lib.emu_run_list.argtypes = [ctypes.c_void_p, ctypes.POINTER(_CInst), ctypes.c_uint64]
+        lib.emu_get_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(_CStats)]
+        lib.emu_trap_message.restype = ctypes.c_char_p
+        lib.emu_trap_message.argtypes = [ctypes.c_void_p]
+        lib.emu_trap_index.restype = ctypes.c_int64
+        lib.emu_trap_index.argtypes = [ctypes.c_void_p]
+        lib.emu_trap_op.argtypes = [ctypes.c_void_p]
+        lib.emu_op_name.restype = ctypes.c_char_p
+        _LIBS[path] = lib
+    return lib
+
+
+class Emulator:
+    """One emulated Gemmini: DIM x DIM array, scratchpad and accumulator sizes in rows, timing parameters."""
+
+    def __init__(self, dim: int = 16, spad_rows: int = 16384, acc_rows: int = 1024, max_mvin_blocks: int = 4,
+                 timing: TimingParams | None = None, cache_dir: str | Path | None = None) -> None:
+        if dim < 1 or dim > 64:
+            raise ValueError(f"dim must be in 1..64, got {dim}")
+        if dim * max_mvin_blocks > 4096:
+            raise ValueError("dim * max_mvin_blocks must be <= 4096")
+        self.dim, self.spad_rows, self.acc_rows, self.max_mvin_blocks = dim, spad_rows, acc_rows, max_mvin_blocks
+        self.timing = timing if timing is not None else TimingParams.for_dim(dim)
+        self.timing.validate()
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self._lib = _load_emulator(self.cache_dir)
+        ct = _CTiming(**asdict(self.timing))
+        self._h = self._lib.emu_create(dim, spad_rows, acc_rows, max_mvin_blocks, ctypes.byref(ct))
+        if not self._h:
+            raise ValueError(f"emulator rejected dim={dim} spad_rows={spad_rows} acc_rows={acc_rows}")
+        self._programs: dict[str, ctypes.CDLL] = {}
+
+    def __del__(self) -> None:
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            self._lib.emu_destroy(h)
+
+    # -- programs -----------------------------------------------------------------------------------------
+    def load_program(self, source: str, extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
+        """Compile (cached) and load a C program that calls the Gemmini API."""
+        flags = (f"-DDIM={self.dim}", *extra_flags)
+        key = source + "\0" + " ".join(flags)
+        lib = self._programs.get(key)
+        if lib is None:
+            path = program_library(source, emulator_library(self.cache_dir), self.cache_dir, flags)
+            lib = ctypes.CDLL(str(path))
+            self._programs[key] = lib
+        return lib
+
+    def run(self, program: str | Sequence[isa.Instruction], buffers: Mapping[str, np.ndarray],
+            entry: str = "kernel_entry", readonly: Sequence[str] = ()) -> RunResult:
+        """Run a program on fresh state.  Buffers are copied (C-contiguous); the copies are returned.
+
+        `program` is C source defining `void entry(void **args)` or a list of decoded instructions.
+        Raises GemminiTrap if the program traps.
+        """
+        bufs = {name: np.ascontiguousarray(np.array(a, copy=True)) for name, a in buffers.items()}
+        lib = self._lib
+        lib.emu_reset(self._h)
+        for name, a in bufs.items():
+            lib.emu_add_region(self._h, a.ctypes.data, a.nbytes, 0 if name in readonly else 1)
+        if isinstance(program, str):
+            prog = self.load_program(program)
+            try:
+                fn = getattr(prog, entry)
+            except AttributeError:
+                raise BuildError(f"program defines no function {entry!r}") from None
+            args = (ctypes.c_void_p * max(1, len(bufs)))(*[a.ctypes.data for a in bufs.values()])
+            trapped = lib.emu_run_entry(self._h, ctypes.cast(fn, ctypes.c_void_p), args)
+        else:
+            encoded = self._encode(program, bufs)
+            trapped = lib.emu_run_list(self._h, encoded, len(program))
+        if trapped:
+            op = lib.emu_trap_op(self._h)
+            raise GemminiTrap(lib.emu_trap_message(self._h).decode(), int(lib.emu_trap_index(self._h)),
+                              lib.emu_op_name(op).decode())
+        st = _CStats()
+        lib.emu_get_stats(self._h, ctypes.byref(st))
+        return RunResult(
+            buffers=bufs, cycles=int(st.cycles), instructions=int(st.instructions),
+            counts={name: int(st.counts[i]) for i, name in enumerate(isa.OPCODES) if st.counts[i]},
+            dram_bytes_in=int(st.dram_bytes_in), dram_bytes_out=int(st.dram_bytes_out), macs=int(st.macs),
+            busy={"load": st.busy[0], "execute": st.busy[1], "store": st.busy[2]})
+
+    @staticmethod
+    def _encode(program: Sequence[isa.Instruction], bufs: Mapping[str, np.ndarray]) -> ctypes.Array:
+        arr = (_CInst * max(1, len(program)))()
+        for i, ins in enumerate(program):
+            arr[i].op = isa.OPCODE[ins.op]
+            arr[i].f = ins.scale
+            for j, v in enumerate(ins.args):
+                if isinstance(v, isa.Dram):
+                    if v.buffer not in bufs:
+                        raise KeyError(f"instruction {i} ({ins.op}) names unknown buffer {v.buffer!r}")
+                    v = bufs[v.buffer].ctypes.data + v.offset
+                arr[i].a[j] = int(v) & 0xFFFFFFFFFFFFFFFF
+        return arr

@@ -1,0 +1,161 @@
+"""First-order cost model: Timeloop-style access counts turned into cycles and energy.
+
+cycles = max(compute, the slowest level's transfer time) + transfer time nothing hides.
+Compute is one cycle per temporal iteration of the loop nest (the array does one unrolled step per
+cycle). A level's transfer time is the bytes it reads and writes over its bandwidth. Transfers into
+a level that double buffers the tensor overlap compute; transfers into a single-buffered tile stall
+it, so they are added on top.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from pydantic import BaseModel, Field
+
+from tileplan.cost.energy import MAC_PJ, level_energy
+from tileplan.dims import RELEVANT
+from tileplan.hardware import Architecture
+from tileplan.mapping import Mapping
+from tileplan.nest import NestAnalysis, analyse
+from tileplan.problem import Problem
+
+
+class LevelTraffic(BaseModel):
+    level: str
+    reads_bytes: float
+    writes_bytes: float
+    cycles: float = Field(description="Transfer time at this level's bandwidth (0 when unlimited).")
+    energy_pj: float
+    by_tensor: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Per tensor: reads/fills/updates in bytes."
+    )
+
+
+class Metrics(BaseModel):
+    cycles: float
+    energy_pj: float
+    utilization: float = Field(description="Useful MACs / (cycles x PEs).")
+    dram_bytes: float
+    ideal_cycles: float = Field(description="MACs / PEs: the compute bound at full utilisation.")
+    bound: str = Field(description="'compute' or the name of the level whose bandwidth sets the pace.")
+    compute_cycles: float
+    stall_cycles: float = 0.0
+    macs: int
+    padded_macs: int
+    spatial_utilization: float
+    energy_breakdown_pj: dict[str, float] = Field(default_factory=dict)
+    levels: list[LevelTraffic] = Field(default_factory=list)
+
+
+def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping) -> Metrics:
+    """Metrics of a mapping the checker has accepted."""
+    nest = analyse(problem, arch, mapping)
+    return metrics_from_nest(nest)
+
+
+def _real_fraction(nest: NestAnalysis, tensor: str) -> float:
+    """Share of a padded tensor that is real data (padding is made on chip, never moved from DRAM)."""
+    frac = 1.0
+    for d in RELEVANT[tensor]:
+        frac *= nest.problem.dims[d] / nest.bounds[d]
+    return frac
+
+
+def metrics_from_nest(nest: NestAnalysis) -> Metrics:
+    arch, mapping = nest.arch, nest.mapping
+    n = len(arch.levels)
+    reads = [defaultdict(float) for _ in range(n)]
+    writes = [defaultdict(float) for _ in range(n)]
+    exposed = [0.0] * n  # bytes moved into single-buffered tiles of level i (stall compute)
+    acc_b, out_b = arch.acc_bytes, arch.output_bytes
+    db = {name: set(ts) for name, ts in mapping.double_buffered.items()}
+    top = n - 1
+
+    for tr in nest.transfers:
+        up = arch.levels[tr.upper]
+        ub = arch.element_bytes(tr.tensor, up)
+        frac = _real_fraction(nest, tr.tensor) if tr.upper == top else 1.0
+        if tr.tensor == "O":
+            if tr.upper == top:
+                # Final results leave in the output type; partial sums round-trip at accumulator width.
+                partial = tr.updates - tr.final_updates
+                writes[tr.upper]["O"] += frac * (tr.final_updates * out_b + partial * acc_b)
+                reads[tr.upper]["O"] += frac * tr.fills * acc_b
+            else:
+                writes[tr.upper]["O"] += tr.updates * ub
+                reads[tr.upper]["O"] += tr.fills * ub
+            if tr.lower >= 0:
+                lb = arch.element_bytes("O", arch.levels[tr.lower])
+                reads[tr.lower]["O"] += tr.updates * lb
+                writes[tr.lower]["O"] += tr.fills * lb
+                if "O" not in db.get(arch.levels[tr.lower].name, set()):
+                    exposed[tr.lower] += tr.fills * lb
+        else:
+            reads[tr.upper][tr.tensor] += tr.fills * ub * frac
+            if tr.lower >= 0:
+                low = arch.levels[tr.lower]
+                lb = arch.element_bytes(tr.tensor, low)
+                writes[tr.lower][tr.tensor] += tr.lower_copies * lb
+                if tr.tensor not in db.get(low.name, set()):
+                    exposed[tr.lower] += tr.lower_copies * lb
+
+    compute = float(nest.temporal_iterations)
+    level_rows: list[LevelTraffic] = []
+    times: list[tuple[float, str]] = [(compute, "compute")]
+    stall = 0.0
+    energy_levels: dict[str, float] = {}
+    for i, lv in enumerate(arch.levels):
+        r, w = sum(reads[i].values()), sum(writes[i].values())
+        t = _transfer_time(r, w, lv.read_bandwidth, lv.write_bandwidth, lv.shared_bandwidth, lv.instances)
+        times.append((t, lv.name))
+        if i < top and exposed[i] and t > 0:
+            # The part of this level's traffic that fills single-buffered tiles cannot hide behind compute;
+            # it streams in from the level above at that level's pace.
+            src = arch.levels[i + 1]
+            if src.read_bandwidth:
+                stall += exposed[i] / (src.read_bandwidth * src.instances)
+        e = level_energy(lv)
+        energy = r * e.read_pj_per_byte + w * e.write_pj_per_byte
+        energy_levels[lv.name] = energy
+        tensors = sorted(set(reads[i]) | set(writes[i]))
+        level_rows.append(
+            LevelTraffic(
+                level=lv.name, reads_bytes=r, writes_bytes=w, cycles=t, energy_pj=energy,
+                by_tensor={tn: {"reads": reads[i][tn], "writes": writes[i][tn]} for tn in tensors},
+            )
+        )
+    slowest, bound = max(times, key=lambda x: x[0])
+    cycles = slowest + stall
+    mac_pj = arch.hardware.pe_array.mac_energy_pj
+    energy_levels["MAC"] = nest.padded_macs * (MAC_PJ if mac_pj is None else mac_pj)
+    macs = nest.problem.macs
+    return Metrics(
+        cycles=cycles,
+        energy_pj=sum(energy_levels.values()),
+        utilization=macs / (cycles * arch.macs),
+        dram_bytes=sum(reads[top].values()) + sum(writes[top].values()),
+        ideal_cycles=math.ceil(macs / arch.macs),
+        bound=bound,
+        compute_cycles=compute,
+        stall_cycles=stall,
+        macs=macs,
+        padded_macs=nest.padded_macs,
+        spatial_utilization=nest.spatial_used / arch.macs,
+        energy_breakdown_pj=energy_levels,
+        levels=level_rows,
+    )
+
+
+def _transfer_time(
+    r: float, w: float, rbw: float | None, wbw: float | None, shared: bool, instances: int
+) -> float:
+    if shared and rbw:
+        return (r + w) / (rbw * instances)
+    t = 0.0
+    if rbw:
+        t = max(t, r / (rbw * instances))
+    if wbw:
+        t = max(t, w / (wbw * instances))
+    return t

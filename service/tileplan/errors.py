@@ -1,0 +1,68 @@
+"""Errors that name the offending field and the reason.
+
+Every door (CLI, API) turns these into one readable line or a 4xx body; the core never
+raises bare ValueErrors at users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class TileplanError(Exception):
+    """Base class of errors caused by user input."""
+
+
+class InputError(TileplanError):
+    """A descriptor, layer, mapping or option is malformed or impossible.
+
+    `loc` is the path of the field (like Pydantic's), `msg` the reason.
+    """
+
+    def __init__(self, loc: Sequence[str | int], msg: str, type_: str = "value_error") -> None:
+        self.loc = tuple(loc)
+        self.msg = msg
+        self.type = type_
+        super().__init__(f"{format_loc(self.loc)}: {msg}" if self.loc else msg)
+
+    def to_detail(self) -> dict[str, object]:
+        return {"loc": list(self.loc), "msg": self.msg, "type": self.type}
+
+
+class MappingInfeasible(TileplanError):
+    """No legal mapping exists for this layer on this hardware (or none was found in time)."""
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    """`('memory_levels', 1, 'capacity')` -> `memory_levels[1].capacity`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def from_validation_error(exc: "object", prefix: Sequence[str | int] = ()) -> InputError:
+    """First error of a pydantic ValidationError as an InputError (with all errors in the message)."""
+    errors = exc.errors()  # type: ignore[attr-defined]
+    parts = []
+    for err in errors:
+        loc = tuple(prefix) + tuple(p for p in err["loc"] if not _is_union_tag(p))
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{format_loc(loc)}: {msg}" if loc else msg)
+    first = errors[0]
+    loc0 = tuple(prefix) + tuple(p for p in first["loc"] if not _is_union_tag(p))
+    err = InputError(loc0, first["msg"].removeprefix("Value error, "), first["type"])
+    err.args = ("; ".join(parts),)
+    err.all_details = [  # type: ignore[attr-defined]
+        {"loc": list(tuple(prefix) + tuple(e["loc"])), "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
+        for e in errors
+    ]
+    return err
+
+
+def _is_union_tag(part: object) -> bool:
+    # pydantic puts the discriminator value ("conv2d") into loc for tagged unions; users never wrote it.
+    return isinstance(part, str) and part in {"conv2d", "matmul", "dense"}

@@ -1,0 +1,284 @@
+"""The hardware descriptor (Pydantic v2) and its resolved, per-dataflow view.
+
+A descriptor lists memory levels innermost first; the last one is the backing store (DRAM, no
+capacity). Spatial fan-out is not written down but derived: a level with `instances` copies feeds
+the level below it, so fanout(i) = instances(i-1) / instances(i), with the MAC array (rows x cols) below
+level 0. Which tensor a level keeps and which dimensions its fan-out may unroll can differ per
+dataflow (weight-stationary keeps W in the PE registers, output-stationary keeps O there): a
+`Dataflow` carries those per-level overrides, and `HardwareDescriptor.resolve(dataflow)` returns the
+`Architecture` the checker, cost model and mappers work on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from tileplan.dims import DIMS, TENSORS, Dim, Tensor
+from tileplan.units import parse_size
+
+
+def _size(value: Any) -> int:
+    return parse_size(value)
+
+
+Size = Annotated[int, BeforeValidator(_size)]
+DType = Literal["int4", "int8", "int16", "int32", "fp16", "bf16", "fp32"]
+DTYPE_BITS: dict[str, int] = {"int4": 4, "int8": 8, "int16": 16, "int32": 32, "fp16": 16, "bf16": 16, "fp32": 32}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AccessEnergy(_Strict):
+    """Energy of moving one byte in or out of a level, in picojoules."""
+
+    read_pj_per_byte: float = Field(ge=0)
+    write_pj_per_byte: float = Field(ge=0)
+
+
+class MemoryLevel(_Strict):
+    name: str = Field(min_length=1)
+    capacity: Size | None = Field(
+        default=None, description="Total bytes over all instances; omitted for the backing store (DRAM)."
+    )
+    word_bits: int = Field(default=8, gt=0, description="Bits per stored element (32 for an int32 accumulator).")
+    instances: int = Field(default=1, gt=0)
+    keeps: list[Tensor] = Field(description="Tensors stored at this level; the others bypass it.")
+    partition: dict[Tensor, float] | None = Field(
+        default=None, description="Fixed share of capacity per tensor; omitted means one shared pool."
+    )
+    bandwidth: float | None = Field(
+        default=None, gt=0, description="Bytes per cycle per instance, reads and writes together."
+    )
+    read_bandwidth: float | None = Field(default=None, gt=0)
+    write_bandwidth: float | None = Field(default=None, gt=0)
+    buffer_count: Literal[1, 2] = Field(default=1, description="2: tiles may be double buffered here.")
+    spatial_dims: list[Dim] | None = Field(
+        default=None, description="Dimensions that may be unrolled across this level's fan-out (None: any)."
+    )
+    array_axis: Literal["rows", "cols"] | None = Field(
+        default=None, description="Which PE-array axis this level's fan-out spans, for code generation."
+    )
+    energy: AccessEnergy | None = None
+
+    @field_validator("keeps")
+    @classmethod
+    def _unique_keeps(cls, v: list[Tensor]) -> list[Tensor]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"lists a tensor twice: {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _partition_valid(self) -> "MemoryLevel":
+        if self.partition is not None:
+            extra = set(self.partition) - set(self.keeps)
+            if extra:
+                raise ValueError(f"partition names {sorted(extra)}, which this level does not keep")
+            if any(f <= 0 for f in self.partition.values()) or sum(self.partition.values()) > 1 + 1e-9:
+                raise ValueError("partition shares must be positive and sum to at most 1")
+            if set(self.partition) != set(self.keeps):
+                raise ValueError(f"partition must give a share to every kept tensor {self.keeps}")
+        if self.capacity is not None and self.capacity % self.instances:
+            raise ValueError(f"capacity {self.capacity} B does not divide into {self.instances} instances")
+        return self
+
+
+class DataflowLevel(_Strict):
+    keeps: list[Tensor] | None = None
+    spatial_dims: list[Dim] | None = None
+
+
+class Dataflow(_Strict):
+    name: str = Field(min_length=1)
+    levels: dict[str, DataflowLevel] = Field(
+        default_factory=dict, description="Per-level overrides of keeps / spatial_dims under this dataflow."
+    )
+
+
+class PEArray(_Strict):
+    rows: int = Field(gt=0)
+    cols: int = Field(gt=0)
+    dataflows: list[Dataflow] = Field(min_length=1)
+    input_dtype: DType = "int8"
+    weight_dtype: DType = "int8"
+    acc_dtype: DType = "int32"
+    output_dtype: DType = "int8"
+    mac_energy_pj: float | None = Field(default=None, ge=0)
+
+    @property
+    def macs(self) -> int:
+        return self.rows * self.cols
+
+
+class Constraints(_Strict):
+    max_tile: dict[str, dict[Dim, int]] = Field(
+        default_factory=dict,
+        description="Largest tile extent per dimension held at a level, e.g. {Accumulator: {K: 16}}.",
+    )
+
+
+class HardwareDescriptor(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    pe_array: PEArray
+    memory_levels: list[MemoryLevel] = Field(min_length=2, description="Innermost first; the last is DRAM.")
+    constraints: Constraints = Constraints()
+    cost_params: dict[str, float] = Field(
+        default_factory=dict, description="Calibrated cost-model parameters (see tileplan.cost.params)."
+    )
+
+    @model_validator(mode="after")
+    def _hierarchy_valid(self) -> "HardwareDescriptor":
+        names = [lv.name for lv in self.memory_levels]
+        if len(set(names)) != len(names):
+            raise ValueError(f"memory_levels: level names must be unique, got {names}")
+        *inner, top = self.memory_levels
+        if top.capacity is not None:
+            raise ValueError("memory_levels: the last (outermost) level is the backing store and has no capacity")
+        if set(top.keeps) != set(TENSORS):
+            raise ValueError("memory_levels: the last level must keep W, I and O")
+        if top.instances != 1:
+            raise ValueError("memory_levels: the last level must have 1 instance")
+        for i, lv in enumerate(inner):
+            if lv.capacity is None:
+                raise ValueError(f"memory_levels[{i}].capacity: required for on-chip level {lv.name!r}")
+        below = self.pe_array.macs
+        for i, lv in enumerate(self.memory_levels):
+            if below % lv.instances:
+                raise ValueError(
+                    f"memory_levels[{i}].instances: {lv.instances} does not divide the {below} instances below it"
+                )
+            below = lv.instances
+        for df in self.pe_array.dataflows:
+            for lname in df.levels:
+                if lname not in names:
+                    raise ValueError(f"pe_array.dataflows: {df.name!r} overrides unknown level {lname!r}")
+        if len({df.name for df in self.pe_array.dataflows}) != len(self.pe_array.dataflows):
+            raise ValueError("pe_array.dataflows: names must be unique")
+        for lname, dims in self.constraints.max_tile.items():
+            if lname not in names:
+                raise ValueError(f"constraints.max_tile: unknown level {lname!r}")
+            if any(v <= 0 for v in dims.values()):
+                raise ValueError(f"constraints.max_tile.{lname}: extents must be positive")
+        return self
+
+    @property
+    def dataflow_names(self) -> list[str]:
+        return [df.name for df in self.pe_array.dataflows]
+
+    def level_index(self, name: str) -> int:
+        for i, lv in enumerate(self.memory_levels):
+            if lv.name == name:
+                return i
+        raise KeyError(name)
+
+    def resolve(self, dataflow: str | None = None) -> "Architecture":
+        """The hierarchy as seen under one dataflow (default: the first listed)."""
+        df = self.pe_array.dataflows[0] if dataflow is None else _find(self.pe_array.dataflows, dataflow)
+        levels = []
+        below = self.pe_array.macs
+        in_bits = DTYPE_BITS[self.pe_array.input_dtype]
+        for i, lv in enumerate(self.memory_levels):
+            ov = df.levels.get(lv.name, DataflowLevel())
+            keeps = frozenset(ov.keeps if ov.keeps is not None else lv.keeps)
+            sdims = ov.spatial_dims if ov.spatial_dims is not None else lv.spatial_dims
+            read_bw = lv.read_bandwidth or lv.bandwidth
+            write_bw = lv.write_bandwidth or lv.bandwidth
+            levels.append(
+                ResolvedLevel(
+                    index=i,
+                    name=lv.name,
+                    capacity=None if lv.capacity is None else lv.capacity // lv.instances,
+                    word_bytes=lv.word_bits / 8,
+                    instances=lv.instances,
+                    fanout=below // lv.instances,
+                    keeps=keeps,
+                    partition=dict(lv.partition) if lv.partition else None,
+                    spatial_dims=frozenset(sdims) if sdims is not None else frozenset(DIMS),
+                    read_bandwidth=read_bw,
+                    write_bandwidth=write_bw,
+                    shared_bandwidth=lv.bandwidth is not None and lv.read_bandwidth is None,
+                    buffer_count=lv.buffer_count,
+                    energy=lv.energy,
+                    max_tile=dict(self.constraints.max_tile.get(lv.name, {})),
+                    is_backing_store=lv.capacity is None,
+                    array_axis=lv.array_axis,
+                )
+            )
+            below = lv.instances
+        return Architecture(
+            hardware=self,
+            dataflow=df.name,
+            levels=tuple(levels),
+            macs=self.pe_array.macs,
+            input_bytes=in_bits / 8,
+            acc_bytes=DTYPE_BITS[self.pe_array.acc_dtype] / 8,
+            output_bytes=DTYPE_BITS[self.pe_array.output_dtype] / 8,
+        )
+
+
+def _find(dataflows: list[Dataflow], name: str) -> Dataflow:
+    for df in dataflows:
+        if df.name == name:
+            return df
+    raise ValueError(f"unknown dataflow {name!r}; this hardware has {[d.name for d in dataflows]}")
+
+
+@dataclass(frozen=True)
+class ResolvedLevel:
+    index: int
+    name: str
+    capacity: int | None  # bytes per instance; None for the backing store
+    word_bytes: float
+    instances: int
+    fanout: int  # instances of the level below (or MACs) fed by one instance of this level
+    keeps: frozenset[str]
+    partition: dict[str, float] | None
+    spatial_dims: frozenset[str]
+    read_bandwidth: float | None  # bytes/cycle/instance; None = not a limit
+    write_bandwidth: float | None
+    shared_bandwidth: bool  # reads and writes share one port budget
+    buffer_count: int
+    energy: AccessEnergy | None
+    max_tile: dict[str, int]
+    is_backing_store: bool
+    array_axis: str | None
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A descriptor resolved under one dataflow: what the checker, cost model and mappers see."""
+
+    hardware: HardwareDescriptor
+    dataflow: str
+    levels: tuple[ResolvedLevel, ...]
+    macs: int
+    input_bytes: float
+    acc_bytes: float
+    output_bytes: float
+
+    @property
+    def name(self) -> str:
+        return self.hardware.name
+
+    def level(self, name: str) -> ResolvedLevel:
+        for lv in self.levels:
+            if lv.name == name:
+                return lv
+        raise KeyError(name)
+
+    def element_bytes(self, tensor: str, level: ResolvedLevel) -> float:
+        """Bytes one element of `tensor` occupies at `level`: operands in the input type, outputs at the
+        level's word width on chip (int32 in an accumulator, 24 bit in Simba's)."""
+        if tensor != "O":
+            return self.input_bytes
+        return self.output_bytes if level.is_backing_store else level.word_bytes
+
+    @property
+    def total_fanout(self) -> int:
+        return math.prod(lv.fanout for lv in self.levels)

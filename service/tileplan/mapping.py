@@ -1,0 +1,96 @@
+"""The Mapping contract (contracts.md): per level, innermost first, the temporal loops (innermost loop
+first) and the spatial factors across that level's fan-out; plus padded bounds, double-buffered
+tensors and the dataflow."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tileplan.dims import DIMS, Dim, Tensor
+from tileplan.errors import InputError, from_validation_error
+
+Factor = tuple[Dim, int]
+
+
+class LevelMapping(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    temporal: list[Factor] = Field(default_factory=list, description="Loop order at this level, innermost first.")
+    spatial: list[Factor] = Field(default_factory=list, description="Factors unrolled across this level's fan-out.")
+
+    @field_validator("temporal", "spatial")
+    @classmethod
+    def _positive(cls, v: list[Factor]) -> list[Factor]:
+        for d, f in v:
+            if f < 1:
+                raise ValueError(f"factor of {d} must be positive, got {f}")
+        return v
+
+    def temporal_factor(self, dim: str) -> int:
+        return math.prod(f for d, f in self.temporal if d == dim)
+
+    def spatial_factor(self, dim: str) -> int:
+        return math.prod(f for d, f in self.spatial if d == dim)
+
+    @property
+    def spatial_total(self) -> int:
+        return math.prod(f for _, f in self.spatial)
+
+
+class Mapping(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    levels: list[LevelMapping]
+    padded_dims: dict[Dim, int] = Field(
+        default_factory=dict, description="Dimensions whose factors multiply to a padded bound, with that bound."
+    )
+    double_buffered: dict[str, list[Tensor]] = Field(default_factory=dict)
+    dataflow: str | None = None
+
+    def bounds(self) -> dict[str, int]:
+        """Product of every dimension's factors over all levels."""
+        return {d: math.prod(lv.temporal_factor(d) * lv.spatial_factor(d) for lv in self.levels) for d in DIMS}
+
+    def canonical(self) -> "Mapping":
+        """Drop factors of 1 so equal mappings compare and hash equal."""
+        return Mapping(
+            levels=[
+                LevelMapping(
+                    name=lv.name,
+                    temporal=[(d, f) for d, f in lv.temporal if f > 1],
+                    spatial=sorted((d, f) for d, f in lv.spatial if f > 1),
+                )
+                for lv in self.levels
+            ],
+            padded_dims=dict(sorted(self.padded_dims.items())),
+            double_buffered={k: sorted(v) for k, v in sorted(self.double_buffered.items()) if v},
+            dataflow=self.dataflow,
+        )
+
+    def describe(self) -> str:
+        """One line per level, outermost first, in the style of the FireSim data set."""
+        rows = []
+        for lv in reversed(self.levels):
+            loops = " ".join(f"{d}{f}" for d, f in reversed(lv.temporal))
+            sp = " ".join(f"{d}{f}X" for d, f in lv.spatial)
+            rows.append(f"{lv.name}: {loops} {sp}".rstrip())
+        return " | ".join(rows)
+
+
+def parse_mapping(data: Any, loc: tuple[str | int, ...] = ("mapping",)) -> Mapping:
+    if isinstance(data, Mapping):
+        return data
+    try:
+        return Mapping.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc, loc) from None
+
+
+def level_names_match(mapping: Mapping, names: list[str]) -> None:
+    got = [lv.name for lv in mapping.levels]
+    if got != names:
+        raise InputError(("mapping", "levels"), f"levels must be {names} (innermost first), got {got}")

@@ -1,0 +1,153 @@
+"""descriptor + layer -> problem -> mapper -> check -> cost -> Plan (the contract shape).
+
+`make_plan` is the one function every door (CLI, API, jobs, benchmarks) calls to schedule a layer.
+A mapper's answer is never trusted: it is checked, and an illegal mapping is an error, not a plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tileplan import __version__
+from tileplan.check import check
+from tileplan.cost import Metrics, evaluate_mapping
+from tileplan.errors import MappingInfeasible
+from tileplan.hardware import HardwareDescriptor
+from tileplan.mappers.base import MapperOptions, Objective, SolverInfo, get_mapper
+from tileplan.mapping import Mapping
+from tileplan.problem import Problem
+from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc
+
+# Bumped whenever a change to mappers or the cost model can change a plan: part of every cache key.
+SOLVER_VERSION = f"{__version__}+cosa3"
+
+MapperName = Literal["cosa", "gemmini-auto", "random", "exhaustive"]
+
+
+class ScheduleOptions(BaseModel):
+    """Options of POST /schedule and `tileplan schedule` (contracts.md)."""
+
+    mapper: MapperName = "cosa"
+    objective: Objective = Objective()
+    time_limit_s: float = Field(default=10.0, gt=0, le=600)
+    codegen: bool = False
+    baseline: bool = Field(default=True, description="Also plan the hand-written baseline to compare with.")
+    dataflow: str | None = None
+    seed: int = 0
+
+    def mapper_options(self) -> MapperOptions:
+        return MapperOptions(
+            objective=self.objective, time_limit_s=self.time_limit_s, seed=self.seed, dataflow=self.dataflow
+        )
+
+    def key_doc(self) -> dict[str, Any]:
+        """The options that change the answer (codegen adds an artifact, not a different plan)."""
+        return self.model_dump(mode="json", exclude={"codegen"})
+
+
+class Baseline(BaseModel):
+    mapper: str
+    mapping: Mapping
+    metrics: Metrics
+
+
+class Plan(BaseModel):
+    key: str
+    layer: dict[str, Any]
+    hardware: str
+    mapper: str
+    mapping: Mapping
+    metrics: Metrics
+    baseline: Baseline | None = None
+    solver: SolverInfo
+    cached: bool = False
+    speedup: float | None = Field(default=None, description="Baseline cycles / plan cycles.")
+    links: dict[str, str] = Field(default_factory=dict)
+
+
+def hardware_fingerprint(hw: HardwareDescriptor) -> dict[str, Any]:
+    """What identifies a descriptor's behaviour: everything but its name and description."""
+    return hw.model_dump(mode="json", exclude={"name", "description"})
+
+
+def plan_key(hw: HardwareDescriptor, problem: Problem, options: ScheduleOptions) -> str:
+    doc = {
+        "hardware": hardware_fingerprint(hw),
+        "problem": problem.key(),
+        "options": options.key_doc(),
+        "solver": SOLVER_VERSION,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def links_for(key: str) -> dict[str, str]:
+    return {"self": f"/plans/{key}", "module": f"/plans/{key}/module", "timeloop": f"/plans/{key}/timeloop"}
+
+
+def run_mapper(name: str, problem: Problem, hw: HardwareDescriptor, options: MapperOptions) -> tuple[Mapping, SolverInfo, Metrics]:
+    """One mapper's mapping, checked and costed."""
+    result = get_mapper(name).map(problem, hw, options)
+    violations = check(problem, hw, result.mapping)
+    if violations:
+        # A mapper bug, not a user error: never hand out a plan the hardware cannot run.
+        raise MappingInfeasible(f"{name} produced an illegal mapping: {'; '.join(violations)}")
+    metrics = evaluate_mapping(problem, hw.resolve(result.mapping.dataflow), result.mapping)
+    return result.mapping, result.solver, metrics
+
+
+def baseline_mapper_for(hw: HardwareDescriptor) -> str:
+    """Gemmini's hand-written heuristic where it applies, else best-of-N random (a common baseline)."""
+    from tileplan.mappers.gemmini_auto import applicable
+
+    return "gemmini-auto" if applicable(hw) else "random"
+
+
+def make_plan(
+    layer: Conv2dLayer | MatmulLayer, hw: HardwareDescriptor, options: ScheduleOptions | None = None
+) -> Plan:
+    options = options or ScheduleOptions()
+    problem = Problem.from_layer(layer)
+    key = plan_key(hw, problem, options)
+    mopts = options.mapper_options()
+    mapping, solver, metrics = run_mapper(options.mapper, problem, hw, mopts)
+    baseline = None
+    if options.baseline:
+        bname = baseline_mapper_for(hw)
+        if bname == options.mapper:
+            baseline = Baseline(mapper=bname, mapping=mapping, metrics=metrics)
+        else:
+            bmap, _, bmetrics = run_mapper(bname, problem, hw, mopts.model_copy(update={"dataflow": None}))
+            baseline = Baseline(mapper=bname, mapping=bmap, metrics=bmetrics)
+    return Plan(
+        key=key,
+        layer=layer_doc(layer),
+        hardware=hw.name,
+        mapper=options.mapper,
+        mapping=mapping,
+        metrics=metrics,
+        baseline=baseline,
+        solver=solver,
+        speedup=None if baseline is None else baseline.metrics.cycles / metrics.cycles,
+        links=links_for(key),
+    )
+
+
+class Evaluation(BaseModel):
+    """Answer of POST /evaluate and `tileplan evaluate`."""
+
+    valid: bool
+    metrics: Metrics | None = None
+    violations: list[str] = Field(default_factory=list)
+
+
+def evaluate(layer: Conv2dLayer | MatmulLayer, hw: HardwareDescriptor, mapping: Mapping) -> Evaluation:
+    """Any mapping on any descriptor: its metrics when legal, its violations when not."""
+    problem = Problem.from_layer(layer)
+    violations = check(problem, hw, mapping)
+    if violations:
+        return Evaluation(valid=False, violations=violations)
+    return Evaluation(valid=True, metrics=evaluate_mapping(problem, hw.resolve(mapping.dataflow), mapping))

@@ -1,0 +1,71 @@
+"""A layer reduced to what a mapper needs: loop bounds, strides, tensor footprints, prime factors.
+
+Input tiles are halo-exact: a tile of p output rows under a tile of r filter rows reads
+(p - 1) * stride + (r - 1) * dilation + 1 input rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from tileplan.dims import DIMS, RELEVANT
+from tileplan.workload import Conv2dLayer, MatmulLayer
+
+
+def prime_factors(n: int) -> list[int]:
+    """Prime factors of n, largest first (1 has none)."""
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return sorted(out, reverse=True)
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+@dataclass(frozen=True)
+class Problem:
+    dims: dict[str, int]
+    stride: tuple[int, int] = (1, 1)
+    dilation: tuple[int, int] = (1, 1)
+    name: str = ""
+
+    @classmethod
+    def from_layer(cls, layer: Conv2dLayer | MatmulLayer) -> "Problem":
+        return cls(dims=layer.dims(), stride=layer.strides, dilation=layer.dilations, name=layer.name)
+
+    @cached_property
+    def macs(self) -> int:
+        return math.prod(self.dims.values())
+
+    @cached_property
+    def factors(self) -> dict[str, list[int]]:
+        return {d: prime_factors(self.dims[d]) for d in DIMS}
+
+    def input_extent(self, p: int, r: int, axis: int) -> int:
+        """Input rows (axis 0) or cols (axis 1) touched by p outputs under r filter taps."""
+        return (p - 1) * self.stride[axis] + (r - 1) * self.dilation[axis] + 1
+
+    def tile_elements(self, tensor: str, tile: dict[str, int]) -> int:
+        """Elements of `tensor` touched by a tile with the given extent per dimension."""
+        if tensor == "I":
+            h = self.input_extent(tile["P"], tile["R"], 0)
+            w = self.input_extent(tile["Q"], tile["S"], 1)
+            return tile["N"] * tile["G"] * tile["C"] * h * w
+        return math.prod(tile[d] for d in RELEVANT[tensor])
+
+    def tensor_elements(self, tensor: str) -> int:
+        return self.tile_elements(tensor, self.dims)
+
+    def key(self) -> dict[str, object]:
+        """Canonical identity: two layers with equal keys are the same scheduling problem."""
+        return {"dims": dict(sorted(self.dims.items())), "stride": list(self.stride), "dilation": list(self.dilation)}
