@@ -19,8 +19,9 @@
  *   DMA: each row is split into requests of at most dma_max_request_bytes, each request rounded up to
  *   dma_beat_bytes beats; the DRAM channel (shared by loads and stores) moves dram_bytes_per_cycle,
  *   and each transfer completes dma_latency cycles after its last beat.
- *   preload occupies the execute unit preload_cycles, compute compute_cycles; results land
- *   compute_latency cycles later.
+ *   compute occupies the execute unit compute_cycles; results land compute_latency cycles later.  A preload
+ *   takes preload_cycles (config_cycles with no operand) in the array's preload pipe, which double-buffers:
+ *   it may overlap the previous compute, and the next compute waits for it.
  */
 #include "gemmini.h"
 
@@ -123,6 +124,7 @@ typedef struct emu {
   /* systolic array state */
   int32_t *weights, *weights_pending, *os_state, *os_d;
   int weights_pending_valid;
+  uint32_t weights_cols, weights_pending_cols;
   int preload_pending;
   uint32_t c_addr, c_rows, c_cols;
   int32_t *blk_a, *blk_b, *blk_c;
@@ -133,6 +135,7 @@ typedef struct emu {
 
   /* timing state */
   double t_dispatch, unit_free[3], dram_free, max_complete, last_retire;
+  double pre_free, preload_done, last_compute_start; /* preload pipe of the array */
   double *ring; /* retire times of the last queue_entries instructions */
   uint32_t ring_n;
 
@@ -580,18 +583,24 @@ void gemmini_extended_preload(uint32_t BD, uint32_t C, uint32_t BD_cols, uint32_
   if (!is_garbage(BD) && is_acc(BD) && e->dataflow == WEIGHT_STATIONARY)
     trap(e, "weights (B) must come from the scratchpad");
 
+  /* The array double-buffers its preloaded operand: a preload may start once the previous compute has
+   * started, overlapping it; a preload with no operand (garbage BD) only records the output address. */
   double t = dispatch(e);
-  if (e->unit_free[U_EXEC] > t) t = e->unit_free[U_EXEC];
+  if (e->pre_free > t) t = e->pre_free;
+  if (e->last_compute_start > t) t = e->last_compute_start;
   t = wait_read(e, U_EXEC, BD, BD_rows, 1, t);
-  double done = t + e->t.preload_cycles;
-  e->unit_free[U_EXEC] = done;
-  e->st.busy[U_EXEC] += e->t.preload_cycles;
+  double cost = is_garbage(BD) ? e->t.config_cycles : e->t.preload_cycles;
+  double done = t + cost;
+  e->pre_free = done;
+  e->preload_done = done;
+  e->st.busy[U_EXEC] += cost;
   mark_read(e, BD, BD_rows, 1, done);
 
   if (e->dataflow == WEIGHT_STATIONARY) {
     if (!is_garbage(BD)) {
       read_block(e, BD, BD_rows, BD_cols, 1, e->b_tr, e->weights_pending, "preload B");
       e->weights_pending_valid = 1;
+      e->weights_pending_cols = e->b_tr ? BD_rows : BD_cols;
     }
   } else {
     read_block(e, BD, BD_rows, BD_cols, 1, 0, e->os_d, "preload D");
@@ -618,9 +627,11 @@ static void compute_impl(int op, uint32_t A, uint32_t BD, uint32_t A_cols, uint3
 
   double t = dispatch(e);
   if (e->unit_free[U_EXEC] > t) t = e->unit_free[U_EXEC];
+  if (e->preload_done > t) t = e->preload_done;
   t = wait_read(e, U_EXEC, A, a_rows_read, e->a_stride, t);
   t = wait_read(e, U_EXEC, BD, BD_rows, 1, t);
   if (!is_garbage(C)) t = wait_write(e, U_EXEC, C, e->c_rows, t);
+  e->last_compute_start = t;
   double end = t + e->t.compute_cycles;
   double done = end + e->t.compute_latency;
   e->unit_free[U_EXEC] = end;
@@ -636,6 +647,7 @@ static void compute_impl(int op, uint32_t A, uint32_t BD, uint32_t A_cols, uint3
         memcpy(e->weights, e->weights_pending, sizeof(int32_t) * D * D);
       else
         memset(e->weights, 0, sizeof(int32_t) * D * D);
+      e->weights_cols = e->weights_pending_valid ? e->weights_pending_cols : 0;
       e->weights_pending_valid = 0;
     }
     W = e->weights;
@@ -657,7 +669,9 @@ static void compute_impl(int op, uint32_t A, uint32_t BD, uint32_t A_cols, uint3
       for (uint32_t j = 0; j < D; j++) cr[j] = wrap_add(cr[j], av * wr[j]);
     }
   }
-  e->st.macs += (uint64_t)A_rows * A_cols * (is_garbage(C) ? D : e->c_cols);
+  /* useful MACs: the A block times the columns of the operand it meets */
+  e->st.macs += (uint64_t)A_rows * A_cols *
+                (e->dataflow == WEIGHT_STATIONARY ? e->weights_cols : (e->b_tr ? BD_rows : BD_cols));
   if (e->dataflow == OUTPUT_STATIONARY) memcpy(e->os_state, e->blk_c, sizeof(int32_t) * D * D);
 
   if (!is_garbage(C)) {
@@ -781,9 +795,11 @@ void emu_reset(emu_t *e) {
   e->a_stride = 1;
   e->a_tr = e->b_tr = 0;
   e->weights_pending_valid = 0;
+  e->weights_cols = e->weights_pending_cols = 0;
   e->preload_pending = 0;
   e->n_regions = 0;
   e->t_dispatch = e->dram_free = e->max_complete = e->last_retire = 0;
+  e->pre_free = e->preload_done = e->last_compute_start = 0;
   e->unit_free[0] = e->unit_free[1] = e->unit_free[2] = 0;
   memset(&e->st, 0, sizeof e->st);
   e->trapped = 0;

@@ -1,0 +1,254 @@
+"""Gemmini emulator: bit-exact tiled matmuls, every trap, and a sane timing model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tileplan.codegen.emulator import Emulator, GemminiTrap, TimingParams, isa
+from tileplan.codegen.emulator.isa import GARBAGE_ADDR, Dram, acc_addr
+
+KERNEL = (Path(__file__).parent / "matmul_kernel.c").read_text()
+WS, OS = isa.WEIGHT_STATIONARY, isa.OUTPUT_STATIONARY
+
+_EMUS: dict[tuple, Emulator] = {}
+
+
+def emu(dim: int = 16, spad_rows: int = 16384, acc_rows: int = 1024, **timing: float) -> Emulator:
+    key = (dim, spad_rows, acc_rows, tuple(sorted(timing.items())))
+    if key not in _EMUS:
+        _EMUS[key] = Emulator(dim=dim, spad_rows=spad_rows, acc_rows=acc_rows,
+                              timing=TimingParams.for_dim(dim, **timing))
+    return _EMUS[key]
+
+
+def reference(a, b, bias, scale, relu):
+    acc = a.astype(np.int64) @ b.astype(np.int64) + bias.astype(np.int64)
+    acc = acc.astype(np.int32)
+    y = np.rint(acc.astype(np.float32) * np.float32(scale))
+    if relu:
+        y = np.maximum(y, 0)
+    return np.clip(y, -128, 127).astype(np.int8)
+
+
+def run_kernel(e, m, k, n, *, relu=False, df=WS, tiles=(2, 2, 2), bias=True, scale=1.0, seed=0, **timing):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-128, 128, size=(m, k), dtype=np.int8)
+    b = rng.integers(-128, 128, size=(k, n), dtype=np.int8)
+    bv = rng.integers(-20000, 20000, size=n, dtype=np.int32)
+    params = np.zeros(10, np.int32)
+    params[:9] = [m, k, n, int(relu), df, *tiles, int(bias)]
+    params[9] = np.array([scale], np.float32).view(np.int32)[0]
+    c = np.zeros((m, n), np.int8)
+    res = e.run(KERNEL, {"p": params, "A": a, "B": b, "bias": bv, "C": c}, readonly=("p", "A", "B", "bias"))
+    want = reference(a, b, bv if bias else np.zeros(n, np.int32), scale, relu)
+    return res, want
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Bit-exact results
+
+@pytest.mark.parametrize("dim", [8, 16, 32])
+@pytest.mark.parametrize("df", [WS, OS])
+def test_tiled_matmul_bit_exact(dim, df):
+    e = emu(dim)
+    rng = np.random.default_rng(dim * 10 + df)
+    for trial in range(6):
+        m, k, n = (int(x) for x in rng.integers(1, 3 * dim + 7, size=3))
+        tiles = tuple(int(x) for x in rng.integers(1, 4, size=3))
+        scale = float(rng.choice([1.0, 0.5, 0.0123, 1 / 3, 2.75]))
+        relu = bool(trial % 2)
+        res, want = run_kernel(e, m, k, n, relu=relu, df=df, tiles=tiles, bias=bool(trial % 3), scale=scale,
+                               seed=trial)
+        np.testing.assert_array_equal(res.buffers["C"], want, err_msg=f"{m}x{k}x{n} tiles={tiles} scale={scale}")
+        assert res.macs == m * k * n
+        assert res.counts["mvout"] == -(-m // dim) * -(-n // dim)
+
+
+def test_saturation_and_relu_are_exercised():
+    e = emu(16)
+    res, want = run_kernel(e, 20, 40, 24, relu=True, scale=0.01, seed=3)
+    np.testing.assert_array_equal(res.buffers["C"], want)
+    assert (want == 0).any() and (want == 127).any()          # ReLU clamps, int8 saturates high
+    res, want = run_kernel(e, 20, 40, 24, relu=False, scale=0.01, seed=3)
+    np.testing.assert_array_equal(res.buffers["C"], want)
+    assert (want == -128).any()                               # and low
+
+
+def test_round_half_to_even_on_mvout():
+    e = emu(4, spad_rows=64, acc_rows=16)
+    acc = np.array([[1, 3, 5, 7], [-1, -3, -5, -7], [2, 6, 10, 254], [-255, -257, 9, 11]], np.int32)
+    out = np.zeros((4, 4), np.int8)
+    prog = [isa.config_ld(16, id=0), isa.mvin(Dram("acc"), acc_addr(0), 4, 4),
+            isa.config_st(4, acc_scale=0.5), isa.mvout(Dram("out"), acc_addr(0), 4, 4)]
+    got = e.run(prog, {"acc": acc, "out": out}).buffers["out"]
+    want = np.clip(np.rint(acc.astype(np.float32) * np.float32(0.5)), -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(got, want)
+    assert got[0, 0] == 0 and got[0, 1] == 2 and got[1, 0] == 0 and got[1, 1] == -2  # 0.5 -> 0, 1.5 -> 2
+
+
+def test_mvin_scale_full_width_mvout_and_os_shift():
+    e = emu(4, spad_rows=64, acc_rows=16)
+    a = np.array([[3, -3, 5, 100], [1, 2, 3, 4], [-7, 7, 9, -9], [0, 1, -1, 127]], np.int8)
+    eye = np.eye(4, dtype=np.int8)
+    out32 = np.zeros((4, 4), np.int32)
+    out8 = np.zeros((4, 4), np.int8)
+    prog = [isa.config_ex(OS, sys_act=isa.NO_ACTIVATION, sys_shift=1),
+            isa.config_ld(4, scale=0.5, id=0), isa.config_ld(4, id=1), isa.config_st(16),
+            isa.mvin(Dram("a"), 0, 4, 4), isa.mvin(Dram("eye"), 8, 4, 4, channel=1),
+            isa.preload(GARBAGE_ADDR, acc_addr(0), 4, 4, 4, 4), isa.compute_preloaded(0, 8, 4, 4, 4, 4),
+            isa.mvout(Dram("out32"), acc_addr(0, read_full=True), 4, 4),
+            isa.preload(GARBAGE_ADDR, 16, 4, 4, 4, 4), isa.compute_preloaded(8, 0, 4, 4, 4, 4),
+            isa.config_st(4), isa.mvout(Dram("out8"), 16, 4, 4)]
+    r = e.run(prog, {"a": a, "eye": eye, "out32": out32, "out8": out8})
+    a_scaled = np.clip(np.rint(a.astype(np.float32) * np.float32(0.5)), -128, 127).astype(np.int32)
+    np.testing.assert_array_equal(r.buffers["out32"], a_scaled)            # full-width int32 mvout
+    x = a_scaled                                                             # eye @ a_scaled, then >> 1 (RNE)
+    q = x >> 1
+    rounded = q + ((x & 1) & (q & 1))                                        # half to even
+    np.testing.assert_array_equal(r.buffers["out8"], rounded.astype(np.int8))
+
+
+def test_instruction_list_matches_c_program():
+    """The same tiled matmul as a Python instruction list gives the same bits and the same cycle count."""
+    dim, m, k, n = 8, 19, 21, 13
+    e = emu(dim)
+    rng = np.random.default_rng(7)
+    a = rng.integers(-128, 128, size=(m, k), dtype=np.int8)
+    b = rng.integers(-128, 128, size=(k, n), dtype=np.int8)
+    prog = [isa.config_ex(WS), isa.config_ld(k, id=0), isa.config_ld(n, id=1), isa.config_st(n, acc_scale=0.05)]
+    blocks = lambda x: range(0, x, dim)  # noqa: E731
+    for i in blocks(m):
+        for j in blocks(n):
+            r_, c_ = min(dim, m - i), min(dim, n - j)
+            for kb, kk in enumerate(blocks(k)):
+                kc = min(dim, k - kk)
+                prog += [isa.mvin(Dram("A", i * k + kk), 0, kc, r_), isa.mvin(Dram("B", kk * n + j), dim, c_, kc, 1),
+                         isa.preload(dim, acc_addr(0, accumulate=kb > 0), c_, kc, c_, r_),
+                         isa.compute_preloaded(0, GARBAGE_ADDR, kc, r_, c_, r_)]
+            prog.append(isa.mvout(Dram("C", i * n + j), acc_addr(0), c_, r_))
+    res = e.run(prog, {"A": a, "B": b, "C": np.zeros((m, n), np.int8)})
+    np.testing.assert_array_equal(res.buffers["C"], reference(a, b, np.zeros(n, np.int32), 0.05, False))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Traps
+
+def _trap(prog, bufs=None, dim=4):
+    e = emu(dim, spad_rows=64, acc_rows=16)
+    bufs = bufs if bufs is not None else {"x": np.zeros((16, 64), np.int8), "y": np.zeros((16, 16), np.int32)}
+    with pytest.raises(GemminiTrap) as info:
+        e.run(prog, bufs)
+    return info.value
+
+
+SETUP = [isa.config_ld(64), isa.config_st(64)]
+TRAPS = {
+    "spad_out_of_bounds": (SETUP + [isa.mvin(Dram("x"), 62, 4, 4)], 2, "mvin", "out of bounds"),
+    "acc_out_of_bounds": (SETUP + [isa.mvin(Dram("x"), acc_addr(14), 4, 4)], 2, "mvin", "out of bounds"),
+    "too_many_rows": (SETUP + [isa.mvin(Dram("x"), 0, 4, 5)], 2, "mvin", "rows exceed"),
+    "too_many_spad_cols": (SETUP + [isa.mvin(Dram("x"), 0, 17, 4)], 2, "mvin", "columns exceed"),
+    "too_many_acc_cols": (SETUP + [isa.mvin(Dram("x"), acc_addr(0), 5, 4)], 2, "mvin", "columns exceed"),
+    "mvout_too_many_cols": (SETUP + [isa.mvin(Dram("x"), 0, 4, 4), isa.mvout(Dram("x"), 0, 5, 4)], 3, "mvout",
+                            "columns exceed"),
+    "never_written_mvout": (SETUP + [isa.mvout(Dram("x"), acc_addr(3), 4, 4)], 2, "mvout", "never written"),
+    "never_written_operand": (SETUP + [isa.mvin(Dram("x"), 0, 4, 4), isa.preload(0, acc_addr(0), 4, 4, 4, 4),
+                                       isa.compute_preloaded(8, GARBAGE_ADDR, 4, 4, 4, 4)],
+                              4, "compute_preloaded", "never written"),
+    "accumulate_unwritten": (SETUP + [isa.mvin(Dram("x"), 0, 4, 4),
+                                      isa.preload(0, acc_addr(0, accumulate=True), 4, 4, 4, 4),
+                                      isa.compute_preloaded(0, GARBAGE_ADDR, 4, 4, 4, 4)],
+                             4, "compute_preloaded", "never written"),
+    "compute_without_preload": (SETUP + [isa.mvin(Dram("x"), 0, 4, 4),
+                                         isa.compute_preloaded(0, GARBAGE_ADDR, 4, 4, 4, 4)],
+                                3, "compute_preloaded", "without a preceding preload"),
+    "dram_outside_buffers": (SETUP + [isa.mvin(Dram("x", 16 * 64 - 8), 0, 4, 4)], 2, "mvin", "outside every"),
+    "preload_block_too_big": (SETUP + [isa.preload(0, acc_addr(0), 5, 4, 4, 4)], 2, "preload", "exceed DIM"),
+    "bad_dataflow": ([isa.config_ex(7)], 0, "config_ex", "unknown dataflow"),
+    "mvout_acc_out_of_bounds": (SETUP + [isa.mvout(Dram("x"), acc_addr(15), 4, 2)], 2, "mvout", "out of bounds"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRAPS))
+def test_trap(name):
+    prog, index, mnemonic, text = TRAPS[name]
+    t = _trap(prog)
+    assert t.index == index and t.mnemonic == mnemonic
+    assert text in str(t) and f"#{index} ({mnemonic})" in str(t)
+
+
+def test_read_only_buffer_trap_and_c_program_trap():
+    e = emu(4, spad_rows=64, acc_rows=16)
+    prog = SETUP + [isa.mvin(Dram("x"), 0, 4, 4), isa.mvout(Dram("ro"), 0, 4, 4)]
+    with pytest.raises(GemminiTrap, match="read-only"):
+        e.run(prog, {"x": np.zeros((16, 64), np.int8), "ro": np.zeros(64, np.int8)}, readonly=("ro",))
+    src = '#include "gemmini.h"\nvoid kernel_entry(void **args) {\n gemmini_config_ld(4);\n' \
+          ' gemmini_extended_mvin(args[0], 0, 4, 4);\n gemmini_extended_mvin(args[0], 70, 4, 4);\n}\n'
+    with pytest.raises(GemminiTrap) as info:
+        e.run(src, {"x": np.zeros(16, np.int8)})
+    assert info.value.index == 2 and info.value.mnemonic == "mvin"
+    # the emulator is usable again after a trap
+    ok = e.run(src.replace("70", "4"), {"x": np.zeros(16, np.int8)})
+    assert ok.counts == {"config_ld": 1, "mvin": 2}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Timing
+
+def test_cycles_grow_with_size_and_respect_bounds():
+    e = emu(16)
+    prev = 0
+    for size in (16, 32, 64, 128):
+        res, want = run_kernel(e, size, size, size, tiles=(4, 4, 4), bias=False)
+        np.testing.assert_array_equal(res.buffers["C"], want)
+        ideal_compute = size ** 3 / 256
+        ideal_dram = (res.dram_bytes_in + res.dram_bytes_out) / e.timing.dram_bytes_per_cycle
+        assert res.cycles >= max(ideal_compute, ideal_dram)
+        assert res.cycles > prev
+        if prev:
+            assert res.cycles < 12 * prev            # 8x the work: well under quadratic blow-up
+        prev = res.cycles
+    # overlap: decoupled queues finish sooner than doing everything back to back
+    assert res.cycles < sum(res.busy.values())
+    assert res.cycles >= max(res.busy.values())
+
+
+def test_bandwidth_and_request_size_matter():
+    slow = emu(16, dram_bytes_per_cycle=2.0)
+    fast = emu(16, dram_bytes_per_cycle=16.0)
+    r_slow, _ = run_kernel(slow, 64, 64, 64, tiles=(1, 1, 4), bias=False)
+    r_fast, _ = run_kernel(fast, 64, 64, 64, tiles=(1, 1, 4), bias=False)
+    assert r_slow.cycles > 2 * r_fast.cycles
+    # a 65-byte row needs two requests and 5 beats; a 64-byte row one request and 4 beats
+    e = emu(32, dma_latency=0.0, issue_cycles=0.0, config_cycles=0.0)
+    x = np.zeros((16, 80), np.int8)
+    c64 = e.run([isa.config_ld(80), isa.mvin(Dram("x"), 0, 64, 16)], {"x": x}).cycles
+    c65 = e.run([isa.config_ld(80), isa.mvin(Dram("x"), 0, 65, 16)], {"x": x}).cycles
+    assert c64 == 16 * 64 / 8 and c65 == 16 * 80 / 8
+
+
+def test_raw_dependence_waits_for_the_load():
+    t = TimingParams.for_dim(16)
+    e = emu(16)
+    x = np.zeros((16, 16), np.int8)
+    base = [isa.config_ld(16), isa.mvin(Dram("x"), 0, 16, 16), isa.mvin(Dram("x"), 16, 16, 16)]
+    dep = base + [isa.preload(16, acc_addr(0), 16, 16, 16, 16), isa.compute_preloaded(0, GARBAGE_ADDR, 16, 16, 16, 16)]
+    r = e.run(dep, {"x": x})
+    load_done = 2 * 256 / t.dram_bytes_per_cycle + t.dma_latency
+    assert r.cycles >= load_done + t.compute_cycles + t.compute_latency
+    # a compute that reads rows no pending load writes does not wait for that load
+    indep = [isa.config_ld(16), isa.mvin(Dram("x"), 0, 16, 16), isa.mvin(Dram("x"), 16, 16, 16),
+             isa.preload(16, acc_addr(0), 16, 16, 16, 16), isa.compute_preloaded(0, GARBAGE_ADDR, 16, 16, 16, 16),
+             isa.mvin(Dram("x"), 32, 16, 16)]
+    r2 = e.run(indep, {"x": x})
+    assert r2.cycles < r.cycles + 256 / t.dram_bytes_per_cycle + t.issue_cycles + 1
+
+
+def test_parameters_reach_the_model():
+    r1, _ = run_kernel(emu(16), 32, 32, 32, bias=False)
+    r2, _ = run_kernel(emu(16, issue_cycles=50.0), 32, 32, 32, bias=False)
+    assert r2.cycles > r1.cycles + 40 * r1.instructions / 2
+    with pytest.raises(ValueError):
+        TimingParams(dram_bytes_per_cycle=0).validate()
