@@ -1,0 +1,77 @@
+"""From a solved CosaModel to contract Mappings: factors per level, padded bounds, double buffering,
+and candidate loop orders (one per choice of stationary tensor at each level) for re-ranking."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+
+from tileplan.dims import DIMS, RELEVANT, TENSORS
+from tileplan.mappers.build import build_mapping
+from tileplan.mappers.cosa.model import CosaModel
+from tileplan.mappers.cosa.solve import value
+from tileplan.mapping import Mapping
+
+
+def decode_factors(model: CosaModel) -> tuple[list[dict[str, int]], list[dict[str, int]], dict[str, int], dict[str, list[str]]]:
+    """Temporal and spatial factor per level and dimension, padded bounds, double-buffered tensors."""
+    spec, m = model.spec, model.m
+    n = spec.n_levels
+    temporal = [defaultdict(lambda: 1) for _ in range(n)]
+    spatial = [defaultdict(lambda: 1) for _ in range(n)]
+    for key in model.x_keys:
+        if value(m.X[key]) > 0.5:
+            d, a, k, i, s = key
+            f = spec.alternatives[d][a].factors[k]
+            (spatial if s == 0 else temporal)[i][d] *= f
+    padded = {}
+    for d in DIMS:
+        for a, alt in enumerate(spec.alternatives[d]):
+            if value(m.u[d, a]) > 0.5 and alt.bound != spec.problem.dims[d]:
+                padded[d] = alt.bound
+    db: dict[str, list[str]] = defaultdict(list)
+    for (i, v) in m.db:
+        if value(m.db[i, v]) > 0.5:
+            db[spec.arch.levels[i].name].append(v)
+    return [dict(t) for t in temporal], [dict(s) for s in spatial], padded, dict(db)
+
+
+def stationary_order(factors: dict[str, int], tensor: str | None) -> list[tuple[str, int]]:
+    """Loops of one level, innermost first: those that do not index `tensor` first, so it stays put."""
+    items = [(d, f) for d, f in factors.items() if f > 1]
+    if tensor is None:
+        return sorted(items, key=lambda x: DIMS.index(x[0]))
+    return sorted(items, key=lambda x: (x[0] in RELEVANT[tensor], DIMS.index(x[0])))
+
+
+def candidate_mappings(
+    model: CosaModel,
+    temporal: list[dict[str, int]],
+    spatial: list[dict[str, int]],
+    padded: dict[str, int],
+    double_buffered: list[dict[str, list[str]]],
+) -> list[Mapping]:
+    """Every combination of per-level stationary orders (levels with one loop have one order) and of
+    the given double-buffering choices, deduplicated, in a deterministic order."""
+    arch = model.spec.arch
+    per_level = []
+    for t in temporal:
+        orders = {tuple(stationary_order(t, v)) for v in TENSORS} if sum(f > 1 for f in t.values()) > 1 else {
+            tuple(stationary_order(t, None))
+        }
+        per_level.append(sorted(orders))
+    sp = [sorted((d, f) for d, f in s.items() if f > 1) for s in spatial]
+    out, seen = [], set()
+    for db in double_buffered:
+        for combo in itertools.product(*per_level):
+            mp = build_mapping(arch, [list(c) for c in combo], sp, padded, db)
+            sig = mp.model_dump_json()
+            if sig not in seen:
+                seen.add(sig)
+                out.append(mp)
+    return out
+
+
+def spatial_product(spatial: list[dict[str, int]]) -> int:
+    return math.prod(f for s in spatial for f in s.values())

@@ -1,0 +1,187 @@
+"""The CoSA mixed-integer program, in log space, built with Pyomo from a CosaSpec.
+
+Variables (all binary unless noted):
+  X[d, a, k, i, s]  prime factor k of alternative a of dimension d sits at level i, s=0 spatial, 1 temporal
+  u[d, a]           dimension d uses factorisation a (its exact bound or a padded one)
+  db[i, v]          tensor v is double buffered at level i (costs one bit of log-capacity)
+  split[i, o]       a shared buffer gives its tensors the capacities of option o
+  halo[i, ax, p, r] the input tile at level i spans p outputs and r taps along axis ax (exact halo)
+  sigma[j, v]       the loops at level j are ordered to keep v stationary (its irrelevant loops innermost)
+  reuse[v] >= 0     log of the refetches of v that stationarity saves (continuous)
+  lat, en           epigraph variables of latency and energy (continuous)
+
+Every size is a product of factors, so in log2 space it is a sum of constants times binaries. Latency
+is a max of the compute term and each tensor's DRAM-transfer term, modelled exactly by an epigraph.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pyomo.environ as pyo
+
+from tileplan.dims import DIMS, RELEVANT, TENSORS
+from tileplan.mappers.cosa.spec import CosaSpec
+
+Key = tuple[str, int, int, int, int]  # (dim, alternative, factor index, level, 0 spatial / 1 temporal)
+
+
+@dataclass
+class Weights:
+    latency: float
+    energy: float
+    memory: float
+
+
+@dataclass
+class CosaModel:
+    spec: CosaSpec
+    m: pyo.ConcreteModel
+    x_keys: list[Key]
+    coef: dict[Key, float]
+
+
+def log2(v: float) -> float:
+    return math.log2(v)
+
+
+def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
+    arch, prob = spec.arch, spec.problem
+    n = spec.n_levels
+    m = pyo.ConcreteModel(name="cosa")
+
+    x_keys: list[Key] = []
+    coef: dict[Key, float] = {}
+    for d in DIMS:
+        for a, alt in enumerate(spec.alternatives[d]):
+            for k, f in enumerate(alt.factors):
+                for i in range(n):
+                    places = [1] + ([0] if spec.spatial_ok(i, d, f) else [])
+                    for s in places:
+                        key = (d, a, k, i, s)
+                        x_keys.append(key)
+                        coef[key] = log2(f)
+    m.X = pyo.Var(x_keys, within=pyo.Binary)
+    X = m.X
+
+    # --- every factor of the chosen factorisation is placed exactly once -------------------------
+    alt_keys = [(d, a) for d in DIMS for a in range(len(spec.alternatives[d]))]
+    m.u = pyo.Var(alt_keys, within=pyo.Binary)
+    m.one_alt = pyo.Constraint(DIMS, rule=lambda m, d: sum(m.u[d, a] for a in range(len(spec.alternatives[d]))) == 1)
+    by_factor: dict[tuple[str, int, int], list[Key]] = {}
+    for key in x_keys:
+        by_factor.setdefault(key[:3], []).append(key)
+    m.placed = pyo.Constraint(list(by_factor), rule=lambda m, d, a, k: sum(X[q] for q in by_factor[d, a, k]) == m.u[d, a])
+
+    # Identical prime factors are interchangeable: order them by position to cut symmetric copies.
+    sym = []
+    for d in DIMS:
+        for a, alt in enumerate(spec.alternatives[d]):
+            for k in range(len(alt.factors) - 1):
+                if alt.factors[k] == alt.factors[k + 1]:
+                    sym.append((d, a, k))
+
+    def _pos(d: str, a: int, k: int) -> pyo.Expression:
+        return sum((2 * q[3] + q[4]) * X[q] for q in by_factor[d, a, k])
+
+    m.symmetry = pyo.Constraint(sym, rule=lambda m, d, a, k: _pos(d, a, k) >= _pos(d, a, k + 1))
+
+    def ext(d: str, i: int) -> pyo.Expression:
+        """log2 of the tile extent of d at level i (all factors at levels <= i)."""
+        return sum(coef[q] * X[q] for q in x_keys if q[0] == d and q[3] <= i)
+
+    def temporal_at(j: int, dims: frozenset[str] | tuple[str, ...]) -> pyo.Expression:
+        return sum(coef[q] * X[q] for q in x_keys if q[3] == j and q[4] == 1 and q[0] in dims)
+
+    def spatial_at(j: int, dims: frozenset[str] | tuple[str, ...]) -> pyo.Expression:
+        return sum(coef[q] * X[q] for q in x_keys if q[3] == j and q[4] == 0 and q[0] in dims)
+
+    # --- fan-out and tile-extent limits ------------------------------------------------------------
+    fan_levels = [i for i in range(n) if any(q[3] == i and q[4] == 0 for q in x_keys)]
+    m.fanout = pyo.Constraint(
+        fan_levels, rule=lambda m, i: spatial_at(i, DIMS) <= log2(arch.levels[i].fanout) + 1e-9
+    )
+    lim = [(i, d) for i, lv in enumerate(arch.levels) for d in lv.max_tile]
+    m.max_tile = pyo.Constraint(lim, rule=lambda m, i, d: ext(d, i) <= log2(arch.levels[i].max_tile[d]) + 1e-9)
+
+    # --- exact input halo: pick the (outputs, taps) pair of each axis at each level keeping I ---------
+    halo_levels = spec.onchip_keeps("I")
+    halo_keys = [(i, ax, p, r) for i in halo_levels for ax in (0, 1) for p, r in spec.halo_pairs(ax)]
+    m.halo = pyo.Var(halo_keys, within=pyo.Binary)
+    hk = [(i, ax) for i in halo_levels for ax in (0, 1)]
+    m.halo_one = pyo.Constraint(hk, rule=lambda m, i, ax: sum(m.halo[q] for q in halo_keys if q[:2] == (i, ax)) == 1)
+    m.halo_p = pyo.Constraint(
+        hk, rule=lambda m, i, ax: ext("PQ"[ax], i) == sum(log2(q[2]) * m.halo[q] for q in halo_keys if q[:2] == (i, ax))
+    )
+    m.halo_r = pyo.Constraint(
+        hk, rule=lambda m, i, ax: ext("RS"[ax], i) == sum(log2(q[3]) * m.halo[q] for q in halo_keys if q[:2] == (i, ax))
+    )
+
+    def log_tile(v: str, i: int) -> pyo.Expression:
+        if v != "I":
+            return sum(ext(d, i) for d in RELEVANT[v])
+        halo = sum(
+            log2(prob.input_extent(q[2], q[3], q[1])) * m.halo[q] for q in halo_keys if q[0] == i
+        )
+        return ext("N", i) + ext("G", i) + ext("C", i) + halo
+
+    # --- capacity, with double buffering and a choice of split for shared buffers -------------------
+    db_keys = [
+        (i, v) for i, lv in enumerate(arch.levels[:-1]) if lv.buffer_count == 2 for v in TENSORS if v in lv.keeps
+    ]
+    m.db = pyo.Var(db_keys, within=pyo.Binary)
+    split_keys = [(i, o) for i, opts in spec.capacity_options.items() for o in range(len(opts))]
+    m.split = pyo.Var(split_keys, within=pyo.Binary)
+    m.split_one = pyo.Constraint(
+        list(spec.capacity_options), rule=lambda m, i: sum(m.split[i, o] for o in range(len(spec.capacity_options[i]))) == 1
+    )
+    cap_keys = [(i, v) for i, opts in spec.capacity_options.items() for v in opts[0]]
+    tiles = {(i, v): log_tile(v, i) for i, v in cap_keys}
+
+    def cap_rule(m: pyo.ConcreteModel, i: int, v: str) -> pyo.Expression:
+        lv = arch.levels[i]
+        room = sum(log2(opt[v]) * m.split[i, o] for o, opt in enumerate(spec.capacity_options[i]))
+        dbl = m.db[i, v] if (i, v) in db_keys else 0
+        return tiles[i, v] + log2(arch.element_bytes(v, lv)) + dbl <= room + 1e-9
+
+    m.capacity = pyo.Constraint(cap_keys, rule=cap_rule)
+
+    # --- DRAM traffic of each tensor, with loop-order reuse at the level above its outer tile ---------
+    big = log2(max(prob.macs, 2)) + 1
+    sigma_levels = sorted({spec.outer_onchip(v) + 1 for v in TENSORS if 0 <= spec.outer_onchip(v) < n - 1})
+    m.sigma = pyo.Var([(j, v) for j in sigma_levels for v in TENSORS], within=pyo.Binary)
+    m.sigma_one = pyo.Constraint(sigma_levels, rule=lambda m, j: sum(m.sigma[j, v] for v in TENSORS) <= 1)
+    m.reuse = pyo.Var(TENSORS, within=pyo.NonNegativeReals)
+    log_traffic = {}
+    for v in TENSORS:
+        iv = spec.outer_onchip(v)
+        above = range(iv + 1, n)
+        inner = tiles[iv, v] if iv >= 0 and (iv, v) in tiles else (log_tile(v, iv) if iv >= 0 else 0)
+        loops = sum(temporal_at(j, DIMS) for j in above)
+        fan = sum(spatial_at(j, RELEVANT[v]) for j in above)
+        if iv >= 0 and iv + 1 < n:
+            j = iv + 1
+            irrelevant = tuple(d for d in DIMS if d not in RELEVANT[v])
+            setattr(m, f"reuse_loops_{v}", pyo.Constraint(expr=m.reuse[v] <= temporal_at(j, irrelevant)))
+            setattr(m, f"reuse_order_{v}", pyo.Constraint(expr=m.reuse[v] <= big * m.sigma[j, v]))
+        else:
+            m.reuse[v].fix(0)
+        log_traffic[v] = inner + loops + fan - m.reuse[v]
+
+    compute = sum(coef[q] * X[q] for q in x_keys if q[4] == 1)
+    dram = arch.levels[-1]
+    dram_bw = dram.read_bandwidth or 1.0
+    m.lat = pyo.Var(within=pyo.Reals)
+    m.en = pyo.Var(within=pyo.Reals)
+    m.lat_compute = pyo.Constraint(expr=m.lat >= compute)
+    byte_of = {v: arch.element_bytes(v, dram) for v in TENSORS}
+    m.lat_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / dram_bw))
+    m.en_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.en >= log_traffic[v] + log2(byte_of[v]))
+
+    # Memory use: mean log fill of the on-chip tiles (maximised); a small push of temporal factors
+    # toward inner levels breaks the remaining ties deterministically.
+    fill = sum(tiles.values()) / max(len(tiles), 1)
+    tie = sum(q[3] * coef[q] * X[q] for q in x_keys if q[4] == 1) * 1e-4
+    m.obj = pyo.Objective(expr=w.latency * m.lat + w.energy * m.en - w.memory * fill + tie, sense=pyo.minimize)
+    return CosaModel(spec=spec, m=m, x_keys=x_keys, coef=coef)

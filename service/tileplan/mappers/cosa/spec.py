@@ -1,0 +1,102 @@
+"""Everything the CoSA MIP needs, derived from the descriptor and the problem (nothing hard-coded):
+which level keeps which tensor, fan-outs and the dimensions each may unroll, per-tensor capacities
+(fixed partitions or a choice among splits of a shared buffer), double-buffering options, and the
+factorisations each dimension may use (its exact bound, or a bound padded to fill the array)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from tileplan.dims import DIMS, RELEVANT, TENSORS
+from tileplan.hardware import Architecture
+from tileplan.problem import Problem, divisors, prime_factors
+
+# Splits offered to a buffer shared by several tensors, in eighths of its capacity.
+SPLIT_STEPS = 8
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One way to factor a dimension: its (possibly padded) bound and that bound's prime factors."""
+
+    bound: int
+    factors: tuple[int, ...]
+
+
+@dataclass
+class CosaSpec:
+    problem: Problem
+    arch: Architecture
+    alternatives: dict[str, list[Alternative]]
+    # (level, tensor) pairs for on-chip storage, and the capacity choices of each on-chip level:
+    # a list of {tensor: bytes} options (one option = a fixed partition or an unshared buffer).
+    capacity_options: dict[int, list[dict[str, float]]] = field(default_factory=dict)
+
+    @property
+    def n_levels(self) -> int:
+        return len(self.arch.levels)
+
+    def onchip_keeps(self, tensor: str) -> list[int]:
+        return [i for i, lv in enumerate(self.arch.levels[:-1]) if tensor in lv.keeps]
+
+    def outer_onchip(self, tensor: str) -> int:
+        """Outermost on-chip level keeping `tensor` (-1: it streams from DRAM to the MACs)."""
+        keeps = self.onchip_keeps(tensor)
+        return keeps[-1] if keeps else -1
+
+    def spatial_ok(self, level: int, dim: str, factor: int) -> bool:
+        lv = self.arch.levels[level]
+        return not lv.is_backing_store and lv.fanout > 1 and dim in lv.spatial_dims and factor <= lv.fanout
+
+    def halo_pairs(self, axis: int) -> list[tuple[int, int]]:
+        """Candidate (output extent, filter extent) pairs of an input tile along one axis."""
+        pdim, rdim = ("P", "R") if axis == 0 else ("Q", "S")
+        ps = sorted({d for alt in self.alternatives[pdim] for d in divisors(alt.bound)})
+        rs = sorted({d for alt in self.alternatives[rdim] for d in divisors(alt.bound)})
+        return list(itertools.product(ps, rs))
+
+
+def build_spec(problem: Problem, arch: Architecture, allow_padding: bool = True) -> CosaSpec:
+    alts: dict[str, list[Alternative]] = {}
+    fanouts = sorted({lv.fanout for lv in arch.levels if lv.fanout > 1})
+    for d in DIMS:
+        bound = problem.dims[d]
+        options = [Alternative(bound, tuple(prime_factors(bound)))]
+        if allow_padding and any(d in lv.spatial_dims and lv.fanout > 1 for lv in arch.levels[:-1]):
+            for f in fanouts:
+                padded = math.ceil(bound / f) * f
+                # Padding pays only when no divisor of the bound is close to filling the fan-out.
+                if bound > f and padded != bound and _best_fill(bound, f) < 0.9 * f:
+                    if padded not in [o.bound for o in options]:
+                        options.append(Alternative(padded, tuple(prime_factors(padded))))
+        alts[d] = options
+    spec = CosaSpec(problem=problem, arch=arch, alternatives=alts)
+    for i, lv in enumerate(arch.levels[:-1]):
+        kept = [t for t in TENSORS if t in lv.keeps]
+        if not kept:
+            continue
+        assert lv.capacity is not None
+        if lv.partition or len(kept) == 1:
+            share = lv.partition or {kept[0]: 1.0}
+            spec.capacity_options[i] = [{t: lv.capacity * share[t] for t in kept}]
+        else:
+            spec.capacity_options[i] = [
+                {t: lv.capacity * s / SPLIT_STEPS for t, s in zip(kept, split)}
+                for split in _splits(len(kept), SPLIT_STEPS)
+            ]
+    return spec
+
+
+def _best_fill(bound: int, fanout: int) -> int:
+    return max(d for d in divisors(bound) if d <= fanout)
+
+
+def _splits(n: int, steps: int) -> list[tuple[int, ...]]:
+    """All ways to give n tensors positive shares of `steps` eighths."""
+    return [c for c in itertools.product(range(1, steps), repeat=n) if sum(c) == steps]
+
+
+def relevant(tensor: str, dim: str) -> bool:
+    return dim in RELEVANT[tensor]
