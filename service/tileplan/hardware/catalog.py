@@ -16,6 +16,8 @@ from tileplan.hardware.model import HardwareDescriptor
 # Source checkout: <repo>/service/tileplan/hardware/catalog.py -> <repo>/hw_catalog. Installed images
 # point TILEPLAN_CATALOG_DIR at their copy.
 _REPO_CATALOG = Path(__file__).resolve().parents[3] / "hw_catalog"
+# The entries the project promises (tests check they exist).
+REPO_CATALOG_NAMES = ("gemmini-16x16", "gemmini-8x8", "gemmini-32x32", "gemmini-chip", "simba", "eyeriss-os")
 
 
 def catalog_dir() -> Path:

@@ -273,11 +273,18 @@ class Architecture:
         raise KeyError(name)
 
     def element_bytes(self, tensor: str, level: ResolvedLevel) -> float:
-        """Bytes one element of `tensor` occupies at `level`: operands in the input type, outputs at the
-        level's word width on chip (int32 in an accumulator, 24 bit in Simba's)."""
-        if tensor != "O":
-            return self.input_bytes
-        return self.output_bytes if level.is_backing_store else level.word_bytes
+        """Bytes one element of `tensor` occupies at `level`.
+
+        DRAM holds operands in the input type and final outputs in the output type. On chip, a stored
+        element takes at least one word (Gemmini's 32-bit PE register holds one int8 weight), and
+        outputs are partial sums: as wide as the level's word when that is an accumulator word
+        (int32, or Simba's 24 bit), else the accumulation type.
+        """
+        if level.is_backing_store:
+            return self.output_bytes if tensor == "O" else self.input_bytes
+        if tensor == "O":
+            return level.word_bytes if level.word_bytes >= 2 else self.acc_bytes
+        return max(level.word_bytes, self.input_bytes)
 
     @property
     def total_fanout(self) -> int:

@@ -7,9 +7,10 @@ import time
 from tileplan.check import check_arch
 from tileplan.cost.model import evaluate_mapping
 from tileplan.errors import MappingInfeasible
-from tileplan.hardware import HardwareDescriptor
+from tileplan.dims import DIMS
+from tileplan.hardware import Architecture, HardwareDescriptor
 from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register
-from tileplan.mappers.build import max_double_buffering
+from tileplan.mappers.build import build_mapping, max_double_buffering
 from tileplan.mappers.cosa.decode import candidate_mappings, decode_factors
 from tileplan.mappers.cosa.model import Weights, build_model
 from tileplan.mappers.cosa.solve import solve
@@ -17,6 +18,12 @@ from tileplan.mappers.cosa.spec import build_spec
 from tileplan.mappers.score import score_mapping
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
+
+
+def trivial_mapping(problem: Problem, arch: Architecture) -> Mapping:
+    temporal: list[list[tuple[str, int]]] = [[] for _ in arch.levels]
+    temporal[-1] = [(d, problem.dims[d]) for d in DIMS]
+    return build_mapping(arch, temporal, [[] for _ in arch.levels])
 
 
 @register("cosa")
@@ -51,6 +58,14 @@ class CosaMapper:
                 s = score_mapping(problem, arch, mp, evaluate_mapping(problem, arch, mp), options.objective)
                 if best is None or s < best[0] - 1e-12:
                     best = (s, mp)
+        if best is None and "time_limit" in statuses:
+            # HiGHS found no incumbent in time. The best mapping known so far is the trivial one (every
+            # loop in DRAM, tiles of one element); it is legal whenever one element fits each buffer.
+            arch = hw.resolve(dataflows[0])
+            trivial = trivial_mapping(problem, arch)
+            if not check_arch(problem, arch, trivial):
+                n_cands += 1
+                best = (score_mapping(problem, arch, trivial, evaluate_mapping(problem, arch, trivial), options.objective), trivial)
         if best is None:
             why = "no dataflow admits a legal mapping" if "infeasible" in statuses else "no solution within the time limit"
             raise MappingInfeasible(f"cosa: {why} for {problem.name or problem.dims} on {hw.name}")
