@@ -1,0 +1,134 @@
+"""The cosa mapper: always legal, deterministic, honours the time limit, and uses what it adds."""
+
+import copy
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tileplan.check import check
+from tileplan.hardware.catalog import catalog_dir, get_hardware, load_descriptor
+from tileplan.mappers.base import MapperOptions, get_mapper
+from tileplan.problem import Problem
+from tileplan.workload import parse_layer
+
+COSA = get_mapper("cosa")
+
+
+def plan(layer, hw, **opts):
+    problem = Problem.from_layer(parse_layer(layer))
+    result = COSA.map(problem, hw, MapperOptions(**opts))
+    return problem, result
+
+
+conv_layers = st.builds(
+    lambda c, k, hw, r, s, groups: {
+        "op": "conv2d",
+        "in_channels": c * groups,
+        "out_channels": k * groups,
+        "in_h": hw,
+        "in_w": hw + 3,
+        "kernel": r,
+        "stride": s,
+        "padding": r // 2,
+        "groups": groups,
+    },
+    st.sampled_from([1, 3, 16, 24, 64, 100]),
+    st.sampled_from([1, 8, 16, 48, 120]),
+    st.integers(7, 40),
+    st.sampled_from([1, 3, 5]),
+    st.sampled_from([1, 2]),
+    st.sampled_from([1, 1, 1, 4]),
+)
+matmuls = st.builds(
+    lambda m, k, n: {"op": "matmul", "M": m, "K": k, "N": n},
+    st.integers(1, 300),
+    st.integers(1, 600),
+    st.integers(1, 600),
+)
+
+
+def gemmini_like(dim: int, spad_kib: int, acc_kib: int, dram_bw: float) -> object:
+    data = yaml.safe_load((catalog_dir() / "gemmini-16x16.yaml").read_text())
+    data["name"] = f"gemmini-{dim}-{spad_kib}-{acc_kib}"
+    data["pe_array"]["rows"] = data["pe_array"]["cols"] = dim
+    regs, acc, spad, dram = data["memory_levels"]
+    regs["instances"], regs["capacity"] = dim * dim, dim * dim * 4
+    acc["instances"], acc["capacity"] = dim, f"{acc_kib}KiB"
+    spad["capacity"] = f"{spad_kib}KiB"
+    dram["bandwidth"] = dram_bw
+    return load_descriptor(data)
+
+
+def simba_like(gb_kib: int, ib_kib: int) -> object:
+    data = yaml.safe_load((catalog_dir() / "simba.yaml").read_text())
+    data["name"] = f"simba-{gb_kib}-{ib_kib}"
+    data["memory_levels"][4]["capacity"] = f"{gb_kib}KiB"
+    data["memory_levels"][3]["capacity"] = f"{ib_kib}KiB"
+    return load_descriptor(data)
+
+
+hardware = st.one_of(
+    st.builds(gemmini_like, st.sampled_from([4, 8, 16, 32]), st.sampled_from([32, 64, 256]),
+              st.sampled_from([16, 64]), st.sampled_from([4.0, 8.0, 16.0])),
+    st.builds(simba_like, st.sampled_from([32, 64, 128]), st.sampled_from([16, 64])),
+    st.sampled_from([get_hardware("eyeriss-os"), get_hardware("gemmini-chip")]),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layer=st.one_of(conv_layers, matmuls), hw=hardware)
+def test_plans_are_always_legal(layer, hw):
+    problem, result = plan(layer, hw, time_limit_s=5)
+    assert check(problem, hw, result.mapping) == []
+    assert result.solver.status in ("optimal", "time_limit")
+
+
+def test_same_input_same_plan():
+    hw = get_hardware("gemmini-16x16")
+    layer = {"op": "conv2d", "in_channels": 128, "out_channels": 128, "in_h": 28, "in_w": 28, "kernel": 3, "padding": 1}
+    first = plan(layer, hw)[1].mapping
+    for _ in range(2):
+        assert plan(copy.deepcopy(layer), hw)[1].mapping == first
+
+
+def test_time_limit_returns_best_so_far_with_gap():
+    hw = get_hardware("simba")
+    layer = {"op": "conv2d", "in_channels": 256, "out_channels": 512, "in_h": 56, "in_w": 56, "stride": 2}
+    problem, result = plan(layer, hw, time_limit_s=0.1)
+    assert result.solver.status == "time_limit"
+    assert check(problem, hw, result.mapping) == []
+    assert result.solver.seconds < 3
+    _, full = plan(layer, hw, time_limit_s=30)
+    assert full.solver.status == "optimal" and full.solver.mip_gap is not None and full.solver.mip_gap <= 1e-3
+
+
+def test_padding_fills_the_array_when_no_divisor_does():
+    hw = get_hardware("gemmini-16x16")
+    problem, result = plan({"op": "matmul", "M": 64, "K": 256, "N": 1000}, hw, dataflow="weight_stationary")
+    assert result.mapping.padded_dims == {"K": 1008}
+    spad = result.mapping.levels[2]
+    assert spad.spatial_factor("K") == 16
+
+
+def test_dataflow_choice_uses_output_stationary_when_channels_are_few():
+    # Three input channels fill 3 of 16 rows under WS; OS unrolls output pixels over the rows instead.
+    hw = get_hardware("gemmini-16x16")
+    layer = {"op": "conv2d", "in_channels": 3, "out_channels": 64, "in_h": 224, "in_w": 224, "kernel": 7,
+             "stride": 2, "padding": 3}
+    problem, result = plan(layer, hw)
+    assert result.mapping.dataflow == "output_stationary"
+    _, ws = plan(layer, hw, dataflow="weight_stationary")
+    assert ws.mapping.dataflow == "weight_stationary"
+
+
+def test_infeasible_hardware_is_a_clear_error():
+    from tileplan.errors import MappingInfeasible
+
+    data = yaml.safe_load((catalog_dir() / "gemmini-16x16.yaml").read_text())
+    data["memory_levels"][1]["capacity"] = "64B"  # 4 bytes per accumulator slice: one int32
+    data["memory_levels"][2]["capacity"] = "1B"
+    hw = load_descriptor(data)
+    with pytest.raises(MappingInfeasible, match="no dataflow admits a legal mapping"):
+        plan({"op": "matmul", "M": 16, "K": 16, "N": 16}, hw)
