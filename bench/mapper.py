@@ -1,0 +1,127 @@
+"""Mapper benchmark: ResNet-50 and BERT-base on gemmini-16x16 and simba, every mapper.
+
+Per layer: cycles by the cost model for each mapper, cosa's speedup over the baseline, utilisation vs ideal,
+and cosa's solve time; per network: count-weighted totals and solve time median / p95 / max.
+Writes bench/results/mapper.md.   Run: .venv/bin/python bench/mapper.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "service"))
+
+from tileplan.check import check  # noqa: E402
+from tileplan.cost import evaluate_mapping  # noqa: E402
+from tileplan.errors import TileplanError  # noqa: E402
+from tileplan.hardware.catalog import get_hardware  # noqa: E402
+from tileplan.mappers.base import MapperOptions, available_mappers, get_mapper  # noqa: E402
+from tileplan.problem import Problem  # noqa: E402
+from tileplan.workload import load_workload  # noqa: E402
+
+SHARED = Path(os.environ.get("TILEPLAN_SHARED", REPO.parent / "shared"))
+WORKLOADS = [SHARED / "data/workloads/resnet50_unique.yaml", SHARED / "data/workloads/bert_base_matmuls.yaml"]
+HARDWARE = ["gemmini-16x16", "simba"]
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> tuple[str, dict]:
+    hw = get_hardware(hw_name)
+    network, layers = load_workload(workload)
+    rows = []
+    totals = {m: 0.0 for m in mappers}
+    ideal_total = 0.0
+    times: dict[str, list[float]] = {m: [] for m in mappers}
+    illegal = 0
+    for layer in layers:
+        problem = Problem.from_layer(layer)
+        res = {}
+        for m in mappers:
+            t0 = time.perf_counter()
+            try:
+                out = get_mapper(m).map(problem, hw, MapperOptions(time_limit_s=time_limit))
+            except TileplanError as exc:
+                res[m] = None
+                if "too" not in str(exc) and "not apply" not in str(exc) and "applicable" not in str(exc):
+                    print(f"  {m} on {layer.name}: {exc}", file=sys.stderr)
+                continue
+            dt = time.perf_counter() - t0
+            times[m].append(dt)
+            if check(problem, hw, out.mapping):
+                illegal += 1
+                res[m] = None
+                continue
+            met = evaluate_mapping(problem, hw.resolve(out.mapping.dataflow), out.mapping)
+            res[m] = (met.cycles, dt, met.utilization)
+        ideal = problem.macs / hw.pe_array.macs
+        ideal_total += ideal * layer.count
+        for m in mappers:
+            if res[m] is not None and totals[m] is not None:
+                totals[m] += res[m][0] * layer.count
+            elif m in totals:
+                totals[m] = None  # a mapper that skipped a layer has no network total
+        rows.append((layer, ideal, res))
+    base = "gemmini-auto" if "gemmini-auto" in mappers and totals.get("gemmini-auto") else "random"
+    head = ["layer", "x", "ideal"] + [f"{m} cycles" for m in mappers] + [f"cosa vs {base}", "cosa util", "cosa s"]
+    lines = [f"### {network} on {hw_name}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for layer, ideal, res in rows:
+        cells = [layer.name, str(layer.count), f"{ideal:,.0f}"]
+        cells += [f"{res[m][0]:,.0f}" if res[m] else "-" for m in mappers]
+        c, b = res.get("cosa"), res.get(base)
+        cells += [f"{b[0] / c[0]:.2f}x" if c and b else "-", f"{c[2]:.0%}" if c else "-", f"{c[1]:.2f}" if c else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    tot_cells = ["**total (x count)**", "", f"{ideal_total:,.0f}"]
+    tot_cells += [f"{totals[m]:,.0f}" if totals[m] else "-" for m in mappers]
+    c, b = totals.get("cosa"), totals.get(base)
+    tot_cells += [f"**{b / c:.2f}x**" if c and b else "-", f"{ideal_total / c:.0%}" if c else "-", ""]
+    lines.append("| " + " | ".join(tot_cells) + " |")
+    lines.append("")
+    lines.append("Solve time per layer (s): " + "; ".join(
+        f"{m} median {statistics.median(times[m]):.2f} / p95 {pct(times[m], 0.95):.2f} / max {max(times[m]):.2f}"
+        for m in mappers if times[m]))
+    lines.append(f"Illegal plans: {illegal}.")
+    summary = {"totals": totals, "ideal": ideal_total, "times": times, "illegal": illegal}
+    return "\n".join(lines) + "\n", summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="cosa and the baseline only")
+    ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--out", default=str(REPO / "bench/results/mapper.md"))
+    args = ap.parse_args()
+    wanted = ["cosa", "gemmini-auto", "random", "exhaustive"]
+    mappers = [m for m in wanted if m in available_mappers()]
+    if args.quick:
+        mappers = [m for m in mappers if m in ("cosa", "gemmini-auto")]
+    parts = [
+        "# Mapper benchmark",
+        "",
+        f"`python bench/mapper.py` on {platform.machine()} ({os.cpu_count()} cores), "
+        f"{time.strftime('%Y-%m-%d')}. Cycles by Tileplan's cost model (`tileplan.cost`); `-` = mapper not "
+        "applicable or search space too large. Speedup = baseline cycles / cosa cycles.",
+        "",
+    ]
+    for hw_name in HARDWARE:
+        for wl in WORKLOADS:
+            ms = [m for m in mappers if not (m == "gemmini-auto" and not hw_name.startswith("gemmini"))]
+            text, _ = run(hw_name, wl, ms, args.time_limit)
+            print(text)
+            parts.append(text)
+    Path(args.out).write_text("\n".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
