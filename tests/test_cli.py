@@ -1,0 +1,75 @@
+"""The `tileplan` command: exit codes, one-line errors, JSON plans in the contract shape."""
+
+import json
+
+import pytest
+
+from tileplan.cli import main
+
+LAYER = "conv2d:in_channels=64,out_channels=64,in_h=56,in_w=56,kernel=3,padding=1"
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_schedule_json_is_contract_plan(capsys):
+    code, out, _ = run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", LAYER, "--json", "--no-baseline")
+    assert code == 0
+    (plan,) = json.loads(out)
+    assert plan["mapper"] == "cosa" and plan["hardware"] == "gemmini-16x16"
+    assert plan["layer"]["dims"] == {"N": 1, "G": 1, "K": 64, "C": 64, "P": 56, "Q": 56, "R": 3, "S": 3}
+    assert [lv["name"] for lv in plan["mapping"]["levels"]] == ["Registers", "Accumulator", "Scratchpad", "DRAM"]
+    for field in ("cycles", "energy_pj", "utilization", "dram_bytes", "ideal_cycles", "bound"):
+        assert field in plan["metrics"]
+    assert set(plan["solver"]) >= {"status", "seconds", "mip_gap", "objective"}
+    assert len(plan["key"]) == 64 and plan["links"]["self"] == f"/plans/{plan['key']}"
+
+
+def test_schedule_table(capsys):
+    code, out, _ = run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", LAYER, "--layer",
+                       "matmul:M=128,K=768,N=768", "--no-baseline")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["layer", "cycles", "baseline", "speedup"]
+    assert lines[-1].startswith("total (x count)")
+
+
+def test_bad_layer_is_one_line_and_exit_2(capsys):
+    code, out, err = run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", "conv2d:in_channels=0,out_channels=4,in_h=8,in_w=8")
+    assert code == 2 and out == ""
+    assert err.strip() == "tileplan: error: in_channels: Input should be greater than 0"
+
+
+def test_unknown_hardware(capsys):
+    code, _, err = run(capsys, "schedule", "--hw", "tpu-v9", "--layer", "matmul:M=1,K=1,N=1")
+    assert code == 2 and "unknown hardware 'tpu-v9'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_hardware_list_show_validate(capsys, tmp_path):
+    code, out, _ = run(capsys, "hardware", "list")
+    assert code == 0 and "gemmini-16x16" in out and "simba" in out
+    code, out, _ = run(capsys, "hardware", "show", "gemmini-chip")
+    assert code == 0 and "name: gemmini-chip" in out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(out.replace("capacity: 65536", "capacity: 64 KX"))
+    code, _, err = run(capsys, "hardware", "validate", str(bad))
+    assert code == 2 and "memory_levels[2].capacity: '64 KX' is not a size" in err
+    good = tmp_path / "good.yaml"
+    good.write_text(out)
+    code, out2, _ = run(capsys, "hardware", "validate", str(good))
+    assert code == 0 and "valid descriptor 'gemmini-chip'" in out2
+
+
+def test_evaluate_roundtrip_and_violations(capsys, tmp_path):
+    code, out, _ = run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", "matmul:M=64,K=64,N=64", "--json", "--no-baseline")
+    plan = json.loads(out)[0]
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(plan))
+    code, out, _ = run(capsys, "evaluate", "--hw", "gemmini-16x16", "--layer", "matmul:M=64,K=64,N=64", "--mapping", str(f), "--json")
+    assert code == 0
+    assert json.loads(out)["metrics"]["cycles"] == pytest.approx(plan["metrics"]["cycles"])
+    code, out, _ = run(capsys, "evaluate", "--hw", "gemmini-16x16", "--layer", "matmul:M=64,K=64,N=128", "--mapping", str(f))
+    assert code == 3 and "factors of K multiply to 64, bound is 128" in out
