@@ -1,4 +1,10 @@
-"""CosaMapper: one MIP per dataflow, candidates re-ranked by the cost model."""
+"""CosaMapper: one MIP per dataflow; its best few factorisations re-ranked by the cost model.
+
+For each dataflow the MIP is solved, then re-solved after a no-good cut up to `CANDIDATES` times (while
+time remains and the proxy objective stays within `PROXY_SLACK` of the best): the log-space objective
+is a proxy with many near-ties, so the cost model decides among the factorisations it ranks highest. For
+each factorisation, every combination of stationary loop orders and double-buffering choices is scored.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +12,21 @@ import time
 
 from tileplan.check import check_arch
 from tileplan.cost.model import evaluate_mapping
-from tileplan.errors import MappingInfeasible
 from tileplan.dims import DIMS
+from tileplan.errors import MappingInfeasible
 from tileplan.hardware import Architecture, HardwareDescriptor
 from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register
 from tileplan.mappers.build import build_mapping, max_double_buffering
 from tileplan.mappers.cosa.decode import candidate_mappings, decode_factors
 from tileplan.mappers.cosa.model import Weights, build_model
-from tileplan.mappers.cosa.solve import solve
+from tileplan.mappers.cosa.solve import Session
 from tileplan.mappers.cosa.spec import build_spec
 from tileplan.mappers.score import score_mapping
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
+
+CANDIDATES = 4  # factorisations per dataflow handed to the cost model
+PROXY_SLACK = 1.0  # log2 units: stop asking for more once the proxy is 2x worse than the best
 
 
 def trivial_mapping(problem: Problem, arch: Architecture) -> Mapping:
@@ -29,47 +38,60 @@ def trivial_mapping(problem: Problem, arch: Architecture) -> Mapping:
 @register("cosa")
 class CosaMapper:
     name = "cosa"
-    version = "3"
+    version = "4"
 
     def map(self, problem: Problem, hw: HardwareDescriptor, options: MapperOptions) -> MapperResult:
         t0 = time.perf_counter()
+        deadline = t0 + options.time_limit_s
         wl, we, wm = options.objective.normalised()
         dataflows = [options.dataflow] if options.dataflow else hw.dataflow_names
         best: tuple[float, Mapping] | None = None
-        statuses, gaps, objectives, n_cands = [], [], [], 0
+        first_status: list[str] = []
+        gaps, objectives, n_cands = [], [], 0
+
+        def consider(arch: Architecture, mp: Mapping) -> None:
+            nonlocal best, n_cands
+            if check_arch(problem, arch, mp):
+                return
+            n_cands += 1
+            s = score_mapping(problem, arch, mp, evaluate_mapping(problem, arch, mp), options.objective)
+            if best is None or s < best[0] - 1e-12:
+                best = (s, mp)
+
         for i, df in enumerate(dataflows):
             arch = hw.resolve(df)
-            remaining = options.time_limit_s - (time.perf_counter() - t0)
-            budget = max(remaining / (len(dataflows) - i), 0.05)
-            spec = build_spec(problem, arch)
-            model = build_model(spec, Weights(wl, we, wm))
-            outcome = solve(model, budget)
-            statuses.append(outcome.status)
+            session = Session(build_model(build_spec(problem, arch), Weights(wl, we, wm)))
+            share = (deadline - time.perf_counter()) / (len(dataflows) - i)
+            df_deadline = time.perf_counter() + max(share, 0.05)
+            outcome = session.solve(max(share, 0.05))
+            first_status.append(outcome.status)
             if outcome.objective is None:
                 continue
             gaps.append(outcome.gap or 0.0)
             objectives.append(outcome.objective)
-            temporal, spatial, padded, db = decode_factors(model)
-            dbs = [db] if db == max_double_buffering(arch) else [db, max_double_buffering(arch)]
-            for mp in candidate_mappings(model, temporal, spatial, padded, dbs):
-                if check_arch(problem, arch, mp):
-                    continue
-                n_cands += 1
-                s = score_mapping(problem, arch, mp, evaluate_mapping(problem, arch, mp), options.objective)
-                if best is None or s < best[0] - 1e-12:
-                    best = (s, mp)
-        if best is None and "time_limit" in statuses:
+            top = outcome.objective
+            for c in range(CANDIDATES):
+                temporal, spatial, padded, db = decode_factors(session.model)
+                full = max_double_buffering(arch)
+                for mp in candidate_mappings(session.model, temporal, spatial, padded, [db] if db == full else [db, full]):
+                    consider(arch, mp)
+                left = df_deadline - time.perf_counter()
+                if c + 1 == CANDIDATES or left < 0.05:
+                    break
+                session.exclude_current()
+                nxt = session.solve(left)
+                if nxt.objective is None or nxt.objective > top + PROXY_SLACK:
+                    break
+
+        if best is None and "time_limit" in first_status:
             # HiGHS found no incumbent in time. The best mapping known so far is the trivial one (every
             # loop in DRAM, tiles of one element); it is legal whenever one element fits each buffer.
             arch = hw.resolve(dataflows[0])
-            trivial = trivial_mapping(problem, arch)
-            if not check_arch(problem, arch, trivial):
-                n_cands += 1
-                best = (score_mapping(problem, arch, trivial, evaluate_mapping(problem, arch, trivial), options.objective), trivial)
+            consider(arch, trivial_mapping(problem, arch))
         if best is None:
-            why = "no dataflow admits a legal mapping" if "infeasible" in statuses else "no solution within the time limit"
+            why = "no dataflow admits a legal mapping" if "infeasible" in first_status else "no solution within the time limit"
             raise MappingInfeasible(f"cosa: {why} for {problem.name or problem.dims} on {hw.name}")
-        status = "optimal" if all(s in ("optimal", "infeasible") for s in statuses) else "time_limit"
+        status = "optimal" if all(s in ("optimal", "infeasible") for s in first_status) else "time_limit"
         return MapperResult(
             mapping=best[1],
             solver=SolverInfo(

@@ -1,4 +1,8 @@
-"""Solving a CosaModel with HiGHS through Pyomo's solver interface, within a time limit."""
+"""Solving a CosaModel with HiGHS through Pyomo's persistent solver interface.
+
+A `Session` keeps the HiGHS instance between solves, so asking for the next-best factorisation (after a
+no-good cut on the factor placements) re-solves incrementally instead of rebuilding the model.
+"""
 
 from __future__ import annotations
 
@@ -20,29 +24,44 @@ class SolveOutcome:
     gap: float | None
 
 
-def solve(model: CosaModel, time_limit_s: float, mip_rel_gap: float = 1e-3) -> SolveOutcome:
-    t0 = time.perf_counter()
-    solver = Highs()
-    res = solver.solve(
-        model.m,
-        time_limit=max(time_limit_s, 0.05),
-        load_solutions=False,
-        raise_exception_on_nonoptimal_result=False,
-        solver_options={"mip_rel_gap": mip_rel_gap, "random_seed": 0, "threads": 1, "output_flag": False},
-    )
-    tc = res.termination_condition
-    has_solution = res.incumbent_objective is not None
-    if has_solution:
+class Session:
+    def __init__(self, model: CosaModel, mip_rel_gap: float = 1e-3) -> None:
+        self.model = model
+        self.solver = Highs()
+        self.options = {"mip_rel_gap": mip_rel_gap, "random_seed": 0, "threads": 1, "output_flag": False}
+        self.cuts = pyo.ConstraintList()
+        model.m.nogood = self.cuts
+
+    def solve(self, time_limit_s: float) -> SolveOutcome:
+        t0 = time.perf_counter()
+        res = self.solver.solve(
+            self.model.m,
+            time_limit=max(time_limit_s, 0.05),
+            load_solutions=False,
+            raise_exception_on_nonoptimal_result=False,
+            solver_options=self.options,
+        )
+        tc = res.termination_condition
+        seconds = time.perf_counter() - t0
+        if res.incumbent_objective is None:
+            status = "time_limit" if tc == TerminationCondition.maxTimeLimit else "infeasible"
+            return SolveOutcome(status, seconds, None, None)
         res.solution_loader.load_vars()
-    seconds = time.perf_counter() - t0
-    if not has_solution:
-        return SolveOutcome("infeasible" if tc != TerminationCondition.maxTimeLimit else "time_limit", seconds, None, None)
-    obj, bound = res.incumbent_objective, res.objective_bound
-    gap = None
-    if bound is not None and obj is not None:
-        gap = abs(obj - bound) / max(abs(obj), 1e-9)
-    status = "optimal" if tc == TerminationCondition.convergenceCriteriaSatisfied else "time_limit"
-    return SolveOutcome(status, seconds, obj, gap)
+        obj, bound = res.incumbent_objective, res.objective_bound
+        gap = None if bound is None else abs(obj - bound) / max(abs(obj), 1e-9)
+        status = "optimal" if tc == TerminationCondition.convergenceCriteriaSatisfied else "time_limit"
+        return SolveOutcome(status, seconds, obj, gap)
+
+    def exclude_current(self) -> None:
+        """No-good cut: the next solution must place at least one prime factor differently."""
+        X = self.model.m.X
+        on = [q for q in self.model.x_keys if value(X[q]) > 0.5]
+        off = [q for q in self.model.x_keys if value(X[q]) <= 0.5]
+        self.cuts.add(sum(1 - X[q] for q in on) + sum(X[q] for q in off) >= 1)
+
+
+def solve(model: CosaModel, time_limit_s: float, mip_rel_gap: float = 1e-3) -> SolveOutcome:
+    return Session(model, mip_rel_gap).solve(time_limit_s)
 
 
 def value(var: pyo.Var) -> float:
