@@ -1,4 +1,14 @@
-"""First-order cost model: Timeloop-style access counts turned into cycles and energy.
+"""Cost model: cycles, energy, utilisation and traffic of a legal mapping.
+
+`evaluate_mapping` picks the cycle model by the descriptor's shape:
+- Gemmini-like hierarchies (registers -> output-only accumulator -> I/W scratchpad -> DRAM, recognised by
+  structure, not by name: see `tileplan.cost.gemmini.gemmini_levels`) get the calibrated Gemmini model,
+  with `CostParams.for_descriptor(hw)` (the descriptor's `cost_params` over the fitted defaults);
+- everything else falls back to the first-order model below (also what `first_order_metrics` returns,
+  which the calibration reports as the uncalibrated baseline).
+Traffic and energy come from the same Timeloop-style access counts in both cases.
+
+First-order model: Timeloop-style access counts turned into cycles and energy.
 
 cycles = max(compute, the slowest level's transfer time) + transfer time nothing hides.
 Compute is one cycle per temporal iteration of the loop nest (the array does one unrolled step per
@@ -14,7 +24,9 @@ from collections import defaultdict
 
 from pydantic import BaseModel, Field
 
-from tileplan.cost.energy import MAC_PJ, level_energy
+from tileplan.cost.energy import MAC_PJ, level_energy, tensor_energy_breakdown
+from tileplan.cost.gemmini import cycles_from_features, features, gemmini_levels
+from tileplan.cost.params import CostParams
 from tileplan.dims import RELEVANT
 from tileplan.hardware import Architecture
 from tileplan.mapping import Mapping
@@ -45,14 +57,39 @@ class Metrics(BaseModel):
     macs: int
     padded_macs: int
     spatial_utilization: float
-    energy_breakdown_pj: dict[str, float] = Field(default_factory=dict)
+    energy_breakdown_pj: dict[str, float] = Field(default_factory=dict, description="pJ per level, plus MAC.")
+    energy_by_tensor_pj: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="pJ per level and tensor (reads + writes); MAC under 'MAC'."
+    )
+    model: str = Field(default="first-order", description="'gemmini' (calibrated) or 'first-order' (fallback).")
     levels: list[LevelTraffic] = Field(default_factory=list)
 
 
 def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping) -> Metrics:
-    """Metrics of a mapping the checker has accepted."""
+    """Metrics of a mapping the checker has accepted (calibrated Gemmini model where it applies)."""
     nest = analyse(problem, arch, mapping)
-    return metrics_from_nest(nest)
+    base = metrics_from_nest(nest)
+    levels = gemmini_levels(arch)
+    if levels is None:
+        return base
+    params = CostParams.for_descriptor(arch.hardware)
+    g = cycles_from_features(features(nest, levels, params.dma_request_bytes), params)
+    dram = arch.levels[levels[2]].name
+    return base.model_copy(
+        update={
+            "cycles": g.cycles,
+            "utilization": base.macs / (g.cycles * arch.macs),
+            "bound": dram if g.bound == "DRAM" else "compute",
+            "compute_cycles": g.execute,
+            "stall_cycles": g.cycles - max(g.execute, g.dma),
+            "model": "gemmini",
+        }
+    )
+
+
+def first_order_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> Metrics:
+    """The uncalibrated first-order model, whatever the hardware."""
+    return metrics_from_nest(analyse(problem, arch, mapping))
 
 
 def _real_fraction(nest: NestAnalysis, tensor: str) -> float:
@@ -144,6 +181,7 @@ def metrics_from_nest(nest: NestAnalysis) -> Metrics:
         padded_macs=nest.padded_macs,
         spatial_utilization=nest.spatial_used / arch.macs,
         energy_breakdown_pj=energy_levels,
+        energy_by_tensor_pj=tensor_energy_breakdown(arch, reads, writes, energy_levels["MAC"]),
         levels=level_rows,
     )
 

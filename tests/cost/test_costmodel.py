@@ -1,0 +1,173 @@
+"""Cost model: FireSim parsing, calibrated fidelity, Gemmini facts on the 16x16 catalog entry, energy."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tileplan.check import check
+from tileplan.cost import CostParams, evaluate_mapping, first_order_metrics
+from tileplan.cost.calibrate import cross_validate, feature_matrix, first_order_cycles, score
+from tileplan.cost.firesim import load_rows, parse_mapping_string
+from tileplan.cost.gemmini import gemmini_levels
+from tileplan.hardware.catalog import get_hardware
+from tileplan.mapping import LevelMapping, Mapping
+from tileplan.nest import analyse
+from tileplan.problem import Problem
+from tileplan.workload import Conv2dLayer, MatmulLayer
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "gemmini_firesim_random_mappings.csv"
+needs_data = pytest.mark.skipif(not DATA.exists(), reason="FireSim data set not present")
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return load_rows(DATA)
+
+
+def test_mapping_string_order() -> None:
+    m = parse_mapping_string("L3[WIO] K8 Q28 - L2[WI] N1 K4X - L1[O] K2 S7 R7 Q4 P7 C3X - L0[W] P16")
+    assert [lv.name for lv in m.levels] == ["Registers", "Accumulator", "Scratchpad", "DRAM"]
+    assert m.levels[3].temporal == [("Q", 28), ("K", 8)]  # innermost first
+    assert m.levels[1].temporal == [("P", 7), ("Q", 4), ("R", 7), ("S", 7), ("K", 2)]
+    assert m.levels[1].spatial == [("C", 3)] and m.levels[2].spatial == [("K", 4)]
+    assert m.levels[0].temporal == [("P", 16)]
+
+
+@needs_data
+def test_every_row_parses_and_is_legal(rows) -> None:
+    assert len(rows) == 1567
+    assert len({r.layer_key for r in rows}) == 66
+    for r in rows:
+        assert check(Problem.from_layer(r.layer), r.hardware, r.mapping) == [], r.mapping_text
+        assert gemmini_levels(r.hardware.resolve()) is not None
+
+
+@needs_data
+def test_calibrated_model_beats_first_order_under_cross_validation(rows) -> None:
+    """Leave-one-layer-out with the shipped parameters as the start: ranking clearly better than first order."""
+    x = feature_matrix(rows)
+    y = np.array([r.cycles for r in rows])
+    keys = [r.layer_key for r in rows]
+    pred, _ = cross_validate(x, y, keys, CostParams())
+    cv = score(pred, y, keys)
+    base = score(first_order_cycles(rows), y, keys)
+    assert cv.within_layer_spearman_median >= 0.8
+    assert cv.within_layer_spearman_median >= base.within_layer_spearman_median + 0.05
+    assert cv.spearman >= base.spearman + 0.02
+    assert cv.median_ape < base.median_ape
+
+
+@needs_data
+@pytest.mark.xfail(strict=True, reason="issue 3 targets not reached: CV MAPE ~148%, Spearman ~0.88 (see costmodel.md)")
+def test_cross_validated_targets(rows) -> None:
+    x = feature_matrix(rows)
+    y = np.array([r.cycles for r in rows])
+    keys = [r.layer_key for r in rows]
+    pred, _ = cross_validate(x, y, keys, CostParams())
+    cv = score(pred, y, keys)
+    assert cv.mape <= 0.12 and cv.spearman >= 0.95 and cv.within_layer_spearman_median >= 0.8
+
+
+def _levels(acc_t=(), acc_s=(), spad_t=(), spad_s=(), dram_t=()) -> list[LevelMapping]:
+    return [
+        LevelMapping(name="Registers"),
+        LevelMapping(name="Accumulator", temporal=list(acc_t), spatial=list(acc_s)),
+        LevelMapping(name="Scratchpad", temporal=list(spad_t), spatial=list(spad_s)),
+        LevelMapping(name="DRAM", temporal=list(dram_t)),
+    ]
+
+
+def test_fc_layer_is_dram_bound_on_16x16() -> None:
+    hw = get_hardware("gemmini-16x16")
+    fc = Problem.from_layer(MatmulLayer(M=1, K=2048, N=1000))
+    m = Mapping(
+        levels=_levels(acc_s=[("C", 16)], spad_t=[("C", 128)], spad_s=[("K", 16)], dram_t=[("K", 63)]),
+        padded_dims={"K": 1008},
+        dataflow="weight_stationary",
+    )
+    assert check(fc, hw, m) == []
+    met = evaluate_mapping(fc, hw.resolve(m.dataflow), m)
+    assert met.model == "gemmini"
+    assert met.bound == "DRAM"
+    # Every weight byte crosses DRAM once at most 8 B/cycle: the cycles cannot beat that.
+    assert met.cycles >= 2048 * 1000 / 8
+    assert met.utilization < 0.05
+
+
+def test_gemmini_auto_1x1_conv_rereads_inputs_per_16_channels() -> None:
+    """56x56 1x1 conv 256->64 under a tiled_conv_auto-style mapping (16 output channels x ~22x23 pixels
+    per tile, channels outermost): inputs come from DRAM out_channels/16 = 4 times."""
+    hw = get_hardware("gemmini-16x16")
+    layer = Conv2dLayer(in_channels=256, out_channels=64, in_h=56, in_w=56)
+    prob = Problem.from_layer(layer)
+    # P, Q padded 56 -> 66 = 22 x 3 and 56 -> 69 = 23 x 3 would not divide; use 28 x 2 rows / 28 x 2 cols.
+    m = Mapping(
+        levels=_levels(
+            acc_t=[("Q", 28), ("P", 28)], acc_s=[("C", 16)], spad_t=[("C", 16)], spad_s=[("K", 16)],
+            dram_t=[("Q", 2), ("P", 2), ("K", 4)],
+        ),
+        dataflow="weight_stationary",
+    )
+    assert check(prob, hw, m) == []
+    arch = hw.resolve(m.dataflow)
+    nest = analyse(prob, arch, m)
+    dram = len(arch.levels) - 1
+    inputs = next(t for t in nest.transfers if t.tensor == "I" and t.upper == dram)
+    assert inputs.fills == prob.tensor_elements("I") * (64 // 16)
+    met = evaluate_mapping(prob, arch, m)
+    by = {lv.level: lv for lv in met.levels}
+    assert by["DRAM"].by_tensor["I"]["reads"] == pytest.approx(256 * 56 * 56 * 4)
+    # Inner K would read them once: the calibrated model must prefer that order when DRAM matters.
+    m2 = m.model_copy(deep=True)
+    m2.levels[3].temporal = [("K", 4), ("Q", 2), ("P", 2)]
+    n2 = analyse(prob, arch, m2)
+    assert next(t for t in n2.transfers if t.tensor == "I" and t.upper == dram).fills == prob.tensor_elements("I")
+
+
+def test_same_params_generalise_and_scale_with_dim() -> None:
+    """The same parameters on 8x8, 16x16 and 32x32: larger arrays are not slower on a big GEMM."""
+    layer = Problem.from_layer(MatmulLayer(M=512, K=512, N=512))
+    cycles = {}
+    for name, d in (("gemmini-8x8", 8), ("gemmini-16x16", 16), ("gemmini-32x32", 32)):
+        hw = get_hardware(name)
+        m = Mapping(
+            levels=_levels(
+                acc_t=[("P", 128)], acc_s=[("C", d)], spad_t=[("C", 128 // d)], spad_s=[("K", d)],
+                dram_t=[("P", 4), ("K", 512 // d), ("C", 4)],
+            ),
+            dataflow="weight_stationary",
+        )
+        assert check(layer, hw, m) == [], name
+        met = evaluate_mapping(layer, hw.resolve(m.dataflow), m)
+        assert met.model == "gemmini" and math.isfinite(met.cycles)
+        assert met.cycles >= met.ideal_cycles
+        cycles[d] = met.cycles
+    assert cycles[8] > cycles[16] > cycles[32]
+
+
+def test_descriptor_without_cost_params_gets_defaults_and_non_gemmini_falls_back() -> None:
+    hw = get_hardware("gemmini-16x16").model_copy(update={"cost_params": {}})
+    assert CostParams.for_descriptor(hw) == CostParams()
+    simba = get_hardware("simba")
+    assert gemmini_levels(simba.resolve()) is None
+
+
+def test_energy_breakdown_sums_to_total() -> None:
+    hw = get_hardware("gemmini-16x16")
+    fc = Problem.from_layer(MatmulLayer(M=16, K=256, N=64))
+    m = Mapping(
+        levels=_levels(acc_t=[("P", 16)], acc_s=[("C", 16)], spad_t=[("C", 16)], spad_s=[("K", 16)], dram_t=[("K", 4)]),
+        dataflow="weight_stationary",
+    )
+    assert check(fc, hw, m) == []
+    met = evaluate_mapping(fc, hw.resolve(m.dataflow), m)
+    per_level = sum(met.energy_breakdown_pj.values())
+    per_tensor = sum(v for lv in met.energy_by_tensor_pj.values() for v in lv.values())
+    assert per_level == pytest.approx(met.energy_pj)
+    assert per_tensor == pytest.approx(met.energy_pj)
+    assert met.energy_by_tensor_pj["DRAM"]["W"] > 0 and met.energy_by_tensor_pj["MAC"]["MAC"] > 0
+    assert first_order_metrics(fc, hw.resolve(m.dataflow), m).energy_pj == pytest.approx(met.energy_pj)
