@@ -1,0 +1,346 @@
+"""Lowered TIR (after tensorization) -> one C file that includes only gemmini.h and libc.
+
+TVM's own `target="c"` output wraps kernels in the TVM packed-function ABI and includes TVM runtime headers; a
+Gemmini program has to stand alone, so this emitter prints the lowered PrimFunc itself.  It understands the subset
+the Gemmini schedules produce: loops, buffer stores / loads (host stages such as padding), local buffer
+allocations and `call_extern` to the Gemmini API.  Scratchpad and accumulator buffers are not memory on the host:
+each allocation gets a fixed range of rows, and `__tp_local_addr(access_ptr, flags)` becomes a row address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import tvm
+from tvm import s_tir, tirx
+
+from tileplan.codegen.registry import CodegenError
+
+CTYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t",
+          "uint32": "uint32_t", "uint64": "uint64_t", "float32": "float", "float64": "double", "bool": "int"}
+BINOPS = {"Add": "+", "Sub": "-", "Mul": "*", "EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=",
+          "And": "&&", "Or": "||", "BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^", "ShiftLeft": "<<",
+          "ShiftRight": ">>"}
+LOCAL_SCOPES = ("global.spad", "global.acc")
+LOCAL_ADDR = "__tp_local_addr"
+
+
+def lower(mod: tvm.IRModule) -> tvm.IRModule:
+    """The s_tir lowering passes a tensorized, pipelined Gemmini schedule needs, in TVM's default order."""
+    passes = [
+        s_tir.transform.LowerInitBlock(),
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.CompactBufferAllocation(),
+        s_tir.transform.LowerMatchBuffer(),
+        s_tir.transform.StmtSimplify(),
+        s_tir.transform.InjectSoftwarePipeline(),
+        s_tir.transform.LowerOpaqueBlock(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.RemoveNoOp(),
+    ]
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_storage_rewrite": True}):
+        return tvm.ir.transform.Sequential(passes)(mod)
+
+
+def _dt(e: Any) -> str:
+    return str(e.ty)
+
+
+def _key(v: Any) -> int:
+    return v.__chandle__()
+
+
+def _ctype(dtype: Any) -> str:
+    s = str(dtype)
+    if s not in CTYPES:
+        raise CodegenError(f"C emitter: unsupported dtype {s}")
+    return CTYPES[s]
+
+
+@dataclass
+class LocalBuffer:
+    name: str
+    scope: str
+    base_row: int
+    rows: int
+
+
+@dataclass
+class Emitted:
+    source: str
+    function: str
+    entry: str
+    params: list[str]
+    local: list[LocalBuffer]
+    spad_rows_used: int
+    acc_rows_used: int
+    workspace_bytes: int
+
+
+@dataclass
+class _State:
+    dim: int
+    names: dict[int, str] = field(default_factory=dict)  # buffer var -> C pointer name
+    dtypes: dict[int, str] = field(default_factory=dict)
+    local: dict[int, LocalBuffer] = field(default_factory=dict)
+    vars: dict[int, str] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+    spad_next: int = 0
+    acc_next: int = 0
+    workspace: int = 0  # bytes of DRAM scratch carved so far (64-byte aligned pieces)
+
+    def carve(self, nbytes: int) -> int:
+        off = self.workspace
+        self.workspace += -(-nbytes // 64) * 64
+        return off
+
+    def fresh(self, base: str) -> str:
+        base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        name, i = base, 1
+        while name in self.used or name in _RESERVED:
+            i += 1
+            name = f"{base}_{i}"
+        self.used.add(name)
+        return name
+
+
+_RESERVED = {"int", "char", "float", "double", "for", "if", "else", "return", "void", "main", "DIM", "free", "malloc", "workspace"}
+
+
+class CEmitter:
+    def __init__(self, dim: int, spad_rows: int, acc_rows: int) -> None:
+        self.dim, self.spad_rows, self.acc_rows = dim, spad_rows, acc_rows
+
+    def emit(self, func: tirx.PrimFunc, name: str, param_names: list[str], workspace: int,
+             prologue: list[str], epilogue: list[str], header_comment: str) -> Emitted:
+        """`param_names`: C names of the PrimFunc parameters; the last `workspace` of them are allocated here."""
+        st = _State(self.dim)
+        params = list(func.params)
+        if len(params) != len(param_names):
+            raise CodegenError("parameter names do not match the PrimFunc")
+        sig, allocs = [], []
+        for i, (p, pname) in enumerate(zip(params, param_names)):
+            cname = st.fresh(pname)
+            st.names[_key(p)] = cname
+            dtype = str(p.dtype) if hasattr(p, "dtype") else None
+            st.dtypes[_key(p)] = dtype
+            ct = _ctype(dtype)
+            if i >= len(params) - workspace:
+                allocs.append(f"  {ct} *{cname} = ({ct} *)(workspace + {st.carve(_numel(p) * _size(dtype))});")
+            else:
+                const = "const " if i < len(params) - workspace - 1 else ""
+                sig.append(f"{const}{ct} *{cname}")
+        body: list[str] = []
+        self._stmt(func.body, st, body, 1)
+        lines = [f"/* {header_comment} */", "#include <math.h>", "#include <stdint.h>", "#include <stdlib.h>",
+                 '#include "gemmini.h"', "",
+                 "static inline int32_t tp_floordiv(int32_t a, int32_t b) { int32_t q = a / b; "
+                 "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
+                 "static inline int32_t tp_floormod(int32_t a, int32_t b) { int32_t m = a % b; "
+                 "return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }", ""]
+        for lb in st.local.values():
+            lines.append(f"/* {lb.name}: {lb.scope} rows {lb.base_row}..{lb.base_row + lb.rows - 1} */")
+        lines.append("")
+        sig.append("uint8_t *workspace")
+        lines.append(f"/* workspace: {st.workspace} bytes of DRAM scratch (padded copies of the operands) */")
+        lines.append(f"#define {name.upper()}_WORKSPACE_BYTES {st.workspace}")
+        lines.append(f"void {name}({', '.join(sig)}) {{")
+        lines += allocs
+        lines += ["  " + p for p in prologue]
+        lines += body
+        lines += ["  " + p for p in epilogue]
+        lines.append("}")
+        entry = f"{name}_entry"
+        n_args = len(params) - workspace
+        casts = ", ".join(f"({sig[i].rsplit('*', 1)[0].strip()} *)args[{i}]" for i in range(n_args + 1))
+        lines += ["", f"/* Calling convention of the emulator's runner: args[i] is the i-th buffer, the workspace last. */",
+                  f"void {entry}(void **args) {{ {name}({casts}); }}", ""]
+        return Emitted("\n".join(lines), name, entry, param_names[: n_args], list(st.local.values()),
+                       st.spad_next, st.acc_next, st.workspace)
+
+    # -- statements ---------------------------------------------------------------------------------------------
+    def _stmt(self, s: Any, st: _State, out: list[str], ind: int) -> None:
+        pad = "  " * ind
+        t = type(s).__name__
+        if t == "SeqStmt":
+            for x in s.seq:
+                self._stmt(x, st, out, ind)
+        elif t == "DeclBuffer":
+            data = s.data
+            if not (isinstance(data, tvm.ir.expr.Call) and data.op.name == "tirx.buffer_data"):
+                raise CodegenError(f"C emitter: DeclBuffer over {data}")
+            src = data.args[0]
+            st.names[_key(s.buffer)] = st.names[_key(src)] if _key(src) in st.names else self._name_of(src, st)
+            st.dtypes[_key(s.buffer)] = str(s.buffer.dtype)
+            if _key(src) in st.local:
+                st.local[_key(s.buffer)] = st.local[_key(src)]
+        elif t == "AllocBuffer":
+            buf = s.buffer
+            scope = buf.scope()
+            n = _numel(buf)
+            if scope in LOCAL_SCOPES:
+                rows = -(-n // self.dim)
+                if scope == "global.spad":
+                    base, st.spad_next = st.spad_next, st.spad_next + rows
+                    if st.spad_next > self.spad_rows:
+                        raise CodegenError(f"scratchpad buffers need {st.spad_next} rows, have {self.spad_rows}")
+                else:
+                    base, st.acc_next = st.acc_next, st.acc_next + rows
+                    if st.acc_next > self.acc_rows:
+                        raise CodegenError(f"accumulator buffers need {st.acc_next} rows, have {self.acc_rows}")
+                lb = LocalBuffer(str(buf.name), scope, base, rows)
+                st.local[_key(buf)] = lb
+                st.names[_key(buf)] = st.fresh(str(buf.name))
+            elif scope == "global":
+                cname = st.fresh(str(buf.name))
+                ct = _ctype(buf.dtype)
+                st.names[_key(buf)] = cname
+                st.dtypes[_key(buf)] = str(buf.dtype)
+                out.append(f"{pad}{ct} *{cname} = ({ct} *)(workspace + {st.carve(n * _size(str(buf.dtype)))});")
+            else:
+                raise CodegenError(f"C emitter: unsupported storage scope {scope}")
+        elif t == "For":
+            v = st.fresh(str(s.loop_var.name))
+            st.vars[_key(s.loop_var)] = v
+            lo, ext = self._expr(s.min, st), self._expr(s.extent, st)
+            out.append(f"{pad}for (int32_t {v} = {lo}; {v} < {lo} + {ext}; ++{v}) {{")
+            self._stmt(s.body, st, out, ind + 1)
+            out.append(f"{pad}}}")
+        elif t == "Evaluate":
+            out.append(f"{pad}{self._expr(s.value, st)};")
+        elif t == "BufferStore":
+            name = self._name_of(s.buffer, st)
+            out.append(f"{pad}{name}[{self._index(s.indices)(self, st)}] = {self._expr(s.value, st)};")
+        elif t == "IfThenElse":
+            out.append(f"{pad}if ({self._expr(s.condition, st)}) {{")
+            self._stmt(s.then_case, st, out, ind + 1)
+            if s.else_case is not None:
+                out.append(f"{pad}}} else {{")
+                self._stmt(s.else_case, st, out, ind + 1)
+            out.append(f"{pad}}}")
+        elif t in ("LetStmt", "Bind"):
+            v = st.fresh(str(s.var.name))
+            st.vars[_key(s.var)] = v
+            out.append(f"{pad}{_ctype(_dt(s.var))} {v} = {self._expr(s.value, st)};")
+            if getattr(s, "body", None) is not None:
+                self._stmt(s.body, st, out, ind)
+        elif t == "AttrStmt":
+            self._stmt(s.body, st, out, ind)
+        elif t == "AssertStmt":
+            if getattr(s, "body", None) is not None:
+                self._stmt(s.body, st, out, ind)
+        else:
+            raise CodegenError(f"C emitter: unsupported statement {t}")
+
+    def _name_of(self, buf: Any, st: _State) -> str:
+        k = _key(buf)
+        if k not in st.names:
+            raise CodegenError(f"C emitter: unknown buffer {buf}")
+        if k in st.local:
+            raise CodegenError(f"C emitter: host code touches local buffer {st.local[k].name}")
+        return st.names[k]
+
+    @staticmethod
+    def _index(indices: Any) -> Any:
+        if len(indices) != 1:
+            raise CodegenError("C emitter: buffers must be flattened")
+        return lambda self, st: self._expr(indices[0], st)
+
+    # -- expressions --------------------------------------------------------------------------------------------
+    def _expr(self, e: Any, st: _State) -> str:
+        t = type(e).__name__
+        if t == "IntImm":
+            v = int(e.value)
+            if _dt(e) == "bool":
+                return "1" if v else "0"
+            if _dt(e) in ("uint32", "uint64") or v > 2**31 - 1:
+                return f"{v}u" if v < 2**32 else f"{v}ull"
+            return str(v) if v >= -(2**31) + 1 else f"({v})"
+        if t == "FloatImm":
+            return f"{float(e.value)!r}f" if _dt(e) == "float32" else repr(float(e.value))
+        if t == "Var":
+            k = _key(e)
+            if k in st.vars:
+                return st.vars[k]
+            raise CodegenError(f"C emitter: unbound variable {e}")
+        if t in BINOPS:
+            return f"({self._expr(e.a, st)} {BINOPS[t]} {self._expr(e.b, st)})"
+        if t in ("FloorDiv", "Div"):
+            if t == "Div" and "float" in _dt(e):
+                return f"({self._expr(e.a, st)} / {self._expr(e.b, st)})"
+            return f"tp_floordiv({self._expr(e.a, st)}, {self._expr(e.b, st)})"
+        if t in ("FloorMod", "Mod"):
+            return f"tp_floormod({self._expr(e.a, st)}, {self._expr(e.b, st)})"
+        if t in ("Min", "Max"):
+            a, b = self._expr(e.a, st), self._expr(e.b, st)
+            op = "<" if t == "Min" else ">"
+            return f"(({a}) {op} ({b}) ? ({a}) : ({b}))"
+        if t == "Not":
+            return f"(!{self._expr(e.a, st)})"
+        if t == "Select":
+            return f"({self._expr(e.condition, st)} ? {self._expr(e.true_value, st)} : {self._expr(e.false_value, st)})"
+        if t == "Cast":
+            return f"(({_ctype(_dt(e))})({self._expr(e.value, st)}))"
+        if t == "TensorLoad":
+            name = self._name_of(e.source, st)
+            return f"{name}[{self._expr(e.indices[0], st)}]" if len(e.indices) == 1 else _flat_err()
+        if t == "Call":
+            return self._call(e, st)
+        raise CodegenError(f"C emitter: unsupported expression {t}: {e}")
+
+    def _call(self, e: Any, st: _State) -> str:
+        op = e.op.name
+        args = list(e.args)
+        if op == "tirx.call_extern":
+            fname = str(args[0].value)
+            if fname == LOCAL_ADDR:
+                return self._local_addr(args[1], args[2], st)
+            return f"{fname}({', '.join(self._expr(a, st) for a in args[1:])})"
+        if op == "tirx.tvm_access_ptr":
+            data, offset = args[1], args[2]
+            buf = data.args[0] if isinstance(data, tvm.ir.expr.Call) else data
+            if _key(buf) in st.local:
+                raise CodegenError("C emitter: a local buffer's pointer escaped (use __tp_local_addr)")
+            return f"({self._name_of(buf, st)} + {self._expr(offset, st)})"
+        if op == "tirx.if_then_else":
+            return f"({self._expr(args[0], st)} ? {self._expr(args[1], st)} : {self._expr(args[2], st)})"
+        if op == "tirx.nearbyint":
+            f = "nearbyintf" if _dt(e) == "float32" else "nearbyint"
+            return f"{f}({self._expr(args[0], st)})"
+        if op == "tirx.likely":
+            return self._expr(args[0], st)
+        if op == "tirx.buffer_data":
+            return self._name_of(args[0], st)
+        raise CodegenError(f"C emitter: unsupported call {op}")
+
+    def _local_addr(self, ptr: Any, flags: Any, st: _State) -> str:
+        if not (isinstance(ptr, tvm.ir.expr.Call) and ptr.op.name == "tirx.tvm_access_ptr"):
+            raise CodegenError(f"C emitter: {LOCAL_ADDR} expects an access pointer, got {ptr}")
+        data, offset = ptr.args[1], ptr.args[2]
+        buf = data.args[0] if isinstance(data, tvm.ir.expr.Call) else data
+        lb = st.local.get(_key(buf))
+        if lb is None:
+            raise CodegenError(f"C emitter: {LOCAL_ADDR} of a non-local buffer {buf}")
+        fl = int(flags.value)
+        row = f"({lb.base_row}u + (uint32_t)tp_floordiv({self._expr(offset, st)}, {self.dim}))"
+        return f"((uint32_t){fl}u | {row})" if fl else f"((uint32_t){row})"
+
+
+def _flat_err() -> str:
+    raise CodegenError("C emitter: buffers must be flattened")
+
+
+def _size(dtype: str) -> int:
+    return {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "uint32": 4, "float32": 4, "int64": 8}[dtype]
+
+
+def _numel(buf: Any) -> int:
+    n = 1
+    for s in buf.shape:
+        n *= int(s)
+    return n
