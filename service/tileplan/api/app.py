@@ -1,0 +1,78 @@
+"""The FastAPI application: wiring of settings, store, job queue, metrics, errors and routes.
+
+`create_app(settings)` is the one constructor (tests and `tileplan serve` both use it). At start it
+migrates the database, starts the queue (local process pool, or procrastinate on PostgreSQL) and
+resumes unfinished local jobs; at stop it shuts them down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from tileplan import __version__
+from tileplan.api import errors
+from tileplan.api.metrics import Metrics, MetricsAndLimits
+from tileplan.api.routes import hardware, plans, schedule, system
+from tileplan.jobs.base import JobQueue
+from tileplan.jobs.scheduler import Scheduler
+from tileplan.settings import Settings, get_settings, is_postgres
+from tileplan.store import Store
+
+log = logging.getLogger("tileplan.api")
+
+DESCRIPTION = """Tiling plans for DNN layers on GEMM accelerators, solved once and served from a cache.
+
+`POST /schedule` with a hardware name or descriptor and a list of layers returns one Plan per layer
+(200), or a job to poll (202) while solving takes longer than the server's wait limit. Errors are
+`{"detail": [{"loc": [...], "msg": ..., "type": ...}]}` with `loc` naming the field."""
+
+
+def make_queue(store: Store, settings: Settings, metrics: Metrics) -> JobQueue:
+    if settings.queue == "procrastinate":
+        if not is_postgres(store.url):
+            raise SystemExit("TILEPLAN_QUEUE=procrastinate needs a PostgreSQL database")
+        from tileplan.jobs.queue import ProcrastinateQueue
+
+        return ProcrastinateQueue(store, settings)
+    from tileplan.jobs.local import LocalQueue
+
+    return LocalQueue(store, settings, on_solve=metrics.on_solve)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = await asyncio.to_thread(Store, settings.db_url())
+        queue = make_queue(store, settings, metrics)
+        app.state.store = store
+        app.state.queue = queue
+        app.state.scheduler = Scheduler(store, queue, settings)
+        await queue.start()
+        log.info("event=api_started db=%s queue=%s", store.dialect, queue.kind)
+        try:
+            yield
+        finally:
+            await queue.stop()
+            store.close()
+
+    app = FastAPI(
+        title="Tileplan",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    errors.install(app)
+    for module in (schedule, plans, hardware, system):
+        app.include_router(module.router)
+    app.add_middleware(MetricsAndLimits, metrics=metrics, max_body=settings.max_request_bytes)
+    return app

@@ -1,0 +1,82 @@
+"""Every error leaves as `{"detail": [{"loc": [...], "msg": ..., "type": ...}]}`; never a traceback."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from tileplan.errors import InputError, MappingInfeasible
+
+log = logging.getLogger("tileplan.api")
+
+
+class ApiError(HTTPException):
+    def __init__(self, status: int, loc: list[str | int], msg: str, type_: str) -> None:
+        super().__init__(status_code=status, detail=msg)
+        self.loc, self.msg, self.type = loc, msg, type_
+
+
+class BodyTooLarge(ApiError):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, ["body"], f"request body is over the limit of {limit} bytes", "too_large")
+
+
+_UNION_TAGS = {"conv2d", "matmul", "dense"}  # pydantic's discriminator values, not fields a user wrote
+
+
+def detail(loc: list[Any], msg: str, type_: str) -> dict[str, Any]:
+    return {"detail": [{"loc": loc, "msg": msg, "type": type_}]}
+
+
+def body_loc(exc: InputError) -> list[Any]:
+    return ["body", *exc.loc]
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        items = []
+        for err in exc.errors():
+            msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+            if err.get("type") == "json_invalid":
+                msg = f"malformed JSON: {err.get('ctx', {}).get('error', msg)}"
+            items.append({"loc": list(err.get("loc", [])), "msg": msg, "type": err.get("type", "value_error")})
+        return JSONResponse({"detail": items}, status_code=422)
+
+    @app.exception_handler(InputError)
+    async def _input(request: Request, exc: InputError) -> JSONResponse:
+        status = 413 if exc.type == "too_many_layers" else (404 if exc.type == "not_found" else 422)
+        items = getattr(exc, "all_details", None) or [exc.to_detail()]
+        return JSONResponse(
+            {"detail": [{**d, "loc": ["body", *(p for p in d["loc"] if p not in _UNION_TAGS)]} for d in items]},
+            status_code=status,
+        )
+
+    @app.exception_handler(MappingInfeasible)
+    async def _infeasible(request: Request, exc: MappingInfeasible) -> JSONResponse:
+        return JSONResponse(detail(["body"], str(exc), "infeasible"), status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        if isinstance(exc, ApiError):
+            body = detail(exc.loc, exc.msg, exc.type)
+        else:
+            body = detail([], str(exc.detail), _http_type(exc.status_code))
+        return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        ref = uuid.uuid4().hex[:12]
+        log.exception("event=unhandled_error ref=%s path=%s", ref, request.url.path)
+        return JSONResponse(detail([], f"internal error (reference {ref})", "internal_error"), status_code=500)
+
+
+def _http_type(status: int) -> str:
+    return {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+            409: "conflict", 413: "too_large"}.get(status, "http_error")

@@ -1,0 +1,109 @@
+"""Prometheus metrics of one API process: requests, latencies, cache hits, solves, queue depth."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+SOLVE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("tileplan_http_requests", "HTTP requests", ["method", "route", "status"], registry=r)
+        self.latency = Histogram(
+            "tileplan_http_request_seconds", "HTTP request latency", ["method", "route"], buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.cache_hits = Counter("tileplan_cache_hits", "Layers answered from the plan cache", registry=r)
+        self.cache_misses = Counter("tileplan_cache_misses", "Layers that needed a solve", registry=r)
+        self.solves = Counter("tileplan_solves", "Solves run by this process, by outcome", ["outcome"], registry=r)
+        self.solve_seconds = Histogram(
+            "tileplan_solve_seconds", "Wall time of one layer's solve", buckets=SOLVE_BUCKETS, registry=r
+        )
+        self.queue_depth = Gauge("tileplan_queue_depth", "Jobs not finished (queued or running)", registry=r)
+
+    def on_solve(self, seconds: float, outcome: str) -> None:
+        self.solves.labels(outcome).inc()
+        self.solve_seconds.observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsAndLimits:
+    """Pure ASGI middleware: times and counts every request by route template, and refuses bodies over
+    `max_body` bytes with a 413 (by Content-Length up front, or while streaming)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, max_body: int) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+        method = scope["method"]
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            length = _content_length(scope)
+            if length is not None and length > self.max_body:
+                await _too_large(send, length, self.max_body)
+                status = 413
+                return
+            seen = 0
+
+            async def limited_receive() -> Message:
+                nonlocal seen
+                message = await receive()
+                if message["type"] == "http.request":
+                    seen += len(message.get("body", b""))
+                    if seen > self.max_body:
+                        from tileplan.api.errors import BodyTooLarge
+
+                        raise BodyTooLarge(self.max_body)
+                return message
+
+            await self.app(scope, limited_receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            label = getattr(route, "path", None) or "unmatched"
+            m = self.metrics
+            m.requests.labels(method, label, str(status)).inc()
+            m.latency.labels(method, label).observe(time.perf_counter() - start)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _too_large(send: Send, length: int, limit: int) -> None:
+    import json
+
+    body = json.dumps({"detail": [{"loc": ["body"], "msg": f"request body of {length} bytes is over the limit of "
+                                   f"{limit} bytes", "type": "too_large"}]}).encode()
+    headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                          (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,49 @@
+"""POST /schedule and GET /jobs/{id}."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from tileplan.api.auth import require_read
+from tileplan.api.errors import ApiError
+from tileplan.api.schemas import ERRORS, ErrorBody, JobAccepted, JobView, ScheduleDone, ScheduleRequest
+from tileplan.errors import InputError
+
+router = APIRouter(tags=["schedule"], dependencies=[Depends(require_read)])
+
+
+@router.post(
+    "/schedule",
+    response_model=None,
+    responses={
+        200: {"model": ScheduleDone, "description": "Every plan, from the cache or solved within the wait limit"},
+        202: {"model": JobAccepted, "description": "Still solving: poll `links.self`"},
+        500: {"model": ErrorBody, "description": "The solver failed (reasons per layer)"},
+        **ERRORS,
+    },
+)
+async def schedule(body: ScheduleRequest, request: Request) -> Response:
+    """Plans for `layers` on `hardware`. Equivalent layers (however written) share a cache key and are
+    solved once, even when listed twice or asked for by many clients at once."""
+    if body.model is not None:
+        raise InputError(("model",), "whole-model (ONNX) requests are not served yet; send `layers`", "not_supported")
+    if body.layers is None:
+        raise InputError(("layers",), "field required", "missing")
+    state = request.app.state
+    answer = await state.scheduler.schedule(body.hardware, body.layers, body.options, wait=body.wait)
+    state.metrics.cache_hits.inc(answer.cache_hits)
+    state.metrics.cache_misses.inc(answer.cache_misses)
+    return Response(answer.body, status_code=answer.status_code, media_type="application/json")
+
+
+@router.get("/jobs/{job_id}", response_model=None, responses={200: {"model": JobView}, 404: {"model": ErrorBody}})
+async def get_job(job_id: str, request: Request) -> Response:
+    """A job's status and progress (layers done / total); its plans once done, its errors if failed."""
+    import asyncio
+
+    state = request.app.state
+    job = await asyncio.to_thread(state.store.get_job, job_id) if len(job_id) <= 32 else None
+    if job is None:
+        raise ApiError(404, ["path", "job_id"], f"no job {job_id!r}", "not_found")
+    code, body = await state.scheduler.job_answer(job)
+    return Response(body, status_code=code, media_type="application/json")

@@ -1,0 +1,130 @@
+"""Request and response bodies of the HTTP API (contracts.md), for validation and the OpenAPI docs.
+
+Layers, descriptors and mappings arrive as plain objects and are parsed by the core (`parse_layer`,
+`load_descriptor`, `parse_mapping`), whose errors name the field; the contract types document them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tileplan.plan import Evaluation, Plan, ScheduleOptions
+
+HARDWARE_DOC = (
+    "A catalog or registered name (`gemmini-16x16`), a Tileplan descriptor object, or "
+    '`{"name": ..., "format": "tileplan" | "timeloop", "source": "<YAML text>"}`.'
+)
+LAYER_EXAMPLE = {
+    "name": "res2_1x1", "op": "conv2d", "in_channels": 64, "out_channels": 256, "in_h": 56, "in_w": 56,
+    "kernel": [1, 1],
+}
+
+
+class ScheduleRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hardware: str | dict[str, Any] = Field(description=HARDWARE_DOC, examples=["gemmini-16x16"])
+    layers: list[dict[str, Any]] | None = Field(
+        default=None, description="Layers (contracts.md Layer): conv2d or matmul.", examples=[[LAYER_EXAMPLE]]
+    )
+    model: str | None = Field(default=None, description="A whole model as base64 ONNX (not served yet: send layers).")
+    options: ScheduleOptions = ScheduleOptions()
+    wait: bool = Field(default=True, description="Wait (up to the server's limit) for the plans; false: 202 at once.")
+
+
+class Progress(BaseModel):
+    done: int
+    total: int
+    failed: int = 0
+
+
+class Summary(BaseModel):
+    layers: int
+    unique_layers: int
+    cached: int
+    solved: int
+    cycles: float
+    energy_pj: float
+    baseline_cycles: float | None = None
+    speedup: float | None = None
+    seconds: float | None = None
+
+
+class ScheduleDone(BaseModel):
+    id: str
+    status: str = Field(description="done")
+    plans: list[Plan]
+    summary: Summary
+    links: dict[str, str] = {}
+
+
+class JobAccepted(BaseModel):
+    id: str
+    status: str = Field(description="queued | running")
+    progress: Progress
+    links: dict[str, str]
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    detail: list[ErrorItem]
+
+
+class JobView(BaseModel):
+    id: str
+    status: str = Field(description="queued | running | done | failed")
+    progress: Progress
+    created_at: str | None = None
+    finished_at: str | None = None
+    plans: list[Plan] | None = None
+    summary: Summary | None = None
+    errors: list[ErrorItem] | None = None
+    links: dict[str, str] = {}
+
+
+class PlanPage(BaseModel):
+    plans: list[Plan]
+    next_cursor: str | None = None
+
+
+class EvaluateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hardware: str | dict[str, Any] = Field(description=HARDWARE_DOC, examples=["gemmini-16x16"])
+    layer: dict[str, Any] = Field(description="One layer (contracts.md Layer).", examples=[LAYER_EXAMPLE])
+    mapping: dict[str, Any] = Field(description="A Mapping (contracts.md), levels innermost first.")
+
+
+class HardwareSummary(BaseModel):
+    name: str
+    description: str = ""
+    source: str = Field(description="catalog | registered")
+    links: dict[str, str]
+
+
+class HardwareList(BaseModel):
+    hardware: list[HardwareSummary]
+
+
+class Health(BaseModel):
+    status: str
+    database: str
+    queue: str
+    version: str
+    solver_version: str
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": text}
+    for code, text in ((401, "Token missing"), (403, "Token refused"), (413, "Request too large"),
+                       (422, "Invalid input; `loc` names the field"))
+}
+
+__all__ = ["Evaluation", "Plan"]

@@ -1,0 +1,91 @@
+"""The embedded job queue of `tileplan serve`: layers run as asyncio tasks over a local process pool.
+
+Jobs are recorded in the database like deployed ones, so a restarted server resumes the unfinished
+ones it finds (their cached layers are not solved again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from tileplan.jobs.base import JobQueue
+from tileplan.jobs.runner import LayerRunner
+from tileplan.jobs.solve import SolverPool
+from tileplan.settings import Settings
+from tileplan.store import Store
+
+log = logging.getLogger("tileplan.jobs")
+
+
+class LocalQueue(JobQueue):
+    kind = "local"
+
+    def __init__(self, store: Store, settings: Settings, *, on_solve: Callable[[float, str], None] | None = None) -> None:
+        super().__init__(store)
+        self.settings = settings
+        self.pool = SolverPool(settings.solver_processes)
+        self.runner = LayerRunner(store, self.pool, settings, on_solve=on_solve, on_job_final=self._job_final)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.runner.start()
+        self._spawn(self.pool.warm())
+        self._sweeper = asyncio.create_task(self._sweep())
+        for job_id in await asyncio.to_thread(self.store.unfinished_jobs):
+            keys = await asyncio.to_thread(self.store.pending_layers, job_id)
+            log.info("event=job_resumed job=%s layers=%d", job_id, len(keys))
+            await self.submit(job_id, keys)
+
+    async def stop(self) -> None:
+        if self._sweeper:
+            self._sweeper.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        for t in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await t
+        await self.runner.stop()
+        self.pool.close()
+
+    async def submit(self, job_id: str, keys: list[str]) -> None:
+        for key in keys:
+            self._spawn(self._run(job_id, key))
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, job_id: str, key: str) -> None:
+        attempts = self.settings.max_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                await self.runner.run_layer(job_id, key, give_up=attempt == attempts)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - crashed solver process or lost database: try again
+                if attempt == attempts:
+                    log.exception("event=layer_gave_up job=%s key=%s", job_id, key[:12])
+                    err = {"loc": [], "msg": f"gave up after {attempts} attempts: {type(exc).__name__}",
+                           "type": "internal_error"}
+                    with contextlib.suppress(Exception):
+                        status = await asyncio.to_thread(self.store.finish_layer, job_id, key, err)
+                        self.runner._final(job_id, status)
+                    return
+                log.warning("event=layer_retry job=%s key=%s attempt=%d reason=%s", job_id, key[:12], attempt, exc,
+                            exc_info=attempt == 1)
+                await asyncio.sleep(min(0.5 * attempt, 5.0))
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(min(5.0, self.settings.job_time_limit_s / 4))
+            try:
+                for job_id in await asyncio.to_thread(self.store.expire_jobs):
+                    self._job_final(job_id, "failed")
+            except Exception:  # noqa: BLE001
+                log.exception("event=sweep_failed")

@@ -1,0 +1,82 @@
+"""Durable jobs on PostgreSQL with procrastinate: the API defers one task per layer; any number of
+`tileplan worker` processes run them.
+
+A task whose worker dies stays `doing` in procrastinate's table; every worker sweeps for tasks whose
+worker stopped sending heartbeats and puts them back in the queue, so a killed worker's layers are
+solved by another. Tasks that fail with an exception are retried by procrastinate's retry strategy;
+after the last attempt the layer is failed with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import procrastinate
+import psycopg
+from procrastinate.schema import SchemaManager
+
+from tileplan.jobs.base import JobQueue
+from tileplan.settings import Settings, libpq_url
+from tileplan.store import Store
+
+log = logging.getLogger("tileplan.jobs")
+
+TASK = "tileplan.solve_layer"
+QUEUE = "tileplan"
+_SCHEMA_LOCK = 0x7117E_9148
+
+
+def make_app(db_url: str, settings: Settings) -> procrastinate.App:
+    """The procrastinate app with the layer task registered (the worker runs it; the API defers it)."""
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=libpq_url(db_url)))
+    max_attempts = settings.max_attempts
+
+    @app.task(name=TASK, queue=QUEUE, pass_context=True,
+              retry=procrastinate.RetryStrategy(max_attempts=max_attempts, wait=1))
+    async def solve_layer(context: procrastinate.JobContext, job_id: str, key: str) -> None:
+        runner = context.additional_context["runner"]
+        attempt = (context.job.attempts or 0) + 1
+        await runner.run_layer(job_id, key, give_up=attempt >= max_attempts)
+
+    return app
+
+
+def ensure_schema(db_url: str) -> None:
+    """Create procrastinate's tables once (under an advisory lock, as several processes start together)."""
+    with psycopg.connect(libpq_url(db_url), autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+        try:
+            exists = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+            if exists and exists[0] is None:
+                sql = SchemaManager.get_schema()
+                conn.execute(sql)  # type: ignore[arg-type]
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+
+
+class ProcrastinateQueue(JobQueue):
+    kind = "procrastinate"
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        super().__init__(store)
+        self.settings = settings
+        self.app = make_app(store.url, settings)
+
+    async def start(self) -> None:
+        await asyncio.to_thread(ensure_schema, self.store.url)
+        await self.app.open_async()
+
+    async def stop(self) -> None:
+        await self.app.close_async()
+
+    async def submit(self, job_id: str, keys: list[str]) -> None:
+        deferrer = self.app.configure_task(TASK, queue=QUEUE)
+        await deferrer.batch_defer_async(*({"job_id": job_id, "key": key} for key in keys))
+
+    async def depth(self) -> dict[str, Any]:
+        rows = await self.app.connector.execute_query_all_async(
+            "SELECT status, count(*) AS n FROM procrastinate_jobs WHERE queue_name = %(q)s GROUP BY status", q=QUEUE
+        )
+        return {r["status"]: r["n"] for r in rows}

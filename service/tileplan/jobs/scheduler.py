@@ -1,0 +1,238 @@
+"""A schedule request from the outside to cached plans: validate, key, look up, queue what is missing.
+
+`Scheduler.schedule` is what POST /schedule calls. It answers from the cache when every layer is there;
+otherwise it records a job over the missing unique layers, hands it to the queue (local pool or
+procrastinate) and waits up to the server's wait limit for it. Answers are built as JSON text from the
+cached rows, with each asker's own layer (its name) and hardware name echoed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from tileplan.errors import InputError
+from tileplan.hardware import HardwareDescriptor
+from tileplan.hardware.catalog import catalog, load_descriptor
+from tileplan.jobs.base import JobQueue
+from tileplan.mappers.base import get_mapper
+from tileplan.plan import ScheduleOptions, plan_key
+from tileplan.problem import Problem
+from tileplan.settings import Settings
+from tileplan.store import CachedPlan, Job, Store
+from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc, parse_layer
+
+Layer = Conv2dLayer | MatmulLayer
+
+INPUT_ERRORS = {"infeasible", "value_error", "missing", "extra_forbidden"}
+
+
+@dataclass
+class Prepared:
+    hw: HardwareDescriptor
+    layers: list[Layer]
+    options: ScheduleOptions
+    keys: list[str]
+    echoes: list[str]  # each request layer as echoed in its Plan (JSON text)
+    unique: list[tuple[str, int]] = field(default_factory=list)  # (key, first index), request order
+
+
+@dataclass
+class Answer:
+    status_code: int
+    body: str
+    job_id: str = ""
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+
+class Scheduler:
+    def __init__(self, store: Store, queue: JobQueue, settings: Settings) -> None:
+        self.store = store
+        self.queue = queue
+        self.settings = settings
+
+    # -- input ----------------------------------------------------------------------------------
+
+    def resolve_hardware(self, ref: Any) -> HardwareDescriptor:
+        """A catalog name, a registered name, a descriptor object or {name, format, source} YAML.
+        Unlike the CLI, never a path: a request must not make the server read its files."""
+        try:
+            if isinstance(ref, str):
+                hw = catalog().get(ref)
+                if hw is not None:
+                    return hw
+                doc = self.store.get_hardware(ref)
+                if doc is None:
+                    known = sorted(catalog()) + sorted(self.store.list_hardware())
+                    raise InputError(("hardware",), f"unknown hardware {ref!r}; known: {known}", "unknown_hardware")
+                return HardwareDescriptor.model_validate(doc)
+            if isinstance(ref, dict) and "source" in ref:
+                if not isinstance(ref["source"], str):
+                    raise InputError(("hardware", "source"), "must be YAML text")
+                fmt = ref.get("format")
+                if fmt is not None and not isinstance(fmt, str):
+                    raise InputError(("hardware", "format"), "must be 'tileplan' or 'timeloop'")
+                name = ref.get("name")
+                return load_descriptor(ref["source"], fmt=fmt, name=str(name) if name else None, source="hardware.source")
+            if isinstance(ref, dict):
+                return load_descriptor(ref, source="hardware")
+        except InputError as exc:
+            loc = exc.loc if exc.loc[:1] == ("hardware",) else ("hardware", *exc.loc)
+            raise InputError(loc, exc.msg, exc.type) from None
+        except ModuleNotFoundError as exc:  # an importer this build does not have (e.g. Timeloop YAML)
+            raise InputError(("hardware", "format"), f"this server cannot read that format ({exc.name} missing)") from None
+        except (ValueError, TypeError) as exc:
+            raise InputError(("hardware",), str(exc)) from None
+        raise InputError(("hardware",), "a catalog name, a descriptor object, or {name, format, source}")
+
+    def prepare(self, hardware: Any, layers: list[Any], options: ScheduleOptions) -> Prepared:
+        s = self.settings
+        if len(layers) > s.max_layers:
+            raise InputError(("layers",), f"{len(layers)} layers; at most {s.max_layers} per request", "too_many_layers")
+        if not layers:
+            raise InputError(("layers",), "at least one layer is needed", "too_short")
+        if options.time_limit_s > s.max_time_limit_s:
+            raise InputError(
+                ("options", "time_limit_s"), f"at most {s.max_time_limit_s:g} s on this server", "less_than_equal"
+            )
+        get_mapper(options.mapper)  # unknown or not installed -> InputError at options.mapper
+        hw = self.resolve_hardware(hardware)
+        parsed = [parse_layer(item, ("layers", i)) for i, item in enumerate(layers)]
+        keys, echoes, unique, seen = [], [], [], set()
+        for i, layer in enumerate(parsed):
+            key = plan_key(hw, Problem.from_layer(layer), options)
+            keys.append(key)
+            echoes.append(json.dumps(layer_doc(layer), separators=(",", ":")))
+            if key not in seen:
+                seen.add(key)
+                unique.append((key, i))
+        return Prepared(hw, parsed, options, keys, echoes, unique)
+
+    # -- the request ----------------------------------------------------------------------------
+
+    async def schedule(self, hardware: Any, layers: list[Any], options: ScheduleOptions, *, wait: bool) -> Answer:
+        start = time.perf_counter()
+        p = self.prepare(hardware, layers, options)
+        cached = await asyncio.to_thread(self.store.get_plans, [k for k, _ in p.unique])
+        hits = sum(1 for k in p.keys if k in cached)
+        if len(cached) == len(p.unique):
+            rid = "c" + hashlib.sha256("".join(p.keys).encode()).hexdigest()[:31]
+            return Answer(200, self._done_body(rid, p, cached, set(cached), start), rid, hits, 0)
+
+        job_id = uuid.uuid4().hex
+        request = {
+            "hardware": p.hw.model_dump(mode="json"),
+            "hardware_name": p.hw.name,
+            "layers": [layer.model_dump(mode="json") for layer in p.layers],
+            "echoes": p.echoes,
+            "options": p.options.model_dump(mode="json"),
+            "keys": p.keys,
+            "cached": sorted(cached),
+        }
+        missing = [k for k, _ in p.unique if k not in cached]
+        deadline = time.time() + self.settings.job_time_limit_s
+        await asyncio.to_thread(
+            self.store.create_job, job_id, hardware=p.hw.name, request=request, layers=p.unique,
+            cached=set(cached), deadline=deadline,
+        )
+        await self.queue.submit(job_id, missing)
+        misses = len(p.keys) - hits
+        limit = self.settings.wait_limit_s if wait else 0.0
+        st = await self.queue.wait(job_id, limit) if limit > 0 else None
+        if st is not None and st[0] in ("done", "failed"):
+            job = await asyncio.to_thread(self.store.get_job, job_id)
+            if job is not None:
+                code, body = await self.job_answer(job, start=start, for_post=True)
+                return Answer(code, body, job_id, hits, misses)
+        body = json.dumps({
+            "id": job_id, "status": st[0] if st else "queued",
+            "progress": {"done": st[1] if st else len(cached), "total": st[2] if st else len(p.unique)},
+            "links": {"self": f"/jobs/{job_id}"},
+        })
+        return Answer(202, body, job_id, hits, misses)
+
+    async def job_answer(self, job: Job, *, start: float | None = None, for_post: bool = False) -> tuple[int, str]:
+        """GET /jobs/{id} (and a waited POST /schedule): the job, with its plans once done.
+
+        A failed job is a 200 to GET /jobs; to POST /schedule it is a 422 when the layers are at fault
+        (infeasible on this hardware) and a 500 (with the reasons, never a traceback) otherwise."""
+        req = job.request
+        head = {
+            "id": job.id, "status": job.status,
+            "progress": {"done": job.done, "failed": job.failed, "total": job.total},
+            "created_at": job.created_at.isoformat(), "updated_at": job.updated_at.isoformat(),
+            "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+            "links": {"self": f"/jobs/{job.id}"},
+        }
+        if job.status == "failed":
+            head["errors"] = job.errors
+            head["detail"] = [
+                {**e, "loc": ["body", *e.get("loc", [])]} for e in job.errors
+            ] or [{"loc": [], "msg": "the job failed", "type": "job_failed"}]
+            input_fault = job.errors and all(e.get("type") in INPUT_ERRORS for e in job.errors)
+            return (422 if input_fault else 500) if for_post else 200, json.dumps(head)
+        if job.status != "done":
+            return 200, json.dumps(head)
+        keys: list[str] = req["keys"]
+        rows = await asyncio.to_thread(self.store.get_plans, list(dict.fromkeys(keys)))
+        if len(rows) < len(set(keys)):  # a plan was deleted since: the job's answer is gone with it
+            head.update(status="expired", detail=[{"loc": [], "msg": "a plan of this job was deleted", "type": "gone"}])
+            return 410, json.dumps(head)
+        p = Prepared(
+            hw=None, layers=[parse_layer(x) for x in req["layers"]], options=None, keys=keys,  # type: ignore[arg-type]
+            echoes=req["echoes"],
+        )
+        return 200, self._done_body(
+            job.id, p, rows, set(req.get("cached", [])), start, hw_name=req["hardware_name"],
+            extra={k: head[k] for k in ("progress", "created_at", "finished_at")},
+        )
+
+    def _done_body(
+        self, rid: str, p: Prepared, rows: dict[str, CachedPlan], cached: set[str], start: float | None,
+        *, hw_name: str | None = None, extra: dict[str, Any] | None = None,
+    ) -> str:
+        name = hw_name or p.hw.name
+        plans = ",".join(
+            rows[k].to_json(cached=k in cached, hardware=name, layer=echo) for k, echo in zip(p.keys, p.echoes)
+        )
+        summary = summarize(p, rows, cached)
+        if start is not None:
+            summary["seconds"] = round(time.perf_counter() - start, 6)
+        links = json.dumps({"self": f"/jobs/{rid}"}) if not rid.startswith("c") else "{}"
+        more = "".join(f",{json.dumps(k)}:{json.dumps(v)}" for k, v in (extra or {}).items())
+        return (
+            f'{{"id":{json.dumps(rid)},"status":"done","plans":[{plans}],"summary":{json.dumps(summary)},'
+            f'"links":{links}{more}}}'
+        )
+
+
+def summarize(p: Prepared, rows: dict[str, CachedPlan], cached: set[str]) -> dict[str, Any]:
+    """Totals over the request, each layer weighted by its `count` (occurrences in the network)."""
+    cycles = energy = base = 0.0
+    have_base = True
+    for layer, key in zip(p.layers, p.keys):
+        row = rows[key]
+        cycles += row.cycles * layer.count
+        energy += row.energy_pj * layer.count
+        if row.baseline_cycles is None:
+            have_base = False
+        else:
+            base += row.baseline_cycles * layer.count
+    unique = list(dict.fromkeys(p.keys))
+    return {
+        "layers": len(p.keys),
+        "unique_layers": len(unique),
+        "cached": sum(1 for k in p.keys if k in cached),
+        "solved": sum(1 for k in unique if k not in cached),
+        "cycles": cycles,
+        "energy_pj": energy,
+        "baseline_cycles": base if have_base else None,
+        "speedup": (base / cycles) if have_base and cycles else None,
+    }
+

@@ -1,0 +1,125 @@
+"""Solving one layer in a separate process, so a solve never blocks an event loop and can be killed.
+
+`solve_layer` is what runs in the pool: it rebuilds the inputs from JSON, calls `tileplan.plan.make_plan`,
+and returns either the Plan as a dict or an error with its field path and type. `SolverPool` wraps a
+process pool with a hard time limit per solve (on overrun the pool's processes are killed and it starts
+afresh) and recovery from a crashed solver process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+log = logging.getLogger("tileplan.jobs")
+
+
+class SolveTimeout(Exception):
+    """A solve ran past its hard time limit and was killed."""
+
+
+class SolverCrashed(Exception):
+    """The solver process died (killed, out of memory); the layer may be retried."""
+
+
+def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """Runs in a pool process. Returns {"ok": True, "plan": {...}} or {"ok": False, "error": {loc, msg, type}}."""
+    from tileplan.errors import InputError, MappingInfeasible
+    from tileplan.hardware import HardwareDescriptor
+    from tileplan.plan import SOLVER_VERSION, ScheduleOptions, make_plan
+    from tileplan.workload import parse_layer
+
+    try:
+        hw = HardwareDescriptor.model_validate(hardware)
+        plan = make_plan(parse_layer(layer), hw, ScheduleOptions.model_validate(options))
+        doc = plan.model_dump(mode="json")
+        doc["solver_version"] = SOLVER_VERSION
+        return {"ok": True, "plan": doc}
+    except InputError as exc:
+        return {"ok": False, "error": {"loc": list(exc.loc), "msg": exc.msg, "type": exc.type}}
+    except MappingInfeasible as exc:
+        return {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "infeasible"}}
+    except Exception as exc:  # a solver bug: logged here with its traceback, reported without it
+        log.exception("solve failed")
+        return {"ok": False, "error": {"loc": [], "msg": f"solver error: {type(exc).__name__}: {exc}", "type": "solver_error"}}
+
+
+def _warm() -> None:
+    """Pool initializer: import the solver stack once per process, not on the first request."""
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        from tileplan.mappers.base import available_mappers
+
+        import tileplan.plan  # noqa: F401
+
+        available_mappers()
+    except Exception:  # noqa: BLE001 - a broken import shows up as a solve error with its reason
+        pass
+
+
+def _noop() -> int:
+    return os.getpid()
+
+
+class SolverPool:
+    """A pool of solver processes with per-solve hard limits."""
+
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+        self._ctx = multiprocessing.get_context("spawn")
+        self._pool = self._new_pool()
+        self._slots = asyncio.Semaphore(processes)
+        self.solves = 0
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.processes, mp_context=self._ctx, initializer=_warm)
+
+    async def warm(self) -> None:
+        """Start every process now (each imports the solver), so the first solve is not slower."""
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(self._pool, _noop) for _ in range(self.processes)))
+
+    async def solve(self, hardware: dict[str, Any], layer: dict[str, Any], options: dict[str, Any], *,
+                    timeout: float) -> dict[str, Any]:
+        async with self._slots:
+            pool = self._pool
+            loop = asyncio.get_running_loop()
+            start = time.perf_counter()
+            self.solves += 1
+            fut = loop.run_in_executor(pool, solve_layer, hardware, layer, options)
+            try:
+                return await asyncio.wait_for(fut, timeout)
+            except TimeoutError:
+                log.warning("event=solve_timeout seconds=%.1f", time.perf_counter() - start)
+                self._restart(pool)
+                raise SolveTimeout(f"the solve ran past its hard limit of {timeout:.0f} s and was stopped") from None
+            except BrokenProcessPool:
+                self._restart(pool)
+                raise SolverCrashed("the solver process died") from None
+
+    def _restart(self, broken: ProcessPoolExecutor) -> None:
+        """Kill the pool's processes (they may be stuck in a solve) and start a fresh pool."""
+        if broken is not self._pool:
+            return  # someone already restarted it
+        procs = list(getattr(broken, "_processes", {}).values())  # no public API to kill a stuck worker
+        for p in procs:
+            try:
+                p.kill()
+            except Exception:  # noqa: BLE001
+                pass
+        broken.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._new_pool()
+
+    def close(self) -> None:
+        for p in list(getattr(self._pool, "_processes", {}).values()):
+            try:
+                p.kill()
+            except Exception:  # noqa: BLE001
+                pass
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,90 @@
+"""Tables of the plan cache and the job records (SQLAlchemy 2). Alembic migrations create them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, Float, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class PlanRow(Base):
+    """A solved plan, immutable once written. `doc` is the Plan JSON without the parts that depend on
+    who asked (`layer`, `hardware` name, `cached`); those are kept in their own columns."""
+
+    __tablename__ = "plans"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    hardware: Mapped[str] = mapped_column(String(200), index=True)
+    op: Mapped[str] = mapped_column(String(16), index=True)
+    layer_name: Mapped[str] = mapped_column(String(200), default="")
+    mapper: Mapped[str] = mapped_column(String(32))
+    solver_version: Mapped[str] = mapped_column(String(64))
+    cycles: Mapped[float] = mapped_column(Float)
+    energy_pj: Mapped[float] = mapped_column(Float)
+    baseline_cycles: Mapped[float | None] = mapped_column(Float, nullable=True)
+    solve_seconds: Mapped[float] = mapped_column(Float)
+    layer: Mapped[str] = mapped_column(Text)
+    doc: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class HardwareRow(Base):
+    """A descriptor registered through POST /hardware (the catalog itself lives in files)."""
+
+    __tablename__ = "hardware"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    descriptor: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class JobRow(Base):
+    """One POST /schedule that needed solving: its request, progress and outcome."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # queued | running | done | failed
+    hardware: Mapped[str] = mapped_column(String(200))
+    request: Mapped[str] = mapped_column(Text)  # JSON: hardware descriptor, layers, options, keys
+    total: Mapped[int] = mapped_column(Integer)
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    failed: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON list of {loc, msg, type}
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    deadline: Mapped[float] = mapped_column(Float)  # epoch seconds
+
+
+class JobLayerRow(Base):
+    """One unique layer (plan key) of a job."""
+
+    __tablename__ = "job_layers"
+    __table_args__ = (UniqueConstraint("job_id", "key", name="uq_job_layers_job_id_key"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32), index=True)
+    key: Mapped[str] = mapped_column(String(64), index=True)
+    idx: Mapped[int] = mapped_column(Integer)  # first position of the layer in the request
+    status: Mapped[str] = mapped_column(String(16))  # pending | running | done | failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ClaimRow(Base):
+    """Who is solving a plan key right now, so two processes never solve the same layer at once."""
+
+    __tablename__ = "claims"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200))
+    expires_at: Mapped[float] = mapped_column(Float)  # epoch seconds

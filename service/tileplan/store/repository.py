@@ -1,0 +1,419 @@
+"""The plan cache and job records over SQLAlchemy: SQLite (a WAL file) or PostgreSQL.
+
+All methods are synchronous and short; async callers run them in a thread. Plans are immutable:
+a key, once written, never changes (the key includes the solver version), so a second writer of
+the same key is a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, delete, event, func, insert, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from tileplan.store.migrate import upgrade
+from tileplan.store.models import ClaimRow, HardwareRow, JobLayerRow, JobRow, PlanRow
+
+FINAL = ("done", "failed")
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class CachedPlan:
+    key: str
+    hardware: str
+    layer: str  # JSON
+    doc: str  # JSON object of the Plan without cached / hardware / layer
+    cycles: float
+    energy_pj: float
+    baseline_cycles: float | None
+    seq: int = 0
+
+    def to_json(self, *, cached: bool, hardware: str | None = None, layer: str | None = None) -> str:
+        """The contract Plan as JSON text, with the asker's hardware name and layer echoed."""
+        return (
+            f'{{"cached":{"true" if cached else "false"},"hardware":{json.dumps(hardware or self.hardware)},'
+            f'"layer":{layer or self.layer},{self.doc[1:]}'
+        )
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    status: str
+    hardware: str
+    request: dict[str, Any]
+    total: int
+    done: int
+    failed: int
+    errors: list[dict[str, Any]]
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    deadline: float
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL
+
+
+def make_engine(url: str, *, pool_size: int = 16) -> Engine:
+    if url.startswith("sqlite"):
+        database = url.split("///", 1)[1] if "///" in url else ""
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=pool_size,
+            max_overflow=pool_size,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # transactions are begun below, so writers can BEGIN IMMEDIATE
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("write") else "BEGIN")
+
+        return engine
+    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+
+class Store:
+    """Plans, registered hardware, jobs and solve claims."""
+
+    def __init__(self, url: str, *, migrate: bool = True, pool_size: int = 16) -> None:
+        self.url = url
+        self.engine = make_engine(url, pool_size=pool_size)
+        self.dialect = self.engine.dialect.name
+        if migrate:
+            upgrade(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _write(self) -> Connection:
+        """A connection whose transaction takes the write lock at BEGIN (SQLite; no-op on PostgreSQL)."""
+        return self.engine.connect().execution_options(write=True)
+
+    def _insert(self, table: Any) -> Any:
+        return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
+
+    def ping(self) -> None:
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    # -- plans ----------------------------------------------------------------------------------
+
+    _PLAN_COLS = (
+        PlanRow.key, PlanRow.hardware, PlanRow.layer, PlanRow.doc, PlanRow.cycles, PlanRow.energy_pj,
+        PlanRow.baseline_cycles, PlanRow.seq,
+    )
+
+    def get_plans(self, keys: Iterable[str]) -> dict[str, CachedPlan]:
+        keys = list(keys)
+        if not keys:
+            return {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(*self._PLAN_COLS).where(PlanRow.key.in_(keys))).all()
+        return {r[0]: CachedPlan(*r) for r in rows}
+
+    def get_plan(self, key: str) -> CachedPlan | None:
+        return self.get_plans([key]).get(key)
+
+    def has_plan(self, key: str) -> bool:
+        with self.engine.connect() as conn:
+            return conn.execute(select(PlanRow.seq).where(PlanRow.key == key)).first() is not None
+
+    def list_plans(
+        self, *, hardware: str | None = None, op: str | None = None, limit: int = 50, before: int | None = None
+    ) -> list[CachedPlan]:
+        """Newest first; `before` is the `seq` cursor of the previous page's last plan."""
+        q = select(*self._PLAN_COLS).order_by(PlanRow.seq.desc()).limit(limit)
+        if hardware:
+            q = q.where(PlanRow.hardware == hardware)
+        if op:
+            q = q.where(PlanRow.op == op)
+        if before is not None:
+            q = q.where(PlanRow.seq < before)
+        with self.engine.connect() as conn:
+            return [CachedPlan(*r) for r in conn.execute(q).all()]
+
+    def put_plan(self, plan: dict[str, Any]) -> bool:
+        """Store a solved Plan (contract dict); False if the key was already there."""
+        doc = {k: v for k, v in plan.items() if k not in ("cached", "hardware", "layer")}
+        baseline = plan.get("baseline") or None
+        layer = plan["layer"]
+        values = dict(
+            key=plan["key"],
+            hardware=plan["hardware"],
+            op=str(layer.get("op", "")),
+            layer_name=str(layer.get("name", ""))[:200],
+            mapper=plan["mapper"],
+            solver_version=str(plan.get("solver_version", "")),
+            cycles=float(plan["metrics"]["cycles"]),
+            energy_pj=float(plan["metrics"]["energy_pj"]),
+            baseline_cycles=float(baseline["metrics"]["cycles"]) if baseline else None,
+            solve_seconds=float(plan.get("solver", {}).get("seconds", 0.0)),
+            layer=json.dumps(layer, separators=(",", ":")),
+            doc=json.dumps({"key": plan["key"], **doc}, separators=(",", ":")),
+            created_at=now_utc(),
+        )
+        stmt = self._insert(PlanRow).values(**values).on_conflict_do_nothing(index_elements=["key"])
+        with self._write() as conn, conn.begin():
+            return conn.execute(stmt).rowcount == 1
+
+    def delete_plan(self, key: str) -> bool:
+        with self._write() as conn, conn.begin():
+            return conn.execute(delete(PlanRow).where(PlanRow.key == key)).rowcount > 0
+
+    def count_plans(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(PlanRow)).scalar_one())
+
+    # -- registered hardware --------------------------------------------------------------------
+
+    def put_hardware(self, name: str, descriptor: dict[str, Any]) -> None:
+        body = json.dumps(descriptor, separators=(",", ":"))
+        with self._write() as conn, conn.begin():
+            conn.execute(delete(HardwareRow).where(HardwareRow.name == name))
+            conn.execute(insert(HardwareRow).values(name=name, descriptor=body, created_at=now_utc()))
+
+    def get_hardware(self, name: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(HardwareRow.descriptor).where(HardwareRow.name == name)).first()
+        return None if row is None else json.loads(row[0])
+
+    def list_hardware(self) -> dict[str, dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(HardwareRow.name, HardwareRow.descriptor).order_by(HardwareRow.name)).all()
+        return {name: json.loads(body) for name, body in rows}
+
+    def delete_hardware(self, name: str) -> bool:
+        with self._write() as conn, conn.begin():
+            return conn.execute(delete(HardwareRow).where(HardwareRow.name == name)).rowcount > 0
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def create_job(
+        self,
+        job_id: str,
+        *,
+        hardware: str,
+        request: dict[str, Any],
+        layers: Sequence[tuple[str, int]],
+        cached: set[str],
+        deadline: float,
+    ) -> None:
+        """A job over the unique layers `(key, first index)`; the `cached` ones count as done already."""
+        ts = now_utc()
+        done = sum(1 for key, _ in layers if key in cached)
+        with self._write() as conn, conn.begin():
+            conn.execute(
+                insert(JobRow).values(
+                    id=job_id, status="queued", hardware=hardware, request=json.dumps(request, separators=(",", ":")),
+                    total=len(layers), done=done, failed=0, error=None, created_at=ts, updated_at=ts,
+                    finished_at=None, deadline=deadline,
+                )
+            )
+            conn.execute(
+                insert(JobLayerRow),
+                [
+                    dict(job_id=job_id, key=key, idx=idx, status="done" if key in cached else "pending",
+                         attempts=0, worker=None, error=None, updated_at=ts)
+                    for key, idx in layers
+                ],
+            )
+
+    _JOB_COLS = (
+        JobRow.id, JobRow.status, JobRow.hardware, JobRow.request, JobRow.total, JobRow.done, JobRow.failed,
+        JobRow.error, JobRow.created_at, JobRow.updated_at, JobRow.finished_at, JobRow.deadline,
+    )
+
+    def get_job(self, job_id: str) -> Job | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(*self._JOB_COLS).where(JobRow.id == job_id)).first()
+        if row is None:
+            return None
+        (id_, status, hardware, request, total, done, failed, error, created, updated, finished, deadline) = row
+        return Job(
+            id=id_, status=status, hardware=hardware, request=json.loads(request), total=total, done=done,
+            failed=failed, errors=json.loads(error or "[]"), created_at=created, updated_at=updated,
+            finished_at=finished, deadline=deadline,
+        )
+
+    def job_status(self, job_id: str) -> tuple[str, int, int] | None:
+        """(status, done, total): the cheap poll."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(JobRow.status, JobRow.done, JobRow.total).where(JobRow.id == job_id)).first()
+        return None if row is None else (row[0], row[1], row[2])
+
+    def job_layers(self, job_id: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(JobLayerRow.key, JobLayerRow.idx, JobLayerRow.status, JobLayerRow.attempts,
+                       JobLayerRow.worker, JobLayerRow.error)
+                .where(JobLayerRow.job_id == job_id).order_by(JobLayerRow.idx)
+            ).all()
+        return [
+            dict(key=k, idx=i, status=s, attempts=a, worker=w, error=json.loads(e) if e else None)
+            for k, i, s, a, w, e in rows
+        ]
+
+    def pending_layers(self, job_id: str) -> list[str]:
+        with self.engine.connect() as conn:
+            return list(
+                conn.execute(
+                    select(JobLayerRow.key).where(
+                        JobLayerRow.job_id == job_id, JobLayerRow.status.in_(("pending", "running"))
+                    ).order_by(JobLayerRow.idx)
+                ).scalars()
+            )
+
+    def start_layer(self, job_id: str, key: str, worker: str) -> int:
+        """Mark a layer running; returns its attempt number (1 the first time)."""
+        with self._write() as conn, conn.begin():
+            conn.execute(
+                update(JobLayerRow)
+                .where(JobLayerRow.job_id == job_id, JobLayerRow.key == key, JobLayerRow.status.in_(("pending", "running")))
+                .values(status="running", attempts=JobLayerRow.attempts + 1, worker=worker, updated_at=now_utc())
+            )
+            conn.execute(
+                update(JobRow).where(JobRow.id == job_id, JobRow.status == "queued")
+                .values(status="running", updated_at=now_utc())
+            )
+            row = conn.execute(
+                select(JobLayerRow.attempts).where(JobLayerRow.job_id == job_id, JobLayerRow.key == key)
+            ).first()
+        return int(row[0]) if row else 0
+
+    def finish_layer(self, job_id: str, key: str, error: dict[str, Any] | None = None) -> str:
+        """Record a layer's outcome and update the job's progress; returns the job's status."""
+        ts = now_utc()
+        with self._write() as conn, conn.begin():
+            conn.execute(
+                update(JobLayerRow)
+                .where(JobLayerRow.job_id == job_id, JobLayerRow.key == key, JobLayerRow.status.in_(("pending", "running")))
+                .values(status="failed" if error else "done", error=json.dumps(error) if error else None, updated_at=ts)
+            )
+            return self._refresh_job(conn, job_id, ts)
+
+    def _refresh_job(self, conn: Connection, job_id: str, ts: datetime) -> str:
+        counts = dict(
+            conn.execute(
+                select(JobLayerRow.status, func.count()).where(JobLayerRow.job_id == job_id).group_by(JobLayerRow.status)
+            ).all()
+        )
+        job = conn.execute(select(JobRow.status, JobRow.total).where(JobRow.id == job_id)).first()
+        if job is None:
+            return "missing"
+        status, total = job
+        done, failed = counts.get("done", 0), counts.get("failed", 0)
+        values: dict[str, Any] = dict(done=done, failed=failed, updated_at=ts)
+        if status not in FINAL and done + failed >= total:
+            status = "failed" if failed else "done"
+            values.update(status=status, finished_at=ts)
+            if failed:
+                errs = conn.execute(
+                    select(JobLayerRow.error).where(JobLayerRow.job_id == job_id, JobLayerRow.status == "failed")
+                    .order_by(JobLayerRow.idx)
+                ).scalars()
+                values["error"] = json.dumps([json.loads(e) for e in errs if e])
+        conn.execute(update(JobRow).where(JobRow.id == job_id).values(**values))
+        return status
+
+    def fail_job(self, job_id: str, error: dict[str, Any]) -> bool:
+        """Fail a job that has not finished (time limit, retries exhausted); False if it had."""
+        ts = now_utc()
+        with self._write() as conn, conn.begin():
+            n = conn.execute(
+                update(JobRow).where(JobRow.id == job_id, JobRow.status.not_in(FINAL))
+                .values(status="failed", error=json.dumps([error]), finished_at=ts, updated_at=ts)
+            ).rowcount
+            if n:
+                conn.execute(
+                    update(JobLayerRow)
+                    .where(JobLayerRow.job_id == job_id, JobLayerRow.status.in_(("pending", "running")))
+                    .values(status="failed", error=json.dumps(error), updated_at=ts)
+                )
+        return n > 0
+
+    def expire_jobs(self, now: float | None = None) -> list[str]:
+        """Fail every unfinished job past its deadline; returns their ids."""
+        now = time.time() if now is None else now
+        with self.engine.connect() as conn:
+            ids = list(
+                conn.execute(select(JobRow.id).where(JobRow.status.not_in(FINAL), JobRow.deadline < now)).scalars()
+            )
+        return [
+            i for i in ids
+            if self.fail_job(i, {"loc": [], "msg": "the job exceeded its time limit", "type": "time_limit"})
+        ]
+
+    def unfinished_jobs(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return list(
+                conn.execute(select(JobRow.id).where(JobRow.status.not_in(FINAL)).order_by(JobRow.created_at)).scalars()
+            )
+
+    def queue_depth(self) -> int:
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(select(func.count()).select_from(JobRow).where(JobRow.status.not_in(FINAL))).scalar_one()
+            )
+
+    # -- claims: one solver per key across processes -------------------------------------------
+
+    def claim(self, key: str, owner: str, ttl_s: float) -> bool:
+        """Take the right to solve `key`; True if this owner holds it now (new, expired or its own)."""
+        now = time.time()
+        with self._write() as conn, conn.begin():
+            conn.execute(
+                delete(ClaimRow).where(ClaimRow.key == key, (ClaimRow.expires_at < now) | (ClaimRow.owner == owner))
+            )
+            stmt = self._insert(ClaimRow).values(key=key, owner=owner, expires_at=now + ttl_s)
+            return conn.execute(stmt.on_conflict_do_nothing(index_elements=["key"])).rowcount == 1
+
+    def renew_claims(self, keys: Sequence[str], owner: str, ttl_s: float) -> None:
+        if not keys:
+            return
+        with self._write() as conn, conn.begin():
+            conn.execute(
+                update(ClaimRow).where(ClaimRow.key.in_(list(keys)), ClaimRow.owner == owner)
+                .values(expires_at=time.time() + ttl_s)
+            )
+
+    def release(self, key: str, owner: str) -> None:
+        with self._write() as conn, conn.begin():
+            conn.execute(delete(ClaimRow).where(ClaimRow.key == key, ClaimRow.owner == owner))
+
+    def claim_holder(self, key: str) -> tuple[str, float] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(ClaimRow.owner, ClaimRow.expires_at).where(ClaimRow.key == key)).first()
+        return None if row is None else (row[0], row[1])
+
+
+def open_store(url: str, *, migrate: bool = True) -> Store:
+    return Store(url, migrate=migrate)
+
+
+__all__ = ["CachedPlan", "Job", "Store", "open_store", "make_engine"]
