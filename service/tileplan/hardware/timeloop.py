@@ -1,0 +1,477 @@
+"""Timeloop architecture YAML <-> Tileplan descriptors.
+
+Import (`from_timeloop`) reads both forms Timeloop has used:
+- v0.3 `architecture: {version: 0.3, subtree: [...]}`: nested subtrees, outermost first; a name such as
+  `PECols[0..15]` means 16 copies of everything below it; each subtree's `local:` lists its storage
+  (outer to inner) and compute (`class: intmac`, ...) components with their `attributes`.
+- legacy `arch: {arithmetic: {...}, storage: [...]}`: storage listed innermost first, attributes inline.
+
+Per storage level: entries (or depth x width / word-bits, or sizeKB), word-bits, instances (stated, or
+the product of the enclosing `[a..b]` counts); capacity = entries x word-bits / 8 x instances bytes.
+Bandwidths are words per cycle per instance in Timeloop (`shared_bandwidth`, `read_bandwidth`,
+`write_bandwidth`; legacy `bandwidth`) and bytes in Tileplan. The outermost level is the backing store.
+
+Timeloop does not say which tensor a level keeps (its mapping's bypass lists do); the importer infers
+keep-sets from level names, following the Gemmini and Simba conventions (Registers: W, Accumulator* /
+AccumulationBuffer: O, Scratchpad: I+W, WeightBuffer: W, InputBuffer: I, GlobalBuffer: I+O, the last
+level: all), and an optional top-level `tileplan:` block overrides or completes anything:
+
+    tileplan:
+      pe_array: {rows: 16, cols: 16, acc_dtype: int32}      # merged into the inferred pe_array
+      dataflows: [{name: weight_stationary, levels: {...}}]  # replaces the inferred dataflows
+      levels:
+        Scratchpad: {keeps: [I, W], spatial_dims: [K], buffer_count: 2, partition: {I: 0.5, W: 0.5}}
+      constraints: {...}
+      cost_params: {...}
+
+Gemmini-shaped hierarchies ([Registers W] -> Accumulator O -> Scratchpad I+W -> DRAM) get Gemmini's
+conventions, as in the catalog: one accumulator slice per array column (DOSA's legacy file states
+one 64 KiB accumulator instance; it is split over the columns, total capacity unchanged), the
+accumulator's fan-out over the rows unrolls C and the scratchpad's over the columns K under the
+weight-stationary dataflow (plus output-stationary when the PE registers are accumulator-wide), and
+both buffers double-buffer (loop_ws / loop_conv_ws do).
+
+Export (`to_timeloop_arch`) writes a descriptor as v0.3 YAML with the fan-outs as nested subtrees and
+a `tileplan:` block, so the round trip is exact and the file feeds timeloop-model (energies are
+Accelergy's business and are not written).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import yaml
+
+from tileplan.errors import InputError
+from tileplan.hardware.model import DTYPE_BITS, HardwareDescriptor
+
+Loc = tuple[str | int, ...]
+
+_COMPUTE_CLASSES = ("mac", "compute", "adder", "multiplier", "alu")
+_RANGE = re.compile(r"^\s*(?P<base>[^\[\]]*?)\s*(\[\s*(?P<lo>\d+)\s*\.\.\s*(?P<hi>\d+)\s*\])?\s*$")
+
+# Keep-sets by level name (lower-case, letters and digits only), most specific first.
+_KEEP_RULES: tuple[tuple[str, list[str]], ...] = (
+    ("weightbuffer", ["W"]),
+    ("weightreg", ["W"]),
+    ("inputbuffer", ["I"]),
+    ("outputbuffer", ["O"]),
+    ("globalbuffer", ["I", "O"]),
+    ("accumulat", ["O"]),  # Accumulator, AccumulationBuffer
+    ("psum", ["O"]),
+    ("scratchpad", ["I", "W"]),
+    ("register", ["W"]),
+)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def infer_keeps(name: str) -> list[str] | None:
+    n = _norm(name)
+    for prefix, keeps in _KEEP_RULES:
+        if n.startswith(prefix):
+            return list(keeps)
+    return None
+
+
+def _attr(attrs: dict[str, Any], *names: str) -> Any:
+    for n in names:
+        for key in (n, n.replace("-", "_"), n.replace("_", "-")):
+            if key in attrs and attrs[key] is not None:
+                return attrs[key]
+    return None
+
+
+def _number(value: Any, loc: Loc, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(str(value).strip())
+        except ValueError:
+            raise InputError(loc, f"must be a number, got {value!r}") from None
+    if positive and value <= 0:
+        raise InputError(loc, f"must be positive, got {value}")
+    return value
+
+
+def _int(value: Any, loc: Loc) -> int:
+    v = _number(value, loc)
+    if not float(v).is_integer():
+        raise InputError(loc, f"must be a whole number, got {value}")
+    return int(v)
+
+
+class _Storage:
+    """One storage level as Timeloop states it."""
+
+    def __init__(self, name: str, attrs: dict[str, Any], loc: Loc, instances: int | None, mesh_x: int | None):
+        self.name = name
+        self.attrs = attrs
+        self.loc = loc
+        self.instances = instances
+        self.mesh_x = mesh_x
+        self.cls = str(attrs.get("class", "") or "")
+
+
+def _split_name(raw: Any, loc: Loc) -> tuple[str, int]:
+    if not isinstance(raw, str) or not raw.strip():
+        raise InputError(loc, "needs a name")
+    m = _RANGE.match(raw)
+    if not m or not m.group("base"):
+        raise InputError(loc, f"cannot read the name {raw!r} (expected Name or Name[lo..hi])")
+    count = 1
+    if m.group("lo") is not None:
+        lo, hi = int(m.group("lo")), int(m.group("hi"))
+        if hi < lo:
+            raise InputError(loc, f"{raw!r}: range end below its start")
+        count = hi - lo + 1
+    return m.group("base"), count
+
+
+def _is_compute(cls: str) -> bool:
+    c = cls.lower()
+    return any(k in c for k in _COMPUTE_CLASSES) and "sram" not in c and "dram" not in c
+
+
+def _parse_v03(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
+    """Storage levels innermost first, the compute attributes, and the number of compute units."""
+    root: Loc = ("architecture",)
+    if not isinstance(arch, dict):
+        raise InputError(root, "must be a mapping with a 'subtree' list")
+    outer_first: list[_Storage] = []
+    computes: list[tuple[dict[str, Any], int]] = []
+
+    def walk(nodes: Any, mult: int, loc: Loc) -> None:
+        if nodes is None:
+            return
+        if not isinstance(nodes, list):
+            raise InputError(loc, "must be a list of subtrees")
+        for i, node in enumerate(nodes):
+            here = loc + (i,)
+            if not isinstance(node, dict):
+                raise InputError(here, "a subtree is a mapping with name, local, subtree")
+            _, count = _split_name(node.get("name"), here + ("name",))
+            m = mult * count
+            locals_ = node.get("local") or []
+            if not isinstance(locals_, list):
+                raise InputError(here + ("local",), "must be a list of components")
+            for j, comp in enumerate(locals_):
+                cl = here + ("local", j)
+                if not isinstance(comp, dict):
+                    raise InputError(cl, "a component is a mapping with name, class, attributes")
+                cname, ccount = _split_name(comp.get("name"), cl + ("name",))
+                attrs = comp.get("attributes") or {}
+                if not isinstance(attrs, dict):
+                    raise InputError(cl + ("attributes",), "must be a mapping")
+                cls = str(comp.get("class", "") or "")
+                inst = _attr(attrs, "instances")
+                n_inst = _int(inst, cl + ("attributes", "instances")) if inst is not None else m * ccount
+                if _is_compute(cls):
+                    computes.append((attrs, n_inst))
+                    continue
+                st = _Storage(cname, {**attrs, "class": cls}, cl, n_inst, None)
+                mx = _attr(attrs, "meshX")
+                st.mesh_x = _int(mx, cl + ("attributes", "meshX")) if mx is not None else None
+                outer_first.append(st)
+            walk(node.get("subtree"), m, here + ("subtree",))
+
+    walk(arch.get("subtree"), 1, root + ("subtree",))
+    if not outer_first:
+        raise InputError(root + ("subtree",), "declares no storage level")
+    if not computes:
+        raise InputError(root + ("subtree",), "declares no compute component (class intmac, mac, ...)")
+    attrs, macs = computes[-1]
+    return list(reversed(outer_first)), attrs, macs
+
+
+def _parse_legacy(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
+    root: Loc = ("arch",)
+    if not isinstance(arch, dict):
+        raise InputError(root, "must be a mapping with 'arithmetic' and 'storage'")
+    arith = arch.get("arithmetic")
+    if not isinstance(arith, dict):
+        raise InputError(root + ("arithmetic",), "missing; the compute units' attributes (instances, word-bits)")
+    if _attr(arith, "instances") is None:
+        raise InputError(root + ("arithmetic", "instances"), "missing; the number of MAC units")
+    macs = _int(_attr(arith, "instances"), root + ("arithmetic", "instances"))
+    storage = arch.get("storage")
+    if not isinstance(storage, list) or not storage:
+        raise InputError(root + ("storage",), "missing; the list of storage levels, innermost first")
+    out = []
+    for i, st in enumerate(storage):
+        loc = root + ("storage", i)
+        if not isinstance(st, dict):
+            raise InputError(loc, "a storage level is a mapping of attributes")
+        name, count = _split_name(st.get("name"), loc + ("name",))
+        inst = _attr(st, "instances")
+        n_inst = _int(inst, loc + ("instances",)) if inst is not None else count
+        mx = _attr(st, "meshX")
+        out.append(_Storage(name, dict(st), loc, n_inst, _int(mx, loc + ("meshX",)) if mx is not None else None))
+    return out, arith, macs
+
+
+def _word_bits(st: _Storage, default: int) -> int:
+    wb = _attr(st.attrs, "word-bits", "datawidth", "data-width")
+    return default if wb is None else _int(wb, st.loc + ("word-bits",))
+
+
+def _entries(st: _Storage, word_bits: int) -> int | None:
+    e = _attr(st.attrs, "entries")
+    if e is not None:
+        return _int(e, st.loc + ("entries",))
+    depth, width = _attr(st.attrs, "depth"), _attr(st.attrs, "width")
+    if depth is not None and width is not None:
+        bits = _int(depth, st.loc + ("depth",)) * _int(width, st.loc + ("width",))
+        return bits // word_bits
+    kb = _attr(st.attrs, "sizeKB", "size-kb")
+    if kb is not None:
+        return int(_number(kb, st.loc + ("sizeKB",)) * 1024 * 8 // word_bits)
+    return None
+
+
+def _dtype(bits: int, loc: Loc) -> str:
+    for name in ("int8", "int16", "int32", "int4"):
+        if DTYPE_BITS[name] == bits:
+            return name
+    raise InputError(loc, f"{bits}-bit operands have no Tileplan dtype (int4, int8, int16, int32)")
+
+
+def _rows_cols(macs: int, mesh_x: int | None) -> tuple[int, int]:
+    if mesh_x and macs % mesh_x == 0:
+        return macs // mesh_x, mesh_x
+    rows = max(d for d in range(1, math.isqrt(macs) + 1) if macs % d == 0)
+    return rows, macs // rows
+
+
+def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
+    """A Tileplan descriptor (as a dict, for HardwareDescriptor.model_validate) from a parsed Timeloop
+    architecture document."""
+    if not isinstance(data, dict):
+        raise InputError((), f"a Timeloop document is a mapping, got {type(data).__name__}")
+    hint = data.get("tileplan") or {}
+    if not isinstance(hint, dict):
+        raise InputError(("tileplan",), "must be a mapping (pe_array, dataflows, levels, constraints, cost_params)")
+    level_hints = hint.get("levels") or {}
+    if not isinstance(level_hints, dict):
+        raise InputError(("tileplan", "levels"), "must map level names to {keeps, spatial_dims, ...}")
+    if "architecture" in data:
+        levels, arith, macs = _parse_v03(data["architecture"])
+    elif "arch" in data:
+        levels, arith, macs = _parse_legacy(data["arch"])
+    else:
+        raise InputError((), "a Timeloop architecture has a top-level 'architecture:' (v0.3) or 'arch:' (legacy)")
+    names = [lv.name for lv in levels]
+    for hname in level_hints:
+        if hname not in names:
+            raise InputError(("tileplan", "levels", hname), f"no such level; the file has {names}")
+    if len(set(names)) != len(names):
+        raise InputError(levels[0].loc[:-1], f"level names must be unique, got {names}")
+
+    op_bits = _word_bits(_Storage("arithmetic", arith, ("arithmetic",), None, None), 8)
+    n = len(levels)
+    mem: list[dict[str, Any]] = []
+    for i, st in enumerate(levels):
+        h = level_hints.get(st.name) or {}
+        top = i == n - 1
+        wb = _word_bits(st, op_bits)
+        keeps = h.get("keeps") or (["W", "I", "O"] if top else infer_keeps(st.name))
+        if keeps is None:
+            raise InputError(
+                st.loc + ("name",),
+                f"cannot tell which tensors level {st.name!r} keeps; name it like the Gemmini/Simba levels or add "
+                f"tileplan: {{levels: {{{st.name}: {{keeps: [W, I, O]}}}}}}",
+            )
+        inst = 1 if top else (st.instances or 1)
+        lv: dict[str, Any] = {"name": st.name, "word_bits": wb, "instances": inst, "keeps": list(keeps)}
+        if not top:
+            entries = _entries(st, wb)
+            if entries is None:
+                raise InputError(st.loc + ("entries",), f"missing for on-chip level {st.name!r} (or depth and width)")
+            lv["capacity"] = math.ceil(entries * wb / 8) * inst
+        word_bytes = wb / 8
+        shared = _attr(st.attrs, "shared_bandwidth", "bandwidth")
+        read, write = _attr(st.attrs, "read_bandwidth"), _attr(st.attrs, "write_bandwidth")
+        if shared is not None:
+            lv["bandwidth"] = _number(shared, st.loc + ("shared_bandwidth",)) * word_bytes
+        if read is not None:
+            lv["read_bandwidth"] = _number(read, st.loc + ("read_bandwidth",)) * word_bytes
+        if write is not None:
+            lv["write_bandwidth"] = _number(write, st.loc + ("write_bandwidth",)) * word_bytes
+        mem.append(lv)
+
+    mesh_x = None
+    arith_mesh = _attr(arith, "meshX")
+    if arith_mesh is not None:
+        mesh_x = _int(arith_mesh, ("arithmetic", "meshX"))
+    pe: dict[str, Any] = {"input_dtype": _dtype(op_bits, ("arithmetic", "word-bits")),
+                          "weight_dtype": _dtype(op_bits, ("arithmetic", "word-bits"))}
+    dataflows: list[dict[str, Any]]
+    gem = _gemmini_roles(mem)
+    if gem is not None:
+        reg, acc, spad = gem
+        cols = mem[acc]["instances"] if mem[acc]["instances"] > 1 else (mesh_x or math.isqrt(macs))
+        if macs % cols or mem[acc]["capacity"] % cols:
+            gem = None
+    if gem is not None:
+        reg, acc, spad = gem
+        mem[acc]["instances"] = cols  # one accumulator slice per column
+        rows = macs // cols
+        for j in (acc, spad):
+            mem[j].setdefault("buffer_count", 2)
+        mem[acc]["array_axis"] = "rows"
+        mem[spad]["array_axis"] = "cols"
+        ws_levels: dict[str, Any] = {mem[acc]["name"]: {"spatial_dims": ["C"]}, mem[spad]["name"]: {"spatial_dims": ["K"]}}
+        if reg is not None:
+            ws_levels = {mem[reg]["name"]: {"keeps": ["W"]}, **ws_levels}
+        dataflows = [{"name": "weight_stationary", "levels": ws_levels}]
+        acc_bits = mem[acc]["word_bits"]
+        pe["acc_dtype"] = "int16" if acc_bits == 16 else "int32"
+        if reg is not None and mem[reg]["word_bits"] >= acc_bits:
+            dataflows.append({"name": "output_stationary", "levels": {
+                mem[reg]["name"]: {"keeps": ["O"]}, mem[acc]["name"]: {"spatial_dims": ["N", "P", "Q"]},
+                mem[spad]["name"]: {"spatial_dims": ["K"]}}})
+    else:
+        first = frozenset(mem[0]["keeps"])
+        df = {frozenset("W"): "weight_stationary", frozenset("O"): "output_stationary",
+              frozenset("I"): "input_stationary"}.get(first, "default")
+        dataflows = [{"name": df}]
+        rows, cols = _rows_cols(macs, mesh_x)
+    pe.update({"rows": rows, "cols": cols})
+    pe.setdefault("acc_dtype", "int32")
+
+    for lv in mem:  # hints override inferred level fields
+        h = level_hints.get(lv["name"]) or {}
+        for key, value in h.items():
+            lv[key] = value
+    pe_hint = hint.get("pe_array") or {}
+    if not isinstance(pe_hint, dict):
+        raise InputError(("tileplan", "pe_array"), "must be a mapping")
+    pe.update(pe_hint)
+    if "dataflows" in hint:
+        dataflows = hint["dataflows"]
+    pe["dataflows"] = dataflows
+    desc: dict[str, Any] = {
+        "name": hint.get("name") or name,
+        "description": hint.get("description") or f"imported from Timeloop ({'v0.3' if 'architecture' in data else 'legacy'})",
+        "pe_array": pe,
+        "memory_levels": mem,
+    }
+    for key in ("constraints", "cost_params"):
+        if key in hint:
+            desc[key] = hint[key]
+    return desc
+
+
+def _gemmini_roles(mem: list[dict[str, Any]]) -> tuple[int | None, int, int] | None:
+    """(registers or None, accumulator, scratchpad) when the keep-sets are Gemmini's."""
+    keeps = [frozenset(lv["keeps"]) for lv in mem]
+    shape4 = [frozenset("W"), frozenset("O"), frozenset("IW"), frozenset("WIO")]
+    if len(mem) == 4 and keeps == shape4:
+        return 0, 1, 2
+    if len(mem) == 3 and keeps == shape4[1:]:
+        return None, 0, 1
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Export
+
+
+def _words(bytes_per_cycle: float, word_bits: int) -> float:
+    w = bytes_per_cycle * 8 / word_bits
+    return int(w) if float(w).is_integer() else w
+
+
+def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any]:
+    """The descriptor as a Timeloop v0.3 architecture document (a dict; `dump_yaml` for text).
+
+    Each growth in instance count opens a nested subtree `Name[0..f-1]`; Gemmini-style levels name
+    them PECols / PERows after their `array_axis`. The compute units (`MACC`, class intmac) sit in the
+    innermost subtree. With `hint`, a `tileplan:` block carries what Timeloop has no field for (keep-sets,
+    dataflows, spatial dims, double buffering, partitions), so `from_timeloop` restores the descriptor."""
+    levels = list(hw.memory_levels)
+    outer_first = list(reversed(levels))
+
+    def component(lv) -> dict[str, Any]:
+        attrs: dict[str, Any] = {"instances": lv.instances, "word-bits": lv.word_bits}
+        if lv.capacity is not None:
+            per = lv.capacity // lv.instances
+            attrs["entries"] = per * 8 // lv.word_bits
+            attrs["depth"] = attrs["entries"]
+            attrs["width"] = lv.word_bits
+        if lv.bandwidth is not None:
+            attrs["shared_bandwidth"] = _words(lv.bandwidth, lv.word_bits)
+        if lv.read_bandwidth is not None:
+            attrs["read_bandwidth"] = _words(lv.read_bandwidth, lv.word_bits)
+        if lv.write_bandwidth is not None:
+            attrs["write_bandwidth"] = _words(lv.write_bandwidth, lv.word_bits)
+        cls = "DRAM" if lv.capacity is None else ("regfile" if lv.capacity // lv.instances <= 64 else "SRAM")
+        return {"name": lv.name, "class": cls, "attributes": attrs}
+
+    in_bits = DTYPE_BITS[hw.pe_array.input_dtype]
+    macc = {"name": "MACC", "class": "intmac",
+            "attributes": {"instances": hw.pe_array.macs, "datawidth": in_bits, "word-bits": in_bits}}
+    root: dict[str, Any] = {"name": "System", "local": [], "subtree": []}
+    node = root
+    current = 1
+    for k, lv in enumerate(outer_first):
+        if lv.instances > current:
+            f = lv.instances // current
+            axis = {"cols": "PECols", "rows": "PERows"}.get(outer_first[k - 1].array_axis or "", f"Array{k}")
+            child: dict[str, Any] = {"name": f"{axis}[0..{f - 1}]", "local": [], "subtree": []}
+            node["subtree"].append(child)
+            node = child
+            current = lv.instances
+        elif k == 1 and node is root:
+            chip: dict[str, Any] = {"name": "Chip", "local": [], "subtree": []}
+            root["subtree"].append(chip)
+            node = chip
+        node["local"].append(component(lv))
+    if hw.pe_array.macs > current:
+        f = hw.pe_array.macs // current
+        axis = {"cols": "PECols", "rows": "PERows"}.get(outer_first[-1].array_axis or "", "PE")
+        child = {"name": f"{axis}[0..{f - 1}]", "local": [], "subtree": []}
+        node["subtree"].append(child)
+        node = child
+    node["local"].append(macc)
+
+    def prune(n: dict[str, Any]) -> dict[str, Any]:
+        out = {"name": n["name"]}
+        if n["local"]:
+            out["local"] = n["local"]
+        if n["subtree"]:
+            out["subtree"] = [prune(c) for c in n["subtree"]]
+        return out
+
+    doc: dict[str, Any] = {"architecture": {"version": 0.3, "subtree": [prune(root)]}}
+    if hint:
+        lv_hint = {}
+        for lv in levels:
+            h: dict[str, Any] = {"keeps": list(lv.keeps)}
+            for key in ("spatial_dims", "partition", "array_axis"):
+                v = getattr(lv, key)
+                if v is not None:
+                    h[key] = list(v) if isinstance(v, list) else (dict(v) if isinstance(v, dict) else v)
+            if lv.buffer_count != 1:
+                h["buffer_count"] = lv.buffer_count
+            lv_hint[lv.name] = h
+        pe = hw.pe_array.model_dump(mode="json", exclude={"dataflows"})
+        doc["tileplan"] = {
+            "name": hw.name,
+            "description": hw.description,
+            "pe_array": pe,
+            "dataflows": [df.model_dump(mode="json", exclude_none=True) for df in hw.pe_array.dataflows],
+            "levels": lv_hint,
+        }
+        if hw.constraints.max_tile:
+            doc["tileplan"]["constraints"] = hw.constraints.model_dump(mode="json")
+        if hw.cost_params:
+            doc["tileplan"]["cost_params"] = dict(hw.cost_params)
+    return doc
+
+
+def dump_yaml(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)

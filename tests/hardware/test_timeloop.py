@@ -1,0 +1,129 @@
+"""Timeloop architecture YAML -> descriptors (both forms) and back."""
+
+import copy
+
+import pytest
+import yaml
+
+from tileplan.errors import InputError
+from tileplan.hardware.catalog import catalog, get_hardware, load_descriptor
+from tileplan.hardware.timeloop import dump_yaml, from_timeloop, infer_keeps, to_timeloop_arch
+from tileplan.mappers.gemmini_auto import applicable, find_shape
+
+EXAMPLES = "data/timeloop_examples"
+
+
+def _load(shared, fname):
+    return load_descriptor((shared / EXAMPLES / fname).read_text(), name=fname.removesuffix(".yaml"))
+
+
+def _levels(hw, dataflow=None):
+    return [
+        (lv.name, lv.capacity, lv.instances, lv.fanout, lv.keeps, lv.spatial_dims, lv.buffer_count, lv.word_bytes)
+        for lv in hw.resolve(dataflow).levels
+    ]
+
+
+@pytest.mark.parametrize("fname", ["gemmini_arch_legacy.yaml", "gemmini_arch_v03.yaml", "simba_arch_legacy.yaml"])
+def test_examples_load(shared, fname):
+    hw = _load(shared, fname)
+    assert hw.memory_levels[-1].capacity is None
+    assert hw.pe_array.macs in (256, 1024)
+
+
+def test_gemmini_legacy_equals_catalog_apart_from_bandwidth(shared):
+    tl = _load(shared, "gemmini_arch_legacy.yaml")
+    cat = get_hardware("gemmini-16x16")
+    a, b = tl.resolve("weight_stationary"), cat.resolve("weight_stationary")
+    assert (tl.pe_array.rows, tl.pe_array.cols) == (16, 16)
+    for x, y in zip(a.levels, b.levels, strict=True):
+        assert (x.name, x.instances, x.fanout, x.keeps, x.spatial_dims, x.buffer_count) == (
+            y.name, y.instances, y.fanout, y.keeps, y.spatial_dims, y.buffer_count)
+        if x.capacity is not None:
+            # same entries per instance; the catalog's registers are 32-bit (for OS), Timeloop's 8-bit
+            assert x.capacity / x.word_bytes == y.capacity / y.word_bytes
+            if x.name != "Registers":
+                assert x.capacity == y.capacity
+    assert tl.memory_levels[-1].bandwidth == 5.75
+    # the one-instance 64 KiB accumulator of DOSA's legacy file becomes 16 column slices of 4 KiB
+    assert tl.memory_levels[1].capacity == 64 * 1024 and tl.memory_levels[1].instances == 16
+    assert applicable(tl)
+    assert find_shape(tl).spad_rows == find_shape(cat).spad_rows and find_shape(tl).acc_rows == find_shape(cat).acc_rows
+
+
+def test_gemmini_v03(shared):
+    hw = _load(shared, "gemmini_arch_v03.yaml")
+    spad, acc, dram = hw.memory_levels[2], hw.memory_levels[1], hw.memory_levels[3]
+    assert spad.capacity == 131072 and acc.capacity == 512 * 4 * 16 and acc.instances == 16
+    assert spad.bandwidth == 32 and acc.bandwidth == 8 and dram.bandwidth == 8  # words -> bytes
+    assert [lv.fanout for lv in hw.resolve().levels] == [1, 16, 16, 1]
+    assert applicable(hw)
+    s = find_shape(hw)
+    assert (s.dim, s.spad_rows, s.acc_rows) == (16, 8192, 512)
+
+
+def test_simba_legacy_equals_catalog(shared):
+    tl, cat = _load(shared, "simba_arch_legacy.yaml"), get_hardware("simba")
+    assert _levels(tl) == _levels(cat)
+    assert (tl.pe_array.rows, tl.pe_array.cols) == (cat.pe_array.rows, cat.pe_array.cols)
+    assert tl.memory_levels[-1].bandwidth == 20
+    assert not applicable(tl)
+
+
+@pytest.mark.parametrize("name", sorted(catalog()))
+def test_export_round_trip_is_exact(name):
+    hw = get_hardware(name)
+    doc = yaml.safe_load(dump_yaml(to_timeloop_arch(hw)))
+    assert load_descriptor(doc) == hw
+
+
+@pytest.mark.parametrize("name", ["gemmini-16x16", "gemmini-chip", "simba"])
+def test_export_without_hint_keeps_the_hierarchy(name):
+    hw = get_hardware(name)
+    back = load_descriptor(to_timeloop_arch(hw, hint=False), name=name)
+    df = hw.dataflow_names[0]
+    assert [(n, c, i, f, k) for n, c, i, f, k, *_ in _levels(back, df)] == [
+        (n, c, i, f, k) for n, c, i, f, k, *_ in _levels(hw, df)
+    ]
+
+
+def test_v03_nesting_gives_instances_when_not_stated(shared):
+    doc = yaml.safe_load((shared / EXAMPLES / "gemmini_arch_v03.yaml").read_text())
+    acc = doc["architecture"]["subtree"][0]["subtree"][0]["subtree"][0]["local"][0]
+    del acc["attributes"]["instances"]  # PECols[0..15] alone says 16
+    hw = load_descriptor(doc)
+    assert hw.memory_levels[1].instances == 16
+
+
+def test_keep_inference_and_hints(shared):
+    assert infer_keeps("AccumulationBuffer") == ["O"]
+    assert infer_keeps("Scratchpad ") == ["I", "W"]
+    assert infer_keeps("GlobalBuffer") == ["I", "O"]
+    assert infer_keeps("PESpad") is None
+    doc = yaml.safe_load((shared / EXAMPLES / "simba_arch_legacy.yaml").read_text())
+    doc["arch"]["storage"][4]["name"] = "SharedSRAM"
+    with pytest.raises(InputError) as err:
+        load_descriptor(copy.deepcopy(doc))
+    assert err.value.loc == ("arch", "storage", 4, "name") and "SharedSRAM" in err.value.msg
+    doc["tileplan"] = {"levels": {"SharedSRAM": {"keeps": ["I", "O"], "bandwidth": 64}}}
+    hw = load_descriptor(doc)
+    assert hw.memory_levels[4].keeps == ["I", "O"] and hw.memory_levels[4].bandwidth == 64
+
+
+def test_errors_name_the_field(shared):
+    doc = yaml.safe_load((shared / EXAMPLES / "gemmini_arch_legacy.yaml").read_text())
+    del doc["arch"]["storage"][2]["entries"]
+    del doc["arch"]["storage"][2]["depth"]
+    with pytest.raises(InputError) as err:
+        from_timeloop(doc, "x")
+    assert err.value.loc == ("arch", "storage", 2, "entries")
+    doc = yaml.safe_load((shared / EXAMPLES / "gemmini_arch_v03.yaml").read_text())
+    doc["architecture"]["subtree"][0]["subtree"][0]["subtree"][0]["name"] = "PECols[0..x]"
+    with pytest.raises(InputError) as err:
+        from_timeloop(doc, "x")
+    assert err.value.loc[-1] == "name"
+    with pytest.raises(InputError):
+        from_timeloop({"arch": {"storage": []}}, "x")
+    with pytest.raises(InputError):
+        from_timeloop({"tileplan": {"levels": {"Nope": {}}}, **yaml.safe_load(
+            (shared / EXAMPLES / "simba_arch_legacy.yaml").read_text())}, "x")
