@@ -1,0 +1,282 @@
+"""Timeloop mapping YAML <-> contract Mappings, plus the problem and architecture files timeloop-model
+needs next to it.
+
+The form is the one timeloop-model reads and CoSA writes (data/timeloop_examples/simba_conv1_map.yaml):
+`mapping:` is a list; per storage level, innermost first, a `spatial` entry (levels with a fan-out)
+and a `temporal` entry, each with all seven CNN-layer dimensions in `factors` ("R=1 S=1 P=1 Q=7 C=1
+K=1 N=1") and a `permutation` written innermost loop first; then one `bypass` entry per level with the
+tensors it `keep`s and those it `bypass`es (Weights, Inputs, Outputs). Timeloop's spatial entry at a
+level is the fan-out below it, which is exactly the contract's `spatial` at that level.
+
+Permutations: dimensions with a factor > 1 take their loop order; dimensions with factor 1 keep the
+canonical R S P Q C K N positions (so CoSA's files, which write RSPQCKN everywhere, round-trip to the
+same text).
+
+Tileplan's groups dimension G has no counterpart in Timeloop's CNN layer. Exporting a mapping with G > 1
+raises unless `fold_groups=True`, which folds every G factor into N at the same level and place; the
+folded problem then treats the weights as shared across groups, so Timeloop under-counts weight
+capacity and traffic by up to G times (the returned notes say so). Timeloop has no padding either: a
+mapping with `padded_dims` describes the padded problem, and `to_timeloop_problem(problem, mapping)`
+writes those padded bounds.
+
+Axes: Tileplan's P/R are output/filter rows with stride[0]; Timeloop's CNN layer pairs R with P under
+`Wstride`/`Wdilation`, so stride[0] is written as Wstride and stride[1] (Q/S) as Hstride.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import yaml
+
+from tileplan.errors import InputError
+from tileplan.hardware import Architecture, HardwareDescriptor
+from tileplan.hardware.timeloop import to_timeloop_arch
+from tileplan.mapping import LevelMapping, Mapping
+from tileplan.problem import Problem
+
+TL_DIMS = ("R", "S", "P", "Q", "C", "K", "N")
+TL_TENSORS = (("W", "Weights"), ("I", "Inputs"), ("O", "Outputs"))
+_TENSOR_OF = {tl: t for t, tl in TL_TENSORS}
+_FACTOR = re.compile(r"^([A-Za-z])\s*=\s*(\d+)$")
+
+
+def _fold(factors: list[tuple[str, int]], fold_groups: bool, where: str, notes: list[str]) -> list[tuple[str, int]]:
+    """G factors merged into N (at the innermost of the two positions), or an error."""
+    g = math.prod(f for d, f in factors if d == "G")
+    if g == 1:
+        return [(d, f) for d, f in factors if d != "G"]
+    if not fold_groups:
+        raise InputError(
+            ("mapping",),
+            f"{where} has a groups factor G={g}; Timeloop's CNN layer has no groups dimension: export with "
+            "fold_groups=True to fold G into N",
+        )
+    notes.append(f"{where}: G={g} folded into N (Timeloop then sees weights shared across groups)")
+    out: list[tuple[str, int]] = []
+    merged = False
+    for d, f in factors:
+        if d in ("G", "N"):
+            if not merged:
+                out.append(("N", math.prod(x for dd, x in factors if dd in ("G", "N"))))
+                merged = True
+            continue
+        out.append((d, f))
+    return out
+
+
+def _factor_string(factors: list[tuple[str, int]]) -> str:
+    per = {d: 1 for d in TL_DIMS}
+    for d, f in factors:
+        per[d] *= f
+    return " ".join(f"{d}={per[d]}" for d in TL_DIMS)
+
+
+def _permutation(loops: list[tuple[str, int]]) -> str:
+    """Loop dims (innermost first) in the slots of the canonical order that non-unit dims occupy."""
+    order = [d for d, f in loops if f > 1]
+    active = set(order)
+    it = iter(order)
+    return "".join(next(it) if d in active else d for d in TL_DIMS)
+
+
+def to_timeloop_mapping(
+    mapping: Mapping, hw: HardwareDescriptor | Architecture, fold_groups: bool = False, notes: list[str] | None = None
+) -> dict[str, Any]:
+    """The mapping as a Timeloop mapping document ({"mapping": [...]})."""
+    arch = hw if isinstance(hw, Architecture) else hw.resolve(mapping.dataflow)
+    notes = notes if notes is not None else []
+    names = [lv.name for lv in arch.levels]
+    got = [lv.name for lv in mapping.levels]
+    if got != names:
+        raise InputError(("mapping", "levels"), f"levels must be {names} (innermost first), got {got}")
+    entries: list[dict[str, Any]] = []
+    for lv, m in zip(arch.levels, mapping.levels):
+        spatial = _fold(list(m.spatial), fold_groups, f"{lv.name} spatial", notes)
+        temporal = _fold(list(m.temporal), fold_groups, f"{lv.name} temporal", notes)
+        if lv.fanout > 1 or spatial:
+            entries.append({"factors": _factor_string(spatial), "permutation": "".join(TL_DIMS),
+                            "target": lv.name, "type": "spatial"})
+        entries.append({"factors": _factor_string(temporal), "permutation": _permutation(temporal),
+                        "target": lv.name, "type": "temporal"})
+    for lv in arch.levels:
+        entries.append({
+            "bypass": [tl for t, tl in TL_TENSORS if t not in lv.keeps],
+            "keep": [tl for t, tl in TL_TENSORS if t in lv.keeps],
+            "target": lv.name,
+            "type": "bypass",
+        })
+    if mapping.padded_dims:
+        notes.append(
+            "padded bounds " + ", ".join(f"{d}={v}" for d, v in sorted(mapping.padded_dims.items()))
+            + ": the Timeloop problem must use them (to_timeloop_problem(problem, mapping))"
+        )
+    if mapping.double_buffered:
+        notes.append("double buffering has no Timeloop mapping field; it is not exported")
+    return {"mapping": entries}
+
+
+def dump_mapping_yaml(doc: dict[str, Any]) -> str:
+    """YAML text in the layout of CoSA's / timeloop-model's mapping files."""
+    return yaml.safe_dump(doc, sort_keys=True, default_flow_style=False)
+
+
+def _parse_factors(value: Any, loc: tuple[str | int, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if isinstance(value, dict):
+        items = [(str(k), v) for k, v in value.items()]
+    elif isinstance(value, str):
+        items = []
+        for tok in value.split():
+            m = _FACTOR.match(tok)
+            if not m:
+                raise InputError(loc, f"cannot read {tok!r}; factors look like 'R=1 S=1 P=7 ...'")
+            items.append((m.group(1), m.group(2)))
+    else:
+        raise InputError(loc, "must be a string like 'R=1 S=1 P=7 ...' or a mapping of dimension to factor")
+    for d, v in items:
+        d = d.upper()
+        if d not in TL_DIMS and d != "G":
+            raise InputError(loc, f"unknown dimension {d!r}; Timeloop's CNN layer has {' '.join(TL_DIMS)}")
+        try:
+            f = int(v)
+        except (TypeError, ValueError):
+            raise InputError(loc, f"factor of {d} must be a whole number, got {v!r}") from None
+        if f < 1:
+            raise InputError(loc, f"factor of {d} must be positive, got {f}")
+        out[d] = out.get(d, 1) * f
+    return out
+
+
+def _keep_sets(entries: list[tuple[int, dict[str, Any]]], names: list[str]) -> dict[str, frozenset[str]]:
+    keeps: dict[str, frozenset[str]] = {}
+    for i, e in entries:
+        loc = ("mapping", i)
+        target = e.get("target")
+        if target not in names:
+            raise InputError(loc + ("target",), f"unknown level {target!r}; the hardware has {names}")
+        kept = set()
+        for key in ("keep", "bypass"):
+            val = e.get(key) or []
+            if not isinstance(val, list):
+                raise InputError(loc + (key,), "must be a list of Weights / Inputs / Outputs")
+            for t in val:
+                if t not in _TENSOR_OF:
+                    raise InputError(loc + (key,), f"unknown data space {t!r}; one of Weights, Inputs, Outputs")
+                if key == "keep":
+                    kept.add(_TENSOR_OF[t])
+        keeps[target] = frozenset(kept)
+    return keeps
+
+
+def from_timeloop_mapping(
+    data: dict[str, Any] | list[Any] | str, hw: HardwareDescriptor, problem: Problem, dataflow: str | None = None
+) -> Mapping:
+    """A contract Mapping from a Timeloop mapping (parsed YAML or text) for `problem` on `hw`.
+
+    The dataflow is the named one, or the first whose keep-sets match the file's bypass entries. Factors
+    multiplying past a bound become `padded_dims`; short ones are an error."""
+    if isinstance(data, str):
+        try:
+            data = yaml.safe_load(data)
+        except yaml.YAMLError:
+            raise InputError(("mapping",), "not valid YAML") from None
+    entries = data.get("mapping") if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        raise InputError(("mapping",), "a Timeloop mapping has a list under 'mapping'")
+    candidates = [dataflow] if dataflow is not None else hw.dataflow_names
+    names = [lv.name for lv in hw.memory_levels]
+    bypass = [(i, e) for i, e in enumerate(entries) if isinstance(e, dict) and e.get("type") in ("bypass", "datatype")]
+    keeps = _keep_sets(bypass, names)
+    arch = None
+    for name in candidates:
+        a = hw.resolve(name)
+        if all(a.level(t).keeps == k for t, k in keeps.items()):
+            arch = a
+            break
+    if arch is None:
+        want = {t: sorted(k) for t, k in keeps.items()}
+        raise InputError(("mapping",), f"the file's keep/bypass sets {want} match no dataflow of {hw.name} ({candidates})")
+
+    temporal: dict[str, list[tuple[str, int]]] = {n: [] for n in names}
+    spatial: dict[str, list[tuple[str, int]]] = {n: [] for n in names}
+    seen: set[tuple[str, str]] = set()
+    for i, e in enumerate(entries):
+        loc: tuple[str | int, ...] = ("mapping", i)
+        if not isinstance(e, dict):
+            raise InputError(loc, "an entry is a mapping with target, type, factors, permutation")
+        kind = e.get("type")
+        if kind in ("bypass", "datatype"):
+            continue
+        if kind not in ("temporal", "spatial"):
+            raise InputError(loc + ("type",), f"must be temporal, spatial or bypass, got {kind!r}")
+        target = e.get("target")
+        if target not in names:
+            raise InputError(loc + ("target",), f"unknown level {target!r}; the hardware has {names}")
+        if (target, kind) in seen:
+            raise InputError(loc, f"a second {kind} entry for {target}")
+        seen.add((target, kind))
+        factors = _parse_factors(e.get("factors", ""), loc + ("factors",))
+        perm = str(e.get("permutation", "") or "").replace(" ", "").upper()
+        if kind == "spatial":
+            spatial[target] = [(d, factors[d]) for d in (*TL_DIMS, "G") if factors.get(d, 1) > 1]
+            continue
+        for d, f in factors.items():
+            if f > 1 and d not in perm:
+                raise InputError(loc + ("permutation",), f"must list every dimension with a factor > 1; {d} is missing")
+        order = list(dict.fromkeys(perm))
+        for d in order:
+            if d not in TL_DIMS and d != "G":
+                raise InputError(loc + ("permutation",), f"unknown dimension {d!r}")
+        temporal[target] = [(d, factors[d]) for d in order if factors.get(d, 1) > 1]
+
+    mapping = Mapping(
+        levels=[LevelMapping(name=n, temporal=temporal[n], spatial=spatial[n]) for n in names],  # type: ignore[arg-type]
+        dataflow=arch.dataflow,
+    )
+    bounds = mapping.bounds()
+    padded = {}
+    for d, want in problem.dims.items():
+        if bounds[d] < want:
+            raise InputError(("mapping",), f"factors of {d} multiply to {bounds[d]}, the layer's bound is {want}")
+        if bounds[d] > want:
+            padded[d] = bounds[d]
+    if padded:
+        mapping = mapping.model_copy(update={"padded_dims": padded})
+    return mapping
+
+
+def to_timeloop_problem(problem: Problem, mapping: Mapping | None = None, fold_groups: bool = False) -> dict[str, Any]:
+    """The layer as a Timeloop CNN-Layer problem (padded bounds when a mapping pads)."""
+    dims = dict(problem.dims)
+    if mapping is not None:
+        dims.update(mapping.padded_dims)
+    if dims["G"] > 1:
+        if not fold_groups:
+            raise InputError(("layer", "groups"), f"Timeloop's CNN layer has no groups (G={dims['G']}); use fold_groups=True")
+        dims["N"] *= dims["G"]
+    instance = {d: dims[d] for d in ("C", "K", "R", "S", "N", "P", "Q")}
+    instance.update({"Wstride": problem.stride[0], "Hstride": problem.stride[1],
+                     "Wdilation": problem.dilation[0], "Hdilation": problem.dilation[1]})
+    shape = {
+        "name": "CNN-Layer",
+        "dimensions": ["C", "K", "R", "S", "N", "P", "Q"],
+        "coefficients": [{"name": c, "default": 1} for c in ("Wstride", "Hstride", "Wdilation", "Hdilation")],
+        "data-spaces": [
+            {"name": "Weights", "projection": [[["C"]], [["K"]], [["R"]], [["S"]]]},
+            {"name": "Inputs", "projection": [[["N"]], [["C"]], [["R", "Wdilation"], ["P", "Wstride"]],
+                                              [["S", "Hdilation"], ["Q", "Hstride"]]]},
+            {"name": "Outputs", "projection": [[["N"]], [["K"]], [["Q"]], [["P"]]], "read-write": True},
+        ],
+    }
+    return {"problem": {"shape": shape, "instance": instance}}
+
+
+def to_timeloop_bundle(problem: Problem, hw: HardwareDescriptor, mapping: Mapping, fold_groups: bool = False) -> str:
+    """Architecture, problem and mapping in one YAML document, as timeloop-model takes them."""
+    doc = to_timeloop_arch(hw, hint=False)
+    doc.update(to_timeloop_problem(problem, mapping, fold_groups))
+    doc.update(to_timeloop_mapping(mapping, hw, fold_groups))
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
