@@ -24,6 +24,7 @@ BINOPS = {"Add": "+", "Sub": "-", "Mul": "*", "EQ": "==", "NE": "!=", "LT": "<",
           "ShiftRight": ">>"}
 LOCAL_SCOPES = ("global.spad", "global.acc")
 LOCAL_ADDR = "__tp_local_addr"
+DMA_ANNOTATION = "tileplan.dma"
 
 
 def lower(mod: tvm.IRModule) -> tvm.IRModule:
@@ -204,6 +205,8 @@ class CEmitter:
                 out.append(f"{pad}{ct} *{cname} = ({ct} *)(workspace + {st.carve(n * _size(str(buf.dtype)))});")
             else:
                 raise CodegenError(f"C emitter: unsupported storage scope {scope}")
+        elif t == "For" and DMA_ANNOTATION in s.annotations:
+            out.append(pad + self._dma_copy(s, st) + ";")
         elif t == "For":
             v = st.fresh(str(s.loop_var.name))
             st.vars[_key(s.loop_var)] = v
@@ -236,6 +239,36 @@ class CEmitter:
                 self._stmt(s.body, st, out, ind)
         else:
             raise CodegenError(f"C emitter: unsupported statement {t}")
+
+    def _dma_copy(self, loop: Any, st: _State) -> str:
+        """`for i < rows: for j < DIM: spad[f(i, j)] = dram[g(i, j)]` (marked by the schedule) -> one mvin."""
+        kind, _, channel = str(loop.annotations[DMA_ANNOTATION]).partition(":")
+        inner = loop.body
+        if kind != "mvin" or type(inner).__name__ != "For" or type(inner.body).__name__ != "BufferStore":
+            raise CodegenError("C emitter: a marked DMA copy must be two loops around one store")
+        store = inner.body
+        load = store.value
+        if type(load).__name__ != "TensorLoad":
+            raise CodegenError("C emitter: a marked DMA copy must store a load")
+        rows, cols = int(loop.extent), int(inner.extent)
+        if rows > self.dim or cols != self.dim:
+            raise CodegenError(f"C emitter: a DMA copy of {rows}x{cols} is not rows<=DIM x DIM")
+        lb = st.local.get(_key(store.buffer))
+        if lb is None or lb.scope != "global.spad":
+            raise CodegenError("C emitter: a marked DMA copy must write the scratchpad")
+        i, j = loop.loop_var, inner.loop_var
+        dst, src = store.indices[0], load.indices[0]
+        # The nest must be row-major in the scratchpad (rows of DIM) and row-strided in DRAM.
+        d = [_affine(dst, i, j, a, b) for a, b in ((0, 0), (1, 0), (0, 1))]
+        sgn = [_affine(src, i, j, a, b) for a, b in ((0, 0), (1, 0), (0, 1))]
+        if d[1] - d[0] != self.dim or d[2] - d[0] != 1 or sgn[2] - sgn[0] != 1:
+            raise CodegenError("C emitter: DMA copy is not row-contiguous")
+        st.vars[_key(i)] = "0"
+        st.vars[_key(j)] = "0"
+        dst0, src0 = self._expr(dst, st), self._expr(src, st)
+        fn = ("gemmini_extended_mvin", "gemmini_extended_mvin2", "gemmini_extended_mvin3")[int(channel or 0)]
+        row = f"({lb.base_row}u + (uint32_t)tp_floordiv({dst0}, {self.dim}))"
+        return f"{fn}(({self._name_of(load.source, st)} + {src0}), (uint32_t){row}, {cols}, {rows})"
 
     def _name_of(self, buf: Any, st: _State) -> str:
         k = _key(buf)
@@ -294,7 +327,7 @@ class CEmitter:
         raise CodegenError(f"C emitter: unsupported expression {t}: {e}")
 
     def _call(self, e: Any, st: _State) -> str:
-        op = e.op.name
+        op = "tirx." + e.op.name.split(".")[-1]
         args = list(e.args)
         if op == "tirx.call_extern":
             fname = str(args[0].value)
@@ -329,6 +362,22 @@ class CEmitter:
         fl = int(flags.value)
         row = f"({lb.base_row}u + (uint32_t)tp_floordiv({self._expr(offset, st)}, {self.dim}))"
         return f"((uint32_t){fl}u | {row})" if fl else f"((uint32_t){row})"
+
+
+def _affine(e: Any, i: Any, j: Any, vi: int, vj: int) -> int:
+    """Evaluate an index with loop vars i, j set and every other variable 0 (a linearity probe)."""
+    t = type(e).__name__
+    if t == "IntImm":
+        return int(e.value)
+    if t == "Var":
+        return vi if e.same_as(i) else vj if e.same_as(j) else 0
+    a = _affine(e.a, i, j, vi, vj)
+    b = _affine(e.b, i, j, vi, vj)
+    ops = {"Add": lambda: a + b, "Sub": lambda: a - b, "Mul": lambda: a * b, "FloorDiv": lambda: a // b,
+           "FloorMod": lambda: a % b, "Min": lambda: min(a, b), "Max": lambda: max(a, b)}
+    if t not in ops:
+        raise CodegenError(f"C emitter: DMA index uses {t}")
+    return ops[t]()
 
 
 def _flat_err() -> str:

@@ -191,6 +191,8 @@ def _local(buf, flags: int):  # noqa: ANN001 - TVMScript buffer
 @register_hw_intrinsic("gemmini.mvin_spad")
 def mvin_spad(dim: int, rows: int, channel: int):  # noqa: ANN201
     fn = ("gemmini_extended_mvin", "gemmini_extended_mvin2", "gemmini_extended_mvin3")[channel]
+    if rows == 1:
+        return _mvin_one_row(dim, fn)
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, c: T.handle) -> None:
@@ -214,6 +216,33 @@ def mvin_spad(dim: int, rows: int, channel: int):  # noqa: ANN201
             T.reads(A[0:rows, 0:dim])
             T.writes(C[0:rows, 0:dim])
             T.evaluate(T.call_extern("int32", fn, A.access_ptr("r"), _local(C, 0), dim, rows))
+
+    return desc, impl
+
+
+def _mvin_one_row(dim: int, fn: str):  # noqa: ANN202
+    """A single-row load: TVM drops unit loops when matching, so the description is one-dimensional."""
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (dim,), "int8", offset_factor=1)
+        C = T.match_buffer(c, (dim,), "int8", offset_factor=dim, scope="global.spad")
+        with T.sblock("root"):
+            T.reads(A[0:dim])
+            T.writes(C[0:dim])
+            for j in T.serial(dim):
+                with T.sblock("load"):
+                    vj = T.axis.remap("S", [j])
+                    C[vj] = A[vj]
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (dim,), "int8", offset_factor=1)
+        C = T.match_buffer(c, (dim,), "int8", offset_factor=dim, scope="global.spad")
+        with T.sblock("root"):
+            T.reads(A[0:dim])
+            T.writes(C[0:dim])
+            T.evaluate(T.call_extern("int32", fn, A.access_ptr("r"), _local(C, 0), dim, 1))
 
     return desc, impl
 
