@@ -132,3 +132,10 @@ def test_infeasible_hardware_is_a_clear_error():
     hw = load_descriptor(data)
     with pytest.raises(MappingInfeasible, match="no dataflow admits a legal mapping"):
         plan({"op": "matmul", "M": 16, "K": 16, "N": 16}, hw)
+
+
+def test_layer_with_nothing_to_split():
+    hw = get_hardware("gemmini-16x16")
+    problem, result = plan({"op": "matmul", "M": 1, "K": 1, "N": 1}, hw)
+    assert check(problem, hw, result.mapping) == []
+    assert all(not lv.temporal and not lv.spatial for lv in result.mapping.levels)

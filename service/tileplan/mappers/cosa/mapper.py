@@ -76,9 +76,8 @@ class CosaMapper:
                 for mp in candidate_mappings(session.model, temporal, spatial, padded, [db] if db == full else [db, full]):
                     consider(arch, mp)
                 left = df_deadline - time.perf_counter()
-                if c + 1 == CANDIDATES or left < 0.05:
+                if c + 1 == CANDIDATES or left < 0.05 or not session.exclude_current():
                     break
-                session.exclude_current()
                 nxt = session.solve(left)
                 if nxt.objective is None or nxt.objective > top + PROXY_SLACK:
                     break

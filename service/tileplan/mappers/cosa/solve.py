@@ -52,12 +52,16 @@ class Session:
         status = "optimal" if tc == TerminationCondition.convergenceCriteriaSatisfied else "time_limit"
         return SolveOutcome(status, seconds, obj, gap)
 
-    def exclude_current(self) -> None:
-        """No-good cut: the next solution must place at least one prime factor differently."""
+    def exclude_current(self) -> bool:
+        """No-good cut: the next solution must place at least one prime factor differently.
+        False when there is nothing to place (every bound is 1): no other solution exists."""
+        if not self.model.x_keys:
+            return False
         X = self.model.m.X
         on = [q for q in self.model.x_keys if value(X[q]) > 0.5]
         off = [q for q in self.model.x_keys if value(X[q]) <= 0.5]
         self.cuts.add(sum(1 - X[q] for q in on) + sum(X[q] for q in off) >= 1)
+        return True
 
 
 def solve(model: CosaModel, time_limit_s: float, mip_rel_gap: float = 1e-3) -> SolveOutcome:
