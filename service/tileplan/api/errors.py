@@ -30,6 +30,13 @@ class BodyTooLarge(ApiError):
 _UNION_TAGS = {"conv2d", "matmul", "dense"}  # pydantic's discriminator values, not fields a user wrote
 
 
+def _body_item(d: dict[str, Any]) -> dict[str, Any]:
+    loc = ["body", *(p for p in d["loc"] if p not in _UNION_TAGS)]
+    if d.get("type") == "union_tag_invalid" and loc[-1] != "op":
+        loc.append("op")  # pydantic reports a bad discriminator at the object; the field is `op`
+    return {**d, "loc": loc}
+
+
 def detail(loc: list[Any], msg: str, type_: str) -> dict[str, Any]:
     return {"detail": [{"loc": loc, "msg": msg, "type": type_}]}
 
@@ -53,10 +60,7 @@ def install(app: FastAPI) -> None:
     async def _input(request: Request, exc: InputError) -> JSONResponse:
         status = 413 if exc.type == "too_many_layers" else (404 if exc.type == "not_found" else 422)
         items = getattr(exc, "all_details", None) or [exc.to_detail()]
-        return JSONResponse(
-            {"detail": [{**d, "loc": ["body", *(p for p in d["loc"] if p not in _UNION_TAGS)]} for d in items]},
-            status_code=status,
-        )
+        return JSONResponse({"detail": [_body_item(d) for d in items]}, status_code=status)
 
     @app.exception_handler(MappingInfeasible)
     async def _infeasible(request: Request, exc: MappingInfeasible) -> JSONResponse:

@@ -178,9 +178,11 @@ class Store:
             doc=json.dumps({"key": plan["key"], **doc}, separators=(",", ":")),
             created_at=now_utc(),
         )
-        stmt = self._insert(PlanRow).values(**values).on_conflict_do_nothing(index_elements=["key"])
+        stmt = (
+            self._insert(PlanRow).values(**values).on_conflict_do_nothing(index_elements=["key"]).returning(PlanRow.seq)
+        )
         with self._write() as conn, conn.begin():
-            return conn.execute(stmt).rowcount == 1
+            return conn.execute(stmt).first() is not None
 
     def delete_plan(self, key: str) -> bool:
         with self._write() as conn, conn.begin():
@@ -391,7 +393,8 @@ class Store:
                 delete(ClaimRow).where(ClaimRow.key == key, (ClaimRow.expires_at < now) | (ClaimRow.owner == owner))
             )
             stmt = self._insert(ClaimRow).values(key=key, owner=owner, expires_at=now + ttl_s)
-            return conn.execute(stmt.on_conflict_do_nothing(index_elements=["key"])).rowcount == 1
+            stmt = stmt.on_conflict_do_nothing(index_elements=["key"]).returning(ClaimRow.key)
+            return conn.execute(stmt).first() is not None  # (rowcount is not reliable for upserts)
 
     def renew_claims(self, keys: Sequence[str], owner: str, ttl_s: float) -> None:
         if not keys:

@@ -1,0 +1,143 @@
+"""Typed results (plain dataclasses, so the client needs no pydantic). Unknown fields are kept in `raw`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Metrics:
+    cycles: float
+    energy_pj: float
+    utilization: float
+    dram_bytes: float
+    ideal_cycles: float
+    bound: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Metrics:
+        return cls(
+            cycles=float(d["cycles"]), energy_pj=float(d.get("energy_pj", 0.0)),
+            utilization=float(d.get("utilization", 0.0)), dram_bytes=float(d.get("dram_bytes", 0.0)),
+            ideal_cycles=float(d.get("ideal_cycles", 0.0)), bound=str(d.get("bound", "")), raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class Baseline:
+    mapper: str
+    mapping: dict[str, Any]
+    metrics: Metrics
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Baseline:
+        return cls(mapper=d["mapper"], mapping=d["mapping"], metrics=Metrics.from_dict(d["metrics"]))
+
+
+@dataclass(frozen=True)
+class Plan:
+    key: str
+    layer: dict[str, Any]
+    hardware: str
+    mapper: str
+    mapping: dict[str, Any]
+    metrics: Metrics
+    baseline: Baseline | None
+    solver: dict[str, Any]
+    cached: bool
+    links: dict[str, str]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        return str(self.layer.get("name", ""))
+
+    @property
+    def speedup(self) -> float | None:
+        """Baseline cycles / plan cycles (> 1: faster than the baseline)."""
+        if self.baseline is None or not self.metrics.cycles:
+            return None
+        return self.baseline.metrics.cycles / self.metrics.cycles
+
+    @property
+    def slower_than_baseline(self) -> bool:
+        return self.baseline is not None and self.metrics.cycles > self.baseline.metrics.cycles * (1 + 1e-9)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
+        return cls(
+            key=d["key"], layer=d.get("layer", {}), hardware=d.get("hardware", ""), mapper=d.get("mapper", ""),
+            mapping=d.get("mapping", {}), metrics=Metrics.from_dict(d["metrics"]),
+            baseline=Baseline.from_dict(d["baseline"]) if d.get("baseline") else None,
+            solver=d.get("solver", {}), cached=bool(d.get("cached", False)), links=d.get("links", {}), raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class Summary:
+    layers: int
+    unique_layers: int
+    cached: int
+    solved: int
+    cycles: float
+    energy_pj: float
+    baseline_cycles: float | None
+    speedup: float | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Summary:
+        return cls(
+            layers=int(d.get("layers", 0)), unique_layers=int(d.get("unique_layers", 0)),
+            cached=int(d.get("cached", 0)), solved=int(d.get("solved", 0)), cycles=float(d.get("cycles", 0.0)),
+            energy_pj=float(d.get("energy_pj", 0.0)), baseline_cycles=d.get("baseline_cycles"),
+            speedup=d.get("speedup"), raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    status: str  # queued | running | done | failed
+    done: int
+    total: int
+    errors: list[dict[str, Any]]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "failed")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Job:
+        p = d.get("progress", {})
+        return cls(id=d["id"], status=d["status"], done=int(p.get("done", 0)), total=int(p.get("total", 0)),
+                   errors=d.get("errors") or [], raw=d)
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    id: str
+    status: str
+    plans: list[Plan]
+    summary: Summary
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScheduleResult:
+        return cls(id=d["id"], status=d["status"], plans=[Plan.from_dict(p) for p in d.get("plans", [])],
+                   summary=Summary.from_dict(d.get("summary", {})), raw=d)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    valid: bool
+    metrics: Metrics | None
+    violations: list[str]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Evaluation:
+        return cls(valid=bool(d["valid"]), metrics=Metrics.from_dict(d["metrics"]) if d.get("metrics") else None,
+                   violations=list(d.get("violations", [])))

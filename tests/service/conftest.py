@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import service_procs  # noqa: E402
+
+LAYER = {"name": "res2_3x3", "op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 56, "in_w": 56,
+         "kernel": [3, 3], "padding": [1, 1]}
+FC = {"name": "fc", "op": "matmul", "M": 1, "K": 2048, "N": 1000}
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this run, dropped at the end."""
+    if not service_procs.pg_available():
+        pytest.skip(f"PostgreSQL not reachable at {service_procs.PG_ADMIN}")
+    url = service_procs.create_database()
+    try:
+        yield url
+    finally:
+        service_procs.drop_database(url)
+
+
+@pytest.fixture()
+def fresh_pg() -> Iterator[str]:
+    """A database of its own for one test."""
+    if not service_procs.pg_available():
+        pytest.skip(f"PostgreSQL not reachable at {service_procs.PG_ADMIN}")
+    url = service_procs.create_database()
+    try:
+        yield url
+    finally:
+        service_procs.drop_database(url)
