@@ -117,9 +117,10 @@ class SolverPool:
         self._pool = self._new_pool()
 
     def close(self) -> None:
+        """Stop at once: a solve in progress is abandoned (its job is resumed or retried elsewhere)."""
         for p in list(getattr(self._pool, "_processes", {}).values()):
             try:
                 p.kill()
             except Exception:  # noqa: BLE001
                 pass
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)

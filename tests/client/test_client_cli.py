@@ -1,0 +1,151 @@
+"""`tileplan-client` exit codes: 0 ok, 1 service error, 2 bad input, 3 slower than the baseline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+from service_procs import env, free_port, start_api
+
+LAYERS = [
+    {"name": "fc", "op": "matmul", "M": 1, "K": 2048, "N": 1000},
+    {"name": "c1", "op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 28, "in_w": 28, "kernel": 3,
+     "padding": 1},
+]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    api = start_api(tmp_path_factory.mktemp("cli"), solvers=2)
+    try:
+        yield api.url
+    finally:
+        api.stop()
+
+
+def run(*args: str, url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tileplan_client.cli", "--url", url, "--retries", "0", *args],
+        capture_output=True, text=True, env=env(), timeout=300,
+    )
+
+
+def test_schedule_ok_writes_plans(service: str, tmp_path: Path) -> None:
+    wl = tmp_path / "layers.yaml"
+    wl.write_text(yaml.safe_dump({"network": "tiny", "layers": LAYERS}))
+    out = tmp_path / "plans.json"
+    r = run("schedule", "--hw", "gemmini-16x16", "--workload", str(wl), "--out", str(out), url=service)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "done" and [p["layer"]["name"] for p in doc["plans"]] == ["fc", "c1"]
+    quiet = json.loads(r.stdout)  # not a terminal: one line of JSON, no progress bar
+    assert quiet["summary"]["layers"] == 2 and "\r" not in r.stderr
+    # an inline descriptor file works too, and the second run is all cache hits
+    hw = tmp_path / "my-gemmini.yaml"
+    hw.write_text(yaml.safe_dump(_descriptor(service)))
+    assert "gemmini-16x16" in {h["name"] for h in json.loads(run("hardware", url=service).stdout)}
+    r = run("schedule", "--hw", str(hw), "--workload", str(wl), url=service)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert all(p["cached"] for p in doc["plans"]) and doc["plans"][0]["hardware"] == "my-gemmini"
+
+
+def _descriptor(url: str) -> dict:
+    import httpx
+
+    d = httpx.get(url + "/hardware/gemmini-16x16").json()
+    d.pop("source", None)
+    d["name"] = "my-gemmini"
+    return d
+
+
+def test_bad_input_exits_2(service: str, tmp_path: Path) -> None:
+    assert run("schedule", "--hw", "gemmini-16x16", "--workload", str(tmp_path / "missing.yaml"),
+               url=service).returncode == 2
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("layers: [ {op: conv2d, in_channels: 3\n")
+    r = run("schedule", "--hw", "gemmini-16x16", "--workload", str(broken), url=service)
+    assert r.returncode == 2 and "YAML" in r.stderr
+    wl = tmp_path / "ok.yaml"
+    wl.write_text(yaml.safe_dump(LAYERS))
+    r = run("schedule", "--hw", "tpu-v9", "--workload", str(wl), url=service)
+    assert r.returncode == 2 and "hardware" in r.stderr and "tpu-v9" in r.stderr
+    impossible = tmp_path / "impossible.yaml"
+    impossible.write_text(yaml.safe_dump([{**LAYERS[1], "in_h": 1, "in_w": 1, "padding": 0}]))
+    r = run("schedule", "--hw", "gemmini-16x16", "--workload", str(impossible), url=service)
+    assert r.returncode == 2 and "layers.0.kernel" in r.stderr
+    assert run("schedule", "--hw", "gemmini-16x16", url=service).returncode == 2  # usage error
+
+
+def test_unreachable_service_exits_1(tmp_path: Path) -> None:
+    wl = tmp_path / "ok.yaml"
+    wl.write_text(yaml.safe_dump(LAYERS))
+    r = run("schedule", "--hw", "gemmini-16x16", "--workload", str(wl), url=f"http://127.0.0.1:{free_port()}")
+    assert r.returncode == 1 and "cannot reach" in r.stderr
+
+
+class _Canned(BaseHTTPRequestHandler):
+    status = 200
+    body: dict = {}
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        data = json.dumps(self.body).encode()
+        self.send_response(self.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _canned_server(status: int, body: dict) -> tuple[ThreadingHTTPServer, str]:
+    handler = type("H", (_Canned,), {"status": status, "body": body})
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def _plan(cycles: float, baseline: float) -> dict:
+    m = {"energy_pj": 1.0, "utilization": 0.5, "dram_bytes": 1.0, "ideal_cycles": 1.0, "bound": "compute"}
+    return {"key": "b" * 64, "layer": {"name": "fc"}, "hardware": "h", "mapper": "cosa", "mapping": {},
+            "metrics": {"cycles": cycles, **m},
+            "baseline": {"mapper": "gemmini-auto", "mapping": {}, "metrics": {"cycles": baseline, **m}},
+            "solver": {}, "cached": True, "links": {}}
+
+
+@pytest.mark.parametrize(("cycles", "code"), [(120.0, 3), (80.0, 0)])
+def test_fail_if_slower_than_baseline(tmp_path: Path, cycles: float, code: int) -> None:
+    """The exit-code logic against a canned answer (the real solver rarely loses to its baseline)."""
+    srv, url = _canned_server(200, {"id": "x", "status": "done", "plans": [_plan(cycles, 100.0)],
+                                    "summary": {"layers": 1}})
+    try:
+        wl = tmp_path / "ok.yaml"
+        wl.write_text(yaml.safe_dump(LAYERS[:1]))
+        r = run("schedule", "--hw", "h", "--workload", str(wl), "--fail-if-slower-than-baseline", url=url)
+        assert r.returncode == code, r.stderr
+        assert ("slower than the baseline: fc" in r.stderr) == (code == 3)
+        r = run("schedule", "--hw", "h", "--workload", str(wl), url=url)
+        assert r.returncode == 0
+    finally:
+        srv.shutdown()
+
+
+def test_service_error_exits_1(tmp_path: Path) -> None:
+    srv, url = _canned_server(500, {"detail": [{"loc": [], "msg": "internal error (reference r)", "type": "i"}]})
+    try:
+        wl = tmp_path / "ok.yaml"
+        wl.write_text(yaml.safe_dump(LAYERS[:1]))
+        r = run("schedule", "--hw", "h", "--workload", str(wl), url=url)
+        assert r.returncode == 1 and "HTTP 500" in r.stderr
+    finally:
+        srv.shutdown()
