@@ -38,3 +38,25 @@ def random_mapping(dims: dict[str, int], rng: random.Random, dim: int = 16, data
     db = rng.random() < 0.6 if double_buffer is None else double_buffer
     return Mapping(levels=levels, padded_dims=padded, double_buffered={"Scratchpad": ["I", "W"]} if db else {},
                    dataflow=dataflow)
+
+
+def random_layer(rng: random.Random, kind: str) -> dict:
+    """A random small matmul or convolution (valid by construction)."""
+    if kind == "matmul":
+        return {"op": "matmul", "M": rng.randint(1, 96), "K": rng.randint(1, 96), "N": rng.randint(1, 96)}
+    while True:
+        groups = rng.choice([1, 1, 1, 2, "dw"])
+        c = rng.randint(1, 40)
+        k = rng.randint(1, 40)
+        if groups == "dw":
+            groups = c = k = rng.randint(2, 24)
+        elif groups == 2:
+            c, k = 2 * rng.randint(1, 20), 2 * rng.randint(1, 20)
+        kh, kw = rng.randint(1, 3), rng.randint(1, 3)
+        layer = {"op": "conv2d", "batch": rng.choice([1, 1, 2]), "in_channels": c, "out_channels": k,
+                 "in_h": rng.randint(3, 14), "in_w": rng.randint(3, 14), "kernel": [kh, kw],
+                 "stride": [rng.randint(1, 2), rng.randint(1, 2)], "padding": [rng.randint(0, 1), rng.randint(0, 1)],
+                 "dilation": [rng.choice([1, 1, 2]), 1], "groups": groups}
+        span = (layer["dilation"][0] * (kh - 1) + 1, kw)
+        if span[0] <= layer["in_h"] + 2 * layer["padding"][0] and span[1] <= layer["in_w"] + 2 * layer["padding"][1]:
+            return layer

@@ -138,7 +138,7 @@ class CEmitter:
                 sig.append(f"{const}{ct} *{cname}")
         body: list[str] = []
         self._stmt(func.body, st, body, 1)
-        lines = [f"/* {header_comment} */", "#include <math.h>", "#include <stdint.h>", "#include <stdlib.h>",
+        lines = [f"/* {header_comment} */", "#include <math.h>", "#include <stdint.h>",
                  '#include "gemmini.h"', "",
                  "static inline int32_t tp_floordiv(int32_t a, int32_t b) { int32_t q = a / b; "
                  "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
@@ -206,7 +206,7 @@ class CEmitter:
             else:
                 raise CodegenError(f"C emitter: unsupported storage scope {scope}")
         elif t == "For" and DMA_ANNOTATION in s.annotations:
-            out.append(pad + self._dma_copy(s, st) + ";")
+            out.append(pad + self._dma_copy(s, st))
         elif t == "For":
             v = st.fresh(str(s.loop_var.name))
             st.vars[_key(s.loop_var)] = v
@@ -242,33 +242,42 @@ class CEmitter:
 
     def _dma_copy(self, loop: Any, st: _State) -> str:
         """`for i < rows: for j < DIM: spad[f(i, j)] = dram[g(i, j)]` (marked by the schedule) -> one mvin."""
-        kind, _, channel = str(loop.annotations[DMA_ANNOTATION]).partition(":")
-        inner = loop.body
+        kind, channel, mode = (str(loop.annotations[DMA_ANNOTATION]).split(":") + ["", ""])[:3]
+        if mode == "rowwise":  # for i: { for j < DIM: spad[..] = dram[..] }  ->  for i: one-row mvin
+            v = st.fresh(str(loop.loop_var.name))
+            st.vars[_key(loop.loop_var)] = v
+            lo, ext = self._expr(loop.min, st), self._expr(loop.extent, st)
+            one = self._dma_rows(loop.body, None, st, channel)
+            return f"for (int32_t {v} = {lo}; {v} < {lo} + {ext}; ++{v}) {one}"
+        return self._dma_rows(loop.body, loop, st, channel, kind)
+
+    def _dma_rows(self, inner: Any, loop: Any, st: _State, channel: str, kind: str = "mvin") -> str:
         if kind != "mvin" or type(inner).__name__ != "For" or type(inner.body).__name__ != "BufferStore":
             raise CodegenError("C emitter: a marked DMA copy must be two loops around one store")
         store = inner.body
         load = store.value
         if type(load).__name__ != "TensorLoad":
             raise CodegenError("C emitter: a marked DMA copy must store a load")
-        rows, cols = int(loop.extent), int(inner.extent)
+        rows, cols = (int(loop.extent) if loop is not None else 1), int(inner.extent)
         if rows > self.dim or cols != self.dim:
             raise CodegenError(f"C emitter: a DMA copy of {rows}x{cols} is not rows<=DIM x DIM")
         lb = st.local.get(_key(store.buffer))
         if lb is None or lb.scope != "global.spad":
             raise CodegenError("C emitter: a marked DMA copy must write the scratchpad")
-        i, j = loop.loop_var, inner.loop_var
+        i, j = (loop.loop_var if loop is not None else None), inner.loop_var
         dst, src = store.indices[0], load.indices[0]
         # The nest must be row-major in the scratchpad (rows of DIM) and row-strided in DRAM.
         d = [_affine(dst, i, j, a, b) for a, b in ((0, 0), (1, 0), (0, 1))]
         sgn = [_affine(src, i, j, a, b) for a, b in ((0, 0), (1, 0), (0, 1))]
-        if d[1] - d[0] != self.dim or d[2] - d[0] != 1 or sgn[2] - sgn[0] != 1:
+        if (loop is not None and d[1] - d[0] != self.dim) or d[2] - d[0] != 1 or sgn[2] - sgn[0] != 1:
             raise CodegenError("C emitter: DMA copy is not row-contiguous")
-        st.vars[_key(i)] = "0"
+        if i is not None:
+            st.vars[_key(i)] = "0"
         st.vars[_key(j)] = "0"
         dst0, src0 = self._expr(dst, st), self._expr(src, st)
         fn = ("gemmini_extended_mvin", "gemmini_extended_mvin2", "gemmini_extended_mvin3")[int(channel or 0)]
         row = f"({lb.base_row}u + (uint32_t)tp_floordiv({dst0}, {self.dim}))"
-        return f"{fn}(({self._name_of(load.source, st)} + {src0}), (uint32_t){row}, {cols}, {rows})"
+        return f"{fn}(({self._name_of(load.source, st)} + {src0}), (uint32_t){row}, {cols}, {rows});"
 
     def _name_of(self, buf: Any, st: _State) -> str:
         k = _key(buf)
@@ -370,7 +379,7 @@ def _affine(e: Any, i: Any, j: Any, vi: int, vj: int) -> int:
     if t == "IntImm":
         return int(e.value)
     if t == "Var":
-        return vi if e.same_as(i) else vj if e.same_as(j) else 0
+        return vi if (i is not None and e.same_as(i)) else vj if e.same_as(j) else 0
     a = _affine(e.a, i, j, vi, vj)
     b = _affine(e.b, i, j, vi, vj)
     ops = {"Add": lambda: a + b, "Sub": lambda: a - b, "Mul": lambda: a * b, "FloorDiv": lambda: a // b,

@@ -193,40 +193,6 @@ def fit(r: Realization, geo: G.ConvGeometry, target: TargetSpec) -> None:
         r.deviations.append(f"{d} tile shrunk to fit ({spad} scratchpad / {acc} accumulator rows)")
 
 
-def input_tile_width(r: Realization, geo: G.ConvGeometry) -> int:
-    """Pixels along w in the scratchpad input tile (a load moves rows of consecutive pixels)."""
-    return (r.spad_u["q"] * r.dim - 1) * geo.stride[1] + (r.spad_u["s"] - 1) * geo.dilation[1] + 1
-
-
-def _loadable(width: int, dim: int) -> bool:
-    """The input tile's width splits into equal mvins of 2..DIM rows (or is a single short row run)."""
-    return width <= dim or any(width % d == 0 for d in range(2, dim + 1))
-
-
-def fix_input_rows(r: Realization, geo: G.ConvGeometry, target: TargetSpec) -> None:
-    """The input copy is lowered as equal (rows x DIM) mvins; a tile width that is a prime above DIM would need
-    one-row loops, which lowering folds away.  Such a width is changed: first all S loops move to DRAM, then the
-    q tile grows by a block (while it fits)."""
-    w = input_tile_width(r, geo)
-    if _loadable(w, r.dim):
-        return
-    if r.spad_u["s"] > 1:
-        r.acc_u["s"] = r.spad_u["s"] = 1
-        r.deviations.append(f"input tile width {w} has no divisor <= {r.dim}: S loops moved to DRAM")
-        if _loadable(input_tile_width(r, geo), r.dim):
-            return
-    for extra in range(1, 4):
-        q = r.spad_u["q"] + extra * r.acc_u["q"]
-        trial = Realization(**{**r.__dict__, "spad_u": {**r.spad_u, "q": q},
-                               "full_u": {**r.full_u, "q": q * -(-r.full_u["q"] // q)}, "deviations": []})
-        spad, acc = footprint_rows(trial, geo)
-        if _loadable(input_tile_width(trial, geo), r.dim) and spad <= target.spad_rows and acc <= target.acc_rows:
-            r.spad_u, r.full_u = trial.spad_u, trial.full_u
-            r.deviations.append(f"q tile grown to {q} blocks so the input tile loads in equal mvins")
-            return
-    raise CodegenError(f"input tile width {w} cannot be loaded in equal mvins of 2..{r.dim} rows")
-
-
 def _half_divisor(n: int) -> int:
     """Largest divisor of n that is at most n // 2 (1 for primes)."""
     for q in range(max(1, n // 2), 0, -1):
@@ -331,7 +297,6 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     bounds = layer.dims()
     r = realize(mapping, arch, names, bounds, target)
     fit(r, geo0, target)
-    fix_input_rows(r, geo0, target)
     # geometry fields are the internal dims in capitals (a matmul's rows are Q)
     geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
     if epilogue.zero_point:
@@ -385,14 +350,19 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     w_ext = _loop_extent(sch, w_)
     rows = _largest_divisor_at_most(w_ext, dim)
     co, ci = sch.split(c_, [None, dim])
-    wo, wi = sch.split(w_, [None, rows])
-    sch.reorder(n_, g_, h_, co, wo, wi, ci)
     # The input tile overlaps its neighbours (convolution halo), so its block bindings are not a bijective map of the
-    # outer loops and TVM cannot tensorize it.  The copy stays a (rows x DIM) loop nest marked for the C emitter,
-    # which lowers it to one mvin per nest (the way TVM's async-DMA passes lower marked copies).
-    sch.annotate(wi, DMA_ANNOTATION, "mvin:0")
+    # outer loops and TVM cannot tensorize it.  The copy stays a loop nest marked for the C emitter, which lowers it
+    # to mvins (the way TVM's async-DMA passes lower marked copies): (rows x DIM) blocks, or one row per mvin when
+    # the tile width has no divisor in 2..DIM.
+    if rows > 1:
+        wo, wi = sch.split(w_, [None, rows])
+        sch.reorder(n_, g_, h_, co, wo, wi, ci)
+        sch.annotate(wi, DMA_ANNOTATION, "mvin:0:block")
+    else:
+        sch.reorder(n_, g_, h_, co, w_, ci)
+        sch.annotate(w_, DMA_ANNOTATION, "mvin:0:rowwise")
     if rows < dim and w_ext > rows:
-        r.deviations.append(f"input tile width {w_ext} loaded {rows} rows per mvin")
+        r.deviations.append(f"input tile width {w_ext} loaded {rows} row(s) per mvin")
 
     # W tile: rows are input channels, DIM output channels each
     g_, r_, s_, c_, k_ = sch.get_loops(w_sp)[-5:]

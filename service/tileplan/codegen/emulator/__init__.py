@@ -50,7 +50,9 @@ class TimingParams:
     preload_cycles: float = 16.0
     compute_cycles: float = 16.0
     compute_latency: float = 32.0
-    queue_entries: float = 16.0
+    queue_load: float = 8.0  # Gemmini's reservation station: 8 load, 16 execute, 4 store entries
+    queue_exec: float = 16.0
+    queue_store: float = 4.0
 
     @classmethod
     def for_dim(cls, dim: int, **overrides: float) -> "TimingParams":

@@ -14,7 +14,8 @@
  * Timing model
  *   Instructions are dispatched in program order (issue_cycles each) into three in-order units:
  *   load (config_ld, mvin*), execute (config_ex, preload, compute*), store (config_st, mvout).
- *   At most queue_entries instructions are in flight (in-order retirement).  Cross-unit hazards on
+ *   Each unit's queue holds queue_load / queue_exec / queue_store instructions; dispatch stalls (in order)
+ *   while the target queue is full, i.e. until that unit's queue_n-th older instruction completed.  Cross-unit hazards on
  *   scratchpad/accumulator rows (RAW, WAR, WAW) wait; within a unit order is implicit.
  *   DMA: each row is split into requests of at most dma_max_request_bytes, each request rounded up to
  *   dma_beat_bytes beats; the DRAM channel (shared by loads and stores) moves dram_bytes_per_cycle,
@@ -45,7 +46,9 @@ typedef struct {
   double preload_cycles;        /* execute-unit occupancy of a preload              */
   double compute_cycles;        /* execute-unit occupancy of a DIM x DIM compute    */
   double compute_latency;       /* extra cycles until a compute's results are ready */
-  double queue_entries;         /* instructions in flight (reorder buffer entries)  */
+  double queue_load;            /* reservation-station entries of the load queue    */
+  double queue_exec;            /*   ... of the execute queue                       */
+  double queue_store;           /*   ... of the store queue                         */
 } emu_timing_t;
 
 enum {
@@ -134,10 +137,12 @@ typedef struct emu {
   int n_regions, cap_regions;
 
   /* timing state */
-  double t_dispatch, unit_free[3], dram_free, max_complete, last_retire;
+  double t_dispatch, unit_free[3], dram_free, max_complete;
+  int cur_unit;
   double pre_free, preload_done, last_compute_start; /* preload pipe of the array */
-  double *ring; /* retire times of the last queue_entries instructions */
-  uint32_t ring_n;
+  double *ring[3]; /* per unit: completion times of its last queue entries */
+  uint32_t ring_n[3];
+  uint64_t unit_count[3];
 
   emu_stats_t st;
 
@@ -252,24 +257,29 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes) {
   return rows * beats_per_row * beat / e->t.dram_bytes_per_cycle;
 }
 
-/* Dispatch: the host issues in order; a full queue waits for the oldest instruction to retire. */
-static double dispatch(emu_t *e) {
+/* Dispatch: the host issues in order; an instruction whose unit queue is full waits for that unit's oldest
+ * entry to complete (and so do all instructions after it). */
+static double dispatch_unit(emu_t *e, int unit) {
   double t = e->t_dispatch + e->t.issue_cycles;
-  if (e->ring_n) {
-    uint64_t i = e->st.instructions - 1; /* already counted */
-    if (i >= e->ring_n) {
-      double oldest = e->ring[i % e->ring_n];
+  if (unit >= 0 && e->ring_n[unit]) {
+    uint64_t i = e->unit_count[unit];
+    if (i >= e->ring_n[unit]) {
+      double oldest = e->ring[unit][i % e->ring_n[unit]];
       if (oldest > t) t = oldest;
     }
   }
   e->t_dispatch = t;
+  e->cur_unit = unit;
   return t;
 }
 
 static void retire(emu_t *e, double complete) {
   if (complete > e->max_complete) e->max_complete = complete;
-  if (complete > e->last_retire) e->last_retire = complete;
-  if (e->ring_n) e->ring[(e->st.instructions - 1) % e->ring_n] = e->last_retire;
+  int u = e->cur_unit;
+  if (u >= 0 && e->ring_n[u]) {
+    e->ring[u][e->unit_count[u] % e->ring_n[u]] = complete;
+    e->unit_count[u]++;
+  }
 }
 
 /* Hazard helpers: wait for rows read (RAW) / written (WAR, WAW) by other units. */
@@ -326,7 +336,7 @@ static void begin(emu_t *e, int op) {
 
 /* Run a one-unit operation with no row traffic (config, flush). */
 static void simple_op(emu_t *e, int unit, double cycles) {
-  double t = dispatch(e);
+  double t = dispatch_unit(e, unit);
   if (e->unit_free[unit] > t) t = e->unit_free[unit];
   e->unit_free[unit] = t + cycles;
   e->st.busy[unit] += cycles;
@@ -466,7 +476,7 @@ static void mvin_impl(int ch, int op, const void *dram_addr, uint32_t addr, uint
   for (uint32_t r = 0; r < rows; r++) check_dram(e, p + r * cfg->stride, row_bytes, 0);
 
   /* timing */
-  double t = dispatch(e);
+  double t = dispatch_unit(e, U_LOAD);
   if (e->unit_free[U_LOAD] > t) t = e->unit_free[U_LOAD];
   for (uint32_t b = 0; b < nblocks; b++) {
     uint32_t a = is_acc(addr) ? addr : addr + b * cfg->block_stride;
@@ -537,7 +547,7 @@ void gemmini_extended_mvout(void *dram_addr, uint32_t addr, uint32_t cols, uint3
     check_dram(e, p + r * e->st_stride, row_bytes, 1);
   }
 
-  double t = dispatch(e);
+  double t = dispatch_unit(e, U_STORE);
   if (e->unit_free[U_STORE] > t) t = e->unit_free[U_STORE];
   t = wait_read(e, U_STORE, addr, rows, 1, t);
   double start = t > e->dram_free ? t : e->dram_free;
@@ -585,7 +595,7 @@ void gemmini_extended_preload(uint32_t BD, uint32_t C, uint32_t BD_cols, uint32_
 
   /* The array double-buffers its preloaded operand: a preload may start once the previous compute has
    * started, overlapping it; a preload with no operand (garbage BD) only records the output address. */
-  double t = dispatch(e);
+  double t = dispatch_unit(e, U_EXEC);
   if (e->pre_free > t) t = e->pre_free;
   if (e->last_compute_start > t) t = e->last_compute_start;
   t = wait_read(e, U_EXEC, BD, BD_rows, 1, t);
@@ -625,7 +635,7 @@ static void compute_impl(int op, uint32_t A, uint32_t BD, uint32_t A_cols, uint3
   uint32_t a_cols_read = e->a_tr ? A_rows : A_cols;
   uint32_t C = e->c_addr;
 
-  double t = dispatch(e);
+  double t = dispatch_unit(e, U_EXEC);
   if (e->unit_free[U_EXEC] > t) t = e->unit_free[U_EXEC];
   if (e->preload_done > t) t = e->preload_done;
   t = wait_read(e, U_EXEC, A, a_rows_read, e->a_stride, t);
@@ -698,7 +708,7 @@ void gemmini_extended_compute_accumulated(uint32_t A, uint32_t BD, uint32_t A_co
 void gemmini_fence(void) {
   emu_t *e = cur();
   begin(e, OP_FENCE);
-  double t = dispatch(e);
+  double t = dispatch_unit(e, -1);
   if (e->max_complete > t) t = e->max_complete;
   e->t_dispatch = t;
   retire(e, t);
@@ -746,11 +756,14 @@ emu_t *emu_create(uint32_t dim, uint32_t spad_rows, uint32_t acc_rows, uint32_t 
   e->blk_a = calloc(dd, sizeof(int32_t));
   e->blk_b = calloc(dd, sizeof(int32_t));
   e->blk_c = calloc(dd, sizeof(int32_t));
-  e->ring_n = timing->queue_entries >= 1 ? (uint32_t)timing->queue_entries : 0;
-  e->ring = calloc(e->ring_n ? e->ring_n : 1, sizeof(double));
+  double qs[3] = {timing->queue_load, timing->queue_exec, timing->queue_store};
+  for (int u = 0; u < 3; u++) {
+    e->ring_n[u] = qs[u] >= 1 ? (uint32_t)qs[u] : 0;
+    e->ring[u] = calloc(e->ring_n[u] ? e->ring_n[u] : 1, sizeof(double));
+  }
   if (!e->spad || !e->acc || !e->spad_written || !e->acc_written || !e->spad_wdone || !e->spad_rdone ||
       !e->acc_wdone || !e->acc_rdone || !e->spad_wunit || !e->acc_wunit || !e->weights || !e->weights_pending ||
-      !e->os_state || !e->os_d || !e->blk_a || !e->blk_b || !e->blk_c || !e->ring) {
+      !e->os_state || !e->os_d || !e->blk_a || !e->blk_b || !e->blk_c || !e->ring[0] || !e->ring[1] || !e->ring[2]) {
     emu_destroy(e);
     return NULL;
   }
@@ -763,7 +776,8 @@ void emu_destroy(emu_t *e) {
   free(e->spad_wdone); free(e->spad_rdone); free(e->acc_wdone); free(e->acc_rdone);
   free(e->spad_wunit); free(e->acc_wunit);
   free(e->weights); free(e->weights_pending); free(e->os_state); free(e->os_d);
-  free(e->blk_a); free(e->blk_b); free(e->blk_c); free(e->ring); free(e->regions);
+  free(e->blk_a); free(e->blk_b); free(e->blk_c);
+  free(e->ring[0]); free(e->ring[1]); free(e->ring[2]); free(e->regions);
   free(e);
 }
 
@@ -779,7 +793,11 @@ void emu_reset(emu_t *e) {
   memset(e->acc_rdone, 0, e->acc_rows * sizeof(double));
   memset(e->spad_wunit, 0, e->spad_rows);
   memset(e->acc_wunit, 0, e->acc_rows);
-  memset(e->ring, 0, (e->ring_n ? e->ring_n : 1) * sizeof(double));
+  for (int u = 0; u < 3; u++) {
+    memset(e->ring[u], 0, (e->ring_n[u] ? e->ring_n[u] : 1) * sizeof(double));
+    e->unit_count[u] = 0;
+  }
+  e->cur_unit = -1;
   for (int i = 0; i < 3; i++) {
     e->ld[i].stride = e->dim;
     e->ld[i].scale = 1.0f;
@@ -798,7 +816,7 @@ void emu_reset(emu_t *e) {
   e->weights_cols = e->weights_pending_cols = 0;
   e->preload_pending = 0;
   e->n_regions = 0;
-  e->t_dispatch = e->dram_free = e->max_complete = e->last_retire = 0;
+  e->t_dispatch = e->dram_free = e->max_complete = 0;
   e->pre_free = e->preload_done = e->last_compute_start = 0;
   e->unit_free[0] = e->unit_free[1] = e->unit_free[2] = 0;
   memset(&e->st, 0, sizeof e->st);
