@@ -145,7 +145,9 @@ def main() -> None:
               "run on the CPU and are not in the emulated cycles.",
               "- Rows of a block are output columns (Q, or M for a matmul) only, padded to DIM: small Q tiles "
               "(e.g. 7x7 layers, Q tiles of 19-23) waste array rows; the 'padded MAC overhead' column shows it.",
-              "- Depthwise layers run one channel per DIM x DIM block (1/DIM^2 of the array)."]
+              "- Depthwise layers run one channel per DIM x DIM block (1/DIM^2 of the array).",
+              "- Strided 1x1 convolutions are subsampled by the host copy (the array sees stride 1); strided kxk "
+              "convolutions load the input tile's whole bounding box and step through it with Gemmini's A stride."]
     text = "\n".join(lines) + "\n"
     if args.out == "-":
         print(text)

@@ -40,6 +40,13 @@ class Artifact:
     acc_rows_used: int
     notes: list[str] = field(default_factory=list)
 
+    def files(self) -> dict[str, str]:
+        """The artifact as files (for a tar download): the C kernel, the header it needs, the TVMScript."""
+        from tileplan.codegen.emulator import HEADER_DIR
+
+        return {f"{self.name}.c": self.c_source, "gemmini.h": (HEADER_DIR / "gemmini.h").read_text(),
+                f"{self.name}.tvmscript.py": self.tvmscript}
+
 
 def target_spec(hw: Any) -> TargetSpec:
     """Array size and local memory rows of a Gemmini-like descriptor."""

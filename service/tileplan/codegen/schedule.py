@@ -157,8 +157,8 @@ def realize(mapping: Any, arch: Any, names: dict[str, str], bounds: dict[str, in
 def footprint_rows(r: Realization, geo: G.ConvGeometry) -> tuple[int, int]:
     """(scratchpad rows, accumulator rows) the realisation occupies."""
     s = {d: r.spad_u[d] * r.unit(d) for d in ALL_DIMS}
-    h = (s["p"] - 1) * geo.stride[0] + (s["r"] - 1) * geo.dilation[0] + 1
-    w = (s["q"] - 1) * geo.stride[1] + (s["s"] - 1) * geo.dilation[1] + 1
+    h = (s["p"] - 1) * geo.array_stride[0] + (s["r"] - 1) * geo.dilation[0] + 1
+    w = (s["q"] - 1) * geo.array_stride[1] + (s["s"] - 1) * geo.dilation[1] + 1
     i_rows = s["n"] * s["g"] * h * w * r.spad_u["c"]
     w_rows = s["g"] * s["r"] * s["s"] * s["c"] * r.spad_u["k"]
     spad = (i_rows + w_rows) * (2 if r.double_buffer else 1)
@@ -334,7 +334,7 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     o_pos = order.index(last_o)
     init = sch.decompose_reduction(blk, order[o_pos + 1])
 
-    sw = geo.stride[1]
+    sw = geo.array_stride[1]
     sch.tensorize(parts["q"]["unit"], intrinsic("gemmini.compute", dim=dim, a_stride=sw,
                                                 weight_stationary=r.weight_stationary))
 

@@ -76,12 +76,22 @@ class ConvGeometry:
         return self.padded.get(d, getattr(self, d))
 
     @property
+    def folds_stride(self) -> bool:
+        """A 1x1 filter reads only every stride-th pixel: the host copy subsamples, the array sees stride 1."""
+        return self.bound("R") == 1 and self.bound("S") == 1 and self.stride != (1, 1)
+
+    @property
+    def array_stride(self) -> tuple[int, int]:
+        """The stride the accelerator's loop nest uses on the (host-prepared) input I_p."""
+        return (1, 1) if self.folds_stride else self.stride
+
+    @property
     def Hp(self) -> int:
-        return (self.bound("P") - 1) * self.stride[0] + (self.bound("R") - 1) * self.dilation[0] + 1
+        return (self.bound("P") - 1) * self.array_stride[0] + (self.bound("R") - 1) * self.dilation[0] + 1
 
     @property
     def Wp(self) -> int:
-        return (self.bound("Q") - 1) * self.stride[1] + (self.bound("S") - 1) * self.dilation[1] + 1
+        return (self.bound("Q") - 1) * self.array_stride[1] + (self.bound("S") - 1) * self.dilation[1] + 1
 
 
 @dataclass
@@ -109,7 +119,8 @@ def build_conv(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
     """TE of a grouped int8 convolution with fused bias and requantize, padded for DIM-block tiling."""
     N, G, K, C = geo.bound("N"), geo.bound("G"), geo.bound("K"), geo.bound("C")
     P, Q, R, S = geo.bound("P"), geo.bound("Q"), geo.bound("R"), geo.bound("S")
-    sh, sw = geo.stride
+    sh, sw = geo.array_stride
+    fh, fw = (geo.stride if geo.folds_stride else (1, 1))  # host-side subsampling of the input
     dh, dw = geo.dilation
     ph, pw = geo.padding
     I = te.placeholder((geo.N, geo.H, geo.W, geo.G * geo.C), "int8", name="I")
@@ -122,9 +133,10 @@ def build_conv(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
     I_p = te.compute(
         (N, G, Hp, Wp, C),
         lambda n, g, h, w, c: tirx.if_then_else(
-            tirx.all(n < geo.N, g < geo.G, c < geo.C, h >= ph, h < geo.H + ph, w >= pw, w < geo.W + pw),
-            I[tirx.min(n, geo.N - 1), tirx.min(tirx.max(h - ph, 0), geo.H - 1),
-              tirx.min(tirx.max(w - pw, 0), geo.W - 1), tirx.min(g, geo.G - 1) * geo.C + tirx.min(c, geo.C - 1)],
+            tirx.all(n < geo.N, g < geo.G, c < geo.C, h * fh >= ph, h * fh < geo.H + ph, w * fw >= pw,
+                     w * fw < geo.W + pw),
+            I[tirx.min(n, geo.N - 1), tirx.min(tirx.max(h * fh - ph, 0), geo.H - 1),
+              tirx.min(tirx.max(w * fw - pw, 0), geo.W - 1), tirx.min(g, geo.G - 1) * geo.C + tirx.min(c, geo.C - 1)],
             zero8),
         name="I_p")
     stages.append("I_p")
@@ -364,7 +376,7 @@ def config_prologue(geo: ConvGeometry, epi: Epilogue, weight_stationary: bool, d
     df = "WEIGHT_STATIONARY" if weight_stationary else "OUTPUT_STATIONARY"
     act = "RELU" if epi.relu else "NO_ACTIVATION"
     return [
-        f"gemmini_extended_config_ex({df}, NO_ACTIVATION, 0, {geo.stride[1]}, false, false);",
+        f"gemmini_extended_config_ex({df}, NO_ACTIVATION, 0, {geo.array_stride[1]}, false, false);",
         f"gemmini_extended_config_ld({cp}, MVIN_SCALE_IDENTITY, false, {dim}, 0);",
         f"gemmini_extended_config_ld({kp}, MVIN_SCALE_IDENTITY, false, {dim}, 1);",
         f"gemmini_extended_config_ld(0, MVIN_SCALE_IDENTITY, false, {dim}, 2);",
