@@ -10,9 +10,9 @@ import pytest
 
 from tileplan.check import check
 from tileplan.cost import CostParams, evaluate_mapping, first_order_metrics
-from tileplan.cost.calibrate import cross_validate, feature_matrix, first_order_cycles, score
+from tileplan.cost.calibrate import cross_validate, feature_matrix, first_order_cycles, predict, score
 from tileplan.cost.firesim import load_rows, parse_mapping_string
-from tileplan.cost.gemmini import gemmini_levels
+from tileplan.cost.gemmini import call_features, execution_from_mapping, gemmini_levels
 from tileplan.hardware.catalog import get_hardware
 from tileplan.mapping import LevelMapping, Mapping
 from tileplan.nest import analyse
@@ -62,14 +62,77 @@ def test_calibrated_model_beats_first_order_under_cross_validation(rows) -> None
 
 
 @needs_data
-@pytest.mark.xfail(strict=True, reason="issue 3 targets not reached: CV MAPE ~148%, Spearman ~0.88 (see costmodel.md)")
-def test_cross_validated_targets(rows) -> None:
+def test_cross_validated_ranking_targets(rows) -> None:
+    """Leave-one-layer-out: the ranking targets of issue 3 (Spearman >= 0.95 overall, within-layer median
+    >= 0.8) are met; the MAPE target is not (see test below and bench/results/costmodel.md)."""
     x = feature_matrix(rows)
     y = np.array([r.cycles for r in rows])
     keys = [r.layer_key for r in rows]
     pred, _ = cross_validate(x, y, keys, CostParams())
     cv = score(pred, y, keys)
-    assert cv.mape <= 0.12 and cv.spearman >= 0.95 and cv.within_layer_spearman_median >= 0.8
+    assert cv.spearman >= 0.95
+    assert cv.within_layer_spearman_median >= 0.8
+    assert cv.median_ape <= 0.40
+
+
+@needs_data
+@pytest.mark.xfail(strict=True, reason="issue 3 MAPE target (<= 12%) not reached under CV; see costmodel.md")
+def test_cross_validated_mape_target(rows) -> None:
+    x = feature_matrix(rows)
+    y = np.array([r.cycles for r in rows])
+    keys = [r.layer_key for r in rows]
+    pred, _ = cross_validate(x, y, keys, CostParams())
+    assert score(pred, y, keys).mape <= 0.12
+
+
+@needs_data
+def test_dosa_execution_reproduces_the_harness(rows) -> None:
+    """Row 1 of the data: L1 S7 Q14 P112 C3X under L2 K4X, DRAM Q8 K16 R7 -> tiled_conv with 14 output rows x
+    112 output cols, 7 kernel rows x 1 kernel col, K tile 4 stepped by 4, C tile 3; square 224 input, pad 3."""
+    e = rows[1].execution
+    assert (e.kind, e.out_h, e.out_w, e.in_h, e.pad) == ("conv", 112, 112, 224, (3, 3))
+    assert (e.t_h, e.t_w, e.t_r, e.t_s, e.t_k, e.t_c, e.k_step) == (14, 112, 7, 1, 4, 3, 4)
+    calls = call_features(e, 16.0)
+    # 8 row tiles x 7 kernel-col tiles x 16 output-channel steps = 896 calls, each 14 x 7 computes of 112 rows.
+    assert calls[:, 0].sum() == 896
+    assert (calls[:, 0] * calls[:, 6]).sum() == 896 * 98
+    # FC layers run as tiled_matmul; matmul P=128 layers too (Q = R = S = 1).
+    assert {r.execution.kind for r in rows if r.layer.dims()["P"] == 128} == {"matmul"}
+
+
+@needs_data
+def test_padding_wrap_pathology_is_predicted(rows) -> None:
+    """A 1-row tile of a 7x7 stride-2 conv under 1-row kernel tiles has calls whose input window lies wholly in
+    the zero padding; the 16-bit loader iterator wraps. Measured 4.7e8 cycles (row 3) vs 1.0e7 for row 1."""
+    params = CostParams()
+    x = feature_matrix([rows[1], rows[3]])
+    pred = predict(x, params)
+    assert pred[1] > 10 * pred[0]
+    assert rows[3].cycles > 10 * rows[1].cycles
+    assert abs(math.log(pred[1] / rows[3].cycles)) < math.log(3)
+
+
+def test_execution_of_a_tileplan_mapping_uses_tiles_below_dram() -> None:
+    hw = get_hardware("gemmini-16x16")
+    layer = Problem.from_layer(Conv2dLayer(in_channels=64, out_channels=64, in_h=30, in_w=30, kernel=(3, 3)))
+    m = Mapping(
+        levels=_levels(
+            acc_t=[("Q", 14), ("P", 7)], acc_s=[("C", 16)], spad_t=[("C", 4), ("R", 3), ("S", 3)],
+            spad_s=[("K", 16)], dram_t=[("Q", 2), ("P", 4), ("K", 4)],
+        ),
+        dataflow="weight_stationary",
+    )
+    assert check(layer, hw, m) == []
+    arch = hw.resolve(m.dataflow)
+    e = execution_from_mapping(layer, arch, m)
+    assert (e.kind, e.t_h, e.t_w, e.t_k, e.t_c, e.t_r, e.t_s) == ("conv", 7, 14, 16, 64, 3, 3)
+    assert e.k_step == e.t_k and e.c_step == e.t_c and e.pad == (0, 0)
+    calls = call_features(e, 8.0)
+    assert calls[:, 0].sum() == 4 * 2 * 4  # P, Q and K tiles; C, R, S fit in one tile
+    # The DRAM loop order does not change the cost (every call refetches its tiles).
+    m2 = m.model_copy(deep=True)
+    m2.levels[3].temporal = [("K", 4), ("P", 4), ("Q", 2)]
+    assert evaluate_mapping(layer, arch, m).cycles == evaluate_mapping(layer, arch, m2).cycles
 
 
 def _levels(acc_t=(), acc_s=(), spad_t=(), spad_s=(), dram_t=()) -> list[LevelMapping]:

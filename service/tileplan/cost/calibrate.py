@@ -23,22 +23,18 @@ from scipy.optimize import least_squares
 from scipy.stats import spearmanr
 
 from tileplan.cost.firesim import FireSimRow, load_rows
-from tileplan.cost.gemmini import cycles_vectorised, features, gemmini_levels
+from tileplan.cost.gemmini import call_features, cycles_vectorised, gemmini_levels
 from tileplan.cost.model import first_order_metrics
 from tileplan.cost.params import DEFAULT_PARAMS, FITTED, CostParams
-from tileplan.nest import analyse
 from tileplan.problem import Problem
 
 # Bounds of the fitted parameters: physical ranges, wide enough not to bind on sensible data.
 BOUNDS: dict[str, tuple[float, float]] = {
     "dram_efficiency": (0.05, 1.0),  # cannot beat the nominal bandwidth
-    "dma_request_cycles": (0.0, 1000.0),
-    "mvout_row_cycles": (0.0, 1000.0),
+    "dma_request_cycles": (0.0, 100.0),
+    "op_overhead_cycles": (0.0, 1000.0),
     "preload_dims": (0.0, 8.0),
-    "block_overhead_dims": (0.0, 16.0),
-    "instruction_cycles": (0.0, 1000.0),
-    "spad_row_cycles": (0.0, 1.0),  # a scratchpad bank delivers a row per cycle at most this slowly
-    "tile_overhead_cycles": (0.0, 1e5),
+    "call_overhead_cycles": (0.0, 1e5),
     "overlap_loss": (0.0, 1.0),
 }
 
@@ -64,15 +60,30 @@ class CalibrationReport(BaseModel):
     per_layer: list[dict[str, float | str | int]] = Field(default_factory=list)
 
 
-def feature_matrix(rows: list[FireSimRow], req_bytes: int = 64) -> np.ndarray:
+class FeatureSet:
+    """Per-call feature rows of many data rows, stacked (`row_id` says which data row a call belongs to)."""
+
+    def __init__(self, blocks: list[np.ndarray]):
+        self.blocks = blocks
+        self.n_rows = len(blocks)
+        self.x = np.concatenate(blocks) if blocks else np.zeros((0, 10))
+        self.row_id = np.concatenate([np.full(len(b), i) for i, b in enumerate(blocks)]).astype(int)
+
+    def subset(self, mask: np.ndarray) -> "FeatureSet":
+        return FeatureSet([b for b, m in zip(self.blocks, mask) if m])
+
+
+def feature_matrix(rows: list[FireSimRow]) -> FeatureSet:
+    """Call features of every run, as DOSA's harness executed it (`FireSimRow.execution`)."""
     out = []
     for r in rows:
         arch = r.hardware.resolve(r.mapping.dataflow)
         levels = gemmini_levels(arch)
         if levels is None:
             raise ValueError(f"row {r.index}: hardware is not Gemmini-like")
-        out.append(features(analyse(Problem.from_layer(r.layer), arch, r.mapping), levels, req_bytes).as_row())
-    return np.array(out, dtype=float)
+        dram = arch.levels[levels[2]]
+        out.append(call_features(r.execution, dram.read_bandwidth or dram.write_bandwidth or 16.0))
+    return FeatureSet(out)
 
 
 def first_order_cycles(rows: list[FireSimRow]) -> np.ndarray:
@@ -110,7 +121,7 @@ def _theta(vec: np.ndarray, base: CostParams) -> dict[str, float]:
     return theta
 
 
-def fit(x: np.ndarray, measured: np.ndarray, start: CostParams = DEFAULT_PARAMS, max_nfev: int | None = None) -> CostParams:
+def fit(x: FeatureSet, measured: np.ndarray, start: CostParams = DEFAULT_PARAMS, max_nfev: int | None = None) -> CostParams:
     """Least squares on log cycles (soft-L1), parameters within BOUNDS."""
     lo = np.array([BOUNDS[n][0] for n in FITTED])
     hi = np.array([BOUNDS[n][1] for n in FITTED])
@@ -119,7 +130,7 @@ def fit(x: np.ndarray, measured: np.ndarray, start: CostParams = DEFAULT_PARAMS,
     scale = np.maximum(np.abs(x0), 1e-2)
 
     def residuals(v: np.ndarray) -> np.ndarray:
-        return np.log(np.maximum(cycles_vectorised(x, _theta(v, start)), 1.0)) - log_y
+        return np.log(np.maximum(cycles_vectorised(x.x, x.row_id, x.n_rows, _theta(v, start)), 1.0)) - log_y
 
     sol = least_squares(
         residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.3, x_scale=scale, max_nfev=max_nfev
@@ -128,12 +139,12 @@ def fit(x: np.ndarray, measured: np.ndarray, start: CostParams = DEFAULT_PARAMS,
     return start.model_copy(update=values)
 
 
-def predict(x: np.ndarray, params: CostParams) -> np.ndarray:
-    return cycles_vectorised(x, params.as_dict())
+def predict(x: FeatureSet, params: CostParams) -> np.ndarray:
+    return cycles_vectorised(x.x, x.row_id, x.n_rows, params.as_dict())
 
 
 def cross_validate(
-    x: np.ndarray, measured: np.ndarray, keys: list[str], start: CostParams, max_nfev: int | None = None
+    x: FeatureSet, measured: np.ndarray, keys: list[str], start: CostParams, max_nfev: int | None = None
 ) -> tuple[np.ndarray, dict[str, CostParams]]:
     """Leave-one-layer-out predictions (each layer shape predicted by a fit on all the others)."""
     pred = np.empty_like(measured)
@@ -141,8 +152,8 @@ def cross_validate(
     karr = np.array(keys)
     for k in sorted(set(keys)):
         test = karr == k
-        p = fit(x[~test], measured[~test], start, max_nfev=max_nfev)
-        pred[test] = predict(x[test], p)
+        p = fit(x.subset(~test), measured[~test], start, max_nfev=max_nfev)
+        pred[test] = predict(x.subset(test), p)
         fits[k] = p
     return pred, fits
 
@@ -152,7 +163,7 @@ def calibrate(
 ) -> tuple[CostParams, CalibrationReport]:
     """Fit the parameters on a FireSim CSV; the report carries in-sample, cross-validated and baseline figures."""
     rows = load_rows(csv_path)
-    x = feature_matrix(rows, start.dma_request_bytes)
+    x = feature_matrix(rows)
     y = np.array([r.cycles for r in rows])
     keys = [r.layer_key for r in rows]
     params = fit(x, y, start, max_nfev=max_nfev)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from tileplan.cost.gemmini import Execution
 from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
 from tileplan.mapping import LevelMapping, Mapping
@@ -36,12 +37,92 @@ class FireSimRow:
     mapping: Mapping
     cycles: float
     mapping_text: str
+    execution: Execution  # how DOSA's FireSim harness actually ran the mapping (see dosa_execution)
 
     @property
     def layer_key(self) -> str:
         """Identity of the layer shape (the unit of leave-one-layer-out cross-validation)."""
         d = self.layer.dims()
         return "C{C}_K{K}_P{P}_Q{Q}_R{R}_S{S}".format(**d) + f"_s{self.layer.stride[0]}x{self.layer.stride[1]}"
+
+
+def _factors(text: str) -> tuple[dict[str, int], dict[str, int], dict[str, int], str]:
+    """DOSA's reading of a mapping string: temporal factors of L0..L2 per dim, spatial (X) factors, L0
+    factors, and the DRAM permutation string (innermost DRAM loop first, missing dims appended)."""
+    temporal: dict[str, int] = {}
+    spatial: dict[str, int] = {}
+    reg: dict[str, int] = {}
+    dram: list[str] = []
+    for part in text.split(" - "):
+        head, *tokens = part.split()
+        level = int(_LEVEL.match(head).group(1))  # type: ignore[union-attr]
+        for tok in tokens:
+            t = _TOKEN.match(tok)
+            if not t:
+                raise InputError(("mapping",), f"bad factor {tok!r} in {text!r}")
+            d, f, x = t.group(1), int(t.group(2)), t.group(3)
+            if level == 3:
+                dram.append(d)
+            elif x:
+                spatial[d] = f
+            else:
+                temporal[d] = temporal.get(d, 1) * f
+                if level == 0:
+                    reg[d] = reg.get(d, 1) * f
+    perm = "".join(reversed(dram))
+    perm += "".join(d for d in "CRSKPQN" if d not in perm)
+    return temporal, spatial, reg, perm
+
+
+def dosa_execution(row: dict[str, str], dim: int) -> Execution:
+    """The library call DOSA's FireSim harness made for a CSV row (facts of ucb-bar/gemmini-rocc-tests,
+    gemmini-data-collection: layers/extract_data_csv.py, templates/conv_tilings.c, matmul_tilings.c and the
+    fork's include/gemmini.h):
+
+    - Q = R = S = 1 layers run as tiled_matmul(I=P, K=C, J=K) with tile_I/J/K = max(1, tile >> 4) blocks
+      of a software block size pe_dim = next power of two >= max(spatial K, spatial C, 2);
+    - all others run as a SQUARE tiled_conv: in_dim = P * stride, padding = R // 2,
+      out_dim = (in_dim + 2 * (R // 2) - R) // stride + 1, kernel R x R;
+    - tile sizes: product of the L0..L2 factors per dim (spatial included), the L0 P and Q factors counted
+      twice (a quirk of the harness); P -> output cols, Q -> output rows, R -> kernel cols, S -> kernel rows;
+    - the output-channel DRAM loop steps by the spatial K factor while every call computes the full K tile
+      (clipped at the end): redundant, overlapping calls (fork source; the measured cycles double when the K
+      tile doubles at the same spatial factor). The fork source steps the input-channel loop by the spatial
+      C factor too, but the measurements contradict it (that reading over-predicts every large-C tile 20-50x
+      and fits worse: CV figures in bench/results/costmodel.md), so C steps by its tile;
+    - the DRAM permutation follows the L3 loop order (it does not change the cost, see gemmini.py).
+    """
+    temporal, spatial, reg, _perm = _factors(row["mapping.mapping"])
+    g = lambda d: temporal.get(d, 1)  # noqa: E731
+    c, k, n = int(row["prob.C"]), int(row["prob.K"]), int(row["prob.N"])
+    p, q, r, s = (int(row[f"prob.{x}"]) for x in "PQRS")
+    stride = int(row["prob.Wstride"])
+    t_cols = g("P") * reg.get("P", 1)
+    t_rows = g("Q") * reg.get("Q", 1)
+    t_k = g("K") * spatial.get("K", 1)
+    t_c = g("C") * spatial.get("C", 1)
+    if q == 1 and r == 1 and s == 1:
+        # The harness builds one test binary per software "pe_dim": the smallest power of two covering the
+        # spatial K and C factors; tiled_matmul steps its DRAM loops in pe_dim-blocks (evidence: the measured
+        # cycles of every matmul row are >= ~125 x the number of calls this implies, see costmodel.md).
+        pe_dim = 1
+        while pe_dim < max(spatial.get("K", 1), spatial.get("C", 1), 2):
+            pe_dim *= 2
+        blk = lambda t: max(1, t >> 4)  # noqa: E731
+        return Execution(
+            kind="matmul", dim=pe_dim, batch=n, groups=1, out_h=p, out_w=1, k=k, c=c, r=1, s=1, stride=(1, 1),
+            pad=(0, 0), in_h=p, in_w=1, t_n=1, t_h=blk(t_cols), t_w=1, t_k=blk(t_k), t_c=blk(t_c), t_r=1, t_s=1,
+            k_step=0, c_step=0,
+        )
+    in_dim = p * stride
+    pad = r // 2
+    out_dim = (in_dim + 2 * pad - r) // stride + 1
+    return Execution(
+        kind="conv", dim=dim, batch=n, groups=1, out_h=out_dim, out_w=out_dim, k=k, c=c, r=r, s=r,
+        stride=(stride, stride), pad=(pad, pad), in_h=in_dim, in_w=in_dim,
+        t_n=max(1, g("N")), t_h=t_rows, t_w=t_cols, t_k=t_k, t_c=t_c, t_r=g("S"), t_s=g("R"),
+        k_step=spatial.get("K", 1), c_step=t_c,
+    )
 
 
 def parse_mapping_string(text: str) -> Mapping:
@@ -127,7 +208,9 @@ def parse_row(index: int, row: dict[str, str]) -> FireSimRow:
         kernel=(r, s), stride=(sh, sw), dilation=(dh, dw),
     )
     text = row["mapping.mapping"]
-    return FireSimRow(index, hw, layer, parse_mapping_string(text), float(row["target.gemmini_cycle"]), text)
+    return FireSimRow(
+        index, hw, layer, parse_mapping_string(text), float(row["target.gemmini_cycle"]), text, dosa_execution(row, dim)
+    )
 
 
 def load_rows(csv_path: str | Path) -> list[FireSimRow]:

@@ -1,41 +1,61 @@
-"""Gemmini-aware cycle model: the mechanisms that decide how fast a Gemmini-like array runs a mapping.
+"""Gemmini-aware cycle model: how a mapping is *executed* on a Gemmini-like array, and what that costs.
 
-A Gemmini-like descriptor (see `gemmini_levels`) has, innermost first, optional PE registers, an
-accumulator that keeps only outputs (one instance per array column), a single scratchpad that keeps
-inputs and weights, and DRAM. The mapping is executed the way Gemmini's software and loop FSMs run it:
+Execution semantics (what the code generator emits and what the mapper must optimise)
+---------------------------------------------------------------------------------------
+A mapping on a Gemmini-like hierarchy (registers -> output accumulator -> I/W scratchpad -> DRAM, see
+`gemmini_levels`) runs as ONE call of Gemmini's software library per iteration of the DRAM-level loops:
 
-- Every iteration of the loops above the accumulator is one *accumulator-tile execution*: the array
-  computes an output tile of X.K channels x X.N*X.P*X.Q pixels over X.C input channels and X.R*X.S taps
-  (X: the tile extents up to the accumulator, times the scratchpad's spatial factors).
-- Execute: the tile is cut into DIM x DIM weight *blocks*, ceil(K/DIM) * ceil(C/DIM) * R * S of them
-  (padding a partial block wastes the rest of the array). Each block preloads its weights (about DIM
-  cycles, `preload_dims`) and streams the tile's pixels through the array (one row per cycle), so a block
-  costs max(pixels, preload) plus a systolic fill/drain that is not hidden (`block_overhead_dims` x DIM).
-- DMA: tiles move between DRAM and the scratchpad/accumulator as rows: one input pixel's channels, one
-  weight row of output channels per (r, s, c), one output pixel's channels. Each row is at least one DMA
-  request of at most 64 bytes, so short or strided rows cost requests, not just bytes:
-  time = bytes / (DRAM bandwidth x `dram_efficiency`) + requests x `dma_request_cycles`
-  + output rows x `mvout_row_cycles` (accumulator read-out). Partial sums that leave before their reduction
-  is complete go out and come back at accumulator width.
-- Load, execute and store run in decoupled queues with double buffering: the longer of DMA and execute
-  sets the pace, `overlap_loss` of the shorter one is not hidden, the first tile's load is never hidden,
-  and every execution pays `tile_overhead_cycles` of issue/configuration.
+* Convolutions run as `tiled_conv`: each call (`sp_tiled_conv`) hands one scratchpad tile to the
+  `loop_conv_ws` hardware FSM. The tile sizes are the products of ALL factors below DRAM (temporal and
+  spatial, registers included): batches, output rows (P), output cols (Q), output channels (K), kernel
+  rows (R), kernel cols (S), input channels (C). Edge tiles are clipped to the layer.
+* Layers with Q = R = S = 1 (FC / matmul) run as `tiled_matmul` (`loop_ws` FSM) with I = P, K = C,
+  J = K, and tile sizes in DIM x DIM blocks: ceil(tile / DIM) blocks per dimension.
+* Only the tile sizes matter. The DRAM loop *order* is honoured but changes nothing: every call fetches
+  its own input tile and weight tile from DRAM again (no reuse across calls); partial sums stay in the
+  accumulator until the last reduction tile (C, R, S) of an output tile, which is the only call that
+  moves outputs out (mvout, output type). How factors are split among the levels below DRAM is ignored.
+* Inside a call the FSM works in DIM-wide pieces: for every (DIM output channels, kernel row, kernel col,
+  DIM input channels) it preloads one weight block and then issues one compute per (batch, output row,
+  DIM consecutive output columns of that row): I = min(DIM, cols left) rows stream through the array.
+  A tile with few output columns therefore wastes the array and pays the per-instruction cost per row.
+* DMA: the input tile moves as one row per input pixel (its C tile channels, split into <= 64 B
+  requests), weights as one row per (kernel row, kernel col, input channel) of up to DIM output channels,
+  outputs as one row per output pixel per DIM output channels. Zero padding is not read from DRAM.
+* Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
+  overlap the current call's compute, so a call costs about max(DMA, compute) + a fixed issue cost.
+* Loop iterators are 16-bit: a tile whose input window lies entirely in the zero padding (possible only
+  with padded convolutions and kernel tiles no taller/wider than the stride) makes the input loader count
+  ~2^16 rows, a pathological DMA storm that the model reproduces.
 
-All mapping-dependent quantities are gathered in `GemminiFeatures` (independent of the parameters), so the
-cycle formula `cycles_from_features` is a few arithmetic operations, vectorisable for calibration.
+The DOSA FireSim data set was produced by a fork of that library whose `tiled_conv` steps the output-channel
+loop by the *spatial* K factor of the mapping while every call still computes the full K tile (redundant,
+overlapping calls), whose matmul tiles are elements/16 blocks of a software block size ("pe_dim", the
+power of two covering the spatial factors), and whose convolutions are square with padding R/2;
+`tileplan.cost.firesim` describes those runs with the same `Execution` objects
+(`k_step`, `c_step`, padding, block tiles), so one cost formula serves both.
+
+All mapping-dependent quantities are gathered in per-call feature rows (`CallFeatures`, with
+multiplicities) that are independent of the parameters, so the cycle formula is a few numpy operations,
+vectorisable over the whole data set for calibration.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from tileplan.cost.params import CostParams
-from tileplan.dims import DIMS, RELEVANT
+from tileplan.dims import DIMS
 from tileplan.hardware import Architecture
-from tileplan.nest import NestAnalysis
+from tileplan.mapping import Mapping
+from tileplan.problem import Problem
+
+ITERATOR_BITS = 16  # loop_conv_ws address/iterator registers (hardware fact)
+REQUEST_BYTES = 64  # largest DMA request (hardware fact)
 
 
 def gemmini_levels(arch: Architecture) -> tuple[int, int, int] | None:
@@ -64,122 +84,204 @@ def gemmini_levels(arch: Architecture) -> tuple[int, int, int] | None:
 
 
 @dataclass(frozen=True)
-class GemminiFeatures:
-    """What a mapping does on a Gemmini-like array, before any parameter is applied."""
+class Execution:
+    """One layer as the Gemmini library runs it: loop bounds, tile sizes and steps of the DRAM loops."""
 
-    dim: int  # array rows (= DIM for a square array)
-    dram_bw: float  # descriptor DRAM bytes/cycle
-    executions: float  # accumulator-tile executions
-    blocks: float  # weight blocks preloaded into the array, over all executions
-    pixels: float  # rows streamed per block (average)
-    instructions: float  # compute instructions (iterations of the loops above the innermost level)
-    spad_bytes: float  # operand bytes read from the scratchpad into the array
-    dram_bytes: float  # bytes moved to and from DRAM
-    requests: float  # DMA requests (each <= request bytes)
-    out_rows: float  # rows moved out of the accumulator
-    first_load_bytes: float  # bytes of the first tile's load (never hidden)
-    first_load_requests: float
-    padded_blocks_util: float  # useful share of the DIM x DIM blocks (padding waste)
+    kind: str  # "conv" (tiled_conv / loop_conv_ws) or "matmul" (tiled_matmul / loop_ws)
+    dim: int  # array rows = cols (DIM)
+    # conv geometry (matmul: out_h = I rows, c = K, k = J)
+    batch: int
+    groups: int
+    out_h: int
+    out_w: int
+    k: int
+    c: int
+    r: int
+    s: int
+    stride: tuple[int, int]
+    pad: tuple[int, int]
+    in_h: int
+    in_w: int
+    # tile sizes (elements; matmul: blocks of DIM for i/j/k)
+    t_n: int
+    t_h: int
+    t_w: int
+    t_k: int
+    t_c: int
+    t_r: int
+    t_s: int
+    k_step: int  # step of the output-channel DRAM loop (= t_k for the standard library)
+    c_step: int  # step of the input-channel DRAM loop (= t_c for the standard library)
+    in_bytes: float = 1.0
+    out_bytes: float = 1.0
 
-    def as_row(self) -> list[float]:
-        return [
-            self.dim, self.dram_bw, self.executions, self.blocks, self.pixels, self.instructions, self.spad_bytes,
-            self.dram_bytes,
-            self.requests, self.out_rows, self.first_load_bytes, self.first_load_requests,
-        ]
+
+def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mapping) -> Execution:
+    """The standard-library execution of a Tileplan mapping (tiles = everything below DRAM)."""
+    levels = gemmini_levels(arch)
+    top = len(mapping.levels) - 1 if levels is None else levels[2]
+    tile = {d: 1 for d in DIMS}
+    for lv in mapping.levels[:top]:
+        for d, f in lv.temporal:
+            tile[d] *= f
+        for d, f in lv.spatial:
+            tile[d] *= f
+    dims = problem.dims
+    tile = {d: min(tile[d], dims[d]) for d in DIMS}
+    dim = arch.hardware.pe_array.rows
+    kind = "matmul" if dims["Q"] == 1 and dims["R"] == 1 and dims["S"] == 1 else "conv"
+    sh, sw = problem.stride
+    dh, dw = problem.dilation
+    in_h = (dims["P"] - 1) * sh + (dims["R"] - 1) * dh + 1
+    in_w = (dims["Q"] - 1) * sw + (dims["S"] - 1) * dw + 1
+    if kind == "matmul":
+        return Execution(
+            kind="matmul", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=1, k=dims["K"],
+            c=dims["C"], r=1, s=1, stride=(1, 1), pad=(0, 0), in_h=dims["P"], in_w=1,
+            t_n=1, t_h=-(-tile["P"] * tile["N"] // dim), t_w=1, t_k=-(-tile["K"] // dim), t_c=-(-tile["C"] // dim),
+            t_r=1, t_s=1, k_step=0, c_step=0, in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
+        )
+    return Execution(
+        kind="conv", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=dims["Q"], k=dims["K"],
+        c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=(0, 0), in_h=in_h, in_w=in_w,
+        t_n=tile["N"], t_h=tile["P"], t_w=tile["Q"], t_k=tile["K"], t_c=tile["C"], t_r=tile["R"], t_s=tile["S"],
+        k_step=tile["K"], c_step=tile["C"], in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
+    )
 
 
+# Per-call feature columns (all counts per call; `count` = how many calls share the row).
 FEATURE_COLUMNS = (
-    "dim", "dram_bw", "executions", "blocks", "pixels", "instructions", "spad_bytes", "dram_bytes",
-    "requests", "out_rows", "first_load_bytes", "first_load_requests",
+    "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
 )
 
 
-def _requests(rows: float, row_bytes: float, req_bytes: int) -> float:
-    return rows * max(1, math.ceil(row_bytes / req_bytes))
+def _req(row_bytes: float) -> float:
+    return max(1.0, math.ceil(row_bytes / REQUEST_BYTES))
 
 
-def features(nest: NestAnalysis, levels: tuple[int, int, int], req_bytes: int = 64) -> GemminiFeatures:
-    arch, mapping, problem = nest.arch, nest.mapping, nest.problem
-    a, s, d = levels
-    rows_dim, cols_dim = arch.hardware.pe_array.rows, arch.hardware.pe_array.cols
-    dram = arch.levels[d]
-    dram_bw = dram.read_bandwidth or dram.write_bandwidth or float(rows_dim)
+def _axis(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, in_dim: int) -> np.ndarray:
+    """Distinct tiles of one spatial axis: rows (count, output extent, kernel extent, DRAM rows loaded,
+    last kernel tile, first kernel tile)."""
+    acc: dict[tuple, int] = {}
+    wrap = 1 << ITERATOR_BITS
+    n_full = out // tile_o
+    if pad == 0 and n_full > 2:
+        # No padding: every full output tile loads the same window, only the remainder tile differs.
+        starts = [(0, n_full)] + ([(n_full * tile_o, 1)] if out % tile_o else [])
+    else:
+        starts = [(po, 1) for po in range(0, out, tile_o)]
+    for po, mult in starts:
+        o = min(tile_o, out - po)
+        for kr in range(0, kdim, tile_k):
+            kk = min(tile_k, kdim - kr)
+            start = po * stride + kr - pad
+            n = o * stride + kk - 1
+            unpadded = n - max(0, -start) - max(0, start + n - in_dim)
+            if unpadded < 0:  # window entirely in the zero padding: the 16-bit iterator wraps
+                unpadded += wrap
+            key = (o, kk, unpadded, kr + tile_k >= kdim, kr == 0)
+            acc[key] = acc.get(key, 0) + mult
+    return np.array([(c, *k) for k, c in acc.items()], dtype=float)
 
-    # X: the accumulator tile as the whole array sees it (the scratchpad's spatial factors included).
-    x = dict(nest.tiles[a])
-    for dim, f in mapping.levels[s].spatial:
-        x[dim] *= f
-    executions = math.prod(f for lv in mapping.levels[a + 1 :] for _, f in lv.temporal)
-    # Blocks: each time the stationary tensor (what the innermost level keeps: W under WS) is reloaded into
-    # the array. Loops above the innermost level that do not index it reuse the block in place; the rest
-    # of the temporal iterations stream rows through it.
-    inner = arch.levels[0]
-    stationary = next(iter(inner.keeps)) if a > 0 and len(inner.keeps) == 1 else "W"
-    rel = RELEVANT[stationary]
-    blocks, seen = 1, False
-    for lv in mapping.levels[1:] if a > 0 else mapping.levels:
-        for dim, f in lv.temporal:
-            seen = seen or dim in rel
-            if seen:
-                blocks *= f
-    iterations = math.prod(f for lv in mapping.levels for _, f in lv.temporal)
-    pixels = iterations / blocks
-    # Compute instructions: one per iteration of the loops above the innermost level (each streams the
-    # innermost level's rows through the array).
-    instructions = iterations / math.prod(f for _, f in mapping.levels[0].temporal) if a > 0 else iterations
-    # Operand bytes read out of the scratchpad into the array (weights preloaded, inputs streamed).
-    spad_operand_bytes = sum(
-        tr.fills for tr in nest.transfers if tr.upper == s and tr.tensor in ("W", "I")
-    ) * arch.input_bytes
-    useful = nest.spatial_used / arch.macs
 
-    in_b, acc_b, out_b = arch.input_bytes, arch.acc_bytes, arch.output_bytes
-    real = {t: 1.0 for t in "WIO"}
-    for t, rel in (("W", "GKCRS"), ("I", "NGCPQRS"), ("O", "NGKPQ")):
-        for dim in rel:
-            real[t] *= problem.dims[dim] / nest.bounds[dim]
+def _chunks(total: int, step: int, tile: int) -> np.ndarray:
+    """Distinct chunks of a channel/batch loop stepping by `step` with `tile`-sized calls: rows
+    (count, size, last, first)."""
+    acc: dict[tuple, int] = {}
+    n = -(-total // step)
+    i_last = max(0, min(n, -(-(total - tile) // step)))  # first chunk whose tile reaches the end
+    if i_last > 0:
+        acc[(tile, False, True)] = 1
+        if i_last > 1:
+            acc[(tile, False, False)] = i_last - 1
+    for i in range(i_last, n):
+        s0 = i * step
+        key = (min(tile, total - s0), True, s0 == 0)
+        acc[key] = acc.get(key, 0) + 1
+    return np.array([(c, *k) for k, c in acc.items()], dtype=float)
 
-    dram_bytes = requests = out_rows = 0.0
-    first_bytes = first_req = 0.0
-    t_s = nest.tiles[s]
-    for tr in nest.transfers:
-        if tr.upper != d:
-            continue
-        if tr.tensor in ("W", "I"):
-            tile = nest.tile_elems[s][tr.tensor] if tr.lower == s else None
-            if tile is None:  # an operand that bypasses the scratchpad: treat its tile as moved per fill
-                tile = max(1.0, tr.fills)
-            loads = tr.fills / tile
-            if tr.tensor == "I":
-                h = problem.input_extent(t_s["P"], t_s["R"], 0)
-                w = problem.input_extent(t_s["Q"], t_s["S"], 1)
-                rows, row_bytes = t_s["N"] * t_s["G"] * h * w, t_s["C"] * in_b
-            else:
-                rows, row_bytes = t_s["G"] * t_s["R"] * t_s["S"] * t_s["C"], t_s["K"] * in_b
-            b = tr.fills * in_b * real[tr.tensor]
-            r = _requests(loads * rows, row_bytes, req_bytes)
-            dram_bytes += b
-            requests += r
-            first_bytes += b / max(loads, 1.0)
-            first_req += r / max(loads, 1.0)
-        else:  # outputs between the accumulator and DRAM
-            o_size = x["N"] * x["G"] * x["K"] * x["P"] * x["Q"]
-            rows_per_tile = x["N"] * x["G"] * x["P"] * x["Q"] * math.ceil(x["K"] / cols_dim)
-            row_elems = min(x["K"], cols_dim)
-            final = tr.final_updates / o_size
-            partial = (tr.updates - tr.final_updates) / o_size
-            back = tr.fills / o_size
-            dram_bytes += real["O"] * (tr.final_updates * out_b + (tr.updates - tr.final_updates + tr.fills) * acc_b)
-            requests += _requests(final * rows_per_tile, row_elems * out_b, req_bytes)
-            requests += _requests((partial + back) * rows_per_tile, row_elems * acc_b, req_bytes)
-            out_rows += (final + partial) * rows_per_tile
-    return GemminiFeatures(
-        dim=rows_dim, dram_bw=dram_bw, executions=float(executions), blocks=float(blocks), pixels=float(pixels),
-        instructions=float(instructions), spad_bytes=float(spad_operand_bytes),
-        dram_bytes=dram_bytes, requests=requests, out_rows=out_rows,
-        first_load_bytes=first_bytes, first_load_requests=first_req, padded_blocks_util=useful,
-    )
+
+def _req(row_bytes):
+    return np.maximum(1.0, np.ceil(row_bytes / REQUEST_BYTES))
+
+
+def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
+    """Feature rows (FEATURE_COLUMNS) of the distinct tiled_conv calls of an execution."""
+    d = e.dim
+    axes = [
+        _axis(e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
+        _axis(e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
+        _chunks(e.k, e.k_step, e.t_k),
+        _chunks(e.c, e.c_step, e.t_c),
+        _chunks(e.batch, e.t_n, e.t_n),
+    ]
+    # Cartesian product of the distinct tiles of every loop, by broadcasting one axis per loop.
+    shaped = []
+    for i, a in enumerate(axes):
+        shape = [1] * len(axes)
+        shape[i] = len(a)
+        shaped.append([a[:, j].reshape(shape) for j in range(a.shape[1])])
+    (hn, ho, hk, hu, hf, h0), (wn, wo, wk, wu, wf, w0), (kn, kk, _, _), (cn, cc, cf, c0), (nn, nb, _, _) = shaped
+    count = hn * wn * kn * cn * nn * e.groups
+    kb = np.ceil(kk / d)
+    cb = np.ceil(cc / d)
+    w_req = _req(np.minimum(kk, d))
+    pre = kb * hk * wk * cb
+    ops = pre * nb * ho * np.ceil(wo / d)
+    ex_rows = pre * nb * ho * wo
+    ld_req = nb * hu * wu * cb * _req(np.minimum(cc, d)) + hk * wk * cc * kb * w_req
+    ld_req = ld_req + (h0 * w0 * c0) * nb * ho * wo * kb  # accumulator initialisation (bias / zeros)
+    ld_bytes = (nb * hu * wu * cc + hk * wk * cc * kk) * e.in_bytes
+    final = hf * wf * cf
+    st_req = final * nb * ho * wo * kb * w_req
+    st_bytes = final * nb * ho * wo * kk * e.out_bytes
+    cols = np.broadcast_arrays(count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes)
+    return np.stack([c.ravel() for c in cols], axis=1).astype(float)
+
+
+def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
+    """Feature rows of the distinct tiled_matmul calls (tiles in DIM-blocks: e.t_h x e.t_k x e.t_c)."""
+    d = e.dim
+    rows_i = e.out_h * e.batch
+
+    def blocks(total: int, tile_blocks: int) -> Counter:
+        acc: Counter = Counter()
+        nblk = -(-total // d)
+        for b0 in range(0, nblk, tile_blocks):
+            nb = min(tile_blocks, nblk - b0)
+            elems = min(nb * d, total - b0 * d)
+            acc[(nb, elems, b0 + tile_blocks >= nblk)] += 1
+        return acc
+
+    out = []
+    for (ib, ie, _), i_n in blocks(rows_i, e.t_h).items():
+        for (jb, je, _), j_n in blocks(e.k, e.t_k).items():
+            for (kb, ke, kf), k_n in blocks(e.c, e.t_c).items():
+                count = i_n * j_n * k_n * e.groups
+                pre = jb * kb
+                ops = ib * jb * kb
+                ex_rows = ie * jb * kb
+                ld_req = ie * kb * _req(d) + ke * jb * _req(d)
+                ld_bytes = (ie * ke + ke * je) * e.in_bytes
+                st_req = st_bytes = 0.0
+                if kf:
+                    st_req = ie * jb * _req(d)
+                    st_bytes = ie * je * e.out_bytes
+                out.append((count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes))
+    return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
+
+
+def call_features(e: Execution, dram_bw: float) -> np.ndarray:
+    return matmul_calls(e, dram_bw) if e.kind == "matmul" else conv_calls(e, dram_bw)
+
+
+def _cycle_terms(col, p):
+    """Per-call cycles over numpy columns (same code for evaluation and calibration)."""
+    bw = col["dram_bw"] * p["dram_efficiency"]
+    dma = (col["ld_req"] + col["st_req"]) * p["dma_request_cycles"] + (col["ld_bytes"] + col["st_bytes"]) / bw
+    ex = col["ex_rows"] + col["ex_ops"] * p["op_overhead_cycles"] + col["preloads"] * p["preload_dims"] * col["dim"]
+    per_call = np.maximum(dma, ex) + p["overlap_loss"] * np.minimum(dma, ex) + p["call_overhead_cycles"]
+    return per_call * col["count"], dma * col["count"], ex * col["count"]
 
 
 @dataclass(frozen=True)
@@ -187,39 +289,25 @@ class GemminiCycles:
     cycles: float
     dma: float
     execute: float
-    overhead: float
+    calls: float
     bound: str  # "compute" or "DRAM"
 
 
-def _cycle_terms(col, p) -> tuple:
-    """The cycle formula over scalars or numpy columns (same code for evaluation and calibration)."""
-    bw = col["dram_bw"] * p["dram_efficiency"]
-    dma = col["dram_bytes"] / bw + col["requests"] * p["dma_request_cycles"] + col["out_rows"] * p["mvout_row_cycles"]
-    block = np.maximum(col["pixels"], p["preload_dims"] * col["dim"]) + p["block_overhead_dims"] * col["dim"]
-    execute = (
-        col["blocks"] * block
-        + col["instructions"] * p["instruction_cycles"]
-        + col["spad_bytes"] / col["dim"] * p["spad_row_cycles"]
-    )
-    first = col["first_load_bytes"] / bw + col["first_load_requests"] * p["dma_request_cycles"]
-    overhead = col["executions"] * p["tile_overhead_cycles"] + first
-    total = np.maximum(dma, execute) + p["overlap_loss"] * np.minimum(dma, execute) + overhead
-    return total, dma, execute, overhead
-
-
-def cycles_from_features(f: GemminiFeatures, p: CostParams) -> GemminiCycles:
-    col = {name: getattr(f, name) for name in FEATURE_COLUMNS}
-    total, dma, execute, overhead = _cycle_terms(col, p.model_dump())
-    return GemminiCycles(float(total), float(dma), float(execute), float(overhead), "DRAM" if dma >= execute else "compute")
-
-
-def cycles_vectorised(x: np.ndarray, theta: dict[str, float | np.ndarray]) -> np.ndarray:
-    """`cycles_from_features` over a matrix whose columns are FEATURE_COLUMNS (for calibration)."""
+def cycles_from_calls(x: np.ndarray, p: CostParams) -> GemminiCycles:
     col = {name: x[:, i] for i, name in enumerate(FEATURE_COLUMNS)}
-    return _cycle_terms(col, theta)[0]
+    total, dma, ex = _cycle_terms(col, p.model_dump())
+    dma_s, ex_s = float(dma.sum()), float(ex.sum())
+    return GemminiCycles(float(total.sum()), dma_s, ex_s, float(col["count"].sum()), "DRAM" if dma_s >= ex_s else "compute")
+
+
+def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dict) -> np.ndarray:
+    """Total cycles per data row; `x` stacks the call features of all rows, `row_id` says whose they are."""
+    col = {name: x[:, i] for i, name in enumerate(FEATURE_COLUMNS)}
+    total = _cycle_terms(col, theta)[0]
+    return np.bincount(row_id, weights=total, minlength=n_rows)
 
 
 __all__ = [
-    "DIMS", "FEATURE_COLUMNS", "GemminiCycles", "GemminiFeatures", "cycles_from_features", "cycles_vectorised",
-    "features", "gemmini_levels",
+    "Execution", "FEATURE_COLUMNS", "GemminiCycles", "call_features", "cycles_from_calls", "cycles_vectorised",
+    "execution_from_mapping", "gemmini_levels",
 ]

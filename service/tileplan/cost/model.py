@@ -3,7 +3,9 @@
 `evaluate_mapping` picks the cycle model by the descriptor's shape:
 - Gemmini-like hierarchies (registers -> output-only accumulator -> I/W scratchpad -> DRAM, recognised by
   structure, not by name: see `tileplan.cost.gemmini.gemmini_levels`) get the calibrated Gemmini model,
-  with `CostParams.for_descriptor(hw)` (the descriptor's `cost_params` over the fitted defaults);
+  with `CostParams.for_descriptor(hw)` (the descriptor's `cost_params` over the fitted defaults): the mapping
+  is run the way Gemmini's library runs it (one tiled_conv / tiled_matmul call per DRAM-loop iteration,
+  tile sizes = all factors below DRAM; see the execution semantics in `tileplan.cost.gemmini`);
 - everything else falls back to the first-order model below (also what `first_order_metrics` returns,
   which the calibration reports as the uncalibrated baseline).
 Traffic and energy come from the same Timeloop-style access counts in both cases.
@@ -25,7 +27,7 @@ from collections import defaultdict
 from pydantic import BaseModel, Field
 
 from tileplan.cost.energy import MAC_PJ, level_energy, tensor_energy_breakdown
-from tileplan.cost.gemmini import cycles_from_features, features, gemmini_levels
+from tileplan.cost.gemmini import call_features, cycles_from_calls, execution_from_mapping, gemmini_levels
 from tileplan.cost.params import CostParams
 from tileplan.dims import RELEVANT
 from tileplan.hardware import Architecture
@@ -73,8 +75,10 @@ def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping) -> 
     if levels is None:
         return base
     params = CostParams.for_descriptor(arch.hardware)
-    g = cycles_from_features(features(nest, levels, params.dma_request_bytes), params)
-    dram = arch.levels[levels[2]].name
+    dram_level = arch.levels[levels[2]]
+    dram_bw = dram_level.read_bandwidth or dram_level.write_bandwidth or float(arch.hardware.pe_array.rows)
+    g = cycles_from_calls(call_features(execution_from_mapping(problem, arch, mapping), dram_bw), params)
+    dram = dram_level.name
     return base.model_copy(
         update={
             "cycles": g.cycles,

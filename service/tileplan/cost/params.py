@@ -2,10 +2,10 @@
 
 Few and named, each one a mechanism of the hardware, each stated relative to the descriptor so the same
 values carry from a 128x128 array to a 16x16 one:
-- cycles that scale with the array (fill/drain, preload) are in units of DIM cycles;
-- DRAM throughput is a fraction of the descriptor's DRAM bandwidth;
-- DMA requests are at most 64 bytes (Gemmini's DMA); a short or strided row still costs a request;
-- fixed software/issue costs are in plain cycles (they do not grow with the array).
+- DRAM throughput is a fraction of the descriptor's DRAM bandwidth (bytes/cycle);
+- every DMA request (<= 64 B of one row; Gemmini's DMA) costs a fixed number of cycles on top of its bytes;
+- the weight preload of a DIM x DIM block is in units of DIM cycles;
+- fixed issue costs (per compute instruction, per library call) are in plain cycles.
 
 Defaults are the values fitted on the DOSA FireSim data set (128x128, see bench/results/costmodel.md);
 `CostParams.for_descriptor(hw)` overlays whatever a descriptor stores under `cost_params`.
@@ -22,33 +22,23 @@ class CostParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     dram_efficiency: float = Field(
-        default=0.9824, gt=0, description="Effective DRAM bandwidth as a fraction of the descriptor's DRAM bandwidth."
+        default=0.4747, gt=0, description="Effective DRAM bandwidth as a fraction of the descriptor's DRAM bandwidth."
     )
     dma_request_cycles: float = Field(
-        default=0.8116, ge=0, description="Cycles each DMA request (<= dma_request_bytes of one row) costs on top of its bytes."
+        default=0.7632, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
     )
-    dma_request_bytes: int = Field(default=64, gt=0, description="Largest DMA request (Gemmini: 64 B); a fact, not fitted.")
+    op_overhead_cycles: float = Field(
+        default=0.953, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
+    )
     preload_dims: float = Field(
-        default=0.06248, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (hidden by >= that many rows)."
+        default=0.06159, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
     )
-    block_overhead_dims: float = Field(
-        default=0.05929, ge=0, description="Systolic fill/drain per block, in DIM cycles, not hidden."
-    )
-    instruction_cycles: float = Field(
-        default=0.0, ge=0, description="Issue cycles per compute instruction (one per iteration above the PE registers)."
-    )
-    spad_row_cycles: float = Field(
-        default=1.0, ge=0, description="Cycles per scratchpad row (DIM bytes) of operands read into the array."
-    )
-    tile_overhead_cycles: float = Field(
-        default=97.1, ge=0, description="Issue/configuration cycles per accumulator-tile execution (one loop call)."
-    )
-    mvout_row_cycles: float = Field(
-        default=0.0, ge=0, description="Accumulator read-out cycles per output row moved out (mvout)."
+    call_overhead_cycles: float = Field(
+        default=116.0, ge=0, description="Cycles per library call (one scratchpad tile): CPU issue, FSM start, drain."
     )
     overlap_loss: float = Field(
-        default=0.8092, ge=0, le=1,
-        description="Share of the shorter of DMA and execute time that double buffering fails to hide (0: perfect).",
+        default=0.3609, ge=0, le=1,
+        description="Share of the shorter of DMA and compute time per call that double buffering fails to hide.",
     )
 
     @classmethod
@@ -61,16 +51,13 @@ class CostParams(BaseModel):
         return {k: float(v) for k, v in self.model_dump().items()}
 
 
-# Names the calibration fits (dma_request_bytes is a hardware fact).
+# Names the calibration fits.
 FITTED: tuple[str, ...] = (
     "dram_efficiency",
     "dma_request_cycles",
+    "op_overhead_cycles",
     "preload_dims",
-    "block_overhead_dims",
-    "instruction_cycles",
-    "spad_row_cycles",
-    "tile_overhead_cycles",
-    "mvout_row_cycles",
+    "call_overhead_cycles",
     "overlap_loss",
 )
 
