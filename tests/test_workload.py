@@ -79,9 +79,19 @@ def test_resnet_workload_loads(shared):
 def test_halo_exact_input_tile():
     p = Problem.from_layer(conv(kernel=3, stride=2, padding=1))
     tile = {"N": 1, "G": 1, "K": 1, "C": 4, "P": 7, "Q": 5, "R": 3, "S": 1}
-    # rows: (7-1)*2 + 3 = 15; cols: (5-1)*2 + 1 = 9
-    assert p.tile_elements("I", tile) == 4 * 15 * 9
+    # rows: (7-1)*2 + 3 = 15; cols: one tap at stride 2 touches 5 of the 9 columns it spans
+    assert p.tile_elements("I", tile) == 4 * 15 * 5
 
 
 def test_prime_factors():
     assert prime_factors(1000) == [5, 5, 5, 2, 2, 2] and prime_factors(1) == [] and prime_factors(97) == [97]
+
+
+def test_strided_input_tile_counts_only_touched_rows():
+    from tileplan.problem import touched
+
+    assert touched(7, 1, 2, 1) == 7  # 1x1 stride 2 reads every other row
+    assert touched(7, 3, 2, 1) == 15  # 3 taps at stride 2 overlap: the span
+    assert touched(4, 2, 3, 1) == 8  # 2 taps, stride 3: pairs with gaps
+    assert touched(3, 3, 1, 2) == 7  # dilated taps 0,2,4 at stride 1: 0..6 with no gap
+    assert touched(2, 2, 5, 2) == 4  # {0,2} and {5,7}

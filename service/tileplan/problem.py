@@ -1,14 +1,15 @@
 """A layer reduced to what a mapper needs: loop bounds, strides, tensor footprints, prime factors.
 
 Input tiles are halo-exact: a tile of p output rows under a tile of r filter rows reads
-(p - 1) * stride + (r - 1) * dilation + 1 input rows.
+(p - 1) * stride + (r - 1) * dilation + 1 input rows when its windows overlap, and only the rows
+its taps touch when the stride skips some (see `touched`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from tileplan.dims import DIMS, RELEVANT
 from tileplan.workload import Conv2dLayer, MatmulLayer
@@ -25,6 +26,19 @@ def prime_factors(n: int) -> list[int]:
     if n > 1:
         out.append(n)
     return sorted(out, reverse=True)
+
+
+@lru_cache(maxsize=65536)
+def touched(p: int, r: int, stride: int, dilation: int) -> int:
+    """Distinct input positions read by p outputs of an r-tap filter: the span
+    (p-1)*stride + (r-1)*dilation + 1 when windows overlap or abut, fewer when the stride skips
+    positions no tap reads (a 1x1 stride-2 conv reads every other row)."""
+    span = (p - 1) * stride + (r - 1) * dilation + 1
+    if dilation == 1 and stride <= r:
+        return span
+    if (r - 1) * dilation < stride and dilation == 1:
+        return p * r
+    return len({i * stride + j * dilation for i in range(p) for j in range(r)})
 
 
 def divisors(n: int) -> list[int]:
@@ -53,7 +67,7 @@ class Problem:
 
     def input_extent(self, p: int, r: int, axis: int) -> int:
         """Input rows (axis 0) or cols (axis 1) touched by p outputs under r filter taps."""
-        return (p - 1) * self.stride[axis] + (r - 1) * self.dilation[axis] + 1
+        return touched(p, r, self.stride[axis], self.dilation[axis])
 
     def tile_elements(self, tensor: str, tile: dict[str, int]) -> int:
         """Elements of `tensor` touched by a tile with the given extent per dimension."""
