@@ -9,9 +9,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import service_procs  # noqa: E402
 
-LAYER = {"name": "res2_3x3", "op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 56, "in_w": 56,
-         "kernel": [3, 3], "padding": [1, 1]}
-FC = {"name": "fc", "op": "matmul", "M": 1, "K": 2048, "N": 1000}
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,9 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
+LAYER = {"name": "res2_3x3", "op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 56, "in_w": 56,
+         "kernel": [3, 3], "padding": [1, 1]}
+FC = {"name": "fc", "op": "matmul", "M": 1, "K": 2048, "N": 1000}
 PG_ADMIN = os.environ.get("TILEPLAN_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 

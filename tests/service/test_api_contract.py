@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FC, LAYER
 from fastapi.testclient import TestClient
+from service_procs import FC, LAYER
 
 from tileplan.api.app import create_app
 from tileplan.hardware.catalog import catalog
@@ -197,3 +197,17 @@ def test_protect_reads(tmp_path: Path) -> None:
         assert c.get("/plans", headers={"authorization": "Bearer t2"}).status_code == 200
         r = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [FC]})
         assert r.status_code == 401 and r.json()["detail"][0]["loc"] == ["header", "authorization"]
+
+
+def test_timeloop_export(client: TestClient) -> None:
+    plan = schedule(client, [LAYER]).json()["plans"][0]
+    r = client.get(plan["links"]["timeloop"])
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/yaml")
+    doc = yaml.safe_load(r.text)
+    targets = {e["target"] for e in doc["mapping"]}
+    assert targets == {lv["name"] for lv in plan["mapping"]["levels"]}
+    temporal = [e for e in doc["mapping"] if e["type"] == "temporal"]
+    assert all(set(e["factors"].split()) and "=" in e["factors"] for e in temporal)
+    bundle = yaml.safe_load(client.get(plan["links"]["timeloop"], params={"bundle": "true"}).text)
+    assert {"architecture", "problem", "mapping"} <= set(bundle)
+    assert client.get("/plans/" + "1" * 64 + "/timeloop").status_code == 404

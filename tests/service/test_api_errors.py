@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import FC, LAYER
 from fastapi.testclient import TestClient
+from service_procs import FC, LAYER
 
 from tileplan.api.app import create_app
 from tileplan.settings import Settings

@@ -10,8 +10,7 @@ import httpx
 import psycopg
 import pytest
 import yaml
-from conftest import FC, LAYER
-from service_procs import metric, start_api, start_worker
+from service_procs import FC, LAYER, metric, start_api, start_worker
 
 RESNET = Path("/work/shared/data/workloads/resnet50_unique.yaml")
 

@@ -177,7 +177,7 @@ class LayerRunner:
             if plan["key"] != key:  # the service and the solver must agree on what a layer is
                 log.error("event=key_mismatch expected=%s got=%s", key, plan["key"])
                 plan = {**plan, "key": key}
-            await asyncio.to_thread(store.put_plan, plan)
+            await asyncio.to_thread(store.put_plan, plan, hardware)
             self._count(start, "ok")
             log.info("event=solved key=%s seconds=%.3f", key[:12], time.perf_counter() - start)
             return None

@@ -13,6 +13,7 @@ import hashlib
 import json
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import catalog, load_descriptor
 from tileplan.jobs.base import JobQueue
-from tileplan.mappers.base import get_mapper
+from tileplan.mappers.base import available_mappers, get_mapper
 from tileplan.plan import ScheduleOptions, plan_key
 from tileplan.problem import Problem
 from tileplan.settings import Settings
@@ -56,6 +57,12 @@ class Scheduler:
         self.store = store
         self.queue = queue
         self.settings = settings
+        self._catalog = catalog()  # the catalog files do not change while the server runs
+        self._mappers = set(available_mappers())
+        # (hardware token, options JSON, raw layer JSON) -> (key, echo JSON, parsed layer): parsing and keying a
+        # layer is deterministic, and a cached request should cost a dict lookup, not a re-validation.
+        self._keyed: OrderedDict[tuple[str, str, str], tuple[str, str, Layer]] = OrderedDict()
+        self._keyed_max = 20_000
 
     # -- input ----------------------------------------------------------------------------------
 
@@ -64,12 +71,12 @@ class Scheduler:
         Unlike the CLI, never a path: a request must not make the server read its files."""
         try:
             if isinstance(ref, str):
-                hw = catalog().get(ref)
+                hw = self._catalog.get(ref)
                 if hw is not None:
                     return hw
                 doc = self.store.get_hardware(ref)
                 if doc is None:
-                    known = sorted(catalog()) + sorted(self.store.list_hardware())
+                    known = sorted(self._catalog) + sorted(self.store.list_hardware())
                     raise InputError(("hardware",), f"unknown hardware {ref!r}; known: {known}", "unknown_hardware")
                 return HardwareDescriptor.model_validate(doc)
             if isinstance(ref, dict) and "source" in ref:
@@ -101,14 +108,33 @@ class Scheduler:
             raise InputError(
                 ("options", "time_limit_s"), f"at most {s.max_time_limit_s:g} s on this server", "less_than_equal"
             )
-        get_mapper(options.mapper)  # unknown or not installed -> InputError at options.mapper
+        if options.mapper not in self._mappers:
+            get_mapper(options.mapper)  # unknown or not installed -> InputError at options.mapper
         hw = self.resolve_hardware(hardware)
-        parsed = [parse_layer(item, ("layers", i)) for i, item in enumerate(layers)]
-        keys, echoes, unique, seen = [], [], [], set()
-        for i, layer in enumerate(parsed):
-            key = plan_key(hw, Problem.from_layer(layer), options)
+        hw_token = hardware if isinstance(hardware, str) and hardware in self._catalog else None
+        if hw_token is None:
+            hw_token = json.dumps(hw.model_dump(mode="json"), sort_keys=True)
+        opt_token = options.model_dump_json()
+        parsed, keys, echoes, unique, seen = [], [], [], [], set()
+        memo = self._keyed
+        for i, item in enumerate(layers):
+            try:
+                memo_key = (hw_token, opt_token, json.dumps(item, sort_keys=True))
+            except (TypeError, ValueError):
+                memo_key = None
+            hit = memo.get(memo_key) if memo_key else None
+            if hit is None:
+                layer = parse_layer(item, ("layers", i))
+                hit = (plan_key(hw, Problem.from_layer(layer), options),
+                       json.dumps(layer_doc(layer), separators=(",", ":")), layer)
+                if memo_key:
+                    memo[memo_key] = hit
+                    if len(memo) > self._keyed_max:
+                        memo.popitem(last=False)
+            key, echo, layer = hit
+            parsed.append(layer)
             keys.append(key)
-            echoes.append(json.dumps(layer_doc(layer), separators=(",", ":")))
+            echoes.append(echo)
             if key not in seen:
                 seen.add(key)
                 unique.append((key, i))
@@ -119,7 +145,11 @@ class Scheduler:
     async def schedule(self, hardware: Any, layers: list[Any], options: ScheduleOptions, *, wait: bool) -> Answer:
         start = time.perf_counter()
         p = self.prepare(hardware, layers, options)
-        cached = await asyncio.to_thread(self.store.get_plans, [k for k, _ in p.unique])
+        wanted = [k for k, _ in p.unique]
+        if self.store.dialect == "sqlite":
+            cached = self.store.get_plans(wanted)  # a local indexed read (WAL: never waits for writers)
+        else:
+            cached = await asyncio.to_thread(self.store.get_plans, wanted)
         hits = sum(1 for k in p.keys if k in cached)
         if len(cached) == len(p.unique):
             rid = "c" + hashlib.sha256("".join(p.keys).encode()).hexdigest()[:31]

@@ -31,6 +31,7 @@ class PlanRow(Base):
     solve_seconds: Mapped[float] = mapped_column(Float)
     layer: Mapped[str] = mapped_column(Text)
     doc: Mapped[str] = mapped_column(Text)
+    descriptor: Mapped[str | None] = mapped_column(Text, nullable=True)  # the HardwareDescriptor solved for (JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -67,41 +67,55 @@ async def delete_plan(request: Request, key: str) -> Response:
     "/plans/{key}/timeloop",
     response_class=Response,
     responses={200: {"content": {"application/yaml": {}}, "description": "Timeloop mapping YAML"},
-               404: {"model": ErrorBody}},
+               404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
 )
-async def get_plan_timeloop(request: Request, key: str) -> Response:
-    """The plan's mapping as a Timeloop mapping file."""
-    import json
-
-    from tileplan.api.routes.hardware import hardware_for_plan
-
+async def get_plan_timeloop(
+    request: Request,
+    key: str,
+    bundle: bool = Query(default=False, description="Architecture, problem and mapping in one document"),
+    fold_groups: bool = Query(default=False, description="Fold grouped convs' G into N (Timeloop has no G)"),
+) -> Response:
+    """The plan's mapping as a Timeloop mapping file (timeloop-model's / CoSA's layout); with `bundle`, the
+    architecture and problem too. Notes on what Timeloop cannot express lead the file as comments."""
+    store = request.app.state.store
     row = await _plan_row(request, key)
-    exporter = _timeloop_exporter()
-    if exporter is None:
-        raise ApiError(404, ["path", "key"], "Timeloop export is not available on this server", "not_available")
-    doc = json.loads(row.to_json(cached=True))
-    hw = await run_in_threadpool(hardware_for_plan, request, row.hardware)
-    text = await run_in_threadpool(exporter, doc, hw)
+    descriptor = await run_in_threadpool(store.plan_descriptor, key)
+    text = await run_in_threadpool(_timeloop_text, row, descriptor, bundle, fold_groups)
     return Response(text, media_type="application/yaml")
 
 
-def _timeloop_exporter() -> Any:
-    """`tileplan.interop.timeloop_map` when this build has it: (plan dict, descriptor or None) -> YAML."""
-    try:
-        mod = importlib.import_module("tileplan.interop.timeloop_map")
-    except ModuleNotFoundError:
-        return None
+def _timeloop_text(row: Any, descriptor: dict[str, Any] | None, bundle: bool, fold_groups: bool) -> str:
+    from tileplan.hardware import HardwareDescriptor
+    from tileplan.hardware.catalog import catalog
+    from tileplan.interop.timeloop_map import dump_mapping_yaml, to_timeloop_bundle, to_timeloop_mapping
     from tileplan.mapping import Mapping
+    from tileplan.problem import Problem
 
-    for name in ("plan_to_timeloop_yaml", "export_plan", "to_timeloop_yaml", "mapping_to_timeloop_yaml"):
-        fn = getattr(mod, name, None)
-        if fn is not None:
-            def export(doc: dict[str, Any], hw: Any, fn: Any = fn, name: str = name) -> str:
-                if name.startswith("mapping"):
-                    return fn(Mapping.model_validate(doc["mapping"]), hw)
-                return fn(doc, hw)
-            return export
-    return None
+    if descriptor is not None:
+        hw = HardwareDescriptor.model_validate(descriptor)
+    elif row.hardware in catalog():  # plans cached before descriptors were stored with them
+        hw = catalog()[row.hardware]
+    else:
+        raise ApiError(404, ["path", "key"], "the descriptor this plan was solved for is not known", "not_found")
+    doc = json.loads(row.doc)
+    mapping = Mapping.model_validate(doc["mapping"])
+    notes: list[str] = []
+    if bundle:
+        problem = Problem.from_layer(parse_layer(_layer_fields(json.loads(row.layer))))
+        text = to_timeloop_bundle(problem, hw, mapping, fold_groups=fold_groups)
+    else:
+        text = dump_mapping_yaml(to_timeloop_mapping(mapping, hw, fold_groups=fold_groups, notes=notes))
+    head = f"# Tileplan plan {row.key} on {hw.name}\n" + "".join(f"# note: {n}\n" for n in notes)
+    return head + text
+
+
+def _layer_fields(echo: dict[str, Any]) -> dict[str, Any]:
+    """A Plan's layer echo back to the layer's own fields (drop the derived dims, stride/dilation of matmuls)."""
+    out = {k: v for k, v in echo.items() if k != "dims"}
+    if out.get("op") in ("matmul", "dense"):
+        out.pop("stride", None)
+        out.pop("dilation", None)
+    return out
 
 
 @router.post("/evaluate", response_model=Evaluation, responses=ERRORS)
