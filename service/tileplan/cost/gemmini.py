@@ -84,6 +84,41 @@ def gemmini_levels(arch: Architecture) -> tuple[int, int, int] | None:
 
 
 @dataclass(frozen=True)
+class LibraryTerms:
+    """What a mapper must see of the library execution above, for a Gemmini-like descriptor: every
+    iteration of the DRAM loops is one call that reloads its input and weight tiles (no reuse across
+    calls), outputs leave once, and each call pays a fixed cost, DMA requests per row and bytes at the
+    effective DRAM bandwidth."""
+
+    top: int  # DRAM level: one library call per iteration of its loops
+    tile_level: int  # the scratchpad: tiles are everything at and below it
+    dim: int
+    call_cycles: float
+    request_cycles: float
+    op_cycles: float
+    cycles_per_byte: float
+    output_bytes: float
+
+
+def library_terms(arch: Architecture, params: CostParams) -> LibraryTerms | None:
+    levels = gemmini_levels(arch)
+    if levels is None:
+        return None
+    dram = arch.levels[levels[2]]
+    bw = dram.read_bandwidth or dram.write_bandwidth or float(arch.hardware.pe_array.rows)
+    return LibraryTerms(
+        top=levels[2],
+        tile_level=levels[1],
+        dim=arch.hardware.pe_array.rows,
+        call_cycles=params.call_overhead_cycles,
+        request_cycles=params.dma_request_cycles,
+        op_cycles=params.op_overhead_cycles,
+        cycles_per_byte=1.0 / (bw * params.dram_efficiency),
+        output_bytes=arch.output_bytes,
+    )
+
+
+@dataclass(frozen=True)
 class Execution:
     """One layer as the Gemmini library runs it: loop bounds, tile sizes and steps of the DRAM loops."""
 
@@ -309,5 +344,5 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 
 __all__ = [
     "Execution", "FEATURE_COLUMNS", "GemminiCycles", "call_features", "cycles_from_calls", "cycles_vectorised",
-    "execution_from_mapping", "gemmini_levels",
+    "execution_from_mapping", "gemmini_levels", "LibraryTerms", "library_terms",
 ]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pyomo.environ as pyo
 
 from tileplan.dims import DIMS, RELEVANT, TENSORS
+from tileplan.cost.gemmini import LibraryTerms
 from tileplan.mappers.cosa.spec import CosaSpec
 
 Key = tuple[str, int, int, int, int]  # (dim, alternative, factor index, level, 0 spatial / 1 temporal)
@@ -148,8 +149,14 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     m.capacity = pyo.Constraint(cap_keys, rule=cap_rule)
 
     # --- DRAM traffic of each tensor, with loop-order reuse at the level above its outer tile ---------
+    # Under library execution (Gemmini) every DRAM iteration is a call that reloads its tiles: no reuse
+    # there, and outputs leave once.
+    lib = spec.library
     big = log2(max(prob.macs, 2)) + 1
-    sigma_levels = sorted({spec.outer_onchip(v) + 1 for v in TENSORS if 0 <= spec.outer_onchip(v) < n - 1})
+    sigma_levels = sorted(
+        {spec.outer_onchip(v) + 1 for v in TENSORS if 0 <= spec.outer_onchip(v) < n - 1}
+        - ({lib.top} if lib else set())
+    )
     m.sigma = pyo.Var([(j, v) for j in sigma_levels for v in TENSORS], within=pyo.Binary)
     m.sigma_one = pyo.Constraint(sigma_levels, rule=lambda m, j: sum(m.sigma[j, v] for v in TENSORS) <= 1)
     m.reuse = pyo.Var(TENSORS, within=pyo.NonNegativeReals)
@@ -160,7 +167,7 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
         inner = tiles[iv, v] if iv >= 0 and (iv, v) in tiles else (log_tile(v, iv) if iv >= 0 else 0)
         loops = sum(temporal_at(j, DIMS) for j in above)
         fan = sum(spatial_at(j, RELEVANT[v]) for j in above)
-        if iv >= 0 and iv + 1 < n:
+        if iv >= 0 and iv + 1 < n and iv + 1 in sigma_levels:
             j = iv + 1
             irrelevant = tuple(d for d in DIMS if d not in RELEVANT[v])
             setattr(m, f"reuse_loops_{v}", pyo.Constraint(expr=m.reuse[v] <= temporal_at(j, irrelevant)))
@@ -168,6 +175,8 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
         else:
             m.reuse[v].fix(0)
         log_traffic[v] = inner + loops + fan - m.reuse[v]
+    if lib is not None:
+        log_traffic["O"] = log2(prob.tensor_elements("O"))
 
     compute = sum(coef[q] * X[q] for q in x_keys if q[4] == 1)
     dram = arch.levels[-1]
@@ -178,6 +187,8 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     byte_of = {v: arch.element_bytes(v, dram) for v in TENSORS}
     m.lat_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / dram_bw))
     m.en_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.en >= log_traffic[v] + log2(byte_of[v]))
+    if lib is not None:
+        _library_latency(m, lib, ext, tiles, temporal_at, n, prob.tensor_elements("O"))
 
     # Memory use: mean log fill of the on-chip tiles (maximised); a small push of temporal factors
     # toward inner levels breaks the remaining ties deterministically.
@@ -185,3 +196,73 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     tie = sum(q[3] * coef[q] * X[q] for q in x_keys if q[4] == 1) * 1e-4
     m.obj = pyo.Objective(expr=w.latency * m.lat + w.energy * m.en - w.memory * fill + tie, sense=pyo.minimize)
     return CosaModel(spec=spec, m=m, x_keys=x_keys, coef=coef)
+
+
+def _lse_planes(n: int) -> list[tuple[float, ...]]:
+    """Weight vectors w at which log2(sum 2^a_i) is linearised: LSE(a) = max_w (w.a + H(w)) over the
+    simplex (H = entropy in bits), so every w gives a valid lower bound and together they are tight to
+    a few hundredths of a bit where it matters: equal weights, one or two dominant terms."""
+    planes: set[tuple[float, ...]] = set()
+    for i in range(n):
+        planes.add(tuple(1.0 if j == i else 0.0 for j in range(n)))
+        for share in (0.9, 0.75):
+            rest = (1 - share) / (n - 1) if n > 1 else 0.0
+            planes.add(tuple(share if j == i else rest for j in range(n)))
+        for k in range(i + 1, n):
+            for share in (0.5, 0.8, 0.2):
+                planes.add(tuple(share if j == i else (1 - share) if j == k else 0.0 for j in range(n)))
+    planes.add(tuple(1.0 / n for _ in range(n)))
+    return sorted(planes)
+
+
+def _entropy(w: tuple[float, ...]) -> float:
+    return -sum(x * math.log2(x) for x in w if x > 0)
+
+
+def add_log_sum(m: pyo.ConcreteModel, name: str, args: list) -> pyo.Var:  # type: ignore[type-arg]
+    """A variable bounded below by log2(sum_i 2^args_i), through tangent planes of the convex log-sum-exp."""
+    v = pyo.Var(within=pyo.Reals)
+    m.add_component(name, v)
+    planes = _lse_planes(len(args))
+    m.add_component(
+        name + "_planes",
+        pyo.Constraint(
+            range(len(planes)),
+            rule=lambda m, k: v >= sum(w * a for w, a in zip(planes[k], args) if w > 0) + _entropy(planes[k]),
+        ),
+    )
+    return v
+
+
+def _library_latency(m: pyo.ConcreteModel, lib: "LibraryTerms", ext, tiles, temporal_at, n: int, out_elems: int) -> None:  # type: ignore[no-untyped-def]
+    """Latency of library execution (cost.gemmini) in log space. Per call: DMA time = input and weight
+    tile bytes at the effective bandwidth + one request per input pixel row and per weight row for every
+    DIM channels (+ this call's share of the output store); execute time = streamed rows + a fixed cost
+    per compute instruction (one per DIM output columns of a row). A call costs the larger of the two
+    plus a fixed issue cost; the layer costs calls x that. Sums are log-sum-exp, bounded by tangent
+    planes; maxima are epigraphs."""
+    calls = temporal_at(lib.top, DIMS)
+    t = lib.tile_level
+    d = log2(lib.dim)
+    in_tile, w_tile = tiles[t, "I"], tiles[t, "W"]
+    pixels = in_tile - ext("C", t)
+    w_rows = ext("G", t) + ext("R", t) + ext("S", t) + ext("C", t)
+    m.req_in = pyo.Var(within=pyo.Reals)  # log input requests per call: pixels x max(1, C/DIM)
+    m.req_w = pyo.Var(within=pyo.Reals)
+    m.req_in_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.req_in >= pixels + (ext("C", t) - d if k else 0))
+    m.req_w_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.req_w >= w_rows + (ext("K", t) - d if k else 0))
+    cpb = log2(lib.cycles_per_byte)
+    dma_args = [in_tile + cpb, w_tile + cpb, log2(out_elems * lib.output_bytes) + cpb - calls]
+    if lib.request_cycles > 0:
+        rq = log2(lib.request_cycles)
+        dma_args += [m.req_in + rq, m.req_w + rq]
+    dma = add_log_sum(m, "call_dma", dma_args)
+    rows = sum(temporal_at(j, DIMS) for j in range(lib.top))
+    m.ops = pyo.Var(within=pyo.Reals)  # log compute instructions per call: rows / min(Q tile, DIM)
+    m.ops_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.ops >= rows - (d if k else ext("Q", t)))
+    ex_args = [rows] + ([m.ops + log2(lib.op_cycles)] if lib.op_cycles > 0 else [])
+    ex = add_log_sum(m, "call_execute", ex_args)
+    m.call_busy = pyo.Var(within=pyo.Reals)
+    m.call_busy_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.call_busy >= (dma if k else ex))
+    per_call = add_log_sum(m, "call_cycles", [m.call_busy] + ([log2(lib.call_cycles)] if lib.call_cycles > 0 else []))
+    m.lat_library = pyo.Constraint(expr=m.lat >= calls + per_call)

@@ -9,6 +9,8 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+from tileplan.cost.gemmini import LibraryTerms, library_terms
+from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS, RELEVANT, TENSORS
 from tileplan.hardware import Architecture
 from tileplan.problem import Problem, divisors, prime_factors
@@ -33,6 +35,8 @@ class CosaSpec:
     # (level, tensor) pairs for on-chip storage, and the capacity choices of each on-chip level:
     # a list of {tensor: bytes} options (one option = a fixed partition or an unshared buffer).
     capacity_options: dict[int, list[dict[str, float]]] = field(default_factory=dict)
+    # How the cost model says the hardware executes a mapping, when it is not a plain loop nest.
+    library: LibraryTerms | None = None
 
     @property
     def n_levels(self) -> int:
@@ -72,7 +76,10 @@ def build_spec(problem: Problem, arch: Architecture, allow_padding: bool = True)
                     if padded not in [o.bound for o in options]:
                         options.append(Alternative(padded, tuple(prime_factors(padded))))
         alts[d] = options
-    spec = CosaSpec(problem=problem, arch=arch, alternatives=alts)
+    spec = CosaSpec(
+        problem=problem, arch=arch, alternatives=alts,
+        library=library_terms(arch, CostParams.for_descriptor(arch.hardware)),
+    )
     for i, lv in enumerate(arch.levels[:-1]):
         kept = [t for t in TENSORS if t in lv.keeps]
         if not kept:
