@@ -55,7 +55,13 @@ class Proc:
                 self.popen.wait(5)
 
     def kill(self) -> None:
-        self.stop(signal.SIGKILL)
+        """SIGKILL the process and its solver processes (its own process group), like a machine dying."""
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.popen.wait(10)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

@@ -149,3 +149,15 @@ def test_internal_errors_carry_no_traceback(client: TestClient, monkeypatch: pyt
     item = first(r)
     assert item["type"] == "internal_error" and "reference" in item["msg"]
     assert "secret" not in r.text and "RuntimeError" not in r.text
+
+
+def test_a_job_past_its_time_limit_fails_with_the_reason(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    settings = Settings(data_dir=tmp_path, solver_processes=1, job_time_limit_s=0.001)
+    with TestClient(create_app(settings)) as c:
+        r = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [FC]})
+        assert r.status_code == 500, r.text
+        doc = r.json()
+        assert doc["status"] == "failed" and doc["errors"][0]["type"] == "time_limit"
+        assert "time limit" in doc["detail"][0]["msg"]
+        job = c.get(f"/jobs/{doc['id']}").json()
+        assert job["status"] == "failed" and job["errors"][0]["type"] == "time_limit"

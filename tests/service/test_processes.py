@@ -149,3 +149,32 @@ def test_api_and_two_workers_on_postgresql_survive_a_killed_worker(tmp_path: Pat
         for w in workers:
             w.stop()
         api.stop()
+
+
+def test_killed_api_resumes_its_jobs_and_keeps_its_cache(tmp_path: Path) -> None:
+    """Embedded mode: the API (with its solver pool) is SIGKILLed mid-job; after a restart on the same data
+    directory the job finishes, and the plans solved before the kill are not solved again."""
+    layers = yaml.safe_load(RESNET.read_text())["layers"][:8]
+    api = start_api(tmp_path, solvers=1)
+    try:
+        r = schedule(api.url, layers, wait=False, options={"baseline": False})
+        assert r.status_code == 202
+        job_id = r.json()["id"]
+        end = time.monotonic() + 60
+        done = 0
+        while done < 2 and time.monotonic() < end:
+            done = httpx.get(f"{api.url}/jobs/{job_id}", timeout=10).json()["progress"]["done"]
+            time.sleep(0.05)
+        assert 2 <= done < 8, done
+    finally:
+        api.kill()
+    api = start_api(tmp_path, solvers=1)
+    try:
+        job = wait_job(api.url, job_id)
+        assert job["status"] == "done", job
+        assert [p["layer"]["name"] for p in job["plans"]] == [x["name"] for x in layers]
+        resolved = metric(api.url, "tileplan_solves_total")
+        assert 1 <= resolved <= 8 - done  # only what was not cached before the kill
+        assert "job_resumed" in api.output()
+    finally:
+        api.stop()

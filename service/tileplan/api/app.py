@@ -22,6 +22,7 @@ from tileplan.jobs.base import JobQueue
 from tileplan.jobs.scheduler import Scheduler
 from tileplan.settings import Settings, get_settings, is_postgres
 from tileplan.store import Store
+from tileplan.store.repository import AsyncPlanReader
 
 log = logging.getLogger("tileplan.api")
 
@@ -54,13 +55,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         queue = make_queue(store, settings, metrics)
         app.state.store = store
         app.state.queue = queue
-        app.state.scheduler = Scheduler(store, queue, settings)
+        reader = AsyncPlanReader(store.url) if store.dialect == "postgresql" else None
+        if reader is not None:
+            await reader.open()
+        app.state.scheduler = Scheduler(store, queue, settings, reader)
         await queue.start()
         log.info("event=api_started db=%s queue=%s", store.dialect, queue.kind)
         try:
             yield
         finally:
             await queue.stop()
+            if reader is not None:
+                await reader.close()
             store.close()
 
     app = FastAPI(

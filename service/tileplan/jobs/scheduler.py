@@ -26,6 +26,7 @@ from tileplan.plan import ScheduleOptions, plan_key
 from tileplan.problem import Problem
 from tileplan.settings import Settings
 from tileplan.store import CachedPlan, Job, Store
+from tileplan.store.repository import AsyncPlanReader
 from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc, parse_layer
 
 Layer = Conv2dLayer | MatmulLayer
@@ -53,8 +54,9 @@ class Answer:
 
 
 class Scheduler:
-    def __init__(self, store: Store, queue: JobQueue, settings: Settings) -> None:
+    def __init__(self, store: Store, queue: JobQueue, settings: Settings, reader: AsyncPlanReader | None = None) -> None:
         self.store = store
+        self.reader = reader
         self.queue = queue
         self.settings = settings
         self._catalog = catalog()  # the catalog files do not change while the server runs
@@ -146,7 +148,9 @@ class Scheduler:
         start = time.perf_counter()
         p = self.prepare(hardware, layers, options)
         wanted = [k for k, _ in p.unique]
-        if self.store.dialect == "sqlite":
+        if self.reader is not None:
+            cached = await self.reader.get_plans(wanted)
+        elif self.store.dialect == "sqlite":
             cached = self.store.get_plans(wanted)  # a local indexed read (WAL: never waits for writers)
         else:
             cached = await asyncio.to_thread(self.store.get_plans, wanted)
