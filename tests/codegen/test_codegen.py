@@ -17,6 +17,7 @@ from tileplan.codegen.pipeline import Epilogue, generate, random_inputs, referen
 from tileplan.codegen.registry import CodegenError
 from tileplan.hardware.catalog import get_hardware
 from tileplan.check import check
+from tileplan.plan import evaluate
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 from tileplan.workload import parse_layer
@@ -33,7 +34,8 @@ def _case(seed: int):
     kind = "matmul" if rng.random() < 0.55 else "conv"
     layer = parse_layer(random_layer(rng, kind))
     mapping = random_mapping(layer.dims(), rng, dataflow=rng.choice(["weight_stationary", "output_stationary"]))
-    epi = Epilogue(scale=rng.choice([1.0, 0.5, 0.05, 0.0031, 1 / 3, 2.5e-4]), relu=rng.random() < 0.5)
+    epi = Epilogue(scale=rng.choice([1.0, 0.5, 0.05, 0.0031, 1 / 3, 2.5e-4]), relu=rng.random() < 0.5,
+                   bias=rng.random() < 0.7)
     return layer, mapping, epi
 
 
@@ -59,9 +61,8 @@ def test_random_shapes_bit_exact(chunk):
         layer, mapping, epi = _case(seed)
         art, res = _check(layer, mapping, epi, seed=seed)
         kinds.add(art.tag)
-        # every block compute is a full DIM^3 block of the padded nest: MACs are those of the padded loop bounds
-        assert res.macs == math.prod(art.realization.padded(d) for d in "ngpqkrsc")
-        assert res.macs >= math.prod(layer.dims().values())
+        # edge tiles and partial blocks are clipped, never padded: the array does exactly the layer's MACs
+        assert res.macs == math.prod(layer.dims().values())
     assert "gemmini.matmul" in kinds and "gemmini.conv2d" in kinds
 
 
@@ -84,16 +85,45 @@ def _mm_mapping(dram, spad, acc, db=True, dataflow="weight_stationary"):
         "double_buffered": {"Scratchpad": ["I", "W"]} if db else {}, "dataflow": dataflow})
 
 
-def test_double_buffering_pipelines_and_saves_cycles():
+def test_double_buffering_alternates_halves_and_saves_cycles():
     layer = parse_layer({"op": "matmul", "M": 64, "K": 512, "N": 64})
-    args = ([["C", 32], ["P", 2]], [["K", 4]], [["P", 32]])
-    a_db, r_db = _check(layer, _mm_mapping(*args, db=True), Epilogue(scale=0.001))
-    a_sb, r_sb = _check(layer, _mm_mapping(*args, db=False), Epilogue(scale=0.001))
-    pingpong = re.compile(r"tp_floormod\([^;]*, 2\)")
-    assert pingpong.search(a_db.c_source) and not pingpong.search(a_sb.c_source)  # ping-pong buffers
-    assert a_db.spad_rows_used == 2 * a_sb.spad_rows_used
-    assert r_db.cycles < 0.8 * r_sb.cycles  # loads of the next tile overlap the computes of this one
+    m = _mm_mapping([["C", 4], ["P", 2]], [["K", 4]], [["P", 32], ["C", 8]])
+    a_db, r_db = _check(layer, m, Epilogue(scale=0.001))
+    a_sb = generate(layer, HW16, m, Epilogue(scale=0.001), double_buffer=False)
+    inputs = random_inputs(a_sb.geometry, 0)
+    r_sb = run(a_sb, inputs)
+    np.testing.assert_array_equal(r_sb.buffers["out"], reference(a_sb.geometry, a_sb.epilogue, **inputs))
+    assert "#define TP_DB 1" in a_db.c_source and "#define TP_DB 0" in a_sb.c_source
+    assert a_db.spad_rows_used == 2 * a_sb.spad_rows_used and a_db.acc_rows_used == 2 * a_sb.acc_rows_used
+    assert r_db.cycles < 0.99 * r_sb.cycles  # the next call's loads overlap this call's computes (DMA-bound here)
     assert r_db.counts == r_sb.counts
+
+
+def test_calls_follow_the_library_semantics():
+    """One call per DRAM iteration; each reloads its input and weight tiles; outputs leave once per output tile;
+    one weight preload per (K block, r, s, C block) and one compute per <= DIM output columns of one output row."""
+    layer = parse_layer({"op": "conv2d", "in_channels": 40, "out_channels": 24, "in_h": 11, "in_w": 23,
+                         "kernel": 3, "padding": 1})
+    m = Mapping.model_validate({"levels": [
+        {"name": "Registers"}, {"name": "Accumulator", "temporal": [["Q", 23], ["R", 3], ["S", 3]],
+                                "spatial": [["C", 10]]},
+        {"name": "Scratchpad", "temporal": [["P", 5]], "spatial": [["K", 12]]},
+        {"name": "DRAM", "temporal": [["C", 4], ["K", 2], ["P", 3]]}], "padded_dims": {"P": 15}})
+    art, res = _check(layer, m, Epilogue(scale=0.01))
+    assert art.realization.tile == {"n": 1, "g": 1, "p": 5, "q": 23, "k": 12, "r": 3, "s": 3, "c": 10}
+    calls = 3 * 2 * 4  # P tiles 5, 5, 1 (edge clipped), K 2 x 12, C 4 x 10
+    p_rows = [5, 5, 1]
+    assert res.counts["config_ex"] == calls
+    assert res.counts["preload"] == res.counts["compute_preloaded"] + res.counts["compute_accumulated"]
+    assert res.counts["compute_preloaded"] == calls * 9  # one weight preload per (r, s): 1 K and 1 C block
+    # computes: per call, (r, s) and output row, ceil(23 / 16) = 2 pieces of the row
+    assert res.counts["preload"] == 2 * 4 * 9 * sum(p_rows) * 2
+    # weights: one row per (r, s, c) per call (one mvin per (r, s)); outputs: one mvout per <= 16 pixels of a row
+    assert res.counts["mvin2"] == calls * 9
+    assert res.counts["mvout"] == 2 * sum(p_rows) * 2
+    assert res.dram_bytes_out == 11 * 23 * 24
+    assert art.model_cycles == pytest.approx(evaluate(layer, HW16, m).metrics.cycles, rel=1e-9)
+    assert 0.8 < res.cycles / art.model_cycles < 1.25
 
 
 def test_mapping_drives_the_loop_nest():
@@ -101,15 +131,17 @@ def test_mapping_drives_the_loop_nest():
     layer = parse_layer({"op": "matmul", "M": 128, "K": 64, "N": 128})
     a1, r1 = _check(layer, _mm_mapping([["K", 8], ["P", 4]], [["C", 4]], [["P", 32]]), Epilogue())
     a2, r2 = _check(layer, _mm_mapping([["P", 4], ["K", 8]], [["C", 4]], [["P", 32]]), Epilogue())
+
     def dram_loops(a):
-        return [d for d in a.realization.dram_order if a.realization.trips("dram", d) > 1]
+        return [d for d in a.realization.dram_order if a.realization.tiles(d) > 1]
 
     assert dram_loops(a1) == ["q", "k"] and dram_loops(a2) == ["k", "q"]  # mapping lists innermost first
     assert a1.c_source != a2.c_source and r1.counts == r2.counts
-    # K at the scratchpad instead of DRAM: the input tile stays while all of K passes -> 8x fewer input loads
+    # K below DRAM instead of at DRAM: 8x fewer calls, so the input tile is loaded 8x less often
     a3, r3 = _check(layer, _mm_mapping([["P", 4]], [["K", 8], ["C", 4]], [["P", 32]]), Epilogue())
     assert r3.counts["mvin"] * 8 == r1.counts["mvin"] and r3.counts["mvin2"] == r1.counts["mvin2"]
-    assert a3.spad_rows_used > a1.spad_rows_used
+    assert r3.counts["config_ex"] * 8 == r1.counts["config_ex"]
+    assert a3.acc_rows_used == 8 * a1.acc_rows_used
 
 
 def test_reduction_outside_outputs_is_reordered_and_noted():
@@ -147,15 +179,14 @@ def test_tvmscript_is_printed_and_reparses():
 
     layer = parse_layer({"op": "matmul", "M": 40, "K": 30, "N": 20})
     art = generate(layer, HW16, random_mapping(layer.dims(), random.Random(1)), Epilogue())
-    assert "gemmini_extended_compute_preloaded" in art.tvmscript and 'scope="global.spad"' in art.tvmscript
+    assert '"tp_call"' in art.tvmscript and 'scope="global.acc"' in art.tvmscript
     mod = tvm.script.from_source(art.tvmscript)
     assert "main" in [gv.name_hint for gv in mod.get_global_vars()]
 
 
 def test_registry_and_errors():
     assert {"gemmini.conv2d", "gemmini.matmul", "gemmini.depthwise_conv2d"} <= set(registry.core_compute_tags())
-    assert {"gemmini.compute", "gemmini.mvin_spad", "gemmini.mvin_bias", "gemmini.mvout"} <= set(
-        registry.hw_intrinsic_names())
+    assert {"gemmini.tile_call", "gemmini.tile_init", "gemmini.tile_store"} <= set(registry.hw_intrinsic_names())
     with pytest.raises(CodegenError):
         registry.core_compute("nope.conv")
     layer = parse_layer({"op": "matmul", "M": 16, "K": 16, "N": 16})

@@ -164,7 +164,7 @@ TRAPS = {
     "compute_without_preload": (SETUP + [isa.mvin(Dram("x"), 0, 4, 4),
                                          isa.compute_preloaded(0, GARBAGE_ADDR, 4, 4, 4, 4)],
                                 3, "compute_preloaded", "without a preceding preload"),
-    "dram_outside_buffers": (SETUP + [isa.mvin(Dram("x", 16 * 64 - 8), 0, 4, 4)], 2, "mvin", "outside every"),
+    "dram_outside_buffers": (SETUP + [isa.mvin(Dram("x", 16 * 64 - 2), 0, 4, 4)], 2, "mvin", "outside every"),
     "preload_block_too_big": (SETUP + [isa.preload(0, acc_addr(0), 5, 4, 4, 4)], 2, "preload", "exceed DIM"),
     "bad_dataflow": ([isa.config_ex(7)], 0, "config_ex", "unknown dataflow"),
     "mvout_acc_out_of_bounds": (SETUP + [isa.mvout(Dram("x"), acc_addr(15), 4, 2)], 2, "mvout", "out of bounds"),
@@ -221,12 +221,17 @@ def test_bandwidth_and_request_size_matter():
     r_slow, _ = run_kernel(slow, 64, 64, 64, tiles=(1, 1, 4), bias=False)
     r_fast, _ = run_kernel(fast, 64, 64, 64, tiles=(1, 1, 4), bias=False)
     assert r_slow.cycles > 2 * r_fast.cycles
-    # a 65-byte row needs two requests and 5 beats; a 64-byte row one request and 4 beats
-    e = emu(32, dma_latency=0.0, issue_cycles=0.0, config_cycles=0.0)
+    # a 65-byte row needs two requests, a 64-byte row one: rows x requests x request cost + bytes / bandwidth
+    e = emu(32, dram_bytes_per_cycle=8.0, dma_request_cycles=2.0)
     x = np.zeros((16, 80), np.int8)
     c64 = e.run([isa.config_ld(80), isa.mvin(Dram("x"), 0, 64, 16)], {"x": x}).cycles
     c65 = e.run([isa.config_ld(80), isa.mvin(Dram("x"), 0, 65, 16)], {"x": x}).cycles
-    assert c64 == 16 * 64 / 8 and c65 == 16 * 80 / 8
+    assert c64 == 16 * 2 + 16 * 64 / 8 and c65 == 16 * 2 * 2 + 16 * 65 / 8
+    # zero-fill (address 0) moves no bytes, only requests; a stride-0 load reads its row once
+    z = e.run([isa.config_ld(80), isa.Instruction("mvin", (0, 0, 64, 16))], {"x": x})
+    assert z.cycles == 16 * 2 and z.dram_bytes_in == 0
+    s0 = e.run([isa.config_ld(0), isa.mvin(Dram("x"), 0, 64, 16)], {"x": x})
+    assert s0.cycles == 16 * 2 + 64 / 8 and s0.dram_bytes_in == 64
 
 
 def test_raw_dependence_waits_for_the_load():
@@ -237,7 +242,7 @@ def test_raw_dependence_waits_for_the_load():
     dep = base + [isa.preload(16, acc_addr(0), 16, 16, 16, 16), isa.compute_preloaded(0, GARBAGE_ADDR, 16, 16, 16, 16)]
     r = e.run(dep, {"x": x})
     load_done = 2 * 256 / t.dram_bytes_per_cycle + t.dma_latency
-    assert r.cycles >= load_done + t.compute_cycles + t.compute_latency
+    assert r.cycles >= load_done + t.compute_op_cycles + 16 * t.compute_row_cycles + t.compute_latency
     # a compute that reads rows no pending load writes does not wait for that load
     indep = [isa.config_ld(16), isa.mvin(Dram("x"), 0, 16, 16), isa.mvin(Dram("x"), 16, 16, 16),
              isa.preload(16, acc_addr(0), 16, 16, 16, 16), isa.compute_preloaded(0, GARBAGE_ADDR, 16, 16, 16, 16),

@@ -9,6 +9,7 @@ each allocation gets a fixed range of rows, and `__tp_local_addr(access_ptr, fla
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,13 +115,21 @@ _RESERVED = {"int", "char", "float", "double", "for", "if", "else", "return", "v
 
 
 class CEmitter:
-    def __init__(self, dim: int, spad_rows: int, acc_rows: int) -> None:
+    """`spad_reserved`: scratchpad rows [0, n) the target's support code addresses itself; `acc_copies`: how many
+    copies of every accumulator buffer to reserve (2 when the support code alternates halves)."""
+
+    def __init__(self, dim: int, spad_rows: int, acc_rows: int, spad_reserved: int = 0, acc_copies: int = 1,
+                 support: str = "") -> None:
         self.dim, self.spad_rows, self.acc_rows = dim, spad_rows, acc_rows
+        self.spad_reserved, self.acc_copies, self.support = spad_reserved, acc_copies, support
 
     def emit(self, func: tirx.PrimFunc, name: str, param_names: list[str], workspace: int,
              prologue: list[str], epilogue: list[str], header_comment: str) -> Emitted:
         """`param_names`: C names of the PrimFunc parameters; the last `workspace` of them are allocated here."""
         st = _State(self.dim)
+        st.spad_next = self.spad_reserved
+        if st.spad_next > self.spad_rows:
+            raise CodegenError(f"the support code needs {st.spad_next} scratchpad rows, have {self.spad_rows}")
         params = list(func.params)
         if len(params) != len(param_names):
             raise CodegenError("parameter names do not match the PrimFunc")
@@ -144,6 +153,10 @@ class CEmitter:
                  "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
                  "static inline int32_t tp_floormod(int32_t a, int32_t b) { int32_t m = a % b; "
                  "return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }", ""]
+        if self.support:
+            lines += [self.support, ""]
+        if self.spad_reserved:
+            lines.append(f"/* support code: global.spad rows 0..{self.spad_reserved - 1} */")
         for lb in st.local.values():
             lines.append(f"/* {lb.name}: {lb.scope} rows {lb.base_row}..{lb.base_row + lb.rows - 1} */")
         lines.append("")
@@ -185,7 +198,11 @@ class CEmitter:
             scope = buf.scope()
             n = _numel(buf)
             if scope in LOCAL_SCOPES:
-                rows = -(-n // self.dim)
+                # a row holds DIM channels (last axis) of one pixel
+                shape = [int(x) for x in buf.shape]
+                rows = math.prod(shape[:-1]) * -(-shape[-1] // self.dim) if shape else 1
+                if scope == "global.acc":
+                    rows *= self.acc_copies
                 if scope == "global.spad":
                     base, st.spad_next = st.spad_next, st.spad_next + rows
                     if st.spad_next > self.spad_rows:

@@ -1,20 +1,18 @@
 """Plan (layer + Mapping on a hardware descriptor) -> scheduled TVM PrimFunc for a GEMM-array target.
 
-The Mapping's levels are read as Gemmini's hierarchy: the innermost level keeping O on chip is the accumulator,
-the innermost keeping I and W is the scratchpad, the last is DRAM.  Per internal loop dimension
-(n, g, p, q, k, r, s, c; a matmul's rows are q) the tile held at the accumulator, the tile held at the scratchpad
-and the full (padded) bound are rounded up to whole blocks (DIM for q, k, c) and nested.  The schedule:
+Execution semantics are those of the calibrated cost model (tileplan.cost.gemmini): one library call per
+iteration of the DRAM-level loops, the call's tile = the product of ALL factors below DRAM (edge tiles clipped to
+the layer; a matmul's M, K and N tiles in whole DIM blocks), no reuse across calls, partial sums in the
+accumulator until the last reduction (R, S, C) tile, outputs stored once, two calls in flight.
 
-    DRAM loops (mapping order, reduction loops moved inside output loops)
-        acc tile <- bias (mvin_bias)                       [decompose_reduction]
-        DRAM reduction loops                                (software-pipelined when I/W are double buffered)
-            I tile -> scratchpad, W tile -> scratchpad      [cache_read + transform_layout + tensorize mvin]
-            scratchpad loops, accumulator loops (mapping order)
-                DIM x DIM x DIM block compute               [tensorize compute]
-        acc tile -> DRAM with scale / ReLU / saturation     [reverse_compute_at + tensorize mvout]
+    TE compute over the tile grid (bounds = tiles x tile size; the intrinsics clip the real extents)
+    DRAM loops (mapping order; reduction loops moved inside the output loops, which changes no cost)
+        accumulator tile <- bias                 [decompose_reduction + tensorize gemmini.tile_init]
+        DRAM reduction loops
+            one call                              [tensorize gemmini.tile_call over the in-tile loops]
+        accumulator tile -> DRAM, requantized    [reverse_compute_at + tensorize gemmini.tile_store]
 
-Every change the realisation makes to the plan (blocks rounded up, loops reordered, tiles shrunk to fit) is
-listed in `Realization.deviations`.
+Every change the realisation makes to the plan is listed in `Realization.deviations`.
 """
 
 from __future__ import annotations
@@ -34,36 +32,30 @@ O_DIMS = ("n", "g", "p", "q", "k")
 RED_DIMS = ("r", "s", "c")
 ALL_DIMS = O_DIMS + RED_DIMS
 BLOCKED = ("q", "k", "c")
-DMA_ANNOTATION = "tileplan.dma"
 
 
 @dataclass
 class Realization:
-    """How a plan's mapping is realised as a loop nest (counts in units: DIM for q/k/c, 1 otherwise)."""
+    """How a plan's mapping is realised: the tile of one call (elements) and the DRAM loop order."""
 
     dim: int
-    acc_u: dict[str, int]
-    spad_u: dict[str, int]
-    full_u: dict[str, int]
+    tile: dict[str, int]  # internal dim -> tile size (g is always 1: groups are DRAM loops)
+    bound: dict[str, int]  # internal dim -> real bound
     dram_order: list[str]
-    spad_order: list[str]
-    acc_order: list[str]
     double_buffer: bool
-    weight_stationary: bool
+    matmul: bool
     deviations: list[str] = field(default_factory=list)
 
-    def unit(self, d: str) -> int:
-        return self.dim if d in BLOCKED else 1
+    def tiles(self, d: str) -> int:
+        return -(-self.bound[d] // self.tile[d])
 
     def padded(self, d: str) -> int:
-        return self.full_u[d] * self.unit(d)
+        """The tile-grid bound (whole tiles)."""
+        return self.tiles(d) * self.tile[d]
 
-    def trips(self, level: str, d: str) -> int:
-        if level == "dram":
-            return self.full_u[d] // self.spad_u[d]
-        if level == "spad":
-            return self.spad_u[d] // self.acc_u[d]
-        return self.acc_u[d]
+    @property
+    def calls(self) -> int:
+        return math.prod(self.tiles(d) for d in ALL_DIMS)
 
 
 @dataclass
@@ -93,112 +85,130 @@ def layer_geometry(layer: Any) -> tuple[str, G.ConvGeometry, dict[str, str]]:
     return tag, geo, {"N": "n", "G": "g", "K": "k", "C": "c", "P": "p", "Q": "q", "R": "r", "S": "s"}
 
 
-def _level_roles(arch: Any) -> tuple[int, int]:
-    acc = next((i for i, lv in enumerate(arch.levels) if not lv.is_backing_store and "O" in lv.keeps), None)
-    spad = next((i for i, lv in enumerate(arch.levels)
-                 if not lv.is_backing_store and {"I", "W"} <= set(lv.keeps)), None)
-    if acc is None or spad is None or spad <= acc:
-        raise CodegenError("the hierarchy needs an output-keeping level (accumulator) below an I+W-keeping level "
-                           "(scratchpad)")
-    return acc, spad
-
-
-def realize(mapping: Any, arch: Any, names: dict[str, str], bounds: dict[str, int], target: TargetSpec) -> Realization:
-    """Translate a contract Mapping into block-rounded tiles and loop orders that fit the target."""
-    acc_i, spad_i = _level_roles(arch)
+def realize(mapping: Any, arch: Any, names: dict[str, str], bounds: dict[str, int], target: TargetSpec,
+            matmul: bool) -> Realization:
+    """The call tile of a contract Mapping: all factors below the DRAM level, clipped to the layer."""
     levels = mapping.levels
+    top = len(levels) - 1
     dim = target.dim
     dev: list[str] = []
-
-    def tile(upto: int, canon: str) -> int:
-        return math.prod(lv.temporal_factor(canon) * lv.spatial_factor(canon) for lv in levels[: upto + 1])
-
     inv = {v: k for k, v in names.items()}
-    padded_bounds = mapping.bounds()
-    acc_u, spad_u, full_u = {}, {}, {}
+    tile, bound = {}, {}
     for d in ALL_DIMS:
         canon = inv[d]
-        unit = dim if d in BLOCKED else 1
-        t_acc, t_spad = tile(acc_i, canon), tile(spad_i, canon)
-        full = max(padded_bounds.get(canon, 1), bounds[canon])
-        a = -(-t_acc // unit)
-        s = a * -(-(-(-t_spad // unit)) // a)
-        f = s * -(-(-(-full // unit)) // s)
-        acc_u[d], spad_u[d], full_u[d] = a, s, f
-        if unit > 1 and (t_acc % unit or t_spad % unit):
-            dev.append(f"{canon}: tiles {t_acc}/{t_spad} rounded up to whole blocks of {unit}")
-
-    def order(lvls: list[int]) -> list[str]:
-        listed: list[str] = []
-        for i in lvls:
-            for c, _ in reversed(levels[i].temporal):
-                if names[c] not in listed:
-                    listed.append(names[c])
-        # levels are innermost first; outer levels' loops come first
-        return [d for d in ALL_DIMS if d not in listed] + listed
-
-    dram_order = order([len(levels) - 1] + list(range(len(levels) - 2, spad_i, -1)))
-    spad_order = order([spad_i])
-    acc_order = order(list(range(acc_i, -1, -1)) + list(range(spad_i - 1, acc_i, -1)))
-    db_levels = mapping.double_buffered.get(arch.levels[spad_i].name, [])
-    double_buffer = bool({"I", "W"} & set(db_levels))
-    ws = (mapping.dataflow or arch.dataflow or "weight_stationary") != "output_stationary"
-    r = Realization(dim, acc_u, spad_u, full_u, dram_order, spad_order, acc_order, double_buffer, ws, dev)
-
-    # Partial sums never leave the accumulator: DRAM reduction loops go inside the DRAM output loops.
-    dram_trips = [d for d in r.dram_order if r.trips("dram", d) > 1]
-    first_red = next((i for i, d in enumerate(dram_trips) if d in RED_DIMS), None)
-    if first_red is not None and any(d in O_DIMS for d in dram_trips[first_red:]):
+        t = math.prod(lv.temporal_factor(canon) * lv.spatial_factor(canon) for lv in levels[:top])
+        b = bounds[canon]
+        if d == "g":
+            if t > 1:
+                dev.append(f"G: {t} groups per tile run as {t} calls (groups are DRAM loops)")
+            t = 1
+        elif matmul and d in BLOCKED:
+            t = -(-t // dim) * dim  # tiled_matmul tiles are whole DIM blocks
+        tile[d], bound[d] = max(1, min(t, b)), b
+    listed: list[str] = []
+    for c, _ in reversed(levels[top].temporal):
+        if names[c] not in listed:
+            listed.append(names[c])
+    order = [d for d in ALL_DIMS if d not in listed] + listed
+    dram = [d for d in order if d in O_DIMS] + [d for d in order if d in RED_DIMS]
+    r = Realization(dim, tile, bound, dram, True, matmul, dev)
+    trips = [d for d in order if r.tiles(d) > 1]
+    first_red = next((i for i, d in enumerate(trips) if d in RED_DIMS), None)
+    if first_red is not None and any(d in O_DIMS for d in trips[first_red:]):
         dev.append("DRAM reduction loops moved inside the DRAM output loops (partial sums stay in the accumulator)")
-    r.dram_order = [d for d in r.dram_order if d in O_DIMS] + [d for d in r.dram_order if d in RED_DIMS]
     return r
 
 
-def footprint_rows(r: Realization, geo: G.ConvGeometry) -> tuple[int, int]:
-    """(scratchpad rows, accumulator rows) the realisation occupies."""
-    s = {d: r.spad_u[d] * r.unit(d) for d in ALL_DIMS}
-    h = (s["p"] - 1) * geo.array_stride[0] + (s["r"] - 1) * geo.dilation[0] + 1
-    w = (s["q"] - 1) * geo.array_stride[1] + (s["s"] - 1) * geo.dilation[1] + 1
-    i_rows = s["n"] * s["g"] * h * w * r.spad_u["c"]
-    w_rows = s["g"] * s["r"] * s["s"] * s["c"] * r.spad_u["k"]
-    spad = (i_rows + w_rows) * (2 if r.double_buffer else 1)
-    acc = s["n"] * s["g"] * s["p"] * s["q"] * r.spad_u["k"]
-    return spad, acc
+def call_layout(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue) -> G.CallLayout:
+    sh, sw = geo.array_stride
+    dh, dw = geo.dilation
+    t = G.TileShape(r.tile["n"], r.tile["p"], r.tile["q"], r.tile["k"], r.tile["r"], r.tile["s"], r.tile["c"],
+                    sh, sw, dh, dw)
+    fh, fw = geo.stride if geo.folds_stride else (1, 1)
+    ph, pw = geo.padding
+    # rows / cols of I_p that hold real input: I_p[h] = I[h * f - pad]
+    rows = (-(-ph // fh), -(-(geo.H + ph) // fh))
+    cols = (-(-pw // fw), -(-(geo.W + pw) // fw))
+    real = {"N": geo.N, "P": geo.P, "Q": geo.Q, "K": geo.K, "R": geo.R, "S": geo.S, "C": geo.C}
+    padded = {d.upper(): r.padded(d) for d in ALL_DIMS}
+    return G.CallLayout(r.dim, real, padded, t, geo.Hp, geo.Wp, rows, cols, r.double_buffer, epi.bias)
 
 
-def fit(r: Realization, geo: G.ConvGeometry, target: TargetSpec) -> None:
-    """Shrink the realisation until it fits the scratchpad and accumulator (recorded as deviations)."""
+def model_cycles(r: Realization, geo: G.ConvGeometry, arch: Any) -> float:
+    """The calibrated cost model's cycles for the realised tiles (tileplan.cost.gemmini, built exactly as
+    `execution_from_mapping` builds it from a Mapping), so the prediction matches what the code runs."""
+    from tileplan.cost.gemmini import Execution, call_features, cycles_from_calls, gemmini_levels
+    from tileplan.cost.params import CostParams
+
+    b, t, dim = r.bound, r.tile, r.dim
+    levels = gemmini_levels(arch)
+    dram = arch.levels[levels[2] if levels else -1]
+    bw = dram.read_bandwidth or dram.write_bandwidth or float(arch.hardware.pe_array.rows)
+    common = dict(dim=dim, groups=b["g"], in_bytes=arch.input_bytes, out_bytes=arch.output_bytes)
+    if r.matmul:
+        e = Execution(kind="matmul", batch=1, out_h=b["q"], out_w=1, k=b["k"], c=b["c"], r=1, s=1, stride=(1, 1),
+                      pad=(0, 0), in_h=b["q"], in_w=1, t_n=1, t_h=-(-t["q"] // dim), t_w=1, t_k=-(-t["k"] // dim),
+                      t_c=-(-t["c"] // dim), t_r=1, t_s=1, k_step=0, c_step=0, **common)
+    else:
+        sh, sw = geo.stride
+        dh, dw = geo.dilation
+        e = Execution(kind="conv", batch=b["n"], out_h=b["p"], out_w=b["q"], k=b["k"], c=b["c"], r=b["r"], s=b["s"],
+                      stride=(sh, sw), pad=(0, 0), in_h=(b["p"] - 1) * sh + (b["r"] - 1) * dh + 1,
+                      in_w=(b["q"] - 1) * sw + (b["s"] - 1) * dw + 1, t_n=t["n"], t_h=t["p"], t_w=t["q"],
+                      t_k=t["k"], t_c=t["c"], t_r=t["r"], t_s=t["s"], k_step=t["k"], c_step=t["c"], **common)
+    return cycles_from_calls(call_features(e, bw), CostParams.for_descriptor(arch.hardware)).cycles
+
+
+def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec, arch: Any) -> G.CallLayout:
+    """Make one call fit HALF the scratchpad and accumulator (two calls in flight, as the cost model assumes):
+    while it does not, take the single-dimension shrink (one more tile along that dimension; whole DIM blocks for
+    a matmul's blocked dimensions and for channel tiles above DIM) with the lowest cost-model cycles among those
+    that shrink the over-full memory.  Every shrink is listed in the deviations; when not even a one-element
+    tile fits twice, the call runs single buffered."""
+    def over(lay: G.CallLayout, halves: int) -> float:
+        return max(halves * lay.spad_call_rows / target.spad_rows, halves * lay.acc_tile_rows / target.acc_rows)
+
+    def unit(d: str) -> int:
+        return r.dim if (d in BLOCKED and (r.matmul or r.tile[d] > r.dim)) else 1
+
+    start = dict(r.tile)
     while True:
-        spad, acc = footprint_rows(r, geo)
-        if spad <= target.spad_rows and acc <= target.acc_rows:
-            return
-        if spad > target.spad_rows and r.double_buffer:
+        lay = call_layout(r, geo, epi)
+        if over(lay, 2 if r.double_buffer else 1) <= 1.0:
+            break
+        cands = []
+        for d in ALL_DIMS:
+            if d == "g" or r.tile[d] <= 1:
+                continue
+            u = unit(d)
+            n = r.tiles(d) + 1
+            while True:  # the next tile count that changes the (unit-rounded) tile
+                t_new = max(1, u * -(-(-(-r.bound[d] // n)) // u))
+                if t_new < r.tile[d] or n > r.bound[d]:
+                    break
+                n += 1
+            if t_new >= r.tile[d]:
+                continue
+            old = r.tile[d]
+            r.tile[d] = t_new
+            lay_new = call_layout(r, geo, epi)
+            if over(lay_new, 2) < over(lay, 2):
+                cands.append((model_cycles(r, geo, arch), d, t_new))
+            r.tile[d] = old
+        if not cands:
             r.double_buffer = False
-            r.deviations.append(f"double buffering dropped: {spad} scratchpad rows > {target.spad_rows}")
-            continue
-        dims = O_DIMS if acc > target.acc_rows else ALL_DIMS
-        # Halve the largest scratchpad tile (scratchpad loops first, then accumulator tiles).
-        cand = [(r.spad_u[d] // r.acc_u[d], d) for d in dims if r.spad_u[d] > r.acc_u[d]]
-        if cand:
-            _, d = max(cand)
-            r.spad_u[d] = r.acc_u[d] * _half_divisor(r.spad_u[d] // r.acc_u[d])
-        else:
-            cand = [(r.acc_u[d], d) for d in dims if r.acc_u[d] > 1]
-            if not cand:
-                raise CodegenError(f"one block needs {spad} scratchpad / {acc} accumulator rows: does not fit")
-            _, d = max(cand)
-            r.acc_u[d] = _half_divisor(r.acc_u[d])
-            r.spad_u[d] = r.acc_u[d] * -(-r.spad_u[d] // r.acc_u[d])
-        r.full_u[d] = r.spad_u[d] * -(-r.full_u[d] // r.spad_u[d])
-        r.deviations.append(f"{d} tile shrunk to fit ({spad} scratchpad / {acc} accumulator rows)")
-
-
-def _half_divisor(n: int) -> int:
-    """Largest divisor of n that is at most n // 2 (1 for primes)."""
-    for q in range(max(1, n // 2), 0, -1):
-        if n % q == 0:
-            return q
-    return 1
+            if over(lay, 1) > 1.0:
+                raise CodegenError(f"one call needs {lay.spad_call_rows} scratchpad / {lay.acc_tile_rows} "
+                                   "accumulator rows: does not fit")
+            r.deviations.append("single buffered: not even the smallest tile fits half the local memories")
+            break
+        _, d, t_new = min(cands)
+        r.tile[d] = t_new
+    shrunk = [f"{d} {start[d]}->{r.tile[d]}" for d in ALL_DIMS if r.tile[d] != start[d]]
+    if shrunk:
+        r.deviations.append("tiles shrunk (cost-model guided) so that a call fits half the scratchpad and "
+                            "accumulator: " + ", ".join(shrunk))
+    return call_layout(r, geo, epi)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -278,111 +288,48 @@ class Scheduled:
     tag: str
     compute: G.ComputeDef
     realization: Realization
+    layout: G.CallLayout
     schedule: s_tir.Schedule
+    model_cycles: float  # the cost model's cycles for the realised tiles
 
     @property
     def mod(self) -> tvm.IRModule:
         return self.schedule.mod
 
 
-def _largest_divisor_at_most(n: int, cap: int) -> int:
-    for q in range(min(n, cap), 0, -1):
-        if n % q == 0:
-            return q
-    return 1
-
-
-def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec) -> Scheduled:
+def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec,
+                   double_buffer: bool = True) -> Scheduled:
     tag, geo0, names = layer_geometry(layer)
-    bounds = layer.dims()
-    r = realize(mapping, arch, names, bounds, target)
-    fit(r, geo0, target)
-    # geometry fields are the internal dims in capitals (a matmul's rows are Q)
-    geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
     if epilogue.zero_point:
         raise CodegenError("Gemmini's mvout cannot add an output zero point; requantize with zero_point=0")
+    r = realize(mapping, arch, names, layer.dims(), target, matmul=tag == "gemmini.matmul")
+    if (mapping.dataflow or arch.dataflow or "weight_stationary") == "output_stationary":
+        r.deviations.append("output-stationary mapping run weight stationary (the library's loop_conv_ws)")
+    if not double_buffer:
+        r.double_buffer = False
+        r.deviations.append("single buffered on request")
+    lay = fit(r, geo0, epilogue, target, arch)
+    geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
+    lay = call_layout(r, geo, epilogue)
     cd = core_compute(tag)(geo, epilogue)
     sch = s_tir.Schedule(prim_func(cd))
-    dim = target.dim
+    t = lay.tile
 
     blk = sch.get_sblock("acc")
     loops = dict(zip(ALL_DIMS, sch.get_loops(blk)))
-    parts: dict[str, dict[str, Any]] = {}
-    for d in ALL_DIMS:
-        factors = [r.trips("dram", d), r.trips("spad", d), r.trips("acc", d)] + ([dim] if d in BLOCKED else [])
-        split = sch.split(loops[d], factors)
-        parts[d] = dict(zip(["dram", "spad", "acc", "unit"], split))
-    order = ([parts[d]["dram"] for d in r.dram_order] + [parts[d]["spad"] for d in r.spad_order]
-             + [parts[d]["acc"] for d in r.acc_order] + [parts[d]["unit"] for d in ("q", "k", "c")])
-    sch.reorder(*order)
+    parts = {d: sch.split(loops[d], [r.tiles(d), r.tile[d]]) for d in ALL_DIMS}
+    sch.reorder(*([parts[d][0] for d in r.dram_order] + [parts[d][1] for d in ALL_DIMS]))
     sch.set_scope(blk, 0, G.ACC_SCOPE)
-
-    last_o = parts[[d for d in r.dram_order if d in O_DIMS][-1]]["dram"]
-    innermost_dram = parts[r.dram_order[-1]]["dram"]
-    out_blk = sch.get_sblock("out_p")
-    sch.reverse_compute_at(out_blk, last_o, preserve_unit_loops=True)
-
-    i_sp = sch.cache_read(blk, "I_p", G.SPAD_SCOPE)
-    sch.compute_at(i_sp, innermost_dram, preserve_unit_loops=True)
-    w_sp = sch.cache_read(blk, "W_p", G.SPAD_SCOPE)
-    sch.compute_at(w_sp, innermost_dram, preserve_unit_loops=True)
-    sch.transform_layout(blk, ("read", 0), lambda n, g, h, w, c: (c // dim, n, g, h, w, c % dim))
-    sch.transform_layout(blk, ("read", 1), lambda g, r_, s, c, k: (k // dim, g, r_, s, c, k % dim))
-    sch.transform_layout(blk, ("write", 0), lambda n, g, p, q, k: (k // dim, n, g, p, q, k % dim))
-
-    # Accumulator tile <- bias, before the first loop under the write-back point.
-    o_pos = order.index(last_o)
-    init = sch.decompose_reduction(blk, order[o_pos + 1])
-
-    sw = geo.array_stride[1]
-    sch.tensorize(parts["q"]["unit"], intrinsic("gemmini.compute", dim=dim, a_stride=sw,
-                                                weight_stationary=r.weight_stationary))
-
-    # write-back: (n, g, p, q, k) over the accumulator tile
-    n_, g_, p_, q_, k_ = sch.get_loops(out_blk)[-5:]
-    qo, qi = sch.split(q_, [None, dim])
-    ko, ki = sch.split(k_, [None, dim])
-    sch.reorder(n_, g_, p_, qo, ko, qi, ki)
-    sch.tensorize(qi, intrinsic("gemmini.mvout", dim=dim, scale=float(epilogue.scale), lo=epilogue.lo))
-
-    # I tile: rows are pixels along w, DIM channels each
-    n_, g_, h_, w_, c_ = sch.get_loops(i_sp)[-5:]
-    w_ext = _loop_extent(sch, w_)
-    rows = _largest_divisor_at_most(w_ext, dim)
-    co, ci = sch.split(c_, [None, dim])
-    # The input tile overlaps its neighbours (convolution halo), so its block bindings are not a bijective map of the
-    # outer loops and TVM cannot tensorize it.  The copy stays a loop nest marked for the C emitter, which lowers it
-    # to mvins (the way TVM's async-DMA passes lower marked copies): (rows x DIM) blocks, or one row per mvin when
-    # the tile width has no divisor in 2..DIM.
-    if rows > 1:
-        wo, wi = sch.split(w_, [None, rows])
-        sch.reorder(n_, g_, h_, co, wo, wi, ci)
-        sch.annotate(wi, DMA_ANNOTATION, "mvin:0:block")
-    else:
-        sch.reorder(n_, g_, h_, co, w_, ci)
-        sch.annotate(w_, DMA_ANNOTATION, "mvin:0:rowwise")
-    if rows < dim and w_ext > rows:
-        r.deviations.append(f"input tile width {w_ext} loaded {rows} row(s) per mvin")
-
-    # W tile: rows are input channels, DIM output channels each
-    g_, r_, s_, c_, k_ = sch.get_loops(w_sp)[-5:]
-    co, ci = sch.split(c_, [None, dim])
-    ko, ki = sch.split(k_, [None, dim])
-    sch.reorder(g_, r_, s_, ko, co, ci, ki)
-    sch.tensorize(ci, intrinsic("gemmini.mvin_spad", dim=dim, rows=dim, channel=1))
-
-    if r.double_buffer:
-        if r.dram_order[-1] in RED_DIMS and r.trips("dram", r.dram_order[-1]) > 1:
-            sch.annotate(innermost_dram, "software_pipeline_stage", [0, 0, 1])
-            sch.annotate(innermost_dram, "software_pipeline_order", [0, 1, 2])
-        else:
-            r.deviations.append("double buffering not applied: no DRAM reduction loop to pipeline")
+    outs = [d for d in r.dram_order if d in O_DIMS]
+    sch.reverse_compute_at(sch.get_sblock("out_p"), parts[outs[-1]][0], preserve_unit_loops=True)
+    sch.decompose_reduction(blk, parts[r.dram_order[len(outs)]][0])
+    sch.tensorize(parts["n"][1], intrinsic("gemmini.tile_call", n=t.n, p=t.p, q=t.q, k=t.k, r=t.r, s=t.s, c=t.c,
+                                           sh=t.sh, sw=t.sw, dh=t.dh, dw=t.dw))
+    sch.tensorize(sch.get_loops(sch.get_sblock("out_p"))[-5],
+                  intrinsic("gemmini.tile_store", n=t.n, p=t.p, q=t.q, k=t.k, scale=float(epilogue.scale),
+                            lo=epilogue.lo))
     # The accumulator starts from the bias: rewrite the init block, then tensorize it in a fresh schedule.
     sch = s_tir.Schedule(with_bias_init(sch.mod["main"]))
-    sch.tensorize(sch.get_loops(sch.get_sblock("acc_init"))[-2],
-                  intrinsic("gemmini.mvin_bias", dim=dim, rows=dim))
-    return Scheduled(tag, cd, r, sch)
-
-
-def _loop_extent(sch: s_tir.Schedule, loop: Any) -> int:
-    return int(sch.get(loop).extent)
+    sch.tensorize(sch.get_loops(sch.get_sblock("acc_init"))[-5],
+                  intrinsic("gemmini.tile_init", n=t.n, p=t.p, q=t.q, k=t.k))
+    return Scheduled(tag, cd, r, lay, sch, model_cycles(r, geo0, arch))

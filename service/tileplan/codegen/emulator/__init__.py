@@ -35,28 +35,33 @@ class GemminiTrap(RuntimeError):
 
 @dataclass(frozen=True)
 class TimingParams:
-    """Parameters of the instruction-level timing model (the C struct emu_timing_t, field for field).
+    """Parameters of the instruction-level timing model (the C struct emu_timing_t, field for field; the
+    model itself is described in gemmini_emu.c).
 
-    Defaults follow Gemmini's published numbers: 16 B DMA beats, requests of at most 64 B, ~8 B/cycle effective
-    DRAM bandwidth (FireSim), a DIM-cycle block compute and preload.  `for_dim` scales the DIM-dependent ones.
-    """
+    Tileplan does not guess these: `tileplan.codegen.pipeline.timing_for(hw)` derives them from the
+    calibrated cost model (`CostParams.for_descriptor(hw)`) and the descriptor.  The defaults here are that
+    mapping for the shipped 16x16 Gemmini (8 B/cycle DRAM, the fitted parameters)."""
 
-    dram_bytes_per_cycle: float = 8.0
-    dma_beat_bytes: float = 16.0
-    dma_max_request_bytes: float = 64.0
-    dma_latency: float = 100.0
-    issue_cycles: float = 2.0
-    config_cycles: float = 1.0
-    preload_cycles: float = 16.0
-    compute_cycles: float = 16.0
-    compute_latency: float = 32.0
-    queue_load: float = 8.0  # Gemmini's reservation station: 8 load, 16 execute, 4 store entries
-    queue_exec: float = 16.0
-    queue_store: float = 4.0
+    dram_bytes_per_cycle: float = 8.0 * 0.4747
+    dma_request_bytes: float = 64.0
+    dma_request_cycles: float = 0.7632
+    dma_latency: float = 0.0
+    issue_cycles: float = 0.0
+    config_cycles: float = 0.0
+    call_cycles: float = 116.0
+    preload_cycles: float = 0.06159 * 16
+    compute_row_cycles: float = 1.0
+    compute_op_cycles: float = 0.953
+    compute_latency: float = 0.0
+    overlap_loss: float = 0.3609
+    queue_load: float = 0.0  # 0: unbounded (double-buffered halves bound the run-ahead)
+    queue_exec: float = 0.0
+    queue_store: float = 0.0
 
     @classmethod
     def for_dim(cls, dim: int, **overrides: float) -> "TimingParams":
-        values = dict(preload_cycles=float(dim), compute_cycles=float(dim), compute_latency=2.0 * dim)
+        """The defaults with the DIM-dependent preload cost scaled to a DIM x DIM array."""
+        values = dict(preload_cycles=0.06159 * dim)
         values.update(overrides)
         return cls(**values)
 
@@ -64,8 +69,8 @@ class TimingParams:
         for name, v in asdict(self).items():
             if not np.isfinite(v) or v < 0:
                 raise ValueError(f"timing.{name} must be finite and >= 0, got {v}")
-        if self.dram_bytes_per_cycle <= 0 or self.dma_beat_bytes <= 0 or self.dma_max_request_bytes <= 0:
-            raise ValueError("DRAM bandwidth, beat and request sizes must be positive")
+        if self.dram_bytes_per_cycle <= 0 or self.dma_request_bytes <= 0:
+            raise ValueError("DRAM bandwidth and request size must be positive")
 
 
 class _CTiming(ctypes.Structure):

@@ -52,7 +52,8 @@ void gemmini_extended_config_ld(uint64_t stride, scale_t scale, bool shrunk,
                                 uint32_t block_mvin_stride, int id);
 void gemmini_extended_config_st(uint64_t stride, int acc_act, acc_scale_t acc_scale);
 
-/* Data movement: DRAM <-> scratchpad / accumulator.  rows <= DIM. */
+/* Data movement: DRAM <-> scratchpad / accumulator.  rows <= DIM.  A load from DRAM address 0 (NULL)
+ * writes zero rows without reading DRAM (Gemmini's zero-fill, used for convolution padding). */
 void gemmini_extended_mvin(const void *dram_addr, uint32_t spad_addr, uint32_t cols, uint32_t rows);
 void gemmini_extended_mvin2(const void *dram_addr, uint32_t spad_addr, uint32_t cols, uint32_t rows);
 void gemmini_extended_mvin3(const void *dram_addr, uint32_t spad_addr, uint32_t cols, uint32_t rows);

@@ -11,18 +11,26 @@
  *   A non-accumulating write of `cols` < DIM elements zeroes the rest of the row; an accumulating write
  *   touches only its columns.  Reading a row that was never written is a trap, as is accumulating into one.
  *
- * Timing model
+ * Timing model (parameters: emu_timing_t; Tileplan derives them from the calibrated cost model, see
+ * tileplan.codegen.pipeline.timing_for)
  *   Instructions are dispatched in program order (issue_cycles each) into three in-order units:
  *   load (config_ld, mvin*), execute (config_ex, preload, compute*), store (config_st, mvout).
- *   Each unit's queue holds queue_load / queue_exec / queue_store instructions; dispatch stalls (in order)
- *   while the target queue is full, i.e. until that unit's queue_n-th older instruction completed.  Cross-unit hazards on
- *   scratchpad/accumulator rows (RAW, WAR, WAW) wait; within a unit order is implicit.
- *   DMA: each row is split into requests of at most dma_max_request_bytes, each request rounded up to
- *   dma_beat_bytes beats; the DRAM channel (shared by loads and stores) moves dram_bytes_per_cycle,
- *   and each transfer completes dma_latency cycles after its last beat.
- *   compute occupies the execute unit compute_cycles; results land compute_latency cycles later.  A preload
- *   takes preload_cycles (config_cycles with no operand) in the array's preload pipe, which double-buffers:
- *   it may overlap the previous compute, and the next compute waits for it.
+ *   Each unit's queue holds queue_load / queue_exec / queue_store instructions (0 = unbounded: only
+ *   scratchpad/accumulator hazards limit how far a unit runs ahead).  Cross-unit hazards on local rows
+ *   (RAW, WAR, WAW) wait; within a unit order is implicit.
+ *   DMA (one channel shared by loads and stores): a transfer of `rows` rows of `row_bytes` costs
+ *   rows * ceil(row_bytes / dma_request_bytes) * dma_request_cycles + bytes / dram_bytes_per_cycle and
+ *   completes dma_latency cycles after that.  bytes = rows * row_bytes, except: a load from DRAM address 0
+ *   (NULL) writes zero rows and moves no bytes (requests only; Gemmini's zero-fill mvin), and a load with
+ *   DRAM row stride 0 reads its row once (the repeats are requests served on chip).
+ *   Execute: a preload of a weight block takes preload_cycles (a preload with no operand, which only names
+ *   the output rows of the next compute, takes 0); a compute takes compute_op_cycles + compute_row_cycles
+ *   per row of A streamed through the array; results are ready compute_latency cycles after it ends.
+ *   config_ex opens a library call: it occupies the execute unit for call_cycles and, in order with the
+ *   loads, the DMA channel for call_cycles (the per-call issue / FSM start cost seen by either unit).
+ *   Contention: while the DMA and the array are both busy they slow each other down: an operation that
+ *   overlaps the other resource's busy time by `ov` cycles takes overlap_loss * ov longer, and the other
+ *   resource's next operation is pushed back by the same amount (processor sharing of the local memories).
  */
 #include "gemmini.h"
 
@@ -37,18 +45,21 @@
 /* Public emulator interface (used from Python through ctypes).                                      */
 
 typedef struct {
-  double dram_bytes_per_cycle;  /* effective DRAM bandwidth                         */
-  double dma_beat_bytes;        /* bytes per DMA beat                               */
-  double dma_max_request_bytes; /* longest single DMA request                       */
-  double dma_latency;           /* cycles from last beat to data available          */
-  double issue_cycles;          /* per-instruction dispatch overhead on the host    */
-  double config_cycles;         /* cost of a config instruction in its unit         */
-  double preload_cycles;        /* execute-unit occupancy of a preload              */
-  double compute_cycles;        /* execute-unit occupancy of a DIM x DIM compute    */
-  double compute_latency;       /* extra cycles until a compute's results are ready */
-  double queue_load;            /* reservation-station entries of the load queue    */
-  double queue_exec;            /*   ... of the execute queue                       */
-  double queue_store;           /*   ... of the store queue                         */
+  double dram_bytes_per_cycle;  /* effective DRAM bandwidth (bytes/cycle)              */
+  double dma_request_bytes;     /* longest single DMA request                          */
+  double dma_request_cycles;    /* DMA occupancy per request, on top of its bytes      */
+  double dma_latency;           /* cycles from the end of a transfer to data available */
+  double issue_cycles;          /* per-instruction dispatch cost on the host           */
+  double config_cycles;         /* config_ld / config_st / flush in their unit         */
+  double call_cycles;           /* config_ex: per-call cost on execute unit and DMA    */
+  double preload_cycles;        /* preload of a weight block                           */
+  double compute_row_cycles;    /* per row of A streamed through the array             */
+  double compute_op_cycles;     /* per compute instruction                             */
+  double compute_latency;       /* extra cycles until a compute's results are ready    */
+  double overlap_loss;          /* DMA / array contention while both are busy          */
+  double queue_load;            /* reservation-station entries (0 = unbounded)         */
+  double queue_exec;
+  double queue_store;
 } emu_timing_t;
 
 enum {
@@ -139,7 +150,10 @@ typedef struct emu {
   /* timing state */
   double t_dispatch, unit_free[3], dram_free, max_complete;
   int cur_unit;
-  double pre_free, preload_done, last_compute_start; /* preload pipe of the array */
+  double preload_done; /* when the last preload left the execute unit */
+  /* busy intervals of the two contended resources (0: DMA channel, 1: array), in time order */
+  double *iv_start[2], *iv_end[2], *iv_cum[2], *iv_w[2];
+  size_t iv_n[2], iv_cap[2];
   double *ring[3]; /* per unit: completion times of its last queue entries */
   uint32_t ring_n[3];
   uint64_t unit_count[3];
@@ -249,12 +263,95 @@ static void check_dram(emu_t *e, uintptr_t p, uint64_t bytes, int write) {
 /* ------------------------------------------------------------------------------------------------ */
 /* Timing                                                                                           */
 
-static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes) {
-  double req = e->t.dma_max_request_bytes, beat = e->t.dma_beat_bytes;
-  uint64_t full = (uint64_t)(row_bytes / (uint64_t)req);
-  uint64_t rest = row_bytes - full * (uint64_t)req;
-  double beats_per_row = full * ceil(req / beat) + (rest ? ceil((double)rest / beat) : 0.0);
-  return rows * beats_per_row * beat / e->t.dram_bytes_per_cycle;
+/* DMA occupancy of `rows` rows of `row_bytes`: requests plus bytes at the effective bandwidth.  `bytes_moved`
+ * is what crosses the DRAM interface (0 for a zero-fill, one row for a stride-0 load). */
+static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double bytes_moved) {
+  double req = e->t.dma_request_bytes;
+  double per_row = ceil((double)row_bytes / req);
+  if (per_row < 1) per_row = 1;
+  return rows * per_row * e->t.dma_request_cycles + bytes_moved / e->t.dram_bytes_per_cycle;
+}
+
+/* Busy intervals of the two contended resources (0: DMA channel, 1: array): sorted, disjoint; iv_w = 1 for
+ * transfers / array work, 0 for time the resource is merely held (call overhead); iv_cum = weighted busy time
+ * before each interval. */
+static double busy_before(emu_t *e, int r, double x) {
+  size_t n = e->iv_n[r];
+  if (!n || x <= e->iv_start[r][0]) return 0.0;
+  size_t lo = 0, hi = n; /* last interval with start < x */
+  while (hi - lo > 1) {
+    size_t mid = (lo + hi) / 2;
+    if (e->iv_start[r][mid] < x) lo = mid; else hi = mid;
+  }
+  double in = x < e->iv_end[r][lo] ? x - e->iv_start[r][lo] : e->iv_end[r][lo] - e->iv_start[r][lo];
+  return e->iv_cum[r][lo] + e->iv_w[r][lo] * in;
+}
+
+static void insert_busy(emu_t *e, int r, size_t at, double a, double b, double w) {
+  if (e->iv_n[r] == e->iv_cap[r]) {
+    size_t cap = e->iv_cap[r] ? 2 * e->iv_cap[r] : 4096;
+    e->iv_start[r] = realloc(e->iv_start[r], cap * sizeof(double));
+    e->iv_end[r] = realloc(e->iv_end[r], cap * sizeof(double));
+    e->iv_cum[r] = realloc(e->iv_cum[r], cap * sizeof(double));
+    e->iv_w[r] = realloc(e->iv_w[r], cap * sizeof(double));
+    if (!e->iv_start[r] || !e->iv_end[r] || !e->iv_cum[r] || !e->iv_w[r]) {
+      fprintf(stderr, "gemmini emulator: out of memory\n");
+      abort();
+    }
+    e->iv_cap[r] = cap;
+  }
+  size_t n = e->iv_n[r], tail = n - at;
+  memmove(e->iv_start[r] + at + 1, e->iv_start[r] + at, tail * sizeof(double));
+  memmove(e->iv_end[r] + at + 1, e->iv_end[r] + at, tail * sizeof(double));
+  memmove(e->iv_w[r] + at + 1, e->iv_w[r] + at, tail * sizeof(double));
+  memmove(e->iv_cum[r] + at + 1, e->iv_cum[r] + at, tail * sizeof(double));
+  e->iv_start[r][at] = a;
+  e->iv_end[r][at] = b;
+  e->iv_w[r][at] = w;
+  e->iv_n[r] = n + 1;
+  for (size_t i = at; i <= n; i++)
+    e->iv_cum[r][i] = i ? e->iv_cum[r][i - 1] + e->iv_w[r][i - 1] * (e->iv_end[r][i - 1] - e->iv_start[r][i - 1]) : 0.0;
+}
+
+/* Stretch of an operation [t, t + dur) on resource r by its overlap with the other resource's work. */
+static double stretched(emu_t *e, int r, double t, double dur, int push) {
+  double L = e->t.overlap_loss;
+  if (L <= 0 || dur <= 0) return dur;
+  int o = 1 - r;
+  double ov = busy_before(e, o, t + dur) - busy_before(e, o, t);
+  if (ov > 0 && push && o == 1) e->unit_free[U_EXEC] += L * ov; /* the array slows down as much */
+  return dur + L * ov;
+}
+
+/* The array: in order, so its work is appended. */
+static double exec_op(emu_t *e, double t, double dur) {
+  dur = stretched(e, 1, t, dur, 0);
+  if (dur > 0) insert_busy(e, 1, e->iv_n[1], t, t + dur, 1.0);
+  return dur;
+}
+
+/* The DMA channel: the earliest gap at or after `ready` that holds the (stretched) transfer, so loads run in
+ * front of a store that waits for the array.  Returns the start; *dur gets the stretched length. */
+static double dma_op(emu_t *e, double ready, double *dur, double weight) {
+  size_t n = e->iv_n[0];
+  size_t i = 0, hi = n; /* first interval ending after ready */
+  while (i < hi) {
+    size_t mid = (i + hi) / 2;
+    if (e->iv_end[0][mid] <= ready) i = mid + 1; else hi = mid;
+  }
+  double s = ready;
+  for (;;) {
+    if (i < n && e->iv_start[0][i] < s) s = e->iv_end[0][i] > s ? e->iv_end[0][i] : s;
+    double d = weight > 0 ? stretched(e, 0, s, *dur, 0) : *dur;
+    if (i >= n || e->iv_start[0][i] >= s + d) {
+      if (weight > 0) d = stretched(e, 0, s, *dur, 1);
+      *dur = d;
+      if (d > 0) insert_busy(e, 0, i, s, s + d, weight);
+      return s;
+    }
+    s = e->iv_end[0][i] > s ? e->iv_end[0][i] : s;
+    i++;
+  }
 }
 
 /* Dispatch: the host issues in order; an instruction whose unit queue is full waits for that unit's oldest
@@ -420,7 +517,18 @@ void gemmini_extended_config_ex(int dataflow, int sys_act, int sys_shift, uint32
   e->a_stride = A_stride;
   e->a_tr = A_transpose;
   e->b_tr = B_transpose;
-  simple_op(e, U_EXEC, e->t.config_cycles);
+  /* opens a call: the execute unit and, in order with the loads, the DMA channel each pay call_cycles */
+  double c = e->t.call_cycles;
+  double t = dispatch_unit(e, U_EXEC);
+  double tx = e->unit_free[U_EXEC] > t ? e->unit_free[U_EXEC] : t;
+  e->unit_free[U_EXEC] = tx + c;
+  e->st.busy[U_EXEC] += c;
+  if (c > 0) insert_busy(e, 1, e->iv_n[1], tx, tx + c, 0.0);
+  double td = e->unit_free[U_LOAD] > t ? e->unit_free[U_LOAD] : t;
+  double dc = c;
+  td = dma_op(e, td, &dc, 0.0);
+  e->unit_free[U_LOAD] = td + c;
+  retire(e, (tx > td ? tx : td) + c);
 }
 
 void gemmini_extended_config_ld(uint64_t stride, scale_t scale, bool shrunk, uint32_t block_mvin_stride, int id) {
@@ -473,7 +581,9 @@ static void mvin_impl(int ch, int op, const void *dram_addr, uint32_t addr, uint
     for (uint32_t b = 0; b < nblocks; b++) check_rows(e, addr + b * cfg->block_stride, rows, 1, what);
     row_bytes = cols;
   }
-  for (uint32_t r = 0; r < rows; r++) check_dram(e, p + r * cfg->stride, row_bytes, 0);
+  int zero = p == 0; /* Gemmini's zero-fill: a load from address 0 writes zero rows and reads nothing */
+  if (!zero)
+    for (uint32_t r = 0; r < rows; r++) check_dram(e, p + r * cfg->stride, row_bytes, 0);
 
   /* timing */
   double t = dispatch_unit(e, U_LOAD);
@@ -482,13 +592,13 @@ static void mvin_impl(int ch, int op, const void *dram_addr, uint32_t addr, uint
     uint32_t a = is_acc(addr) ? addr : addr + b * cfg->block_stride;
     t = wait_write(e, U_LOAD, a, rows, t);
   }
-  double start = t > e->dram_free ? t : e->dram_free;
-  double dur = dram_cycles(e, rows, row_bytes);
-  e->dram_free = start + dur;
+  double moved = zero ? 0.0 : (cfg->stride == 0 ? (double)row_bytes : (double)rows * row_bytes);
+  double dur = dram_cycles(e, rows, row_bytes, moved);
+  double start = dma_op(e, t, &dur, 1.0);
   e->unit_free[U_LOAD] = start + dur;
   e->st.busy[U_LOAD] += dur;
   double done = start + dur + e->t.dma_latency;
-  e->st.dram_bytes_in += rows * row_bytes;
+  e->st.dram_bytes_in += (uint64_t)moved;
 
   /* data */
   int64_t vals[4096];
@@ -496,6 +606,7 @@ static void mvin_impl(int ch, int op, const void *dram_addr, uint32_t addr, uint
     for (uint32_t r = 0; r < rows; r++) {
       uintptr_t src = p + r * cfg->stride;
       for (uint32_t c = 0; c < cols; c++) {
+        if (zero) { vals[c] = 0; continue; }
         int64_t x = cfg->shrunk ? (int64_t)((const int8_t *)src)[c] : (int64_t)((const int32_t *)src)[c];
         vals[c] = cfg->scale == 1.0f ? x : sat32(scale_rne(x, cfg->scale));
       }
@@ -509,6 +620,7 @@ static void mvin_impl(int ch, int op, const void *dram_addr, uint32_t addr, uint
       for (uint32_t r = 0; r < rows; r++) {
         const int8_t *src = (const int8_t *)(p + r * cfg->stride) + b * D;
         for (uint32_t c = 0; c < bc; c++) {
+          if (zero) { vals[c] = 0; continue; }
           int64_t x = src[c];
           vals[c] = cfg->scale == 1.0f ? x : sat8(scale_rne(x, cfg->scale));
         }
@@ -550,9 +662,8 @@ void gemmini_extended_mvout(void *dram_addr, uint32_t addr, uint32_t cols, uint3
   double t = dispatch_unit(e, U_STORE);
   if (e->unit_free[U_STORE] > t) t = e->unit_free[U_STORE];
   t = wait_read(e, U_STORE, addr, rows, 1, t);
-  double start = t > e->dram_free ? t : e->dram_free;
-  double dur = dram_cycles(e, rows, row_bytes);
-  e->dram_free = start + dur;
+  double dur = dram_cycles(e, rows, row_bytes, (double)rows * row_bytes);
+  double start = dma_op(e, t, &dur, 1.0);
   e->unit_free[U_STORE] = start + dur;
   e->st.busy[U_STORE] += dur;
   double done = start + dur + e->t.dma_latency;
@@ -593,15 +704,15 @@ void gemmini_extended_preload(uint32_t BD, uint32_t C, uint32_t BD_cols, uint32_
   if (!is_garbage(BD) && is_acc(BD) && e->dataflow == WEIGHT_STATIONARY)
     trap(e, "weights (B) must come from the scratchpad");
 
-  /* The array double-buffers its preloaded operand: a preload may start once the previous compute has
-   * started, overlapping it; a preload with no operand (garbage BD) only records the output address. */
+  /* A preload runs in order on the execute unit; one with no operand (garbage BD) only names the output
+   * rows of the next compute and costs nothing. */
   double t = dispatch_unit(e, U_EXEC);
-  if (e->pre_free > t) t = e->pre_free;
-  if (e->last_compute_start > t) t = e->last_compute_start;
+  if (e->unit_free[U_EXEC] > t) t = e->unit_free[U_EXEC];
   t = wait_read(e, U_EXEC, BD, BD_rows, 1, t);
-  double cost = is_garbage(BD) ? e->t.config_cycles : e->t.preload_cycles;
+  double cost = is_garbage(BD) ? 0.0 : e->t.preload_cycles;
+  cost = exec_op(e, t, cost);
   double done = t + cost;
-  e->pre_free = done;
+  e->unit_free[U_EXEC] = done;
   e->preload_done = done;
   e->st.busy[U_EXEC] += cost;
   mark_read(e, BD, BD_rows, 1, done);
@@ -641,11 +752,11 @@ static void compute_impl(int op, uint32_t A, uint32_t BD, uint32_t A_cols, uint3
   t = wait_read(e, U_EXEC, A, a_rows_read, e->a_stride, t);
   t = wait_read(e, U_EXEC, BD, BD_rows, 1, t);
   if (!is_garbage(C)) t = wait_write(e, U_EXEC, C, e->c_rows, t);
-  e->last_compute_start = t;
-  double end = t + e->t.compute_cycles;
+  double dur = exec_op(e, t, e->t.compute_op_cycles + e->t.compute_row_cycles * a_rows_read);
+  double end = t + dur;
   double done = end + e->t.compute_latency;
   e->unit_free[U_EXEC] = end;
-  e->st.busy[U_EXEC] += e->t.compute_cycles;
+  e->st.busy[U_EXEC] += dur;
   mark_read(e, A, a_rows_read, e->a_stride, end);
   mark_read(e, BD, BD_rows, 1, end);
 
@@ -778,6 +889,7 @@ void emu_destroy(emu_t *e) {
   free(e->weights); free(e->weights_pending); free(e->os_state); free(e->os_d);
   free(e->blk_a); free(e->blk_b); free(e->blk_c);
   free(e->ring[0]); free(e->ring[1]); free(e->ring[2]); free(e->regions);
+  for (int r = 0; r < 2; r++) { free(e->iv_start[r]); free(e->iv_end[r]); free(e->iv_cum[r]); free(e->iv_w[r]); }
   free(e);
 }
 
@@ -817,7 +929,8 @@ void emu_reset(emu_t *e) {
   e->preload_pending = 0;
   e->n_regions = 0;
   e->t_dispatch = e->dram_free = e->max_complete = 0;
-  e->pre_free = e->preload_done = e->last_compute_start = 0;
+  e->preload_done = 0;
+  e->iv_n[0] = e->iv_n[1] = 0;
   e->unit_free[0] = e->unit_free[1] = e->unit_free[2] = 0;
   memset(&e->st, 0, sizeof e->st);
   e->trapped = 0;

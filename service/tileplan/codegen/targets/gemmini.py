@@ -2,21 +2,25 @@
 
 Computes (registered with `register_core_compute`): int8 convolution / matmul / depthwise convolution with int32
 accumulation, the bias as the accumulator's initial value, and a requantize epilogue
-`clip(nearbyint(float32(acc) * scale) [+ zero_point], lo, 127)` (ReLU: lo = zero point).  Every loop dimension the
-array blocks on (output columns / matmul rows, input channels, output channels) is padded to a multiple of DIM in
-host-side stages, so the intrinsics always see whole DIM x DIM blocks.
+`clip(nearbyint(float32(acc) * scale) [+ zero_point], lo, 127)` (ReLU: lo = zero point).  Loop bounds are the
+plan's tile grid (whole tiles; the real extents are clipped inside the intrinsics).
 
-Internal layouts: input I_p[N, G, Hp, Wp, Cp], weights W_p[G, R, S, Cp, Kp], bias_p[G, Kp],
-accumulator / output [N, G, P, Qp, Kp].  The kernel's external layouts are NHWC input, [G, R, S, C, K] weights
+Internal layouts: input I_p[N, G, Hp, Wp, C], weights W_p[G, R, S, C, K], bias_p[G, K],
+accumulator / output [N, G, P, Q, K].  The kernel's external layouts are NHWC input, [G, R, S, C, K] weights
 (HWIO when G = 1; [K, N] for a matmul), [G*K] bias and NHWC output.
 
-Intrinsics (registered with `register_hw_intrinsic`) lower to calls of the Gemmini API (gemmini.h):
-- gemmini.mvin_spad     rows x DIM int8 block DRAM -> scratchpad          (gemmini_extended_mvin / mvin2)
-- gemmini.mvin_bias     a bias row broadcast into rows of the accumulator (gemmini_extended_mvin3, stride 0)
-- gemmini.compute       DIM x DIM x DIM block, accumulate into the accumulator (preload + compute_preloaded)
-- gemmini.mvout         accumulator -> DRAM with scale, ReLU and int8 saturation (gemmini_extended_mvout)
-Scratchpad / accumulator addresses are written as `__tp_local_addr(access_ptr, flags)`, which the C
-emitter resolves to Gemmini row addresses once it has placed every local buffer.
+Intrinsics (registered with `register_hw_intrinsic`), one per stage of a tile, the way Gemmini's library runs a
+layer (one `sp_tiled_conv` / `loop_conv_ws` call per iteration of the DRAM loops; see tileplan.cost.gemmini):
+- gemmini.tile_init   accumulator tile <- bias (armed here, loaded by the tile's first call: mvin3, stride 0)
+- gemmini.tile_call   one call: config, input tile (one mvin row per input pixel and DIM channels; zero-fill for
+                      padding) and weight tile (one row per (r, s, c) and DIM output channels) to the scratchpad,
+                      then per (DIM output channels, r, s, DIM input channels) one weight preload and one compute
+                      per (batch, output row, <= DIM consecutive output columns), accumulating
+- gemmini.tile_store  accumulator tile -> DRAM with scale, ReLU and saturation (mvout, one row per output pixel and
+                      DIM output channels)
+Their implementations call small C functions (`tp_init`, `tp_call`, `tp_store`, see `call_support_c`) that the C
+emitter prints into the kernel file: the tile extents are clipped to the layer there (edge tiles), the scratchpad
+halves alternate per call and the accumulator halves per output tile (two calls in flight).
 """
 
 from __future__ import annotations
@@ -42,11 +46,12 @@ def ceil_to(x: int, m: int) -> int:
 
 @dataclass(frozen=True)
 class Epilogue:
-    """acc (int32, bias included) -> int8: clip(nearbyint(float32(acc) * scale) + zero_point, lo, 127)."""
+    """acc (int32, bias included when `bias`) -> int8: clip(nearbyint(float32(acc) * scale) + zero_point, lo, 127)."""
 
     scale: float = 1.0
     zero_point: int = 0
     relu: bool = False
+    bias: bool = True
 
     @property
     def lo(self) -> int:
@@ -151,7 +156,7 @@ def build_conv(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
     stages.append("W_p")
     b_p = te.compute(
         (G, K),
-        lambda g, k: tirx.if_then_else(tirx.all(g < geo.G, k < geo.K),
+        lambda g, k: tirx.if_then_else(tirx.all(g < geo.G, k < geo.K, tirx.const(bool(epi.bias))),
                                        bias[tirx.min(g, geo.G - 1) * geo.K + tirx.min(k, geo.K - 1)],
                                        tirx.const(0, "int32")),
         name="bias_p")
@@ -192,193 +197,338 @@ def matmul_compute(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# Intrinsics
+# Intrinsics: one per stage of a tile (see the module docstring)
 
 
-def _local(buf, flags: int):  # noqa: ANN001 - TVMScript buffer
-    # An access pointer (not data + offset) so that passes which re-version buffers (software pipelining) see it.
-    return T.call_extern("uint32", LOCAL_ADDR, buf.access_ptr("rw"), T.uint32(flags))
+@dataclass(frozen=True)
+class TileShape:
+    """The full tile of one call (elements) and the array's view of the input window."""
+
+    n: int
+    p: int
+    q: int
+    k: int
+    r: int
+    s: int
+    c: int
+    sh: int  # strides / dilations the array uses on I_p
+    sw: int
+    dh: int
+    dw: int
+
+    @property
+    def h_win(self) -> int:
+        return (self.p - 1) * self.sh + (self.r - 1) * self.dh + 1
+
+    @property
+    def w_win(self) -> int:
+        return (self.q - 1) * self.sw + (self.s - 1) * self.dw + 1
 
 
-@register_hw_intrinsic("gemmini.mvin_spad")
-def mvin_spad(dim: int, rows: int, channel: int):  # noqa: ANN201
-    fn = ("gemmini_extended_mvin", "gemmini_extended_mvin2", "gemmini_extended_mvin3")[channel]
-    if rows == 1:
-        return _mvin_one_row(dim, fn)
-
-    @T.prim_func(s_tir=True)
-    def desc(a: T.handle, c: T.handle) -> None:
-        s0 = T.int32()
-        A = T.match_buffer(a, (rows, dim), "int8", strides=[s0, 1], offset_factor=1)
-        C = T.match_buffer(c, (rows, dim), "int8", offset_factor=dim, scope="global.spad")
-        with T.sblock("root"):
-            T.reads(A[0:rows, 0:dim])
-            T.writes(C[0:rows, 0:dim])
-            for i, j in T.grid(rows, dim):
-                with T.sblock("load"):
-                    vi, vj = T.axis.remap("SS", [i, j])
-                    C[vi, vj] = A[vi, vj]
-
-    @T.prim_func(s_tir=True)
-    def impl(a: T.handle, c: T.handle) -> None:
-        s0 = T.int32()
-        A = T.match_buffer(a, (rows, dim), "int8", strides=[s0, 1], offset_factor=1)
-        C = T.match_buffer(c, (rows, dim), "int8", offset_factor=dim, scope="global.spad")
-        with T.sblock("root"):
-            T.reads(A[0:rows, 0:dim])
-            T.writes(C[0:rows, 0:dim])
-            T.evaluate(T.call_extern("int32", fn, A.access_ptr("r"), _local(C, 0), dim, rows))
-
-    return desc, impl
+def _strided(var: str, n: int) -> str:
+    return "[" + ", ".join(f"{var}{i}" for i in range(n - 1)) + ", 1]"
 
 
-def _mvin_one_row(dim: int, fn: str):  # noqa: ANN202
-    """A single-row load: TVM drops unit loops when matching, so the description is one-dimensional."""
-
-    @T.prim_func(s_tir=True)
-    def desc(a: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (dim,), "int8", offset_factor=1)
-        C = T.match_buffer(c, (dim,), "int8", offset_factor=dim, scope="global.spad")
-        with T.sblock("root"):
-            T.reads(A[0:dim])
-            T.writes(C[0:dim])
-            for j in T.serial(dim):
-                with T.sblock("load"):
-                    vj = T.axis.remap("S", [j])
-                    C[vj] = A[vj]
-
-    @T.prim_func(s_tir=True)
-    def impl(a: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (dim,), "int8", offset_factor=1)
-        C = T.match_buffer(c, (dim,), "int8", offset_factor=dim, scope="global.spad")
-        with T.sblock("root"):
-            T.reads(A[0:dim])
-            T.writes(C[0:dim])
-            T.evaluate(T.call_extern("int32", fn, A.access_ptr("r"), _local(C, 0), dim, 1))
-
-    return desc, impl
+def _sym(var: str, n: int) -> str:
+    return "".join(f"    {var}{i} = T.int32()\n" for i in range(n - 1))
 
 
-@register_hw_intrinsic("gemmini.mvin_bias")
-def mvin_bias(dim: int, rows: int):  # noqa: ANN201
-    @T.prim_func(s_tir=True)
-    def desc(b: T.handle, c: T.handle) -> None:
-        B = T.match_buffer(b, (dim,), "int32", offset_factor=1)
-        C = T.match_buffer(c, (rows, dim), "int32", offset_factor=dim, scope="global.acc")
-        with T.sblock("root"):
-            T.reads(B[0:dim])
-            T.writes(C[0:rows, 0:dim])
-            for i, j in T.grid(rows, dim):
-                with T.sblock("init"):
-                    vi, vj = T.axis.remap("SS", [i, j])
-                    C[vi, vj] = B[vj]
-
-    @T.prim_func(s_tir=True)
-    def impl(b: T.handle, c: T.handle) -> None:
-        B = T.match_buffer(b, (dim,), "int32", offset_factor=1)
-        C = T.match_buffer(c, (rows, dim), "int32", offset_factor=dim, scope="global.acc")
-        with T.sblock("root"):
-            T.reads(B[0:dim])
-            T.writes(C[0:rows, 0:dim])
-            T.evaluate(T.call_extern("int32", "gemmini_extended_mvin3", B.access_ptr("r"), _local(C, ACC_BIT), dim,
-                                     rows))
-
-    return desc, impl
+def _nest(name: str, axes: list[tuple[str, int, str]], body: str) -> str:
+    """Loops over every axis, a block binding only the non-unit ones (TVM's blocks drop unit iterators, so the
+    description must too); unit axes are the constant 0 in `body` (axis names are `{name}` fields)."""
+    live = [(v, e, k) for v, e, k in axes if e > 1]
+    subst = {v: (f"v{v}" if e > 1 else "0") for v, e, _ in axes}
+    out, ind = "", "        "
+    out += f"{ind}for {', '.join(v for v, _, _ in axes)} in T.grid({', '.join(str(e) for _, e, _ in axes)}):\n"
+    ind += "    "
+    out += f"{ind}with T.sblock(\"{name}\"):\n"
+    if live:
+        kinds = "".join(k for _, _, k in live)
+        out += (f"{ind}    {', '.join('v' + v for v, _, _ in live)} = "
+                f"T.axis.remap(\"{kinds}\", [{', '.join(v for v, _, _ in live)}])\n")
+    return out + f"{ind}    {body.format(**subst)}\n"
 
 
-@register_hw_intrinsic("gemmini.compute")
-def compute(dim: int, a_stride: int, weight_stationary: bool):  # noqa: ANN201
-    a_rows = (dim - 1) * a_stride + 1
-
-    @T.prim_func(s_tir=True)
-    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, (a_rows, dim), "int8", offset_factor=dim, scope="global.spad")
-        B = T.match_buffer(b, (dim, dim), "int8", offset_factor=dim, scope="global.spad")
-        C = T.match_buffer(c, (dim, dim), "int32", offset_factor=dim, scope="global.acc")
-        with T.sblock("root"):
-            T.reads(C[0:dim, 0:dim], A[0:a_rows, 0:dim], B[0:dim, 0:dim])
-            T.writes(C[0:dim, 0:dim])
-            for i, j, k in T.grid(dim, dim, dim):
-                with T.sblock("update"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[vi, vj] = C[vi, vj] + T.Cast("int32", A[vi * a_stride, vk]) * T.Cast("int32", B[vk, vj])
-
-    if weight_stationary:
-        @T.prim_func(s_tir=True)
-        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-            A = T.match_buffer(a, (a_rows, dim), "int8", offset_factor=dim, scope="global.spad")
-            B = T.match_buffer(b, (dim, dim), "int8", offset_factor=dim, scope="global.spad")
-            C = T.match_buffer(c, (dim, dim), "int32", offset_factor=dim, scope="global.acc")
-            with T.sblock("root"):
-                T.reads(C[0:dim, 0:dim], A[0:a_rows, 0:dim], B[0:dim, 0:dim])
-                T.writes(C[0:dim, 0:dim])
-                T.evaluate(T.call_extern("int32", "gemmini_extended_preload", _local(B, 0),
-                                         _local(C, ACC_BIT | ACCUMULATE_BIT), dim, dim, dim, dim))
-                T.evaluate(T.call_extern("int32", "gemmini_extended_compute_preloaded", _local(A, 0),
-                                         T.uint32(GARBAGE), dim, dim, dim, dim))
-    else:
-        @T.prim_func(s_tir=True)
-        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-            A = T.match_buffer(a, (a_rows, dim), "int8", offset_factor=dim, scope="global.spad")
-            B = T.match_buffer(b, (dim, dim), "int8", offset_factor=dim, scope="global.spad")
-            C = T.match_buffer(c, (dim, dim), "int32", offset_factor=dim, scope="global.acc")
-            with T.sblock("root"):
-                T.reads(C[0:dim, 0:dim], A[0:a_rows, 0:dim], B[0:dim, 0:dim])
-                T.writes(C[0:dim, 0:dim])
-                T.evaluate(T.call_extern("int32", "gemmini_extended_preload", T.uint32(GARBAGE),
-                                         _local(C, ACC_BIT | ACCUMULATE_BIT), dim, dim, dim, dim))
-                T.evaluate(T.call_extern("int32", "gemmini_extended_compute_preloaded", _local(A, 0), _local(B, 0),
-                                         dim, dim, dim, dim))
-
-    return desc, impl
+def _lin(*terms: tuple[str, int]) -> str:
+    """An index expression with the constant-0 (unit) axes dropped."""
+    parts = [v if m == 1 else f"{v} * {m}" for v, m in terms if v != "0"]
+    return " + ".join(parts) if parts else "0"
 
 
-@register_hw_intrinsic("gemmini.mvout")
-def mvout(dim: int, scale: float, lo: int):  # noqa: ANN201
-    sc = T.float32(scale)
-    low = T.float32(float(lo))
+def _parse(src: str):  # noqa: ANN202
+    import tvm
 
-    @T.prim_func(s_tir=True)
-    def desc(c: T.handle, o: T.handle) -> None:
-        C = T.match_buffer(c, (dim, dim), "int32", offset_factor=dim, scope="global.acc")
-        s0 = T.int32()
-        O = T.match_buffer(o, (dim, dim), "int8", strides=[s0, 1], offset_factor=1)
-        with T.sblock("root"):
-            T.reads(C[0:dim, 0:dim])
-            T.writes(O[0:dim, 0:dim])
-            for i, j in T.grid(dim, dim):
-                with T.sblock("store"):
-                    vi, vj = T.axis.remap("SS", [i, j])
-                    O[vi, vj] = T.Cast("int8", T.max(T.min(T.nearbyint(T.Cast("float32", C[vi, vj]) * sc),
-                                                           T.float32(127.0)), low))
-
-    @T.prim_func(s_tir=True)
-    def impl(c: T.handle, o: T.handle) -> None:
-        C = T.match_buffer(c, (dim, dim), "int32", offset_factor=dim, scope="global.acc")
-        s0 = T.int32()
-        O = T.match_buffer(o, (dim, dim), "int8", strides=[s0, 1], offset_factor=1)
-        with T.sblock("root"):
-            T.reads(C[0:dim, 0:dim])
-            T.writes(O[0:dim, 0:dim])
-            T.evaluate(T.call_extern("int32", "gemmini_extended_mvout", O.access_ptr("w"), _local(C, ACC_BIT), dim,
-                                     dim))
-
-    return desc, impl
+    return tvm.script.from_source(src)
 
 
-def config_prologue(geo: ConvGeometry, epi: Epilogue, weight_stationary: bool, dim: int) -> list[str]:
-    """The configuration a Gemmini kernel sets once: dataflow and A stride, three load channels (input rows of Cp
-    bytes, weight rows of Kp bytes, a bias row repeated with stride 0) and the store (Kp bytes, ReLU, scale)."""
+_ACC = f"T.call_extern(\"uint32\", \"{LOCAL_ADDR}\", C.access_ptr(\"rw\"), T.uint32({ACC_BIT}))"
+
+
+def _acc_decl(t: TileShape) -> str:
+    return (_sym("c", 5) + f"    C = T.match_buffer(c, ({t.n}, 1, {t.p}, {t.q}, {t.k}), \"int32\", "
+            f"strides={_strided('c', 5)}, offset_factor=1, scope=\"{ACC_SCOPE}\")\n")
+
+
+@register_hw_intrinsic("gemmini.tile_call")
+def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, sw: int, dh: int, dw: int):  # noqa: ANN201
+    t = TileShape(n, p, q, k, r, s, c, sh, sw, dh, dw)
+    a_shape = f"({t.n}, 1, {t.h_win}, {t.w_win}, {t.c})"
+    b_shape = f"(1, {t.r}, {t.s}, {t.c}, {t.k})"
+    c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
+    a_rng = f"A[0:{t.n}, 0:1, 0:{t.h_win}, 0:{t.w_win}, 0:{t.c}]"
+    b_rng = f"B[0:1, 0:{t.r}, 0:{t.s}, 0:{t.c}, 0:{t.k}]"
+    head = ("@T.prim_func(s_tir=True)\ndef f(a: T.handle, b: T.handle, c: T.handle) -> None:\n"
+            + _sym("a", 5) + f"    A = T.match_buffer(a, {a_shape}, \"int8\", strides={_strided('a', 5)}, offset_factor=1)\n"
+            + _sym("b", 5) + f"    B = T.match_buffer(b, {b_shape}, \"int8\", strides={_strided('b', 5)}, offset_factor=1)\n"
+            + _acc_decl(t) + "    with T.sblock(\"root\"):\n"
+            f"        T.reads({c_rng}, {a_rng}, {b_rng})\n        T.writes({c_rng})\n")
+    axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S"), ("r", t.r, "R"),
+            ("s", t.s, "R"), ("c", t.c, "R")]
+    body = ("C[{n}, {g}, {p}, {q}, {k}] = C[{n}, {g}, {p}, {q}, {k}] + T.Cast(\"int32\", A[{n}, {g}, HIDX, WIDX, {c}]) "
+            "* T.Cast(\"int32\", B[{g}, {r}, {s}, {c}, {k}])")
+    body = body.replace("HIDX", "__H__").replace("WIDX", "__W__")
+    live = {v: (f"v{v}" if e > 1 else "0") for v, e, _ in axes}
+    body = (body.replace("__H__", _lin((live["p"], t.sh), (live["r"], t.dh)))
+            .replace("__W__", _lin((live["q"], t.sw), (live["s"], t.dw))))
+    body = body.replace("{", "{{").replace("}", "}}")
+    for v in live:  # re-open the axis fields
+        body = body.replace("{{" + v + "}}", "{" + v + "}")
+    desc = head + _nest("update", axes, body)
+    impl = head + (
+        "        T.evaluate(T.call_extern(\"int32\", \"tp_call\", A.access_ptr(\"r\"), A.elem_offset, "
+        f"B.access_ptr(\"r\"), B.elem_offset, {_ACC}))\n")
+    return _parse(desc), _parse(impl)
+
+
+@register_hw_intrinsic("gemmini.tile_init")
+def tile_init(n: int, p: int, q: int, k: int):  # noqa: ANN201
+    t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
+    c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
+    head = ("@T.prim_func(s_tir=True)\ndef f(b: T.handle, c: T.handle) -> None:\n"
+            + _sym("b", 2) + f"    Bi = T.match_buffer(b, (1, {t.k}), \"int32\", strides={_strided('b', 2)}, offset_factor=1)\n"
+            + _acc_decl(t) + "    with T.sblock(\"root\"):\n"
+            f"        T.reads(Bi[0:1, 0:{t.k}])\n        T.writes({c_rng})\n")
+    axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S")]
+    desc = head + _nest("init", axes, "C[{n}, {g}, {p}, {q}, {k}] = Bi[{g}, {k}]")
+    impl = head + f"        T.evaluate(T.call_extern(\"int32\", \"tp_init\", Bi.access_ptr(\"r\"), {_ACC}))\n"
+    return _parse(desc), _parse(impl)
+
+
+@register_hw_intrinsic("gemmini.tile_store")
+def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int):  # noqa: ANN201
+    t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
+    c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
+    o_rng = f"O[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
+    head = ("@T.prim_func(s_tir=True)\ndef f(c: T.handle, o: T.handle) -> None:\n" + _acc_decl(t)
+            + _sym("o", 5) + f"    O = T.match_buffer(o, ({t.n}, 1, {t.p}, {t.q}, {t.k}), \"int8\", "
+            f"strides={_strided('o', 5)}, offset_factor=1)\n"
+            "    with T.sblock(\"root\"):\n"
+            f"        T.reads({c_rng})\n        T.writes({o_rng})\n")
+    axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S")]
+    body = ("O[{n}, {g}, {p}, {q}, {k}] = T.Cast(\"int8\", T.max(T.min(T.nearbyint(T.Cast(\"float32\", "
+            "C[{n}, {g}, {p}, {q}, {k}]) * T.float32(SCALE)), T.float32(127.0)), T.float32(LOW)))")
+    desc = head + _nest("store", axes, body.replace("SCALE", repr(float(scale))).replace("LOW", repr(float(lo))))
+    impl = head + (
+        f"        T.evaluate(T.call_extern(\"int32\", \"tp_store\", O.access_ptr(\"w\"), O.elem_offset, {_ACC}))\n")
+    return _parse(desc), _parse(impl)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The per-call functions the intrinsics call (printed into the kernel's C file)
+
+
+@dataclass(frozen=True)
+class CallLayout:
+    """Everything the per-call C functions need: real and padded bounds, tile, local memory layout."""
+
+    dim: int
+    real: dict[str, int]  # per group: N, P, Q, K, R, S, C
+    padded: dict[str, int]  # tile-grid bounds: N, G, P, Q, K, R, S, C
+    tile: TileShape
+    hp: int  # I_p rows / cols
+    wp: int
+    in_rows: tuple[int, int]  # [lo, hi) rows of I_p that hold real input (others are zero padding)
+    in_cols: tuple[int, int]
+    double_buffer: bool
+    has_bias: bool
+
+    @property
+    def cb(self) -> int:
+        return -(-self.tile.c // self.dim)
+
+    @property
+    def kb(self) -> int:
+        return -(-self.tile.k // self.dim)
+
+    @property
+    def in_tile_rows(self) -> int:
+        return self.cb * self.tile.n * self.tile.h_win * self.tile.w_win
+
+    @property
+    def w_tile_rows(self) -> int:
+        t = self.tile
+        return self.kb * t.r * t.s * t.c
+
+    @property
+    def spad_call_rows(self) -> int:
+        return self.in_tile_rows + self.w_tile_rows
+
+    @property
+    def acc_tile_rows(self) -> int:
+        t = self.tile
+        return self.kb * t.n * t.p * t.q
+
+    @property
+    def halves(self) -> int:
+        return 2 if self.double_buffer else 1
+
+
+def call_support_c(lay: CallLayout) -> str:
+    """C of tp_init / tp_call / tp_store for one layer (static functions, constants as macros)."""
+    t, r, pd = lay.tile, lay.real, lay.padded
+    consts = dict(
+        TP_DIM=lay.dim, TP_N=r["N"], TP_P=r["P"], TP_Q=r["Q"], TP_K=r["K"], TP_R=r["R"], TP_S=r["S"], TP_C=r["C"],
+        TP_GP=pd["G"], TP_PP=pd["P"], TP_QP=pd["Q"], TP_KP=pd["K"], TP_RP=pd["R"], TP_SP=pd["S"], TP_CP=pd["C"],
+        TP_HP=lay.hp, TP_WP=lay.wp, TP_H0=lay.in_rows[0], TP_H1=lay.in_rows[1], TP_W0=lay.in_cols[0],
+        TP_W1=lay.in_cols[1], TP_TN=t.n, TP_TP=t.p, TP_TQ=t.q, TP_TK=t.k, TP_TR=t.r, TP_TS=t.s, TP_TC=t.c,
+        TP_SH=t.sh, TP_SW=t.sw, TP_DH=t.dh, TP_DW=t.dw, TP_HWIN=t.h_win, TP_WWIN=t.w_win,
+        TP_IN_ROWS=lay.in_tile_rows, TP_SPAD_HALF=lay.spad_call_rows, TP_ACC_HALF=lay.acc_tile_rows,
+        TP_DB=int(lay.double_buffer), TP_HAS_BIAS=int(lay.has_bias),
+    )
+    lines = [f"#define {k} {v}" for k, v in consts.items()]
+    lines.append(_CALL_C)
+    return "\n".join(lines)
+
+
+_CALL_C = r"""
+static inline int32_t tp_min(int32_t a, int32_t b) { return a < b ? a : b; }
+static uint32_t tp_spad_half, tp_acc_half; /* alternating halves: two calls in flight */
+static const int32_t *tp_bias;             /* bias of the current output tile (armed by tp_init) */
+
+static void tp_reset(void) { tp_spad_half = 0; tp_acc_half = 0; tp_bias = 0; }
+
+/* Accumulator tile <- bias: armed here, loaded by the tile's first call (which knows the tile's extents). */
+static void tp_init(const int32_t *bias_tile, uint32_t acc_addr) {
+  (void)acc_addr;
+  tp_bias = TP_HAS_BIAS ? bias_tile : 0;
+}
+
+/* One library call: the tile at I_p offset i_off (n0, g0, h0, w0, c0) and W_p offset w_off (g0, r0, s0, c0, k0). */
+static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w_off, uint32_t acc_addr) {
+  const int32_t k0 = w_off % TP_KP, c0 = (w_off / TP_KP) % TP_CP, s0 = (w_off / (TP_KP * TP_CP)) % TP_SP;
+  const int32_t r0 = (w_off / (TP_KP * TP_CP * TP_SP)) % TP_RP;
+  const int32_t w0 = (i_off / TP_CP) % TP_WP, h0 = (i_off / (TP_CP * TP_WP)) % TP_HP;
+  const int32_t n0 = i_off / (TP_CP * TP_WP * TP_HP * TP_GP);
+  const int32_t p0 = (h0 - r0 * TP_DH) / TP_SH, q0 = (w0 - s0 * TP_DW) / TP_SW;
+  const int32_t vn = tp_min(TP_TN, TP_N - n0), vp = tp_min(TP_TP, TP_P - p0), vq = tp_min(TP_TQ, TP_Q - q0);
+  const int32_t vk = tp_min(TP_TK, TP_K - k0), vr = tp_min(TP_TR, TP_R - r0), vs = tp_min(TP_TS, TP_S - s0);
+  const int32_t vc = tp_min(TP_TC, TP_C - c0);
+  const int first = r0 == 0 && s0 == 0 && c0 == 0;
+  const uint32_t sp = tp_spad_half * TP_SPAD_HALF, wsp = sp + TP_IN_ROWS;
+  const uint32_t acc = (acc_addr & 0x1FFFFFFFu) + tp_acc_half * TP_ACC_HALF;
+  const int32_t hwin = (vp - 1) * TP_SH + (vr - 1) * TP_DH + 1, wwin = (vq - 1) * TP_SW + (vs - 1) * TP_DW + 1;
+
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, TP_SW, false, false);
+  gemmini_extended_config_ld(TP_CP, MVIN_SCALE_IDENTITY, false, TP_DIM, 0);
+  /* input tile: one row per input pixel and DIM channels; padding rows are zero-filled, not read */
+  for (int32_t cb = 0; cb * TP_DIM < vc; cb++) {
+    const int32_t cols = tp_min(TP_DIM, vc - cb * TP_DIM);
+    for (int32_t n = 0; n < vn; n++)
+      for (int32_t h = 0; h < hwin; h++) {
+        const int real_h = h0 + h >= TP_H0 && h0 + h < TP_H1;
+        for (int32_t w = 0; w < wwin;) {
+          const int32_t ww = w0 + w;
+          int32_t run = tp_min(TP_DIM, wwin - w);
+          int real = real_h;
+          if (ww < TP_W0) { run = tp_min(run, TP_W0 - ww); real = 0; }
+          else if (ww >= TP_W1) real = 0;
+          else run = tp_min(run, TP_W1 - ww);
+          const int8_t *src = real ? in + ((n * TP_GP * TP_HP + h) * TP_WP + w) * TP_CP + cb * TP_DIM : 0;
+          gemmini_extended_mvin(src, sp + ((cb * TP_TN + n) * TP_HWIN + h) * TP_WWIN + w, cols, run);
+          w += run;
+        }
+      }
+  }
+  /* weight tile: one row per (r, s, c) and DIM output channels */
+  for (int32_t kb = 0; kb * TP_DIM < vk; kb++) {
+    const int32_t kcols = tp_min(TP_DIM, vk - kb * TP_DIM);
+    for (int32_t r = 0; r < vr; r++)
+      for (int32_t s = 0; s < vs; s++)
+        for (int32_t c = 0; c < vc; c += TP_DIM)
+          gemmini_extended_mvin2(wt + ((r * TP_SP + s) * TP_CP + c) * TP_KP + kb * TP_DIM,
+                                 wsp + ((kb * TP_TR + r) * TP_TS + s) * TP_TC + c, kcols, tp_min(TP_DIM, vc - c));
+  }
+  /* first reduction tile: the accumulator starts from the bias (stride 0) or zeros */
+  if (first)
+    for (int32_t kb = 0; kb * TP_DIM < vk; kb++)
+      for (int32_t n = 0; n < vn; n++)
+        for (int32_t p = 0; p < vp; p++)
+          for (int32_t q = 0; q < vq; q += TP_DIM)
+            gemmini_extended_mvin3(tp_bias ? (const void *)(tp_bias + kb * TP_DIM) : 0,
+                                   ACC_ADDR_BIT | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q),
+                                   tp_min(TP_DIM, vk - kb * TP_DIM), tp_min(TP_DIM, vq - q));
+  /* per (DIM output channels, r, s, DIM input channels): one weight preload, then one compute per
+     (batch, output row, <= DIM consecutive output columns) */
+  for (int32_t kb = 0; kb * TP_DIM < vk; kb++) {
+    const int32_t kcols = tp_min(TP_DIM, vk - kb * TP_DIM);
+    for (int32_t r = 0; r < vr; r++)
+      for (int32_t s = 0; s < vs; s++)
+        for (int32_t cb = 0; cb * TP_DIM < vc; cb++) {
+          const int32_t crows = tp_min(TP_DIM, vc - cb * TP_DIM);
+          int fresh = 1;
+          for (int32_t n = 0; n < vn; n++)
+            for (int32_t p = 0; p < vp; p++)
+              for (int32_t q = 0; q < vq; q += TP_DIM) {
+                const int32_t rows = tp_min(TP_DIM, vq - q);
+                const uint32_t a = sp + ((cb * TP_TN + n) * TP_HWIN + p * TP_SH + r * TP_DH) * TP_WWIN
+                                   + q * TP_SW + s * TP_DW;
+                const uint32_t c = ACC_ADDR_BIT | ACC_ACCUMULATE_BIT | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q);
+                if (fresh) {
+                  gemmini_extended_preload(wsp + ((kb * TP_TR + r) * TP_TS + s) * TP_TC + cb * TP_DIM, c, kcols,
+                                           crows, kcols, rows);
+                  gemmini_extended_compute_preloaded(a, GARBAGE_ADDR, crows, rows, TP_DIM, TP_DIM);
+                } else {
+                  gemmini_extended_preload(GARBAGE_ADDR, c, kcols, crows, kcols, rows);
+                  gemmini_extended_compute_accumulated(a, GARBAGE_ADDR, crows, rows, TP_DIM, TP_DIM);
+                }
+                fresh = 0;
+              }
+        }
+  }
+  tp_spad_half ^= TP_DB;
+}
+
+/* Accumulator tile -> DRAM (scale, activation, saturation): one row per output pixel and DIM channels. */
+static void tp_store(int8_t *out, int32_t o_off, uint32_t acc_addr) {
+  const int32_t k0 = o_off % TP_KP, q0 = (o_off / TP_KP) % TP_QP, p0 = (o_off / (TP_KP * TP_QP)) % TP_PP;
+  const int32_t n0 = o_off / (TP_KP * TP_QP * TP_PP * TP_GP);
+  const int32_t vn = tp_min(TP_TN, TP_N - n0), vp = tp_min(TP_TP, TP_P - p0), vq = tp_min(TP_TQ, TP_Q - q0);
+  const int32_t vk = tp_min(TP_TK, TP_K - k0);
+  const uint32_t acc = (acc_addr & 0x1FFFFFFFu) + tp_acc_half * TP_ACC_HALF;
+  for (int32_t kb = 0; kb * TP_DIM < vk; kb++)
+    for (int32_t n = 0; n < vn; n++)
+      for (int32_t p = 0; p < vp; p++)
+        for (int32_t q = 0; q < vq; q += TP_DIM)
+          gemmini_extended_mvout(out + ((n * TP_GP * TP_PP + p) * TP_QP + q) * TP_KP + kb * TP_DIM,
+                                 ACC_ADDR_BIT | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q),
+                                 tp_min(TP_DIM, vk - kb * TP_DIM), tp_min(TP_DIM, vq - q));
+  tp_acc_half ^= TP_DB;
+}
+"""
+
+
+def config_prologue(lay: CallLayout, epi: Epilogue) -> list[str]:
+    """What the kernel configures once: the weight and bias load channels (rows of K_p bytes; one bias row
+    repeated with DRAM stride 0) and the store (K_p bytes per pixel, ReLU, scale).  Each call configures the
+    execute unit and the input channel itself (tp_call)."""
     import numpy as np
 
-    cp, kp = geo.bound("C"), geo.bound("K")
     scale = float.hex(float(np.float32(epi.scale))) + "f"
-    df = "WEIGHT_STATIONARY" if weight_stationary else "OUTPUT_STATIONARY"
     act = "RELU" if epi.relu else "NO_ACTIVATION"
+    kp = lay.padded["K"]
     return [
-        f"gemmini_extended_config_ex({df}, NO_ACTIVATION, 0, {geo.array_stride[1]}, false, false);",
-        f"gemmini_extended_config_ld({cp}, MVIN_SCALE_IDENTITY, false, {dim}, 0);",
-        f"gemmini_extended_config_ld({kp}, MVIN_SCALE_IDENTITY, false, {dim}, 1);",
-        f"gemmini_extended_config_ld(0, MVIN_SCALE_IDENTITY, false, {dim}, 2);",
+        "tp_reset();",
+        f"gemmini_extended_config_ld({kp}, MVIN_SCALE_IDENTITY, false, {lay.dim}, 1);",
+        f"gemmini_extended_config_ld(0, MVIN_SCALE_IDENTITY, false, {lay.dim}, 2);",
         f"gemmini_extended_config_st({kp}, {act}, {scale});",
     ]
