@@ -193,3 +193,27 @@ def test_registry_and_errors():
     with pytest.raises(CodegenError, match="zero point"):
         generate(layer, HW16, random_mapping(layer.dims(), random.Random(0)), Epilogue(zero_point=3))
     assert (HEADER_DIR / "gemmini.h").exists()
+
+
+def test_emulator_timing_comes_from_the_cost_model():
+    """timing_for(hw) is CostParams.for_descriptor(hw) + the descriptor, nothing else; a descriptor's stored
+    cost_params reach the emulator and move its cycles the way they move the model's."""
+    from tileplan.codegen.pipeline import timing_for
+    from tileplan.cost.params import CostParams
+
+    p = CostParams.for_descriptor(HW16)
+    t = timing_for(HW16)
+    assert t.dram_bytes_per_cycle == pytest.approx(8.0 * p.dram_efficiency)
+    assert (t.dma_request_cycles, t.compute_op_cycles, t.call_cycles, t.overlap_loss) == (
+        p.dma_request_cycles, p.op_overhead_cycles, p.call_overhead_cycles, p.overlap_loss)
+    assert t.preload_cycles == pytest.approx(p.preload_dims * 16)
+    layer = parse_layer({"op": "matmul", "M": 96, "K": 256, "N": 64})
+    m = _mm_mapping([["C", 2], ["P", 3]], [["K", 4]], [["P", 32], ["C", 8]])
+    hw2 = HW16.model_copy(update={"cost_params": {**HW16.cost_params, "call_overhead_cycles": 1116.0}})
+    a1, r1 = _check(layer, m, Epilogue())
+    a2, r2 = _check(layer, m, Epilogue(), hw=hw2)
+    calls = a1.realization.calls
+    assert a2.timing.call_cycles == 1116.0 and calls == 6
+    # per call on whichever unit is critical; the first call's array-side cost hides under its loads
+    assert 0.8 * 1000 * calls <= r2.cycles - r1.cycles <= 1000 * calls + 1
+    assert (a2.model_cycles - a1.model_cycles) == pytest.approx(1000 * calls, rel=1e-6)
