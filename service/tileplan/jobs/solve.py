@@ -50,8 +50,22 @@ def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[s
         return {"ok": False, "error": {"loc": [], "msg": f"solver error: {type(exc).__name__}: {exc}", "type": "solver_error"}}
 
 
-def _warm() -> None:
+def _exit_with_parent(parent: int) -> None:
+    """A solver process whose server or worker died (SIGKILL, OOM) exits instead of lingering."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _warm(parent: int) -> None:
     """Pool initializer: import the solver stack once per process, not on the first request."""
+    _exit_with_parent(parent)
     logging.basicConfig(level=logging.WARNING)
     try:
         from tileplan.mappers.base import available_mappers
@@ -78,7 +92,9 @@ class SolverPool:
         self.solves = 0
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.processes, mp_context=self._ctx, initializer=_warm)
+        return ProcessPoolExecutor(
+            max_workers=self.processes, mp_context=self._ctx, initializer=_warm, initargs=(os.getpid(),)
+        )
 
     async def warm(self) -> None:
         """Start every process now (each imports the solver), so the first solve is not slower."""
