@@ -67,28 +67,52 @@ def test_capacity_violation_reads_like_the_contract():
     assert "Scratchpad holds 424 KiB of I+W, capacity 256 KiB" in v
 
 
+def _wide_c(in_h: int):
+    return Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 256, "out_channels": 16, "in_h": in_h, "in_w": 56}))
+
+
+def _spad_tile(p_tile: int, p_outer: int) -> Mapping:
+    return Mapping.model_validate(
+        {
+            "levels": [
+                {"name": "Registers", "temporal": [["Q", 28], ["P", p_tile]]},
+                {"name": "Accumulator", "temporal": [["C", 16]], "spatial": [["C", 16]]},
+                {"name": "Scratchpad", "spatial": [["K", 16]]},
+                {"name": "DRAM", "temporal": [["Q", 2], ["P", p_outer]]},
+            ],
+            "double_buffered": {"Scratchpad": ["I", "W"]},
+            "dataflow": "weight_stationary",
+        }
+    )
+
+
 def test_double_buffering_halves_the_room():
-    # Scratchpad tile: 28 x 56 pixels x 64 channels = 98 KiB of I + 64 x 256 = 16 KiB of W = 114 KiB:
-    # fits once (256 KiB) and twice (228 KiB). With 42 x 56 pixels, I is 147 KiB: 163 KiB fits once only.
-    fits_twice = variant(
-        **{
-            "levels.1.temporal": [["P", 2]],
-            "levels.2.temporal": [["C", 4], ["Q", 56], ["P", 14], ["K", 16]],
-            "levels.3.temporal": [["P", 2]],
+    # Scratchpad tile: 14 x 28 pixels x 256 channels = 98 KiB of I + 256 x 16 = 4 KiB of W = 102 KiB:
+    # fits once and twice. With 21 x 28 pixels, I is 147 KiB: 151 KiB fits once only.
+    assert check(_wide_c(56), HW, _spad_tile(14, 4)) == []
+    fits_once = _spad_tile(21, 4)
+    assert check(_wide_c(84), HW, fits_once) == ["Scratchpad holds 302 KiB of I+W, capacity 256 KiB"]
+    assert check(_wide_c(84), HW, fits_once.model_copy(update={"double_buffered": {}})) == []
+
+
+def test_one_call_keeps_its_whole_output_tile_in_the_accumulator():
+    # Gemmini runs one library call per DRAM iteration; the call's outputs (everything below DRAM: here
+    # 56 x 28 pixels x 16 channels x 4 B = 98 KiB) must stay in the 64 KiB accumulator, although the
+    # accumulator's own loop-nest tile (28 pixels per column slice) is small.
+    m = Mapping.model_validate(
+        {
+            "levels": [
+                {"name": "Registers", "temporal": [["Q", 28]]},
+                {"name": "Accumulator", "temporal": [["C", 4]], "spatial": [["C", 16]]},
+                {"name": "Scratchpad", "temporal": [["P", 56]], "spatial": [["K", 16]]},
+                {"name": "DRAM", "temporal": [["Q", 2], ["K", 16]]},
+            ],
+            "dataflow": "weight_stationary",
         }
     )
-    assert check(PROBLEM, HW, fits_twice) == []
-    layer = parse_layer({"op": "conv2d", "in_channels": 64, "out_channels": 256, "in_h": 84, "in_w": 56})
-    p = Problem.from_layer(layer)
-    fits_once = variant(
-        **{
-            "levels.1.temporal": [["P", 2]],
-            "levels.2.temporal": [["C", 4], ["Q", 56], ["P", 21], ["K", 16]],
-            "levels.3.temporal": [["P", 2]],
-        }
-    )
-    assert check(p, HW, fits_once) == ["Scratchpad holds 326 KiB of I+W, capacity 256 KiB"]
-    assert check(p, HW, fits_once.model_copy(update={"double_buffered": {}})) == []
+    assert check(PROBLEM, HW, m) == [
+        "Accumulator holds 98 KiB of O for one call (the tile below DRAM), capacity 64 KiB"
+    ]
 
 
 def test_halo_exact_input_tile_in_capacity():

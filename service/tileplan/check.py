@@ -7,6 +7,7 @@ means the mapping is legal.
 from __future__ import annotations
 
 from tileplan.dims import DIMS, TENSORS
+from tileplan.execution import library_levels
 from tileplan.hardware import Architecture, HardwareDescriptor
 from tileplan.mapping import Mapping
 from tileplan.nest import analyse
@@ -15,7 +16,8 @@ from tileplan.units import format_size
 
 
 def footprint(problem: Problem, arch: Architecture, mapping: Mapping, level: int) -> dict[str, float]:
-    """Bytes per instance each kept tensor occupies at `level` (doubled where double buffered)."""
+    """Bytes per instance each kept tensor occupies at `level` (doubled where double buffered); for
+    memory-utilisation scores."""
     lv = arch.levels[level]
     tiles = {d: 1 for d in DIMS}
     for m in mapping.levels[: level + 1]:
@@ -82,23 +84,59 @@ def check_arch(problem: Problem, arch: Architecture, mapping: Mapping) -> list[s
     if out:
         return out  # capacities are meaningless while the factors are wrong
 
-    nest = analyse(problem, arch, mapping)
-    for i, lv in enumerate(arch.levels):
-        for d, limit in lv.max_tile.items():
-            if nest.tiles[i][d] > limit:
-                out.append(f"{lv.name} holds a tile of {d}={nest.tiles[i][d]}, limit {limit}")
-        if lv.capacity is None:
-            continue
-        fp = footprint(problem, arch, mapping, i)
-        if lv.partition:
-            for t, share in lv.partition.items():
-                room = lv.capacity * share
-                if fp[t] > room + 1e-9:
-                    out.append(f"{lv.name} holds {format_size(fp[t])} of {t}, its share is {format_size(room)}")
-        else:
-            total = sum(fp.values())
-            if total > lv.capacity + 1e-9:
-                kept = "+".join(t for t in ("I", "W", "O") if t in lv.keeps)
-                out.append(f"{lv.name} holds {format_size(total)} of {kept}, capacity {format_size(lv.capacity)}")
+    tiles = analyse(problem, arch, mapping).tiles
+    db = {i: frozenset(mapping.double_buffered.get(lv.name, [])) for i, lv in enumerate(arch.levels)}
+    for i in range(len(arch.levels)):
+        out += level_violations(problem, arch, i, tiles[i], db[i])
+    out += call_violations(problem, arch, tiles, db)
     return out
 
+
+def level_violations(
+    problem: Problem, arch: Architecture, level: int, tile: dict[str, int], db: frozenset[str] = frozenset()
+) -> list[str]:
+    """What does not fit at one level, holding `tile` (extent per dimension) with `db` double buffered.
+    The one place capacities are judged: the checker and the search mappers' incremental legality."""
+    lv = arch.levels[level]
+    out = [
+        f"{lv.name} holds a tile of {d}={tile[d]}, limit {limit}" for d, limit in lv.max_tile.items() if tile[d] > limit
+    ]
+    if lv.capacity is None:
+        return out
+    fp = {
+        t: problem.tile_elements(t, tile) * arch.element_bytes(t, lv) * (2 if t in db else 1)
+        for t in TENSORS
+        if t in lv.keeps
+    }
+    if lv.partition:
+        for t, share in lv.partition.items():
+            room = lv.capacity * share
+            if fp[t] > room + 1e-9:
+                out.append(f"{lv.name} holds {format_size(fp[t])} of {t}, its share is {format_size(room)}")
+    else:
+        total = sum(fp.values())
+        if total > lv.capacity + 1e-9:
+            kept = "+".join(t for t in ("I", "W", "O") if t in lv.keeps)
+            out.append(f"{lv.name} holds {format_size(total)} of {kept}, capacity {format_size(lv.capacity)}")
+    return out
+
+
+def call_violations(
+    problem: Problem, arch: Architecture, tiles: list[dict[str, int]], db: dict[int, frozenset[str]]
+) -> list[str]:
+    """Library execution (tileplan.execution): one call keeps its whole output tile, everything below
+    DRAM, in the accumulator."""
+    lib = library_levels(arch)
+    if lib is None:
+        return []
+    acc = arch.levels[lib.accumulator]
+    assert acc.capacity is not None
+    copies = 2 if "O" in db.get(lib.accumulator, frozenset()) else 1
+    need = problem.tile_elements("O", tiles[lib.scratchpad]) * arch.element_bytes("O", acc) * copies
+    room = acc.capacity * acc.instances
+    if need > room + 1e-9:
+        return [
+            f"{acc.name} holds {format_size(need)} of O for one call (the tile below DRAM), "
+            f"capacity {format_size(room)}"
+        ]
+    return []

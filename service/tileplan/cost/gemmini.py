@@ -50,37 +50,13 @@ import numpy as np
 
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS
+from tileplan.execution import gemmini_levels
 from tileplan.hardware import Architecture
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 
 ITERATOR_BITS = 16  # loop_conv_ws address/iterator registers (hardware fact)
 REQUEST_BYTES = 64  # largest DMA request (hardware fact)
-
-
-def gemmini_levels(arch: Architecture) -> tuple[int, int, int] | None:
-    """(accumulator, scratchpad, DRAM) level indices when `arch` is Gemmini-like, else None.
-
-    Gemmini-like: the outermost level is the backing store; directly below it one scratchpad instance that
-    keeps inputs and weights but not outputs; directly below that an on-chip level that keeps outputs and
-    neither operand (the accumulator); anything below it keeps a single tensor per PE (registers).
-    Level names do not matter, so a Timeloop-imported Gemmini qualifies like the catalog entries.
-    """
-    n = len(arch.levels)
-    if n < 3:
-        return None
-    d, s, a = n - 1, n - 2, n - 3
-    dram, spad, acc = arch.levels[d], arch.levels[s], arch.levels[a]
-    if not dram.is_backing_store or spad.is_backing_store or acc.is_backing_store:
-        return None
-    if spad.instances != 1 or not {"I", "W"} <= spad.keeps or "O" in spad.keeps:
-        return None
-    if "O" not in acc.keeps or acc.keeps & {"I", "W"}:
-        return None
-    for lv in arch.levels[:a]:
-        if len(lv.keeps) > 1:
-            return None
-    return a, s, d
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def sample_mapping(space: MappingSpace, rng: random.Random) -> Mapping:
     for i in space.db_levels:  # add double buffering wherever it still fits
         for t in sorted(arch.levels[i].keeps):
             cand = db.get(i, frozenset()) | {t}
-            if space.level_fits(i, tiles[i], cand):
+            if space.db_fits(i, tiles, cand):
                 db[i] = cand
     orders = []
     for dims in space.temporal_dims(final):

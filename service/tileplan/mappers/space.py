@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from tileplan.check import call_violations, level_violations
 from tileplan.dims import DIMS
 from tileplan.hardware import Architecture
 from tileplan.mapping import LevelMapping, Mapping
@@ -121,24 +122,12 @@ class MappingSpace:
                     out[slot.level] *= f
         return out
 
-    def footprints(self, i: int, tile: dict[str, int], db: frozenset[str] = frozenset()) -> dict[str, float]:
-        lv = self.arch.levels[i]
-        return {
-            t: self.problem.tile_elements(t, tile) * self.arch.element_bytes(t, lv) * (2 if t in db else 1)
-            for t in lv.keeps
-        }
-
     def level_fits(self, i: int, tile: dict[str, int], db: frozenset[str] = frozenset()) -> bool:
-        lv = self.arch.levels[i]
-        if lv.capacity is None:
-            return True
-        for d, lim in lv.max_tile.items():
-            if tile[d] > lim:
-                return False
-        fp = self.footprints(i, tile, db)
-        if lv.partition:
-            return all(fp[t] <= lv.capacity * share + 1e-9 for t, share in lv.partition.items())
-        return sum(fp.values()) <= lv.capacity + 1e-9
+        return not level_violations(self.problem, self.arch, i, tile, db)
+
+    def db_fits(self, i: int, tiles: list[dict[str, int]], db: frozenset[str]) -> bool:
+        """Level i can hold its tile with `db` double buffered (including a library call's output tile)."""
+        return self.level_fits(i, tiles[i], db) and not call_violations(self.problem, self.arch, tiles, {i: db})
 
     def fits(self, assign: dict[str, tuple[int, ...]], db: dict[int, frozenset[str]] | None = None) -> bool:
         sp = self.spatial_products(assign)
@@ -146,6 +135,8 @@ class MappingSpace:
             return False
         tiles = self.level_tiles(assign)
         db = db or {}
+        if call_violations(self.problem, self.arch, tiles, db):
+            return False
         return all(self.level_fits(i, tiles[i], db.get(i, frozenset())) for i in range(self.n))
 
     def max_double_buffering(self, tiles: list[dict[str, int]]) -> list[dict[int, frozenset[str]]]:
@@ -156,7 +147,7 @@ class MappingSpace:
             keeps = sorted(self.arch.levels[i].keeps)
             feasible = [
                 frozenset(c) for r in range(len(keeps), -1, -1) for c in itertools.combinations(keeps, r)
-                if self.level_fits(i, tiles[i], frozenset(c))
+                if self.db_fits(i, tiles, frozenset(c))
             ]
             maximal = [s for s in feasible if not any(s < o for o in feasible)]
             per_level.append([(i, s) for s in maximal])

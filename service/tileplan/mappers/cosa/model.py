@@ -23,6 +23,7 @@ import pyomo.environ as pyo
 
 from tileplan.dims import DIMS, RELEVANT, TENSORS
 from tileplan.cost.gemmini import LibraryTerms
+from tileplan.execution import library_levels
 from tileplan.mappers.cosa.spec import CosaSpec
 
 Key = tuple[str, int, int, int, int]  # (dim, alternative, factor index, level, 0 spatial / 1 temporal)
@@ -148,6 +149,17 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
 
     m.capacity = pyo.Constraint(cap_keys, rule=cap_rule)
 
+    # Library execution: one call keeps its whole output tile (everything below DRAM) in the accumulator.
+    lib_levels = library_levels(arch)
+    if lib_levels is not None:
+        acc = arch.levels[lib_levels.accumulator]
+        assert acc.capacity is not None
+        call_out = sum(ext(d, lib_levels.scratchpad) for d in RELEVANT["O"])
+        dbl = m.db[lib_levels.accumulator, "O"] if (lib_levels.accumulator, "O") in db_keys else 0
+        m.call_output = pyo.Constraint(
+            expr=call_out + log2(arch.element_bytes("O", acc)) + dbl <= log2(acc.capacity * acc.instances) + 1e-9
+        )
+
     # --- DRAM traffic of each tensor, with loop-order reuse at the level above its outer tile ---------
     # Under library execution (Gemmini) every DRAM iteration is a call that reloads its tiles: no reuse
     # there, and outputs leave once.
@@ -188,7 +200,8 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     m.lat_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / dram_bw))
     m.en_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.en >= log_traffic[v] + log2(byte_of[v]))
     if lib is not None:
-        _library_latency(m, lib, ext, tiles, temporal_at, n, prob.tensor_elements("O"))
+        matmul_like = prob.dims["Q"] == prob.dims["R"] == prob.dims["S"] == 1
+        _library_latency(m, lib, ext, tiles, temporal_at, matmul_like, prob.tensor_elements("O"))
 
     # Memory use: mean log fill of the on-chip tiles (maximised); a small push of temporal factors
     # toward inner levels breaks the remaining ties deterministically.
@@ -234,7 +247,7 @@ def add_log_sum(m: pyo.ConcreteModel, name: str, args: list) -> pyo.Var:  # type
     return v
 
 
-def _library_latency(m: pyo.ConcreteModel, lib: "LibraryTerms", ext, tiles, temporal_at, n: int, out_elems: int) -> None:  # type: ignore[no-untyped-def]
+def _library_latency(m: pyo.ConcreteModel, lib: "LibraryTerms", ext, tiles, temporal_at, matmul_like: bool, out_elems: int) -> None:  # type: ignore[no-untyped-def]
     """Latency of library execution (cost.gemmini) in log space. Per call: DMA time = input and weight
     tile bytes at the effective bandwidth + one request per input pixel row and per weight row for every
     DIM channels (+ this call's share of the output store); execute time = streamed rows + a fixed cost
@@ -259,7 +272,10 @@ def _library_latency(m: pyo.ConcreteModel, lib: "LibraryTerms", ext, tiles, temp
     dma = add_log_sum(m, "call_dma", dma_args)
     rows = sum(temporal_at(j, DIMS) for j in range(lib.top))
     m.ops = pyo.Var(within=pyo.Reals)  # log compute instructions per call: rows / min(Q tile, DIM)
-    m.ops_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.ops >= rows - (d if k else ext("Q", t)))
+    # Rows streamed per instruction run along output columns (Q); a layer without Q, R and S is run as
+    # a matmul, whose rows are its M (= P) rows.
+    stream = "P" if matmul_like else "Q"
+    m.ops_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.ops >= rows - (d if k else ext(stream, t)))
     ex_args = [rows] + ([m.ops + log2(lib.op_cycles)] if lib.op_cycles > 0 else [])
     ex = add_log_sum(m, "call_execute", ex_args)
     m.call_busy = pyo.Var(within=pyo.Reals)
