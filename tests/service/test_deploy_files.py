@@ -1,0 +1,35 @@
+"""The Dockerfile and docker-compose.yml describe the processes the tests run (no Docker engine here)."""
+
+from __future__ import annotations
+
+import yaml
+from service_procs import REPO
+
+from tileplan.cli import build_parser
+
+
+def test_compose_runs_api_two_workers_and_postgres() -> None:
+    doc = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = doc["services"]
+    assert set(services) == {"api", "worker", "postgres"}
+    assert services["worker"]["deploy"]["replicas"] == 2
+    commands = {name: services[name]["command"] for name in ("api", "worker")}
+    assert commands["api"][:2] == ["tileplan", "serve"] and commands["worker"][:2] == ["tileplan", "worker"]
+    parser = build_parser()
+    for cmd in commands.values():  # the commands parse with the real CLI
+        parser.parse_args(cmd[1:])
+    for name in ("api", "worker"):
+        env = services[name]["environment"]
+        assert env["TILEPLAN_QUEUE"] == "procrastinate"
+        assert env["TILEPLAN_DATABASE_URL"].startswith("postgresql://") and "@postgres:5432/" in env["TILEPLAN_DATABASE_URL"]
+        assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+
+def test_dockerfile_is_multi_stage_and_non_root() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    stages = [line for line in text.splitlines() if line.startswith("FROM ")]
+    assert len(stages) == 2 and "slim" in text
+    final = text.split(stages[1], 1)[1]
+    assert "USER tileplan" in final and "COPY --from=build /opt/venv /opt/venv" in final
+    assert "apt-get" not in final and "gcc" not in final  # no build tools in the final image
+    assert "TILEPLAN_CATALOG_DIR=/app/hw_catalog" in final and "HEALTHCHECK" in final
