@@ -380,13 +380,14 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=5.0, help="measured seconds per load point")
     p.add_argument("--clients", default="1,16,64")
     p.add_argument("--skip-cold", action="store_true")
+    p.add_argument("--backends", default="sqlite,postgresql")
     p.add_argument("--out", default=str(REPO / "bench/results/service.md"))
     args = p.parse_args()
     if args.serve:
         serve_for_bench(args.serve, args.db or None, args.solvers)
         return
     clients = [int(c) for c in args.clients.split(",")]
-    cached = {b: bench_cached(b, clients, args.seconds) for b in ("sqlite", "postgresql")}
+    cached = {b: bench_cached(b, clients, args.seconds) for b in args.backends.split(",")}
     cold = [] if args.skip_cold else [bench_cold(m, w) for m in ("deployed", "embedded") for w in (1, 2)]
     text = report(cached, cold, args.seconds)
     Path(args.out).write_text(text)

@@ -7,6 +7,7 @@ the same key is a no-op.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -104,15 +105,22 @@ _PLAN_SELECT = "SELECT key, hardware, layer, doc, cycles, energy_pj, baseline_cy
 
 
 class AsyncPlanReader:
-    """Cached-plan lookups for the API's event loop on PostgreSQL: an asyncio psycopg pool in autocommit, one
-    round trip (`key = ANY(...)`, prepared by psycopg after a few uses) and no thread hop per request."""
+    """Cached-plan lookups for the API's event loop on PostgreSQL, batched.
 
-    def __init__(self, url: str, size: int = 8) -> None:
+    Concurrent requests' lookups are coalesced: while a query is in flight, new lookups queue up and the
+    next query fetches all their keys at once (`key = ANY(...)`), so under load one round trip serves
+    many requests. An asyncio psycopg pool in autocommit; no thread hop per request.
+    """
+
+    def __init__(self, url: str, size: int = 4, batches_in_flight: int = 2) -> None:
         from psycopg_pool import AsyncConnectionPool
 
         conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
-        self.pool = AsyncConnectionPool(conninfo, min_size=2, max_size=size, open=False,
+        self.pool = AsyncConnectionPool(conninfo, min_size=min(2, size), max_size=size, open=False,
                                         kwargs={"autocommit": True})
+        self._waiting: list[tuple[list[str], asyncio.Future[dict[str, CachedPlan]]]] = []
+        self._in_flight = 0
+        self._max_in_flight = batches_in_flight
 
     async def open(self) -> None:
         await self.pool.open(wait=True, timeout=30)
@@ -121,7 +129,33 @@ class AsyncPlanReader:
         await self.pool.close()
 
     async def get_plans(self, keys: list[str]) -> dict[str, CachedPlan]:
-        if len(keys) == 1:  # the common case; adapting a one-element array costs more than the query
+        fut: asyncio.Future[dict[str, CachedPlan]] = asyncio.get_running_loop().create_future()
+        self._waiting.append((keys, fut))
+        if self._in_flight < self._max_in_flight:
+            self._in_flight += 1
+            asyncio.ensure_future(self._drain())
+        return await fut
+
+    async def _drain(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                wanted = list(dict.fromkeys(k for keys, _ in batch for k in keys))
+                try:
+                    rows = await self._query(wanted)
+                except Exception as exc:  # noqa: BLE001 - every waiter gets the error
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                for keys, fut in batch:
+                    if not fut.done():
+                        fut.set_result({k: rows[k] for k in keys if k in rows})
+        finally:
+            self._in_flight -= 1
+
+    async def _query(self, keys: list[str]) -> dict[str, CachedPlan]:
+        if len(keys) == 1:  # adapting a one-element array costs more than the query itself
             sql, params = _PLAN_SELECT + " WHERE key = %s", keys
         else:
             sql, params = _PLAN_SELECT + " WHERE key = ANY(%s)", [keys]

@@ -1,0 +1,95 @@
+"""The plan cache on SQLite and PostgreSQL: immutable plans, claims, job progress, batched async reads."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from tileplan.settings import normalise_db_url
+from tileplan.store import Store
+from tileplan.store.repository import AsyncPlanReader
+
+
+def plan(key: str, cycles: float = 100.0) -> dict:
+    return {"key": key, "layer": {"op": "matmul", "name": key[:4]}, "hardware": "hw", "mapper": "cosa",
+            "mapping": {"levels": []}, "metrics": {"cycles": cycles, "energy_pj": 1.0},
+            "baseline": {"mapper": "b", "mapping": {}, "metrics": {"cycles": 2 * cycles}}, "solver": {"seconds": 0.1},
+            "cached": False, "links": {}}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    url = f"sqlite:///{tmp_path / 'c.db'}" if request.param == "sqlite" else request.getfixturevalue("fresh_pg")
+    s = Store(normalise_db_url(url))
+    yield s
+    s.close()
+
+
+def test_plans_are_immutable_and_round_trip(store: Store) -> None:
+    assert store.put_plan(plan("a" * 64, 100.0), {"name": "hw"}) is True
+    assert store.put_plan(plan("a" * 64, 999.0)) is False  # a key, once written, never changes
+    got = store.get_plans(["a" * 64, "b" * 64])
+    assert list(got) == ["a" * 64] and got["a" * 64].cycles == 100.0 and got["a" * 64].baseline_cycles == 200.0
+    import json
+
+    doc = json.loads(got["a" * 64].to_json(cached=True, hardware="mine", layer='{"name":"x"}'))
+    assert doc["cached"] is True and doc["hardware"] == "mine" and doc["layer"] == {"name": "x"}
+    assert doc["metrics"]["cycles"] == 100.0 and doc["key"] == "a" * 64
+    assert store.plan_descriptor("a" * 64) == {"name": "hw"}
+    assert store.delete_plan("a" * 64) and not store.get_plans(["a" * 64])
+
+
+def test_claims_exclude_others_until_released_or_expired(store: Store) -> None:
+    k = "c" * 64
+    assert store.claim(k, "job1", ttl_s=30)
+    assert not store.claim(k, "job2", ttl_s=30)
+    assert store.claim(k, "job1", ttl_s=30)  # a retried job takes its own claim back
+    store.release(k, "job1")
+    assert store.claim(k, "job2", ttl_s=0.2)
+    time.sleep(0.3)
+    assert store.claim(k, "job3", ttl_s=30)  # expired: free for others
+    assert store.claim_holder(k)[0] == "job3"
+
+
+def test_job_progress_and_failure(store: Store) -> None:
+    layers = [("k1" + "0" * 62, 0), ("k2" + "0" * 62, 1), ("k3" + "0" * 62, 3)]
+    store.create_job("j1", hardware="hw", request={"keys": []}, layers=layers, cached={layers[0][0]},
+                     deadline=time.time() + 60)
+    assert store.job_status("j1") == ("queued", 1, 3)
+    assert store.start_layer("j1", layers[1][0], "w:1") == 1
+    assert store.job_status("j1")[0] == "running"
+    assert store.finish_layer("j1", layers[1][0]) == "running"
+    err = {"loc": ["layers", 3], "msg": "no legal mapping", "type": "infeasible"}
+    assert store.finish_layer("j1", layers[2][0], err) == "failed"
+    job = store.get_job("j1")
+    assert (job.done, job.failed, job.total) == (2, 1, 3) and job.errors == [err] and job.finished_at
+    store.create_job("j2", hardware="hw", request={}, layers=layers[:1], cached=set(), deadline=time.time() - 1)
+    assert store.expire_jobs() == ["j2"]
+    assert store.get_job("j2").errors[0]["type"] == "time_limit"
+
+
+def test_batched_async_reads_answer_each_caller_with_its_own_keys(fresh_pg: str) -> None:
+    store = Store(normalise_db_url(fresh_pg))
+    keys = [f"{i:064x}" for i in range(30)]
+    for i, k in enumerate(keys):
+        store.put_plan(plan(k, float(i)))
+
+    async def run() -> None:
+        reader = AsyncPlanReader(store.url)
+        await reader.open()
+        try:
+            rng = random.Random(0)
+            asks = [rng.sample(keys, rng.randint(1, 4)) + (["f" * 64] if i % 5 == 0 else []) for i in range(200)]
+            answers = await asyncio.gather(*(reader.get_plans(a) for a in asks))
+            for ask, got in zip(asks, answers):
+                assert set(got) == {k for k in ask if k in keys}
+                assert all(got[k].cycles == float(keys.index(k)) for k in got)
+        finally:
+            await reader.close()
+
+    asyncio.run(run())
+    store.close()
