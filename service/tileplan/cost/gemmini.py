@@ -23,7 +23,9 @@ A mapping on a Gemmini-like hierarchy (registers -> output accumulator -> I/W sc
   requests), weights as one row per (kernel row, kernel col, input channel) of up to DIM output channels,
   outputs as one row per output pixel per DIM output channels. Zero padding is not read from DRAM.
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
-  overlap the current call's compute, so a call costs about max(DMA, compute) + a fixed issue cost.
+  overlap the current call's compute, so a call costs about max(DMA, compute) + a fixed issue cost. A
+  mapping that does not double buffer I+W in the scratchpad and O in the accumulator gets no overlap:
+  its calls cost DMA + compute + the issue cost.
 * Loop iterators are 16-bit: a tile whose input window lies entirely in the zero padding (possible only
   with padded convolutions and kernel tiles no taller/wider than the stride) makes the input loader count
   ~2^16 rows, a pathological DMA storm that the model reproduces.
@@ -125,6 +127,9 @@ class Execution:
     c_step: int  # step of the input-channel DRAM loop (= t_c for the standard library)
     in_bytes: float = 1.0
     out_bytes: float = 1.0
+    # Calls overlap (next loads and last stores hide behind compute) only when the scratchpad double
+    # buffers I and W and the accumulator double buffers O; the library always does.
+    overlapped: bool = True
 
 
 def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mapping) -> Execution:
@@ -140,6 +145,12 @@ def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mappin
     dims = problem.dims
     tile = {d: min(tile[d], dims[d]) for d in DIMS}
     dim = arch.hardware.pe_array.rows
+    overlapped = True
+    if levels is not None:
+        db = mapping.double_buffered
+        overlapped = {"I", "W"} <= set(db.get(arch.levels[levels[1]].name, [])) and "O" in db.get(
+            arch.levels[levels[0]].name, []
+        )
     kind = "matmul" if dims["Q"] == 1 and dims["R"] == 1 and dims["S"] == 1 else "conv"
     sh, sw = problem.stride
     dh, dw = problem.dilation
@@ -151,18 +162,26 @@ def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mappin
             c=dims["C"], r=1, s=1, stride=(1, 1), pad=(0, 0), in_h=dims["P"], in_w=1,
             t_n=1, t_h=-(-tile["P"] * tile["N"] // dim), t_w=1, t_k=-(-tile["K"] // dim), t_c=-(-tile["C"] // dim),
             t_r=1, t_s=1, k_step=0, c_step=0, in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
+            overlapped=overlapped,
         )
+    if dims["R"] == 1 and dims["S"] == 1 and (sh, sw) != (1, 1):
+        # A strided 1x1 conv reads only every stride-th pixel: gemmini.h's downsample path (and Tileplan's
+        # generated code) loads exactly those, i.e. runs a stride-1 conv over the subsampled input.
+        sh = sw = 1
+        in_h, in_w = dims["P"], dims["Q"]
     return Execution(
         kind="conv", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=dims["Q"], k=dims["K"],
         c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=(0, 0), in_h=in_h, in_w=in_w,
         t_n=tile["N"], t_h=tile["P"], t_w=tile["Q"], t_k=tile["K"], t_c=tile["C"], t_r=tile["R"], t_s=tile["S"],
         k_step=tile["K"], c_step=tile["C"], in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
+        overlapped=overlapped,
     )
 
 
 # Per-call feature columns (all counts per call; `count` = how many calls share the row).
 FEATURE_COLUMNS = (
     "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
+    "overlap",
 )
 
 
@@ -246,7 +265,9 @@ def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
     final = hf * wf * cf
     st_req = final * nb * ho * wo * kb * w_req
     st_bytes = final * nb * ho * wo * kk * e.out_bytes
-    cols = np.broadcast_arrays(count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes)
+    cols = np.broadcast_arrays(
+        count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped)
+    )
     return np.stack([c.ravel() for c in cols], axis=1).astype(float)
 
 
@@ -278,7 +299,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                 if kf:
                     st_req = ie * jb * _req(d)
                     st_bytes = ie * je * e.out_bytes
-                out.append((count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes))
+                out.append((count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped)))
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
 
@@ -291,7 +312,8 @@ def _cycle_terms(col, p):
     bw = col["dram_bw"] * p["dram_efficiency"]
     dma = (col["ld_req"] + col["st_req"]) * p["dma_request_cycles"] + (col["ld_bytes"] + col["st_bytes"]) / bw
     ex = col["ex_rows"] + col["ex_ops"] * p["op_overhead_cycles"] + col["preloads"] * p["preload_dims"] * col["dim"]
-    per_call = np.maximum(dma, ex) + p["overlap_loss"] * np.minimum(dma, ex) + p["call_overhead_cycles"]
+    overlapped = np.maximum(dma, ex) + p["overlap_loss"] * np.minimum(dma, ex)
+    per_call = np.where(col["overlap"] > 0, overlapped, dma + ex) + p["call_overhead_cycles"]
     return per_call * col["count"], dma * col["count"], ex * col["count"]
 
 

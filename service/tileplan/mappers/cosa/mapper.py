@@ -1,4 +1,6 @@
-"""CosaMapper: one MIP per dataflow; its best few factorisations re-ranked by the cost model.
+"""CosaMapper: one MIP per dataflow; its best few factorisations re-ranked by the cost model, together
+with the hardware's hand-written tiling where one exists (Gemmini's), and the winner polished by local
+search on the cost model.
 
 For each dataflow the MIP is solved, then re-solved after a no-good cut up to `CANDIDATES` times (while
 time remains and the proxy objective stays within `PROXY_SLACK` of the best): the log-space objective
@@ -13,7 +15,7 @@ import time
 from tileplan.check import check_arch
 from tileplan.cost.model import evaluate_mapping
 from tileplan.dims import DIMS
-from tileplan.errors import MappingInfeasible
+from tileplan.errors import InputError, MappingInfeasible
 from tileplan.hardware import Architecture, HardwareDescriptor
 from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register
 from tileplan.mappers.build import build_mapping, max_double_buffering
@@ -21,11 +23,13 @@ from tileplan.mappers.cosa.decode import candidate_mappings, decode_factors
 from tileplan.mappers.cosa.model import Weights, build_model
 from tileplan.mappers.cosa.solve import Session
 from tileplan.mappers.cosa.spec import build_spec
+from tileplan.mappers.polish import polish
 from tileplan.mappers.score import score_mapping
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 
-CANDIDATES = 4  # factorisations per dataflow handed to the cost model
+CANDIDATES = 1  # factorisations per dataflow handed to the cost model (re-solves after no-good cuts)
+POLISH_BUDGET = 400  # cost-model evaluations spent polishing the best candidate
 PROXY_SLACK = 1.0  # log2 units: stop asking for more once the proxy is 2x worse than the best
 
 
@@ -33,6 +37,17 @@ def trivial_mapping(problem: Problem, arch: Architecture) -> Mapping:
     temporal: list[list[tuple[str, int]]] = [[] for _ in arch.levels]
     temporal[-1] = [(d, problem.dims[d]) for d in DIMS]
     return build_mapping(arch, temporal, [[] for _ in arch.levels])
+
+
+def _heuristic_seeds(problem: Problem, hw: HardwareDescriptor, options: MapperOptions) -> list[Mapping]:
+    from tileplan.mappers.gemmini_auto import applicable, gemmini_auto
+
+    if not applicable(hw) or (options.dataflow and options.dataflow not in hw.dataflow_names):
+        return []
+    try:
+        return [gemmini_auto(problem, hw, options.dataflow).mapping]
+    except (MappingInfeasible, InputError):
+        return []
 
 
 @register("cosa")
@@ -82,6 +97,15 @@ class CosaMapper:
                 if nxt.objective is None or nxt.objective > top + PROXY_SLACK:
                     break
 
+        for seed in _heuristic_seeds(problem, hw, options):
+            # The hardware's own hand-written tiling competes too: a plan is never worse than it.
+            consider(hw.resolve(seed.dataflow), seed)
+        if best is not None:
+            # The MIP's objective is a proxy: polish its best answer with the cost model itself.
+            arch = hw.resolve(best[1].dataflow)
+            polished, s, spent = polish(problem, arch, best[1], options.objective, POLISH_BUDGET, deadline)
+            n_cands += spent
+            best = (s, polished)
         if best is None and "time_limit" in first_status:
             # HiGHS found no incumbent in time. The best mapping known so far is the trivial one (every
             # loop in DRAM, tiles of one element); it is legal whenever one element fits each buffer.

@@ -133,6 +133,13 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
         (i, v) for i, lv in enumerate(arch.levels[:-1]) if lv.buffer_count == 2 for v in TENSORS if v in lv.keeps
     ]
     m.db = pyo.Var(db_keys, within=pyo.Binary)
+    lib_levels = library_levels(arch)
+    if lib_levels is not None:
+        # Library calls overlap only when the scratchpad double buffers I and W and the accumulator O
+        # (gemmini.md: a loop_ws / loop_conv_ws call uses at most half of each); plan for that.
+        for key in ((lib_levels.scratchpad, "I"), (lib_levels.scratchpad, "W"), (lib_levels.accumulator, "O")):
+            if key in db_keys:
+                m.db[key].fix(1)
     split_keys = [(i, o) for i, opts in spec.capacity_options.items() for o in range(len(opts))]
     m.split = pyo.Var(split_keys, within=pyo.Binary)
     m.split_one = pyo.Constraint(
@@ -150,7 +157,6 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     m.capacity = pyo.Constraint(cap_keys, rule=cap_rule)
 
     # Library execution: one call keeps its whole output tile (everything below DRAM) in the accumulator.
-    lib_levels = library_levels(arch)
     if lib_levels is not None:
         acc = arch.levels[lib_levels.accumulator]
         assert acc.capacity is not None

@@ -1,0 +1,82 @@
+"""Local search around a mapping, judged by the cost model: the MIP's objective is a proxy, so its
+answer is polished by moving single prime factors between levels while the score improves.
+
+A move takes one prime factor of one dimension out of a temporal loop at one level and puts it into
+the temporal loop of that dimension at another level (appending the loop as outermost there when the
+level had none). Every neighbour is checked for legality and scored with `mappers.score`; the best
+improving neighbour is taken (steepest descent), until none improves or the evaluation budget is spent.
+Deterministic: neighbours are generated in a fixed order.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tileplan.check import check_arch
+from tileplan.cost.model import evaluate_mapping
+from tileplan.hardware import Architecture
+from tileplan.mappers.base import Objective
+from tileplan.mappers.score import score_mapping
+from tileplan.mapping import LevelMapping, Mapping
+from tileplan.problem import Problem, prime_factors
+
+
+def _with_factor(loops: list[tuple[str, int]], dim: str, mult: int, div: int) -> list[tuple[str, int]]:
+    out, found = [], False
+    for d, f in loops:
+        if d == dim:
+            found = True
+            f = f * mult // div
+        if f > 1:
+            out.append((d, f))
+    if not found and mult > 1:
+        out.append((dim, mult))
+    return out
+
+
+def neighbours(mapping: Mapping) -> list[Mapping]:
+    out = []
+    levels = mapping.levels
+    for i, src in enumerate(levels):
+        for d, f in src.temporal:
+            for p in sorted(set(prime_factors(f))):
+                for j in range(len(levels)):
+                    if j == i:
+                        continue
+                    new = [lv.model_copy() for lv in levels]
+                    new[i] = LevelMapping(name=src.name, temporal=_with_factor(src.temporal, d, 1, p), spatial=src.spatial)
+                    dst = levels[j]
+                    new[j] = LevelMapping(name=dst.name, temporal=_with_factor(dst.temporal, d, p, 1), spatial=dst.spatial)
+                    out.append(mapping.model_copy(update={"levels": new}))
+    return out
+
+
+def polish(
+    problem: Problem,
+    arch: Architecture,
+    mapping: Mapping,
+    objective: Objective,
+    budget: int = 300,
+    deadline: float | None = None,
+) -> tuple[Mapping, float, int]:
+    """(best mapping, its score, evaluations spent); `mapping` must be legal."""
+    best = mapping
+    best_score = score_mapping(problem, arch, mapping, evaluate_mapping(problem, arch, mapping), objective)
+    spent = 0
+    improved = True
+    while improved and spent < budget and (deadline is None or time.perf_counter() < deadline):
+        improved = False
+        step_best: tuple[float, Mapping] | None = None
+        for cand in neighbours(best):
+            if spent >= budget:
+                break
+            if check_arch(problem, arch, cand):
+                continue
+            spent += 1
+            s = score_mapping(problem, arch, cand, evaluate_mapping(problem, arch, cand), objective)
+            if s < best_score - 1e-9 and (step_best is None or s < step_best[0]):
+                step_best = (s, cand)
+        if step_best is not None:
+            best_score, best = step_best
+            improved = True
+    return best, best_score, spent
