@@ -160,6 +160,9 @@ class LoadResult:
         return self.requests / self.seconds
 
     def pct(self, q: float) -> float:
+        fixed = {0.5: "p50_ms", 0.99: "p99_ms"}.get(q)
+        if fixed and hasattr(self, fixed):
+            return float(getattr(self, fixed))
         lat = sorted(self.latencies)
         return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
 
@@ -260,7 +263,20 @@ def load(url: str, method: str, path: str, body: dict | None, clients: int, seco
 
 # -- scenarios ----------------------------------------------------------------------------------
 
-def bench_cached(backend: str, clients: list[int], seconds: float) -> list[tuple[str, LoadResult]]:
+def median_run(runs: list[LoadResult]) -> LoadResult:
+    """Median over repeats: throughput, p50 and p99 each the median of the runs (the machine is shared)."""
+    if len(runs) == 1:
+        return runs[0]
+    best = sorted(runs, key=lambda r: r.rps)[len(runs) // 2]
+    med = LoadResult(best.clients, best.requests, best.errors, best.seconds, best.latencies, best.offered)
+    med.p50_ms = statistics.median(r.pct(.5) for r in runs)  # type: ignore[attr-defined]
+    med.p99_ms = statistics.median(r.pct(.99) for r in runs)  # type: ignore[attr-defined]
+    med.rps_range = (min(r.rps for r in runs), max(r.rps for r in runs))  # type: ignore[attr-defined]
+    med.errors = sum(r.errors for r in runs)
+    return med
+
+
+def bench_cached(backend: str, clients: list[int], seconds: float, repeats: int = 1) -> list[tuple[str, LoadResult]]:
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         db = create_db() if backend == "postgresql" else None
@@ -275,8 +291,10 @@ def bench_cached(backend: str, clients: list[int], seconds: float) -> list[tuple
             for n, rate in points:
                 for name, method, path, b in (("POST /schedule (cached)", "POST", "/schedule", body),
                                               ("GET /bench/trivial", "GET", "/bench/trivial", None)):
-                    r = load(server.url, method, path, b, n, seconds, rate=rate)
-                    r.offered = rate
+                    runs = [load(server.url, method, path, b, n, seconds, rate=rate) for _ in range(repeats)]
+                    for x in runs:
+                        x.offered = rate
+                    r = median_run(runs)
                     print(f"{backend:10} {name:24} clients={n:3} offered={rate or 'max'} rps={r.rps:7.0f} "
                           f"p50={r.pct(.5):6.2f} ms p99={r.pct(.99):6.2f} ms errors={r.errors}", flush=True)
                     out.append((name, r))
@@ -323,7 +341,8 @@ def bench_cold(mode: str, workers: int) -> dict[str, object]:
             drop_db(db)
 
 
-def report(cached: dict[str, list[tuple[str, LoadResult]]], cold: list[dict[str, object]], seconds: float) -> str:
+def report(cached: dict[str, list[tuple[str, LoadResult]]], cold: list[dict[str, object]], seconds: float,
+           repeats: int) -> str:
     load1 = os.getloadavg()
     lines = [
         "# Service benchmark",
@@ -336,7 +355,9 @@ def report(cached: dict[str, list[tuple[str, LoadResult]]], cold: list[dict[str,
         "## Cached POST /schedule (one layer, served from the plan cache)",
         "",
         f"Server: one `uvicorn` process (uvloop + httptools), `create_app` with the local queue. Client: "
-        f"raw HTTP/1.1 keep-alive on asyncio, one connection per client, {seconds:g} s measured after 1 s warm-up. "
+        f"raw HTTP/1.1 keep-alive on asyncio, one connection per client, {seconds:g} s measured after 1 s warm-up, "
+        f"{repeats} repeats per point: the medians of throughput, p50 and p99 (closed-loop throughput range in "
+        "brackets). "
         "`GET /bench/trivial` is a one-line FastAPI endpoint on the same app (the ceiling).",
         "",
         "Two kinds of load. *Closed loop* (offered = max): every client sends its next request as soon as "
@@ -350,7 +371,9 @@ def report(cached: dict[str, list[tuple[str, LoadResult]]], cold: list[dict[str,
     for backend, rows in cached.items():
         for name, r in rows:
             offered = f"{r.offered:.0f}" if r.offered else "max"
-            lines.append(f"| {backend} | {name} | {r.clients} | {offered} | {r.rps:.0f} | {r.pct(.5):.2f} "
+            rng = getattr(r, "rps_range", None)
+            rps = f"{r.rps:.0f}" + (f" ({rng[0]:.0f}–{rng[1]:.0f})" if rng and not r.offered else "")
+            lines.append(f"| {backend} | {name} | {r.clients} | {offered} | {rps} | {r.pct(.5):.2f} "
                          f"| {r.pct(.99):.2f} | {r.errors} |")
     lines += [
         "",
@@ -381,15 +404,16 @@ def main() -> None:
     p.add_argument("--clients", default="1,16,64")
     p.add_argument("--skip-cold", action="store_true")
     p.add_argument("--backends", default="sqlite,postgresql")
+    p.add_argument("--repeats", type=int, default=3, help="runs per load point (medians reported)")
     p.add_argument("--out", default=str(REPO / "bench/results/service.md"))
     args = p.parse_args()
     if args.serve:
         serve_for_bench(args.serve, args.db or None, args.solvers)
         return
     clients = [int(c) for c in args.clients.split(",")]
-    cached = {b: bench_cached(b, clients, args.seconds) for b in args.backends.split(",")}
+    cached = {b: bench_cached(b, clients, args.seconds, args.repeats) for b in args.backends.split(",")}
     cold = [] if args.skip_cold else [bench_cold(m, w) for m in ("deployed", "embedded") for w in (1, 2)]
-    text = report(cached, cold, args.seconds)
+    text = report(cached, cold, args.seconds, args.repeats)
     Path(args.out).write_text(text)
     print(f"wrote {args.out}")
 
