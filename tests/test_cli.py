@@ -73,3 +73,15 @@ def test_evaluate_roundtrip_and_violations(capsys, tmp_path):
     assert json.loads(out)["metrics"]["cycles"] == pytest.approx(plan["metrics"]["cycles"])
     code, out, _ = run(capsys, "evaluate", "--hw", "gemmini-16x16", "--layer", "matmul:M=64,K=64,N=128", "--mapping", str(f))
     assert code == 3 and "factors of K multiply to 64, bound is 128" in out
+
+
+def test_codegen_emits_c_and_runs_bit_exact(capsys, tmp_path):
+    pytest.importorskip("tvm")
+    out = tmp_path / "k.c"
+    code, _, err = run(capsys, "codegen", "--hw", "gemmini-16x16", "--layer", "matmul:M=32,K=48,N=20",
+                       "--out", str(out), "--run")
+    assert code == 0, err
+    assert '#include "gemmini.h"' in out.read_text()
+    assert "bit-exact" in err
+    code, _, err = run(capsys, "codegen", "--hw", "gemmini-16x16", "--layer", "matmul:M=4,K=4,N=4", "--format", "tar")
+    assert code == 2 and "a tar archive needs --out FILE" in err

@@ -156,6 +156,48 @@ def cmd_timeloop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_codegen(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from tileplan.codegen.pipeline import build_module, random_inputs, reference, run
+    from tileplan.codegen.registry import CodegenError
+    from tileplan.hardware.catalog import resolve_hardware
+    from tileplan.plan import ScheduleOptions, make_plan
+    from tileplan.workload import parse_layer_spec
+
+    hw = resolve_hardware(args.hw)
+    layer = parse_layer_spec(args.layer)
+    plan = make_plan(layer, hw, ScheduleOptions(mapper=args.mapper, time_limit_s=args.time_limit, baseline=False))
+    try:
+        art = build_module(plan, layer, hw, formats=(args.format,))
+    except CodegenError as exc:
+        raise TileplanError(f"codegen: {exc}") from None
+    if args.format == "tar":
+        if not args.out:
+            raise InputError(("out",), "a tar archive needs --out FILE")
+        Path(args.out).write_bytes(art.tar_bytes())
+    else:
+        text = art.c_source if args.format == "c" else art.tvmscript
+        if args.out:
+            Path(args.out).write_text(text)
+        else:
+            print(text)
+    for note in art.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.run:
+        inputs = random_inputs(art.geometry, seed=0)
+        result = run(art, inputs)
+        want = reference(art.geometry, art.epilogue, inputs["I"], inputs["W"], inputs["bias"])
+        exact = bool(np.array_equal(result.buffers["out"], want))
+        print(
+            f"emulator: {result.cycles:.0f} cycles (cost model {art.model_cycles:.0f}), "
+            f"output {'bit-exact' if exact else 'DIFFERS from'} NumPy",
+            file=sys.stderr,
+        )
+        return 0 if exact else 1
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tileplan.cost.calibrate import main as calibrate_main
 
@@ -210,6 +252,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--layer", help="layer spec (mapping export)")
     t.add_argument("--mapping", help="Mapping or Plan file (mapping export)")
     t.set_defaults(func=cmd_timeloop)
+
+    g = sub.add_parser("codegen", help="plan a layer and emit its TVM module / accelerator C")
+    g.add_argument("--hw", required=True)
+    g.add_argument("--layer", required=True)
+    g.add_argument("--mapper", default="cosa")
+    g.add_argument("--time-limit", type=float, default=10.0)
+    g.add_argument("--format", choices=["c", "tvmscript", "tar"], default="c")
+    g.add_argument("--out", help="write here instead of standard output (required for tar)")
+    g.add_argument("--run", action="store_true", help="also run it on the emulator against a NumPy reference")
+    g.set_defaults(func=cmd_codegen)
 
     c = sub.add_parser("calibrate", help="refit the cost model's parameters on measured cycles")
     c.add_argument("--data", required=True, help="CSV of FireSim measurements")
