@@ -194,6 +194,7 @@ def test_protect_reads(tmp_path: Path) -> None:
     with TestClient(app) as c:
         assert c.get("/healthz").status_code == 200
         assert c.get("/plans").status_code == 401
+        assert c.get("/plans").headers["www-authenticate"] == "Bearer"
         assert c.get("/plans", headers={"authorization": "Bearer t2"}).status_code == 200
         r = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [FC]})
         assert r.status_code == 401 and r.json()["detail"][0]["loc"] == ["header", "authorization"]

@@ -17,7 +17,7 @@ def _check(request: Request) -> None:
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not given:
         raise ApiError(401, ["header", "authorization"], "a token is required: 'Authorization: Bearer <token>'",
-                       "unauthorized")
+                       "unauthorized", headers={"WWW-Authenticate": "Bearer"})
     if not any(hmac.compare_digest(given.strip().encode(), t.encode()) for t in tokens):
         raise ApiError(403, ["header", "authorization"], "this token is not accepted", "forbidden")
 

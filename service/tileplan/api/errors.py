@@ -17,8 +17,9 @@ log = logging.getLogger("tileplan.api")
 
 
 class ApiError(HTTPException):
-    def __init__(self, status: int, loc: list[str | int], msg: str, type_: str) -> None:
-        super().__init__(status_code=status, detail=msg)
+    def __init__(self, status: int, loc: list[str | int], msg: str, type_: str,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(status_code=status, detail=msg, headers=headers)
         self.loc, self.msg, self.type = loc, msg, type_
 
 
