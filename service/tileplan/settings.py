@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     wait_limit_s: float = Field(default=25.0, ge=0, description="How long POST /schedule waits before answering 202.")
     job_time_limit_s: float = Field(default=3600.0, gt=0, description="A job not finished by then is failed.")
     solve_grace_s: float = Field(default=30.0, ge=0, description="Slack over a layer's time limits before it is killed.")
+    codegen_time_limit_s: float = Field(default=120.0, gt=0, description="Hard limit on building one plan's module.")
 
     # Access
     tokens: Annotated[list[str], NoDecode] = Field(

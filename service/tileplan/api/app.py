@@ -19,6 +19,7 @@ from tileplan.api import errors
 from tileplan.api.metrics import Metrics, MetricsAndLimits
 from tileplan.api.routes import hardware, plans, schedule, system
 from tileplan.jobs.base import JobQueue
+from tileplan.jobs.modules import ModuleBuilder
 from tileplan.jobs.scheduler import Scheduler
 from tileplan.settings import Settings, get_settings, is_postgres
 from tileplan.store import Store
@@ -58,12 +59,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         reader = AsyncPlanReader(store.url) if store.dialect == "postgresql" else None
         if reader is not None:
             await reader.open()
-        app.state.scheduler = Scheduler(store, queue, settings, reader)
+        modules = ModuleBuilder(store, settings, getattr(queue, "pool", None))  # local: the solvers' pool
+        app.state.modules = modules
+        app.state.scheduler = Scheduler(store, queue, settings, reader, modules)
         await queue.start()
         log.info("event=api_started db=%s queue=%s", store.dialect, queue.kind)
         try:
             yield
         finally:
+            await modules.stop()
             await queue.stop()
             if reader is not None:
                 await reader.close()

@@ -160,6 +160,8 @@ class LayerRunner:
                 return None
             runs = 2 if options.get("baseline", True) else 1
             hard = float(options.get("time_limit_s", 10.0)) * runs + self.settings.solve_grace_s
+            if options.get("codegen"):
+                hard += self.settings.codegen_time_limit_s
             hard = max(1.0, min(hard, deadline - time.time()))
             start = time.perf_counter()
             try:
@@ -178,6 +180,8 @@ class LayerRunner:
                 log.error("event=key_mismatch expected=%s got=%s", key, plan["key"])
                 plan = {**plan, "key": key}
             await asyncio.to_thread(store.put_plan, plan, hardware)
+            if "module" in result:  # options.codegen: built in the solver process with the plan
+                await asyncio.to_thread(store.put_module, key, result["module"])
             self._count(start, "ok")
             log.info("event=solved key=%s seconds=%.3f", key[:12], time.perf_counter() - start)
             return None

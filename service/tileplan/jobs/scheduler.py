@@ -21,6 +21,7 @@ from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import catalog, load_descriptor
 from tileplan.jobs.base import JobQueue
+from tileplan.jobs.modules import ModuleBuilder
 from tileplan.mappers.base import available_mappers, get_mapper
 from tileplan.plan import ScheduleOptions, plan_key
 from tileplan.problem import Problem
@@ -54,8 +55,10 @@ class Answer:
 
 
 class Scheduler:
-    def __init__(self, store: Store, queue: JobQueue, settings: Settings, reader: AsyncPlanReader | None = None) -> None:
+    def __init__(self, store: Store, queue: JobQueue, settings: Settings, reader: AsyncPlanReader | None = None,
+                 modules: ModuleBuilder | None = None) -> None:
         self.store = store
+        self.modules = modules
         self.reader = reader
         self.queue = queue
         self.settings = settings
@@ -156,6 +159,8 @@ class Scheduler:
             cached = await asyncio.to_thread(self.store.get_plans, wanted)
         hits = sum(1 for k in p.keys if k in cached)
         if len(cached) == len(p.unique):
+            if options.codegen and self.modules is not None:
+                await self.modules.ensure_many(wanted)
             rid = "c" + hashlib.sha256("".join(p.keys).encode()).hexdigest()[:31]
             return Answer(200, self._done_body(rid, p, cached, set(cached), start), rid, hits, 0)
 
@@ -182,8 +187,12 @@ class Scheduler:
         if st is not None and st[0] in ("done", "failed"):
             job = await asyncio.to_thread(self.store.get_job, job_id)
             if job is not None:
+                if options.codegen and self.modules is not None and job.status == "done":
+                    await self.modules.ensure_many(wanted)  # solved ones have theirs; cached ones may not
                 code, body = await self.job_answer(job, start=start, for_post=True)
                 return Answer(code, body, job_id, hits, misses)
+        if options.codegen and self.modules is not None and cached:
+            self.modules.in_background(list(cached))  # the layers being solved get theirs from the solver
         body = json.dumps({
             "id": job_id, "status": st[0] if st else "queued",
             "progress": {"done": st[1] if st else len(cached), "total": st[2] if st else len(p.unique)},

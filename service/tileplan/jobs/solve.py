@@ -40,7 +40,10 @@ def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[s
         plan = make_plan(parse_layer(layer), hw, ScheduleOptions.model_validate(options))
         doc = plan.model_dump(mode="json")
         doc["solver_version"] = SOLVER_VERSION
-        return {"ok": True, "plan": doc}
+        out: dict[str, Any] = {"ok": True, "plan": doc}
+        if options.get("codegen"):  # the module is built where the plan was, while its inputs are at hand
+            out["module"] = _module(plan.mapping, layer, hw)
+        return out
     except InputError as exc:
         return {"ok": False, "error": {"loc": list(exc.loc), "msg": exc.msg, "type": exc.type}}
     except MappingInfeasible as exc:
@@ -48,6 +51,32 @@ def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[s
     except Exception as exc:  # a solver bug: logged here with its traceback, reported without it
         log.exception("solve failed")
         return {"ok": False, "error": {"loc": [], "msg": f"solver error: {type(exc).__name__}: {exc}", "type": "solver_error"}}
+
+
+def build_layer_module(hardware: dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any]) -> dict[str, Any]:
+    """Runs in a pool process: the module of a stored plan (its descriptor, layer and mapping as JSON).
+    Returns what `Store.put_module` stores: {"ok": True, name, tvmscript, c_source, tar, notes, model_cycles,
+    seconds} or {"ok": False, "error": reason, ...} when the plan cannot become code (CodegenError)."""
+    from tileplan.hardware import HardwareDescriptor
+    from tileplan.mapping import Mapping
+
+    return _module(Mapping.model_validate(mapping), layer, HardwareDescriptor.model_validate(hardware))
+
+
+def _module(mapping: Any, layer: dict[str, Any], hw: Any) -> dict[str, Any]:
+    from tileplan.codegen.pipeline import build_module
+    from tileplan.codegen.registry import CodegenError
+    from tileplan.workload import parse_layer
+
+    start = time.perf_counter()
+    try:
+        art = build_module(mapping, parse_layer(layer), hw, formats=("tvmscript", "c", "tar"))
+    except CodegenError as exc:
+        return {"ok": False, "error": str(exc), "notes": [], "seconds": time.perf_counter() - start}
+    return {
+        "ok": True, "name": art.name, "tvmscript": art.tvmscript, "c_source": art.c_source, "tar": art.tar_bytes(),
+        "notes": list(art.notes), "model_cycles": art.model_cycles, "seconds": time.perf_counter() - start,
+    }
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -118,6 +147,21 @@ class SolverPool:
             except BrokenProcessPool:
                 self._restart(pool)
                 raise SolverCrashed("the solver process died") from None
+
+    async def build(self, hardware: dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any], *,
+                    timeout: float) -> dict[str, Any]:
+        """A stored plan's module (`build_layer_module`) in a solver process, under the same limits as a solve."""
+        async with self._slots:
+            pool = self._pool
+            fut = asyncio.get_running_loop().run_in_executor(pool, build_layer_module, hardware, layer, mapping)
+            try:
+                return await asyncio.wait_for(fut, timeout)
+            except TimeoutError:
+                self._restart(pool)
+                raise SolveTimeout(f"code generation ran past its hard limit of {timeout:.0f} s and was stopped") from None
+            except BrokenProcessPool:
+                self._restart(pool)
+                raise SolverCrashed("the code generation process died") from None
 
     def _restart(self, broken: ProcessPoolExecutor) -> None:
         """Kill the pool's processes (they may be stuck in a solve) and start a fresh pool."""

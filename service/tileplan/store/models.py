@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, Float, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, DateTime, Float, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -32,6 +32,24 @@ class PlanRow(Base):
     layer: Mapped[str] = mapped_column(Text)
     doc: Mapped[str] = mapped_column(Text)
     descriptor: Mapped[str | None] = mapped_column(Text, nullable=True)  # the HardwareDescriptor solved for (JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ModuleRow(Base):
+    """The generated module of a plan (same key), or why it could not be generated. Written once."""
+
+    __tablename__ = "modules"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))  # ok | error
+    name: Mapped[str] = mapped_column(String(200))  # the kernel's C name
+    tvmscript: Mapped[str | None] = mapped_column(Text, nullable=True)
+    c_source: Mapped[str | None] = mapped_column(Text, nullable=True)
+    tar: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    notes: Mapped[str] = mapped_column(Text)  # JSON list of strings
+    model_cycles: Mapped[float | None] = mapped_column(Float, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the CodegenError's reason
+    build_seconds: Mapped[float] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 

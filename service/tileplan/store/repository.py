@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, create_engine, delete, event, func, i
 from sqlalchemy.dialects import postgresql, sqlite
 
 from tileplan.store.migrate import upgrade
-from tileplan.store.models import ClaimRow, HardwareRow, JobLayerRow, JobRow, PlanRow
+from tileplan.store.models import ClaimRow, HardwareRow, JobLayerRow, JobRow, ModuleRow, PlanRow
 
 FINAL = ("done", "failed")
 
@@ -47,6 +47,25 @@ class CachedPlan:
             f'{{"cached":{"true" if cached else "false"},"hardware":{json.dumps(hardware or self.hardware)},'
             f'"layer":{layer or self.layer},{self.doc[1:]}'
         )
+
+
+@dataclass(frozen=True)
+class StoredModule:
+    """A plan's generated module (`status` "ok") or the reason it has none (`status` "error", `error`)."""
+
+    key: str
+    status: str
+    name: str
+    tvmscript: str | None
+    c_source: str | None
+    tar: bytes | None
+    notes: list[str]
+    model_cycles: float | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 @dataclass(frozen=True)
@@ -297,7 +316,46 @@ class Store:
 
     def delete_plan(self, key: str) -> bool:
         with self._write() as conn, conn.begin():
+            conn.execute(delete(ModuleRow).where(ModuleRow.key == key))
             return conn.execute(delete(PlanRow).where(PlanRow.key == key)).rowcount > 0
+
+    # -- generated modules ----------------------------------------------------------------------
+
+    def put_module(self, key: str, module: dict[str, Any]) -> bool:
+        """Store a plan's module as built by `tileplan.jobs.solve.build_layer_module` (`ok` with the texts and
+        tar, or an `error`); a second writer of the same key is a no-op. Returns True if this call wrote it."""
+        ok = bool(module.get("ok"))
+        model_cycles = module.get("model_cycles")
+        values = dict(
+            key=key, status="ok" if ok else "error", name=str(module.get("name", ""))[:200],
+            tvmscript=module.get("tvmscript") if ok else None, c_source=module.get("c_source") if ok else None,
+            tar=module.get("tar") if ok else None, notes=json.dumps(list(module.get("notes", []))),
+            model_cycles=float(model_cycles) if model_cycles is not None and model_cycles == model_cycles else None,
+            error=None if ok else str(module.get("error", "code generation failed")),
+            build_seconds=float(module.get("seconds", 0.0)), created_at=now_utc(),
+        )
+        stmt = self._insert(ModuleRow).values(**values).on_conflict_do_nothing(index_elements=["key"])
+        with self._write() as conn, conn.begin():
+            return conn.execute(stmt.returning(ModuleRow.key)).first() is not None
+
+    def get_module(self, key: str) -> StoredModule | None:
+        cols = (ModuleRow.key, ModuleRow.status, ModuleRow.name, ModuleRow.tvmscript, ModuleRow.c_source,
+                ModuleRow.tar, ModuleRow.notes, ModuleRow.model_cycles, ModuleRow.error)
+        with self.engine.connect() as conn:
+            row = conn.execute(select(*cols).where(ModuleRow.key == key)).first()
+        if row is None:
+            return None
+        k, status, name, tvm, c, tar, notes, cycles, error = row
+        return StoredModule(k, status, name, tvm, c, bytes(tar) if tar is not None else None, json.loads(notes),
+                            cycles, error)
+
+    def module_keys(self, keys: Iterable[str]) -> set[str]:
+        """Which of `keys` have a module (or a stored codegen error) already."""
+        keys = list(keys)
+        if not keys:
+            return set()
+        with self.engine.connect() as conn:
+            return set(conn.execute(select(ModuleRow.key).where(ModuleRow.key.in_(keys))).scalars())
 
     def count_plans(self) -> int:
         with self.engine.connect() as conn:
@@ -530,4 +588,4 @@ def open_store(url: str, *, migrate: bool = True) -> Store:
     return Store(url, migrate=migrate)
 
 
-__all__ = ["AsyncPlanReader", "CachedPlan", "Job", "Store", "open_store", "make_engine"]
+__all__ = ["AsyncPlanReader", "CachedPlan", "Job", "StoredModule", "Store", "open_store", "make_engine"]

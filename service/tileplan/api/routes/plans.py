@@ -1,9 +1,9 @@
-"""GET /plans, GET|DELETE /plans/{key}, GET /plans/{key}/timeloop, POST /evaluate."""
+"""GET /plans, GET|DELETE /plans/{key}, GET /plans/{key}/module, GET /plans/{key}/timeloop, POST /evaluate."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -11,6 +11,8 @@ from fastapi.concurrency import run_in_threadpool
 from tileplan.api.auth import require_read, require_write
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, EvaluateRequest, PlanPage
+from tileplan.jobs.modules import UnknownDescriptor, layer_fields
+from tileplan.jobs.solve import SolverCrashed, SolveTimeout
 from tileplan.mapping import parse_mapping
 from tileplan.plan import Evaluation, Plan, evaluate
 from tileplan.workload import parse_layer
@@ -63,6 +65,44 @@ async def delete_plan(request: Request, key: str) -> Response:
     return Response(status_code=204)
 
 
+MODULE_MEDIA = {"tvmscript": "text/plain; charset=utf-8", "c": "text/plain; charset=utf-8", "tar": "application/x-tar"}
+
+
+@router.get(
+    "/plans/{key}/module",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}, "application/x-tar": {}},
+                     "description": "The plan's module: TVMScript, C (against gemmini.h), or a tar of both with "
+                                    "gemmini.h and BUILD.md"},
+               404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+)
+async def get_plan_module(
+    request: Request,
+    key: str,
+    format: Literal["tvmscript", "c", "tar"] = Query(default="c", description="tvmscript | c | tar"),  # noqa: A002
+) -> Response:
+    """The code generated for the plan (built now, in a solver process, if the plan was scheduled without
+    `codegen`). A plan that cannot become code for its hardware is a 422 with the reason."""
+    try:
+        module = await request.app.state.modules.ensure(key)
+    except UnknownDescriptor as exc:
+        raise ApiError(404, ["path", "key"], str(exc), "not_found") from None
+    except (SolveTimeout, SolverCrashed) as exc:  # not stored: the next request tries again
+        raise ApiError(503, [], str(exc), "codegen_unavailable") from None
+    if module is None:
+        raise ApiError(404, ["path", "key"], f"no plan {key}", "not_found")
+    if not module.ok:
+        raise ApiError(422, ["path", "key"], f"no module for this plan: {module.error}", "codegen_error")
+    headers = {"X-Model-Cycles": f"{module.model_cycles:g}"} if module.model_cycles is not None else {}
+    if module.notes:
+        headers["X-Codegen-Notes"] = json.dumps(module.notes, ensure_ascii=True)
+    if format == "tar":
+        headers["Content-Disposition"] = f'attachment; filename="{module.name}.tar"'
+        return Response(module.tar, media_type=MODULE_MEDIA["tar"], headers=headers)
+    text = module.tvmscript if format == "tvmscript" else module.c_source
+    return Response(text, media_type=MODULE_MEDIA[format], headers=headers)
+
+
 @router.get(
     "/plans/{key}/timeloop",
     response_class=Response,
@@ -101,21 +141,12 @@ def _timeloop_text(row: Any, descriptor: dict[str, Any] | None, bundle: bool, fo
     mapping = Mapping.model_validate(doc["mapping"])
     notes: list[str] = []
     if bundle:
-        problem = Problem.from_layer(parse_layer(_layer_fields(json.loads(row.layer))))
+        problem = Problem.from_layer(parse_layer(layer_fields(json.loads(row.layer))))
         text = to_timeloop_bundle(problem, hw, mapping, fold_groups=fold_groups)
     else:
         text = dump_mapping_yaml(to_timeloop_mapping(mapping, hw, fold_groups=fold_groups, notes=notes))
     head = f"# Tileplan plan {row.key} on {hw.name}\n" + "".join(f"# note: {n}\n" for n in notes)
     return head + text
-
-
-def _layer_fields(echo: dict[str, Any]) -> dict[str, Any]:
-    """A Plan's layer echo back to the layer's own fields (drop the derived dims, stride/dilation of matmuls)."""
-    out = {k: v for k, v in echo.items() if k != "dims"}
-    if out.get("op") in ("matmul", "dense"):
-        out.pop("stride", None)
-        out.pop("dilation", None)
-    return out
 
 
 @router.post("/evaluate", response_model=Evaluation, responses=ERRORS)
