@@ -27,7 +27,9 @@ def gemmini_levels(arch: Architecture) -> tuple[int, int, int] | None:
 
     Gemmini-like: the outermost level is the backing store; directly below it one scratchpad instance that
     keeps inputs and weights but not outputs; directly below that an on-chip level that keeps outputs and
-    neither operand (the accumulator); anything below it keeps a single tensor per PE (registers).
+    neither operand (the accumulator); anything below it keeps only weights (the PE registers of a
+    weight-stationary array: the library's loop_ws / loop_conv_ws preload weights, so an output-stationary
+    view of the same array is not executed this way).
     Level names do not matter, so a Timeloop-imported Gemmini qualifies like the catalog entries.
     """
     n = len(arch.levels)
@@ -42,7 +44,7 @@ def gemmini_levels(arch: Architecture) -> tuple[int, int, int] | None:
     if "O" not in acc.keeps or acc.keeps & {"I", "W"}:
         return None
     for lv in arch.levels[:a]:
-        if len(lv.keeps) > 1:
+        if lv.keeps - {"W"}:
             return None
     return a, s, d
 

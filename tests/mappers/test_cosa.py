@@ -124,7 +124,7 @@ def test_padding_fills_the_array_when_no_divisor_does():
 
 def test_dataflow_choice_uses_output_stationary_when_channels_are_few():
     # Three input channels fill 3 of 16 rows under WS; OS unrolls output pixels over the rows instead.
-    hw = get_hardware("gemmini-16x16")
+    hw = loop_nest_gemmini()
     layer = {"op": "conv2d", "in_channels": 3, "out_channels": 64, "in_h": 224, "in_w": 224, "kernel": 7,
              "stride": 2, "padding": 3}
     problem, result = plan(layer, hw)
@@ -149,3 +149,13 @@ def test_layer_with_nothing_to_split():
     problem, result = plan({"op": "matmul", "M": 1, "K": 1, "N": 1}, hw)
     assert check(problem, hw, result.mapping) == []
     assert all(not lv.temporal and not lv.spatial for lv in result.mapping.levels)
+
+
+def test_library_hardware_plans_the_dataflow_its_library_runs():
+    # Gemmini's library runs weight-stationary only; cosa plans that unless asked for another dataflow.
+    hw = get_hardware("gemmini-16x16")
+    layer = {"op": "conv2d", "in_channels": 3, "out_channels": 64, "in_h": 56, "in_w": 56, "kernel": 7,
+             "stride": 2, "padding": 3}
+    assert plan(layer, hw)[1].mapping.dataflow == "weight_stationary"
+    problem, result = plan(layer, hw, dataflow="output_stationary")
+    assert result.mapping.dataflow == "output_stationary" and check(problem, hw, result.mapping) == []

@@ -16,6 +16,7 @@ from tileplan.check import check_arch
 from tileplan.cost.model import evaluate_mapping
 from tileplan.dims import DIMS
 from tileplan.errors import InputError, MappingInfeasible
+from tileplan.execution import library_levels
 from tileplan.hardware import Architecture, HardwareDescriptor
 from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register
 from tileplan.mappers.build import build_mapping, max_double_buffering
@@ -39,6 +40,13 @@ def trivial_mapping(problem: Problem, arch: Architecture) -> Mapping:
     return build_mapping(arch, temporal, [[] for _ in arch.levels])
 
 
+def library_dataflows(hw: HardwareDescriptor) -> list[str]:
+    """Dataflows the hardware's software library executes (tileplan.execution). Where there are some,
+    cosa plans for them only: that is what runs, and what the calibrated cost model describes; another
+    dataflow would be judged by the uncalibrated loop-nest model. A caller may still ask for one."""
+    return [df for df in hw.dataflow_names if library_levels(hw.resolve(df)) is not None]
+
+
 def _heuristic_seeds(problem: Problem, hw: HardwareDescriptor, options: MapperOptions) -> list[Mapping]:
     from tileplan.mappers.gemmini_auto import applicable, gemmini_auto
 
@@ -59,7 +67,7 @@ class CosaMapper:
         t0 = time.perf_counter()
         deadline = t0 + options.time_limit_s
         wl, we, wm = options.objective.normalised()
-        dataflows = [options.dataflow] if options.dataflow else hw.dataflow_names
+        dataflows = [options.dataflow] if options.dataflow else library_dataflows(hw) or hw.dataflow_names
         best: tuple[float, Mapping] | None = None
         first_status: list[str] = []
         gaps, objectives, n_cands = [], [], 0
