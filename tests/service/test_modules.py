@@ -128,3 +128,10 @@ def test_modules_on_postgres(fresh_pg: str, tmp_path: Path) -> None:
         other = schedule(c, {**MM, "name": "mm_pg_on_demand", "N": 36})
         assert c.app.state.store.get_module(other["key"]) is None
         check_module(c, other)
+        third = schedule(c, {**MM, "name": "mm_pg_queue", "K": 64})
+    # an API whose solves run in `tileplan worker`s has no solver pool: it builds modules in one of its own
+    with TestClient(create_app(settings.model_copy(update={"queue": "procrastinate"}))) as c:
+        assert c.app.state.queue.kind == "procrastinate"
+        assert c.app.state.store.get_module(third["key"]) is None
+        check_module(c, third)
+        assert c.app.state.modules._own_pool is not None
