@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tileplan.hardware import Architecture
+from tileplan.hardware import Architecture, HardwareDescriptor
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,8 @@ def gemmini_levels(arch: Architecture) -> tuple[int, int, int] | None:
 def library_levels(arch: Architecture) -> LibraryLevels | None:
     levels = gemmini_levels(arch)
     return None if levels is None else LibraryLevels(*levels)
+
+
+def library_dataflows(hw: HardwareDescriptor) -> list[str]:
+    """Dataflows of `hw` that its software library executes (empty when it has no such library)."""
+    return [df for df in hw.dataflow_names if library_levels(hw.resolve(df)) is not None]

@@ -67,6 +67,19 @@ class Mapper(Protocol):
     def map(self, problem: Problem, hw: HardwareDescriptor, options: MapperOptions) -> MapperResult: ...
 
 
+def searched_dataflows(hw: HardwareDescriptor, requested: str | None) -> list[str]:
+    """The dataflows a mapper searches: the one asked for, else those the hardware's software library runs
+    (tileplan.execution; that is what executes, and what the calibrated cost model describes; any other
+    would be judged by the uncalibrated loop-nest model), else all of them."""
+    if requested is not None:
+        if requested not in hw.dataflow_names:
+            raise InputError(("options", "dataflow"), f"unknown dataflow {requested!r}; {hw.name} has {hw.dataflow_names}")
+        return [requested]
+    from tileplan.execution import library_dataflows
+
+    return library_dataflows(hw) or hw.dataflow_names
+
+
 _REGISTRY: dict[str, Callable[[], Mapper]] = {}
 _BUILTIN_MODULES = (
     "tileplan.mappers.cosa",

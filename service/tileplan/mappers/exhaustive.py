@@ -24,7 +24,7 @@ from tileplan.check import check_arch
 from tileplan.cost import evaluate_mapping
 from tileplan.errors import InputError, MappingInfeasible
 from tileplan.hardware import Architecture, HardwareDescriptor
-from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register
+from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
 from tileplan.mappers.score import score_mapping
 from tileplan.mappers.space import MappingSpace, level_orders, ordered_factorizations
 from tileplan.mapping import Mapping
@@ -34,11 +34,7 @@ MAX_CANDIDATES = 50_000  # about 2-4 minutes of cost-model calls
 
 
 def _dataflows(hw: HardwareDescriptor, options: MapperOptions) -> list[str]:
-    if options.dataflow is not None:
-        if options.dataflow not in hw.dataflow_names:
-            raise InputError(("options", "dataflow"), f"unknown dataflow {options.dataflow!r}; {hw.name} has {hw.dataflow_names}")
-        return [options.dataflow]
-    return hw.dataflow_names
+    return searched_dataflows(hw, options.dataflow)
 
 
 def _dim_options(space: MappingSpace, d: str) -> list[tuple[int, ...]]:

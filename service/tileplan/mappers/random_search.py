@@ -23,7 +23,7 @@ from tileplan.check import check_arch
 from tileplan.cost import evaluate_mapping
 from tileplan.errors import InputError, MappingInfeasible
 from tileplan.hardware import HardwareDescriptor
-from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register
+from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
 from tileplan.mappers.score import score_mapping
 from tileplan.mappers.space import MappingSpace
 from tileplan.mapping import Mapping
@@ -79,9 +79,7 @@ class RandomMapper:
 
     def map(self, problem: Problem, hw: HardwareDescriptor, options: MapperOptions) -> MapperResult:
         t0 = time.perf_counter()
-        if options.dataflow is not None and options.dataflow not in hw.dataflow_names:
-            raise InputError(("options", "dataflow"), f"unknown dataflow {options.dataflow!r}; {hw.name} has {hw.dataflow_names}")
-        names = [options.dataflow] if options.dataflow else hw.dataflow_names
+        names = searched_dataflows(hw, options.dataflow)
         spaces = {n: MappingSpace(problem, hw.resolve(n)) for n in names}
         rng = random.Random(options.seed)
         best: Mapping | None = None

@@ -16,9 +16,8 @@ from tileplan.check import check_arch
 from tileplan.cost.model import evaluate_mapping
 from tileplan.dims import DIMS
 from tileplan.errors import InputError, MappingInfeasible
-from tileplan.execution import library_levels
 from tileplan.hardware import Architecture, HardwareDescriptor
-from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register
+from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
 from tileplan.mappers.build import build_mapping, max_double_buffering
 from tileplan.mappers.cosa.decode import candidate_mappings, decode_factors
 from tileplan.mappers.cosa.model import Weights, build_model
@@ -38,13 +37,6 @@ def trivial_mapping(problem: Problem, arch: Architecture) -> Mapping:
     temporal: list[list[tuple[str, int]]] = [[] for _ in arch.levels]
     temporal[-1] = [(d, problem.dims[d]) for d in DIMS]
     return build_mapping(arch, temporal, [[] for _ in arch.levels])
-
-
-def library_dataflows(hw: HardwareDescriptor) -> list[str]:
-    """Dataflows the hardware's software library executes (tileplan.execution). Where there are some,
-    cosa plans for them only: that is what runs, and what the calibrated cost model describes; another
-    dataflow would be judged by the uncalibrated loop-nest model. A caller may still ask for one."""
-    return [df for df in hw.dataflow_names if library_levels(hw.resolve(df)) is not None]
 
 
 def _heuristic_seeds(problem: Problem, hw: HardwareDescriptor, options: MapperOptions) -> list[Mapping]:
@@ -67,7 +59,7 @@ class CosaMapper:
         t0 = time.perf_counter()
         deadline = t0 + options.time_limit_s
         wl, we, wm = options.objective.normalised()
-        dataflows = [options.dataflow] if options.dataflow else library_dataflows(hw) or hw.dataflow_names
+        dataflows = searched_dataflows(hw, options.dataflow)
         best: tuple[float, Mapping] | None = None
         first_status: list[str] = []
         gaps, objectives, n_cands = [], [], 0
