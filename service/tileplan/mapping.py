@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tileplan.dims import DIMS, Dim, Tensor
-from tileplan.errors import InputError, from_validation_error
+from tileplan.errors import from_validation_error
 
 Factor = tuple[Dim, int]
 
@@ -89,8 +89,3 @@ def parse_mapping(data: Any, loc: tuple[str | int, ...] = ("mapping",)) -> Mappi
     except ValidationError as exc:
         raise from_validation_error(exc, loc) from None
 
-
-def level_names_match(mapping: Mapping, names: list[str]) -> None:
-    got = [lv.name for lv in mapping.levels]
-    if got != names:
-        raise InputError(("mapping", "levels"), f"levels must be {names} (innermost first), got {got}")

@@ -44,7 +44,6 @@ vectorisable over the whole data set for calibration.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -185,10 +184,6 @@ FEATURE_COLUMNS = (
 )
 
 
-def _req(row_bytes: float) -> float:
-    return max(1.0, math.ceil(row_bytes / REQUEST_BYTES))
-
-
 def _axis(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, in_dim: int) -> np.ndarray:
     """Distinct tiles of one spatial axis: rows (count, output extent, kernel extent, DRAM rows loaded,
     last kernel tile, first kernel tile)."""
@@ -231,7 +226,8 @@ def _chunks(total: int, step: int, tile: int) -> np.ndarray:
     return np.array([(c, *k) for k, c in acc.items()], dtype=float)
 
 
-def _req(row_bytes):
+def _req(row_bytes):  # type: ignore[no-untyped-def]
+    """DMA requests for rows of `row_bytes` (each at least one request of at most REQUEST_BYTES)."""
     return np.maximum(1.0, np.ceil(row_bytes / REQUEST_BYTES))
 
 

@@ -15,6 +15,7 @@ import json
 import logging
 from typing import Any
 
+from tileplan.jobs.singleflight import SingleFlight
 from tileplan.jobs.solve import SolverPool
 from tileplan.settings import Settings
 from tileplan.store import Store
@@ -31,7 +32,7 @@ class ModuleBuilder:
         self.settings = settings
         self._pool = pool
         self._own_pool: SolverPool | None = None
-        self._inflight: dict[str, asyncio.Future[StoredModule | None]] = {}
+        self._flight: SingleFlight[StoredModule | None] = SingleFlight()
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -54,22 +55,7 @@ class ModuleBuilder:
         found = await asyncio.to_thread(self.store.get_module, key)
         if found is not None:
             return found
-        fut = self._inflight.get(key)
-        if fut is not None:
-            return await asyncio.shield(fut)
-        fut = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody else waits
-        self._inflight[key] = fut
-        try:
-            result = await self._build(key)
-        except BaseException as exc:
-            fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
-            raise
-        else:
-            fut.set_result(result)
-            return result
-        finally:
-            self._inflight.pop(key, None)
+        return await self._flight.run(key, lambda: self._build(key))
 
     async def ensure_many(self, keys: list[str]) -> None:
         """Modules for every key that has none yet (POST /schedule with `codegen`), built concurrently. A build

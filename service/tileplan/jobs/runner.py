@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tileplan.jobs.singleflight import SingleFlight
 from tileplan.jobs.solve import SolverCrashed, SolverPool, SolveTimeout
 from tileplan.settings import Settings
 from tileplan.store import Store
@@ -48,7 +49,7 @@ class LayerRunner:
         self.name = worker_name()
         self.on_solve = on_solve
         self.on_job_final = on_job_final
-        self._inflight: dict[str, asyncio.Future[Outcome]] = {}
+        self._flight: SingleFlight[Outcome] = SingleFlight()
         self._held: dict[str, str] = {}  # key -> owner of claims this process holds
         self._renewer: asyncio.Task[None] | None = None
 
@@ -122,22 +123,9 @@ class LayerRunner:
         self, key: str, hardware: dict[str, Any], layer: dict[str, Any], options: dict[str, Any], *,
         owner: str, deadline: float,
     ) -> Outcome:
-        fut = self._inflight.get(key)
-        if fut is not None:
-            return await asyncio.shield(fut)
-        fut = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody else waits
-        self._inflight[key] = fut
-        try:
-            outcome = await self._solve_claimed(key, hardware, layer, options, owner=owner, deadline=deadline)
-        except BaseException as exc:
-            fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
-            raise
-        else:
-            fut.set_result(outcome)
-            return outcome
-        finally:
-            self._inflight.pop(key, None)
+        return await self._flight.run(
+            key, lambda: self._solve_claimed(key, hardware, layer, options, owner=owner, deadline=deadline)
+        )
 
     async def _solve_claimed(
         self, key: str, hardware: dict[str, Any], layer: dict[str, Any], options: dict[str, Any], *,

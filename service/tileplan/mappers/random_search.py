@@ -21,7 +21,7 @@ import time
 
 from tileplan.check import check_arch
 from tileplan.cost import evaluate_mapping
-from tileplan.errors import InputError, MappingInfeasible
+from tileplan.errors import MappingInfeasible
 from tileplan.hardware import HardwareDescriptor
 from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
 from tileplan.mappers.score import score_mapping

@@ -4,7 +4,6 @@ and candidate loop orders (one per choice of stationary tensor at each level) fo
 from __future__ import annotations
 
 import itertools
-import math
 from collections import defaultdict
 
 from tileplan.dims import DIMS, RELEVANT, TENSORS
@@ -72,6 +71,3 @@ def candidate_mappings(
                 out.append(mp)
     return out
 
-
-def spatial_product(spatial: list[dict[str, int]]) -> int:
-    return math.prod(f for s in spatial for f in s.values())

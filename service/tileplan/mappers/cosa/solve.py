@@ -64,10 +64,6 @@ class Session:
         return True
 
 
-def solve(model: CosaModel, time_limit_s: float, mip_rel_gap: float = 1e-3) -> SolveOutcome:
-    return Session(model, mip_rel_gap).solve(time_limit_s)
-
-
 def value(var: pyo.Var) -> float:
     v = pyo.value(var, exception=False)
     return 0.0 if v is None else float(v)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from tileplan.cost.gemmini import LibraryTerms, library_terms
 from tileplan.cost.params import CostParams
-from tileplan.dims import DIMS, RELEVANT, TENSORS
+from tileplan.dims import DIMS, TENSORS
 from tileplan.hardware import Architecture
 from tileplan.problem import Problem, divisors, prime_factors
 
@@ -104,6 +104,3 @@ def _splits(n: int, steps: int) -> list[tuple[int, ...]]:
     """All ways to give n tensors positive shares of `steps` eighths."""
     return [c for c in itertools.product(range(1, steps), repeat=n) if sum(c) == steps]
 
-
-def relevant(tensor: str, dim: str) -> bool:
-    return dim in RELEVANT[tensor]
