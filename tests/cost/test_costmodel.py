@@ -234,3 +234,23 @@ def test_energy_breakdown_sums_to_total() -> None:
     assert per_tensor == pytest.approx(met.energy_pj)
     assert met.energy_by_tensor_pj["DRAM"]["W"] > 0 and met.energy_by_tensor_pj["MAC"]["MAC"] > 0
     assert first_order_metrics(fc, hw.resolve(m.dataflow), m).energy_pj == pytest.approx(met.energy_pj)
+
+
+def test_dma_requests_follow_mvin_block_length() -> None:
+    """gemmini.h moves up to MAX_BLOCK_LEN = 64 B / (DIM x 1 B) blocks per mvin row: on a 16x16 int8 array one
+    request carries 4 channel blocks (64 B), on a 128x128 array one 128-channel block needs two requests."""
+    from tileplan.cost.gemmini import Execution
+
+    def conv(dim: int) -> Execution:
+        return Execution(
+            kind="conv", dim=dim, batch=1, groups=1, out_h=8, out_w=8, k=16, c=256, r=1, s=1, stride=(1, 1),
+            pad=(0, 0), in_h=8, in_w=8, t_n=1, t_h=8, t_w=8, t_k=16, t_c=256, t_r=1, t_s=1, k_step=16, c_step=256,
+        )
+
+    cols = dict(zip(("count", "dim", "dram_bw", "ld_req"), range(4)))
+    for dim, per_pixel in ((16, 4), (128, 4)):
+        calls = call_features(conv(dim), 8.0)
+        assert calls.shape[0] == 1
+        weights = 256 * 1  # one request per input-channel row of 16 output channels
+        bias = 64 * -(-16 // dim)  # accumulator initialisation: one row per pixel and DIM output channels
+        assert calls[0, cols["ld_req"]] == 64 * per_pixel + weights + bias, dim

@@ -75,6 +75,7 @@ class LibraryTerms:
     op_cycles: float
     cycles_per_byte: float
     output_bytes: float
+    request_elems: float  # input/weight elements one DMA request carries (64 B)
 
 
 def library_terms(arch: Architecture, params: CostParams) -> LibraryTerms | None:
@@ -92,6 +93,7 @@ def library_terms(arch: Architecture, params: CostParams) -> LibraryTerms | None
         op_cycles=params.op_overhead_cycles,
         cycles_per_byte=1.0 / (bw * params.dram_efficiency),
         output_bytes=arch.output_bytes,
+        request_elems=REQUEST_BYTES / arch.input_bytes,
     )
 
 
@@ -231,6 +233,17 @@ def _req(row_bytes):  # type: ignore[no-untyped-def]
     return np.maximum(1.0, np.ceil(row_bytes / REQUEST_BYTES))
 
 
+def _mvin_req(elems, d: int, elem_bytes: float):  # type: ignore[no-untyped-def]
+    """DMA requests to move `elems` contiguous elements of one DRAM row into the scratchpad. One mvin row
+    spans gemmini.h's MAX_BLOCK_LEN = max(1, 64 B // (DIM x element bytes)) DIM-blocks side by side and
+    is split into requests of at most 64 B: on a 16x16 int8 array one request carries 4 blocks (64 B),
+    on a 128x128 one a block needs two."""
+    span = d * max(1, int(REQUEST_BYTES // (d * elem_bytes)))
+    full = np.floor(elems / span)
+    rest = elems - full * span
+    return full * _req(span * elem_bytes) + np.where(rest > 0, _req(rest * elem_bytes), 0.0)
+
+
 def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
     """Feature rows (FEATURE_COLUMNS) of the distinct tiled_conv calls of an execution."""
     d = e.dim
@@ -251,11 +264,11 @@ def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
     count = hn * wn * kn * cn * nn * e.groups
     kb = np.ceil(kk / d)
     cb = np.ceil(cc / d)
-    w_req = _req(np.minimum(kk, d))
+    w_req = _req(np.minimum(kk, d))  # one mvout row: <= DIM output channels
     pre = kb * hk * wk * cb
     ops = pre * nb * ho * np.ceil(wo / d)
     ex_rows = pre * nb * ho * wo
-    ld_req = nb * hu * wu * cb * _req(np.minimum(cc, d)) + hk * wk * cc * kb * w_req
+    ld_req = nb * hu * wu * _mvin_req(cc, d, e.in_bytes) + hk * wk * cc * _mvin_req(kk, d, e.in_bytes)
     ld_req = ld_req + (h0 * w0 * c0) * nb * ho * wo * kb  # accumulator initialisation (bias / zeros)
     ld_bytes = (nb * hu * wu * cc + hk * wk * cc * kk) * e.in_bytes
     final = hf * wf * cf
@@ -289,7 +302,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                 pre = jb * kb
                 ops = ib * jb * kb
                 ex_rows = ie * jb * kb
-                ld_req = ie * kb * _req(d) + ke * jb * _req(d)
+                ld_req = ie * _mvin_req(ke, d, e.in_bytes) + ke * _mvin_req(je, d, e.in_bytes)
                 ld_bytes = (ie * ke + ke * je) * e.in_bytes
                 st_req = st_bytes = 0.0
                 if kf:

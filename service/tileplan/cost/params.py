@@ -22,22 +22,22 @@ class CostParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     dram_efficiency: float = Field(
-        default=0.4747, gt=0, description="Effective DRAM bandwidth as a fraction of the descriptor's DRAM bandwidth."
+        default=0.4799, gt=0, description="Effective DRAM bandwidth as a fraction of the descriptor's DRAM bandwidth."
     )
     dma_request_cycles: float = Field(
-        default=0.7632, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
+        default=0.8578, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
     )
     op_overhead_cycles: float = Field(
-        default=0.953, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
+        default=1.159, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
     )
     preload_dims: float = Field(
-        default=0.06159, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
+        default=0.05569, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
     )
     call_overhead_cycles: float = Field(
-        default=116.0, ge=0, description="Cycles per library call (one scratchpad tile): CPU issue, FSM start, drain."
+        default=116.6, ge=0, description="Cycles per library call (one scratchpad tile): CPU issue, FSM start, drain."
     )
     overlap_loss: float = Field(
-        default=0.3609, ge=0, le=1,
+        default=0.3192, ge=0, le=1,
         description="Share of the shorter of DMA and compute time per call that double buffering fails to hide.",
     )
 

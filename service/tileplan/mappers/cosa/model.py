@@ -256,7 +256,7 @@ def add_log_sum(m: pyo.ConcreteModel, name: str, args: list) -> pyo.Var:  # type
 def _library_latency(m: pyo.ConcreteModel, lib: "LibraryTerms", ext, tiles, temporal_at, matmul_like: bool, out_elems: int) -> None:  # type: ignore[no-untyped-def]
     """Latency of library execution (cost.gemmini) in log space. Per call: DMA time = input and weight
     tile bytes at the effective bandwidth + one request per input pixel row and per weight row for every
-    DIM channels (+ this call's share of the output store); execute time = streamed rows + a fixed cost
+    64 B of channels (+ this call's share of the output store); execute time = streamed rows + a fixed cost
     per compute instruction (one per DIM output columns of a row). A call costs the larger of the two
     plus a fixed issue cost; the layer costs calls x that. Sums are log-sum-exp, bounded by tangent
     planes; maxima are epigraphs."""
@@ -266,10 +266,12 @@ def _library_latency(m: pyo.ConcreteModel, lib: "LibraryTerms", ext, tiles, temp
     in_tile, w_tile = tiles[t, "I"], tiles[t, "W"]
     pixels = in_tile - ext("C", t)
     w_rows = ext("G", t) + ext("R", t) + ext("S", t) + ext("C", t)
-    m.req_in = pyo.Var(within=pyo.Reals)  # log input requests per call: pixels x max(1, C/DIM)
+    # An mvin row moves up to 64 B (several DIM-blocks on small arrays): requests per row = channels / 64 B.
+    per_req = log2(lib.request_elems)
+    m.req_in = pyo.Var(within=pyo.Reals)  # log input requests per call: pixels x max(1, C / request_elems)
     m.req_w = pyo.Var(within=pyo.Reals)
-    m.req_in_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.req_in >= pixels + (ext("C", t) - d if k else 0))
-    m.req_w_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.req_w >= w_rows + (ext("K", t) - d if k else 0))
+    m.req_in_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.req_in >= pixels + (ext("C", t) - per_req if k else 0))
+    m.req_w_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.req_w >= w_rows + (ext("K", t) - per_req if k else 0))
     cpb = log2(lib.cycles_per_byte)
     dma_args = [in_tile + cpb, w_tile + cpb, log2(out_elems * lib.output_bytes) + cpb - calls]
     if lib.request_cycles > 0:
