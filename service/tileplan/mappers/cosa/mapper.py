@@ -6,6 +6,7 @@ For each dataflow the MIP is solved, then re-solved after a no-good cut up to `C
 time remains and the proxy objective stays within `PROXY_SLACK` of the best): the log-space objective
 is a proxy with many near-ties, so the cost model decides among the factorisations it ranks highest. For
 each factorisation, every combination of stationary loop orders and double-buffering choices is scored.
+While latency has any weight, the answer is never slower than the hand-written tiling (`_not_slower_than`).
 """
 
 from __future__ import annotations
@@ -50,10 +51,26 @@ def _heuristic_seeds(problem: Problem, hw: HardwareDescriptor, options: MapperOp
         return []
 
 
+def _not_slower_than(
+    problem: Problem, hw: HardwareDescriptor, best: tuple[float, Mapping], seed: Mapping
+) -> tuple[tuple[float, Mapping], list[str]]:
+    """A weighted objective may trade cycles for energy; while latency has any weight, Tileplan still never
+    hands out a plan slower than the hardware's own hand-written tiling (the baseline users compare with):
+    the hand-written tiling is returned instead, with a note."""
+    ours = evaluate_mapping(problem, hw.resolve(best[1].dataflow), best[1]).cycles
+    theirs = evaluate_mapping(problem, hw.resolve(seed.dataflow), seed).cycles
+    if ours <= theirs * (1 + 1e-9):
+        return best, []
+    return (best[0], seed), [
+        f"the weighted optimum ({ours:,.0f} cycles) was slower than the hand-written tiling ({theirs:,.0f}); "
+        "returned the hand-written tiling (set objective.latency to 0 to allow slower plans)"
+    ]
+
+
 @register("cosa")
 class CosaMapper:
     name = "cosa"
-    version = "4"
+    version = "5"
 
     def map(self, problem: Problem, hw: HardwareDescriptor, options: MapperOptions) -> MapperResult:
         t0 = time.perf_counter()
@@ -97,8 +114,9 @@ class CosaMapper:
                 if nxt.objective is None or nxt.objective > top + PROXY_SLACK:
                     break
 
-        for seed in _heuristic_seeds(problem, hw, options):
-            # The hardware's own hand-written tiling competes too: a plan is never worse than it.
+        seeds = _heuristic_seeds(problem, hw, options)
+        for seed in seeds:
+            # The hardware's own hand-written tiling competes too: a plan never scores worse than it.
             consider(hw.resolve(seed.dataflow), seed)
         if best is not None:
             # The MIP's objective is a proxy: polish its best answer with the cost model itself.
@@ -106,6 +124,10 @@ class CosaMapper:
             polished, s, spent = polish(problem, arch, best[1], options.objective, POLISH_BUDGET, deadline)
             n_cands += spent
             best = (s, polished)
+        notes: list[str] = []
+        if best is not None and seeds and wl > 0:
+            best, note = _not_slower_than(problem, hw, best, seeds[0])
+            notes += note
         if best is None and "time_limit" in first_status:
             # HiGHS found no incumbent in time. The best mapping known so far is the trivial one (every
             # loop in DRAM, tiles of one element); it is legal whenever one element fits each buffer.
@@ -116,6 +138,7 @@ class CosaMapper:
             raise MappingInfeasible(f"cosa: {why} for {problem.name or problem.dims} on {hw.name}")
         status = "optimal" if all(s in ("optimal", "infeasible") for s in first_status) else "time_limit"
         return MapperResult(
+            notes=notes,
             mapping=best[1],
             solver=SolverInfo(
                 status=status,
