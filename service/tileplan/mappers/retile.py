@@ -1,0 +1,159 @@
+"""Tile-space refinement for hardware that runs mappings as library calls (Gemmini-like, tileplan.execution).
+
+There the cost model's cycles depend only on each call's tile (per dimension, the product of every factor
+below DRAM, edge tiles clipped) and on double buffering, not on how the factors are spread over the levels
+below DRAM. The MIP fixes each dimension's (padded) bound up front and `polish` only moves prime factors
+between levels, so neither reaches a tile that needs a different padding: 16 output columns on a 112-wide
+map where the hand-written tiling took 23 (padded to 115). This local search moves the tiles themselves,
+any size for one dimension or a trade between two nearby (one grows, one shrinks: the accumulator usually
+binds), and rebuilds each candidate in Gemmini's own form (everything below DRAM at the accumulator level,
+C across the array rows, K across its columns, the tile counts at DRAM, padded bounds = tile x count).
+Thousands of candidates are ranked by the library cycle model alone (~0.1 ms each); the fastest few legal
+ones are scored with the objective like any other plan. Deterministic.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from tileplan.check import check_arch
+from tileplan.cost.gemmini import call_features, cycles_from_calls, execution_from_mapping
+from tileplan.cost.model import evaluate_mapping
+from tileplan.cost.params import CostParams
+from tileplan.dims import DIMS
+from tileplan.hardware import Architecture
+from tileplan.mappers.base import Objective
+from tileplan.mappers.build import build_mapping
+from tileplan.mappers.gemmini_auto import GemminiShape, gemmini_shape
+from tileplan.mappers.score import score_mapping
+from tileplan.mapping import Mapping
+from tileplan.problem import Problem, divisors
+
+# Loop order inside a call (loop_conv_ws: och, krow, kcol, kch, b, orow, ocol with ocol innermost) and of the
+# calls (tiled_conv: b, porow, pocol, poch, krow, kcol, kch innermost); innermost first, as Mappings list them.
+CALL_ORDER = ("Q", "P", "N", "C", "S", "R", "K", "G")
+DRAM_ORDER = ("C", "S", "R", "K", "Q", "P", "N", "G")
+
+
+def call_tiles(mapping: Mapping, dram: int) -> dict[str, int]:
+    """Per dimension, the product of every factor below the DRAM level (the tile one library call works on)."""
+    tiles = {d: 1 for d in DIMS}
+    for lv in mapping.levels[:dram]:
+        for d in DIMS:
+            tiles[d] *= lv.temporal_factor(d) * lv.spatial_factor(d)
+    return tiles
+
+
+def tile_options(bound: int, width: int | None) -> list[int]:
+    """Tile sizes worth trying for a dimension: ceil(bound / n) for every tile count n (the least padding for
+    that many calls) and, on an array axis, every whole number of `width`-wide blocks within the bound."""
+    opts = {-(-bound // n) for n in range(1, bound + 1)}
+    if width:
+        opts |= {width * b for b in range(1, bound // width + 1)}
+    return sorted(opts)
+
+
+def _unroll(tile: int, width: int) -> int:
+    """Largest divisor of `tile` that fits the array axis (the spatial factor; the rest runs temporally)."""
+    return max(d for d in divisors(tile) if d <= width)
+
+
+def mapping_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, int], db: dict[str, list[str]]) -> Mapping:
+    """The canonical mapping whose library calls have these tiles."""
+    n = len(shape.arch.levels)
+    temporal: list[list[tuple[str, int]]] = [[] for _ in range(n)]
+    spatial: list[list[tuple[str, int]]] = [[] for _ in range(n)]
+    padded = {}
+    sp = {"C": _unroll(tiles["C"], shape.dim), "K": _unroll(tiles["K"], shape.dim)}
+    for d in CALL_ORDER:
+        temporal[shape.acc].append((d, tiles[d] // sp.get(d, 1)))
+    for d in DRAM_ORDER:
+        count = -(-problem.dims[d] // tiles[d])
+        temporal[shape.dram].append((d, count))
+        if count * tiles[d] != problem.dims[d]:
+            padded[d] = count * tiles[d]
+    spatial[shape.acc] = [("C", sp["C"])]
+    spatial[shape.spad] = [("K", sp["K"])]
+    return build_mapping(shape.arch, temporal, spatial, padded_dims=padded, double_buffered=db)
+
+
+def _near(opts: list[int], tile: int, reach: int) -> list[int]:
+    """The options within `reach` positions of `tile` (which need not be an option itself)."""
+    i = next((j for j, o in enumerate(opts) if o >= tile), len(opts))
+    return opts[max(0, i - reach) : i + reach + 1]
+
+
+def _candidates(tiles: dict[str, int], options: dict[str, list[int]], reach: int) -> list[dict[str, int]]:
+    """Every option of one dimension (a line search), and trades between two dimensions within `reach`
+    options of their current tiles (the accumulator usually binds: one grows while another shrinks)."""
+    out = [{**tiles, d: t} for d, opts in options.items() for t in opts if t != tiles[d]]
+    for a, b in itertools.combinations(options, 2):
+        for ta in _near(options[a], tiles[a], reach):
+            for tb in _near(options[b], tiles[b], reach):
+                if ta != tiles[a] and tb != tiles[b]:
+                    out.append({**tiles, a: ta, b: tb})
+    return out
+
+
+def _cycles(problem: Problem, arch: Architecture, mapping: Mapping, params: CostParams) -> float:
+    """The library cycle model alone (no traffic, energy or legality): cheap enough to rank thousands."""
+    e = execution_from_mapping(problem, arch, mapping)
+    bw = arch.levels[-1].read_bandwidth or arch.levels[-1].write_bandwidth or float(arch.hardware.pe_array.rows)
+    return cycles_from_calls(call_features(e, bw), params).cycles
+
+
+def refine(
+    problem: Problem,
+    arch: Architecture,
+    starts: list[Mapping],
+    objective: Objective,
+    rounds: int = 6,
+    reach: int = 4,
+    shortlist: int = 12,
+    deadline: float | None = None,
+) -> tuple[Mapping, float, int]:
+    """(best mapping, its score, candidates ranked) from local searches started at each of `starts` (legal
+    mappings on `arch`). Each round ranks every candidate retiling by the cycle model, then checks and scores
+    (objective) the `shortlist` fastest legal ones and moves to the best if it improves. Returns the best start
+    unchanged when `arch` is not Gemmini-like."""
+    scored = [
+        (score_mapping(problem, arch, m, evaluate_mapping(problem, arch, m), objective), i, m) for i, m in enumerate(starts)
+    ]
+    best_score, _, best = min(scored)
+    shape = gemmini_shape(arch)
+    if shape is None:
+        return best, best_score, 0
+    params = CostParams.for_descriptor(arch.hardware)
+    width = {"C": shape.dim, "K": shape.dim}
+    options = {d: tile_options(problem.dims[d], width.get(d)) for d in DIMS if problem.dims[d] > 1}
+    ranked = 0
+    for start_score, _, start in sorted(scored, key=lambda t: (t[0], t[1])):
+        cur, cur_score, tiles = start, start_score, call_tiles(start, shape.dram)
+        for _ in range(rounds):
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            cands = [mapping_for_tiles(problem, shape, t, start.double_buffered) for t in _candidates(tiles, options, reach)]
+            ranked += len(cands)
+            order = sorted(range(len(cands)), key=lambda i: (_cycles(problem, arch, cands[i], params), i))
+            step: tuple[float, Mapping] | None = None
+            legal = 0
+            for i in order:
+                if legal >= shortlist:
+                    break
+                if check_arch(problem, arch, cands[i]):
+                    continue
+                legal += 1
+                s = score_mapping(problem, arch, cands[i], evaluate_mapping(problem, arch, cands[i]), objective)
+                if s < cur_score - 1e-9 and (step is None or s < step[0]):
+                    step = (s, cands[i])
+            if step is None:
+                break
+            cur_score, cur = step
+            tiles = call_tiles(cur, shape.dram)
+        if cur_score < best_score - 1e-12:
+            best_score, best = cur_score, cur
+    return best, best_score, ranked
+
+
+__all__ = ["call_tiles", "mapping_for_tiles", "refine", "tile_options"]
