@@ -27,6 +27,10 @@ from tvm import s_tir
 
 from tileplan.codegen.registry import CodegenError, core_compute, intrinsic
 from tileplan.codegen.targets import gemmini as G
+from tileplan.cost.gemmini import call_features, cycles_from_calls, execution_from_mapping, gemmini_levels
+from tileplan.cost.params import CostParams
+from tileplan.mapping import LevelMapping, Mapping
+from tileplan.problem import Problem
 
 O_DIMS = ("n", "g", "p", "q", "k")
 RED_DIMS = ("r", "s", "c")
@@ -44,6 +48,7 @@ class Realization:
     dram_order: list[str]
     double_buffer: bool
     matmul: bool
+    canonical: dict[str, str]  # internal dim -> canonical dim (a matmul's M is P, run along the q axis)
     deviations: list[str] = field(default_factory=list)
 
     def tiles(self, d: str) -> int:
@@ -111,7 +116,7 @@ def realize(mapping: Any, arch: Any, names: dict[str, str], bounds: dict[str, in
             listed.append(names[c])
     order = [d for d in ALL_DIMS if d not in listed] + listed
     dram = [d for d in order if d in O_DIMS] + [d for d in order if d in RED_DIMS]
-    r = Realization(dim, tile, bound, dram, True, matmul, dev)
+    r = Realization(dim, tile, bound, dram, True, matmul, inv, dev)
     trips = [d for d in order if r.tiles(d) > 1]
     first_red = next((i for i, d in enumerate(trips) if d in RED_DIMS), None)
     if first_red is not None and any(d in O_DIMS for d in trips[first_red:]):
@@ -134,32 +139,40 @@ def call_layout(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue) -> G.CallL
     return G.CallLayout(r.dim, real, padded, t, geo.Hp, geo.Wp, rows, cols, r.double_buffer, epi.bias)
 
 
-def model_cycles(r: Realization, geo: G.ConvGeometry, arch: Any) -> float:
-    """The calibrated cost model's cycles for the realised tiles (tileplan.cost.gemmini, built exactly as
-    `execution_from_mapping` builds it from a Mapping), so the prediction matches what the code runs."""
-    from tileplan.cost.gemmini import Execution, call_features, cycles_from_calls, gemmini_levels
-    from tileplan.cost.params import CostParams
+def realised_mapping(r: Realization, arch: Any) -> Mapping:
+    """The contract Mapping of what the code runs: the call tile below DRAM (at the scratchpad), the tile counts
+    as DRAM loops in the realised order, padded bounds of the tile grid, and the double buffering the code does.
+    The cost model reads only the factors below DRAM and the double buffering (`execution_from_mapping`)."""
+    levels = gemmini_levels(arch)
+    n = len(arch.levels)
+    acc, spad, dram = levels if levels is not None else (n - 3, n - 2, n - 1)
+    canon = r.canonical
+    names = [lv.name for lv in arch.levels]
+    tile = [(canon[d], r.tile[d]) for d in ALL_DIMS if r.tile[d] > 1]
+    outer = [(canon[d], r.tiles(d)) for d in reversed(r.dram_order) if r.tiles(d) > 1]  # innermost first
+    loops = {spad: tile, dram: outer}
+    return Mapping(
+        levels=[LevelMapping(name=name, temporal=loops.get(i, [])) for i, name in enumerate(names)],
+        padded_dims={canon[d]: r.padded(d) for d in ALL_DIMS if r.padded(d) != r.bound[d]},
+        double_buffered={names[spad]: ["I", "W"], names[acc]: ["O"]} if r.double_buffer else {})
 
-    b, t, dim = r.bound, r.tile, r.dim
+
+def model_cycles(r: Realization, problem: Problem, arch: Any) -> float:
+    """The calibrated cost model's cycles (tileplan.cost.gemmini) for the realised tiles, so the prediction
+    matches what the code runs rather than the plan it came from."""
+    e = execution_from_mapping(problem, arch, realised_mapping(r, arch))
+    return cycles_from_calls(call_features(e, _dram_bandwidth(arch)), CostParams.for_descriptor(arch.hardware)).cycles
+
+
+def _dram_bandwidth(arch: Any) -> float:
+    """Bytes/cycle of the backing store, read the way tileplan.cost.model reads it."""
     levels = gemmini_levels(arch)
     dram = arch.levels[levels[2] if levels else -1]
-    bw = dram.read_bandwidth or dram.write_bandwidth or float(arch.hardware.pe_array.rows)
-    common = dict(dim=dim, groups=b["g"], in_bytes=arch.input_bytes, out_bytes=arch.output_bytes)
-    if r.matmul:
-        e = Execution(kind="matmul", batch=1, out_h=b["q"], out_w=1, k=b["k"], c=b["c"], r=1, s=1, stride=(1, 1),
-                      pad=(0, 0), in_h=b["q"], in_w=1, t_n=1, t_h=-(-t["q"] // dim), t_w=1, t_k=-(-t["k"] // dim),
-                      t_c=-(-t["c"] // dim), t_r=1, t_s=1, k_step=0, c_step=0, **common)
-    else:
-        sh, sw = geo.stride
-        dh, dw = geo.dilation
-        e = Execution(kind="conv", batch=b["n"], out_h=b["p"], out_w=b["q"], k=b["k"], c=b["c"], r=b["r"], s=b["s"],
-                      stride=(sh, sw), pad=(0, 0), in_h=(b["p"] - 1) * sh + (b["r"] - 1) * dh + 1,
-                      in_w=(b["q"] - 1) * sw + (b["s"] - 1) * dw + 1, t_n=t["n"], t_h=t["p"], t_w=t["q"],
-                      t_k=t["k"], t_c=t["c"], t_r=t["r"], t_s=t["s"], k_step=t["k"], c_step=t["c"], **common)
-    return cycles_from_calls(call_features(e, bw), CostParams.for_descriptor(arch.hardware)).cycles
+    return dram.read_bandwidth or dram.write_bandwidth or float(arch.hardware.pe_array.rows)
 
 
-def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec, arch: Any) -> G.CallLayout:
+def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec, arch: Any,
+        problem: Problem) -> G.CallLayout:
     """Make one call fit HALF the scratchpad and accumulator (two calls in flight, as the cost model assumes):
     while it does not, take the single-dimension shrink (one more tile along that dimension; whole DIM blocks for
     a matmul's blocked dimensions and for channel tiles above DIM) with the lowest cost-model cycles among those
@@ -193,7 +206,7 @@ def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec
             r.tile[d] = t_new
             lay_new = call_layout(r, geo, epi)
             if over(lay_new, 2) < over(lay, 2):
-                cands.append((model_cycles(r, geo, arch), d, t_new))
+                cands.append((model_cycles(r, problem, arch), d, t_new))
             r.tile[d] = old
         if not cands:
             r.double_buffer = False
@@ -308,7 +321,8 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     if not double_buffer:
         r.double_buffer = False
         r.deviations.append("single buffered on request")
-    lay = fit(r, geo0, epilogue, target, arch)
+    problem = Problem.from_layer(layer)
+    lay = fit(r, geo0, epilogue, target, arch, problem)
     geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
     lay = call_layout(r, geo, epilogue)
     cd = core_compute(tag)(geo, epilogue)
@@ -332,4 +346,4 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     sch = s_tir.Schedule(with_bias_init(sch.mod["main"]))
     sch.tensorize(sch.get_loops(sch.get_sblock("acc_init"))[-5],
                   intrinsic("gemmini.tile_init", n=t.n, p=t.p, q=t.q, k=t.k))
-    return Scheduled(tag, cd, r, lay, sch, model_cycles(r, geo0, arch))
+    return Scheduled(tag, cd, r, lay, sch, model_cycles(r, problem, arch))
