@@ -128,6 +128,18 @@ def test_calls_follow_the_library_semantics():
     assert 0.8 < res.cycles / art.model_cycles < 1.25
 
 
+def test_loads_move_64_byte_rows():
+    """Input and weight rows move as gemmini.h's loaders move them: up to MAX_BLOCK_LEN = 64 B / DIM blocks per
+    mvin row, i.e. one DMA request per row of a 64-channel tile (what the cost model counts); bias rows and
+    output rows stay one DIM block (int32 / one mvout block)."""
+    layer = parse_layer({"op": "matmul", "M": 64, "K": 64, "N": 80})
+    art, res = _check(layer, _mm_mapping([], [["K", 5]], [["P", 64], ["C", 4]]), Epilogue(scale=0.01))
+    assert art.realization.calls == 1 and "#define TP_MVIN_COLS 64" in art.c_source
+    assert res.counts["mvin"] == 4  # 64 pixels in runs of 16 rows, all 64 channels in each row
+    assert res.counts["mvin2"] == 4 * 2  # 64 weight rows in runs of 16; 80 output channels = 64 + 16 per row
+    assert res.counts["mvin3"] == 4 * 5 and res.counts["mvout"] == 4 * 5
+
+
 def test_mapping_drives_the_loop_nest():
     """The DRAM loop order of the mapping is the loop order of the code; tiles set the local buffer sizes."""
     layer = parse_layer({"op": "matmul", "M": 128, "K": 64, "N": 128})
@@ -141,7 +153,10 @@ def test_mapping_drives_the_loop_nest():
     assert a1.c_source != a2.c_source and r1.counts == r2.counts
     # K below DRAM instead of at DRAM: 8x fewer calls, so the input tile is loaded 8x less often
     a3, r3 = _check(layer, _mm_mapping([["P", 4]], [["K", 8], ["C", 4]], [["P", 32]]), Epilogue())
-    assert r3.counts["mvin"] * 8 == r1.counts["mvin"] and r3.counts["mvin2"] == r1.counts["mvin2"]
+    assert r3.counts["mvin"] * 8 == r1.counts["mvin"]
+    # the same weight rows either way, but a 128-channel tile moves 64 channels (one 64 B request) per mvin row
+    # where a 16-channel tile moves 16
+    assert r3.counts["mvin2"] * 4 == r1.counts["mvin2"]
     assert r3.counts["config_ex"] * 8 == r1.counts["config_ex"]
     assert a3.acc_rows_used == 8 * a1.acc_rows_used
 

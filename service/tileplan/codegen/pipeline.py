@@ -203,7 +203,8 @@ def emulator_for(art: Artifact, timing: TimingParams | None = None) -> Emulator:
     timing = timing or art.timing or TimingParams.for_dim(t.dim)
     key = (t.dim, t.spad_rows, t.acc_rows, timing)
     if key not in _EMULATORS:
-        _EMULATORS[key] = Emulator(dim=t.dim, spad_rows=t.spad_rows, acc_rows=t.acc_rows, timing=timing)
+        _EMULATORS[key] = Emulator(dim=t.dim, spad_rows=t.spad_rows, acc_rows=t.acc_rows,
+                                   max_mvin_blocks=G.max_block_len(t.dim), timing=timing)
     return _EMULATORS[key]
 
 

@@ -12,8 +12,9 @@ accumulator / output [N, G, P, Q, K].  The kernel's external layouts are NHWC in
 Intrinsics (registered with `register_hw_intrinsic`), one per stage of a tile, the way Gemmini's library runs a
 layer (one `sp_tiled_conv` / `loop_conv_ws` call per iteration of the DRAM loops; see tileplan.cost.gemmini):
 - gemmini.tile_init   accumulator tile <- bias (armed here, loaded by the tile's first call: mvin3, stride 0)
-- gemmini.tile_call   one call: config, input tile (one mvin row per input pixel and DIM channels; zero-fill for
-                      padding) and weight tile (one row per (r, s, c) and DIM output channels) to the scratchpad,
+- gemmini.tile_call   one call: config, input tile (one mvin row per input pixel and up to 64 B of channels, as
+                      gemmini.h's MAX_BLOCK_LEN; zero-fill for padding) and weight tile (one row per (r, s, c) and
+                      up to 64 output channels) to the scratchpad,
                       then per (DIM output channels, r, s, DIM input channels) one weight preload and one compute
                       per (batch, output row, <= DIM consecutive output columns), accumulating
 - gemmini.tile_store  accumulator tile -> DRAM with scale, ReLU and saturation (mvout, one row per output pixel and
@@ -337,6 +338,14 @@ def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int):  # noqa: 
 # The per-call functions the intrinsics call (printed into the kernel's C file)
 
 
+DMA_REQUEST_BYTES = 64  # Gemmini's largest DMA request
+
+
+def max_block_len(dim: int) -> int:
+    """gemmini.h's MAX_BLOCK_LEN for int8: DIM-wide blocks one scratchpad mvin row may carry (64 B of them)."""
+    return max(1, DMA_REQUEST_BYTES // dim)
+
+
 @dataclass(frozen=True)
 class CallLayout:
     """Everything the per-call C functions need: real and padded bounds, tile, local memory layout."""
@@ -382,6 +391,22 @@ class CallLayout:
     def halves(self) -> int:
         return 2 if self.double_buffer else 1
 
+    @property
+    def mvin_cols(self) -> int:
+        """int8 columns one mvin row carries: gemmini.h's MAX_BLOCK_LEN = 64 B // DIM blocks (at least one),
+        i.e. one DMA request, as the library's loaders (and the cost model's request count) do."""
+        return self.dim * max_block_len(self.dim)
+
+    @property
+    def in_block_rows(self) -> int:
+        """Scratchpad rows between consecutive channel blocks of the input tile."""
+        return self.tile.n * self.tile.h_win * self.tile.w_win
+
+    @property
+    def w_block_rows(self) -> int:
+        """Scratchpad rows between consecutive output-channel blocks of the weight tile."""
+        return self.tile.r * self.tile.s * self.tile.c
+
 
 def call_support_c(lay: CallLayout) -> str:
     """C of tp_init / tp_call / tp_store for one layer (static functions, constants as macros)."""
@@ -393,7 +418,8 @@ def call_support_c(lay: CallLayout) -> str:
         TP_W1=lay.in_cols[1], TP_TN=t.n, TP_TP=t.p, TP_TQ=t.q, TP_TK=t.k, TP_TR=t.r, TP_TS=t.s, TP_TC=t.c,
         TP_SH=t.sh, TP_SW=t.sw, TP_DH=t.dh, TP_DW=t.dw, TP_HWIN=t.h_win, TP_WWIN=t.w_win,
         TP_IN_ROWS=lay.in_tile_rows, TP_SPAD_HALF=lay.spad_call_rows, TP_ACC_HALF=lay.acc_tile_rows,
-        TP_DB=int(lay.double_buffer), TP_HAS_BIAS=int(lay.has_bias),
+        TP_DB=int(lay.double_buffer), TP_HAS_BIAS=int(lay.has_bias), TP_MVIN_COLS=lay.mvin_cols,
+        TP_IN_BLOCK_ROWS=lay.in_block_rows, TP_W_BLOCK_ROWS=lay.w_block_rows,
     )
     lines = [f"#define {k} {v}" for k, v in consts.items()]
     lines.append(_CALL_C)
@@ -429,10 +455,12 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
   const int32_t hwin = (vp - 1) * TP_SH + (vr - 1) * TP_DH + 1, wwin = (vq - 1) * TP_SW + (vs - 1) * TP_DW + 1;
 
   gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, TP_SW, false, false);
-  gemmini_extended_config_ld(TP_CP, MVIN_SCALE_IDENTITY, false, TP_DIM, 0);
-  /* input tile: one row per input pixel and DIM channels; padding rows are zero-filled, not read */
-  for (int32_t cb = 0; cb * TP_DIM < vc; cb++) {
-    const int32_t cols = tp_min(TP_DIM, vc - cb * TP_DIM);
+  /* the channel blocks of one mvin row land TP_IN_BLOCK_ROWS apart (one block per channel block of the tile) */
+  gemmini_extended_config_ld(TP_CP, MVIN_SCALE_IDENTITY, false, TP_IN_BLOCK_ROWS, 0);
+  /* input tile: one row per input pixel and up to TP_MVIN_COLS channels (as gemmini.h's MAX_BLOCK_LEN blocks:
+     one DMA request of <= 64 B); padding rows are zero-filled, not read */
+  for (int32_t ci = 0; ci < vc; ci += TP_MVIN_COLS) {
+    const int32_t cols = tp_min(TP_MVIN_COLS, vc - ci), cb = ci / TP_DIM;
     for (int32_t n = 0; n < vn; n++)
       for (int32_t h = 0; h < hwin; h++) {
         const int real_h = h0 + h >= TP_H0 && h0 + h < TP_H1;
@@ -443,19 +471,20 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
           if (ww < TP_W0) { run = tp_min(run, TP_W0 - ww); real = 0; }
           else if (ww >= TP_W1) real = 0;
           else run = tp_min(run, TP_W1 - ww);
-          const int8_t *src = real ? in + ((n * TP_GP * TP_HP + h) * TP_WP + w) * TP_CP + cb * TP_DIM : 0;
+          const int8_t *src = real ? in + ((n * TP_GP * TP_HP + h) * TP_WP + w) * TP_CP + ci : 0;
           gemmini_extended_mvin(src, sp + ((cb * TP_TN + n) * TP_HWIN + h) * TP_WWIN + w, cols, run);
           w += run;
         }
       }
   }
-  /* weight tile: one row per (r, s, c) and DIM output channels */
-  for (int32_t kb = 0; kb * TP_DIM < vk; kb++) {
-    const int32_t kcols = tp_min(TP_DIM, vk - kb * TP_DIM);
+  /* weight tile: one row per (r, s, c) and up to TP_MVIN_COLS output channels (blocks TP_W_BLOCK_ROWS apart,
+     configured once in the kernel's prologue) */
+  for (int32_t ko = 0; ko < vk; ko += TP_MVIN_COLS) {
+    const int32_t kcols = tp_min(TP_MVIN_COLS, vk - ko), kb = ko / TP_DIM;
     for (int32_t r = 0; r < vr; r++)
       for (int32_t s = 0; s < vs; s++)
         for (int32_t c = 0; c < vc; c += TP_DIM)
-          gemmini_extended_mvin2(wt + ((r * TP_SP + s) * TP_CP + c) * TP_KP + kb * TP_DIM,
+          gemmini_extended_mvin2(wt + ((r * TP_SP + s) * TP_CP + c) * TP_KP + ko,
                                  wsp + ((kb * TP_TR + r) * TP_TS + s) * TP_TC + c, kcols, tp_min(TP_DIM, vc - c));
   }
   /* first reduction tile: the accumulator starts from the bias (stride 0) or zeros */
@@ -518,9 +547,9 @@ static void tp_store(int8_t *out, int32_t o_off, uint32_t acc_addr) {
 
 
 def config_prologue(lay: CallLayout, epi: Epilogue) -> list[str]:
-    """What the kernel configures once: the weight and bias load channels (rows of K_p bytes; one bias row
-    repeated with DRAM stride 0) and the store (K_p bytes per pixel, ReLU, scale).  Each call configures the
-    execute unit and the input channel itself (tp_call)."""
+    """What the kernel configures once: the weight and bias load channels (rows of K_p bytes whose output-channel
+    blocks land w_block_rows apart; one bias row repeated with DRAM stride 0) and the store (K_p bytes per
+    pixel, ReLU, scale).  Each call configures the execute unit and the input channel itself (tp_call)."""
     import numpy as np
 
     scale = float.hex(float(np.float32(epi.scale))) + "f"
@@ -528,7 +557,7 @@ def config_prologue(lay: CallLayout, epi: Epilogue) -> list[str]:
     kp = lay.padded["K"]
     return [
         "tp_reset();",
-        f"gemmini_extended_config_ld({kp}, MVIN_SCALE_IDENTITY, false, {lay.dim}, 1);",
+        f"gemmini_extended_config_ld({kp}, MVIN_SCALE_IDENTITY, false, {lay.w_block_rows}, 1);",
         f"gemmini_extended_config_ld(0, MVIN_SCALE_IDENTITY, false, {lay.dim}, 2);",
         f"gemmini_extended_config_st({kp}, {act}, {scale});",
     ]
