@@ -78,7 +78,16 @@ class Bar:
 
 
 def cmd_schedule(args: argparse.Namespace, client: TileplanClient) -> int:
-    layers = load_layers(args.workload)
+    layers, model = None, None
+    if bool(args.workload) == bool(args.model):
+        raise InputProblem("give --workload FILE.yaml or --model FILE.onnx")
+    if args.workload:
+        layers = load_layers(args.workload)
+    else:
+        try:
+            model = Path(args.model).read_bytes()
+        except OSError as exc:
+            raise InputProblem(f"--model: cannot read {args.model}: {exc.strerror}") from None
     hw = hardware_ref(args.hw)
     options: dict[str, Any] = {}
     if args.mapper:
@@ -88,7 +97,9 @@ def cmd_schedule(args: argparse.Namespace, client: TileplanClient) -> int:
     tty = sys.stderr.isatty() and not args.quiet
     bar = Bar(tty)
     try:
-        result = client.schedule(hw, layers, options=options, wait=not tty, timeout=args.timeout, on_progress=bar)
+        result = client.schedule(
+            hw, layers, model=model, options=options, wait=not tty, timeout=args.timeout, on_progress=bar
+        )
     finally:
         bar.end()
     doc = result.raw
@@ -148,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("schedule", help="plans for a workload")
     s.add_argument("--hw", required=True, help="hardware: catalog name, or a descriptor YAML file")
-    s.add_argument("--workload", required=True, help="YAML: {layers: [...]} or a list of layers")
+    s.add_argument("--workload", help="YAML: {layers: [...]} or a list of layers")
+    s.add_argument("--model", help="ONNX model file: plan its convolutions and matrix products")
     s.add_argument("--out", help="write the plans (JSON) here")
     s.add_argument("--mapper", help="cosa | gemmini-auto | random | exhaustive")
     s.add_argument("--time-limit", type=float, default=None, help="solver seconds per layer")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -126,22 +127,30 @@ class TileplanClient:
     def schedule(
         self,
         hardware: str | dict[str, Any],
-        layers: Sequence[dict[str, Any]],
+        layers: Sequence[dict[str, Any]] | None = None,
         *,
+        model: bytes | None = None,
         mapper: str | None = None,
         options: dict[str, Any] | None = None,
         wait: bool = True,
         timeout: float | None = 600.0,
         on_progress: ProgressFn | None = None,
     ) -> ScheduleResult:
-        """Plans for `layers` on `hardware` (a name, a descriptor dict, or {name, format, source}).
+        """Plans for `layers` on `hardware` (a name, a descriptor dict, or {name, format, source}), or for
+        every convolution and matrix product of `model` (the bytes of an ONNX file) instead of `layers`.
 
         Polls a 202 job until it is done, calling `on_progress(job)` on each poll; raises `BadInput`,
         `JobFailed` or `ServiceError`. `wait=False` asks the server to answer at once (a 202 unless cached)."""
         opts = dict(options or {})
         if mapper:
             opts["mapper"] = mapper
-        body = {"hardware": hardware, "layers": list(layers), "options": opts, "wait": wait}
+        if (layers is None) == (model is None):
+            raise ValueError("give layers or model (ONNX bytes), not both")
+        body: dict[str, Any] = {"hardware": hardware, "options": opts, "wait": wait}
+        if model is not None:
+            body["model"] = base64.b64encode(model).decode("ascii")
+        else:
+            body["layers"] = list(layers or [])
         status, doc = self._json("POST", "/schedule", json=body)
         if status == 200 and doc.get("status") == "done":
             return ScheduleResult.from_dict(doc)

@@ -30,10 +30,21 @@ def _objective(text: str) -> dict[str, float]:
 def _layers(args: argparse.Namespace) -> list[Any]:
     from tileplan.workload import load_workload, parse_layer_spec
 
-    if bool(args.layer) == bool(args.workload):
-        raise InputError(("layer",), "give --layer SPEC (repeatable) or --workload FILE.yaml")
+    if sum(map(bool, (args.layer, args.workload, args.model))) != 1:
+        raise InputError(("layer",), "give --layer SPEC (repeatable), --workload FILE.yaml or --model FILE.onnx")
     if args.workload:
         return load_workload(args.workload)[1]
+    if args.model:
+        from tileplan.workload_onnx import load_onnx
+
+        try:
+            data = Path(args.model).read_bytes()
+        except OSError as exc:
+            raise InputError(("model",), f"cannot read {args.model}: {exc.strerror}") from None
+        wl = load_onnx(data)
+        for note in wl.notes:
+            print(f"tileplan: note: {note}", file=sys.stderr)
+        return list(wl.layers)
     return [parse_layer_spec(s) for s in args.layer]
 
 
@@ -226,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--hw", required=True, help="catalog name or descriptor file (Tileplan or Timeloop YAML)")
     s.add_argument("--layer", action="append", help="e.g. conv2d:in_channels=64,out_channels=64,in_h=56,in_w=56,kernel=3,padding=1")
     s.add_argument("--workload", help="YAML file with a list of layers")
+    s.add_argument("--model", help="ONNX model: plan its convolutions and matrix products")
     s.add_argument("--mapper", default="cosa", help="cosa | gemmini-auto | random | exhaustive")
     s.add_argument("--time-limit", type=float, default=10.0, help="seconds per layer (default 10)")
     s.add_argument("--objective", help="weights, e.g. latency=0.6,energy=0.3,memory_utilization=0.1")

@@ -149,3 +149,20 @@ def test_service_error_exits_1(tmp_path: Path) -> None:
         assert r.returncode == 1 and "HTTP 500" in r.stderr
     finally:
         srv.shutdown()
+
+
+def test_schedule_an_onnx_model(service: str, tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from test_workload_onnx import quantized_cnn
+
+    model = tmp_path / "tiny.onnx"
+    model.write_bytes(quantized_cnn())
+    r = run("schedule", "--hw", "gemmini-16x16", "--model", str(model), "--mapper", "gemmini-auto", url=service)
+    assert r.returncode == 0, r.stderr
+    assert [p["layer"]["name"] for p in json.loads(r.stdout)["plans"]] == ["stem", "dw", "classifier"]
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not a model")
+    r = run("schedule", "--hw", "gemmini-16x16", "--model", str(junk), url=service)
+    assert r.returncode == 2 and "model" in r.stderr
+    both = run("schedule", "--hw", "gemmini-16x16", "--model", str(model), "--workload", str(model), url=service)
+    assert both.returncode == 2

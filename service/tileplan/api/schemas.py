@@ -29,7 +29,10 @@ class ScheduleRequest(BaseModel):
     layers: list[dict[str, Any]] | None = Field(
         default=None, description="Layers (contracts.md Layer): conv2d or matmul.", examples=[[LAYER_EXAMPLE]]
     )
-    model: str | None = Field(default=None, description="A whole model as base64 ONNX (not served yet: send layers).")
+    model: str | None = Field(default=None, description=(
+        "A whole model as base64 ONNX: its convolutions and matrix products are planned, in graph order "
+        "(tileplan.workload_onnx); instead of `layers`."
+    ))
     options: ScheduleOptions = Field(default_factory=ScheduleOptions)  # (a model default is deep-copied per request)
     wait: bool = Field(default=True, description="Wait (up to the server's limit) for the plans; false: 202 at once.")
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
+
 from fastapi import APIRouter, Depends, Request, Response
 
 from tileplan.api.auth import require_read
@@ -25,22 +29,32 @@ router = APIRouter(tags=["schedule"], dependencies=[Depends(require_read)])
 async def schedule(body: ScheduleRequest, request: Request) -> Response:
     """Plans for `layers` on `hardware`. Equivalent layers (however written) share a cache key and are
     solved once, even when listed twice or asked for by many clients at once."""
-    if body.model is not None:
-        raise InputError(("model",), "whole-model (ONNX) requests are not served yet; send `layers`", "not_supported")
-    if body.layers is None:
-        raise InputError(("layers",), "field required", "missing")
+    if body.model is not None and body.layers is not None:
+        raise InputError(("model",), "give `layers` or `model`, not both", "value_error")
+    layers = body.layers if body.model is None else await asyncio.to_thread(_model_layers, body.model)
+    if layers is None:
+        raise InputError(("layers",), "field required (or `model`: a base64 ONNX model)", "missing")
     state = request.app.state
-    answer = await state.scheduler.schedule(body.hardware, body.layers, body.options, wait=body.wait)
+    answer = await state.scheduler.schedule(body.hardware, layers, body.options, wait=body.wait)
     state.metrics.cache_hits.inc(answer.cache_hits)
     state.metrics.cache_misses.inc(answer.cache_misses)
     return Response(answer.body, status_code=answer.status_code, media_type="application/json")
 
 
+def _model_layers(model_b64: str) -> list[dict]:
+    """The layers of a base64 ONNX model, as contract layer documents (shape inference runs off the loop)."""
+    from tileplan.workload_onnx import load_onnx
+
+    try:
+        data = base64.b64decode(model_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise InputError(("model",), "not valid base64", "value_error") from None
+    return [layer.model_dump(mode="json") for layer in load_onnx(data).layers]
+
+
 @router.get("/jobs/{job_id}", response_model=None, responses={200: {"model": JobView}, 404: {"model": ErrorBody}})
 async def get_job(job_id: str, request: Request) -> Response:
     """A job's status and progress (layers done / total); its plans once done, its errors if failed."""
-    import asyncio
-
     state = request.app.state
     job = await asyncio.to_thread(state.store.get_job, job_id) if len(job_id) <= 32 else None
     if job is None:

@@ -1,0 +1,180 @@
+"""Whole models: the conv2d and matmul layers of an ONNX graph, as contract layers.
+
+Tileplan plans loop nests, so only shapes matter: every convolution (Conv, ConvInteger, QLinearConv, and the
+Conv of a QDQ graph whose inputs come through DequantizeLinear) and every matrix product (MatMul, MatMulInteger,
+QLinearMatMul, Gemm) becomes one layer, in graph order, with its shapes from ONNX shape inference. Weight values
+are never read, so a model whose initializers were stripped of their data plans the same. Everything else
+(activations, pooling, requantisation, reshapes) runs outside the array and is skipped; the caller gets a note
+per skipped kind of operator that does MACs (ConvTranspose, 3-D convolutions), so nothing disappears silently.
+
+Conventions: a symbolic or unknown batch is 1; a 1-D convolution is a 2-D one of height 1; asymmetric padding
+(TensorFlow's SAME) becomes the symmetric padding with the same output size; a batched matrix product whose
+second operand is an activation (attention) is one matmul layer with `count` = the product of the batch dims;
+a product with a 2-D weight folds the leading dims of the activation into M.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tileplan.errors import InputError
+from tileplan.workload import Conv2dLayer, MatmulLayer
+
+CONV_OPS = {"Conv": (0, 1), "ConvInteger": (0, 1), "QLinearConv": (0, 3)}  # op -> (input index, weight index)
+MATMUL_OPS = {"MatMul": (0, 1), "MatMulInteger": (0, 1), "QLinearMatMul": (0, 3), "Gemm": (0, 1)}
+UNPLANNED_MAC_OPS = {"ConvTranspose", "ConvTransposeInteger", "Einsum"}
+
+
+@dataclass
+class OnnxWorkload:
+    name: str
+    layers: list[Conv2dLayer | MatmulLayer]
+    notes: list[str] = field(default_factory=list)
+
+
+def _shape(info: Any) -> list[int | None] | None:
+    t = info.type.tensor_type
+    if not t.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in t.shape.dim]
+
+
+def _attrs(node: Any) -> dict[str, Any]:
+    import onnx
+
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _symmetric_pad(size: int, begin: int, end: int, span: int, stride: int) -> int:
+    """The symmetric padding whose output size equals that of the (possibly asymmetric) ONNX padding."""
+    want = (size + begin + end - span) // stride + 1
+    for p in sorted({(begin + end) // 2, -(-(begin + end) // 2), begin, end}):
+        if (size + 2 * p - span) // stride + 1 == want:
+            return p
+    return max(begin, end)
+
+
+def _auto_pad(mode: str, size: int, span: int, stride: int) -> tuple[int, int]:
+    if mode in ("", "NOTSET", "VALID"):
+        return 0, 0
+    out = -(-size // stride)
+    total = max(0, (out - 1) * stride + span - size)
+    return (total // 2, total - total // 2) if mode == "SAME_UPPER" else (total - total // 2, total // 2)
+
+
+def _conv(node: Any, x: list[int | None], w: list[int | None], name: str) -> Conv2dLayer:
+    a = _attrs(node)
+    if len(x) == 3:  # 1-D convolution: height 1
+        x = [x[0], x[1], 1, x[2]]
+        w = [w[0], w[1], 1, w[2]]
+        for key in ("strides", "dilations"):
+            if key in a:
+                a[key] = [1, *a[key]]
+        if "pads" in a:
+            a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
+    if len(x) != 4 or len(w) != 4 or None in w[:4] or None in x[1:]:
+        raise InputError(("model", name), f"{node.op_type} needs known 4-D input and weight shapes, got {x} and {w}")
+    n, c, h, wd = (v or 1 for v in x)
+    k, _, kh, kw = w
+    group = int(a.get("group", 1))
+    stride = [int(s) for s in a.get("strides", [1, 1])]
+    dil = [int(d) for d in a.get("dilations", [1, 1])]
+    span = [dil[i] * (kk - 1) + 1 for i, kk in enumerate((kh, kw))]
+    mode = a.get("auto_pad", b"NOTSET")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ("", "NOTSET"):
+        pads = [*zip(*(_auto_pad(mode, size, span[i], stride[i]) for i, size in enumerate((h, wd))))]
+        begin, end = list(pads[0]), list(pads[1])
+    else:
+        p = [int(v) for v in a.get("pads", [0, 0, 0, 0])]
+        begin, end = p[:2], p[2:]
+    padding = tuple(_symmetric_pad(size, begin[i], end[i], span[i], stride[i]) for i, size in enumerate((h, wd)))
+    return Conv2dLayer(
+        name=name, batch=n, in_channels=c, out_channels=k, in_h=h, in_w=wd, kernel=(kh, kw), stride=tuple(stride),
+        padding=padding, dilation=tuple(dil), groups=group,
+    )
+
+
+def _matmul(node: Any, a_shape: list[int | None], b_shape: list[int | None], weight_b: bool, name: str) -> MatmulLayer:
+    at = _attrs(node)
+    a_dims = [v or 1 for v in a_shape]
+    b_dims = [v or 1 for v in b_shape]
+    if node.op_type == "Gemm":
+        if at.get("transA", 0):
+            a_dims = a_dims[::-1]
+        if at.get("transB", 0):
+            b_dims = b_dims[::-1]
+    if len(a_dims) < 1 or len(b_dims) < 1:
+        raise InputError(("model", name), f"{node.op_type}: operands need shapes, got {a_shape} and {b_shape}")
+    if len(a_dims) == 1:
+        a_dims = [1, *a_dims]
+    if len(b_dims) == 1:
+        b_dims = [*b_dims, 1]
+    k, n = b_dims[-2], b_dims[-1]
+    if weight_b or len(b_dims) == 2:
+        # y = x W: every leading dim of the activation is another row of A.
+        return MatmulLayer(name=name, M=math.prod(a_dims[:-1]), K=k, N=n)
+    # Batched product of two activations (attention): one layer per batch element, broadcast like numpy.
+    lead_a, lead_b = a_dims[:-2], b_dims[:-2]
+    width = max(len(lead_a), len(lead_b))
+    lead_a, lead_b = [1] * (width - len(lead_a)) + lead_a, [1] * (width - len(lead_b)) + lead_b
+    batch = math.prod(max(x, y) for x, y in zip(lead_a, lead_b))
+    return MatmulLayer(name=name, M=a_dims[-2], K=a_dims[-1], N=n, count=max(1, batch))
+
+
+def load_onnx(data: bytes) -> OnnxWorkload:
+    """The layers of an ONNX model given as bytes; errors name the model (loc ["model", ...])."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        model = onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise InputError(("model",), f"not an ONNX model: {exc}") from None
+    if not model.graph.node:
+        raise InputError(("model",), "not an ONNX model: the graph has no nodes")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception as exc:  # onnx raises InferenceError and plain exceptions from C++
+        raise InputError(("model",), f"ONNX shape inference failed: {exc}") from None
+    g = inferred.graph
+    shapes: dict[str, list[int | None] | None] = {}
+    for info in [*g.input, *g.value_info, *g.output]:
+        shapes[info.name] = _shape(info)
+    weights = {t.name for t in g.initializer}
+    for t in g.initializer:
+        shapes[t.name] = list(t.dims)
+    # A QDQ graph feeds weights through DequantizeLinear: the dequantised tensor is still a weight.
+    for node in g.node:
+        if node.op_type == "DequantizeLinear" and node.input[0] in weights:
+            weights.add(node.output[0])
+
+    layers: list[Conv2dLayer | MatmulLayer] = []
+    notes: list[str] = []
+    skipped: dict[str, int] = {}
+    for i, node in enumerate(g.node):
+        name = node.name or f"{node.op_type.lower()}_{i}"
+        if node.op_type in CONV_OPS:
+            xi, wi = CONV_OPS[node.op_type]
+            x, w = shapes.get(node.input[xi]), shapes.get(node.input[wi])
+            if x is None or w is None:
+                raise InputError(("model", name), f"{node.op_type}: the shape of {node.input[xi] if x is None else node.input[wi]} is unknown")
+            if len(x) not in (3, 4):
+                skipped[f"{len(x) - 2}-D {node.op_type}"] = skipped.get(f"{len(x) - 2}-D {node.op_type}", 0) + 1
+                continue
+            layers.append(_conv(node, x, w, name))
+        elif node.op_type in MATMUL_OPS:
+            ai, bi = MATMUL_OPS[node.op_type]
+            a, b = shapes.get(node.input[ai]), shapes.get(node.input[bi])
+            if a is None or b is None:
+                raise InputError(("model", name), f"{node.op_type}: the shape of {node.input[ai] if a is None else node.input[bi]} is unknown")
+            layers.append(_matmul(node, a, b, node.input[bi] in weights, name))
+        elif node.op_type in UNPLANNED_MAC_OPS:
+            skipped[node.op_type] = skipped.get(node.op_type, 0) + 1
+    for op, n in sorted(skipped.items()):
+        notes.append(f"{n} {op} node(s) not planned (no conv2d/matmul form)")
+    if not layers:
+        raise InputError(("model",), "the model has no convolution or matrix product to plan")
+    return OnnxWorkload(name=g.name or "model", layers=layers, notes=notes)
