@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from tileplan import __version__
 from tileplan.api import errors
 from tileplan.api.metrics import Metrics, MetricsAndLimits
-from tileplan.api.routes import hardware, plans, schedule, system
+from tileplan.api.routes import hardware, plans, schedule, system, views
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.modules import ModuleBuilder
 from tileplan.jobs.scheduler import Scheduler
@@ -82,7 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     errors.install(app)
-    for module in (schedule, plans, hardware, system):
+    for module in (schedule, plans, hardware, system, views):
         app.include_router(module.router)
     app.add_middleware(MetricsAndLimits, metrics=metrics, max_body=settings.max_request_bytes)
     return app
