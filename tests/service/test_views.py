@@ -191,3 +191,15 @@ def test_views_need_a_token_when_reads_are_protected(tmp_path: Path) -> None:
         ok = {"authorization": "Bearer t1"}
         assert "No plans cached yet" in page(c, "/", headers=ok)
         page(c, "/ui/plans/" + "0" * 64, 404, headers=ok)
+
+
+def test_views_on_postgres(fresh_pg: str, tmp_path: Path) -> None:
+    app = create_app(Settings(data_dir=tmp_path, database_url=fresh_pg, solver_processes=1))
+    with TestClient(app) as c:
+        assert "No plans cached yet" in page(c, "/")
+        plan = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [FC]}).json()["plans"][0]
+        text = page(c, "/")
+        assert PLAN_LINK.findall(text) == [plan["key"]] and "(postgresql)" in text
+        assert re.search(r'<time datetime="[0-9-]+T[0-9:.]+\+00:00">', text)
+        detail = page(c, f"/ui/plans/{plan['key']}")
+        assert "view_fc" in detail and cycles(plan["metrics"]["cycles"]) in detail
