@@ -196,11 +196,26 @@ class Emulator:
             encoded = self._encode(program, bufs)
             trapped = lib.emu_run_list(self._h, encoded, len(program))
         if trapped:
-            op = lib.emu_trap_op(self._h)
-            raise GemminiTrap(lib.emu_trap_message(self._h).decode(), int(lib.emu_trap_index(self._h)),
-                              lib.emu_op_name(op).decode())
+            self.raise_trap()
+        return self.result(bufs)
+
+    # -- runs driven from elsewhere (a host library that calls emu_run_entry itself) --------------------------
+    @property
+    def handle(self) -> int:
+        """The emu_t* (gemmini_emu.h) of this emulator, for C code that runs programs on it."""
+        return int(self._h)
+
+    def raise_trap(self) -> None:
+        """Raise the trap the last run recorded as a GemminiTrap."""
+        lib = self._lib
+        op = lib.emu_trap_op(self._h)
+        raise GemminiTrap(lib.emu_trap_message(self._h).decode(), int(lib.emu_trap_index(self._h)),
+                          lib.emu_op_name(op).decode())
+
+    def result(self, bufs: dict[str, np.ndarray]) -> RunResult:
+        """The statistics of the last run, with the buffers it produced."""
         st = _CStats()
-        lib.emu_get_stats(self._h, ctypes.byref(st))
+        self._lib.emu_get_stats(self._h, ctypes.byref(st))
         return RunResult(
             buffers=bufs, cycles=int(st.cycles), instructions=int(st.instructions),
             counts={name: int(st.counts[i]) for i, name in enumerate(isa.OPCODES) if st.counts[i]},

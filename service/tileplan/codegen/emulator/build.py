@@ -12,11 +12,19 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 EMU_SOURCE = HERE / "gemmini_emu.c"
 HEADER = HERE / "gemmini.h"
+EMU_HEADER = HERE / "gemmini_emu.h"
 CFLAGS = ("-O2", "-std=c11", "-fPIC", "-Wall", "-Wextra", "-Wno-unused-parameter")
+# The emulator's soname: a library linked against it (a TVM host module) finds the copy a process has already
+# loaded instead of loading a second emulator with its own "current emulator" state.
+EMU_SONAME = "libgemmini_emu.so"
 
 
 class BuildError(RuntimeError):
     """The C compiler rejected a source file; the message holds its diagnostics."""
+
+
+class NoCompiler(BuildError):
+    """There is no C compiler on this machine (a slim deployment image): nothing can be compiled here."""
 
 
 def default_cache_dir() -> Path:
@@ -27,7 +35,7 @@ def default_cache_dir() -> Path:
 def compiler() -> str:
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:
-        raise BuildError("no C compiler (gcc or cc) found on PATH")
+        raise NoCompiler("no C compiler (gcc or cc) found on PATH")
     return cc
 
 
@@ -63,11 +71,13 @@ def _atomic_build(target: Path, build: "callable[[Path], None]") -> Path:
 def emulator_library(cache_dir: Path | None = None) -> Path:
     """Path of libgemmini_emu.so built from the shipped sources (built on first use)."""
     cache = Path(cache_dir) if cache_dir else default_cache_dir()
-    key = _digest(EMU_SOURCE.read_bytes(), HEADER.read_bytes(), " ".join(CFLAGS).encode())
+    key = _digest(EMU_SOURCE.read_bytes(), HEADER.read_bytes(), EMU_HEADER.read_bytes(), " ".join(CFLAGS).encode(),
+                  EMU_SONAME.encode())
     target = cache / f"libgemmini_emu-{key}.so"
 
     def build(out: Path) -> None:
-        _run_cc([compiler(), *CFLAGS, "-shared", "-I", str(HERE), "-o", str(out), str(EMU_SOURCE), "-lm"])
+        _run_cc([compiler(), *CFLAGS, "-shared", f"-Wl,-soname,{EMU_SONAME}", "-I", str(HERE), "-o", str(out),
+                 str(EMU_SOURCE), "-lm"])
 
     return _atomic_build(target, build)
 

@@ -33,6 +33,7 @@
  *   resource's next operation is pushed back by the same amount (processor sharing of the local memories).
  */
 #include "gemmini.h"
+#include "gemmini_emu.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -42,25 +43,7 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------------------ */
-/* Public emulator interface (used from Python through ctypes).                                      */
-
-typedef struct {
-  double dram_bytes_per_cycle;  /* effective DRAM bandwidth (bytes/cycle)              */
-  double dma_request_bytes;     /* longest single DMA request                          */
-  double dma_request_cycles;    /* DMA occupancy per request, on top of its bytes      */
-  double dma_latency;           /* cycles from the end of a transfer to data available */
-  double issue_cycles;          /* per-instruction dispatch cost on the host           */
-  double config_cycles;         /* config_ld / config_st / flush in their unit         */
-  double call_cycles;           /* config_ex: per-call cost on execute unit and DMA    */
-  double preload_cycles;        /* preload of a weight block                           */
-  double compute_row_cycles;    /* per row of A streamed through the array             */
-  double compute_op_cycles;     /* per compute instruction                             */
-  double compute_latency;       /* extra cycles until a compute's results are ready    */
-  double overlap_loss;          /* DMA / array contention while both are busy          */
-  double queue_load;            /* reservation-station entries (0 = unbounded)         */
-  double queue_exec;
-  double queue_store;
-} emu_timing_t;
+/* Public emulator interface: gemmini_emu.h (used from Python through ctypes, and by host glue code).  */
 
 enum {
   OP_CONFIG_EX = 0,
@@ -77,6 +60,7 @@ enum {
   OP_FLUSH,
   OP_COUNT
 };
+_Static_assert(OP_COUNT == EMU_OP_COUNT, "gemmini_emu.h counts every opcode");
 
 static const char *const OP_NAMES[OP_COUNT] = {
     "config_ex", "config_ld", "config_st", "mvin", "mvin2", "mvin3", "mvout",
@@ -89,16 +73,6 @@ typedef struct {
   uint64_t a[6];
   double f;
 } emu_inst_t;
-
-typedef struct {
-  double cycles;
-  uint64_t instructions;
-  uint64_t counts[OP_COUNT];
-  uint64_t dram_bytes_in;
-  uint64_t dram_bytes_out;
-  uint64_t macs;
-  double busy[3]; /* load, execute, store unit busy cycles */
-} emu_stats_t;
 
 enum { U_LOAD = 0, U_EXEC = 1, U_STORE = 2 };
 
@@ -953,8 +927,6 @@ int emu_add_region(emu_t *e, void *base, uint64_t size, int writable) {
   e->regions[e->n_regions].writable = writable;
   return e->n_regions++;
 }
-
-typedef void (*emu_entry_t)(void **args);
 
 static void finish(emu_t *e) { e->st.cycles = ceil(e->max_complete > e->t_dispatch ? e->max_complete : e->t_dispatch); }
 
