@@ -286,6 +286,18 @@ def with_bias_init(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(s_tir.SBlockRealize(body.iter_values, body.predicate, root))
 
 
+def with_host_session(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """The host module's body between `tp_host_begin()` (emulator reset and the kernel's configuration prologue,
+    which the C kernel prints around its body) and `tp_host_end()` (the final fence)."""
+    realize = func.body
+    root = realize.block
+    seq = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
+    begin, end = (tirx.Evaluate(tirx.call_extern("int32", f"tp_host_{x}")) for x in ("begin", "end"))
+    root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, tirx.SeqStmt([begin, *seq, end]),
+                        root.init, root.alloc_buffers, root.match_buffers, root.annotations)
+    return func.with_body(s_tir.SBlockRealize(realize.iter_values, realize.predicate, root))
+
+
 def _first_block_name(stmt: Any) -> str:
     while isinstance(stmt, tirx.For):
         stmt = stmt.body
@@ -311,7 +323,9 @@ class Scheduled:
 
 
 def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec,
-                   double_buffer: bool = True) -> Scheduled:
+                   double_buffer: bool = True, host: bool = False) -> Scheduled:
+    """`host`: tensorize with the intrinsics' host-glue implementations (tp_host_*) for TVM's llvm build of the
+    module (pipeline.host_library); the schedule itself is the same."""
     tag, geo0, names = layer_geometry(layer)
     if epilogue.zero_point:
         raise CodegenError("Gemmini's mvout cannot add an output zero point; requantize with zero_point=0")
@@ -337,13 +351,14 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     outs = [d for d in r.dram_order if d in O_DIMS]
     sch.reverse_compute_at(sch.get_sblock("out_p"), parts[outs[-1]][0], preserve_unit_loops=True)
     sch.decompose_reduction(blk, parts[r.dram_order[len(outs)]][0])
+    glue = {"host": True} if host else {}  # the kernel C's intrinsics keep their registered names
     sch.tensorize(parts["n"][1], intrinsic("gemmini.tile_call", n=t.n, p=t.p, q=t.q, k=t.k, r=t.r, s=t.s, c=t.c,
-                                           sh=t.sh, sw=t.sw, dh=t.dh, dw=t.dw))
+                                           sh=t.sh, sw=t.sw, dh=t.dh, dw=t.dw, **glue))
     sch.tensorize(sch.get_loops(sch.get_sblock("out_p"))[-5],
                   intrinsic("gemmini.tile_store", n=t.n, p=t.p, q=t.q, k=t.k, scale=float(epilogue.scale),
-                            lo=epilogue.lo))
+                            lo=epilogue.lo, **glue))
     # The accumulator starts from the bias: rewrite the init block, then tensorize it in a fresh schedule.
     sch = s_tir.Schedule(with_bias_init(sch.mod["main"]))
     sch.tensorize(sch.get_loops(sch.get_sblock("acc_init"))[-5],
-                  intrinsic("gemmini.tile_init", n=t.n, p=t.p, q=t.q, k=t.k))
+                  intrinsic("gemmini.tile_init", n=t.n, p=t.p, q=t.q, k=t.k, **glue))
     return Scheduled(tag, cd, r, lay, sch, model_cycles(r, problem, arch))

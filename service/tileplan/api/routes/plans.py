@@ -73,7 +73,9 @@ MODULE_MEDIA = {"tvmscript": "text/plain; charset=utf-8", "c": "text/plain; char
     response_class=Response,
     responses={200: {"content": {"text/plain": {}, "application/x-tar": {}},
                      "description": "The plan's module: TVMScript, C (against gemmini.h), or a tar of both with "
-                                    "gemmini.h and BUILD.md"},
+                                    "gemmini.h, the host library (TVM's llvm build of the module, linked against "
+                                    "Tileplan's Gemmini emulator, with libgemmini_emu.so and gemmini_emu.h) and "
+                                    "BUILD.md (how to load and run it)"},
                404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
 )
 async def get_plan_module(

@@ -265,13 +265,22 @@ def _parse(src: str):  # noqa: ANN202
 _ACC = f"T.call_extern(\"uint32\", \"{LOCAL_ADDR}\", C.access_ptr(\"rw\"), T.uint32({ACC_BIT}))"
 
 
+def _extern(fn: str, host: bool) -> tuple[str, str]:
+    """(C function, accumulator argument) of a tile intrinsic's implementation.  The kernel C names the
+    accumulator tile by its local row address (`__tp_local_addr`, resolved by the C emitter); the host module
+    (TVM's llvm build, see pipeline.host_library) calls the `tp_host_*` glue with the tile's offset in the
+    accumulator buffer instead, since on the host that buffer is ordinary memory with no row address."""
+    return (f"tp_host_{fn}", "C.elem_offset") if host else (f"tp_{fn}", _ACC)
+
+
 def _acc_decl(t: TileShape) -> str:
     return (_sym("c", 5) + f"    C = T.match_buffer(c, ({t.n}, 1, {t.p}, {t.q}, {t.k}), \"int32\", "
             f"strides={_strided('c', 5)}, offset_factor=1, scope=\"{ACC_SCOPE}\")\n")
 
 
 @register_hw_intrinsic("gemmini.tile_call")
-def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, sw: int, dh: int, dw: int):  # noqa: ANN201
+def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, sw: int, dh: int,  # noqa: ANN201
+              dw: int, host: bool = False):
     t = TileShape(n, p, q, k, r, s, c, sh, sw, dh, dw)
     a_shape = f"({t.n}, 1, {t.h_win}, {t.w_win}, {t.c})"
     b_shape = f"(1, {t.r}, {t.s}, {t.c}, {t.k})"
@@ -295,14 +304,15 @@ def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, s
     for v in live:  # re-open the axis fields
         body = body.replace("{{" + v + "}}", "{" + v + "}")
     desc = head + _nest("update", axes, body)
+    fn, acc = _extern("call", host)
     impl = head + (
-        "        T.evaluate(T.call_extern(\"int32\", \"tp_call\", A.access_ptr(\"r\"), A.elem_offset, "
-        f"B.access_ptr(\"r\"), B.elem_offset, {_ACC}))\n")
+        f"        T.evaluate(T.call_extern(\"int32\", \"{fn}\", A.access_ptr(\"r\"), A.elem_offset, "
+        f"B.access_ptr(\"r\"), B.elem_offset, {acc}))\n")
     return _parse(desc), _parse(impl)
 
 
 @register_hw_intrinsic("gemmini.tile_init")
-def tile_init(n: int, p: int, q: int, k: int):  # noqa: ANN201
+def tile_init(n: int, p: int, q: int, k: int, host: bool = False):  # noqa: ANN201
     t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
     c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
     head = ("@T.prim_func(s_tir=True)\ndef f(b: T.handle, c: T.handle) -> None:\n"
@@ -311,12 +321,14 @@ def tile_init(n: int, p: int, q: int, k: int):  # noqa: ANN201
             f"        T.reads(Bi[0:1, 0:{t.k}])\n        T.writes({c_rng})\n")
     axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S")]
     desc = head + _nest("init", axes, "C[{n}, {g}, {p}, {q}, {k}] = Bi[{g}, {k}]")
-    impl = head + f"        T.evaluate(T.call_extern(\"int32\", \"tp_init\", Bi.access_ptr(\"r\"), {_ACC}))\n"
+    fn, acc = _extern("init", host)
+    offset = "Bi.elem_offset, " if host else ""  # the host glue registers bias_p with the emulator
+    impl = head + f"        T.evaluate(T.call_extern(\"int32\", \"{fn}\", Bi.access_ptr(\"r\"), {offset}{acc}))\n"
     return _parse(desc), _parse(impl)
 
 
 @register_hw_intrinsic("gemmini.tile_store")
-def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int):  # noqa: ANN201
+def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool = False):  # noqa: ANN201
     t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
     c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
     o_rng = f"O[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
@@ -329,8 +341,9 @@ def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int):  # noqa: 
     body = ("O[{n}, {g}, {p}, {q}, {k}] = T.Cast(\"int8\", T.max(T.min(T.nearbyint(T.Cast(\"float32\", "
             "C[{n}, {g}, {p}, {q}, {k}]) * T.float32(SCALE)), T.float32(127.0)), T.float32(LOW)))")
     desc = head + _nest("store", axes, body.replace("SCALE", repr(float(scale))).replace("LOW", repr(float(lo))))
+    fn, acc = _extern("store", host)
     impl = head + (
-        f"        T.evaluate(T.call_extern(\"int32\", \"tp_store\", O.access_ptr(\"w\"), O.elem_offset, {_ACC}))\n")
+        f"        T.evaluate(T.call_extern(\"int32\", \"{fn}\", O.access_ptr(\"w\"), O.elem_offset, {acc}))\n")
     return _parse(desc), _parse(impl)
 
 
