@@ -50,9 +50,12 @@ def check_module(client: TestClient, plan: dict) -> None:
     assert tar.headers["content-type"] == "application/x-tar"
     assert 'filename="' in tar.headers["content-disposition"]
     with tarfile.open(fileobj=io.BytesIO(tar.content)) as tf:
-        members = {Path(m.name).name: tf.extractfile(m).read().decode() for m in tf.getmembers()}
+        members = {Path(m.name).name: tf.extractfile(m).read() for m in tf.getmembers()}
     name = plan["layer"]["name"]
-    assert set(members) == {f"{name}.c", "gemmini.h", f"{name}.tvmscript.py", "BUILD.md"}
+    libs = {f"lib{name}_host.so", "libgemmini_emu.so"}  # the host library and the emulator it links against
+    assert set(members) == {f"{name}.c", "gemmini.h", f"{name}.tvmscript.py", "BUILD.md", "gemmini_emu.h"} | libs
+    assert all(members[lib].startswith(b"\x7fELF") for lib in libs)
+    members = {k: v.decode() for k, v in members.items() if k not in libs}
     assert members[f"{name}.c"] == c.text  # the tar carries the same stored module
     assert members[f"{name}.tvmscript.py"] == tvm.text
     assert "gemmini_" in members["gemmini.h"]
