@@ -135,8 +135,8 @@ def _ratio(num: Any, den: Any) -> float | None:
 def _speedup_cell(speedup: float | None) -> str:
     if speedup is None:
         return f'<td class="num muted">{DASH}</td>'
-    cls = "good" if speedup > 1.0005 else ("bad" if speedup < 0.9995 else "")
-    return f'<td class="num {cls}">{speedup:.2f}\u00d7</td>'
+    cls = " good" if speedup > 1.0005 else (" bad" if speedup < 0.9995 else "")
+    return f'<td class="num{cls}">{speedup:.2f}\u00d7</td>'
 
 
 def _when(ts: datetime | None) -> str:
@@ -544,7 +544,8 @@ def _metrics_table(doc: dict[str, Any]) -> str:
     bm = (baseline or {}).get("metrics") or {}
     head = f"<th>{_e(doc.get('mapper', 'plan'))}</th>"
     if baseline:
-        head += f"<th>baseline: {_e(baseline.get('mapper', '?'))}</th><th>baseline / plan</th>"
+        head += (f"<th>baseline: {_e(baseline.get('mapper', '?'))}</th>"
+                 '<th title="baseline / plan: above 1 the plan costs less">gain</th>')
     rows = []
     for label, field, fmt in METRIC_ROWS:
         if field not in metrics and field not in bm:
@@ -553,13 +554,8 @@ def _metrics_table(doc: dict[str, Any]) -> str:
         row = f'<tr><th>{_e(label)}</th><td class="num">{show(metrics.get(field))}</td>'
         if baseline:
             row += f'<td class="num">{show(bm.get(field))}</td>'
-            r = _ratio(bm.get(field), metrics.get(field)) if fmt else None
-            if r is not None and field in LOWER_IS_BETTER:
-                row += _speedup_cell(r)
-            elif r is not None:
-                row += f'<td class="num">{r:.2f}\u00d7</td>'
-            else:
-                row += "<td></td>"
+            r = _ratio(bm.get(field), metrics.get(field)) if field in LOWER_IS_BETTER else None
+            row += _speedup_cell(r) if r is not None else "<td></td>"
         rows.append(row + "</tr>")
     note = "" if baseline else '<p class="muted">This plan was solved without a baseline.</p>'
     return (f'<div class="scroll"><table class="kv"><thead><tr><th></th>{head}</tr></thead>'
