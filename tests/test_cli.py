@@ -1,8 +1,10 @@
 """The `tileplan` command: exit codes, one-line errors, JSON plans in the contract shape."""
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tileplan.cli import main
 
@@ -85,3 +87,31 @@ def test_codegen_emits_c_and_runs_bit_exact(capsys, tmp_path):
     assert "bit-exact" in err
     code, _, err = run(capsys, "codegen", "--hw", "gemmini-16x16", "--layer", "matmul:M=4,K=4,N=4", "--format", "tar")
     assert code == 2 and "a tar archive needs --out FILE" in err
+
+
+def test_calibrate_fits_and_writes_params(capsys, tmp_path):
+    """`tileplan calibrate` on a small CSV (a slice of the FireSim data) and one artifact file: it runs, reports
+    both data sets and writes loadable parameters."""
+    import csv as _csv
+
+    from tileplan.cost.params import CostParams
+
+    shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "gemmini_firesim_random_mappings.csv"
+    if not shared.exists():
+        pytest.skip("FireSim data set not present")
+    rows = list(_csv.DictReader(shared.open()))
+    small = tmp_path / "small.csv"
+    with small.open("w", newline="") as f:
+        w = _csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        # a few layer shapes, all their runs (cross-validation holds out one shape at a time)
+        keep = {rows[i]["prob.C"] + rows[i]["prob.K"] + rows[i]["prob.P"] for i in (0, 100, 400, 900)}
+        w.writerows(r for r in rows if r["prob.C"] + r["prob.K"] + r["prob.P"] in keep)
+    artifact = Path(__file__).resolve().parents[1] / "bench" / "data" / "dosa_artifact" / "dnn_resnet50.csv"
+    out = tmp_path / "params.yaml"
+    assert main(["calibrate", "--data", str(small), "--artifact", str(artifact), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "random mappings" in text and "DOSA artifact (16x16)" in text
+    fitted = yaml.safe_load(out.read_text())["cost_params"]
+    CostParams(**fitted)  # every fitted value is within the parameter's bounds
+    assert set(fitted) >= {"dram_efficiency", "overlap_loss", "overlap_loss_matmul"}

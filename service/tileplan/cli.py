@@ -212,7 +212,7 @@ def cmd_codegen(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tileplan.cost.calibrate import main as calibrate_main
 
-    return calibrate_main(args.data, args.out)
+    return calibrate_main(args.data, args.out, args.artifact or ())
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -278,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("calibrate", help="refit the cost model's parameters on measured cycles")
     c.add_argument("--data", required=True, help="CSV of FireSim measurements")
     c.add_argument("--out", help="write the fitted parameters here (YAML)")
+    c.add_argument("--artifact", action="append",
+                   help="DOSA artifact CSV (16x16 runs), or a directory of them; repeatable (bench/data/dosa_artifact)")
     c.set_defaults(func=cmd_calibrate)
 
     v = sub.add_parser("serve", help="run the HTTP service (SQLite and in-process workers by default)")

@@ -1,41 +1,50 @@
 """Fit the Gemmini model's free parameters to measured cycles, and say honestly how well it fits.
 
-`calibrate(csv_path)` reads a FireSim CSV in the DOSA format (tileplan.cost.firesim), fits the parameters
-named in `tileplan.cost.params.FITTED` by robust least squares on log(predicted / measured) (scipy,
-soft-L1 loss, so a few pathological runs do not drag the rest), and reports for the fitted model,
-for leave-one-layer-out cross-validation (fit on all layer shapes but one, predict that one) and for the
-uncalibrated first-order model: MAPE, median absolute percentage error, Spearman rank correlation
-over all runs and the median of the per-layer Spearman correlations (does the model order alternative
-mappings of one layer correctly?).
+Two kinds of FireSim measurements, both published with DOSA (Hong et al., MICRO 2023):
+- the random-mapping data set (`tileplan.cost.firesim.load_rows`; ucb-bar/dosa, BSD-2-Clause, Copyright (c)
+  2022 Charles Hong): 1,567 random mappings of 66 layer shapes, described as a 128x128 Gemmini;
+- the artifact runs (`tileplan.cost.firesim.load_artifact`; ucb-bar/gemmini-rocc-tests): whole networks on
+  16x16 Gemminis with other buffer sizes, each layer under a DOSA mapping and under Gemmini's own tiler.
 
-The data set of the repository is DOSA's (ucb-bar/dosa, BSD-2-Clause, Copyright (c) 2022 Charles Hong).
+`calibrate` fits the parameters named in `tileplan.cost.params.FITTED` to both at once by robust least squares on
+the relative error (predicted - measured) / measured (scipy, soft-L1 loss, so a few pathological runs do not drag
+the rest; relative rather than log error because the figure users read is the percentage error), each data set
+weighted equally whatever its size. It reports, per data set, in-sample figures and cross-validated ones: every
+group (a layer shape of the random-mapping set, a configuration-and-network file of the artifact set) predicted
+by a fit on everything else. Figures: MAPE, median absolute percentage error, Spearman rank correlation over all
+runs, and the median of the per-layer Spearman correlations (does the model order alternative mappings of one
+layer correctly?), next to the uncalibrated first-order model's.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 from pydantic import BaseModel, Field
 from scipy.optimize import least_squares
 from scipy.stats import spearmanr
 
-from tileplan.cost.firesim import FireSimRow, load_rows
-from tileplan.cost.gemmini import call_features, cycles_vectorised, gemmini_levels
+from tileplan.cost.firesim import ArtifactRun, FireSimRow, load_artifact, load_rows
+from tileplan.cost.gemmini import FEATURE_COLUMNS, call_features, cycles_vectorised, gemmini_levels, nominal_dram_bandwidth
 from tileplan.cost.model import first_order_metrics
 from tileplan.cost.params import DEFAULT_PARAMS, FITTED, CostParams
 from tileplan.problem import Problem
 
 # Bounds of the fitted parameters: physical ranges, wide enough not to bind on sensible data.
 BOUNDS: dict[str, tuple[float, float]] = {
-    "dram_efficiency": (0.05, 1.0),  # cannot beat the nominal bandwidth
+    "dram_efficiency": (0.05, 1.0),  # cannot beat the DMA's peak
     "dma_request_cycles": (0.0, 100.0),
     "op_overhead_cycles": (0.0, 1000.0),
     "preload_dims": (0.0, 8.0),
     "call_overhead_cycles": (0.0, 1e5),
     "overlap_loss": (0.0, 1.0),
+    "overlap_loss_matmul": (0.0, 1.0),
 }
 
 
@@ -48,41 +57,67 @@ class FitMetrics(BaseModel):
     runs: int
 
 
-class CalibrationReport(BaseModel):
-    data: str
+class DatasetReport(BaseModel):
+    name: str
     runs: int
-    layers: int
+    groups: int = Field(description="Cross-validation units (layer shapes or files).")
+    fitted: FitMetrics = Field(description="Calibrated model, fitted on everything (in-sample).")
+    cross_validated: FitMetrics | None = Field(default=None, description="Each group predicted by a fit without it.")
+    default_params: FitMetrics = Field(description="The model with the starting (shipped) parameters.")
+    uncalibrated: FitMetrics | None = Field(default=None, description="The first-order model (no parameters to fit).")
+    per_group: list[dict[str, float | str | int]] = Field(default_factory=list)
+    per_kind: list[dict[str, float | str | int]] = Field(default_factory=list, description="Cross-validated, by run kind.")
+
+
+class CalibrationReport(BaseModel):
+    data: list[str]
     params: dict[str, float]
-    fitted: FitMetrics = Field(description="Calibrated model, fitted and scored on all runs (in-sample).")
-    cross_validated: FitMetrics | None = Field(default=None, description="Leave-one-layer-out, calibrated model.")
-    default_params: FitMetrics = Field(description="The Gemmini model with the shipped default parameters.")
-    uncalibrated: FitMetrics = Field(description="The first-order model (no parameters to fit).")
-    per_layer: list[dict[str, float | str | int]] = Field(default_factory=list)
+    datasets: list[DatasetReport]
+
+    def dataset(self, name: str) -> DatasetReport:
+        return next(d for d in self.datasets if d.name == name)
 
 
 class FeatureSet:
-    """Per-call feature rows of many data rows, stacked (`row_id` says which data row a call belongs to)."""
+    """Per-call feature rows of many runs, stacked (`row_id` says which run a call belongs to)."""
 
     def __init__(self, blocks: list[np.ndarray]):
         self.blocks = blocks
         self.n_rows = len(blocks)
-        self.x = np.concatenate(blocks) if blocks else np.zeros((0, 10))
-        self.row_id = np.concatenate([np.full(len(b), i) for i, b in enumerate(blocks)]).astype(int)
+        self.x = np.concatenate(blocks) if blocks else np.zeros((0, len(FEATURE_COLUMNS)))
+        self.row_id = np.concatenate([np.full(len(b), i) for i, b in enumerate(blocks)]).astype(int) if blocks else np.zeros(0, int)
 
     def subset(self, mask: np.ndarray) -> "FeatureSet":
         return FeatureSet([b for b, m in zip(self.blocks, mask) if m])
 
 
-def feature_matrix(rows: list[FireSimRow]) -> FeatureSet:
-    """Call features of every run, as DOSA's harness executed it (`FireSimRow.execution`)."""
+@dataclass
+class Dataset:
+    """Measured runs with their call features: `keys` name each run's layer (for within-layer rank
+    correlation), `groups` its cross-validation unit, `kinds` what was run (for the per-kind breakdown)."""
+
+    name: str
+    x: FeatureSet
+    y: np.ndarray
+    keys: list[str]
+    groups: list[str]
+    kinds: list[str]
+    first_order: np.ndarray | None = None
+
+    def subset(self, mask: np.ndarray) -> "Dataset":
+        pick = lambda seq: [v for v, m in zip(seq, mask) if m]  # noqa: E731
+        fo = None if self.first_order is None else self.first_order[mask]
+        return Dataset(self.name, self.x.subset(mask), self.y[mask], pick(self.keys), pick(self.groups), pick(self.kinds), fo)
+
+
+def feature_matrix(rows: Sequence[FireSimRow | ArtifactRun]) -> FeatureSet:
+    """Call features of every run, as the harness (or the library) executed it (`.execution`)."""
     out = []
     for r in rows:
-        arch = r.hardware.resolve(r.mapping.dataflow)
-        levels = gemmini_levels(arch)
-        if levels is None:
-            raise ValueError(f"row {r.index}: hardware is not Gemmini-like")
-        dram = arch.levels[levels[2]]
-        out.append(call_features(r.execution, dram.read_bandwidth or dram.write_bandwidth or 16.0))
+        arch = r.hardware.resolve("weight_stationary")
+        if gemmini_levels(arch) is None:
+            raise ValueError(f"run {r.index}: hardware is not Gemmini-like")
+        out.append(call_features(r.execution, nominal_dram_bandwidth(arch)))
     return FeatureSet(out)
 
 
@@ -92,6 +127,24 @@ def first_order_cycles(rows: list[FireSimRow]) -> np.ndarray:
             first_order_metrics(Problem.from_layer(r.layer), r.hardware.resolve(r.mapping.dataflow), r.mapping).cycles
             for r in rows
         ]
+    )
+
+
+def random_mapping_dataset(csv_path: str | Path) -> Dataset:
+    rows = load_rows(csv_path)
+    keys = [r.layer_key for r in rows]
+    return Dataset(
+        "random mappings (128x128)", feature_matrix(rows), np.array([r.cycles for r in rows]), keys, keys,
+        [r.execution.kind for r in rows], first_order_cycles(rows),
+    )
+
+
+def artifact_dataset(paths: Sequence[str | Path]) -> Dataset:
+    runs = [run for p in sorted(map(str, paths)) for run in load_artifact(p)]
+    return Dataset(
+        "DOSA artifact (16x16)", feature_matrix(runs), np.array([r.cycles for r in runs]),
+        [f"{r.source}:{r.layer_key}" for r in runs], [r.source for r in runs],
+        [f"{r.kind} {r.execution.kind}" for r in runs],
     )
 
 
@@ -121,22 +174,26 @@ def _theta(vec: np.ndarray, base: CostParams) -> dict[str, float]:
     return theta
 
 
-def fit(x: FeatureSet, measured: np.ndarray, start: CostParams = DEFAULT_PARAMS, max_nfev: int | None = None) -> CostParams:
-    """Least squares on log cycles (soft-L1), parameters within BOUNDS."""
+def fit(data: Sequence[Dataset], start: CostParams = DEFAULT_PARAMS, max_nfev: int | None = None) -> CostParams:
+    """Least squares on relative error (soft-L1) over all `data`, each data set carrying the same total weight,
+    parameters within BOUNDS."""
+    data = [d for d in data if len(d.y)]
     lo = np.array([BOUNDS[n][0] for n in FITTED])
     hi = np.array([BOUNDS[n][1] for n in FITTED])
     x0 = np.clip(np.array([getattr(start, n) for n in FITTED], dtype=float), lo, hi)
-    log_y = np.log(measured)
-    scale = np.maximum(np.abs(x0), 1e-2)
-
+    total = sum(len(d.y) for d in data)
+    weights = [math.sqrt(total / (len(data) * len(d.y))) for d in data]
     def residuals(v: np.ndarray) -> np.ndarray:
-        return np.log(np.maximum(cycles_vectorised(x.x, x.row_id, x.n_rows, _theta(v, start)), 1.0)) - log_y
+        theta = _theta(v, start)
+        return np.concatenate([
+            w * (cycles_vectorised(d.x.x, d.x.row_id, d.x.n_rows, theta) - d.y) / d.y for d, w in zip(data, weights)
+        ])
 
     sol = least_squares(
-        residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.3, x_scale=scale, max_nfev=max_nfev
+        residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.3, x_scale=np.maximum(np.abs(x0), 1e-2),
+        max_nfev=max_nfev,
     )
-    values = {n: float(v) for n, v in zip(FITTED, sol.x)}
-    return start.model_copy(update=values)
+    return start.model_copy(update={n: float(v) for n, v in zip(FITTED, sol.x)})
 
 
 def predict(x: FeatureSet, params: CostParams) -> np.ndarray:
@@ -144,57 +201,78 @@ def predict(x: FeatureSet, params: CostParams) -> np.ndarray:
 
 
 def cross_validate(
-    x: FeatureSet, measured: np.ndarray, keys: list[str], start: CostParams, max_nfev: int | None = None
-) -> tuple[np.ndarray, dict[str, CostParams]]:
-    """Leave-one-layer-out predictions (each layer shape predicted by a fit on all the others)."""
-    pred = np.empty_like(measured)
-    fits = {}
-    karr = np.array(keys)
-    for k in sorted(set(keys)):
-        test = karr == k
-        p = fit(x.subset(~test), measured[~test], start, max_nfev=max_nfev)
-        pred[test] = predict(x.subset(test), p)
-        fits[k] = p
-    return pred, fits
+    data: Sequence[Dataset], target: int, start: CostParams, max_nfev: int | None = None
+) -> np.ndarray:
+    """Predictions for `data[target]`, each of its groups by a fit on all the other runs of every data set."""
+    d = data[target]
+    pred = np.empty_like(d.y)
+    garr = np.array(d.groups)
+    for g in sorted(set(d.groups)):
+        test = garr == g
+        train = [d.subset(~test) if i == target else other for i, other in enumerate(data)]
+        pred[test] = predict(d.x.subset(test), fit(train, start, max_nfev=max_nfev))
+    return pred
+
+
+def _breakdown(pred: np.ndarray, d: Dataset, by: list[str], label: str) -> list[dict[str, float | str | int]]:
+    out: list[dict[str, float | str | int]] = []
+    arr = np.array(by)
+    for g in sorted(set(by)):
+        idx = np.flatnonzero(arr == g)
+        row: dict[str, float | str | int] = {label: g, "runs": int(len(idx))}
+        row["mape"] = float(np.mean(np.abs(pred[idx] - d.y[idx]) / d.y[idx]))
+        row["median_ape"] = float(np.median(np.abs(pred[idx] - d.y[idx]) / d.y[idx]))
+        row["bias"] = float(np.mean(np.log(pred[idx] / d.y[idx])))  # mean log(predicted / measured)
+        if len(idx) >= 3:
+            rho = spearmanr(pred[idx], d.y[idx]).statistic
+            row["spearman"] = 0.0 if math.isnan(rho) else float(rho)
+        if d.first_order is not None:
+            row["first_order_mape"] = float(np.mean(np.abs(d.first_order[idx] - d.y[idx]) / d.y[idx]))
+        out.append(row)
+    return out
 
 
 def calibrate(
-    csv_path: str | Path, cv: bool = True, start: CostParams = DEFAULT_PARAMS, max_nfev: int | None = None
+    csv_path: str | Path,
+    artifact: Sequence[str | Path] = (),
+    cv: bool = True,
+    start: CostParams = DEFAULT_PARAMS,
+    max_nfev: int | None = None,
 ) -> tuple[CostParams, CalibrationReport]:
-    """Fit the parameters on a FireSim CSV; the report carries in-sample, cross-validated and baseline figures."""
-    rows = load_rows(csv_path)
-    x = feature_matrix(rows)
-    y = np.array([r.cycles for r in rows])
-    keys = [r.layer_key for r in rows]
-    params = fit(x, y, start, max_nfev=max_nfev)
-    fitted_pred = predict(x, params)
-    cv_metrics, cv_pred = None, None
-    if cv:
-        cv_pred, _ = cross_validate(x, y, keys, params, max_nfev=max_nfev)
-        cv_metrics = score(cv_pred, y, keys)
-    first = first_order_cycles(rows)
-    per_layer = []
-    karr = np.array(keys)
-    for k in sorted(set(keys)):
-        idx = np.flatnonzero(karr == k)
-        row: dict[str, float | str | int] = {"layer": k, "runs": int(len(idx))}
-        for name, pred in (("cv", cv_pred), ("fitted", fitted_pred), ("first_order", first)):
-            if pred is None:
-                continue
-            row[f"{name}_mape"] = float(np.mean(np.abs(pred[idx] - y[idx]) / y[idx]))
-            if len(idx) >= 3:
-                rho = spearmanr(pred[idx], y[idx]).statistic
-                row[f"{name}_spearman"] = 0.0 if math.isnan(rho) else float(rho)
-        per_layer.append(row)
-    report = CalibrationReport(
-        data=str(csv_path),
-        runs=len(rows),
-        layers=len(set(keys)),
-        params={n: getattr(params, n) for n in FITTED},
-        fitted=score(fitted_pred, y, keys),
-        cross_validated=cv_metrics,
-        default_params=score(predict(x, start), y, keys),
-        uncalibrated=score(first, y, keys),
-        per_layer=per_layer,
-    )
-    return params, report
+    """Fit on the random-mapping CSV and the artifact CSVs together; report each data set."""
+    data = [random_mapping_dataset(csv_path)] + ([artifact_dataset(artifact)] if artifact else [])
+    params = fit(data, start, max_nfev=max_nfev)
+    reports = []
+    for i, d in enumerate(data):
+        fitted = predict(d.x, params)
+        cv_pred = cross_validate(data, i, params, max_nfev=max_nfev) if cv else None
+        shown = fitted if cv_pred is None else cv_pred
+        reports.append(DatasetReport(
+            name=d.name, runs=len(d.y), groups=len(set(d.groups)),
+            fitted=score(fitted, d.y, d.keys),
+            cross_validated=None if cv_pred is None else score(cv_pred, d.y, d.keys),
+            default_params=score(predict(d.x, start), d.y, d.keys),
+            uncalibrated=None if d.first_order is None else score(d.first_order, d.y, d.keys),
+            per_group=_breakdown(shown, d, d.groups, "group"),
+            per_kind=_breakdown(shown, d, d.kinds, "kind"),
+        ))
+    sources = [str(csv_path)] + [str(p) for p in artifact]
+    return params, CalibrationReport(data=sources, params={n: getattr(params, n) for n in FITTED}, datasets=reports)
+
+
+def main(data: str, out: str | None = None, artifact: Sequence[str] = ()) -> int:
+    """`tileplan calibrate`: fit, print the figures per data set, write the parameters as YAML if asked."""
+    paths: list[Path] = []
+    for a in artifact:
+        p = Path(a)
+        paths += sorted(p.glob("*.csv")) if p.is_dir() else [p]
+    params, rep = calibrate(data, paths)
+    for d in rep.datasets:
+        m = d.cross_validated or d.fitted
+        print(f"{d.name}: {d.runs} runs, {d.groups} groups; cross-validated MAPE {m.mape:.1%}, median APE "
+              f"{m.median_ape:.1%}, Spearman {m.spearman:.3f}, within-layer {m.within_layer_spearman_median:.3f}")
+    text = yaml.safe_dump({"cost_params": {n: round(v, 4) for n, v in rep.params.items()}}, sort_keys=False)
+    if out:
+        Path(out).write_text(text)
+    print(text, end="")
+    return 0

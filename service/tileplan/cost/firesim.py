@@ -85,11 +85,11 @@ def dosa_execution(row: dict[str, str], dim: int) -> Execution:
       out_dim = (in_dim + 2 * (R // 2) - R) // stride + 1, kernel R x R;
     - tile sizes: product of the L0..L2 factors per dim (spatial included), the L0 P and Q factors counted
       twice (a quirk of the harness); P -> output cols, Q -> output rows, R -> kernel cols, S -> kernel rows;
-    - the output-channel DRAM loop steps by the spatial K factor while every call computes the full K tile
-      (clipped at the end): redundant, overlapping calls (fork source; the measured cycles double when the K
-      tile doubles at the same spatial factor). The fork source steps the input-channel loop by the spatial
-      C factor too, but the measurements contradict it (that reading over-predicts every large-C tile 20-50x
-      and fits worse: CV figures in bench/results/costmodel.md), so C steps by its tile;
+    - the output-channel and input-channel DRAM loops step by their tiles. (The fork's source can be read as
+      stepping K by the spatial K factor, every call computing the whole K tile; the measurements contradict
+      it: on the 128x128 runs that reading fits worse (costmodel.md, "Readings"), and on DOSA's 16x16 runs
+      (bench/data/dosa_artifact) it over-predicts every mapping with a temporal K factor below DRAM 2-8x,
+      while stepping by the tile predicts them within 15%);
     - the DRAM permutation follows the L3 loop order (it does not change the cost, see gemmini.py).
     """
     temporal, spatial, reg, _perm = _factors(row["mapping.mapping"])
@@ -121,7 +121,7 @@ def dosa_execution(row: dict[str, str], dim: int) -> Execution:
         kind="conv", dim=dim, batch=n, groups=1, out_h=out_dim, out_w=out_dim, k=k, c=c, r=r, s=r,
         stride=(stride, stride), pad=(pad, pad), in_h=in_dim, in_w=in_dim,
         t_n=max(1, g("N")), t_h=t_rows, t_w=t_cols, t_k=t_k, t_c=t_c, t_r=g("S"), t_s=g("R"),
-        k_step=spatial.get("K", 1), c_step=t_c,
+        k_step=t_k, c_step=t_c,
     )
 
 
@@ -216,3 +216,82 @@ def parse_row(index: int, row: dict[str, str]) -> FireSimRow:
 def load_rows(csv_path: str | Path) -> list[FireSimRow]:
     with open(csv_path, newline="") as f:
         return [parse_row(i, row) for i, row in enumerate(csv.DictReader(f))]
+
+
+# --------------------------------------------------------------------------------------------------
+# DOSA's 16x16 artifact runs (bench/data/dosa_artifact): per layer, FireSim cycles of a DOSA mapping run
+# through the same harness and of Gemmini's own tiled_conv_auto / tiled_matmul_auto, on 16x16 Gemminis with
+# other scratchpad and accumulator sizes. Used to validate, never to fit: the parameters are fitted on the
+# random-mapping data set above only.
+
+AUTO_TILE_FIELDS = ("krows", "kcols", "ocols", "orows", "kchs", "ochs", "batches")  # order of dse.auto_tiling
+
+
+@dataclass(frozen=True)
+class ArtifactRun:
+    source: str  # file stem, e.g. "dnn_resnet50"
+    index: int
+    layer_key: str
+    kind: str  # "mapping" (DOSA's mapping via the harness) or "library" (Gemmini's own auto-tiler)
+    hardware: HardwareDescriptor
+    execution: Execution
+    cycles: float
+    mapping_text: str  # the row's DOSA mapping string (what a "mapping" run ran)
+    library_tile: dict[str, int] | None = None  # the auto-tiler's tile as measured (dse.auto_tiling), if recorded
+
+
+def _library_execution(row: dict[str, str], hw: HardwareDescriptor, tile: dict[str, int] | None) -> Execution:
+    """The library call sequence of a row's layer: its recorded auto-tiler tile, else the one Tileplan's
+    gemmini-auto computes for the default 256 KiB / 64 KiB configuration of a 16x16 array (the runs' library
+    sized its tiles for the default buffers whatever the configuration: 130 of the 143 recorded tiles equal
+    gemmini-auto's on gemmini-16x16), or for the row's own buffers on other array sizes."""
+    dim = hw.pe_array.rows
+    sizing = _descriptor(dim, 256 * 1024, 64 * 1024) if dim == 16 else hw
+    from tileplan.mappers.gemmini_auto import gemmini_auto
+    from tileplan.problem import Problem
+    from tileplan.workload import MatmulLayer
+
+    c, k, n = int(row["prob.C"]), int(row["prob.K"]), int(row["prob.N"])
+    p, q, r = int(row["prob.P"]), int(row["prob.Q"]), int(row["prob.R"])
+    stride = int(row["prob.Wstride"])
+    if q == 1 and r == 1:
+        if tile is None:
+            t = gemmini_auto(Problem.from_layer(MatmulLayer(M=p * n, K=c, N=k)), sizing).tile
+            ti, tj, tk = t["tile_I"], t["tile_J"], t["tile_K"]
+        else:
+            ti, tj, tk = (-(-tile[f] // dim) for f in ("ocols", "ochs", "kchs"))
+        return Execution(
+            kind="matmul", dim=dim, batch=n, groups=1, out_h=p, out_w=1, k=k, c=c, r=1, s=1, stride=(1, 1),
+            pad=(0, 0), in_h=p, in_w=1, t_n=1, t_h=ti, t_w=1, t_k=tj, t_c=tk, t_r=1, t_s=1, k_step=0, c_step=0,
+        )
+    in_dim, pad = p * stride, r // 2  # the harness's square layer (see dosa_execution)
+    if tile is None:
+        layer = Conv2dLayer(in_channels=c, out_channels=k, in_h=in_dim, in_w=in_dim, kernel=r, stride=stride, padding=pad, batch=n)
+        plan = gemmini_auto(Problem.from_layer(layer), sizing)
+        tile = {f: plan.tile[f] for f in AUTO_TILE_FIELDS}
+    out_dim = (in_dim + 2 * pad - r) // stride + 1
+    return Execution(
+        kind="conv", dim=dim, batch=n, groups=1, out_h=out_dim, out_w=out_dim, k=k, c=c, r=r, s=r,
+        stride=(stride, stride), pad=(pad, pad), in_h=in_dim, in_w=in_dim, t_n=tile["batches"], t_h=tile["orows"],
+        t_w=tile["ocols"], t_k=tile["ochs"], t_c=tile["kchs"], t_r=tile["krows"], t_s=tile["kcols"],
+        k_step=tile["ochs"], c_step=tile["kchs"],
+    )
+
+
+def load_artifact(csv_path: str | Path) -> list[ArtifactRun]:
+    """Both measurements of every row of one artifact CSV."""
+    source = Path(csv_path).stem
+    out: list[ArtifactRun] = []
+    with open(csv_path, newline="") as f:
+        for i, row in enumerate(csv.DictReader(f)):
+            mapped = parse_row(i, row)
+            text = row.get("dse.auto_tiling") or ""
+            tile = dict(zip(AUTO_TILE_FIELDS, map(int, text.split("_")))) if text.count("_") == 6 else None
+            out.append(ArtifactRun(
+                source, i, mapped.layer_key, "mapping", mapped.hardware, mapped.execution, mapped.cycles, mapped.mapping_text
+            ))
+            out.append(ArtifactRun(
+                source, i, mapped.layer_key, "library", mapped.hardware, _library_execution(row, mapped.hardware, tile),
+                float(row["target.gemmini_auto_cycle"]), mapped.mapping_text, tile,
+            ))
+    return out

@@ -78,12 +78,23 @@ class LibraryTerms:
     request_elems: float  # input/weight elements one DMA request carries (64 B)
 
 
+def nominal_dram_bandwidth(arch: Architecture) -> float:
+    """Bytes per cycle the descriptor gives its backing store (read, else write; else one DIM-row per cycle)."""
+    dram = arch.levels[-1]
+    return dram.read_bandwidth or dram.write_bandwidth or float(arch.hardware.pe_array.rows)
+
+
+def effective_dram_bandwidth(nominal, p):  # type: ignore[no-untyped-def]
+    """Sustained DMA throughput (bytes/cycle): the DMA's peak x its efficiency, capped by the descriptor's figure.
+    `p` maps parameter names to values; `nominal` may be a numpy column."""
+    return np.minimum(nominal, p["dma_bytes_per_cycle"] * p["dram_efficiency"])
+
+
 def library_terms(arch: Architecture, params: CostParams) -> LibraryTerms | None:
     levels = gemmini_levels(arch)
     if levels is None:
         return None
-    dram = arch.levels[levels[2]]
-    bw = dram.read_bandwidth or dram.write_bandwidth or float(arch.hardware.pe_array.rows)
+    bw = float(effective_dram_bandwidth(nominal_dram_bandwidth(arch), params.as_dict()))
     return LibraryTerms(
         top=levels[2],
         tile_level=levels[1],
@@ -91,7 +102,7 @@ def library_terms(arch: Architecture, params: CostParams) -> LibraryTerms | None
         call_cycles=params.call_overhead_cycles,
         request_cycles=params.dma_request_cycles,
         op_cycles=params.op_overhead_cycles,
-        cycles_per_byte=1.0 / (bw * params.dram_efficiency),
+        cycles_per_byte=1.0 / bw,
         output_bytes=arch.output_bytes,
         request_elems=REQUEST_BYTES / arch.input_bytes,
     )
@@ -182,7 +193,7 @@ def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mappin
 # Per-call feature columns (all counts per call; `count` = how many calls share the row).
 FEATURE_COLUMNS = (
     "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
-    "overlap",
+    "overlap", "matmul",
 )
 
 
@@ -275,7 +286,7 @@ def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
     st_req = final * nb * ho * wo * kb * w_req
     st_bytes = final * nb * ho * wo * kk * e.out_bytes
     cols = np.broadcast_arrays(
-        count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped)
+        count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped), 0.0
     )
     return np.stack([c.ravel() for c in cols], axis=1).astype(float)
 
@@ -308,7 +319,9 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                 if kf:
                     st_req = ie * jb * _req(d)
                     st_bytes = ie * je * e.out_bytes
-                out.append((count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped)))
+                out.append(
+                    (count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped), 1.0)
+                )
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
 
@@ -318,10 +331,13 @@ def call_features(e: Execution, dram_bw: float) -> np.ndarray:
 
 def _cycle_terms(col, p):
     """Per-call cycles over numpy columns (same code for evaluation and calibration)."""
-    bw = col["dram_bw"] * p["dram_efficiency"]
+    bw = effective_dram_bandwidth(col["dram_bw"], p)
     dma = (col["ld_req"] + col["st_req"]) * p["dma_request_cycles"] + (col["ld_bytes"] + col["st_bytes"]) / bw
     ex = col["ex_rows"] + col["ex_ops"] * p["op_overhead_cycles"] + col["preloads"] * p["preload_dims"] * col["dim"]
-    overlapped = np.maximum(dma, ex) + p["overlap_loss"] * np.minimum(dma, ex)
+    # loop_ws (matmuls) and loop_conv_ws (convolutions) are different FSMs: each hides DMA behind compute
+    # to its own degree.
+    loss = np.where(col["matmul"] > 0, p["overlap_loss_matmul"], p["overlap_loss"])
+    overlapped = np.maximum(dma, ex) + loss * np.minimum(dma, ex)
     per_call = np.where(col["overlap"] > 0, overlapped, dma + ex) + p["call_overhead_cycles"]
     return per_call * col["count"], dma * col["count"], ex * col["count"]
 
@@ -351,5 +367,6 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 
 __all__ = [
     "Execution", "FEATURE_COLUMNS", "GemminiCycles", "call_features", "cycles_from_calls", "cycles_vectorised",
-    "execution_from_mapping", "gemmini_levels", "LibraryTerms", "library_terms",
+    "execution_from_mapping", "effective_dram_bandwidth", "gemmini_levels", "LibraryTerms", "library_terms",
+    "nominal_dram_bandwidth",
 ]

@@ -27,7 +27,13 @@ from collections import defaultdict
 from pydantic import BaseModel, Field
 
 from tileplan.cost.energy import MAC_PJ, level_energy, tensor_energy_breakdown
-from tileplan.cost.gemmini import call_features, cycles_from_calls, execution_from_mapping, gemmini_levels
+from tileplan.cost.gemmini import (
+    call_features,
+    cycles_from_calls,
+    execution_from_mapping,
+    gemmini_levels,
+    nominal_dram_bandwidth,
+)
 from tileplan.cost.params import CostParams
 from tileplan.dims import RELEVANT
 from tileplan.hardware import Architecture
@@ -75,10 +81,9 @@ def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping) -> 
     if levels is None:
         return base
     params = CostParams.for_descriptor(arch.hardware)
-    dram_level = arch.levels[levels[2]]
-    dram_bw = dram_level.read_bandwidth or dram_level.write_bandwidth or float(arch.hardware.pe_array.rows)
-    g = cycles_from_calls(call_features(execution_from_mapping(problem, arch, mapping), dram_bw), params)
-    dram = dram_level.name
+    calls = call_features(execution_from_mapping(problem, arch, mapping), nominal_dram_bandwidth(arch))
+    g = cycles_from_calls(calls, params)
+    dram = arch.levels[levels[2]].name
     return base.model_copy(
         update={
             "cycles": g.cycles,

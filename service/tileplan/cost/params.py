@@ -2,12 +2,15 @@
 
 Few and named, each one a mechanism of the hardware, each stated relative to the descriptor so the same
 values carry from a 128x128 array to a 16x16 one:
-- DRAM throughput is a fraction of the descriptor's DRAM bandwidth (bytes/cycle);
+- DRAM throughput is a fraction of the DMA engine's peak (16 B/cycle on Gemmini), capped by the descriptor's
+  DRAM bandwidth: Timeloop descriptions of the same chip say 8 or 5.75 B/cycle, which are guesses of that
+  effective rate, not a peak to scale;
 - every DMA request (<= 64 B of one row; Gemmini's DMA) costs a fixed number of cycles on top of its bytes;
 - the weight preload of a DIM x DIM block is in units of DIM cycles;
 - fixed issue costs (per compute instruction, per library call) are in plain cycles.
 
-Defaults are the values fitted on the DOSA FireSim data set (128x128, see bench/results/costmodel.md);
+Defaults are the values fitted on DOSA's FireSim runs (random mappings and 16x16 artifact runs, see
+bench/results/costmodel.md);
 `CostParams.for_descriptor(hw)` overlays whatever a descriptor stores under `cost_params`.
 """
 
@@ -22,23 +25,35 @@ class CostParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     dram_efficiency: float = Field(
-        default=0.4799, gt=0, description="Effective DRAM bandwidth as a fraction of the descriptor's DRAM bandwidth."
+        default=0.583, gt=0, description="Sustained DMA throughput as a fraction of the DMA's peak (dma_bytes_per_cycle)."
+    )
+    dma_bytes_per_cycle: float = Field(
+        default=16.0, gt=0,
+        description=(
+            "Peak rate of the DMA engine (Gemmini: one 16-byte beat per cycle, gemmini.md); a hardware fact, not "
+            "fitted. Effective DRAM throughput = min(descriptor DRAM bandwidth, this x dram_efficiency), so a "
+            "descriptor's nominal DRAM figure (Timeloop files say 8 or 5.75) caps the rate but does not scale it."
+        ),
     )
     dma_request_cycles: float = Field(
-        default=0.8578, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
+        default=0.8427, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
     )
     op_overhead_cycles: float = Field(
-        default=1.159, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
+        default=0.7062, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
     )
     preload_dims: float = Field(
-        default=0.05569, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
+        default=0.1379, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
     )
     call_overhead_cycles: float = Field(
-        default=116.6, ge=0, description="Cycles per library call (one scratchpad tile): CPU issue, FSM start, drain."
+        default=109.4, ge=0, description="Cycles per library call (one scratchpad tile): CPU issue, FSM start, drain."
     )
     overlap_loss: float = Field(
-        default=0.3192, ge=0, le=1,
-        description="Share of the shorter of DMA and compute time per call that double buffering fails to hide.",
+        default=0.5087, ge=0, le=1,
+        description="Share of the shorter of DMA and compute time per call that double buffering fails to hide (convolutions: loop_conv_ws).",
+    )
+    overlap_loss_matmul: float = Field(
+        default=0.0, ge=0, le=1,
+        description="The same for matrix multiplications (loop_ws, a different FSM).",
     )
 
     @classmethod
@@ -59,6 +74,7 @@ FITTED: tuple[str, ...] = (
     "preload_dims",
     "call_overhead_cycles",
     "overlap_loss",
+    "overlap_loss_matmul",
 )
 
 DEFAULT_PARAMS = CostParams()

@@ -18,7 +18,7 @@ import itertools
 import time
 
 from tileplan.check import check_arch
-from tileplan.cost.gemmini import call_features, cycles_from_calls, execution_from_mapping
+from tileplan.cost.gemmini import call_features, cycles_from_calls, execution_from_mapping, nominal_dram_bandwidth
 from tileplan.cost.model import evaluate_mapping
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS
@@ -99,8 +99,7 @@ def _candidates(tiles: dict[str, int], options: dict[str, list[int]], reach: int
 def _cycles(problem: Problem, arch: Architecture, mapping: Mapping, params: CostParams) -> float:
     """The library cycle model alone (no traffic, energy or legality): cheap enough to rank thousands."""
     e = execution_from_mapping(problem, arch, mapping)
-    bw = arch.levels[-1].read_bandwidth or arch.levels[-1].write_bandwidth or float(arch.hardware.pe_array.rows)
-    return cycles_from_calls(call_features(e, bw), params).cycles
+    return cycles_from_calls(call_features(e, nominal_dram_bandwidth(arch)), params).cycles
 
 
 def refine(
