@@ -93,3 +93,14 @@ def test_batched_async_reads_answer_each_caller_with_its_own_keys(fresh_pg: str)
 
     asyncio.run(run())
     store.close()
+
+
+def test_dense_and_matmul_are_one_op_when_listing(store: Store) -> None:
+    """`dense` is an alias of `matmul`: a plan first asked for as dense is found by ?op=matmul and vice versa."""
+    d = plan("d" * 64)
+    d["layer"] = {"op": "dense", "name": "fc"}
+    store.put_plan(d)
+    store.put_plan(plan("m" * 64))
+    for op in ("matmul", "dense"):
+        assert {p.key for p in store.list_plans(op=op)} == {"d" * 64, "m" * 64}, op
+    assert store.list_plans(op="conv2d") == []

@@ -25,6 +25,9 @@ from tileplan.store.models import ClaimRow, HardwareRow, JobLayerRow, JobRow, Mo
 
 FINAL = ("done", "failed")
 
+# Layer ops that name the same computation (workload.MatmulLayer accepts both).
+OP_ALIASES: dict[str, tuple[str, ...]] = {"matmul": ("matmul", "dense"), "dense": ("matmul", "dense")}
+
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
@@ -280,7 +283,8 @@ class Store:
         if hardware:
             q = q.where(PlanRow.hardware == hardware)
         if op:
-            q = q.where(PlanRow.op == op)
+            # `dense` is an alias of `matmul` (workload.py); plans keep the op as first written, so match both.
+            q = q.where(PlanRow.op.in_(OP_ALIASES.get(op, (op,))))
         if before is not None:
             q = q.where(PlanRow.seq < before)
         with self.engine.connect() as conn:
