@@ -140,6 +140,33 @@ def test_loads_move_64_byte_rows():
     assert res.counts["mvin3"] == 4 * 5 and res.counts["mvout"] == 4 * 5
 
 
+def test_later_bias_rows_load_while_the_first_channel_block_computes():
+    """Tileplan's order of a call's loads: the first output-channel block's bias rows, the input and weight
+    tiles, then the other blocks' bias rows, which load while the first block computes.  The same instructions
+    as the baseline order (every bias row after the tiles), fewer cycles when a tile has several blocks, the
+    same with one block (nothing to overlap)."""
+    def both(layer, m):
+        out = []
+        for stream in ("tileplan", "baseline"):
+            art = generate(layer, HW16, m, Epilogue(scale=0.01), stream=stream)
+            inputs = random_inputs(art.geometry, 0)
+            res = run(art, inputs)
+            np.testing.assert_array_equal(res.buffers["out"], reference(art.geometry, art.epilogue, **inputs))
+            out.append((art, res))
+        return out
+
+    (a_t, r_t), (a_b, r_b) = both(parse_layer({"op": "matmul", "M": 64, "K": 64, "N": 64}),
+                                  _mm_mapping([], [["K", 4]], [["P", 64], ["C", 4]]))
+    assert "#define TP_BIAS_AHEAD 1" in a_t.c_source and "#define TP_BIAS_AHEAD 0" in a_b.c_source
+    assert r_t.counts == r_b.counts and r_t.cycles < 0.97 * r_b.cycles
+    (_, r_t), (_, r_b) = both(parse_layer({"op": "matmul", "M": 64, "K": 64, "N": 16}),
+                              _mm_mapping([], [], [["P", 64], ["C", 4]]))
+    assert r_t.counts == r_b.counts and r_t.cycles == r_b.cycles
+    with pytest.raises(CodegenError, match="instruction stream"):
+        generate(parse_layer({"op": "matmul", "M": 16, "K": 16, "N": 16}), HW16,
+                 _mm_mapping([], [], [["P", 16]]), stream="fast")
+
+
 def test_mapping_drives_the_loop_nest():
     """The DRAM loop order of the mapping is the loop order of the code; tiles set the local buffer sizes."""
     layer = parse_layer({"op": "matmul", "M": 128, "K": 64, "N": 128})
@@ -220,10 +247,12 @@ def test_emulator_timing_comes_from_the_cost_model():
 
     p = CostParams.for_descriptor(HW16)
     t = timing_for(HW16)
-    assert t.dram_bytes_per_cycle == pytest.approx(8.0 * p.dram_efficiency)
+    # the descriptor's 8 B/cycle caps the DMA's sustained rate (16 B/cycle peak x efficiency)
+    assert t.dram_bytes_per_cycle == pytest.approx(min(8.0, p.dma_bytes_per_cycle * p.dram_efficiency))
     assert (t.dma_request_cycles, t.compute_op_cycles, t.call_cycles, t.overlap_loss) == (
         p.dma_request_cycles, p.op_overhead_cycles, p.call_overhead_cycles, p.overlap_loss)
     assert t.preload_cycles == pytest.approx(p.preload_dims * 16)
+    assert timing_for(HW16, matmul=True).overlap_loss == p.overlap_loss_matmul  # loop_ws hides DMA its own way
     layer = parse_layer({"op": "matmul", "M": 96, "K": 256, "N": 64})
     m = _mm_mapping([["C", 2], ["P", 3]], [["K", 4]], [["P", 32], ["C", 8]])
     hw2 = HW16.model_copy(update={"cost_params": {**HW16.cost_params, "call_overhead_cycles": 1116.0}})
@@ -232,6 +261,7 @@ def test_emulator_timing_comes_from_the_cost_model():
     a2, r2 = _check(layer, m, Epilogue(), hw=hw2)
     calls = a1.realization.calls
     assert a2.timing.call_cycles == 1116.0 and calls == 6
-    # per call on whichever unit is critical; the first call's array-side cost hides under its loads
-    assert 0.8 * extra * calls <= r2.cycles - r1.cycles <= extra * calls + 1
+    # the model adds the cost once per call; the emulator puts it on the array and on the DMA (config_ex), so
+    # it lands on whichever is critical at each call: within the 20% the two must agree to
+    assert 0.8 * extra * calls <= r2.cycles - r1.cycles <= 1.2 * extra * calls
     assert (a2.model_cycles - a1.model_cycles) == pytest.approx(extra * calls, rel=1e-6)

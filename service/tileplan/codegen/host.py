@@ -157,8 +157,8 @@ def compile_host_module(art: Any) -> Any:
 
     from tileplan.codegen.schedule import schedule_layer, with_host_session
 
-    layer, mapping, arch, double_buffer = art.inputs
-    sched = schedule_layer(layer, mapping, arch, art.epilogue, art.target, double_buffer, host=True)
+    layer, mapping, arch, double_buffer, stream = art.inputs
+    sched = schedule_layer(layer, mapping, arch, art.epilogue, art.target, double_buffer, host=True, stream=stream)
     if sched.realization.tile != art.realization.tile:  # the same plan realises the same tiles
         raise CodegenError("the host module's tiles differ from the kernel's")
     mod = tvm.IRModule({"main": with_host_session(sched.mod["main"])})

@@ -48,7 +48,7 @@ class Artifact:
     layout: G.CallLayout | None = None  # what the per-call support code is generated from
     prologue: list[str] = field(default_factory=list)  # the kernel's configuration, before its body
     acc_base_row: int = 0  # first accumulator row of the kernel's accumulator buffer
-    inputs: tuple = field(default=(), repr=False)  # (layer, mapping, arch, double_buffer), for the host build
+    inputs: tuple = field(default=(), repr=False)  # (layer, mapping, arch, double_buffer, stream): host build
     _host: dict[str, bytes] | None = field(default=None, repr=False)
     host_missing: str = ""  # why the host library could not be built here (no C compiler), else empty
 
@@ -166,36 +166,35 @@ def target_spec(hw: Any) -> TargetSpec:
     return TargetSpec(dim=dim, spad_rows=spad_bytes // dim, acc_rows=acc_bytes // (dim * 4))
 
 
-def timing_for(hw: Any) -> TimingParams:
+def timing_for(hw: Any, matmul: bool = False) -> TimingParams:
     """The emulator's timing, derived from the calibrated cost model (one mapping, no other constants):
 
-    | emulator (TimingParams)  | from                                                                  |
-    |--------------------------|-----------------------------------------------------------------------|
-    | dram_bytes_per_cycle     | DRAM level bandwidth (bytes/cycle) x CostParams.dram_efficiency        |
+    | emulator (TimingParams)  | from                                                                   |
+    |--------------------------|------------------------------------------------------------------------|
+    | dram_bytes_per_cycle     | cost.gemmini.effective_dram_bandwidth: min(descriptor DRAM bandwidth,   |
+    |                          | CostParams.dma_bytes_per_cycle x dram_efficiency)                      |
     | dma_request_bytes        | 64 (Gemmini's largest DMA request, tileplan.cost.gemmini.REQUEST_BYTES) |
-    | dma_request_cycles       | CostParams.dma_request_cycles                                          |
-    | compute_row_cycles       | 1 (one row of A enters the array per cycle)                            |
-    | compute_op_cycles        | CostParams.op_overhead_cycles                                          |
-    | preload_cycles           | CostParams.preload_dims x DIM                                          |
-    | call_cycles              | CostParams.call_overhead_cycles (config_ex opening each call)          |
-    | overlap_loss             | CostParams.overlap_loss (DMA / array contention)                       |
-    | latencies, issue, config | 0 (the calibrated model has no such terms)                             |
-    | queues                   | unbounded (the double-buffered halves bound the run-ahead)             |
+    | dma_request_cycles       | CostParams.dma_request_cycles                                           |
+    | compute_row_cycles       | 1 (one row of A enters the array per cycle)                             |
+    | compute_op_cycles        | CostParams.op_overhead_cycles                                           |
+    | preload_cycles           | CostParams.preload_dims x DIM                                           |
+    | call_cycles              | CostParams.call_overhead_cycles (config_ex opening each call)           |
+    | overlap_loss             | DMA / array contention: CostParams.overlap_loss_matmul for a matmul     |
+    |                          | (`matmul`, the library's loop_ws), CostParams.overlap_loss otherwise    |
+    | latencies, issue, config | 0 (the calibrated model has no such terms)                              |
+    | queues                   | unbounded (the double-buffered halves bound the run-ahead)              |
     """
-    from tileplan.cost.gemmini import REQUEST_BYTES, gemmini_levels
+    from tileplan.cost.gemmini import REQUEST_BYTES, effective_dram_bandwidth, nominal_dram_bandwidth
     from tileplan.cost.params import CostParams
 
     p = CostParams.for_descriptor(hw)
-    arch = hw.resolve()
-    levels = gemmini_levels(arch)
-    dram = arch.levels[levels[2] if levels else -1]
-    bw = dram.read_bandwidth or dram.write_bandwidth or float(hw.pe_array.rows)
+    bw = float(effective_dram_bandwidth(nominal_dram_bandwidth(hw.resolve()), p.as_dict()))
     return TimingParams(
-        dram_bytes_per_cycle=bw * p.dram_efficiency, dma_request_bytes=float(REQUEST_BYTES),
+        dram_bytes_per_cycle=bw, dma_request_bytes=float(REQUEST_BYTES),
         dma_request_cycles=p.dma_request_cycles, compute_row_cycles=1.0, compute_op_cycles=p.op_overhead_cycles,
         preload_cycles=p.preload_dims * hw.pe_array.rows, call_cycles=p.call_overhead_cycles,
-        overlap_loss=p.overlap_loss, dma_latency=0.0, issue_cycles=0.0, config_cycles=0.0, compute_latency=0.0,
-        queue_load=0.0, queue_exec=0.0, queue_store=0.0)
+        overlap_loss=p.overlap_loss_matmul if matmul else p.overlap_loss, dma_latency=0.0, issue_cycles=0.0,
+        config_cycles=0.0, compute_latency=0.0, queue_load=0.0, queue_exec=0.0, queue_store=0.0)
 
 
 def _ident(name: str) -> str:
@@ -204,12 +203,13 @@ def _ident(name: str) -> str:
 
 
 def generate(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = None, name: str | None = None,
-             double_buffer: bool = True) -> Artifact:
-    """`double_buffer=False` runs one call at a time (for comparisons; the cost model assumes two in flight)."""
+             double_buffer: bool = True, stream: str = "tileplan") -> Artifact:
+    """`double_buffer=False` runs one call at a time (for comparisons; the cost model assumes two in flight);
+    `stream="baseline"` orders each call's loads the way benchmarks run Gemmini's own library (schedule_layer)."""
     epilogue = epilogue or G.Epilogue()
     target = target_spec(hw)
     arch = hw.resolve(mapping.dataflow)
-    sched = schedule_layer(layer, mapping, arch, epilogue, target, double_buffer)
+    sched = schedule_layer(layer, mapping, arch, epilogue, target, double_buffer, stream=stream)
     tvmscript = sched.mod.script()
     low = lower(sched.mod)
     fname = _ident(name or getattr(layer, "name", "") or "tileplan_kernel")
@@ -224,9 +224,10 @@ def generate(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = No
         epilogue=["gemmini_fence();"], header_comment=comment.replace("*/", "* /"))
     return Artifact(fname, sched.tag, geo, epilogue, sched.realization, target, tvmscript, em.source, em.entry,
                     em.params, em.workspace_bytes, em.spad_rows_used, em.acc_rows_used,
-                    list(sched.realization.deviations), hardware=hw.name, timing=timing_for(hw),
+                    list(sched.realization.deviations), hardware=hw.name,
+                    timing=timing_for(hw, matmul=sched.realization.matmul),
                     model_cycles=sched.model_cycles, layout=lay, prologue=prologue,
-                    acc_base_row=_acc_base_row(em.local), inputs=(layer, mapping, arch, double_buffer))
+                    acc_base_row=_acc_base_row(em.local), inputs=(layer, mapping, arch, double_buffer, stream))
 
 
 def _acc_base_row(local: list[Any]) -> int:
@@ -239,7 +240,7 @@ def _acc_base_row(local: list[Any]) -> int:
 
 
 def build_module(plan_or_mapping: Any, layer: Any, hw: Any, formats: tuple[str, ...] = ("tvmscript", "c"),
-                 epilogue: G.Epilogue | None = None, name: str | None = None) -> Artifact:
+                 epilogue: G.Epilogue | None = None, name: str | None = None, stream: str = "tileplan") -> Artifact:
     """Public entry point: the module of one plan.
 
     `plan_or_mapping`: a `tileplan.plan.Plan` (its `.mapping` is used) or a `Mapping`; `layer`: the workload layer;
@@ -250,7 +251,7 @@ def build_module(plan_or_mapping: Any, layer: Any, hw: Any, formats: tuple[str, 
     unknown = set(formats) - {"tvmscript", "c", "tar"}
     if unknown:
         raise CodegenError(f"unknown module format(s) {sorted(unknown)}; use tvmscript, c or tar")
-    return generate(layer, hw, mapping, epilogue, name)
+    return generate(layer, hw, mapping, epilogue, name, stream=stream)
 
 
 def random_inputs(geo: G.ConvGeometry, seed: int = 0) -> dict[str, np.ndarray]:

@@ -17,6 +17,7 @@ Every change the realisation makes to the plan is listed in `Realization.deviati
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,8 @@ from tvm import s_tir
 
 from tileplan.codegen.registry import CodegenError, core_compute, intrinsic
 from tileplan.codegen.targets import gemmini as G
-from tileplan.cost.gemmini import call_features, cycles_from_calls, execution_from_mapping, gemmini_levels
+from tileplan.cost.gemmini import (call_features, cycles_from_calls, execution_from_mapping, gemmini_levels,
+                                   nominal_dram_bandwidth)
 from tileplan.cost.params import CostParams
 from tileplan.mapping import LevelMapping, Mapping
 from tileplan.problem import Problem
@@ -161,14 +163,8 @@ def model_cycles(r: Realization, problem: Problem, arch: Any) -> float:
     """The calibrated cost model's cycles (tileplan.cost.gemmini) for the realised tiles, so the prediction
     matches what the code runs rather than the plan it came from."""
     e = execution_from_mapping(problem, arch, realised_mapping(r, arch))
-    return cycles_from_calls(call_features(e, _dram_bandwidth(arch)), CostParams.for_descriptor(arch.hardware)).cycles
-
-
-def _dram_bandwidth(arch: Any) -> float:
-    """Bytes/cycle of the backing store, read the way tileplan.cost.model reads it."""
-    levels = gemmini_levels(arch)
-    dram = arch.levels[levels[2] if levels else -1]
-    return dram.read_bandwidth or dram.write_bandwidth or float(arch.hardware.pe_array.rows)
+    calls = call_features(e, nominal_dram_bandwidth(arch))
+    return cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
 
 
 def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec, arch: Any,
@@ -322,10 +318,17 @@ class Scheduled:
         return self.schedule.mod
 
 
+STREAMS = ("tileplan", "baseline")
+
+
 def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec,
-                   double_buffer: bool = True, host: bool = False) -> Scheduled:
+                   double_buffer: bool = True, host: bool = False, stream: str = "tileplan") -> Scheduled:
     """`host`: tensorize with the intrinsics' host-glue implementations (tp_host_*) for TVM's llvm build of the
-    module (pipeline.host_library); the schedule itself is the same."""
+    module (tileplan.codegen.host); the schedule itself is the same.  `stream`: the order of one call's loads,
+    "tileplan" (the first output-channel block's bias rows ahead of the tiles) or "baseline" (every bias row
+    after the tiles: the order benchmarks keep for Gemmini's hand-written library, see CallLayout.bias_ahead)."""
+    if stream not in STREAMS:
+        raise CodegenError(f"unknown instruction stream {stream!r}; use one of {STREAMS}")
     tag, geo0, names = layer_geometry(layer)
     if epilogue.zero_point:
         raise CodegenError("Gemmini's mvout cannot add an output zero point; requantize with zero_point=0")
@@ -338,7 +341,7 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     problem = Problem.from_layer(layer)
     lay = fit(r, geo0, epilogue, target, arch, problem)
     geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
-    lay = call_layout(r, geo, epilogue)
+    lay = dataclasses.replace(call_layout(r, geo, epilogue), bias_ahead=stream == "tileplan")
     cd = core_compute(tag)(geo, epilogue)
     sch = s_tir.Schedule(prim_func(cd))
     t = lay.tile

@@ -373,6 +373,7 @@ class CallLayout:
     in_cols: tuple[int, int]
     double_buffer: bool
     has_bias: bool
+    bias_ahead: bool = True  # the first output-channel block's bias rows before the tiles (see tp_call)
 
     @property
     def cb(self) -> int:
@@ -432,7 +433,7 @@ def call_support_c(lay: CallLayout) -> str:
         TP_SH=t.sh, TP_SW=t.sw, TP_DH=t.dh, TP_DW=t.dw, TP_HWIN=t.h_win, TP_WWIN=t.w_win,
         TP_IN_ROWS=lay.in_tile_rows, TP_SPAD_HALF=lay.spad_call_rows, TP_ACC_HALF=lay.acc_tile_rows,
         TP_DB=int(lay.double_buffer), TP_HAS_BIAS=int(lay.has_bias), TP_MVIN_COLS=lay.mvin_cols,
-        TP_IN_BLOCK_ROWS=lay.in_block_rows, TP_W_BLOCK_ROWS=lay.w_block_rows,
+        TP_IN_BLOCK_ROWS=lay.in_block_rows, TP_W_BLOCK_ROWS=lay.w_block_rows, TP_BIAS_AHEAD=int(lay.bias_ahead),
     )
     lines = [f"#define {k} {v}" for k, v in consts.items()]
     lines.append(_CALL_C)
@@ -452,6 +453,17 @@ static void tp_init(const int32_t *bias_tile, uint32_t acc_addr) {
   tp_bias = TP_HAS_BIAS ? bias_tile : 0;
 }
 
+/* Accumulator rows of output-channel blocks [kb0, kb1) <- the bias (one row, DRAM stride 0) or zeros. */
+static void tp_acc_init(int32_t kb0, int32_t kb1, int32_t vk, int32_t vn, int32_t vp, int32_t vq, uint32_t acc) {
+  for (int32_t kb = kb0; kb < kb1; kb++)
+    for (int32_t n = 0; n < vn; n++)
+      for (int32_t p = 0; p < vp; p++)
+        for (int32_t q = 0; q < vq; q += TP_DIM)
+          gemmini_extended_mvin3(tp_bias ? (const void *)(tp_bias + kb * TP_DIM) : 0,
+                                 ACC_ADDR_BIT | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q),
+                                 tp_min(TP_DIM, vk - kb * TP_DIM), tp_min(TP_DIM, vq - q));
+}
+
 /* One library call: the tile at I_p offset i_off (n0, g0, h0, w0, c0) and W_p offset w_off (g0, r0, s0, c0, k0). */
 static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w_off, uint32_t acc_addr) {
   const int32_t k0 = w_off % TP_KP, c0 = (w_off / TP_KP) % TP_CP, s0 = (w_off / (TP_KP * TP_CP)) % TP_SP;
@@ -467,7 +479,14 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
   const uint32_t acc = (acc_addr & 0x1FFFFFFFu) + tp_acc_half * TP_ACC_HALF;
   const int32_t hwin = (vp - 1) * TP_SH + (vr - 1) * TP_DH + 1, wwin = (vq - 1) * TP_SW + (vs - 1) * TP_DW + 1;
 
+  /* The first reduction tile starts the accumulator from the bias.  TP_BIAS_AHEAD, when the tile has several
+     output-channel blocks: the first block's bias rows go before the input and weight tiles, so its computes
+     start as soon as those arrive, and the other blocks' after them, loading while the first block computes
+     (with one block there is nothing to overlap them with).  Otherwise all of them after the tiles. */
+  const int32_t ahead = first && TP_BIAS_AHEAD && vk > TP_DIM;
+
   gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, TP_SW, false, false);
+  if (ahead) tp_acc_init(0, 1, vk, vn, vp, vq, acc);
   /* the channel blocks of one mvin row land TP_IN_BLOCK_ROWS apart (one block per channel block of the tile) */
   gemmini_extended_config_ld(TP_CP, MVIN_SCALE_IDENTITY, false, TP_IN_BLOCK_ROWS, 0);
   /* input tile: one row per input pixel and up to TP_MVIN_COLS channels (as gemmini.h's MAX_BLOCK_LEN blocks:
@@ -500,15 +519,7 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
           gemmini_extended_mvin2(wt + ((r * TP_SP + s) * TP_CP + c) * TP_KP + ko,
                                  wsp + ((kb * TP_TR + r) * TP_TS + s) * TP_TC + c, kcols, tp_min(TP_DIM, vc - c));
   }
-  /* first reduction tile: the accumulator starts from the bias (stride 0) or zeros */
-  if (first)
-    for (int32_t kb = 0; kb * TP_DIM < vk; kb++)
-      for (int32_t n = 0; n < vn; n++)
-        for (int32_t p = 0; p < vp; p++)
-          for (int32_t q = 0; q < vq; q += TP_DIM)
-            gemmini_extended_mvin3(tp_bias ? (const void *)(tp_bias + kb * TP_DIM) : 0,
-                                   ACC_ADDR_BIT | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q),
-                                   tp_min(TP_DIM, vk - kb * TP_DIM), tp_min(TP_DIM, vq - q));
+  if (first) tp_acc_init(ahead, (vk + TP_DIM - 1) / TP_DIM, vk, vn, vp, vq, acc);
   /* per (DIM output channels, r, s, DIM input channels): one weight preload, then one compute per
      (batch, output row, <= DIM consecutive output columns) */
   for (int32_t kb = 0; kb * TP_DIM < vk; kb++) {
