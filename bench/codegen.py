@@ -234,6 +234,10 @@ def main() -> None:
             lines.append(f"- emulated / model(code) cycles: median {np.median(ratios):.3f}, range "
                          f"{ratios.min():.3f}-{ratios.max():.3f}; {int(np.sum(np.abs(ratios - 1) <= 0.2))} / "
                          f"{len(ratios)} within 20%")
+            off = [f"{n} / {m} {r['emu'] / r['model_code']:.3f}" for (g, n, m), r in rows.items()
+                   if g == gname and abs(r["emu"] / r["model_code"] - 1) > 0.2]
+            if off:
+                lines.append(f"- outside 20%: {', '.join(off)}")
         if pairs:
             a = sum(rows[(gname, n, "gemmini-auto")]["emu"] * rows[(gname, n, "gemmini-auto")]["count"]
                     for (g, n, m) in rows if g == gname and m == "cosa" and (g, n, "gemmini-auto") in rows)
