@@ -336,3 +336,21 @@ def test_timeloop_described_gemmini_predicts_like_the_catalog_entry() -> None:
         assert rate == min(8.0, 16.0 * p["dram_efficiency"])
         assert library_terms(arch, CostParams.for_descriptor(hw)).cycles_per_byte == pytest.approx(1 / rate)
     assert got[0] == pytest.approx(got[1])
+
+
+def test_accumulator_initialisation_is_loaded_once_per_output_tile_when_there_is_a_bias() -> None:
+    """Tileplan's code (and a library call with a bias) loads each output tile's accumulator rows on its first
+    reduction call; DOSA's harness ran without bias and skips that load. Matmuls and convs alike."""
+    import dataclasses
+
+    from tileplan.cost.gemmini import Execution
+
+    mm = Execution(kind="matmul", dim=16, batch=1, groups=1, out_h=64, out_w=1, k=64, c=128, r=1, s=1, stride=(1, 1),
+                   pad=(0, 0), in_h=64, in_w=1, t_n=1, t_h=4, t_w=1, t_k=4, t_c=4, t_r=1, t_s=1, k_step=0, c_step=0)
+    cols = {name: i for i, name in enumerate(("count", "dim", "dram_bw", "ld_req", "ld_bytes"))}
+    with_bias = call_features(mm, 8.0)
+    without = call_features(dataclasses.replace(mm, bias=False), 8.0)
+    per_tile = lambda x, c: (x[:, cols["count"]] * x[:, cols[c]]).sum()  # noqa: E731
+    # two reduction calls (C = 2 x 64) per output tile, one output tile: 64 rows x 4 column blocks loaded once
+    assert per_tile(with_bias, "ld_req") - per_tile(without, "ld_req") == 64 * 4
+    assert per_tile(with_bias, "ld_bytes") - per_tile(without, "ld_bytes") == 4 * 4 * 16 * 4

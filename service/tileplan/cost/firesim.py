@@ -90,6 +90,7 @@ def dosa_execution(row: dict[str, str], dim: int) -> Execution:
       it: on the 128x128 runs that reading fits worse (costmodel.md, "Readings"), and on DOSA's 16x16 runs
       (bench/data/dosa_artifact) it over-predicts every mapping with a temporal K factor below DRAM 2-8x,
       while stepping by the tile predicts them within 15%);
+    - no bias (the harness's NO_BIAS), so no accumulator initialisation loads;
     - the DRAM permutation follows the L3 loop order (it does not change the cost, see gemmini.py).
     """
     temporal, spatial, reg, _perm = _factors(row["mapping.mapping"])
@@ -112,7 +113,7 @@ def dosa_execution(row: dict[str, str], dim: int) -> Execution:
         return Execution(
             kind="matmul", dim=pe_dim, batch=n, groups=1, out_h=p, out_w=1, k=k, c=c, r=1, s=1, stride=(1, 1),
             pad=(0, 0), in_h=p, in_w=1, t_n=1, t_h=blk(t_cols), t_w=1, t_k=blk(t_k), t_c=blk(t_c), t_r=1, t_s=1,
-            k_step=0, c_step=0,
+            k_step=0, c_step=0, bias=False,
         )
     in_dim = p * stride
     pad = r // 2
@@ -121,7 +122,7 @@ def dosa_execution(row: dict[str, str], dim: int) -> Execution:
         kind="conv", dim=dim, batch=n, groups=1, out_h=out_dim, out_w=out_dim, k=k, c=c, r=r, s=r,
         stride=(stride, stride), pad=(pad, pad), in_h=in_dim, in_w=in_dim,
         t_n=max(1, g("N")), t_h=t_rows, t_w=t_cols, t_k=t_k, t_c=t_c, t_r=g("S"), t_s=g("R"),
-        k_step=t_k, c_step=t_c,
+        k_step=t_k, c_step=t_c, bias=False,
     )
 
 
@@ -263,6 +264,7 @@ def _library_execution(row: dict[str, str], hw: HardwareDescriptor, tile: dict[s
         return Execution(
             kind="matmul", dim=dim, batch=n, groups=1, out_h=p, out_w=1, k=k, c=c, r=1, s=1, stride=(1, 1),
             pad=(0, 0), in_h=p, in_w=1, t_n=1, t_h=ti, t_w=1, t_k=tj, t_c=tk, t_r=1, t_s=1, k_step=0, c_step=0,
+            bias=False,
         )
     in_dim, pad = p * stride, r // 2  # the harness's square layer (see dosa_execution)
     if tile is None:
@@ -274,7 +276,7 @@ def _library_execution(row: dict[str, str], hw: HardwareDescriptor, tile: dict[s
         kind="conv", dim=dim, batch=n, groups=1, out_h=out_dim, out_w=out_dim, k=k, c=c, r=r, s=r,
         stride=(stride, stride), pad=(pad, pad), in_h=in_dim, in_w=in_dim, t_n=tile["batches"], t_h=tile["orows"],
         t_w=tile["ocols"], t_k=tile["ochs"], t_c=tile["kchs"], t_r=tile["krows"], t_s=tile["kcols"],
-        k_step=tile["ochs"], c_step=tile["kchs"],
+        k_step=tile["ochs"], c_step=tile["kchs"], bias=False,
     )
 
 
