@@ -2,8 +2,10 @@
 #   docker build -t tileplan .
 #   docker run -p 8000:8000 -v tileplan-data:/data tileplan            # embedded: SQLite + local solver pool
 #   docker compose up                                                  # deployed: API + 2 workers + PostgreSQL
-# Two stages: wheels are built and installed into a virtualenv in the first; the final image gets only that
-# virtualenv, the hardware catalog and a non-root user (no compilers, no pip cache, no sources).
+# Two stages: wheels are built and installed into a virtualenv in the first (with the codegen extra: TVM); the
+# final image gets only that virtualenv, the hardware catalog, a non-root user and a C compiler, which code
+# generation needs at run time (the Gemmini emulator and a module tar's host library are compiled on the server).
+# No pip cache, no sources.
 
 ARG PYTHON=3.11-slim-bookworm
 
@@ -18,12 +20,15 @@ COPY service ./service
 COPY client ./client
 # prometheus-client, uvloop and httptools are in the project's dependencies once pinned in pyproject.toml;
 # listed here too so the image serves metrics and runs the fast event loop either way.
-RUN pip install . ./client "prometheus-client==0.26.0" "uvloop==0.23.0" "httptools==0.9.0" \
+RUN pip install ".[codegen]" ./client "prometheus-client==0.26.0" "uvloop==0.23.0" "httptools==0.9.0" \
  && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} +
 
 FROM python:${PYTHON}
 LABEL org.opencontainers.image.title="tileplan" \
       org.opencontainers.image.description="Tiling plans for DNN layers on GEMM accelerators, as a service"
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 tileplan \
  && useradd --system --uid 10001 --gid tileplan --home-dir /data --shell /usr/sbin/nologin tileplan \
  && mkdir -p /data && chown tileplan:tileplan /data
