@@ -19,23 +19,26 @@ A mapping on a Gemmini-like hierarchy (registers -> output accumulator -> I/W sc
   DIM input channels) it preloads one weight block and then issues one compute per (batch, output row,
   DIM consecutive output columns of that row): I = min(DIM, cols left) rows stream through the array.
   A tile with few output columns therefore wastes the array and pays the per-instruction cost per row.
-* DMA: the input tile moves as one row per input pixel (its C tile channels, split into <= 64 B
-  requests), weights as one row per (kernel row, kernel col, input channel) of up to DIM output channels,
-  outputs as one row per output pixel per DIM output channels. Zero padding is not read from DRAM.
+* DMA: the input tile moves as one row per input pixel (its C tile channels), weights as one row per
+  (kernel row, kernel col, input channel) of the K tile, each row in mvin rows of up to 64 B (gemmini.h's
+  MAX_BLOCK_LEN blocks side by side), one request each; outputs as one row per output pixel per DIM output
+  channels; a layer's bias (or zeros) as one accumulator row per output pixel per DIM output channels on an
+  output tile's first reduction call. Zero padding is not read from DRAM. DRAM runs at the DMA's peak (16 B
+  per cycle) times a fitted efficiency, capped by the descriptor's DRAM bandwidth.
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
-  overlap the current call's compute, so a call costs about max(DMA, compute) + a fixed issue cost. A
-  mapping that does not double buffer I+W in the scratchpad and O in the accumulator gets no overlap:
-  its calls cost DMA + compute + the issue cost.
+  overlap the current call's compute, so a call costs about max(DMA, compute) + a fitted share of the
+  shorter (one share for loop_conv_ws, one for loop_ws) + a fixed issue cost. A mapping that does not
+  double buffer I+W in the scratchpad and O in the accumulator gets no overlap: its calls cost DMA +
+  compute + the issue cost.
 * Loop iterators are 16-bit: a tile whose input window lies entirely in the zero padding (possible only
   with padded convolutions and kernel tiles no taller/wider than the stride) makes the input loader count
   ~2^16 rows, a pathological DMA storm that the model reproduces.
 
-The DOSA FireSim data set was produced by a fork of that library whose `tiled_conv` steps the output-channel
-loop by the *spatial* K factor of the mapping while every call still computes the full K tile (redundant,
-overlapping calls), whose matmul tiles are elements/16 blocks of a software block size ("pe_dim", the
-power of two covering the spatial factors), and whose convolutions are square with padding R/2;
-`tileplan.cost.firesim` describes those runs with the same `Execution` objects
-(`k_step`, `c_step`, padding, block tiles), so one cost formula serves both.
+DOSA's FireSim runs (the calibration data) were made by a harness around a fork of that library whose
+matmul tiles are elements/16 blocks of a software block size ("pe_dim", the power of two covering the
+spatial factors), whose convolutions are square with padding R/2 and which ran without bias;
+`tileplan.cost.firesim` describes those runs with the same `Execution` objects (`k_step`, `c_step`,
+padding, block tiles, `bias`), so one cost formula serves both.
 
 All mapping-dependent quantities are gathered in per-call feature rows (`CallFeatures`, with
 multiplicities) that are independent of the parameters, so the cycle formula is a few numpy operations,
