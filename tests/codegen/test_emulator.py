@@ -257,3 +257,18 @@ def test_parameters_reach_the_model():
     assert r2.cycles > r1.cycles + 40 * r1.instructions / 2
     with pytest.raises(ValueError):
         TimingParams(dram_bytes_per_cycle=0).validate()
+
+
+def test_default_timing_is_the_calibrated_mapping_for_the_catalog_gemmini():
+    """TimingParams' defaults claim to be timing_for(gemmini-16x16): keep them so when the model is refitted."""
+    from dataclasses import asdict
+
+    import pytest
+
+    from tileplan.codegen.emulator import TimingParams
+    from tileplan.codegen.pipeline import timing_for
+    from tileplan.hardware.catalog import get_hardware
+
+    derived = asdict(timing_for(get_hardware("gemmini-16x16")))
+    for name, value in asdict(TimingParams()).items():
+        assert value == pytest.approx(derived[name], rel=1e-3, abs=1e-9), name
