@@ -1,13 +1,15 @@
 """Fidelity of the cost model against real Gemmini cycles (FireSim), calibrated vs uncalibrated.
 
-    PYTHONPATH=service python bench/costmodel.py [--data CSV] [--out bench/results/costmodel.md]
+    PYTHONPATH=service python bench/costmodel.py [--data CSV] [--artifact DIR] [--out bench/results/costmodel.md]
 
-Fits the Gemmini model's parameters on the DOSA FireSim data set, cross-validates leave-one-layer-out
-(fit on 65 layer shapes, predict the 66th), scores the uncalibrated first-order model on the same runs,
-times cost evaluation, prints the tables and writes them as Markdown.
+Fits the Gemmini model's parameters on both FireSim data sets (tileplan.cost.calibrate), cross-validates
+(one layer shape of the random-mapping set, or one 16x16 configuration-and-network file, held out at a time),
+scores the uncalibrated first-order model, compares readings of the harness, checks the fit against the
+library utilisations published in gemmini.md, times cost evaluation, prints the tables and writes Markdown.
 
 Data: DOSA (Hong et al., MICRO 2023), ucb-bar/dosa, data/firesim_training_data/firesim_results.csv,
-BSD 2-Clause licence, Copyright (c) 2022 Charles Hong.
+BSD 2-Clause licence, Copyright (c) 2022 Charles Hong; 16x16 runs from ucb-bar/gemmini-rocc-tests
+(bench/data/dosa_artifact/README.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """gemmini-auto: gemmini.h's tile choices (docs/gemmini.md) and legal contract mappings."""
 
 import math
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -9,7 +8,7 @@ from hypothesis import strategies as st
 
 from tileplan.check import check
 from tileplan.errors import InputError, MappingInfeasible
-from tileplan.hardware.catalog import catalog, get_hardware
+from tileplan.hardware.catalog import get_hardware
 from tileplan.mappers.base import MapperOptions, get_mapper
 from tileplan.mappers.gemmini_auto import (
     GRIDS,

@@ -172,7 +172,7 @@ class CEmitter:
         entry = f"{name}_entry"
         n_args = len(params) - workspace
         casts = ", ".join(f"({sig[i].rsplit('*', 1)[0].strip()} *)args[{i}]" for i in range(n_args + 1))
-        lines += ["", f"/* Calling convention of the emulator's runner: args[i] is the i-th buffer, the workspace last. */",
+        lines += ["", "/* Calling convention of the emulator's runner: args[i] is the i-th buffer, the workspace last. */",
                   f"void {entry}(void **args) {{ {name}({casts}); }}", ""]
         return Emitted("\n".join(lines), name, entry, param_names[: n_args], list(st.local.values()),
                        st.spad_next, st.acc_next, st.workspace)

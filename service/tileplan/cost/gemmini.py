@@ -252,12 +252,17 @@ def _req(row_bytes):  # type: ignore[no-untyped-def]
     return np.maximum(1.0, np.ceil(row_bytes / REQUEST_BYTES))
 
 
+def max_block_len(dim: int, elem_bytes: float = 1.0) -> int:
+    """gemmini.h's MAX_BLOCK_LEN: DIM-wide blocks one scratchpad mvin row carries side by side (64 B of them,
+    at least one)."""
+    return max(1, int(REQUEST_BYTES // (dim * elem_bytes)))
+
+
 def _mvin_req(elems, d: int, elem_bytes: float):  # type: ignore[no-untyped-def]
-    """DMA requests to move `elems` contiguous elements of one DRAM row into the scratchpad. One mvin row
-    spans gemmini.h's MAX_BLOCK_LEN = max(1, 64 B // (DIM x element bytes)) DIM-blocks side by side and
-    is split into requests of at most 64 B: on a 16x16 int8 array one request carries 4 blocks (64 B),
-    on a 128x128 one a block needs two."""
-    span = d * max(1, int(REQUEST_BYTES // (d * elem_bytes)))
+    """DMA requests to move `elems` contiguous elements of one DRAM row into the scratchpad: mvin rows of
+    `max_block_len` blocks, each split into requests of at most 64 B. On a 16x16 int8 array one request
+    carries 4 blocks (64 B), on a 128x128 one a block needs two."""
+    span = d * max_block_len(d, elem_bytes)
     full = np.floor(elems / span)
     rest = elems - full * span
     return full * _req(span * elem_bytes) + np.where(rest > 0, _req(rest * elem_bytes), 0.0)
@@ -381,5 +386,5 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 __all__ = [
     "Execution", "FEATURE_COLUMNS", "GemminiCycles", "call_features", "cycles_from_calls", "cycles_vectorised",
     "execution_from_mapping", "effective_dram_bandwidth", "gemmini_levels", "LibraryTerms", "library_terms",
-    "nominal_dram_bandwidth",
+    "max_block_len", "nominal_dram_bandwidth",
 ]

@@ -32,6 +32,7 @@ from tvm import te, tirx
 from tvm.script import tirx as T
 
 from tileplan.codegen.registry import register_core_compute, register_hw_intrinsic
+from tileplan.cost.gemmini import max_block_len
 
 ACC_BIT = 1 << 31
 ACCUMULATE_BIT = 1 << 30
@@ -349,14 +350,6 @@ def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool
 
 # ------------------------------------------------------------------------------------------------------------------
 # The per-call functions the intrinsics call (printed into the kernel's C file)
-
-
-DMA_REQUEST_BYTES = 64  # Gemmini's largest DMA request
-
-
-def max_block_len(dim: int) -> int:
-    """gemmini.h's MAX_BLOCK_LEN for int8: DIM-wide blocks one scratchpad mvin row may carry (64 B of them)."""
-    return max(1, DMA_REQUEST_BYTES // dim)
 
 
 @dataclass(frozen=True)

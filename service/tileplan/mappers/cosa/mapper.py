@@ -53,17 +53,15 @@ def _heuristic_seeds(problem: Problem, hw: HardwareDescriptor, options: MapperOp
         return []
 
 
-def _not_slower_than(
-    problem: Problem, hw: HardwareDescriptor, best: tuple[float, Mapping], seed: Mapping
-) -> tuple[tuple[float, Mapping], list[str]]:
+def _not_slower_than(problem: Problem, hw: HardwareDescriptor, best: Mapping, seed: Mapping) -> tuple[Mapping, list[str]]:
     """A weighted objective may trade cycles for energy; while latency has any weight, Tileplan still never
     hands out a plan slower than the hardware's own hand-written tiling (the baseline users compare with):
     the hand-written tiling is returned instead, with a note."""
-    ours = evaluate_mapping(problem, hw.resolve(best[1].dataflow), best[1]).cycles
+    ours = evaluate_mapping(problem, hw.resolve(best.dataflow), best).cycles
     theirs = evaluate_mapping(problem, hw.resolve(seed.dataflow), seed).cycles
     if ours <= theirs * (1 + 1e-9):
         return best, []
-    return (best[0], seed), [
+    return seed, [
         f"the weighted optimum ({ours:,.0f} cycles) was slower than the hand-written tiling ({theirs:,.0f}); "
         "returned the hand-written tiling (set objective.latency to 0 to allow slower plans)"
     ]
@@ -133,8 +131,8 @@ class CosaMapper:
             best = (s2, retiled) if s2 < s else (s, polished)
         notes: list[str] = []
         if best is not None and seeds and wl > 0:
-            best, note = _not_slower_than(problem, hw, best, seeds[0])
-            notes += note
+            mapping, note = _not_slower_than(problem, hw, best[1], seeds[0])
+            best, notes = (best[0], mapping), notes + note
         if best is None and "time_limit" in first_status:
             # HiGHS found no incumbent in time. The best mapping known so far is the trivial one (every
             # loop in DRAM, tiles of one element); it is legal whenever one element fits each buffer.
