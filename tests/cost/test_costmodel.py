@@ -142,10 +142,28 @@ def test_dosa_execution_reproduces_the_harness(rows) -> None:
     e = rows[1].execution
     assert (e.kind, e.out_h, e.out_w, e.in_h, e.pad) == ("conv", 112, 112, 224, (3, 3))
     assert (e.t_h, e.t_w, e.t_r, e.t_s, e.t_k, e.t_c, e.k_step) == (14, 112, 7, 1, 4, 3, 4)
+    # Spatial factors K4 x C3: the harness's binary for a 4-wide array (pe_dim 4).
+    assert e.dim == 4
     calls = call_features(e, 16.0)
-    # 8 row tiles x 7 kernel-col tiles x 16 output-channel steps = 896 calls, each 14 x 7 computes of 112 rows.
+    # 8 row tiles x 7 kernel-col tiles x 16 output-channel steps = 896 calls, each 14 output rows x 7 kernel
+    # rows x 28 computes of 4 output columns.
     assert calls[:, 0].sum() == 896
-    assert (calls[:, 0] * calls[:, 6]).sum() == 896 * 98
+    assert (calls[:, 0] * calls[:, 6]).sum() == 896 * 14 * 7 * 28
+
+
+@needs_data
+def test_spatial_factors_set_the_harness_array_size(rows) -> None:
+    """Rows 484 and 488 run the same layer with the same call tiles (K 16, C 8, 7x7 outputs, 3x3 kernel) but
+    spatial factors K16 x C8 and K4 x C4: FireSim measured 1.58e5 and 1.08e6 cycles. The harness builds its
+    binary for the power-of-two array covering the spatial factors (16 and 4), and so does the model."""
+    a, b = rows[484], rows[488]
+    assert a.layer_key == b.layer_key
+    tiles = lambda e: (e.t_n, e.t_h, e.t_w, e.t_k, e.t_c, e.t_r, e.t_s)  # noqa: E731
+    assert tiles(a.execution) == tiles(b.execution)
+    assert (a.execution.dim, b.execution.dim) == (16, 4)
+    assert b.cycles > 5 * a.cycles
+    pred = predict(feature_matrix([a, b]), CostParams())
+    assert pred[1] > 3 * pred[0]
     # FC layers run as tiled_matmul; matmul P=128 layers too (Q = R = S = 1).
     assert {r.execution.kind for r in rows if r.layer.dims()["P"] == 128} == {"matmul"}
 

@@ -79,8 +79,10 @@ def dosa_execution(row: dict[str, str], dim: int) -> Execution:
     gemmini-data-collection: layers/extract_data_csv.py, templates/conv_tilings.c, matmul_tilings.c and the
     fork's include/gemmini.h):
 
-    - Q = R = S = 1 layers run as tiled_matmul(I=P, K=C, J=K) with tile_I/J/K = max(1, tile >> 4) blocks
-      of a software block size pe_dim = next power of two >= max(spatial K, spatial C, 2);
+    - the harness builds one test binary per software array size pe_dim = the next power of two >=
+      max(spatial K, spatial C, 2) (gemmini_data_collection.py's `--pe_dim`), and both kinds of call work in
+      pe_dim-wide blocks: a mapping with small spatial factors runs as on a small array;
+    - Q = R = S = 1 layers run as tiled_matmul(I=P, K=C, J=K) with tile_I/J/K = max(1, tile >> 4) pe_dim-blocks;
     - all others run as a SQUARE tiled_conv: in_dim = P * stride, padding = R // 2,
       out_dim = (in_dim + 2 * (R // 2) - R) // stride + 1, kernel R x R;
     - tile sizes: product of the L0..L2 factors per dim (spatial included), the L0 P and Q factors counted
@@ -102,13 +104,15 @@ def dosa_execution(row: dict[str, str], dim: int) -> Execution:
     t_rows = g("Q") * reg.get("Q", 1)
     t_k = g("K") * spatial.get("K", 1)
     t_c = g("C") * spatial.get("C", 1)
+    # The harness builds one test binary per software "pe_dim": the smallest power of two covering the
+    # spatial K and C factors. Evidence: tiled_matmul steps its DRAM loops in pe_dim-blocks (the measured
+    # cycles of every matmul row are >= ~125 x the number of calls this implies), and convolutions whose
+    # execution tiles are equal but whose spatial factors differ measure up to 7x apart, in proportion to
+    # the array they use (costmodel.md, "Readings").
+    pe_dim = 1
+    while pe_dim < min(dim, max(spatial.get("K", 1), spatial.get("C", 1), 2)):
+        pe_dim *= 2
     if q == 1 and r == 1 and s == 1:
-        # The harness builds one test binary per software "pe_dim": the smallest power of two covering the
-        # spatial K and C factors; tiled_matmul steps its DRAM loops in pe_dim-blocks (evidence: the measured
-        # cycles of every matmul row are >= ~125 x the number of calls this implies, see costmodel.md).
-        pe_dim = 1
-        while pe_dim < max(spatial.get("K", 1), spatial.get("C", 1), 2):
-            pe_dim *= 2
         blk = lambda t: max(1, t >> 4)  # noqa: E731
         return Execution(
             kind="matmul", dim=pe_dim, batch=n, groups=1, out_h=p, out_w=1, k=k, c=c, r=1, s=1, stride=(1, 1),
@@ -119,7 +123,7 @@ def dosa_execution(row: dict[str, str], dim: int) -> Execution:
     pad = r // 2
     out_dim = (in_dim + 2 * pad - r) // stride + 1
     return Execution(
-        kind="conv", dim=dim, batch=n, groups=1, out_h=out_dim, out_w=out_dim, k=k, c=c, r=r, s=r,
+        kind="conv", dim=pe_dim, batch=n, groups=1, out_h=out_dim, out_w=out_dim, k=k, c=c, r=r, s=r,
         stride=(stride, stride), pad=(pad, pad), in_h=in_dim, in_w=in_dim,
         t_n=max(1, g("N")), t_h=t_rows, t_w=t_cols, t_k=t_k, t_c=t_c, t_r=g("S"), t_s=g("R"),
         k_step=t_k, c_step=t_c, bias=False,
