@@ -27,8 +27,9 @@ A mapping on a Gemmini-like hierarchy (registers -> output accumulator -> I/W sc
   per cycle) times a fitted efficiency, capped by the descriptor's DRAM bandwidth.
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
   overlap the current call's compute, so a call costs about max(DMA, compute) + a fitted share of the
-  shorter (one share for loop_conv_ws, one for loop_ws) + a fixed issue cost; the first call's loads and the
-  last call's compute have nothing to hide behind (one average call's hidden share, once). A mapping that does not
+  shorter (one share for loop_conv_ws, one for loop_ws) + a fixed issue cost; in a convolution the first
+  call's loads and the last call's compute have nothing to hide behind (one average call's hidden share, once:
+  loop_conv_ws waits for a call's loads before computing). A mapping that does not
   double buffer I+W in the scratchpad and O in the accumulator gets no overlap: its calls cost DMA +
   compute + the issue cost.
 * Loop iterators are 16-bit: a tile whose input window lies entirely in the zero padding (possible only
@@ -364,15 +365,18 @@ def _cycle_terms(col, p):
 def _totals(col, p, row_id: np.ndarray, n_rows: int):  # type: ignore[no-untyped-def]
     """Cycles, DMA and execute time per run (`row_id` says which run each call row belongs to).
 
-    Overlap needs a neighbour: the first call's loads have no compute before them and the last call's compute
-    no loads after it, so a run of overlapped calls also pays, once, the part of one (average) call that the
-    steady state hides. It matters for layers of a few calls and vanishes for long ones."""
+    Overlap needs a neighbour: loop_conv_ws computes nothing before all of a call's loads have arrived, so the
+    first call's loads have no compute to hide behind and the last call's compute no loads, and a run of
+    overlapped convolution calls also pays, once, the part of one (average) call that the steady state hides.
+    It matters for layers of a few calls and vanishes for long ones. loop_ws starts computing as its first
+    blocks arrive (codegen.md, one-call study), so matmuls pay no such term."""
     total, dma, ex, loss = _cycle_terms(col, p)
     count = np.bincount(row_id, weights=col["count"], minlength=n_rows)
     per = lambda v: np.bincount(row_id, weights=v, minlength=n_rows) / np.maximum(count, 1)  # noqa: E731
     mean_dma, mean_ex = per(dma), per(ex)
     overlapped, mean_loss = per(col["overlap"] * col["count"]), per(loss * col["count"])
-    fill = np.where(overlapped > 0.5, (1.0 - mean_loss) * np.minimum(mean_dma, mean_ex), 0.0)
+    matmul = per(col["matmul"] * col["count"])
+    fill = np.where((overlapped > 0.5) & (matmul < 0.5), (1.0 - mean_loss) * np.minimum(mean_dma, mean_ex), 0.0)
     return np.bincount(row_id, weights=total, minlength=n_rows) + fill, count * mean_dma, count * mean_ex, count
 
 

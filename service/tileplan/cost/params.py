@@ -25,7 +25,7 @@ class CostParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     dram_efficiency: float = Field(
-        default=0.6432, gt=0, description="Sustained DMA throughput as a fraction of the DMA's peak (dma_bytes_per_cycle)."
+        default=0.6288, gt=0, description="Sustained DMA throughput as a fraction of the DMA's peak (dma_bytes_per_cycle)."
     )
     dma_bytes_per_cycle: float = Field(
         default=16.0, gt=0,
@@ -36,19 +36,19 @@ class CostParams(BaseModel):
         ),
     )
     dma_request_cycles: float = Field(
-        default=0.7873, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
+        default=0.8093, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
     )
     op_overhead_cycles: float = Field(
         default=0.0, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
     )
     preload_dims: float = Field(
-        default=0.843, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
+        default=0.8685, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
     )
     call_overhead_cycles: float = Field(
-        default=106.6, ge=0, description="Cycles per library call (one scratchpad tile): CPU issue, FSM start, drain."
+        default=105.8, ge=0, description="Cycles per library call (one scratchpad tile): CPU issue, FSM start, drain."
     )
     overlap_loss: float = Field(
-        default=0.4215, ge=0, le=1,
+        default=0.3939, ge=0, le=1,
         description="Share of the shorter of DMA and compute time per call that double buffering fails to hide (convolutions: loop_conv_ws).",
     )
     overlap_loss_matmul: float = Field(

@@ -44,16 +44,16 @@ class TimingParams:
 
     dram_bytes_per_cycle: float = 8.0  # min(8 B/cycle DRAM, 16 x dram_efficiency)
     dma_request_bytes: float = 64.0
-    dma_request_cycles: float = 0.7873
+    dma_request_cycles: float = 0.8093
     dma_latency: float = 0.0
     issue_cycles: float = 0.0
     config_cycles: float = 0.0
-    call_cycles: float = 106.6
-    preload_cycles: float = 0.843 * 16
+    call_cycles: float = 105.8
+    preload_cycles: float = 0.8685 * 16
     compute_row_cycles: float = 1.0
     compute_op_cycles: float = 0.0
     compute_latency: float = 0.0
-    overlap_loss: float = 0.4215
+    overlap_loss: float = 0.3939
     queue_load: float = 0.0  # 0: unbounded (double-buffered halves bound the run-ahead)
     queue_exec: float = 0.0
     queue_store: float = 0.0
