@@ -10,6 +10,7 @@ agree on which hardware executes that way.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from tileplan.hardware import Architecture, HardwareDescriptor
@@ -57,3 +58,19 @@ def library_levels(arch: Architecture) -> LibraryLevels | None:
 def library_dataflows(hw: HardwareDescriptor) -> list[str]:
     """Dataflows of `hw` that its software library executes (empty when it has no such library)."""
     return [df for df in hw.dataflow_names if library_levels(hw.resolve(df)) is not None]
+
+
+def call_loop_order(dram_temporal: Iterable[tuple[str, int]], dims: Sequence[str], reduction: Collection[str]) -> list[str]:
+    """The order in which Tileplan's code runs the DRAM loops (one call each), outermost first.
+
+    `dram_temporal` is the plan's DRAM level (innermost first, as Mappings list loops); dimensions it does not
+    list come first (outermost, in `dims` order); then the reduction loops move inside the output loops, so
+    partial sums stay in the accumulator for the whole reduction. The code generator and the cost model both
+    take the order from here, so what the model counts as a tile kept between consecutive calls is what the
+    code keeps."""
+    listed: list[str] = []
+    for d, _ in reversed(list(dram_temporal)):
+        if d not in listed:
+            listed.append(d)
+    order = [d for d in dims if d not in listed] + listed
+    return [d for d in order if d not in reduction] + [d for d in order if d in reduction]

@@ -23,7 +23,7 @@ from tileplan.problem import Problem
 from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc
 
 # Bumped whenever a change to mappers or the cost model can change a plan: part of every cache key.
-SOLVER_VERSION = f"{__version__}+cosa9"
+SOLVER_VERSION = f"{__version__}+cosa10"
 
 MapperName = Literal["cosa", "gemmini-auto", "random", "exhaustive"]
 
@@ -95,8 +95,14 @@ def run_mapper(name: str, problem: Problem, hw: HardwareDescriptor, options: Map
     if violations:
         # A mapper bug, not a user error: never hand out a plan the hardware cannot run.
         raise MappingInfeasible(f"{name} produced an illegal mapping: {'; '.join(violations)}")
-    metrics = evaluate_mapping(problem, hw.resolve(result.mapping.dataflow), result.mapping)
+    metrics = evaluate_mapping(problem, hw.resolve(result.mapping.dataflow), result.mapping, executor_for(name))
     return result.mapping, result.solver, metrics
+
+
+def executor_for(mapper: str) -> str:
+    """Who runs a mapper's plans on library hardware: gemmini-auto's are Gemmini's own library calls (the
+    hand-written baseline as it is used); every other plan runs as Tileplan's generated code."""
+    return "library" if mapper == "gemmini-auto" else "tileplan"
 
 
 def baseline_mapper_for(hw: HardwareDescriptor) -> str:

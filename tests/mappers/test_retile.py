@@ -5,7 +5,7 @@ from tileplan.cost.model import evaluate_mapping
 from tileplan.hardware.catalog import get_hardware
 from tileplan.mappers.base import MapperOptions, Objective, get_mapper
 from tileplan.mappers.gemmini_auto import gemmini_auto, gemmini_shape
-from tileplan.mappers.retile import call_tiles, mapping_for_tiles, refine, tile_options
+from tileplan.mappers.retile import DRAM_ORDER, DRAM_ORDER_KEEP_W, call_tiles, dram_order, mapping_for_tiles, refine, tile_options
 from tileplan.problem import Problem
 from tileplan.workload import parse_layer
 
@@ -60,3 +60,35 @@ def test_cosa_beats_the_hand_written_tiling_on_conv1():
     ours = get_mapper("cosa").map(CONV1, HW, MapperOptions()).mapping
     theirs = gemmini_auto(CONV1, HW).mapping
     assert evaluate_mapping(CONV1, ARCH, ours).cycles < evaluate_mapping(CONV1, ARCH, theirs).cycles
+
+
+def test_dram_order_keeps_the_operand_whose_reloads_weigh_more():
+    """Calls covering the whole reduction share a tile with their neighbours: a 1x1 conv at 56x56 with 64 output
+    channels a call keeps its (small) weight tile across the pixel tiles; at 7x7 with 2048 output channels the
+    input tile across the channel tiles; a split reduction shares nothing (the library's order stays)."""
+    early = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 256, "out_channels": 64, "in_h": 56,
+                                            "in_w": 56, "kernel": 1}))
+    tiles = {"N": 1, "G": 1, "K": 64, "C": 256, "P": 8, "Q": 14, "R": 1, "S": 1}
+    assert dram_order(early, tiles) == DRAM_ORDER_KEEP_W
+    late = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 512, "out_channels": 2048, "in_h": 7,
+                                           "in_w": 7, "kernel": 1}))
+    assert dram_order(late, {**tiles, "P": 7, "Q": 7, "C": 512}) == DRAM_ORDER
+    assert dram_order(early, {**tiles, "C": 128}) == DRAM_ORDER
+    mp = mapping_for_tiles(early, gemmini_shape(ARCH), tiles, {"Accumulator": ["O"], "Scratchpad": ["I", "W"]})
+    assert mp.levels[-1].temporal == [("Q", 4), ("P", 7)]  # innermost first: the pixel tiles
+    assert evaluate_mapping(early, ARCH, mp).cycles < evaluate_mapping(early, ARCH, mp, "library").cycles
+
+
+def test_plans_run_as_tileplan_code_and_the_baseline_as_the_library():
+    """A plan's cycles are those of Tileplan's code; its baseline's those of Gemmini's library (which refetches
+    every tile): the speed-up compares the two ways the layer can run."""
+    from tileplan.plan import make_plan
+
+    layer = parse_layer({"op": "conv2d", "in_channels": 512, "out_channels": 1024, "in_h": 28, "in_w": 28,
+                         "kernel": 1, "stride": 2})
+    plan = make_plan(layer, HW)
+    assert plan.metrics.executor == "tileplan" and plan.baseline.metrics.executor == "library"
+    problem = Problem.from_layer(layer)
+    assert plan.baseline.metrics.cycles == evaluate_mapping(problem, ARCH, plan.baseline.mapping, "library").cycles
+    assert plan.metrics.cycles < evaluate_mapping(problem, ARCH, plan.mapping, "library").cycles
+    assert plan.speedup > 1.4

@@ -31,6 +31,7 @@ from tileplan.codegen.targets import gemmini as G
 from tileplan.cost.gemmini import (call_features, cycles_from_calls, execution_from_mapping, gemmini_levels,
                                    nominal_dram_bandwidth)
 from tileplan.cost.params import CostParams
+from tileplan.execution import call_loop_order
 from tileplan.mapping import LevelMapping, Mapping
 from tileplan.problem import Problem
 
@@ -112,14 +113,11 @@ def realize(mapping: Any, arch: Any, names: dict[str, str], bounds: dict[str, in
         elif matmul and d in BLOCKED:
             t = -(-t // dim) * dim  # tiled_matmul tiles are whole DIM blocks
         tile[d], bound[d] = max(1, min(t, b)), b
-    listed: list[str] = []
-    for c, _ in reversed(levels[top].temporal):
-        if names[c] not in listed:
-            listed.append(names[c])
-    order = [d for d in ALL_DIMS if d not in listed] + listed
-    dram = [d for d in order if d in O_DIMS] + [d for d in order if d in RED_DIMS]
+    temporal = [(names[c], f) for c, f in levels[top].temporal]
+    dram = call_loop_order(temporal, ALL_DIMS, RED_DIMS)
     r = Realization(dim, tile, bound, dram, True, matmul, inv, dev)
-    trips = [d for d in order if r.tiles(d) > 1]
+    planned = call_loop_order(temporal, ALL_DIMS, ())  # the plan's own order, reductions where it put them
+    trips = [d for d in planned if r.tiles(d) > 1]
     first_red = next((i for i, d in enumerate(trips) if d in RED_DIMS), None)
     if first_red is not None and any(d in O_DIMS for d in trips[first_red:]):
         dev.append("DRAM reduction loops moved inside the DRAM output loops (partial sums stay in the accumulator)")
@@ -159,16 +157,16 @@ def realised_mapping(r: Realization, arch: Any) -> Mapping:
         double_buffered={names[spad]: ["I", "W"], names[acc]: ["O"]} if r.double_buffer else {})
 
 
-def model_cycles(r: Realization, problem: Problem, arch: Any) -> float:
+def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "tileplan") -> float:
     """The calibrated cost model's cycles (tileplan.cost.gemmini) for the realised tiles, so the prediction
-    matches what the code runs rather than the plan it came from."""
-    e = execution_from_mapping(problem, arch, realised_mapping(r, arch))
+    matches what the code runs rather than the plan it came from (`executor`: see CallLayout.reuse)."""
+    e = execution_from_mapping(problem, arch, realised_mapping(r, arch), executor)
     calls = call_features(e, nominal_dram_bandwidth(arch))
     return cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
 
 
 def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec, arch: Any,
-        problem: Problem) -> G.CallLayout:
+        problem: Problem, executor: str = "tileplan") -> G.CallLayout:
     """Make one call fit HALF the scratchpad and accumulator (two calls in flight, as the cost model assumes):
     while it does not, take the single-dimension shrink (one more tile along that dimension; whole DIM blocks for
     a matmul's blocked dimensions and for channel tiles above DIM) with the lowest cost-model cycles among those
@@ -202,7 +200,7 @@ def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec
             r.tile[d] = t_new
             lay_new = call_layout(r, geo, epi)
             if over(lay_new, 2) < over(lay, 2):
-                cands.append((model_cycles(r, problem, arch), d, t_new))
+                cands.append((model_cycles(r, problem, arch, executor), d, t_new))
             r.tile[d] = old
         if not cands:
             r.double_buffer = False
@@ -339,9 +337,13 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
         r.double_buffer = False
         r.deviations.append("single buffered on request")
     problem = Problem.from_layer(layer)
-    lay = fit(r, geo0, epilogue, target, arch, problem)
+    # Tileplan's stream keeps tiles between calls; the baseline runs as Gemmini's library would (which keeps
+    # only tiled_matmul's whole-matrix operands: the same rule, since its loops then repeat the operand's tile)
+    executor = "tileplan" if stream == "tileplan" else "library"
+    lay = fit(r, geo0, epilogue, target, arch, problem, executor)
     geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
-    lay = dataclasses.replace(call_layout(r, geo, epilogue), bias_ahead=stream == "tileplan")
+    lay = dataclasses.replace(call_layout(r, geo, epilogue), bias_ahead=stream == "tileplan",
+                              reuse=stream == "tileplan" or r.matmul)
     cd = core_compute(tag)(geo, epilogue)
     sch = s_tir.Schedule(prim_func(cd))
     t = lay.tile
@@ -364,4 +366,4 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     sch = s_tir.Schedule(with_bias_init(sch.mod["main"]))
     sch.tensorize(sch.get_loops(sch.get_sblock("acc_init"))[-5],
                   intrinsic("gemmini.tile_init", n=t.n, p=t.p, q=t.q, k=t.k, **glue))
-    return Scheduled(tag, cd, r, lay, sch, model_cycles(r, problem, arch))
+    return Scheduled(tag, cd, r, lay, sch, model_cycles(r, problem, arch, executor))

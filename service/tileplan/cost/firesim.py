@@ -268,7 +268,7 @@ def _library_execution(row: dict[str, str], hw: HardwareDescriptor, tile: dict[s
         return Execution(
             kind="matmul", dim=dim, batch=n, groups=1, out_h=p, out_w=1, k=k, c=c, r=1, s=1, stride=(1, 1),
             pad=(0, 0), in_h=p, in_w=1, t_n=1, t_h=ti, t_w=1, t_k=tj, t_c=tk, t_r=1, t_s=1, k_step=0, c_step=0,
-            bias=False,
+            bias=False, order=("P", "K", "C"), reuse=True,  # tiled_matmul keeps a whole-matrix operand
         )
     in_dim, pad = p * stride, r // 2  # the harness's square layer (see dosa_execution)
     if tile is None:

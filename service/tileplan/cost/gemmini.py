@@ -11,10 +11,16 @@ A mapping on a Gemmini-like hierarchy (registers -> output accumulator -> I/W sc
   rows (R), kernel cols (S), input channels (C). Edge tiles are clipped to the layer.
 * Layers with Q = R = S = 1 (FC / matmul) run as `tiled_matmul` (`loop_ws` FSM) with I = P, K = C,
   J = K, and tile sizes in DIM x DIM blocks: ceil(tile / DIM) blocks per dimension.
-* Only the tile sizes matter. The DRAM loop *order* is honoured but changes nothing: every call fetches
-  its own input tile and weight tile from DRAM again (no reuse across calls); partial sums stay in the
-  accumulator until the last reduction tile (C, R, S) of an output tile, which is the only call that
-  moves outputs out (mvout, output type). How factors are split among the levels below DRAM is ignored.
+* Partial sums stay in the accumulator until the last reduction tile (C, R, S) of an output tile, which is
+  the only call that moves outputs out (mvout, output type); the reduction loops run innermost at DRAM
+  (tileplan.execution.call_loop_order). How factors are split among the levels below DRAM is ignored.
+* Who runs the calls (`execution_from_mapping(..., executor)`): Gemmini's library ("library", the
+  hand-written baseline) fetches each call's input and weight tiles from DRAM again, except that
+  tiled_matmul keeps an operand whose tile is the whole matrix; Tileplan's generated code ("tileplan", what
+  plans run as) keeps any tile the next call uses too. Then the DRAM loop order decides what is kept: output
+  channels innermost keep the input tile, pixels innermost the weight tile (only when the calls cover the
+  whole reduction; otherwise consecutive calls share nothing). The FireSim runs are all library-style
+  (no reuse) except the library's whole-matrix operands.
 * Inside a call the FSM works in DIM-wide pieces: for every (DIM output channels, kernel row, kernel col,
   DIM input channels) it preloads one weight block and then issues one compute per (batch, output row,
   DIM consecutive output columns of that row): I = min(DIM, cols left) rows stream through the array.
@@ -56,7 +62,7 @@ import numpy as np
 
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS
-from tileplan.execution import gemmini_levels
+from tileplan.execution import call_loop_order, gemmini_levels
 from tileplan.hardware import Architecture
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
@@ -64,6 +70,9 @@ from tileplan.problem import Problem
 ITERATOR_BITS = 16  # loop_conv_ws address/iterator registers (hardware fact)
 REQUEST_BYTES = 64  # largest DMA request (hardware fact)
 ACC_BYTES = 4  # an accumulator element (int32)
+REDUCTION_DIMS = ("R", "S", "C")
+# The dimensions that index each operand tile: a call needs a new tile when one of them moves.
+OPERAND_DIMS = {"I": frozenset("NGPQCRS"), "W": frozenset("GKCRS")}
 
 
 @dataclass(frozen=True)
@@ -152,12 +161,27 @@ class Execution:
     # per mvin of up to DIM rows; Tileplan's code loads zeros the same way when a layer has none). The DOSA
     # harness ran without bias (NO_BIAS), so its runs skip that load.
     bias: bool = True
+    # Tiles kept between calls: with `reuse`, a call whose input (weight) tile is the one the previous call
+    # used does not load it again (Tileplan's generated code; the library does it only for tiled_matmul's
+    # whole-matrix operands). `order` = the DRAM loops, outermost first, in canonical dimensions (a matmul's
+    # rows are "P", its columns "K", its reduction "C"), as tileplan.execution.call_loop_order gives them.
+    order: tuple[str, ...] = ()
+    reuse: bool = False
 
 
-def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mapping) -> Execution:
-    """The standard-library execution of a Tileplan mapping (tiles = everything below DRAM)."""
+EXECUTORS = ("tileplan", "library")
+
+
+def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mapping, executor: str = "tileplan") -> Execution:
+    """How a mapping runs (tiles = everything below DRAM): `executor="tileplan"` is Tileplan's generated code
+    (library-style calls in the plan's DRAM order, reductions innermost, tiles kept while consecutive calls
+    share them); "library" is Gemmini's own tiled_conv / tiled_matmul (tiled_matmul keeps an operand only when
+    its tile is the whole matrix: loops i, j, k with k innermost), the baseline every plan is compared with."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; use one of {EXECUTORS}")
     levels = gemmini_levels(arch)
     top = len(mapping.levels) - 1 if levels is None else levels[2]
+    order = tuple(call_loop_order(mapping.levels[top].temporal, DIMS, REDUCTION_DIMS))
     tile = {d: 1 for d in DIMS}
     for lv in mapping.levels[:top]:
         for d, f in lv.temporal:
@@ -179,12 +203,20 @@ def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mappin
     in_h = (dims["P"] - 1) * sh + (dims["R"] - 1) * dh + 1
     in_w = (dims["Q"] - 1) * sw + (dims["S"] - 1) * dw + 1
     if kind == "matmul":
+        if executor == "library":
+            mm_order, reuse = ("P", "K", "C"), True
+        else:
+            # batch and rows are one row dimension here; the generated code runs them as two loops, so only
+            # claim reuse when at most one of them has several tiles
+            rows = [d for d in order if d in ("N", "P") and dims[d] > 1][:1]
+            mm_order = tuple("P" if d == "N" else d for d in order if d in ("G", "K", "C") or d in rows)
+            reuse = dims["N"] == 1 or dims["P"] == 1
         return Execution(
             kind="matmul", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=1, k=dims["K"],
             c=dims["C"], r=1, s=1, stride=(1, 1), pad=(0, 0), in_h=dims["P"], in_w=1,
             t_n=1, t_h=-(-tile["P"] * tile["N"] // dim), t_w=1, t_k=-(-tile["K"] // dim), t_c=-(-tile["C"] // dim),
             t_r=1, t_s=1, k_step=0, c_step=0, in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
-            overlapped=overlapped,
+            overlapped=overlapped, order=mm_order, reuse=reuse,
         )
     if dims["R"] == 1 and dims["S"] == 1 and (sh, sw) != (1, 1):
         # A strided 1x1 conv reads only every stride-th pixel: gemmini.h's downsample path (and Tileplan's
@@ -196,7 +228,7 @@ def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mappin
         c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=(0, 0), in_h=in_h, in_w=in_w,
         t_n=tile["N"], t_h=tile["P"], t_w=tile["Q"], t_k=tile["K"], t_c=tile["C"], t_r=tile["R"], t_s=tile["S"],
         k_step=tile["K"], c_step=tile["C"], in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
-        overlapped=overlapped,
+        overlapped=overlapped, order=order, reuse=executor == "tileplan",
     )
 
 
@@ -209,13 +241,14 @@ FEATURE_COLUMNS = (
 
 def _axis(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, in_dim: int) -> np.ndarray:
     """Distinct tiles of one spatial axis: rows (count, output extent, kernel extent, DRAM rows loaded,
-    last kernel tile, first kernel tile)."""
+    last kernel tile, first kernel tile, first output tile)."""
     acc: dict[tuple, int] = {}
     wrap = 1 << ITERATOR_BITS
     n_full = out // tile_o
     if pad == 0 and n_full > 2:
-        # No padding: every full output tile loads the same window, only the remainder tile differs.
-        starts = [(0, n_full)] + ([(n_full * tile_o, 1)] if out % tile_o else [])
+        # No padding: every full output tile loads the same window (the first is kept apart: with tiles kept
+        # between calls it is the one that loads), only the remainder tile differs.
+        starts = [(0, 1), (tile_o, n_full - 1)] + ([(n_full * tile_o, 1)] if out % tile_o else [])
     else:
         starts = [(po, 1) for po in range(0, out, tile_o)]
     for po, mult in starts:
@@ -227,7 +260,7 @@ def _axis(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, 
             unpadded = n - max(0, -start) - max(0, start + n - in_dim)
             if unpadded < 0:  # window entirely in the zero padding: the 16-bit iterator wraps
                 unpadded += wrap
-            key = (o, kk, unpadded, kr + tile_k >= kdim, kr == 0)
+            key = (o, kk, unpadded, kr + tile_k >= kdim, kr == 0, po == 0)
             acc[key] = acc.get(key, 0) + mult
     return np.array([(c, *k) for k, c in acc.items()], dtype=float)
 
@@ -270,6 +303,25 @@ def _mvin_req(elems, d: int, elem_bytes: float):  # type: ignore[no-untyped-def]
     return full * _req(span * elem_bytes) + np.where(rest > 0, _req(rest * elem_bytes), 0.0)
 
 
+def _loads(e: Execution, trips: dict[str, int], first: dict[str, object]):  # type: ignore[no-untyped-def]
+    """(input, weight) load indicators of the calls, broadcastable like `first` (per dimension: 1 on the calls
+    at that DRAM loop's first tile). Without reuse every call loads both. With it, an operand is loaded only
+    when one of its own dimensions moved: consecutive calls across the innermost DRAM loops (several tiles)
+    that do not index it share its tile, so it loads on their first iteration only."""
+    loads = []
+    for t in ("I", "W"):
+        flag: object = 1.0
+        if e.reuse:
+            for d in reversed(e.order):
+                if trips.get(d, 1) <= 1:
+                    continue
+                if d in OPERAND_DIMS[t]:
+                    break
+                flag = flag * first[d]  # type: ignore[operator]
+        loads.append(flag)
+    return loads[0], loads[1]
+
+
 def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
     """Feature rows (FEATURE_COLUMNS) of the distinct tiled_conv calls of an execution."""
     d = e.dim
@@ -286,18 +338,23 @@ def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
         shape = [1] * len(axes)
         shape[i] = len(a)
         shaped.append([a[:, j].reshape(shape) for j in range(a.shape[1])])
-    (hn, ho, hk, hu, hf, h0), (wn, wo, wk, wu, wf, w0), (kn, kk, _, _), (cn, cc, cf, c0), (nn, nb, _, _) = shaped
+    (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, _, k0), (cn, cc, cf, c0), (nn, nb, _, n0) = shaped
     count = hn * wn * kn * cn * nn * e.groups
+    trips = {
+        "P": -(-e.out_h // e.t_h), "Q": -(-e.out_w // e.t_w), "K": -(-e.k // e.k_step), "C": -(-e.c // e.c_step),
+        "N": -(-e.batch // e.t_n), "R": -(-e.r // e.t_r), "S": -(-e.s // e.t_s), "G": e.groups,
+    }
+    load_i, load_w = _loads(e, trips, {"P": p0, "Q": q0, "K": k0, "C": c0, "N": n0, "R": h0, "S": w0})
     kb = np.ceil(kk / d)
     cb = np.ceil(cc / d)
     w_req = _req(np.minimum(kk, d))  # one mvout row: <= DIM output channels
     pre = kb * hk * wk * cb
     ops = pre * nb * ho * np.ceil(wo / d)
     ex_rows = pre * nb * ho * wo
-    ld_req = nb * hu * wu * _mvin_req(cc, d, e.in_bytes) + hk * wk * cc * _mvin_req(kk, d, e.in_bytes)
+    ld_req = load_i * nb * hu * wu * _mvin_req(cc, d, e.in_bytes) + load_w * hk * wk * cc * _mvin_req(kk, d, e.in_bytes)
     first = h0 * w0 * c0 * float(e.bias)  # calls that initialise the accumulator
     ld_req = ld_req + first * nb * ho * wo * kb  # one accumulator row per output pixel and DIM output channels
-    ld_bytes = (nb * hu * wu * cc + hk * wk * cc * kk) * e.in_bytes
+    ld_bytes = (load_i * nb * hu * wu * cc + load_w * hk * wk * cc * kk) * e.in_bytes
     ld_bytes = ld_bytes + first * kb * nb * ho * np.ceil(wo / d) * d * ACC_BYTES  # one DRAM row per mvin
     final = hf * wf * cf
     st_req = final * nb * ho * wo * kb * w_req
@@ -322,16 +379,19 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
             acc[(nb, elems, b0 + tile_blocks >= nblk, b0 == 0)] += 1
         return acc
 
+    trips = {"P": -(-(-(-rows_i // d)) // e.t_h), "K": -(-(-(-e.k // d)) // e.t_k), "C": -(-(-(-e.c // d)) // e.t_c),
+             "G": e.groups}
     out = []
-    for (ib, ie, _, _), i_n in blocks(rows_i, e.t_h).items():
-        for (jb, je, _, _), j_n in blocks(e.k, e.t_k).items():
+    for (ib, ie, _, i0), i_n in blocks(rows_i, e.t_h).items():
+        for (jb, je, _, j0), j_n in blocks(e.k, e.t_k).items():
             for (kb, ke, kf, k0), k_n in blocks(e.c, e.t_c).items():
                 count = i_n * j_n * k_n * e.groups
                 pre = jb * kb
                 ops = ib * jb * kb
                 ex_rows = ie * jb * kb
-                ld_req = ie * _mvin_req(ke, d, e.in_bytes) + ke * _mvin_req(je, d, e.in_bytes)
-                ld_bytes = (ie * ke + ke * je) * e.in_bytes
+                load_a, load_b = _loads(e, trips, {"P": float(i0), "K": float(j0), "C": float(k0)})
+                ld_req = load_a * ie * _mvin_req(ke, d, e.in_bytes) + load_b * ke * _mvin_req(je, d, e.in_bytes)
+                ld_bytes = (load_a * ie * ke + load_b * ke * je) * e.in_bytes
                 if k0 and e.bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * jb
                     ld_bytes += jb * np.ceil(ie / d) * d * ACC_BYTES

@@ -70,18 +70,25 @@ class Metrics(BaseModel):
         default_factory=dict, description="pJ per level and tensor (reads + writes); MAC under 'MAC'."
     )
     model: str = Field(default="first-order", description="'gemmini' (calibrated) or 'first-order' (fallback).")
+    executor: str | None = Field(
+        default=None,
+        description="Gemmini model: who runs the calls, 'tileplan' (Tileplan's code: tiles kept between calls that "
+        "share them) or 'library' (Gemmini's tiled_conv / tiled_matmul, the baseline's execution).",
+    )
     levels: list[LevelTraffic] = Field(default_factory=list)
 
 
-def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping) -> Metrics:
-    """Metrics of a mapping the checker has accepted (calibrated Gemmini model where it applies)."""
+def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping, executor: str = "tileplan") -> Metrics:
+    """Metrics of a mapping the checker has accepted (calibrated Gemmini model where it applies). On library
+    hardware `executor` says who runs the calls: Tileplan's generated code ("tileplan", which keeps tiles that
+    consecutive calls share) or Gemmini's own library ("library", the hand-written baseline's execution)."""
     nest = analyse(problem, arch, mapping)
     base = metrics_from_nest(nest)
     levels = gemmini_levels(arch)
     if levels is None:
         return base
     params = CostParams.for_descriptor(arch.hardware)
-    calls = call_features(execution_from_mapping(problem, arch, mapping), nominal_dram_bandwidth(arch))
+    calls = call_features(execution_from_mapping(problem, arch, mapping, executor), nominal_dram_bandwidth(arch))
     g = cycles_from_calls(calls, params)
     dram = arch.levels[levels[2]].name
     return base.model_copy(
@@ -92,6 +99,7 @@ def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping) -> 
             "compute_cycles": g.execute,
             "stall_cycles": g.cycles - max(g.execute, g.dma),
             "model": "gemmini",
+            "executor": executor,
         }
     )
 

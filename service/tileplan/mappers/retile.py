@@ -34,6 +34,26 @@ from tileplan.problem import Problem, divisors
 # calls (tiled_conv: b, porow, pocol, poch, krow, kcol, kch innermost); innermost first, as Mappings list them.
 CALL_ORDER = ("Q", "P", "N", "C", "S", "R", "K", "G")
 DRAM_ORDER = ("C", "S", "R", "K", "Q", "P", "N", "G")
+# Tileplan's code keeps a tile the following calls share: with output channels innermost the input tile stays
+# (DRAM_ORDER), with the output pixels innermost the weight tile does.
+DRAM_ORDER_KEEP_W = ("C", "S", "R", "Q", "P", "N", "K", "G")
+
+
+def dram_order(problem: Problem, tiles: dict[str, int]) -> tuple[str, ...]:
+    """The DRAM loop order that saves more loads: when the calls cover the whole reduction (one tile of C, R
+    and S) either the input tile stays across the output-channel tiles or the weight tile across the pixel
+    tiles; keep the one whose repeated loads weigh more."""
+    count = {d: -(-problem.dims[d] // tiles[d]) for d in DIMS}
+    if count["C"] * count["R"] * count["S"] > 1:
+        return DRAM_ORDER  # consecutive calls walk the reduction: they share no tile
+    sh, sw = problem.stride
+    dh, dw = problem.dilation
+    in_tile = tiles["N"] * ((tiles["P"] - 1) * sh + (tiles["R"] - 1) * dh + 1) * ((tiles["Q"] - 1) * sw + (tiles["S"] - 1) * dw + 1) * tiles["C"]
+    w_tile = tiles["R"] * tiles["S"] * tiles["C"] * tiles["K"]
+    pixels = count["N"] * count["P"] * count["Q"]
+    saved_in = in_tile * pixels * (count["K"] - 1)
+    saved_w = w_tile * count["K"] * (pixels - 1)
+    return DRAM_ORDER_KEEP_W if saved_w > saved_in else DRAM_ORDER
 
 
 def call_tiles(mapping: Mapping, dram: int) -> dict[str, int]:
@@ -68,7 +88,7 @@ def mapping_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, in
     sp = {"C": _unroll(tiles["C"], shape.dim), "K": _unroll(tiles["K"], shape.dim)}
     for d in CALL_ORDER:
         temporal[shape.acc].append((d, tiles[d] // sp.get(d, 1)))
-    for d in DRAM_ORDER:
+    for d in dram_order(problem, tiles):
         count = -(-problem.dims[d] // tiles[d])
         temporal[shape.dram].append((d, count))
         if count * tiles[d] != problem.dims[d]:
@@ -97,7 +117,7 @@ def _candidates(tiles: dict[str, int], options: dict[str, list[int]], reach: int
 
 
 def _cycles(problem: Problem, arch: Architecture, mapping: Mapping, params: CostParams) -> float:
-    """The library cycle model alone (no traffic, energy or legality): cheap enough to rank thousands."""
+    """The call cycle model alone (no traffic, energy or legality): cheap enough to rank thousands."""
     e = execution_from_mapping(problem, arch, mapping)
     return cycles_from_calls(call_features(e, nominal_dram_bandwidth(arch)), params).cycles
 
@@ -155,4 +175,4 @@ def refine(
     return best, best_score, ranked
 
 
-__all__ = ["call_tiles", "mapping_for_tiles", "refine", "tile_options"]
+__all__ = ["call_tiles", "dram_order", "mapping_for_tiles", "refine", "tile_options"]

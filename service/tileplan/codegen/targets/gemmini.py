@@ -367,6 +367,9 @@ class CallLayout:
     double_buffer: bool
     has_bias: bool
     bias_ahead: bool = True  # the first output-channel block's bias rows before the tiles (see tp_call)
+    # Keep a call's input / weight tile in the scratchpad while the following calls use the same one (tp_call;
+    # the cost model counts the loads the same way: tileplan.cost.gemmini, Execution.reuse)
+    reuse: bool = True
 
     @property
     def cb(self) -> int:
@@ -427,6 +430,7 @@ def call_support_c(lay: CallLayout) -> str:
         TP_IN_ROWS=lay.in_tile_rows, TP_SPAD_HALF=lay.spad_call_rows, TP_ACC_HALF=lay.acc_tile_rows,
         TP_DB=int(lay.double_buffer), TP_HAS_BIAS=int(lay.has_bias), TP_MVIN_COLS=lay.mvin_cols,
         TP_IN_BLOCK_ROWS=lay.in_block_rows, TP_W_BLOCK_ROWS=lay.w_block_rows, TP_BIAS_AHEAD=int(lay.bias_ahead),
+        TP_REUSE=int(lay.reuse),
     )
     lines = [f"#define {k} {v}" for k, v in consts.items()]
     lines.append(_CALL_C)
@@ -435,10 +439,19 @@ def call_support_c(lay: CallLayout) -> str:
 
 _CALL_C = r"""
 static inline int32_t tp_min(int32_t a, int32_t b) { return a < b ? a : b; }
-static uint32_t tp_spad_half, tp_acc_half; /* alternating halves: two calls in flight */
+/* The scratchpad holds two slots (halves) of [input tile | weight tile]: two calls in flight.  The input and the
+   weight tile each move to the other slot when a call loads a new one, so a tile that the following calls share
+   stays where it is (TP_REUSE) and is not loaded again; without reuse both alternate every call. */
+static uint32_t tp_in_slot, tp_w_slot, tp_acc_half;
+static int64_t tp_in_key, tp_w_key;        /* which tiles the slots hold (-1: none) */
 static const int32_t *tp_bias;             /* bias of the current output tile (armed by tp_init) */
 
-static void tp_reset(void) { tp_spad_half = 0; tp_acc_half = 0; tp_bias = 0; }
+static void tp_reset(void) {
+  tp_in_slot = tp_w_slot = TP_DB; /* the first load toggles to slot 0 */
+  tp_in_key = tp_w_key = -1;
+  tp_acc_half = 0;
+  tp_bias = 0;
+}
 
 /* Accumulator tile <- bias: armed here, loaded by the tile's first call (which knows the tile's extents). */
 static void tp_init(const int32_t *bias_tile, uint32_t acc_addr) {
@@ -468,7 +481,12 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
   const int32_t vk = tp_min(TP_TK, TP_K - k0), vr = tp_min(TP_TR, TP_R - r0), vs = tp_min(TP_TS, TP_S - s0);
   const int32_t vc = tp_min(TP_TC, TP_C - c0);
   const int first = r0 == 0 && s0 == 0 && c0 == 0;
-  const uint32_t sp = tp_spad_half * TP_SPAD_HALF, wsp = sp + TP_IN_ROWS;
+  /* an input tile is fixed by its offset and its kernel window (r0, s0); a weight tile by its offset */
+  const int64_t in_key = ((int64_t)i_off * TP_RP + r0) * TP_SP + s0;
+  const int load_in = !TP_REUSE || in_key != tp_in_key, load_w = !TP_REUSE || (int64_t)w_off != tp_w_key;
+  if (load_in) { tp_in_slot ^= TP_DB; tp_in_key = in_key; }
+  if (load_w) { tp_w_slot ^= TP_DB; tp_w_key = w_off; }
+  const uint32_t sp = tp_in_slot * TP_SPAD_HALF, wsp = tp_w_slot * TP_SPAD_HALF + TP_IN_ROWS;
   const uint32_t acc = (acc_addr & 0x1FFFFFFFu) + tp_acc_half * TP_ACC_HALF;
   const int32_t hwin = (vp - 1) * TP_SH + (vr - 1) * TP_DH + 1, wwin = (vq - 1) * TP_SW + (vs - 1) * TP_DW + 1;
 
@@ -484,7 +502,7 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
   gemmini_extended_config_ld(TP_CP, MVIN_SCALE_IDENTITY, false, TP_IN_BLOCK_ROWS, 0);
   /* input tile: one row per input pixel and up to TP_MVIN_COLS channels (as gemmini.h's MAX_BLOCK_LEN blocks:
      one DMA request of <= 64 B); padding rows are zero-filled, not read */
-  for (int32_t ci = 0; ci < vc; ci += TP_MVIN_COLS) {
+  for (int32_t ci = 0; load_in && ci < vc; ci += TP_MVIN_COLS) {
     const int32_t cols = tp_min(TP_MVIN_COLS, vc - ci), cb = ci / TP_DIM;
     for (int32_t n = 0; n < vn; n++)
       for (int32_t h = 0; h < hwin; h++) {
@@ -504,7 +522,7 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
   }
   /* weight tile: one row per (r, s, c) and up to TP_MVIN_COLS output channels (blocks TP_W_BLOCK_ROWS apart,
      configured once in the kernel's prologue) */
-  for (int32_t ko = 0; ko < vk; ko += TP_MVIN_COLS) {
+  for (int32_t ko = 0; load_w && ko < vk; ko += TP_MVIN_COLS) {
     const int32_t kcols = tp_min(TP_MVIN_COLS, vk - ko), kb = ko / TP_DIM;
     for (int32_t r = 0; r < vr; r++)
       for (int32_t s = 0; s < vs; s++)
@@ -541,7 +559,6 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
               }
         }
   }
-  tp_spad_half ^= TP_DB;
 }
 
 /* Accumulator tile -> DRAM (scale, activation, saturation): one row per output pixel and DIM channels. */
