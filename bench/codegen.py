@@ -2,7 +2,8 @@
 
 For each layer, the gemmini-auto plan (standing for Gemmini's hand-written library: its tiled_matmul_auto /
 tiled_conv_auto tiles run call by call, each call's loads in the baseline order) and Tileplan's CoSA plan
-(Tileplan's order) go through the same code path (one library-style call per DRAM iteration), run on the emulator
+(Tileplan's stream: tiles kept between calls that share them) go through the same code path (one library-style
+call per DRAM iteration), run on the emulator
 (timing derived from the calibrated cost model, `tileplan.codegen.pipeline.timing_for`), are checked bit-exact
 against NumPy, and are set against the cost model:
 `model(plan)` = evaluate_mapping of the plan's Mapping, `model(code)` = the same model for the tiles the code runs
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT / "service"))
 from tileplan.codegen.pipeline import Epilogue, build_module, random_inputs, reference, run, timing_for  # noqa: E402
 from tileplan.hardware.catalog import get_hardware  # noqa: E402
 from tileplan.mappers.base import MapperOptions, get_mapper  # noqa: E402
-from tileplan.plan import evaluate  # noqa: E402
+from tileplan.plan import evaluate, executor_for  # noqa: E402
 from tileplan.problem import Problem  # noqa: E402
 from tileplan.workload import load_workload, parse_layer  # noqa: E402
 
@@ -62,7 +63,7 @@ def run_one(layer, hw, mapper: str, epi: Epilogue, cosa_time: float, seed: int) 
     t0 = time.perf_counter()
     res = get_mapper(mapper).map(problem, hw, MapperOptions(time_limit_s=cosa_time))
     t_map = time.perf_counter() - t0
-    ev = evaluate(layer, hw, res.mapping)
+    ev = evaluate(layer, hw, res.mapping, executor_for(mapper))
     t0 = time.perf_counter()
     art = build_module(res.mapping, layer, hw, epilogue=epi, name=layer.name, stream=STREAM[mapper])
     t_build = time.perf_counter() - t0
@@ -191,9 +192,12 @@ def main() -> None:
              "`tiled_conv`/`tiled_matmul` execution, see `tileplan.cost.gemmini`), clipped edge tiles, input and "
              "weight rows of up to 64 B per mvin, rows of a compute = up to DIM output columns of one output row, "
              "two calls in flight. gemmini-auto = the tiles Gemmini's hand-written `tiled_*_auto` picks, each "
-             "call's loads in the baseline order (every bias row after the input and weight tiles); cosa = "
-             "Tileplan's plan (`get_mapper('cosa')`) in Tileplan's order (the first output-channel block's bias "
-             "rows ahead of the tiles, the other blocks' loading while it computes). In the emulator the baseline "
+             "call's loads in the baseline order (every bias row after the input and weight tiles), every tile "
+             "loaded by every call as `tiled_conv` does (a matmul keeps a whole-matrix operand, as `tiled_matmul` "
+             "does); cosa = Tileplan's plan (`get_mapper('cosa')`) in Tileplan's stream (the first output-channel "
+             "block's bias rows ahead of the tiles, the other blocks' loading while it computes; an input or weight "
+             "tile the previous call loaded is kept, not loaded again). Each is set against the cost model of the "
+             "same execution (executor 'library' or 'tileplan'). In the emulator the baseline "
              "order is at least as fast as the orders Gemmini's own loop_ws FSM can issue (last section), so it "
              "does not handicap the library.", "",
              "Epilogue: bias, scale 0.0025, ReLU, int8; random int8 inputs. `model(plan)` = `evaluate_mapping` of "

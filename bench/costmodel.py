@@ -134,7 +134,7 @@ def transfer_check(params: CostParams) -> list[str]:
         out = []
         for layer in load_workload(path)[1]:
             prob = Problem.from_layer(layer)
-            met = evaluate_mapping(prob, arch, gemmini_auto(prob, hw).mapping)
+            met = evaluate_mapping(prob, arch, gemmini_auto(prob, hw).mapping, "library")
             out.append((layer.name, layer.count, met.ideal_cycles, met.cycles))
         return out
 

@@ -20,6 +20,7 @@ sys.path.insert(0, str(REPO / "service"))
 
 from tileplan.check import check  # noqa: E402
 from tileplan.cost import evaluate_mapping  # noqa: E402
+from tileplan.plan import executor_for  # noqa: E402
 from tileplan.errors import TileplanError  # noqa: E402
 from tileplan.hardware.catalog import get_hardware  # noqa: E402
 from tileplan.mappers.base import MapperOptions, available_mappers, get_mapper  # noqa: E402
@@ -62,7 +63,8 @@ def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> 
                 illegal += 1
                 res[m] = None
                 continue
-            met = evaluate_mapping(problem, hw.resolve(out.mapping.dataflow), out.mapping)
+            # gemmini-auto's tiles run as Gemmini's library (the baseline), every other plan as Tileplan's code
+            met = evaluate_mapping(problem, hw.resolve(out.mapping.dataflow), out.mapping, executor_for(m))
             res[m] = (met.cycles, dt, met.utilization)
         ideal = problem.macs / hw.pe_array.macs
         ideal_total += ideal * layer.count

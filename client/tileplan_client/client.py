@@ -190,10 +190,12 @@ class TileplanClient:
         doc = self._json("GET", "/plans", params=params)[1]
         return [Plan.from_dict(p) for p in doc["plans"]], doc.get("next_cursor")
 
-    def evaluate(self, hardware: str | dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any]) -> Evaluation:
-        return Evaluation.from_dict(
-            self._json("POST", "/evaluate", json={"hardware": hardware, "layer": layer, "mapping": mapping})[1]
-        )
+    def evaluate(self, hardware: str | dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any],
+                 executor: str = "tileplan") -> Evaluation:
+        """Metrics of a mapping, or its violations. `executor`: on Gemmini-like hardware, cost it as Tileplan's
+        code runs it ("tileplan") or as Gemmini's own library does ("library", how baselines are costed)."""
+        body = {"hardware": hardware, "layer": layer, "mapping": mapping, "executor": executor}
+        return Evaluation.from_dict(self._json("POST", "/evaluate", json=body)[1])
 
     def hardware(self) -> list[dict[str, Any]]:
         return list(self._json("GET", "/hardware")[1]["hardware"])

@@ -131,7 +131,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise InputError(("mapping",), f"cannot read {args.mapping}: {exc}") from None
     if isinstance(data, dict) and "mapping" in data and "levels" not in data:
         data = data["mapping"]  # a whole Plan is accepted too
-    result = evaluate(layer, hw, parse_mapping(data))
+    result = evaluate(layer, hw, parse_mapping(data), args.executor)
     if args.json:
         print(result.model_dump_json(indent=2))
     elif result.valid:
@@ -255,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--hw", required=True)
     e.add_argument("--layer", required=True)
     e.add_argument("--mapping", required=True, help="YAML/JSON file with a Mapping (or a Plan)")
+    e.add_argument("--executor", choices=["tileplan", "library"], default="tileplan",
+                   help="Gemmini-like hardware: cost the calls as Tileplan's code runs them (tiles kept between "
+                        "calls that share them) or as Gemmini's own library does (default: tileplan)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_evaluate)
 

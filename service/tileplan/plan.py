@@ -150,10 +150,13 @@ class Evaluation(BaseModel):
     violations: list[str] = Field(default_factory=list)
 
 
-def evaluate(layer: Conv2dLayer | MatmulLayer, hw: HardwareDescriptor, mapping: Mapping) -> Evaluation:
-    """Any mapping on any descriptor: its metrics when legal, its violations when not."""
+def evaluate(
+    layer: Conv2dLayer | MatmulLayer, hw: HardwareDescriptor, mapping: Mapping, executor: str = "tileplan"
+) -> Evaluation:
+    """Any mapping on any descriptor: its metrics when legal, its violations when not. `executor` (library
+    hardware): run as Tileplan's code ("tileplan") or as Gemmini's own library ("library")."""
     problem = Problem.from_layer(layer)
     violations = check(problem, hw, mapping)
     if violations:
         return Evaluation(valid=False, violations=violations)
-    return Evaluation(valid=True, metrics=evaluate_mapping(problem, hw.resolve(mapping.dataflow), mapping))
+    return Evaluation(valid=True, metrics=evaluate_mapping(problem, hw.resolve(mapping.dataflow), mapping, executor))

@@ -144,6 +144,15 @@ def test_evaluate(client: TestClient) -> None:
     bad["levels"][-1]["temporal"] = [["K", 7]]  # factors no longer multiply to the bounds
     r = client.post("/evaluate", json={"hardware": "gemmini-16x16", "layer": FC, "mapping": bad})
     assert r.status_code == 200 and r.json()["valid"] is False and r.json()["violations"]
+    # the baseline's cycles are the mapping run by Gemmini's own library: ask for that executor, get them
+    base = plan["baseline"]
+    lib = client.post("/evaluate", json={"hardware": "gemmini-16x16", "layer": FC, "mapping": base["mapping"],
+                                         "executor": "library"}).json()
+    assert lib["metrics"]["executor"] == "library" and lib["metrics"]["cycles"] == pytest.approx(base["metrics"]["cycles"])
+    assert ok.json()["metrics"]["executor"] == "tileplan"
+    r = client.post("/evaluate", json={"hardware": "gemmini-16x16", "layer": FC, "mapping": plan["mapping"],
+                                       "executor": "fpga"})
+    assert r.status_code == 422 and "executor" in r.text
 
 
 def test_hardware_endpoints_and_tokens(client: TestClient) -> None:

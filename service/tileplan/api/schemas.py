@@ -6,7 +6,7 @@ Layers, descriptors and mappings arrive as plain objects and are parsed by the c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -103,6 +103,11 @@ class EvaluateRequest(BaseModel):
     hardware: str | dict[str, Any] = Field(description=HARDWARE_DOC, examples=["gemmini-16x16"])
     layer: dict[str, Any] = Field(description="One layer (contracts.md Layer).", examples=[LAYER_EXAMPLE])
     mapping: dict[str, Any] = Field(description="A Mapping (contracts.md), levels innermost first.")
+    executor: Literal["tileplan", "library"] = Field(
+        default="tileplan",
+        description="On library hardware (Gemmini): cost the mapping as Tileplan's generated code runs it (tiles "
+        "kept between calls that share them) or as Gemmini's own library does (every call refetches its tiles).",
+    )
 
 
 class HardwareSummary(BaseModel):

@@ -157,4 +157,4 @@ def evaluate_mapping(body: EvaluateRequest, request: Request) -> Evaluation:
     hw = request.app.state.scheduler.resolve_hardware(body.hardware)
     layer = parse_layer(body.layer, ("layer",))
     mapping = parse_mapping(body.mapping, ("mapping",))
-    return evaluate(layer, hw, mapping)
+    return evaluate(layer, hw, mapping, body.executor)
