@@ -379,8 +379,10 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
             acc[(nb, elems, b0 + tile_blocks >= nblk, b0 == 0)] += 1
         return acc
 
-    trips = {"P": -(-(-(-rows_i // d)) // e.t_h), "K": -(-(-(-e.k // d)) // e.t_k), "C": -(-(-(-e.c // d)) // e.t_c),
-             "G": e.groups}
+    def tiles(total: int, tile_blocks: int) -> int:  # DRAM-loop trips: tiles of whole DIM-blocks
+        return -(-(-(-total // d)) // tile_blocks)
+
+    trips = {"P": tiles(rows_i, e.t_h), "K": tiles(e.k, e.t_k), "C": tiles(e.c, e.t_c), "G": e.groups}
     out = []
     for (ib, ie, _, i0), i_n in blocks(rows_i, e.t_h).items():
         for (jb, je, _, j0), j_n in blocks(e.k, e.t_k).items():
