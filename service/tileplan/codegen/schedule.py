@@ -28,7 +28,7 @@ from tvm import s_tir
 
 from tileplan.codegen.registry import CodegenError, core_compute, intrinsic
 from tileplan.codegen.targets import gemmini as G
-from tileplan.cost.gemmini import (call_features, cycles_from_calls, execution_from_mapping, gemmini_levels,
+from tileplan.cost.gemmini import (call_features, cycles_from_calls, execution_from_mapping, gemmini_levels, kernel_fold,
                                    nominal_dram_bandwidth)
 from tileplan.cost.params import CostParams
 from tileplan.execution import call_loop_order
@@ -124,7 +124,8 @@ def realize(mapping: Any, arch: Any, names: dict[str, str], bounds: dict[str, in
     return r
 
 
-def call_layout(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue) -> G.CallLayout:
+def call_layout(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, fold_ok: bool = True) -> G.CallLayout:
+    """`fold_ok`: the stream may fold kernel columns into the array rows (Tileplan's; the library's may not)."""
     sh, sw = geo.array_stride
     dh, dw = geo.dilation
     t = G.TileShape(r.tile["n"], r.tile["p"], r.tile["q"], r.tile["k"], r.tile["r"], r.tile["s"], r.tile["c"],
@@ -136,7 +137,8 @@ def call_layout(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue) -> G.CallL
     cols = (-(-pw // fw), -(-(geo.W + pw) // fw))
     real = {"N": geo.N, "P": geo.P, "Q": geo.Q, "K": geo.K, "R": geo.R, "S": geo.S, "C": geo.C}
     padded = {d.upper(): r.padded(d) for d in ALL_DIMS}
-    return G.CallLayout(r.dim, real, padded, t, geo.Hp, geo.Wp, rows, cols, r.double_buffer, epi.bias)
+    fold = kernel_fold(r.dim, geo.C, t.c, t.s, dw) if fold_ok and not r.matmul else 1
+    return G.CallLayout(r.dim, real, padded, t, geo.Hp, geo.Wp, rows, cols, r.double_buffer, epi.bias, fold=fold)
 
 
 def realised_mapping(r: Realization, arch: Any) -> Mapping:
@@ -180,7 +182,7 @@ def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec
 
     start = dict(r.tile)
     while True:
-        lay = call_layout(r, geo, epi)
+        lay = call_layout(r, geo, epi, executor == "tileplan")
         if over(lay, 2 if r.double_buffer else 1) <= 1.0:
             break
         cands = []
@@ -198,7 +200,7 @@ def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec
                 continue
             old = r.tile[d]
             r.tile[d] = t_new
-            lay_new = call_layout(r, geo, epi)
+            lay_new = call_layout(r, geo, epi, executor == "tileplan")
             if over(lay_new, 2) < over(lay, 2):
                 cands.append((model_cycles(r, problem, arch, executor), d, t_new))
             r.tile[d] = old
@@ -215,7 +217,7 @@ def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec
     if shrunk:
         r.deviations.append("tiles shrunk (cost-model guided) so that a call fits half the scratchpad and "
                             "accumulator: " + ", ".join(shrunk))
-    return call_layout(r, geo, epi)
+    return call_layout(r, geo, epi, executor == "tileplan")
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -342,7 +344,7 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     executor = "tileplan" if stream == "tileplan" else "library"
     lay = fit(r, geo0, epilogue, target, arch, problem, executor)
     geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
-    lay = dataclasses.replace(call_layout(r, geo, epilogue), bias_ahead=stream == "tileplan",
+    lay = dataclasses.replace(call_layout(r, geo, epilogue, stream == "tileplan"), bias_ahead=stream == "tileplan",
                               reuse=stream == "tileplan" or r.matmul)
     cd = core_compute(tag)(geo, epilogue)
     sch = s_tir.Schedule(prim_func(cd))

@@ -19,8 +19,10 @@ A mapping on a Gemmini-like hierarchy (registers -> output accumulator -> I/W sc
   tiled_matmul keeps an operand whose tile is the whole matrix; Tileplan's generated code ("tileplan", what
   plans run as) keeps any tile the next call uses too. Then the DRAM loop order decides what is kept: output
   channels innermost keep the input tile, pixels innermost the weight tile (only when the calls cover the
-  whole reduction; otherwise consecutive calls share nothing). The FireSim runs are all library-style
-  (no reuse) except the library's whole-matrix operands.
+  whole reduction; otherwise consecutive calls share nothing). Tileplan's code also folds adjacent kernel
+  columns into the array rows when a convolution has few input channels (`kernel_fold`: conv1's 3 channels x
+  5 columns fill 15 of 16 rows instead of 3). The FireSim runs are all library-style (no reuse, no fold)
+  except the library's whole-matrix operands.
 * Inside a call the FSM works in DIM-wide pieces: for every (DIM output channels, kernel row, kernel col,
   DIM input channels) it preloads one weight block and then issues one compute per (batch, output row,
   DIM consecutive output columns of that row): I = min(DIM, cols left) rows stream through the array.
@@ -167,9 +169,24 @@ class Execution:
     # rows are "P", its columns "K", its reduction "C"), as tileplan.execution.call_loop_order gives them.
     order: tuple[str, ...] = ()
     reuse: bool = False
+    # Kernel columns folded into the array rows (Tileplan's code, few input channels; see kernel_fold): 1 = none.
+    fold: int = 1
 
 
 EXECUTORS = ("tileplan", "library")
+
+
+def kernel_fold(dim: int, c: int, t_c: int, t_s: int, dilation_w: int) -> int:
+    """Kernel columns Tileplan's code folds into one weight block (1: none). With few input channels a
+    weight-stationary array idles most of its DIM rows (conv1's 3 channels use 3 of 16). When a call holds every
+    input channel and the kernel columns are adjacent (no dilation), the input channels of `f` consecutive
+    kernel columns are one contiguous run of the (padded, NHWC) input row, so one mvin row can carry all of them
+    (DRAM rows overlapping, stride = the column stride) and one preload covers f x C array rows."""
+    if dilation_w != 1 or t_c < c or t_s < 2 or 2 * c > dim:
+        return 1
+    return min(t_s, dim // c)
+
+
 
 
 def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mapping, executor: str = "tileplan") -> Execution:
@@ -229,6 +246,7 @@ def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mappin
         t_n=tile["N"], t_h=tile["P"], t_w=tile["Q"], t_k=tile["K"], t_c=tile["C"], t_r=tile["R"], t_s=tile["S"],
         k_step=tile["K"], c_step=tile["C"], in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
         overlapped=overlapped, order=order, reuse=executor == "tileplan",
+        fold=kernel_fold(dim, dims["C"], tile["C"], tile["S"], dw) if executor == "tileplan" else 1,
     )
 
 
@@ -348,13 +366,23 @@ def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
     kb = np.ceil(kk / d)
     cb = np.ceil(cc / d)
     w_req = _req(np.minimum(kk, d))  # one mvout row: <= DIM output channels
-    pre = kb * hk * wk * cb
+    if e.fold > 1:
+        # per kernel-column block: one input row of (up to fold) x C channels per (batch, input row, output
+        # column), one preload per (output-channel block, kernel row) of up to fold x C array rows
+        blocks = np.ceil(wk / e.fold)
+        pre = kb * hk * blocks
+        in_req = nb * hu * wo * blocks * _req(e.fold * cc * e.in_bytes)
+        in_bytes = nb * hu * wo * wk * cc
+    else:
+        pre = kb * hk * wk * cb
+        in_req = nb * hu * wu * _mvin_req(cc, d, e.in_bytes)
+        in_bytes = nb * hu * wu * cc
     ops = pre * nb * ho * np.ceil(wo / d)
     ex_rows = pre * nb * ho * wo
-    ld_req = load_i * nb * hu * wu * _mvin_req(cc, d, e.in_bytes) + load_w * hk * wk * cc * _mvin_req(kk, d, e.in_bytes)
+    ld_req = load_i * in_req + load_w * hk * wk * cc * _mvin_req(kk, d, e.in_bytes)
     first = h0 * w0 * c0 * float(e.bias)  # calls that initialise the accumulator
     ld_req = ld_req + first * nb * ho * wo * kb  # one accumulator row per output pixel and DIM output channels
-    ld_bytes = (load_i * nb * hu * wu * cc + load_w * hk * wk * cc * kk) * e.in_bytes
+    ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * e.in_bytes
     ld_bytes = ld_bytes + first * kb * nb * ho * np.ceil(wo / d) * d * ACC_BYTES  # one DRAM row per mvin
     final = hf * wf * cf
     st_req = final * nb * ho * wo * kb * w_req
@@ -464,7 +492,7 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 
 
 __all__ = [
-    "Execution", "FEATURE_COLUMNS", "GemminiCycles", "call_features", "cycles_from_calls", "cycles_vectorised",
+    "Execution", "FEATURE_COLUMNS", "GemminiCycles", "call_features", "cycles_from_calls", "cycles_vectorised", "kernel_fold",
     "execution_from_mapping", "effective_dram_bandwidth", "gemmini_levels", "LibraryTerms", "library_terms",
     "max_block_len", "nominal_dram_bandwidth",
 ]

@@ -370,6 +370,9 @@ class CallLayout:
     # Keep a call's input / weight tile in the scratchpad while the following calls use the same one (tp_call;
     # the cost model counts the loads the same way: tileplan.cost.gemmini, Execution.reuse)
     reuse: bool = True
+    # Kernel columns folded into the array rows (tileplan.cost.gemmini.kernel_fold; 1 = none): the input tile is
+    # then one row per (kernel-column block, batch, input row, output column) holding fold x C channels
+    fold: int = 1
 
     @property
     def cb(self) -> int:
@@ -381,6 +384,8 @@ class CallLayout:
 
     @property
     def in_tile_rows(self) -> int:
+        if self.fold > 1:
+            return -(-self.tile.s // self.fold) * self.tile.n * self.tile.h_win * self.tile.q
         return self.cb * self.tile.n * self.tile.h_win * self.tile.w_win
 
     @property
@@ -430,7 +435,7 @@ def call_support_c(lay: CallLayout) -> str:
         TP_IN_ROWS=lay.in_tile_rows, TP_SPAD_HALF=lay.spad_call_rows, TP_ACC_HALF=lay.acc_tile_rows,
         TP_DB=int(lay.double_buffer), TP_HAS_BIAS=int(lay.has_bias), TP_MVIN_COLS=lay.mvin_cols,
         TP_IN_BLOCK_ROWS=lay.in_block_rows, TP_W_BLOCK_ROWS=lay.w_block_rows, TP_BIAS_AHEAD=int(lay.bias_ahead),
-        TP_REUSE=int(lay.reuse),
+        TP_REUSE=int(lay.reuse), TP_FOLD=lay.fold,
     )
     lines = [f"#define {k} {v}" for k, v in consts.items()]
     lines.append(_CALL_C)
@@ -488,7 +493,10 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
   if (load_w) { tp_w_slot ^= TP_DB; tp_w_key = w_off; }
   const uint32_t sp = tp_in_slot * TP_SPAD_HALF, wsp = tp_w_slot * TP_SPAD_HALF + TP_IN_ROWS;
   const uint32_t acc = (acc_addr & 0x1FFFFFFFu) + tp_acc_half * TP_ACC_HALF;
-  const int32_t hwin = (vp - 1) * TP_SH + (vr - 1) * TP_DH + 1, wwin = (vq - 1) * TP_SW + (vs - 1) * TP_DW + 1;
+  const int32_t hwin = (vp - 1) * TP_SH + (vr - 1) * TP_DH + 1;
+#if TP_FOLD == 1
+  const int32_t wwin = (vq - 1) * TP_SW + (vs - 1) * TP_DW + 1;
+#endif
 
   /* The first reduction tile starts the accumulator from the bias.  TP_BIAS_AHEAD, when the tile has several
      output-channel blocks: the first block's bias rows go before the input and weight tiles, so its computes
@@ -496,6 +504,27 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
      (with one block there is nothing to overlap them with).  Otherwise all of them after the tiles. */
   const int32_t ahead = first && TP_BIAS_AHEAD && vk > TP_DIM;
 
+#if TP_FOLD > 1
+  /* Kernel columns folded into the array rows: per block of TP_FOLD kernel columns, one scratchpad row per
+     (batch, input row, output column) holds the channels of those columns, which are one contiguous run of the
+     padded NHWC input (its padding is real zeros); consecutive output columns start TP_SW columns apart, so the
+     DMA reads overlapping DRAM rows.  The array streams output columns with A stride 1. */
+  const int32_t nsb = (vs + TP_FOLD - 1) / TP_FOLD;
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
+  if (ahead) tp_acc_init(0, 1, vk, vn, vp, vq, acc);
+  gemmini_extended_config_ld(TP_SW * TP_CP, MVIN_SCALE_IDENTITY, false, TP_IN_BLOCK_ROWS, 0);
+  for (int32_t sb = 0; load_in && sb < nsb; sb++) {
+    const int32_t cols = tp_min(TP_FOLD, vs - sb * TP_FOLD) * vc;
+    for (int32_t n = 0; n < vn; n++)
+      for (int32_t h = 0; h < hwin; h++) {
+        const int real_h = h0 + h >= TP_H0 && h0 + h < TP_H1; /* rows wholly in the padding: zero-filled */
+        for (int32_t q = 0; q < vq; q += TP_DIM) {
+          const int8_t *src = real_h ? in + ((n * TP_GP * TP_HP + h) * TP_WP + q * TP_SW + sb * TP_FOLD) * TP_CP : 0;
+          gemmini_extended_mvin(src, sp + ((sb * TP_TN + n) * TP_HWIN + h) * TP_TQ + q, cols, tp_min(TP_DIM, vq - q));
+        }
+      }
+  }
+#else
   gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, TP_SW, false, false);
   if (ahead) tp_acc_init(0, 1, vk, vn, vp, vq, acc);
   /* the channel blocks of one mvin row land TP_IN_BLOCK_ROWS apart (one block per channel block of the tile) */
@@ -520,6 +549,7 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
         }
       }
   }
+#endif
   /* weight tile: one row per (r, s, c) and up to TP_MVIN_COLS output channels (blocks TP_W_BLOCK_ROWS apart,
      configured once in the kernel's prologue) */
   for (int32_t ko = 0; load_w && ko < vk; ko += TP_MVIN_COLS) {
@@ -531,6 +561,34 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
                                  wsp + ((kb * TP_TR + r) * TP_TS + s) * TP_TC + c, kcols, tp_min(TP_DIM, vc - c));
   }
   if (first) tp_acc_init(ahead, (vk + TP_DIM - 1) / TP_DIM, vk, vn, vp, vq, acc);
+#if TP_FOLD > 1
+  /* per (DIM output channels, r, block of kernel columns): one preload of the block's (s, c) weight rows (adjacent
+     in the scratchpad: the call holds every channel), then one compute per (batch, output row, <= DIM columns) */
+  for (int32_t kb = 0; kb * TP_DIM < vk; kb++) {
+    const int32_t kcols = tp_min(TP_DIM, vk - kb * TP_DIM);
+    for (int32_t r = 0; r < vr; r++)
+      for (int32_t sb = 0; sb < nsb; sb++) {
+        const int32_t crows = tp_min(TP_FOLD, vs - sb * TP_FOLD) * vc;
+        int fresh = 1;
+        for (int32_t n = 0; n < vn; n++)
+          for (int32_t p = 0; p < vp; p++)
+            for (int32_t q = 0; q < vq; q += TP_DIM) {
+              const int32_t rows = tp_min(TP_DIM, vq - q);
+              const uint32_t a = sp + ((sb * TP_TN + n) * TP_HWIN + p * TP_SH + r * TP_DH) * TP_TQ + q;
+              const uint32_t c = ACC_ADDR_BIT | ACC_ACCUMULATE_BIT | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q);
+              if (fresh) {
+                gemmini_extended_preload(wsp + ((kb * TP_TR + r) * TP_TS + sb * TP_FOLD) * TP_TC, c, kcols, crows,
+                                         kcols, rows);
+                gemmini_extended_compute_preloaded(a, GARBAGE_ADDR, crows, rows, TP_DIM, TP_DIM);
+              } else {
+                gemmini_extended_preload(GARBAGE_ADDR, c, kcols, crows, kcols, rows);
+                gemmini_extended_compute_accumulated(a, GARBAGE_ADDR, crows, rows, TP_DIM, TP_DIM);
+              }
+              fresh = 0;
+            }
+      }
+  }
+#else
   /* per (DIM output channels, r, s, DIM input channels): one weight preload, then one compute per
      (batch, output row, <= DIM consecutive output columns) */
   for (int32_t kb = 0; kb * TP_DIM < vk; kb++) {
@@ -559,6 +617,7 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
               }
         }
   }
+#endif
 }
 
 /* Accumulator tile -> DRAM (scale, activation, saturation): one row per output pixel and DIM channels. */
