@@ -8,6 +8,7 @@ Writes bench/results/mapper.md.   Run: .venv/bin/python bench/mapper.py [--quick
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
@@ -21,6 +22,8 @@ sys.path.insert(0, str(REPO / "service"))
 from tileplan.check import check  # noqa: E402
 from tileplan.cost import evaluate_mapping  # noqa: E402
 from tileplan.plan import executor_for  # noqa: E402
+from tileplan.cost.gemmini import call_features, cycles_from_calls, execution_from_mapping, nominal_dram_bandwidth  # noqa: E402
+from tileplan.cost.params import CostParams  # noqa: E402
 from tileplan.errors import TileplanError  # noqa: E402
 from tileplan.hardware.catalog import get_hardware  # noqa: E402
 from tileplan.mappers.base import MapperOptions, available_mappers, get_mapper  # noqa: E402
@@ -45,6 +48,7 @@ def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> 
     ideal_total = 0.0
     times: dict[str, list[float]] = {m: [] for m in mappers}
     illegal = 0
+    plans: list = []  # (problem, count, cosa mapping)
     for layer in layers:
         problem = Problem.from_layer(layer)
         res = {}
@@ -66,6 +70,8 @@ def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> 
             # gemmini-auto's tiles run as Gemmini's library (the baseline), every other plan as Tileplan's code
             met = evaluate_mapping(problem, hw.resolve(out.mapping.dataflow), out.mapping, executor_for(m))
             res[m] = (met.cycles, dt, met.utilization)
+            if m == "cosa":
+                plans.append((problem, layer.count, out.mapping))
         ideal = problem.macs / hw.pe_array.macs
         ideal_total += ideal * layer.count
         for m in mappers:
@@ -93,8 +99,33 @@ def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> 
         f"{m} median {statistics.median(times[m]):.2f} / p95 {pct(times[m], 0.95):.2f} / max {max(times[m]):.2f}"
         for m in mappers if times[m]))
     lines.append(f"Illegal plans: {illegal}.")
+    if plans and totals.get("gemmini-auto"):
+        lines += ["", *execution_ablation(hw, plans, totals["gemmini-auto"])]
     summary = {"totals": totals, "ideal": ideal_total, "times": times, "illegal": illegal}
     return "\n".join(lines) + "\n", summary
+
+
+def execution_ablation(hw, plans: list, baseline_total: float) -> list[str]:  # type: ignore[no-untyped-def]
+    """cosa's plans (unchanged) costed as three executions: Gemmini's library (every call reloads its tiles),
+    Tileplan's code keeping the tiles consecutive calls share, and Tileplan's code as it is (also folding kernel
+    columns into the array rows for few-channel convolutions). Shows what each part of the execution is worth."""
+    params = CostParams.for_descriptor(hw)
+    variants = {
+        "as Gemmini's library runs them": lambda p, a, m: execution_from_mapping(p, a, m, "library"),
+        "Tileplan's code, tiles kept between calls": lambda p, a, m: dataclasses.replace(
+            execution_from_mapping(p, a, m), fold=1),
+        "Tileplan's code, also folding kernel columns (what plans are costed as)": execution_from_mapping,
+    }
+    lines = ["cosa's plans costed as three executions (the same mappings; gemmini-auto as Gemmini's library):", "",
+             "| execution of cosa's plans | total cycles | vs gemmini-auto |", "|---|---:|---:|"]
+    for name, change in variants.items():
+        total = 0.0
+        for problem, count, mp in plans:
+            arch = hw.resolve(mp.dataflow)
+            e = change(problem, arch, mp)
+            total += count * cycles_from_calls(call_features(e, nominal_dram_bandwidth(arch)), params).cycles
+        lines.append(f"| {name} | {total:,.0f} | {baseline_total / total:.2f}x |")
+    return lines
 
 
 SMALL_LAYERS = [
