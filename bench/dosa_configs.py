@@ -85,7 +85,7 @@ def main() -> None:
             t0 = time.perf_counter()
             plan = cosa.map(problem, hw, MapperOptions()).mapping
             slowest = max(slowest, time.perf_counter() - t0)
-            tot["cosa_p"] += n * evaluate_mapping(problem, hw.resolve(plan.dataflow), plan).cycles
+            tot["cosa_p"] += n * evaluate_mapping(problem, hw.resolve(plan.dataflow), plan, "tileplan").cycles
             tot["lib_m"] += n * lib.cycles
             tot["dosa_m"] += n * dosa.cycles
             tot["lib_p"] += n * cycles_from_calls(call_features(lib.execution, 16.0), params).cycles

@@ -113,8 +113,9 @@ def execution_ablation(hw, plans: list, baseline_total: float) -> list[str]:  # 
     variants = {
         "as Gemmini's library runs them": lambda p, a, m: execution_from_mapping(p, a, m, "library"),
         "Tileplan's code, tiles kept between calls": lambda p, a, m: dataclasses.replace(
-            execution_from_mapping(p, a, m), fold=1),
-        "Tileplan's code, also folding kernel columns (what plans are costed as)": execution_from_mapping,
+            execution_from_mapping(p, a, m, "tileplan"), fold=1),
+        "Tileplan's code, also folding kernel columns (what plans are costed as)": lambda p, a, m: execution_from_mapping(
+            p, a, m, "tileplan"),
     }
     lines = ["cosa's plans costed as three executions (the same mappings; gemmini-auto as Gemmini's library):", "",
              "| execution of cosa's plans | total cycles | vs gemmini-auto |", "|---|---:|---:|"]
@@ -152,8 +153,8 @@ def small_vs_exhaustive(hw_name: str) -> str:
         ex = get_mapper("exhaustive").map(problem, hw, MapperOptions(objective=obj, time_limit_s=120))
         te = time.perf_counter() - t0
         co = get_mapper("cosa").map(problem, hw, MapperOptions(objective=obj))
-        ce = evaluate_mapping(problem, hw.resolve(ex.mapping.dataflow), ex.mapping).cycles
-        cc = evaluate_mapping(problem, hw.resolve(co.mapping.dataflow), co.mapping).cycles
+        ce = evaluate_mapping(problem, hw.resolve(ex.mapping.dataflow), ex.mapping, "tileplan").cycles
+        cc = evaluate_mapping(problem, hw.resolve(co.mapping.dataflow), co.mapping, "tileplan").cycles
         lines.append(f"| {layer.name} | {ce:,.0f} | {ex.solver.candidates:,} ({ex.solver.status}) | {te:.0f} | {cc:,.0f} | {cc / ce:.3f} |")
     return "\n".join(lines) + "\n"
 

@@ -2,8 +2,9 @@
 
     PYTHONPATH=service python bench/tilespace.py [--hw gemmini-16x16] [--workload FILE] [--out FILE]
 
-On Gemmini-like hardware the calibrated model's cycles depend only on each library call's tile (per dimension)
-and on double buffering (tileplan.cost.gemmini), so the model's optimum can be found by enumerating call tiles:
+On Gemmini-like hardware the calibrated model's cycles depend only on each call's tile (per dimension), on double
+buffering and on the DRAM loop order that decides which tile Tileplan's code keeps between calls (picked per tile
+by `mappers.retile.dram_order`; tileplan.cost.gemmini), so the model's optimum can be found by enumerating call tiles:
 every tile size of `mappers.retile.tile_options` per dimension (each tile count's least padding, and whole
 array blocks on the array axes), double buffered as the library does, pruned by what one call may hold (the
 accumulator keeps the call's outputs, the scratchpad its inputs and weights, both halved for double buffering),
@@ -69,7 +70,7 @@ def optimum(problem: Problem, hw_name: str) -> tuple[float, dict[str, int], int,
                     break
                 tiles = {"N": tn, "G": 1, "K": tk, "C": tc, "P": tp, "Q": tq, "R": tr, "S": ts}
                 mp = mapping_for_tiles(problem, shape, tiles, db)
-                c = cycles_from_calls(call_features(execution_from_mapping(problem, arch, mp), bw), params).cycles
+                c = cycles_from_calls(call_features(execution_from_mapping(problem, arch, mp, "tileplan"), bw), params).cycles
                 ranked.append((c, tuple(tiles[x] for x in DIMS)))
                 n += 1
     ranked.sort()
@@ -77,7 +78,7 @@ def optimum(problem: Problem, hw_name: str) -> tuple[float, dict[str, int], int,
         tiles = dict(zip(DIMS, key))
         mp = mapping_for_tiles(problem, shape, tiles, db)
         if not check_arch(problem, arch, mp):
-            return evaluate_mapping(problem, arch, mp).cycles, tiles, n, time.perf_counter() - t0
+            return evaluate_mapping(problem, arch, mp, "tileplan").cycles, tiles, n, time.perf_counter() - t0
     raise RuntimeError(f"no legal tile for {problem.name}")
 
 
@@ -107,7 +108,7 @@ def main() -> None:
         t0 = time.perf_counter()
         res = cosa.map(problem, hw, MapperOptions(objective=LATENCY))
         cs = time.perf_counter() - t0
-        cc = evaluate_mapping(problem, hw.resolve(res.mapping.dataflow), res.mapping).cycles
+        cc = evaluate_mapping(problem, hw.resolve(res.mapping.dataflow), res.mapping, "tileplan").cycles
         oc, tiles, n, secs = optimum(problem, args.hw)
         best = min(cc, oc)  # cosa may use single buffering or a split the enumeration does not try
         worst = max(worst, cc / best)

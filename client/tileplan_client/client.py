@@ -191,10 +191,13 @@ class TileplanClient:
         return [Plan.from_dict(p) for p in doc["plans"]], doc.get("next_cursor")
 
     def evaluate(self, hardware: str | dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any],
-                 executor: str = "tileplan") -> Evaluation:
+                 executor: str | None = None) -> Evaluation:
         """Metrics of a mapping, or its violations. `executor`: on Gemmini-like hardware, cost it as Tileplan's
-        code runs it ("tileplan") or as Gemmini's own library does ("library", how baselines are costed)."""
-        body = {"hardware": hardware, "layer": layer, "mapping": mapping, "executor": executor}
+        code runs it ("tileplan") or as Gemmini's own library does ("library", how baselines are costed); by
+        default the mapping's own `executor` (plans carry theirs), else the library."""
+        body: dict[str, Any] = {"hardware": hardware, "layer": layer, "mapping": mapping}
+        if executor:
+            body["executor"] = executor
         return Evaluation.from_dict(self._json("POST", "/evaluate", json=body)[1])
 
     def hardware(self) -> list[dict[str, Any]]:

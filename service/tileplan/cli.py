@@ -255,9 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--hw", required=True)
     e.add_argument("--layer", required=True)
     e.add_argument("--mapping", required=True, help="YAML/JSON file with a Mapping (or a Plan)")
-    e.add_argument("--executor", choices=["tileplan", "library"], default="tileplan",
+    e.add_argument("--executor", choices=["tileplan", "library"], default=None,
                    help="Gemmini-like hardware: cost the calls as Tileplan's code runs them (tiles kept between "
-                        "calls that share them) or as Gemmini's own library does (default: tileplan)")
+                        "calls that share them) or as Gemmini's own library does (default: the mapping's own "
+                        "`executor`, which a plan's mapping carries, else the library)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_evaluate)
 

@@ -5,7 +5,7 @@ tensors and the dataflow."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -50,6 +50,15 @@ class Mapping(BaseModel):
     )
     double_buffered: dict[str, list[Tensor]] = Field(default_factory=dict)
     dataflow: str | None = None
+    executor: Literal["tileplan", "library"] | None = Field(
+        default=None,
+        description=(
+            "Hardware run by a software library (Gemmini): who runs the calls. 'tileplan' = Tileplan's generated "
+            "code (keeps tiles consecutive calls share, folds kernel columns for few-channel convolutions: what "
+            "Tileplan's plans run as); 'library' or absent = the hardware's own library (Gemmini's tiled_conv / "
+            "tiled_matmul, the way its measurements and the hand-written baseline run)."
+        ),
+    )
 
     def bounds(self) -> dict[str, int]:
         """Product of every dimension's factors over all levels."""
@@ -69,6 +78,7 @@ class Mapping(BaseModel):
             padded_dims=dict(sorted(self.padded_dims.items())),
             double_buffered={k: sorted(v) for k, v in sorted(self.double_buffered.items()) if v},
             dataflow=self.dataflow,
+            executor=self.executor,
         )
 
     def describe(self) -> str:

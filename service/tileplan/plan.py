@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from tileplan import __version__
 from tileplan.check import check
 from tileplan.cost import Metrics, evaluate_mapping
+from tileplan.execution import library_levels
 from tileplan.errors import MappingInfeasible
 from tileplan.hardware import HardwareDescriptor
 from tileplan.mappers.base import MapperOptions, Objective, SolverInfo, get_mapper
@@ -95,8 +96,13 @@ def run_mapper(name: str, problem: Problem, hw: HardwareDescriptor, options: Map
     if violations:
         # A mapper bug, not a user error: never hand out a plan the hardware cannot run.
         raise MappingInfeasible(f"{name} produced an illegal mapping: {'; '.join(violations)}")
-    metrics = evaluate_mapping(problem, hw.resolve(result.mapping.dataflow), result.mapping, executor_for(name))
-    return result.mapping, result.solver, metrics
+    arch = hw.resolve(result.mapping.dataflow)
+    # on library hardware the plan says who runs it, so evaluating the plan's mapping later gives its cycles
+    mapping = result.mapping
+    if library_levels(arch) is not None:
+        mapping = mapping.model_copy(update={"executor": executor_for(name)})
+    metrics = evaluate_mapping(problem, arch, mapping)
+    return mapping, result.solver, metrics
 
 
 def executor_for(mapper: str) -> str:
@@ -151,10 +157,11 @@ class Evaluation(BaseModel):
 
 
 def evaluate(
-    layer: Conv2dLayer | MatmulLayer, hw: HardwareDescriptor, mapping: Mapping, executor: str = "tileplan"
+    layer: Conv2dLayer | MatmulLayer, hw: HardwareDescriptor, mapping: Mapping, executor: str | None = None
 ) -> Evaluation:
     """Any mapping on any descriptor: its metrics when legal, its violations when not. `executor` (library
-    hardware): run as Tileplan's code ("tileplan") or as Gemmini's own library ("library")."""
+    hardware): run as Tileplan's code ("tileplan") or as Gemmini's own library ("library"); unset, the mapping's
+    own `executor` (a plan's says how it runs), else the library."""
     problem = Problem.from_layer(layer)
     violations = check(problem, hw, mapping)
     if violations:

@@ -39,12 +39,12 @@ def test_refine_leaves_the_mips_padding_behind():
     """gemmini-auto pads conv1's 112x112 output to 114x115 (tiles of 19 x 23); the best tiles of that layer
     need another padding, which prime-factor moves cannot reach and retiling does."""
     start = gemmini_auto(CONV1, HW).mapping
-    before = evaluate_mapping(CONV1, ARCH, start).cycles
+    before = evaluate_mapping(CONV1, ARCH, start, "tileplan").cycles
     best, _, ranked = refine(CONV1, ARCH, [start], LATENCY)
     assert ranked > 100
     assert check_arch(CONV1, ARCH, best) == []
     # (how much depends on the fitted parameters: 3.6% under the first 16x16 fit, 0.4% under the current one)
-    assert evaluate_mapping(CONV1, ARCH, best).cycles < before
+    assert evaluate_mapping(CONV1, ARCH, best, "tileplan").cycles < before
     assert best.padded_dims != start.padded_dims
 
 
@@ -59,7 +59,7 @@ def test_refine_is_a_no_op_off_library_hardware():
 def test_cosa_beats_the_hand_written_tiling_on_conv1():
     ours = get_mapper("cosa").map(CONV1, HW, MapperOptions()).mapping
     theirs = gemmini_auto(CONV1, HW).mapping
-    assert evaluate_mapping(CONV1, ARCH, ours).cycles < evaluate_mapping(CONV1, ARCH, theirs).cycles
+    assert evaluate_mapping(CONV1, ARCH, ours, "tileplan").cycles < evaluate_mapping(CONV1, ARCH, theirs, "library").cycles
 
 
 def test_dram_order_keeps_the_operand_whose_reloads_weigh_more():
@@ -76,7 +76,7 @@ def test_dram_order_keeps_the_operand_whose_reloads_weigh_more():
     assert dram_order(early, {**tiles, "C": 128}) == DRAM_ORDER
     mp = mapping_for_tiles(early, gemmini_shape(ARCH), tiles, {"Accumulator": ["O"], "Scratchpad": ["I", "W"]})
     assert mp.levels[-1].temporal == [("Q", 4), ("P", 7)]  # innermost first: the pixel tiles
-    assert evaluate_mapping(early, ARCH, mp).cycles < evaluate_mapping(early, ARCH, mp, "library").cycles
+    assert evaluate_mapping(early, ARCH, mp, "tileplan").cycles < evaluate_mapping(early, ARCH, mp, "library").cycles
 
 
 def test_plans_run_as_tileplan_code_and_the_baseline_as_the_library():
@@ -88,6 +88,8 @@ def test_plans_run_as_tileplan_code_and_the_baseline_as_the_library():
                          "kernel": 1, "stride": 2})
     plan = make_plan(layer, HW)
     assert plan.metrics.executor == "tileplan" and plan.baseline.metrics.executor == "library"
+    assert (plan.mapping.executor, plan.baseline.mapping.executor) == ("tileplan", "library")
+    assert plan.metrics.cycles == evaluate_mapping(Problem.from_layer(layer), ARCH, plan.mapping).cycles
     problem = Problem.from_layer(layer)
     assert plan.baseline.metrics.cycles == evaluate_mapping(problem, ARCH, plan.baseline.mapping, "library").cycles
     assert plan.metrics.cycles < evaluate_mapping(problem, ARCH, plan.mapping, "library").cycles

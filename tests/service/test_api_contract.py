@@ -149,7 +149,11 @@ def test_evaluate(client: TestClient) -> None:
     lib = client.post("/evaluate", json={"hardware": "gemmini-16x16", "layer": FC, "mapping": base["mapping"],
                                          "executor": "library"}).json()
     assert lib["metrics"]["executor"] == "library" and lib["metrics"]["cycles"] == pytest.approx(base["metrics"]["cycles"])
-    assert ok.json()["metrics"]["executor"] == "tileplan"
+    assert ok.json()["metrics"]["executor"] == "tileplan" and plan["mapping"]["executor"] == "tileplan"
+    # a bare mapping (no executor of its own) runs as the hardware's library, the way its measurements ran
+    bare = {k: v for k, v in plan["mapping"].items() if k != "executor"}
+    r = client.post("/evaluate", json={"hardware": "gemmini-16x16", "layer": FC, "mapping": bare}).json()
+    assert r["metrics"]["executor"] == "library"
     r = client.post("/evaluate", json={"hardware": "gemmini-16x16", "layer": FC, "mapping": plan["mapping"],
                                        "executor": "fpga"})
     assert r.status_code == 422 and "executor" in r.text

@@ -189,11 +189,15 @@ def kernel_fold(dim: int, c: int, t_c: int, t_s: int, dilation_w: int) -> int:
 
 
 
-def execution_from_mapping(problem: Problem, arch: Architecture, mapping: Mapping, executor: str = "tileplan") -> Execution:
+def execution_from_mapping(
+    problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None
+) -> Execution:
     """How a mapping runs (tiles = everything below DRAM): `executor="tileplan"` is Tileplan's generated code
     (library-style calls in the plan's DRAM order, reductions innermost, tiles kept while consecutive calls
     share them); "library" is Gemmini's own tiled_conv / tiled_matmul (tiled_matmul keeps an operand only when
-    its tile is the whole matrix: loops i, j, k with k innermost), the baseline every plan is compared with."""
+    its tile is the whole matrix: loops i, j, k with k innermost), the baseline every plan is compared with.
+    Unset: the mapping's own `executor`, else the library (a bare mapping runs on the hardware's software)."""
+    executor = executor or mapping.executor or "library"
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; use one of {EXECUTORS}")
     levels = gemmini_levels(arch)

@@ -78,10 +78,11 @@ class Metrics(BaseModel):
     levels: list[LevelTraffic] = Field(default_factory=list)
 
 
-def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping, executor: str = "tileplan") -> Metrics:
+def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None) -> Metrics:
     """Metrics of a mapping the checker has accepted (calibrated Gemmini model where it applies). On library
     hardware `executor` says who runs the calls: Tileplan's generated code ("tileplan", which keeps tiles that
-    consecutive calls share) or Gemmini's own library ("library", the hand-written baseline's execution)."""
+    consecutive calls share) or Gemmini's own library ("library", the hand-written baseline's execution); unset,
+    the mapping's own `executor` field decides, and a mapping without one runs as the library."""
     nest = analyse(problem, arch, mapping)
     base = metrics_from_nest(nest)
     levels = gemmini_levels(arch)
@@ -99,7 +100,7 @@ def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping, exe
             "compute_cycles": g.execute,
             "stall_cycles": g.cycles - max(g.execute, g.dma),
             "model": "gemmini",
-            "executor": executor,
+            "executor": executor or mapping.executor or "library",
         }
     )
 

@@ -18,6 +18,10 @@ from tileplan.hardware import HardwareDescriptor
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 
+# Every mapper searches for the plan that runs best as Tileplan's generated code (on hardware with a software
+# library, where it matters: tileplan.cost.gemmini, executors); the hand-written baseline runs as the library.
+TILEPLAN = "tileplan"
+
 
 class Objective(BaseModel):
     """Weights of the multi-objective (normalised to sum to 1 when used)."""

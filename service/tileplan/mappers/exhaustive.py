@@ -24,7 +24,7 @@ from tileplan.check import check_arch
 from tileplan.cost import evaluate_mapping
 from tileplan.errors import InputError, MappingInfeasible
 from tileplan.hardware import Architecture, HardwareDescriptor
-from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
+from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows, TILEPLAN
 from tileplan.mappers.score import score_mapping
 from tileplan.mappers.space import MappingSpace, level_orders, ordered_factorizations
 from tileplan.mapping import Mapping
@@ -119,7 +119,7 @@ def search(
                 violations = check_arch(problem, arch, mapping) if k == 0 else []
                 if violations:  # the incremental test and check.py disagree: a bug, never a silent skip
                     raise MappingInfeasible(f"exhaustive built an illegal mapping: {'; '.join(violations)}")
-                metrics = evaluate_mapping(problem, arch, mapping)
+                metrics = evaluate_mapping(problem, arch, mapping, TILEPLAN)
                 s = score_mapping(problem, arch, mapping, metrics, options.objective)
                 scored += 1
                 if s < best_score - 1e-12:

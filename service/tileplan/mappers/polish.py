@@ -15,7 +15,7 @@ import time
 from tileplan.check import check_arch
 from tileplan.cost.model import evaluate_mapping
 from tileplan.hardware import Architecture
-from tileplan.mappers.base import Objective
+from tileplan.mappers.base import Objective, TILEPLAN
 from tileplan.mappers.score import score_mapping
 from tileplan.mapping import LevelMapping, Mapping
 from tileplan.problem import Problem, prime_factors
@@ -61,7 +61,7 @@ def polish(
 ) -> tuple[Mapping, float, int]:
     """(best mapping, its score, evaluations spent); `mapping` must be legal."""
     best = mapping
-    best_score = score_mapping(problem, arch, mapping, evaluate_mapping(problem, arch, mapping), objective)
+    best_score = score_mapping(problem, arch, mapping, evaluate_mapping(problem, arch, mapping, TILEPLAN), objective)
     spent = 0
     improved = True
     while improved and spent < budget and (deadline is None or time.perf_counter() < deadline):
@@ -73,7 +73,7 @@ def polish(
             if check_arch(problem, arch, cand):
                 continue
             spent += 1
-            s = score_mapping(problem, arch, cand, evaluate_mapping(problem, arch, cand), objective)
+            s = score_mapping(problem, arch, cand, evaluate_mapping(problem, arch, cand, TILEPLAN), objective)
             if s < best_score - 1e-9 and (step_best is None or s < step_best[0]):
                 step_best = (s, cand)
         if step_best is not None:

@@ -23,7 +23,7 @@ from tileplan.check import check_arch
 from tileplan.cost import evaluate_mapping
 from tileplan.errors import MappingInfeasible
 from tileplan.hardware import HardwareDescriptor
-from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
+from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows, TILEPLAN
 from tileplan.mappers.score import score_mapping
 from tileplan.mappers.space import MappingSpace
 from tileplan.mapping import Mapping
@@ -101,7 +101,7 @@ class RandomMapper:
             if key in seen:
                 continue
             seen.add(key)
-            metrics = evaluate_mapping(problem, space.arch, mapping)
+            metrics = evaluate_mapping(problem, space.arch, mapping, TILEPLAN)
             s = score_mapping(problem, space.arch, mapping, metrics, options.objective)
             if s < best_score - 1e-12:
                 best, best_score = mapping, s

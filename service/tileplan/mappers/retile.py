@@ -23,7 +23,7 @@ from tileplan.cost.model import evaluate_mapping
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS
 from tileplan.hardware import Architecture
-from tileplan.mappers.base import Objective
+from tileplan.mappers.base import Objective, TILEPLAN
 from tileplan.mappers.build import build_mapping
 from tileplan.mappers.gemmini_auto import GemminiShape, gemmini_shape
 from tileplan.mappers.score import score_mapping
@@ -118,7 +118,7 @@ def _candidates(tiles: dict[str, int], options: dict[str, list[int]], reach: int
 
 def _cycles(problem: Problem, arch: Architecture, mapping: Mapping, params: CostParams) -> float:
     """The call cycle model alone (no traffic, energy or legality): cheap enough to rank thousands."""
-    e = execution_from_mapping(problem, arch, mapping)
+    e = execution_from_mapping(problem, arch, mapping, TILEPLAN)
     return cycles_from_calls(call_features(e, nominal_dram_bandwidth(arch)), params).cycles
 
 
@@ -137,7 +137,7 @@ def refine(
     (objective) the `shortlist` fastest legal ones and moves to the best if it improves. Returns the best start
     unchanged when `arch` is not Gemmini-like."""
     scored = [
-        (score_mapping(problem, arch, m, evaluate_mapping(problem, arch, m), objective), i, m) for i, m in enumerate(starts)
+        (score_mapping(problem, arch, m, evaluate_mapping(problem, arch, m, TILEPLAN), objective), i, m) for i, m in enumerate(starts)
     ]
     best_score, _, best = min(scored)
     shape = gemmini_shape(arch)
@@ -163,7 +163,7 @@ def refine(
                 if check_arch(problem, arch, cands[i]):
                     continue
                 legal += 1
-                s = score_mapping(problem, arch, cands[i], evaluate_mapping(problem, arch, cands[i]), objective)
+                s = score_mapping(problem, arch, cands[i], evaluate_mapping(problem, arch, cands[i], TILEPLAN), objective)
                 if s < cur_score - 1e-9 and (step is None or s < step[0]):
                     step = (s, cands[i])
             if step is None:

@@ -19,7 +19,7 @@ from tileplan.cost.model import evaluate_mapping
 from tileplan.dims import DIMS
 from tileplan.errors import InputError, MappingInfeasible
 from tileplan.hardware import Architecture, HardwareDescriptor
-from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
+from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows, TILEPLAN
 from tileplan.mappers.build import build_mapping, max_double_buffering
 from tileplan.mappers.cosa.decode import candidate_mappings, decode_factors
 from tileplan.mappers.cosa.model import Weights, build_model
@@ -57,7 +57,7 @@ def _not_slower_than(problem: Problem, hw: HardwareDescriptor, best: Mapping, se
     """A weighted objective may trade cycles for energy; while latency has any weight, Tileplan still never
     hands out a plan slower than the hardware's own hand-written tiling (the baseline users compare with):
     the hand-written tiling is returned instead, with a note."""
-    ours = evaluate_mapping(problem, hw.resolve(best.dataflow), best).cycles
+    ours = evaluate_mapping(problem, hw.resolve(best.dataflow), best, TILEPLAN).cycles
     theirs = evaluate_mapping(problem, hw.resolve(seed.dataflow), seed, "library").cycles
     if ours <= theirs * (1 + 1e-9):
         return best, []
@@ -86,7 +86,7 @@ class CosaMapper:
             if check_arch(problem, arch, mp):
                 return
             n_cands += 1
-            s = score_mapping(problem, arch, mp, evaluate_mapping(problem, arch, mp), options.objective)
+            s = score_mapping(problem, arch, mp, evaluate_mapping(problem, arch, mp, TILEPLAN), options.objective)
             if best is None or s < best[0] - 1e-12:
                 best = (s, mp)
 
