@@ -94,3 +94,16 @@ def test_plans_run_as_tileplan_code_and_the_baseline_as_the_library():
     assert plan.baseline.metrics.cycles == evaluate_mapping(problem, ARCH, plan.baseline.mapping, "library").cycles
     assert plan.metrics.cycles < evaluate_mapping(problem, ARCH, plan.mapping, "library").cycles
     assert plan.speedup > 1.4
+
+
+def test_refine_reaches_tiles_covering_the_whole_reduction():
+    """1x1 1024->512 at 14x14: the hand-written and the MIP's tilings split the 1024 input channels over calls, so
+    consecutive calls share no tile; the whole-reduction start finds calls of all 1024 channels (the accumulator
+    then holds fewer pixels x channels), whose input tile Tileplan's code keeps across the channel tiles."""
+    layer = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 1024, "out_channels": 512, "in_h": 14,
+                                            "in_w": 14, "kernel": 1}))
+    start = gemmini_auto(layer, HW).mapping
+    assert call_tiles(start, 3)["C"] < 1024
+    best, _, _ = refine(layer, ARCH, [start], LATENCY)
+    assert check_arch(layer, ARCH, best) == [] and call_tiles(best, 3)["C"] == 1024
+    assert evaluate_mapping(layer, ARCH, best, "tileplan").cycles < 0.9 * evaluate_mapping(layer, ARCH, start, "tileplan").cycles
