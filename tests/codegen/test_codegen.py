@@ -194,6 +194,20 @@ def test_mapping_drives_the_loop_nest():
     assert a3.acc_rows_used == 8 * a1.acc_rows_used
 
 
+def _both_streams(layer, mapping, epi, seed):
+    """(artifact, run) of Tileplan's stream and of the baseline's, each bit-exact and within 20% of the cost
+    model of its own execution."""
+    out = []
+    for stream in ("tileplan", "baseline"):
+        art = generate(layer, HW16, mapping, epi, stream=stream)
+        inputs = random_inputs(art.geometry, seed)
+        res = run(art, inputs)
+        np.testing.assert_array_equal(res.buffers["out"], reference(art.geometry, epi, **inputs))
+        assert 0.8 <= res.cycles / art.model_cycles <= 1.2, (stream, res.cycles, art.model_cycles)
+        out.append((art, res))
+    return out
+
+
 def test_calls_keep_the_tile_the_next_calls_share():
     """A strided 1x1 conv whose calls cover all 512 input channels, output channels innermost at DRAM: Tileplan's
     stream keeps each input tile across the 32 channel tiles; the baseline stream (as Gemmini's tiled_conv runs)
@@ -210,16 +224,7 @@ def test_calls_keep_the_tile_the_next_calls_share():
         "double_buffered": {"Scratchpad": ["I", "W"], "Accumulator": ["O"]},
         "dataflow": "weight_stationary",
     })
-    epi = Epilogue(scale=0.002, relu=True)
-    runs = {}
-    for stream in ("tileplan", "baseline"):
-        art = generate(layer, HW16, mapping, epi, stream=stream)
-        inputs = random_inputs(art.geometry, 1)
-        res = run(art, inputs)
-        np.testing.assert_array_equal(res.buffers["out"], reference(art.geometry, epi, **inputs))
-        assert 0.8 <= res.cycles / art.model_cycles <= 1.2, (stream, res.cycles, art.model_cycles)
-        runs[stream] = (art, res)
-    (_, ours), (_, base) = runs["tileplan"], runs["baseline"]
+    (_, ours), (_, base) = _both_streams(layer, mapping, Epilogue(scale=0.002, relu=True), seed=1)
     # the one input tile (14 x 14 pixels x 512 channels) is loaded once instead of once per call (32 calls);
     # weight loads and everything else are the same
     assert base.counts["mvin"] == 32 * ours.counts["mvin"]
@@ -234,16 +239,7 @@ def test_kernel_columns_fold_into_the_array_rows(stride, dilation, fold):
     fold. Bit-exact either way, within 20% of the model of each stream, and the fold cuts the preloads 5x."""
     layer = parse_layer({"op": "conv2d", "in_channels": 3, "out_channels": 20, "in_h": 21, "in_w": 23, "kernel": 7,
                          "stride": stride, "dilation": dilation, "padding": 3})
-    epi = Epilogue(scale=0.01, relu=False)
-    runs = {}
-    for stream in ("tileplan", "baseline"):
-        art = generate(layer, HW16, _whole_layer_mapping(layer), epi, stream=stream)
-        inputs = random_inputs(art.geometry, 2)
-        res = run(art, inputs)
-        np.testing.assert_array_equal(res.buffers["out"], reference(art.geometry, epi, **inputs))
-        assert 0.8 <= res.cycles / art.model_cycles <= 1.2, (stream, res.cycles, art.model_cycles)
-        runs[stream] = (art, res)
-    (ours, r_ours), (base, r_base) = runs["tileplan"], runs["baseline"]
+    (ours, r_ours), (base, r_base) = _both_streams(layer, _whole_layer_mapping(layer), Epilogue(scale=0.01), seed=2)
     assert (ours.layout.fold, base.layout.fold) == (fold, 1)
     if fold > 1:
         # weight blocks: 2 output-channel blocks x 7 kernel rows x 2 column blocks (5 + 2) instead of x 7 columns
