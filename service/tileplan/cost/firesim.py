@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from tileplan.cost.gemmini import Execution
+from tileplan.cost.gemmini import Execution, library_matmul_keeps
 from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
 from tileplan.mapping import LevelMapping, Mapping
@@ -265,10 +265,11 @@ def _library_execution(row: dict[str, str], hw: HardwareDescriptor, tile: dict[s
             ti, tj, tk = t["tile_I"], t["tile_J"], t["tile_K"]
         else:
             ti, tj, tk = (-(-tile[f] // dim) for f in ("ocols", "ochs", "kchs"))
+        order, reuse = library_matmul_keeps(ti * dim >= p * n, tj * dim >= k, tk * dim >= c)
         return Execution(
             kind="matmul", dim=dim, batch=n, groups=1, out_h=p, out_w=1, k=k, c=c, r=1, s=1, stride=(1, 1),
             pad=(0, 0), in_h=p, in_w=1, t_n=1, t_h=ti, t_w=1, t_k=tj, t_c=tk, t_r=1, t_s=1, k_step=0, c_step=0,
-            bias=False, order=("P", "K", "C"), reuse=True,  # tiled_matmul keeps a whole-matrix operand
+            bias=False, order=order, reuse=reuse,
         )
     in_dim, pad = p * stride, r // 2  # the harness's square layer (see dosa_execution)
     if tile is None:

@@ -187,6 +187,12 @@ def kernel_fold(dim: int, c: int, t_c: int, t_s: int, dilation_w: int) -> int:
     return min(t_s, dim // c)
 
 
+def library_matmul_keeps(whole_rows: bool, whole_cols: bool, whole_reduction: bool) -> tuple[tuple[str, ...], bool]:
+    """(order, reuse) of a tiled_matmul call sequence: it keeps A across j0 only when A is the whole matrix (one
+    row tile, one reduction tile) and B across i0 only when B is; otherwise every call reloads both. Expressed in
+    the general rule (`_loads`): the kept operand's loop outermost."""
+    order = ("P", "K", "C") if whole_rows else ("K", "P", "C")
+    return order, whole_reduction and (whole_rows or whole_cols)
 
 
 def execution_from_mapping(
@@ -225,7 +231,9 @@ def execution_from_mapping(
     in_w = (dims["Q"] - 1) * sw + (dims["S"] - 1) * dw + 1
     if kind == "matmul":
         if executor == "library":
-            mm_order, reuse = ("P", "K", "C"), True
+            mm_order, reuse = library_matmul_keeps(
+                tile["P"] >= dims["P"] and tile["N"] >= dims["N"], tile["K"] >= dims["K"], tile["C"] >= dims["C"]
+            )
         else:
             # batch and rows are one row dimension here; the generated code runs them as two loops, so only
             # claim reuse when at most one of them has several tiles
@@ -497,6 +505,6 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 
 __all__ = [
     "Execution", "FEATURE_COLUMNS", "GemminiCycles", "call_features", "cycles_from_calls", "cycles_vectorised", "kernel_fold",
-    "execution_from_mapping", "effective_dram_bandwidth", "gemmini_levels", "LibraryTerms", "library_terms",
+    "execution_from_mapping", "effective_dram_bandwidth", "gemmini_levels", "library_matmul_keeps", "LibraryTerms", "library_terms",
     "max_block_len", "nominal_dram_bandwidth",
 ]
