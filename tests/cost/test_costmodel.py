@@ -411,3 +411,30 @@ def test_kernel_columns_fold_when_channels_are_few() -> None:
     m = gemmini_auto(conv1, hw).mapping
     assert execution_from_mapping(conv1, arch, m, "tileplan").fold == 5 and execution_from_mapping(conv1, arch, m).fold == 1
     assert evaluate_mapping(conv1, arch, m, "tileplan").cycles < 0.4 * evaluate_mapping(conv1, arch, m, "library").cycles
+
+
+def test_library_matmul_keeps_only_whole_matrix_operands() -> None:
+    """gemmini.md: tiled_matmul reuses an A tile across j0 only when it is the whole of A (similarly B)."""
+    from tileplan.cost.gemmini import library_matmul_keeps
+
+    hw = get_hardware("gemmini-16x16")
+    arch = hw.resolve("weight_stationary")
+    layer = Problem.from_layer(MatmulLayer(M=64, K=64, N=256))
+    col = FEATURE_COLUMNS.index("ld_bytes")
+
+    def loaded(tiles_p, tiles_k, executor):  # type: ignore[no-untyped-def]
+        # M split in `tiles_p` row tiles, N in `tiles_k` column tiles, the reduction whole
+        m = Mapping(levels=_levels(acc_t=[("P", 64 // tiles_p)], acc_s=[("C", 16)],
+                                   spad_t=[("C", 4), ("K", 256 // tiles_k // 16)], spad_s=[("K", 16)],
+                                   dram_t=[("K", tiles_k), ("P", tiles_p)]),
+                    dataflow="weight_stationary")
+        assert check(layer, hw, m) == []
+        x = call_features(execution_from_mapping(layer, arch, m, executor), 8.0)
+        return (x[:, 0] * x[:, col]).sum()
+
+    # A whole (one row tile): the library loads it once for the 4 column tiles, like Tileplan's code
+    assert loaded(1, 4, "library") == loaded(1, 4, "tileplan")
+    # A in two row tiles: the library reloads it in each of the 8 calls; Tileplan's code keeps it across the 4
+    assert loaded(2, 4, "library") - loaded(2, 4, "tileplan") == (8 - 2) * 32 * 64
+    assert library_matmul_keeps(True, False, True) == (("P", "K", "C"), True)
+    assert library_matmul_keeps(False, False, True)[1] is False and library_matmul_keeps(True, True, False)[1] is False
