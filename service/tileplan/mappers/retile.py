@@ -46,13 +46,9 @@ def dram_order(problem: Problem, tiles: dict[str, int]) -> tuple[str, ...]:
     count = {d: -(-problem.dims[d] // tiles[d]) for d in DIMS}
     if count["C"] * count["R"] * count["S"] > 1:
         return DRAM_ORDER  # consecutive calls walk the reduction: they share no tile
-    sh, sw = problem.stride
-    dh, dw = problem.dilation
-    in_tile = tiles["N"] * ((tiles["P"] - 1) * sh + (tiles["R"] - 1) * dh + 1) * ((tiles["Q"] - 1) * sw + (tiles["S"] - 1) * dw + 1) * tiles["C"]
-    w_tile = tiles["R"] * tiles["S"] * tiles["C"] * tiles["K"]
     pixels = count["N"] * count["P"] * count["Q"]
-    saved_in = in_tile * pixels * (count["K"] - 1)
-    saved_w = w_tile * count["K"] * (pixels - 1)
+    saved_in = problem.tile_elements("I", tiles) * pixels * (count["K"] - 1)
+    saved_w = problem.tile_elements("W", tiles) * count["K"] * (pixels - 1)
     return DRAM_ORDER_KEEP_W if saved_w > saved_in else DRAM_ORDER
 
 
@@ -136,8 +132,6 @@ def _whole_reduction(problem: Problem, shape: GemminiShape, options: dict[str, l
         return []
     acc_room = acc.capacity * acc.instances / 2 / arch.acc_bytes
     spad_room = spad.capacity * spad.instances / 2
-    sh, sw = problem.stride
-    dh, dw = problem.dilation
     red = d["C"] * d["R"] * d["S"]
     out = []
     for tk in options.get("K", [1]):
@@ -146,10 +140,11 @@ def _whole_reduction(problem: Problem, shape: GemminiShape, options: dict[str, l
         if tk % shape.dim and tk != d["K"]:
             continue  # whole array blocks of output channels only
         for tq in sorted({d["Q"], -(-d["Q"] // 2)}):
-            iw = (tq - 1) * sw + (d["S"] - 1) * dw + 1
-            fits = [tp for tp in options.get("P", [1]) if tp * tq * tk <= acc_room
-                    and ((tp - 1) * sh + (d["R"] - 1) * dh + 1) * iw * d["C"] + red * tk <= spad_room]
-            out += [{"N": 1, "G": 1, "K": tk, "C": d["C"], "P": tp, "Q": tq, "R": d["R"], "S": d["S"]} for tp in fits[-2:]]
+            tiles = [{"N": 1, "G": 1, "K": tk, "C": d["C"], "P": tp, "Q": tq, "R": d["R"], "S": d["S"]}
+                     for tp in options.get("P", [1])]
+            fits = [t for t in tiles if t["P"] * tq * tk <= acc_room
+                    and problem.tile_elements("I", t) + problem.tile_elements("W", t) <= spad_room]
+            out += fits[-2:]
     return out
 
 
