@@ -169,6 +169,22 @@ def test_spatial_factors_set_the_harness_array_size(rows) -> None:
 
 
 @needs_data
+def test_register_level_factors_count_once_in_the_call_tile(rows) -> None:
+    """Rows 1105, 1106, 1113 and 1116 run one matmul layer (C128 K128 P128, 4-wide binary) with the same
+    factors below DRAM, placed differently between the accumulator and register levels (L0 P2, P8, P8, none).
+    FireSim measured them within 0.2% of each other (4.132e6-4.138e6 cycles), so the register-level factor
+    is part of the call tile once, like every other factor below DRAM. Reading it twice (as the harness's
+    later extract_data_csv.py does) gives them 1- to 8-block row tiles and predictions 2x apart."""
+    group = [rows[i] for i in (1105, 1106, 1113, 1116)]
+    assert len({r.layer_key for r in group}) == 1
+    assert max(r.cycles for r in group) < 1.002 * min(r.cycles for r in group)
+    assert len({r.execution for r in group}) == 1
+    # and a conv: row 1's L0 holds no P factor, row 0's does; its output-column tile is the product of the
+    # P factors below DRAM (L1 P7 x L0 P16 = 112), not 112 x 16.
+    assert rows[0].execution.t_w == 112
+
+
+@needs_data
 def test_padding_wrap_pathology_is_predicted(rows) -> None:
     """A 1-row tile of a 7x7 stride-2 conv under 1-row kernel tiles has calls whose input window lies wholly in
     the zero padding; the 16-bit loader iterator wraps. Measured 4.7e8 cycles (row 3) vs 1.0e7 for row 1."""
