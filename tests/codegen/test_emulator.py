@@ -17,6 +17,8 @@ _EMUS: dict[tuple, Emulator] = {}
 
 
 def emu(dim: int = 16, spad_rows: int = 16384, acc_rows: int = 1024, **timing: float) -> Emulator:
+    # Instruction-level checks measure the units: no per-program latency or host pacing unless a test asks.
+    timing = {"run_cycles": 0.0, "call_floor_cycles": 0.0, **timing}
     key = (dim, spad_rows, acc_rows, tuple(sorted(timing.items())))
     if key not in _EMUS:
         _EMUS[key] = Emulator(dim=dim, spad_rows=spad_rows, acc_rows=acc_rows,
@@ -258,6 +260,20 @@ def test_parameters_reach_the_model():
     assert r2.cycles > r1.cycles + 40 * r1.instructions / 2
     with pytest.raises(ValueError):
         TimingParams(dram_bytes_per_cycle=0).validate()
+
+
+def test_host_paces_calls_and_a_program_pays_its_latency_once():
+    """config_ex opens a call no sooner than call_floor_cycles after the previous one (the host sets each call
+    up while the last runs): ten calls with no work take nine floors; calls with more work than the floor hide
+    it. run_cycles is added once per program."""
+    opens = [isa.config_ex(WS)] * 10
+    assert emu(16, call_cycles=0.0, call_floor_cycles=300.0).run(opens, {}).cycles == 9 * 300
+    assert emu(16, call_cycles=0.0, call_floor_cycles=300.0, run_cycles=800.0).run(opens, {}).cycles == 9 * 300 + 800
+    x = np.zeros((16, 16), np.int8)
+    call = [isa.config_ex(WS), isa.config_ld(16)] + [isa.mvin(Dram("x"), 16 * (i % 4), 16, 16) for i in range(8)]
+    slow = emu(16, call_cycles=0.0, call_floor_cycles=0.0, dram_bytes_per_cycle=1.0).run(call * 3, {"x": x}).cycles
+    paced = emu(16, call_cycles=0.0, call_floor_cycles=300.0, dram_bytes_per_cycle=1.0).run(call * 3, {"x": x}).cycles
+    assert slow > 3 * 300 and paced == slow  # 8 x 256 B at 1 B/cycle per call: the floor is hidden
 
 
 def test_default_timing_is_the_calibrated_mapping_for_the_catalog_gemmini():

@@ -179,6 +179,9 @@ def timing_for(hw: Any, matmul: bool = False) -> TimingParams:
     | compute_op_cycles        | CostParams.op_overhead_cycles                                           |
     | preload_cycles           | CostParams.preload_dims x DIM                                           |
     | call_cycles              | CostParams.call_overhead_cycles (config_ex opening each call)           |
+    | call_floor_cycles        | CostParams.call_floor_matmul for a matmul, call_floor_cycles otherwise  |
+    |                          | (config_ex dispatched no sooner than this after the previous one)       |
+    | run_cycles               | CostParams.run_overhead_cycles (added once to the program's cycles)     |
     | overlap_loss             | DMA / array contention: CostParams.overlap_loss_matmul for a matmul     |
     |                          | (`matmul`, the library's loop_ws), CostParams.overlap_loss otherwise    |
     | latencies, issue, config | 0 (the calibrated model has no such terms)                              |
@@ -194,7 +197,8 @@ def timing_for(hw: Any, matmul: bool = False) -> TimingParams:
         dma_request_cycles=p.dma_request_cycles, compute_row_cycles=1.0, compute_op_cycles=p.op_overhead_cycles,
         preload_cycles=p.preload_dims * hw.pe_array.rows, call_cycles=p.call_overhead_cycles,
         overlap_loss=p.overlap_loss_matmul if matmul else p.overlap_loss, dma_latency=0.0, issue_cycles=0.0,
-        config_cycles=0.0, compute_latency=0.0, queue_load=0.0, queue_exec=0.0, queue_store=0.0)
+        config_cycles=0.0, compute_latency=0.0, queue_load=0.0, queue_exec=0.0, queue_store=0.0,
+        call_floor_cycles=p.call_floor_matmul if matmul else p.call_floor_cycles, run_cycles=p.run_overhead_cycles)
 
 
 def _ident(name: str) -> str:

@@ -45,6 +45,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "call_overhead_cycles": (0.0, 1e5),
     "overlap_loss": (0.0, 1.0),
     "overlap_loss_matmul": (0.0, 1.0),
+    "call_floor_cycles": (0.0, 1e5),
+    "call_floor_matmul": (0.0, 1e5),
+    "run_overhead_cycles": (0.0, 1e6),
 }
 
 

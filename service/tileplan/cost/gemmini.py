@@ -34,12 +34,16 @@ A mapping on a Gemmini-like hierarchy (registers -> output accumulator -> I/W sc
   output tile's first reduction call. Zero padding is not read from DRAM. DRAM runs at the DMA's peak (16 B
   per cycle) times a fitted efficiency, capped by the descriptor's DRAM bandwidth.
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
-  overlap the current call's compute, so a call costs about max(DMA, compute) + a fitted share of the
-  shorter (one share for loop_conv_ws, one for loop_ws) + a fixed issue cost; in a convolution the first
-  call's loads and the last call's compute have nothing to hide behind (one average call's hidden share, once:
-  loop_conv_ws waits for a call's loads before computing). A mapping that does not
-  double buffer I+W in the scratchpad and O in the accumulator gets no overlap: its calls cost DMA +
-  compute + the issue cost.
+  overlap the current call's compute, so a call's work is about max(DMA, compute) + a fitted share of the
+  shorter (one share for loop_conv_ws, one for loop_ws); in a convolution the first call's loads and the last
+  call's compute have nothing to hide behind (one average call's hidden share, once: loop_conv_ws waits for
+  a call's loads before computing). A mapping that does not double buffer I+W in the scratchpad and O in the
+  accumulator gets no overlap: its calls' work is DMA + compute.
+* The host sets up and issues each call (loop bounds, addresses, the FSM's configuration) while the previous
+  call runs, so a call lasts max(its work, the issue time) + whatever per-call cost nothing hides; the issue
+  time of a tiled_conv call is about twice a tiled_matmul call's (FireSim: the smallest calls of the data set
+  take ~275 and ~130 cycles however little they move). A layer also pays, once, its first load's and last
+  store's latency and the closing fence.
 * Loop iterators are 16-bit: a tile whose input window lies entirely in the zero padding (possible only
   with padded convolutions and kernel tiles no taller/wider than the stride) makes the input loader count
   ~2^16 rows, a pathological DMA storm that the model reproduces.
@@ -81,13 +85,15 @@ OPERAND_DIMS = {"I": frozenset("NGPQCRS"), "W": frozenset("GKCRS")}
 class LibraryTerms:
     """What a mapper must see of the library execution above, for a Gemmini-like descriptor: every
     iteration of the DRAM loops is one call that reloads its input and weight tiles (no reuse across
-    calls), outputs leave once, and each call pays a fixed cost, DMA requests per row and bytes at the
-    effective DRAM bandwidth."""
+    calls), outputs leave once, and each call lasts at least its issue time (`call_floor`, `call_floor_matmul`)
+    and pays a fixed cost, DMA requests per row and bytes at the effective DRAM bandwidth."""
 
     top: int  # DRAM level: one library call per iteration of its loops
     tile_level: int  # the scratchpad: tiles are everything at and below it
     dim: int
     call_cycles: float
+    call_floor: float
+    call_floor_matmul: float
     request_cycles: float
     op_cycles: float
     cycles_per_byte: float
@@ -117,6 +123,8 @@ def library_terms(arch: Architecture, params: CostParams) -> LibraryTerms | None
         tile_level=levels[1],
         dim=arch.hardware.pe_array.rows,
         call_cycles=params.call_overhead_cycles,
+        call_floor=params.call_floor_cycles,
+        call_floor_matmul=params.call_floor_matmul,
         request_cycles=params.dma_request_cycles,
         op_cycles=params.op_overhead_cycles,
         cycles_per_byte=1.0 / bw,
@@ -460,7 +468,11 @@ def _cycle_terms(col, p):
     # to its own degree.
     loss = np.where(col["matmul"] > 0, p["overlap_loss_matmul"], p["overlap_loss"])
     overlapped = np.maximum(dma, ex) + loss * np.minimum(dma, ex)
-    per_call = np.where(col["overlap"] > 0, overlapped, dma + ex) + p["call_overhead_cycles"]
+    # The host issues the next call while the accelerator runs this one, so a call lasts at least the time to
+    # issue it (tiled_conv's per-call set-up is longer than tiled_matmul's) and otherwise hides it.
+    floor = np.where(col["matmul"] > 0, p["call_floor_matmul"], p["call_floor_cycles"])
+    work = np.where(col["overlap"] > 0, overlapped, dma + ex)
+    per_call = np.maximum(work, floor) + p["call_overhead_cycles"]
     return per_call * col["count"], dma * col["count"], ex * col["count"], loss
 
 
@@ -479,7 +491,8 @@ def _totals(col, p, row_id: np.ndarray, n_rows: int):  # type: ignore[no-untyped
     overlapped, mean_loss = per(col["overlap"] * col["count"]), per(loss * col["count"])
     matmul = per(col["matmul"] * col["count"])
     fill = np.where((overlapped > 0.5) & (matmul < 0.5), (1.0 - mean_loss) * np.minimum(mean_dma, mean_ex), 0.0)
-    return np.bincount(row_id, weights=total, minlength=n_rows) + fill, count * mean_dma, count * mean_ex, count
+    cycles = np.bincount(row_id, weights=total, minlength=n_rows) + fill + p["run_overhead_cycles"]
+    return cycles, count * mean_dma, count * mean_ex, count
 
 
 @dataclass(frozen=True)

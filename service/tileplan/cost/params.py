@@ -25,7 +25,7 @@ class CostParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     dram_efficiency: float = Field(
-        default=0.6288, gt=0, description="Sustained DMA throughput as a fraction of the DMA's peak (dma_bytes_per_cycle)."
+        default=0.6144, gt=0, description="Sustained DMA throughput as a fraction of the DMA's peak (dma_bytes_per_cycle)."
     )
     dma_bytes_per_cycle: float = Field(
         default=16.0, gt=0,
@@ -36,19 +36,34 @@ class CostParams(BaseModel):
         ),
     )
     dma_request_cycles: float = Field(
-        default=0.8093, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
+        default=1.0247, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
     )
     op_overhead_cycles: float = Field(
-        default=0.0, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
+        default=0.1534, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
     )
     preload_dims: float = Field(
-        default=0.8685, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
+        default=0.6725, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
     )
     call_overhead_cycles: float = Field(
-        default=105.8, ge=0, description="Cycles per library call (one scratchpad tile): CPU issue, FSM start, drain."
+        default=0.0, ge=0,
+        description="Cycles per library call (one scratchpad tile) that nothing hides, on top of its work or its floor.",
+    )
+    call_floor_cycles: float = Field(
+        default=275.8, ge=0,
+        description=(
+            "Shortest a convolution call (tiled_conv -> loop_conv_ws) can be: the host's time to set up and issue "
+            "it, hidden behind the previous call's work when that is longer."
+        ),
+    )
+    call_floor_matmul: float = Field(
+        default=130.2, ge=0, description="The same for a matrix-multiplication call (tiled_matmul -> loop_ws)."
+    )
+    run_overhead_cycles: float = Field(
+        default=838.5, ge=0,
+        description="Cycles once per layer: the first load's and the last store's latency, the closing fence.",
     )
     overlap_loss: float = Field(
-        default=0.3939, ge=0, le=1,
+        default=0.2832, ge=0, le=1,
         description="Share of the shorter of DMA and compute time per call that double buffering fails to hide (convolutions: loop_conv_ws).",
     )
     overlap_loss_matmul: float = Field(
@@ -75,6 +90,9 @@ FITTED: tuple[str, ...] = (
     "call_overhead_cycles",
     "overlap_loss",
     "overlap_loss_matmul",
+    "call_floor_cycles",
+    "call_floor_matmul",
+    "run_overhead_cycles",
 )
 
 DEFAULT_PARAMS = CostParams()

@@ -44,24 +44,26 @@ class TimingParams:
 
     dram_bytes_per_cycle: float = 8.0  # min(8 B/cycle DRAM, 16 x dram_efficiency)
     dma_request_bytes: float = 64.0
-    dma_request_cycles: float = 0.8093
+    dma_request_cycles: float = 1.0247
     dma_latency: float = 0.0
     issue_cycles: float = 0.0
     config_cycles: float = 0.0
-    call_cycles: float = 105.8
-    preload_cycles: float = 0.8685 * 16
+    call_cycles: float = 0.0
+    preload_cycles: float = 0.6725 * 16
     compute_row_cycles: float = 1.0
-    compute_op_cycles: float = 0.0
+    compute_op_cycles: float = 0.1534
     compute_latency: float = 0.0
-    overlap_loss: float = 0.3939
+    overlap_loss: float = 0.2832
     queue_load: float = 0.0  # 0: unbounded (double-buffered halves bound the run-ahead)
     queue_exec: float = 0.0
     queue_store: float = 0.0
+    call_floor_cycles: float = 275.8  # tiled_conv's issue time (a matmul's is CostParams.call_floor_matmul)
+    run_cycles: float = 838.5
 
     @classmethod
     def for_dim(cls, dim: int, **overrides: float) -> "TimingParams":
         """The defaults with the DIM-dependent preload cost scaled to a DIM x DIM array."""
-        values = dict(preload_cycles=0.1362 * dim)
+        values = dict(preload_cycles=cls.preload_cycles / 16 * dim)
         values.update(overrides)
         return cls(**values)
 

@@ -27,7 +27,10 @@
  *   the output rows of the next compute, takes 0); a compute takes compute_op_cycles + compute_row_cycles
  *   per row of A streamed through the array; results are ready compute_latency cycles after it ends.
  *   config_ex opens a library call: it occupies the execute unit for call_cycles and, in order with the
- *   loads, the DMA channel for call_cycles (the per-call issue / FSM start cost seen by either unit).
+ *   loads, the DMA channel for call_cycles (the per-call cost seen by either unit); it is dispatched no
+ *   earlier than call_floor_cycles after the previous config_ex (the host's time to set up and issue a call,
+ *   hidden behind the previous call's work when that is longer).  A program's cycles end run_cycles after
+ *   its last operation completes (first-load and last-store latency, the closing fence).
  *   Contention: while the DMA and the array are both busy they slow each other down: an operation that
  *   overlaps the other resource's busy time by `ov` cycles takes overlap_loss * ov longer, and the other
  *   resource's next operation is pushed back by the same amount (processor sharing of the local memories).
@@ -123,6 +126,7 @@ typedef struct emu {
 
   /* timing state */
   double t_dispatch, unit_free[3], dram_free, max_complete;
+  double last_call; /* dispatch time of the last config_ex (-1: none yet) */
   int cur_unit;
   double preload_done; /* when the last preload left the execute unit */
   /* busy intervals of the two contended resources (0: DMA channel, 1: array), in time order */
@@ -491,9 +495,15 @@ void gemmini_extended_config_ex(int dataflow, int sys_act, int sys_shift, uint32
   e->a_stride = A_stride;
   e->a_tr = A_transpose;
   e->b_tr = B_transpose;
-  /* opens a call: the execute unit and, in order with the loads, the DMA channel each pay call_cycles */
+  /* opens a call: the host issues calls no faster than one per call_floor_cycles (it sets each up while the
+   * previous one runs); the execute unit and, in order with the loads, the DMA channel each pay call_cycles */
   double c = e->t.call_cycles;
   double t = dispatch_unit(e, U_EXEC);
+  if (e->last_call >= 0 && e->last_call + e->t.call_floor_cycles > t) {
+    t = e->last_call + e->t.call_floor_cycles;
+    e->t_dispatch = t;
+  }
+  e->last_call = t;
   double tx = e->unit_free[U_EXEC] > t ? e->unit_free[U_EXEC] : t;
   e->unit_free[U_EXEC] = tx + c;
   e->st.busy[U_EXEC] += c;
@@ -823,6 +833,7 @@ emu_t *emu_create(uint32_t dim, uint32_t spad_rows, uint32_t acc_rows, uint32_t 
   e->acc_rows = acc_rows;
   e->max_mvin_blocks = max_mvin_blocks;
   e->t = *timing;
+  e->last_call = -1;
   size_t dd = (size_t)dim * dim;
   e->spad = calloc((size_t)spad_rows * dim, 1);
   e->acc = calloc((size_t)acc_rows * dim, sizeof(int32_t));
@@ -903,6 +914,7 @@ void emu_reset(emu_t *e) {
   e->preload_pending = 0;
   e->n_regions = 0;
   e->t_dispatch = e->dram_free = e->max_complete = 0;
+  e->last_call = -1;
   e->preload_done = 0;
   e->iv_n[0] = e->iv_n[1] = 0;
   e->unit_free[0] = e->unit_free[1] = e->unit_free[2] = 0;
@@ -928,7 +940,10 @@ int emu_add_region(emu_t *e, void *base, uint64_t size, int writable) {
   return e->n_regions++;
 }
 
-static void finish(emu_t *e) { e->st.cycles = ceil(e->max_complete > e->t_dispatch ? e->max_complete : e->t_dispatch); }
+static void finish(emu_t *e) {
+  double end = e->max_complete > e->t_dispatch ? e->max_complete : e->t_dispatch;
+  e->st.cycles = ceil(end + e->t.run_cycles);
+}
 
 /* Run a compiled program: entry(args) calls the gemmini_* API.  Returns 0, or 1 on a trap. */
 int emu_run_entry(emu_t *e, emu_entry_t entry, void **args) {

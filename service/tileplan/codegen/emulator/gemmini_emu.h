@@ -37,6 +37,8 @@ typedef struct {
   double queue_load;            /* reservation-station entries (0 = unbounded)         */
   double queue_exec;
   double queue_store;
+  double call_floor_cycles;     /* the host issues at most one call per this many cycles */
+  double run_cycles;            /* once per program: first-load / last-store latency, fence */
 } emu_timing_t;
 
 typedef struct {

@@ -70,7 +70,7 @@ def _not_slower_than(problem: Problem, hw: HardwareDescriptor, best: Mapping, se
 @register("cosa")
 class CosaMapper:
     name = "cosa"
-    version = "8"
+    version = "9"
 
     def map(self, problem: Problem, hw: HardwareDescriptor, options: MapperOptions) -> MapperResult:
         t0 = time.perf_counter()

@@ -257,8 +257,8 @@ def _library_latency(m: pyo.ConcreteModel, lib: "LibraryTerms", ext, tiles, temp
     """Latency of library execution (cost.gemmini) in log space. Per call: DMA time = input and weight
     tile bytes at the effective bandwidth + one request per input pixel row and per weight row for every
     64 B of channels (+ this call's share of the output store); execute time = streamed rows + a fixed cost
-    per compute instruction (one per DIM output columns of a row). A call costs the larger of the two
-    plus a fixed issue cost; the layer costs calls x that. Sums are log-sum-exp, bounded by tangent
+    per compute instruction (one per DIM output columns of a row). A call costs the largest of the two and
+    its issue time (the floor), plus a fixed cost; the layer costs calls x that. Sums are log-sum-exp, bounded by tangent
     planes; maxima are epigraphs."""
     calls = temporal_at(lib.top, DIMS)
     t = lib.tile_level
@@ -288,5 +288,8 @@ def _library_latency(m: pyo.ConcreteModel, lib: "LibraryTerms", ext, tiles, temp
     ex = add_log_sum(m, "call_execute", ex_args)
     m.call_busy = pyo.Var(within=pyo.Reals)
     m.call_busy_lb = pyo.Constraint([0, 1], rule=lambda m, k: m.call_busy >= (dma if k else ex))
+    floor = lib.call_floor_matmul if matmul_like else lib.call_floor
+    if floor > 0:  # a call lasts at least the host's time to issue it
+        m.call_busy_floor = pyo.Constraint(expr=m.call_busy >= log2(floor))
     per_call = add_log_sum(m, "call_cycles", [m.call_busy] + ([log2(lib.call_cycles)] if lib.call_cycles > 0 else []))
     m.lat_library = pyo.Constraint(expr=m.lat >= calls + per_call)
