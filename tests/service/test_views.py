@@ -193,6 +193,33 @@ def test_views_need_a_token_when_reads_are_protected(tmp_path: Path) -> None:
         page(c, "/ui/plans/" + "0" * 64, 404, headers=ok)
 
 
+def test_browser_signs_in_with_the_token_when_reads_are_protected(tmp_path: Path) -> None:
+    """A browser cannot send a bearer header: the 401 page offers a form; POST /ui/login with an accepted token
+    sets an HttpOnly, SameSite=Strict cookie that the views and GET endpoints accept; a refused token changes
+    nothing; writes still need the header (a cookie would let other sites' forms write); logout forgets it."""
+    app = create_app(Settings(data_dir=tmp_path, solver_processes=1, tokens=["t1"], protect_reads=True))
+    with TestClient(app) as c:
+        r = c.get("/")
+        assert r.status_code == 401 and 'action="/ui/login"' in r.text and 'name="token"' in r.text
+        bad = c.post("/ui/login", data={"token": "nope", "next": "/"}, follow_redirects=False)
+        assert bad.status_code == 403 and "set-cookie" not in bad.headers and "Token refused" in bad.text
+        ok = c.post("/ui/login", data={"token": "t1", "next": "/ui/plans/" + "0" * 64}, follow_redirects=False)
+        assert ok.status_code == 303 and ok.headers["location"] == "/ui/plans/" + "0" * 64
+        cookie = ok.headers["set-cookie"]
+        assert "tileplan_token=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+        assert "No plans cached yet" in page(c, "/")  # the client kept the cookie
+        assert c.get("/plans").status_code == 200
+        r = c.post("/hardware", json=dict(catalog()["gemmini-16x16"].model_dump(mode="json"), name="x"))
+        assert r.status_code == 401  # writes: header only
+        # the login form only sends a visitor to a page of this server
+        elsewhere = c.post("/ui/login", data={"token": "t1", "next": "https://evil.example/"}, follow_redirects=False)
+        assert elsewhere.status_code == 303 and elsewhere.headers["location"] == "/"
+        out = c.post("/ui/logout", follow_redirects=False)
+        assert out.status_code == 303 and 'tileplan_token=""' in out.headers["set-cookie"].replace("tileplan_token=;", 'tileplan_token="";')
+        c.cookies.clear()
+        assert c.get("/").status_code == 401
+
+
 def test_views_on_postgres(fresh_pg: str, tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=tmp_path, database_url=fresh_pg, solver_processes=1))
     with TestClient(app) as c:

@@ -2,7 +2,8 @@
 
 Server-rendered HTML with a little inline CSS and no scripts. The listing runs the same store query as
 `GET /plans` (hardware and op filters, newest first, `seq` cursor) and the plan page the same lookup as
-`GET /plans/{key}`; both follow the same token rule (`require_read`), answered as an HTML page. Every value
+`GET /plans/{key}`; both follow the same token rule (`require_read`), answered as an HTML page that offers a
+sign-in form (POST /ui/login keeps an accepted token in a cookie reads accept; POST /ui/logout drops it). Every value
 that comes from the store or the request goes through `_e` (html.escape) before it reaches the page. The
 routes are left out of the OpenAPI document: they are pages, not API.
 """
@@ -15,15 +16,15 @@ import math
 import re
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 
 from tileplan import __version__
-from tileplan.api.auth import require_read
+from tileplan.api.auth import COOKIE, require_read, token_accepted
 from tileplan.api.errors import ApiError
 from tileplan.hardware.catalog import catalog
 from tileplan.plan import SOLVER_VERSION
@@ -222,17 +223,52 @@ def _message(title: str, text: str, status: int, headers: dict[str, str] | None 
     return _page(title, body, status, headers)
 
 
+def _sign_in(title: str, why: str, status: int, then: str, headers: dict[str, str] | None = None) -> HTMLResponse:
+    """A page that explains the token rule and offers the sign-in form (back to `then` afterwards)."""
+    body = (f"<h1>{_e(title)}</h1>\n<p>{_e(why)}. This server protects reads (<code>TILEPLAN_PROTECT_READS</code>); "
+            "sign in with a token to browse, or send it to the JSON API, e.g. <code>curl -H 'Authorization: Bearer "
+            "&lt;token&gt;' /plans</code>.</p>\n"
+            '<form class="filters" method="post" action="/ui/login">'
+            f'<input type="hidden" name="next" value="{_e(then)}">'
+            '<label>Token <input type="password" name="token" autocomplete="current-password" required></label>'
+            "<button>Sign in</button></form>")
+    return _page(title, body, status, headers)
+
+
 async def _denied(request: Request) -> HTMLResponse | None:
     """The token rule of GET /plans, answered as a page (same status and WWW-Authenticate header)."""
     try:
         await require_read(request)
     except ApiError as exc:
         title = "Token required" if exc.status_code == 401 else "Token refused"
-        text = (f"{_e(exc.msg)}. This server protects reads (<code>TILEPLAN_PROTECT_READS</code>); "
-                "the JSON API takes the same token, e.g. <code>curl -H 'Authorization: Bearer &lt;token&gt;' "
-                "/plans</code>.")
-        return _message(title, text, exc.status_code, exc.headers)
+        then = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return _sign_in(title, exc.msg, exc.status_code, then, exc.headers)
     return None
+
+
+def _local_path(then: str) -> str:
+    """Where the sign-in form may send the visitor: a path of this server, never another site."""
+    return then if then.startswith("/") and not then.startswith("//") and "\\" not in then else "/"
+
+
+@router.post("/ui/login", include_in_schema=False)
+async def login(request: Request) -> Response:
+    """The sign-in form: an accepted token goes into an HttpOnly, SameSite=Strict cookie that reads accept."""
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    token, then = (form.get("token") or [""])[0], _local_path((form.get("next") or ["/"])[0])
+    if not token_accepted(request, token):
+        return _sign_in("Token refused", "this token is not accepted", 403, then)
+    response = RedirectResponse(then, status_code=303)
+    response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="strict", path="/",
+                        secure=request.url.scheme == "https")
+    return response
+
+
+@router.post("/ui/logout", include_in_schema=False)
+async def logout() -> Response:
+    response = RedirectResponse("/", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response
 
 
 # -- queries the repository does not have (read-only) -------------------------------------------------------
