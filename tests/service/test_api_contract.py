@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,10 @@ def test_plans_listing_and_lookup(client: TestClient) -> None:
     matmuls = client.get("/plans", params={"op": "matmul", "hardware": "gemmini-16x16"}).json()["plans"]
     assert matmuls and all(p["layer"]["op"] == "matmul" for p in matmuls)
     assert client.get("/plans/" + "0" * 64).status_code == 404
+    # a cached plan says when it was cached (UTC, ISO 8601), in the listing and the lookup alike
+    when = datetime.fromisoformat(plan["cached_at"])
+    assert when.utcoffset() == timedelta(0) and abs(datetime.now(UTC) - when) < timedelta(hours=1)
+    assert {p["key"]: p["cached_at"] for p in page["plans"] + rest["plans"]}[key] == plan["cached_at"]
 
 
 def test_evaluate(client: TestClient) -> None:

@@ -43,11 +43,18 @@ class CachedPlan:
     energy_pj: float
     baseline_cycles: float | None
     seq: int = 0
+    cached_at: datetime | str | None = None  # raw SQLite reads give the stored text
 
     def to_json(self, *, cached: bool, hardware: str | None = None, layer: str | None = None) -> str:
-        """The contract Plan as JSON text, with the asker's hardware name and layer echoed."""
+        """The contract Plan as JSON text, with the asker's hardware name and layer echoed (and, for a cached
+        plan, when it was cached)."""
+        when = ""
+        if cached and self.cached_at is not None:
+            ts = datetime.fromisoformat(self.cached_at) if isinstance(self.cached_at, str) else self.cached_at
+            ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)  # SQLite keeps no offset; the store writes UTC
+            when = f'"cached_at":"{ts.astimezone(UTC).isoformat()}",'
         return (
-            f'{{"cached":{"true" if cached else "false"},"hardware":{json.dumps(hardware or self.hardware)},'
+            f'{{"cached":{"true" if cached else "false"},{when}"hardware":{json.dumps(hardware or self.hardware)},'
             f'"layer":{layer or self.layer},{self.doc[1:]}'
         )
 
@@ -123,7 +130,7 @@ def make_engine(url: str, *, pool_size: int = 16) -> Engine:
     return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
 
 
-_PLAN_SELECT = "SELECT key, hardware, layer, doc, cycles, energy_pj, baseline_cycles, seq FROM plans"
+_PLAN_SELECT = "SELECT key, hardware, layer, doc, cycles, energy_pj, baseline_cycles, seq, created_at FROM plans"
 
 
 class AsyncPlanReader:
@@ -238,7 +245,7 @@ class Store:
 
     _PLAN_COLS = (
         PlanRow.key, PlanRow.hardware, PlanRow.layer, PlanRow.doc, PlanRow.cycles, PlanRow.energy_pj,
-        PlanRow.baseline_cycles, PlanRow.seq,
+        PlanRow.baseline_cycles, PlanRow.seq, PlanRow.created_at,
     )
 
     def get_plans(self, keys: Iterable[str]) -> dict[str, CachedPlan]:
