@@ -49,6 +49,7 @@ class Plan:
     cached: bool
     links: dict[str, str]
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    cached_at: str | None = None  # when the service cached it (UTC, ISO 8601); only on cached plans
 
     @property
     def name(self) -> str:
@@ -72,6 +73,7 @@ class Plan:
             mapping=d.get("mapping", {}), metrics=Metrics.from_dict(d["metrics"]),
             baseline=Baseline.from_dict(d["baseline"]) if d.get("baseline") else None,
             solver=d.get("solver", {}), cached=bool(d.get("cached", False)), links=d.get("links", {}), raw=d,
+            cached_at=d.get("cached_at"),
         )
 
 

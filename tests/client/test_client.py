@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tileplan_client import BadInput, JobFailed, ServiceError, TileplanClient
+from tileplan_client import BadInput, JobFailed, Plan, ServiceError, TileplanClient
 
 PLAN = {
     "key": "a" * 64, "layer": {"name": "fc", "op": "matmul"}, "hardware": "gemmini-16x16", "mapper": "cosa",
@@ -38,7 +38,9 @@ def test_typed_result_and_token() -> None:
     res = client_for(handler).schedule("gemmini-16x16", [{"op": "matmul", "M": 1, "K": 2, "N": 3}], mapper="cosa")
     assert res.status == "done" and res.plans[0].metrics.cycles == 100.0
     assert res.plans[0].speedup == pytest.approx(2.5) and not res.plans[0].slower_than_baseline
-    assert res.summary.solved == 1
+    assert res.summary.solved == 1 and res.plans[0].cached_at is None
+    cached = Plan.from_dict({**PLAN, "cached": True, "cached_at": "2026-12-01T13:00:00+00:00"})
+    assert cached.cached and cached.cached_at == "2026-12-01T13:00:00+00:00"
     assert seen[0].headers["authorization"] == "Bearer tok"
     body = json.loads(seen[0].content)
     assert body["options"] == {"mapper": "cosa"} and body["hardware"] == "gemmini-16x16"

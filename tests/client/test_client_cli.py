@@ -54,7 +54,7 @@ def test_schedule_ok_writes_plans(service: str, tmp_path: Path) -> None:
     r = run("schedule", "--hw", str(hw), "--workload", str(wl), url=service)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert all(p["cached"] for p in doc["plans"]) and doc["plans"][0]["hardware"] == "my-gemmini"
+    assert all(p["cached"] and p["cached_at"] for p in doc["plans"]) and doc["plans"][0]["hardware"] == "my-gemmini"
 
 
 def _descriptor(url: str) -> dict:
