@@ -22,7 +22,9 @@ sys.path.insert(0, str(REPO / "service"))
 from tileplan.check import check  # noqa: E402
 from tileplan.cost import evaluate_mapping  # noqa: E402
 from tileplan.plan import executor_for  # noqa: E402
-from tileplan.cost.gemmini import call_features, cycles_from_calls, execution_from_mapping, nominal_dram_bandwidth  # noqa: E402
+from tileplan.cost.gemmini import (  # noqa: E402
+    call_features, cycles_from_calls, effective_dram_bandwidth, execution_from_mapping, nominal_dram_bandwidth,
+)
 from tileplan.cost.params import CostParams  # noqa: E402
 from tileplan.errors import TileplanError  # noqa: E402
 from tileplan.hardware.catalog import get_hardware  # noqa: E402
@@ -126,7 +128,26 @@ def execution_ablation(hw, plans: list, baseline_total: float) -> list[str]:  # 
             e = change(problem, arch, mp)
             total += count * cycles_from_calls(call_features(e, nominal_dram_bandwidth(arch)), params).cycles
         lines.append(f"| {name} | {total:,.0f} | {baseline_total / total:.2f}x |")
+    bound = sum(count * lower_bound(hw, problem, params) for problem, count, _ in plans)
+    lines.append(f"| no plan can beat (every MAC on a full array, each weight block preloaded once, weights and "
+                 f"outputs moved once at the effective DRAM rate) | {bound:,.0f} | {baseline_total / bound:.2f}x |")
     return lines
+
+
+def lower_bound(hw, problem: Problem, params: CostParams) -> float:  # type: ignore[no-untyped-def]
+    """Cycles below which no plan of the layer can run under the calibrated model, whatever its tiles and order:
+    the larger of (the MACs on a full array + one preload of every DIM x DIM weight block) and (the weights and
+    outputs crossing DRAM once at the effective rate). Issue floors, DMA requests, inputs and overlap losses are
+    left out, so it is below what any plan can reach."""
+    dim = hw.pe_array.rows
+    d = problem.dims
+    blocks = d["G"] * -(-d["K"] // dim) * -(-d["C"] // dim) * d["R"] * d["S"]
+    compute = problem.macs / hw.pe_array.macs + blocks * params.preload_dims * dim
+    arch = hw.resolve("weight_stationary")
+    bw = float(effective_dram_bandwidth(nominal_dram_bandwidth(arch), params.as_dict()))
+    # weights and outputs cross DRAM at least once (inputs too, but their counted extent includes zero padding)
+    moved = problem.tensor_elements("W") * arch.input_bytes + problem.tensor_elements("O") * arch.output_bytes
+    return max(compute, moved / bw)
 
 
 SMALL_LAYERS = [
