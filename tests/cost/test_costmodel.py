@@ -89,12 +89,14 @@ def test_calibrated_model_beats_first_order_under_cross_validation(data, cv_rand
 @needs_data
 def test_cross_validated_ranking_targets(data, cv_random) -> None:
     """Leave-one-layer-out: the ranking targets of issue 3 (Spearman >= 0.95 overall, within-layer median
-    >= 0.8) are met; the MAPE target is not on this data set (see test below and bench/results/costmodel.md)."""
+    >= 0.8) are met; the MAPE target is not on this data set (see test below and bench/results/costmodel.md),
+    but the error stays where the call-floor model put it (18.3% MAPE, 11.1% median; it was 28.2% / 23.1%)."""
     d = data[0]
     cv = score(cv_random, d.y, d.keys)
     assert cv.spearman >= 0.95
     assert cv.within_layer_spearman_median >= 0.8
-    assert cv.median_ape <= 0.40
+    assert cv.mape <= 0.20
+    assert cv.median_ape <= 0.13
 
 
 @needs_data
@@ -107,7 +109,7 @@ def test_cross_validated_mape_target(data, cv_random) -> None:
 def test_16x16_runs_are_predicted_out_of_file(data, cv_artifact) -> None:
     """DOSA's 16x16 FireSim runs (DOSA mappings and Gemmini's own tiler, 12 configuration-and-network files), each
     file predicted by a fit that never saw it: within 25% on average, biased by less than 15% (the library's own
-    runs come out ~15% fast, costmodel.md), and within 30% for each kind."""
+    convolutions come out ~20% fast, costmodel.md), and within 30% for each kind."""
     d = data[1]
     ape = np.abs(cv_artifact - d.y) / d.y
     assert len(d.y) == 444
