@@ -34,7 +34,7 @@ from tileplan.plan import evaluate, executor_for  # noqa: E402
 from tileplan.problem import Problem  # noqa: E402
 from tileplan.workload import load_workload, parse_layer  # noqa: E402
 
-WORKLOADS = Path("/work/shared/data/workloads")
+WORKLOADS = Path(__file__).resolve().parents[1] / "examples" / "workloads"
 MAPPERS = ("gemmini-auto", "cosa")
 # The order of each call's loads (codegen.schedule.STREAMS): the hand-written library keeps the baseline order,
 # in which every bias row is loaded after the call's input and weight tiles.  In the emulator that order is at

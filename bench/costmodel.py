@@ -38,7 +38,7 @@ from tileplan.cost.params import FITTED, CostParams
 from tileplan.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "gemmini_firesim_random_mappings.csv"
+DEFAULT_DATA = ROOT / "bench" / "data" / "firesim" / "gemmini_firesim_random_mappings.csv"
 DEFAULT_ARTIFACT = ROOT / "bench" / "data" / "dosa_artifact"
 ATTRIBUTION = (
     "Data: DOSA (Hong et al., \"DOSA: Differentiable Model-Based One-Loop Search for DNN Accelerators\", "
@@ -116,7 +116,7 @@ def reading_variants(csv_path: Path, artifact: list[Path]) -> list[tuple[str, Fi
 
 
 # FireSim utilisation of Gemmini's own library (tiled_*_auto) on the default 16x16 Gemmini, as published with
-# DOSA and quoted in ../shared/docs/gemmini.md: (what, low, high). They were measured over three DOSA-sized buffer
+# DOSA and quoted in Gemmini's and DOSA's publications: (what, low, high). They were measured over three DOSA-sized buffer
 # configurations, so they bound rather than pin the default configuration's figures.
 PUBLISHED_16X16 = (
     ("ResNet-50, all 24 unique layers (x count)", 0.33, 0.38),
@@ -137,7 +137,7 @@ def transfer_check(params: CostParams) -> list[str]:
     base = get_hardware("gemmini-16x16")
     hw = base.model_copy(update={"cost_params": params.as_dict()})
     arch = hw.resolve("weight_stationary")
-    wl = ROOT.parent / "shared" / "data" / "workloads"
+    wl = ROOT / "examples" / "workloads"
 
     def utils(path: Path) -> list[tuple[str, int, float, float]]:
         out = []

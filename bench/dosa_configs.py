@@ -28,7 +28,7 @@ from tileplan.workload import Conv2dLayer, MatmulLayer
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACT = ROOT / "bench" / "data" / "dosa_artifact"
-WORKLOADS = ROOT.parent / "shared" / "data" / "workloads"
+WORKLOADS = ROOT / "examples" / "workloads"
 
 
 def resnet_counts() -> dict[str, int]:

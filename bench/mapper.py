@@ -32,8 +32,7 @@ from tileplan.mappers.base import MapperOptions, available_mappers, get_mapper  
 from tileplan.problem import Problem  # noqa: E402
 from tileplan.workload import load_workload  # noqa: E402
 
-SHARED = Path(os.environ.get("TILEPLAN_SHARED", REPO.parent / "shared"))
-WORKLOADS = [SHARED / "data/workloads/resnet50_unique.yaml", SHARED / "data/workloads/bert_base_matmuls.yaml"]
+WORKLOADS = [REPO / "examples/workloads/resnet50_unique.yaml", REPO / "examples/workloads/bert_base_matmuls.yaml"]
 HARDWARE = ["gemmini-16x16", "simba"]
 
 

@@ -6,7 +6,7 @@
    next to a trivial FastAPI endpoint (`GET /bench/trivial`, added to the same app in the same server
    process) as the ceiling. The load generator is a raw HTTP/1.1 keep-alive client on asyncio (one
    connection per client, requests back to back), in this process; the server is a separate process.
-2. Cold ResNet-50 (the 24 unique layers of /work/shared/data/workloads/resnet50_unique.yaml, default
+2. Cold ResNet-50 (the 24 unique layers of examples/workloads/resnet50_unique.yaml, default
    options: cosa + baseline) end to end, from POST to the last plan: deployed (API + 1 or 2 `tileplan
    worker` processes on PostgreSQL) and embedded (`tileplan serve` with 1 or 2 solver processes).
 
@@ -37,7 +37,7 @@ import httpx
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-RESNET = Path(os.environ.get("TILEPLAN_SHARED", REPO.parent / "shared")) / "data/workloads/resnet50_unique.yaml"
+RESNET = REPO / "examples/workloads/resnet50_unique.yaml"
 PG_ADMIN = os.environ.get("TILEPLAN_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 PACED_RATE = 500  # requests/s offered in the open-loop point (the throughput target)
 LAYER = {"name": "res3_3x3", "op": "conv2d", "in_channels": 128, "out_channels": 128, "in_h": 28, "in_w": 28,

@@ -1,14 +1,13 @@
-import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TILEPLAN_SHARED", REPO.parent / "shared"))
+EXAMPLES = REPO / "examples"
+BENCH_DATA = REPO / "bench" / "data"
 
 
 @pytest.fixture(scope="session")
-def shared() -> Path:
-    if not SHARED.exists():
-        pytest.skip(f"shared data not found at {SHARED}")
-    return SHARED
+def examples() -> Path:
+    """The example workloads and Timeloop files shipped in the repository (examples/)."""
+    return EXAMPLES

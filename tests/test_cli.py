@@ -78,7 +78,6 @@ def test_evaluate_roundtrip_and_violations(capsys, tmp_path):
 
 
 def test_codegen_emits_c_and_runs_bit_exact(capsys, tmp_path):
-    pytest.importorskip("tvm")
     out = tmp_path / "k.c"
     code, _, err = run(capsys, "codegen", "--hw", "gemmini-16x16", "--layer", "matmul:M=32,K=48,N=20",
                        "--out", str(out), "--run")
@@ -96,10 +95,8 @@ def test_calibrate_fits_and_writes_params(capsys, tmp_path):
 
     from tileplan.cost.params import CostParams
 
-    shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "gemmini_firesim_random_mappings.csv"
-    if not shared.exists():
-        pytest.skip("FireSim data set not present")
-    rows = list(_csv.DictReader(shared.open()))
+    data = Path(__file__).resolve().parents[1] / "bench" / "data" / "firesim" / "gemmini_firesim_random_mappings.csv"
+    rows = list(_csv.DictReader(data.open()))
     small = tmp_path / "small.csv"
     with small.open("w", newline="") as f:
         w = _csv.DictWriter(f, fieldnames=list(rows[0]))

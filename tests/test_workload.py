@@ -69,8 +69,8 @@ def test_cli_spec_forms():
     assert a == b and a.out_h == 56
 
 
-def test_resnet_workload_loads(shared):
-    name, layers = load_workload(shared / "data/workloads/resnet50_unique.yaml")
+def test_resnet_workload_loads(examples):
+    name, layers = load_workload(examples / "workloads/resnet50_unique.yaml")
     assert name == "resnet50" and len(layers) == 24 and sum(layer.count for layer in layers) == 54
     first = Problem.from_layer(layers[0])
     assert first.dims["P"] == 112 and first.macs == 118013952

@@ -10,11 +10,11 @@ from tileplan.hardware.catalog import catalog, get_hardware, load_descriptor
 from tileplan.hardware.timeloop import dump_yaml, from_timeloop, infer_keeps, to_timeloop_arch
 from tileplan.mappers.gemmini_auto import applicable, find_shape
 
-EXAMPLES = "data/timeloop_examples"
+EXAMPLES = "timeloop"
 
 
-def _load(shared, fname):
-    return load_descriptor((shared / EXAMPLES / fname).read_text(), name=fname.removesuffix(".yaml"))
+def _load(examples, fname):
+    return load_descriptor((examples / EXAMPLES / fname).read_text(), name=fname.removesuffix(".yaml"))
 
 
 def _levels(hw, dataflow=None):
@@ -25,14 +25,14 @@ def _levels(hw, dataflow=None):
 
 
 @pytest.mark.parametrize("fname", ["gemmini_arch_legacy.yaml", "gemmini_arch_v03.yaml", "simba_arch_legacy.yaml"])
-def test_examples_load(shared, fname):
-    hw = _load(shared, fname)
+def test_examples_load(examples, fname):
+    hw = _load(examples, fname)
     assert hw.memory_levels[-1].capacity is None
     assert hw.pe_array.macs in (256, 1024)
 
 
-def test_gemmini_legacy_equals_catalog_apart_from_bandwidth(shared):
-    tl = _load(shared, "gemmini_arch_legacy.yaml")
+def test_gemmini_legacy_equals_catalog_apart_from_bandwidth(examples):
+    tl = _load(examples, "gemmini_arch_legacy.yaml")
     cat = get_hardware("gemmini-16x16")
     a, b = tl.resolve("weight_stationary"), cat.resolve("weight_stationary")
     assert (tl.pe_array.rows, tl.pe_array.cols) == (16, 16)
@@ -51,8 +51,8 @@ def test_gemmini_legacy_equals_catalog_apart_from_bandwidth(shared):
     assert find_shape(tl).spad_rows == find_shape(cat).spad_rows and find_shape(tl).acc_rows == find_shape(cat).acc_rows
 
 
-def test_gemmini_v03(shared):
-    hw = _load(shared, "gemmini_arch_v03.yaml")
+def test_gemmini_v03(examples):
+    hw = _load(examples, "gemmini_arch_v03.yaml")
     spad, acc, dram = hw.memory_levels[2], hw.memory_levels[1], hw.memory_levels[3]
     assert spad.capacity == 131072 and acc.capacity == 512 * 4 * 16 and acc.instances == 16
     assert spad.bandwidth == 32 and acc.bandwidth == 8 and dram.bandwidth == 8  # words -> bytes
@@ -62,8 +62,8 @@ def test_gemmini_v03(shared):
     assert (s.dim, s.spad_rows, s.acc_rows) == (16, 8192, 512)
 
 
-def test_simba_legacy_equals_catalog(shared):
-    tl, cat = _load(shared, "simba_arch_legacy.yaml"), get_hardware("simba")
+def test_simba_legacy_equals_catalog(examples):
+    tl, cat = _load(examples, "simba_arch_legacy.yaml"), get_hardware("simba")
     assert _levels(tl) == _levels(cat)
     assert (tl.pe_array.rows, tl.pe_array.cols) == (cat.pe_array.rows, cat.pe_array.cols)
     assert tl.memory_levels[-1].bandwidth == 20
@@ -87,20 +87,20 @@ def test_export_without_hint_keeps_the_hierarchy(name):
     ]
 
 
-def test_v03_nesting_gives_instances_when_not_stated(shared):
-    doc = yaml.safe_load((shared / EXAMPLES / "gemmini_arch_v03.yaml").read_text())
+def test_v03_nesting_gives_instances_when_not_stated(examples):
+    doc = yaml.safe_load((examples / EXAMPLES / "gemmini_arch_v03.yaml").read_text())
     acc = doc["architecture"]["subtree"][0]["subtree"][0]["subtree"][0]["local"][0]
     del acc["attributes"]["instances"]  # PECols[0..15] alone says 16
     hw = load_descriptor(doc)
     assert hw.memory_levels[1].instances == 16
 
 
-def test_keep_inference_and_hints(shared):
+def test_keep_inference_and_hints(examples):
     assert infer_keeps("AccumulationBuffer") == ["O"]
     assert infer_keeps("Scratchpad ") == ["I", "W"]
     assert infer_keeps("GlobalBuffer") == ["I", "O"]
     assert infer_keeps("PESpad") is None
-    doc = yaml.safe_load((shared / EXAMPLES / "simba_arch_legacy.yaml").read_text())
+    doc = yaml.safe_load((examples / EXAMPLES / "simba_arch_legacy.yaml").read_text())
     doc["arch"]["storage"][4]["name"] = "SharedSRAM"
     with pytest.raises(InputError) as err:
         load_descriptor(copy.deepcopy(doc))
@@ -110,14 +110,14 @@ def test_keep_inference_and_hints(shared):
     assert hw.memory_levels[4].keeps == ["I", "O"] and hw.memory_levels[4].bandwidth == 64
 
 
-def test_errors_name_the_field(shared):
-    doc = yaml.safe_load((shared / EXAMPLES / "gemmini_arch_legacy.yaml").read_text())
+def test_errors_name_the_field(examples):
+    doc = yaml.safe_load((examples / EXAMPLES / "gemmini_arch_legacy.yaml").read_text())
     del doc["arch"]["storage"][2]["entries"]
     del doc["arch"]["storage"][2]["depth"]
     with pytest.raises(InputError) as err:
         from_timeloop(doc, "x")
     assert err.value.loc == ("arch", "storage", 2, "entries")
-    doc = yaml.safe_load((shared / EXAMPLES / "gemmini_arch_v03.yaml").read_text())
+    doc = yaml.safe_load((examples / EXAMPLES / "gemmini_arch_v03.yaml").read_text())
     doc["architecture"]["subtree"][0]["subtree"][0]["subtree"][0]["name"] = "PECols[0..x]"
     with pytest.raises(InputError) as err:
         from_timeloop(doc, "x")
@@ -126,4 +126,4 @@ def test_errors_name_the_field(shared):
         from_timeloop({"arch": {"storage": []}}, "x")
     with pytest.raises(InputError):
         from_timeloop({"tileplan": {"levels": {"Nope": {}}}, **yaml.safe_load(
-            (shared / EXAMPLES / "simba_arch_legacy.yaml").read_text())}, "x")
+            (examples / EXAMPLES / "simba_arch_legacy.yaml").read_text())}, "x")

@@ -27,8 +27,8 @@ def _problem(**layer) -> Problem:
     return Problem.from_layer(parse_layer(layer))
 
 
-def test_simba_conv1_imports_legal_and_round_trips_to_the_same_text(shared):
-    text = (shared / "data" / "timeloop_examples" / "simba_conv1_map.yaml").read_text()
+def test_simba_conv1_imports_legal_and_round_trips_to_the_same_text(examples):
+    text = (examples / "timeloop" / "simba_conv1_map.yaml").read_text()
     hw, p = get_hardware("simba"), _problem(**CONV1)
     m = from_timeloop_mapping(text, hw, p)
     assert check(p, hw, m) == []
@@ -41,7 +41,7 @@ def test_simba_conv1_imports_legal_and_round_trips_to_the_same_text(shared):
     assert out.strip() == text.strip()
 
 
-def test_round_trip_gemmini_auto_mappings(shared):
+def test_round_trip_gemmini_auto_mappings(examples):
     hw = get_hardware("gemmini-16x16")
     for layer in (CONV1, dict(op="conv2d", in_channels=256, out_channels=64, in_h=56, in_w=56, kernel=1),
                   dict(op="matmul", M=128, K=768, N=768)):
@@ -92,9 +92,9 @@ def test_groups_must_be_folded():
     assert to_timeloop_problem(p, m, fold_groups=True)["problem"]["instance"]["N"] == 32
 
 
-def test_import_errors_name_the_entry(shared):
+def test_import_errors_name_the_entry(examples):
     hw, p = get_hardware("simba"), _problem(**CONV1)
-    doc = yaml.safe_load((shared / "data" / "timeloop_examples" / "simba_conv1_map.yaml").read_text())
+    doc = yaml.safe_load((examples / "timeloop" / "simba_conv1_map.yaml").read_text())
     bad = yaml.safe_load(yaml.safe_dump(doc))
     bad["mapping"][0]["target"] = "Nowhere"
     with pytest.raises(InputError) as err:

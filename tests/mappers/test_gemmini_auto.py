@@ -118,8 +118,8 @@ def test_mapping_structure_conv():
     assert lit.levels[1].temporal_factor("P") == 22 and lit.levels[1].temporal_factor("Q") == 23
 
 
-def test_resnet50_all_legal_on_all_gemminis(shared):
-    _, layers = load_workload(shared / "data" / "workloads" / "resnet50_unique.yaml")
+def test_resnet50_all_legal_on_all_gemminis(examples):
+    _, layers = load_workload(examples / "workloads" / "resnet50_unique.yaml")
     literal_overflows = []
     for name in GEMMINIS:
         hw = get_hardware(name)

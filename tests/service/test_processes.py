@@ -12,7 +12,7 @@ import pytest
 import yaml
 from service_procs import FC, LAYER, metric, start_api, start_worker
 
-RESNET = Path("/work/shared/data/workloads/resnet50_unique.yaml")
+RESNET = Path(__file__).resolve().parents[2] / "examples" / "workloads" / "resnet50_unique.yaml"
 
 
 def schedule(url: str, layers: list[dict], timeout: float = 120, **body: object) -> httpx.Response:
