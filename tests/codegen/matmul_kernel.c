@@ -5,6 +5,10 @@
 #include "gemmini.h"
 #include <string.h>
 
+/* Local address bits (Gemmini's header gives them no names): accumulator, accumulate on write. */
+#define ACC_ADDR (1u << 31)
+#define ACCUMULATE (1u << 30)
+
 static uint32_t min_u(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
 void kernel_entry(void **args) {
@@ -21,9 +25,9 @@ void kernel_entry(void **args) {
   const uint32_t A_BASE = 0, B_BASE = TI * TK * DIM;
 
   gemmini_extended_config_ex(df, NO_ACTIVATION, 0, 1, false, false);
-  gemmini_extended_config_ld(K * sizeof(elem_t), MVIN_SCALE_IDENTITY, false, DIM, 0);
-  gemmini_extended_config_ld(N * sizeof(elem_t), MVIN_SCALE_IDENTITY, false, DIM, 1);
-  gemmini_extended_config_ld(0, MVIN_SCALE_IDENTITY, false, DIM, 2); /* stride 0: repeat the bias row */
+  gemmini_extended3_config_ld(K * sizeof(elem_t), MVIN_SCALE_IDENTITY, false, 0);
+  gemmini_extended3_config_ld(N * sizeof(elem_t), MVIN_SCALE_IDENTITY, false, 1);
+  gemmini_extended3_config_ld(0, MVIN_SCALE_IDENTITY, false, 2); /* stride 0: repeat the bias row */
   gemmini_extended_config_st(N * sizeof(elem_t), relu ? RELU : NO_ACTIVATION, scale);
 
   for (uint32_t i0 = 0; i0 < MB; i0 += TI)
@@ -33,7 +37,7 @@ void kernel_entry(void **args) {
         for (uint32_t ii = 0; ii < ti; ii++)
           for (uint32_t jj = 0; jj < tj; jj++) {
             uint32_t rows = min_u(DIM, M - (i0 + ii) * DIM), cols = min_u(DIM, N - (j0 + jj) * DIM);
-            gemmini_extended_mvin3(bias + (j0 + jj) * DIM, ACC_ADDR_BIT | ((ii * tj + jj) * DIM), cols, rows);
+            gemmini_extended_mvin3(bias + (j0 + jj) * DIM, ACC_ADDR | ((ii * tj + jj) * DIM), cols, rows);
           }
       for (uint32_t k0 = 0; k0 < KB; k0 += TK) {
         const uint32_t tk = min_u(TK, KB - k0);
@@ -57,21 +61,22 @@ void kernel_entry(void **args) {
           for (uint32_t jj = 0; jj < tj; jj++) {
             const uint32_t mr = min_u(DIM, M - (i0 + ii) * DIM), nc = min_u(DIM, N - (j0 + jj) * DIM);
             const int acc_on = use_bias || k0 > 0;
-            const uint32_t c_addr = ACC_ADDR_BIT | (acc_on ? ACC_ACCUMULATE_BIT : 0) | ((ii * tj + jj) * DIM);
+            const uint32_t c_addr = ACC_ADDR | (acc_on ? ACCUMULATE : 0) | ((ii * tj + jj) * DIM);
             for (uint32_t kk = 0; kk < tk; kk++) {
               const uint32_t kc = min_u(DIM, K - (k0 + kk) * DIM);
               const uint32_t a_addr = A_BASE + (ii * TK + kk) * DIM, b_addr = B_BASE + (kk * TJ + jj) * DIM;
               if (df == WEIGHT_STATIONARY) {
-                uint32_t c = (kk == 0) ? c_addr : (c_addr | ACC_ACCUMULATE_BIT);
+                uint32_t c = (kk == 0) ? c_addr : (c_addr | ACCUMULATE);
                 gemmini_extended_preload(b_addr, c, nc, kc, nc, mr);
                 gemmini_extended_compute_preloaded(a_addr, GARBAGE_ADDR, kc, mr, nc, mr);
               } else {
                 uint32_t c = (kk == tk - 1) ? c_addr : GARBAGE_ADDR;
                 gemmini_extended_preload(GARBAGE_ADDR, c, nc, mr, nc, mr);
-                if (kk == 0)
+                if (kk == 0) { /* braces: Gemmini's instruction macros are blocks */
                   gemmini_extended_compute_preloaded(a_addr, b_addr, kc, mr, nc, kc);
-                else
+                } else {
                   gemmini_extended_compute_accumulated(a_addr, b_addr, kc, mr, nc, kc);
+                }
               }
             }
           }
@@ -80,7 +85,7 @@ void kernel_entry(void **args) {
         for (uint32_t jj = 0; jj < tj; jj++) {
           uint32_t rows = min_u(DIM, M - (i0 + ii) * DIM), cols = min_u(DIM, N - (j0 + jj) * DIM);
           gemmini_extended_mvout(C + (size_t)(i0 + ii) * DIM * N + (j0 + jj) * DIM,
-                                 ACC_ADDR_BIT | ((ii * tj + jj) * DIM), cols, rows);
+                                 ACC_ADDR | ((ii * tj + jj) * DIM), cols, rows);
         }
     }
   gemmini_fence();

@@ -84,7 +84,7 @@ def test_round_half_to_even_on_mvout():
     acc = np.array([[1, 3, 5, 7], [-1, -3, -5, -7], [2, 6, 10, 254], [-255, -257, 9, 11]], np.int32)
     out = np.zeros((4, 4), np.int8)
     prog = [isa.config_ld(16, id=0), isa.mvin(Dram("acc"), acc_addr(0), 4, 4),
-            isa.config_st(4, acc_scale=0.5), isa.mvout(Dram("out"), acc_addr(0), 4, 4)]
+            isa.config_st(4, acc_scale=0.5), isa.mvout(Dram("out"), acc_addr(0), 4, 4), isa.fence()]
     got = e.run(prog, {"acc": acc, "out": out}).buffers["out"]
     want = np.clip(np.rint(acc.astype(np.float32) * np.float32(0.5)), -128, 127).astype(np.int8)
     np.testing.assert_array_equal(got, want)
@@ -103,7 +103,7 @@ def test_mvin_scale_full_width_mvout_and_os_shift():
             isa.preload(GARBAGE_ADDR, acc_addr(0), 4, 4, 4, 4), isa.compute_preloaded(0, 8, 4, 4, 4, 4),
             isa.mvout(Dram("out32"), acc_addr(0, read_full=True), 4, 4),
             isa.preload(GARBAGE_ADDR, 16, 4, 4, 4, 4), isa.compute_preloaded(8, 0, 4, 4, 4, 4),
-            isa.config_st(4), isa.mvout(Dram("out8"), 16, 4, 4)]
+            isa.config_st(4), isa.mvout(Dram("out8"), 16, 4, 4), isa.fence()]
     r = e.run(prog, {"a": a, "eye": eye, "out32": out32, "out8": out8})
     a_scaled = np.clip(np.rint(a.astype(np.float32) * np.float32(0.5)), -128, 127).astype(np.int32)
     np.testing.assert_array_equal(r.buffers["out32"], a_scaled)            # full-width int32 mvout
@@ -131,6 +131,7 @@ def test_instruction_list_matches_c_program():
                          isa.preload(dim, acc_addr(0, accumulate=kb > 0), c_, kc, c_, r_),
                          isa.compute_preloaded(0, GARBAGE_ADDR, kc, r_, c_, r_)]
             prog.append(isa.mvout(Dram("C", i * n + j), acc_addr(0), c_, r_))
+    prog.append(isa.fence())
     res = e.run(prog, {"A": a, "B": b, "C": np.zeros((m, n), np.int8)})
     np.testing.assert_array_equal(res.buffers["C"], reference(a, b, np.zeros(n, np.int32), 0.05, False))
 

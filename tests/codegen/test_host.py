@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tileplan.codegen import host
-from tileplan.codegen.emulator.build import NoCompiler
+from tileplan.codegen.emulator.build import NoCompiler, compiler, riscv_compiler
 from tileplan.codegen.host import run_host
 from tileplan.codegen.pipeline import Epilogue, generate, random_inputs, reference, run
 from tileplan.hardware.catalog import get_hardware
@@ -71,12 +71,19 @@ def test_tar_carries_a_host_library_that_loads_and_runs_alone(tmp_path):
         names = {m.name for m in tar.getmembers()}
         tar.extractall(tmp_path, filter="data")
     d = tmp_path / art.name
-    assert names == {f"{art.name}/{f}" for f in (f"{art.name}.c", "gemmini.h", f"{art.name}.tvmscript.py",
-                                                   "BUILD.md", "gemmini_emu.h", f"lib{art.name}_host.so",
-                                                   "libgemmini_emu.so")}
+    assert names == {f"{art.name}/{f}" for f in (f"{art.name}.c", "gemmini.h", "gemmini_params.h",
+                                                   f"{art.name}.tvmscript.py", "BUILD.md", "gemmini_emu.h",
+                                                   f"lib{art.name}_host.so", "libgemmini_emu.so")}
     assert (d / f"{art.name}.c").read_text() == art.c_source
     note = (d / "BUILD.md").read_text()
     assert f"lib{art.name}_host.so" in note and "tvm.runtime.load_module" in note and "no host library" not in note
+    # the note states the configuration the kernel assumes, which the archive's gemmini_params.h describes
+    assert "| 16 | 4 x 4096 = 16384 rows | 1024 rows | 64 | int8 / int32 | float |" in note
+    assert "refuses to build" in note and (d / "gemmini_params.h").read_text() == art.config.params_header()
+    # the kernel builds from the archive alone, as the note says: for the host (emulator) and for RISC-V
+    for cc, obj in ((compiler(), "k.o"), (riscv_compiler(), "k.rv64.o")):
+        subprocess.run([cc, "-O2", "-Wall", "-Werror", "-c", f"{art.name}.c", "-o", obj], cwd=d, check=True,
+                       capture_output=True)
     lib = d / f"lib{art.name}_host.so"
     dyn = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True, check=True).stdout
     assert "Shared library: [libgemmini_emu.so]" in dyn and "$ORIGIN" in dyn  # finds the emulator beside it

@@ -53,12 +53,13 @@ def check_module(client: TestClient, plan: dict) -> None:
         members = {Path(m.name).name: tf.extractfile(m).read() for m in tf.getmembers()}
     name = plan["layer"]["name"]
     libs = {f"lib{name}_host.so", "libgemmini_emu.so"}  # the host library and the emulator it links against
-    assert set(members) == {f"{name}.c", "gemmini.h", f"{name}.tvmscript.py", "BUILD.md", "gemmini_emu.h"} | libs
+    assert set(members) == {f"{name}.c", "gemmini.h", "gemmini_params.h", f"{name}.tvmscript.py", "BUILD.md",
+                            "gemmini_emu.h"} | libs
     assert all(members[lib].startswith(b"\x7fELF") for lib in libs)
     members = {k: v.decode() for k, v in members.items() if k not in libs}
     assert members[f"{name}.c"] == c.text  # the tar carries the same stored module
     assert members[f"{name}.tvmscript.py"] == tvm.text
-    assert "gemmini_" in members["gemmini.h"]
+    assert "gemmini_" in members["gemmini.h"] and "#define DIM 16" in members["gemmini_params.h"]
 
 
 def test_schedule_with_codegen_stores_the_module(client: TestClient) -> None:

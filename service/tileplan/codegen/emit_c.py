@@ -5,11 +5,15 @@ Gemmini program has to stand alone, so this emitter prints the lowered PrimFunc 
 the Gemmini schedules produce: loops, buffer stores / loads (host stages such as padding), local buffer
 allocations and `call_extern` to the Gemmini API.  Scratchpad and accumulator buffers are not memory on the host:
 each allocation gets a fixed range of rows, and `__tp_local_addr(access_ptr, flags)` becomes a row address.
+DRAM buffers the function allocates become pieces of the caller's workspace (one that nothing reads or writes, such
+as a padded output the stores bypass, gets none).  Everything but the kernel and its `<name>_entry` wrapper is
+`static`, so several kernels (distinct names) link into one program.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +97,10 @@ class _State:
     spad_next: int = 0
     acc_next: int = 0
     workspace: int = 0  # bytes of DRAM scratch carved so far (64-byte aligned pieces)
+    referenced: set[int] = field(default_factory=set)  # buffers the code names (see CEmitter.emit's dry run)
+    global_allocs: dict[int, str] = field(default_factory=dict)  # DRAM buffers the function allocates
+    aliases: dict[int, int] = field(default_factory=dict)  # a declared view -> the buffer it views
+    unused: set[int] | None = None  # global allocations to leave out (None: keep all)
 
     def carve(self, nbytes: int) -> int:
         off = self.workspace
@@ -124,9 +132,19 @@ class CEmitter:
         self.spad_reserved, self.acc_copies, self.support = spad_reserved, acc_copies, support
 
     def emit(self, func: tirx.PrimFunc, name: str, param_names: list[str], workspace: int,
-             prologue: list[str], epilogue: list[str], header_comment: str) -> Emitted:
-        """`param_names`: C names of the PrimFunc parameters; the last `workspace` of them are allocated here."""
+             prologue: list[str], epilogue: list[str], header_comment: str,
+             preamble: Sequence[str] = ()) -> Emitted:
+        """`param_names`: C names of the PrimFunc parameters; the last `workspace` of them are allocated here.
+        `preamble`: lines after the includes (e.g. configuration checks)."""
+        dry = _State(self.dim)  # a first pass finds the buffers the code names
+        dry.spad_next = self.spad_reserved
+        for p in func.params:
+            dry.names[_key(p)] = dry.fresh("p")
+            dry.dtypes[_key(p)] = str(p.dtype)
+        self._stmt(func.body, dry, [], 1)
+        used = {dry.aliases.get(k, k) for k in dry.referenced}
         st = _State(self.dim)
+        st.unused = {k for k in dry.global_allocs if k not in used}
         st.spad_next = self.spad_reserved
         if st.spad_next > self.spad_rows:
             raise CodegenError(f"the support code needs {st.spad_next} scratchpad rows, have {self.spad_rows}")
@@ -148,7 +166,7 @@ class CEmitter:
         body: list[str] = []
         self._stmt(func.body, st, body, 1)
         lines = [f"/* {header_comment} */", "#include <math.h>", "#include <stdint.h>",
-                 '#include "gemmini.h"', "",
+                 '#include "gemmini.h"', "", *preamble, "",
                  "static inline int32_t tp_floordiv(int32_t a, int32_t b) { int32_t q = a / b; "
                  "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
                  "static inline int32_t tp_floormod(int32_t a, int32_t b) { int32_t m = a % b; "
@@ -189,6 +207,7 @@ class CEmitter:
             if not (isinstance(data, tvm.ir.expr.Call) and data.op.name == "tirx.buffer_data"):
                 raise CodegenError(f"C emitter: DeclBuffer over {data}")
             src = data.args[0]
+            st.aliases[_key(s.buffer)] = st.aliases.get(_key(src), _key(src))
             st.names[_key(s.buffer)] = st.names[_key(src)] if _key(src) in st.names else self._name_of(src, st)
             st.dtypes[_key(s.buffer)] = str(s.buffer.dtype)
             if _key(src) in st.local:
@@ -215,6 +234,9 @@ class CEmitter:
                 st.local[_key(buf)] = lb
                 st.names[_key(buf)] = st.fresh(str(buf.name))
             elif scope == "global":
+                st.global_allocs[_key(buf)] = str(buf.name)
+                if st.unused is not None and _key(buf) in st.unused:
+                    return  # nothing reads or writes it: no workspace
                 cname = st.fresh(str(buf.name))
                 ct = _ctype(buf.dtype)
                 st.names[_key(buf)] = cname
@@ -298,6 +320,7 @@ class CEmitter:
 
     def _name_of(self, buf: Any, st: _State) -> str:
         k = _key(buf)
+        st.referenced.add(k)
         if k not in st.names:
             raise CodegenError(f"C emitter: unknown buffer {buf}")
         if k in st.local:

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from tileplan.codegen.emulator import HEADER_DIR, Emulator, RunResult
-from tileplan.codegen.emulator.build import CFLAGS, EMU_SONAME, _run_cc, compiler, default_cache_dir, emulator_library
+from tileplan.codegen.emulator.build import (CFLAGS, EMU_SONAME, _run_cc, compiler, default_cache_dir, emulator_library,
+                                             include_dir)
 from tileplan.codegen.registry import CodegenError
 from tileplan.codegen.targets import gemmini as G
 
@@ -51,12 +52,15 @@ def glue_source(art: Any) -> str:
         "TP_I_P_BYTES": pd["N"] * pd["G"] * geo.Hp * geo.Wp * pd["C"],
         "TP_W_P_BYTES": pd["G"] * pd["R"] * pd["S"] * pd["C"] * pd["K"],
         "TP_BIAS_P_BYTES": pd["G"] * pd["K"] * 4,
-        "TP_OUT_P_BYTES": pd["N"] * pd["G"] * pd["P"] * pd["Q"] * pd["K"],
+        # what tp_store writes: the caller's NHWC output, or the padded out_p
+        "TP_OUT_BYTES": (geo.N * geo.P * geo.Q * geo.G * geo.K if lay.store_direct
+                         else pd["N"] * pd["G"] * pd["P"] * pd["Q"] * pd["K"]),
     }
     t = art.target
     timing = ", ".join(repr(float(v)) for v in asdict(art.timing).values())
     lines = [f"/* Host glue of {art.name}: TVM's llvm build of the module calls these; see tileplan.codegen.host. */",
              "#include <stddef.h>", "#include <stdint.h>", '#include "gemmini.h"', '#include "gemmini_emu.h"', "",
+             *art.config.kernel_checks(art.hardware or "the target"), "",
              G.call_support_c(lay), ""]
     lines += [f"#define {k} {v}ull" for k, v in sizes.items()]
     lines += [f"#define TP_ACC_BASE {art.acc_base_row}u",
@@ -80,8 +84,9 @@ double tp_host_cycles(void) {
   return st.cycles;
 }
 const char *tp_host_trap(void) {
-  if (!tp_trapped) return NULL;
-  return tp_emu ? emu_trap_message(tp_emu) : "no emulator (emu_create failed)";
+  if (!tp_emu) return tp_trapped ? "no emulator (emu_create failed)" : NULL;
+  /* also a trap recorded between sessions (TVM's code touching DRAM the DMA was still using) */
+  return (tp_trapped || emu_trap_message(tp_emu)[0]) ? emu_trap_message(tp_emu) : NULL;
 }
 
 /* Run fn(args) as part of the current emulated run.  After a trap the run is void: later calls do nothing and
@@ -92,8 +97,9 @@ static int32_t tp_session(emu_entry_t fn, void **args) {
   return tp_trapped ? -1 : 0;
 }
 
-/* The emulator's DMA may touch only registered DRAM; TVM allocates I_p, W_p, bias_p and out_p, so each is
-   registered the first time a tile of it is seen (its base = tile pointer - tile offset). */
+/* The emulator's DMA may touch only registered DRAM; TVM allocates I_p, W_p and bias_p (and out_p where the
+   stores do not write the caller's output), so each is registered the first time a tile of it is seen (its
+   base = tile pointer - tile offset). */
 static void tp_region(const void *base, uint64_t bytes, int writable) {
   for (int i = 0; i < tp_n_regions; i++)
     if (tp_regions[i] == base) return;
@@ -102,10 +108,10 @@ static void tp_region(const void *base, uint64_t bytes, int writable) {
 }
 
 /* The accumulator tile's row address: what the C emitter makes of __tp_local_addr (base row + offset / DIM). */
-static uint32_t tp_acc_addr(int32_t c_off) { return ACC_ADDR_BIT | (TP_ACC_BASE + (uint32_t)(c_off / TP_DIM)); }
+static uint32_t tp_acc_addr(int32_t c_off) { return TP_ACC_ADDR | (TP_ACC_BASE + (uint32_t)(c_off / TP_DIM)); }
 
 static void tp_begin_entry(void **a) { (void)a; tp_prologue(); }
-static void tp_end_entry(void **a) { (void)a; gemmini_fence(); }
+static void tp_end_entry(void **a) { (void)a; tp_fence(); }
 static void tp_init_entry(void **a) { tp_init((const int32_t *)a[0], *(const uint32_t *)a[1]); }
 static void tp_call_entry(void **a) {
   tp_call((const int8_t *)a[0], *(const int32_t *)a[1], (const int8_t *)a[2], *(const int32_t *)a[3],
@@ -145,7 +151,7 @@ int32_t tp_host_store(int8_t *out, int32_t o_off, int32_t c_off) {
   uint32_t acc = tp_acc_addr(c_off);
   void *a[3] = {out, &o_off, &acc};
   if (tp_trapped) return -1;
-  tp_region(out - o_off, TP_OUT_P_BYTES, 1);
+  tp_region(TP_STORE_DIRECT ? out : out - o_off, TP_OUT_BYTES, 1);
   return tp_session(tp_store_entry, a);
 }
 """
@@ -157,8 +163,9 @@ def compile_host_module(art: Any) -> Any:
 
     from tileplan.codegen.schedule import schedule_layer, with_host_session
 
-    layer, mapping, arch, double_buffer, stream = art.inputs
-    sched = schedule_layer(layer, mapping, arch, art.epilogue, art.target, double_buffer, host=True, stream=stream)
+    layer, mapping, arch, double_buffer, stream, direct_store = art.inputs
+    sched = schedule_layer(layer, mapping, arch, art.epilogue, art.target, double_buffer, host=True, stream=stream,
+                           direct_store=direct_store)
     if sched.realization.tile != art.realization.tile:  # the same plan realises the same tiles
         raise CodegenError("the host module's tiles differ from the kernel's")
     mod = tvm.IRModule({"main": with_host_session(sched.mod["main"])})
@@ -175,7 +182,7 @@ def build_host_library(art: Any, out_dir: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         glue_c, glue_o = Path(tmp) / "glue.c", Path(tmp) / "glue.o"
         glue_c.write_text(glue_source(art))
-        _run_cc([compiler(), *CFLAGS, "-Werror", f"-DDIM={art.target.dim}", "-c", "-I", str(HEADER_DIR),
+        _run_cc([compiler(), *CFLAGS, "-Werror", "-c", "-I", str(include_dir(art.config)), "-I", str(HEADER_DIR),
                  "-o", str(glue_o), str(glue_c)])
         target = out_dir / library_name(art)
         # the emulator library goes in as an input after the glue object, so the linker records it as NEEDED
@@ -187,7 +194,8 @@ def build_host_library(art: Any, out_dir: Path) -> Path:
 
 def cached_host_library(art: Any) -> Path:
     """build_host_library into the per-user codegen cache, keyed by what the library is built from."""
-    key = hashlib.sha256("\0".join([glue_source(art), art.tvmscript, str(emulator_library())]).encode())
+    key = hashlib.sha256("\0".join([glue_source(art), art.tvmscript, str(emulator_library()),
+                                    art.config.params_header()]).encode())
     out_dir = default_cache_dir() / f"host-{key.hexdigest()[:20]}"
     target = out_dir / library_name(art)
     return target if target.exists() else build_host_library(art, out_dir)
@@ -217,6 +225,7 @@ def run_host(art: Any, inputs: dict[str, np.ndarray], emulator: Emulator | None 
     tvm.runtime.load_module(str(path))["main"](*tensors)
     if glue.tp_host_trap() is not None:
         emu.raise_trap()
+    emu.check_fenced()
     return emu.result({"out": tensors[3].numpy()})
 
 

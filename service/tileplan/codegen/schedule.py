@@ -11,6 +11,10 @@ accumulator until the last reduction (R, S, C) tile, outputs stored once, two ca
         DRAM reduction loops
             one call                              [tensorize gemmini.tile_call over the in-tile loops]
         accumulator tile -> DRAM, requantized    [reverse_compute_at + tensorize gemmini.tile_store]
+    fence                                        (then the CPU may touch what the stores wrote)
+
+The stores write the caller's output directly where the compute allows it (`store_into_output`: the padded
+output stage and the CPU's copy of it are dropped); otherwise the CPU copies the padded output after the fence.
 
 Every change the realisation makes to the plan is listed in `Realization.deviations`.
 """
@@ -282,16 +286,75 @@ def with_bias_init(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(s_tir.SBlockRealize(body.iter_values, body.predicate, root))
 
 
-def with_host_session(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """The host module's body between `tp_host_begin()` (emulator reset and the kernel's configuration prologue,
-    which the C kernel prints around its body) and `tp_host_end()` (the final fence)."""
+def _with_root_seq(func: tirx.PrimFunc, edit: Any) -> tirx.PrimFunc:
+    """`func` with its root block's statement list replaced by edit(list)."""
     realize = func.body
     root = realize.block
     seq = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
-    begin, end = (tirx.Evaluate(tirx.call_extern("int32", f"tp_host_{x}")) for x in ("begin", "end"))
-    root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, tirx.SeqStmt([begin, *seq, end]),
+    root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, tirx.SeqStmt(edit(seq)),
                         root.init, root.alloc_buffers, root.match_buffers, root.annotations)
     return func.with_body(s_tir.SBlockRealize(realize.iter_values, realize.predicate, root))
+
+
+def store_into_output(func: tirx.PrimFunc, store_fn: str) -> tirx.PrimFunc:
+    """Let the tensorized tile store (`store_fn(out_ptr, o_off, acc)`) write the caller's output buffer `out`
+    itself, and drop the padded out_p and the stage that copied it into `out`.  The call gets the tile's offset
+    in out_p [N, G, P, Q, K] (from the tile's region), from which the support code finds the tile
+    (G.call_support_c, TP_STORE_DIRECT)."""
+    out = next((b for b in func.params if getattr(b, "name", "") == "out"), None)
+    if out is None:
+        raise CodegenError("the compute has no output buffer named 'out'")
+    found: list[Any] = []
+
+    def retarget(b: Any) -> Any:
+        if b.name_hint != "out_p_o":
+            return b
+        call = b.body.value if isinstance(b.body, tirx.Evaluate) else None
+        if call is None or str(call.args[0].value) != store_fn:
+            raise CodegenError(f"the tensorized store block does not call {store_fn}")
+        tile = next((m for m in b.match_buffers if getattr(m.source.source, "name", "") == "out_p"), None)
+        if tile is None:
+            raise CodegenError("the tensorized store block does not match a region of out_p")
+        out_p = tile.source.source
+        offset: Any = tirx.const(0, "int32")
+        for extent, rng in zip(out_p.shape, tile.source.region):
+            offset = offset * extent + rng.min
+        found.append(out_p)
+        body = tirx.Evaluate(tirx.call_extern("int32", store_fn, out.access_ptr("w"), offset, *call.args[3:]))
+        whole = tirx.BufferRegion(out, [tvm.ir.Range.from_min_extent(0, x) for x in out.shape])
+        return s_tir.SBlock(b.iter_vars, b.reads, [whole], b.name_hint, body, b.init, b.alloc_buffers,
+                            [m for m in b.match_buffers if not m.same_as(tile)], b.annotations)
+
+    func = func.with_body(_rebuild(func.body, retarget))
+    if not found:
+        raise CodegenError("no tensorized store block (out_p_o) to retarget")
+    func = _with_root_seq(func, lambda seq: [st for st in seq if _first_block_name(st) != "out"])
+    realize = func.body
+    root = realize.block
+    root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, root.body, root.init,
+                        [a for a in root.alloc_buffers if not a.same_as(found[0])], root.match_buffers,
+                        root.annotations)
+    return func.with_body(s_tir.SBlockRealize(realize.iter_values, realize.predicate, root))
+
+
+def with_fence(func: tirx.PrimFunc, fence_fn: str) -> tirx.PrimFunc:
+    """Call `fence_fn()` once every Gemmini instruction has been issued: before the stage that copies the padded
+    output (the CPU must not read what an mvout wrote before a fence), or at the end when there is none."""
+    fence = tirx.Evaluate(tirx.call_extern("int32", fence_fn))
+
+    def edit(seq: list[Any]) -> list[Any]:
+        names = [_first_block_name(st) for st in seq]
+        at = names.index("out") if "out" in names else len(seq)
+        return [*seq[:at], fence, *seq[at:]]
+
+    return _with_root_seq(func, edit)
+
+
+def with_host_session(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """The host module's body after `tp_host_begin()` (emulator reset and the kernel's configuration prologue,
+    which the C kernel prints before its body); `tp_host_end()` (the fence) is placed by schedule_layer."""
+    begin = tirx.Evaluate(tirx.call_extern("int32", "tp_host_begin"))
+    return _with_root_seq(func, lambda seq: [begin, *seq])
 
 
 def _first_block_name(stmt: Any) -> str:
@@ -322,11 +385,14 @@ STREAMS = ("tileplan", "baseline")
 
 
 def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec,
-                   double_buffer: bool = True, host: bool = False, stream: str = "tileplan") -> Scheduled:
+                   double_buffer: bool = True, host: bool = False, stream: str = "tileplan",
+                   direct_store: bool = True) -> Scheduled:
     """`host`: tensorize with the intrinsics' host-glue implementations (tp_host_*) for TVM's llvm build of the
     module (tileplan.codegen.host); the schedule itself is the same.  `stream`: the order of one call's loads,
     "tileplan" (the first output-channel block's bias rows ahead of the tiles) or "baseline" (every bias row
-    after the tiles: the order benchmarks keep for Gemmini's hand-written library, see CallLayout.bias_ahead)."""
+    after the tiles: the order benchmarks keep for Gemmini's hand-written library, see CallLayout.bias_ahead).
+    `direct_store=False` keeps the padded output and the CPU's copy of it (after the fence) even where the stores
+    could write the caller's output."""
     if stream not in STREAMS:
         raise CodegenError(f"unknown instruction stream {stream!r}; use one of {STREAMS}")
     tag, geo0, names = layer_geometry(layer)
@@ -347,6 +413,7 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     lay = dataclasses.replace(call_layout(r, geo, epilogue, stream == "tileplan"), bias_ahead=stream == "tileplan",
                               reuse=stream == "tileplan" or r.matmul)
     cd = core_compute(tag)(geo, epilogue)
+    lay = dataclasses.replace(lay, store_direct=direct_store and cd.store_into_output)
     sch = s_tir.Schedule(prim_func(cd))
     t = lay.tile
 
@@ -368,4 +435,10 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     sch = s_tir.Schedule(with_bias_init(sch.mod["main"]))
     sch.tensorize(sch.get_loops(sch.get_sblock("acc_init"))[-5],
                   intrinsic("gemmini.tile_init", n=t.n, p=t.p, q=t.q, k=t.k, **glue))
+    # The stores write the caller's output where they can; one fence once everything is issued (before the CPU
+    # copies the padded output where they cannot).  The host module's fence is its session's end.
+    func = sch.mod["main"]
+    if lay.store_direct:
+        func = store_into_output(func, "tp_host_store" if host else "tp_store")
+    sch = s_tir.Schedule(with_fence(func, "tp_host_end" if host else "tp_fence"))
     return Scheduled(tag, cd, r, lay, sch, model_cycles(r, problem, arch, executor))

@@ -4,12 +4,15 @@
     res = emu.run(c_source, {"A": a, "B": b, "C": c}, entry="kernel_entry")   # or a list of isa.Instruction
     res.buffers["C"], res.cycles, res.counts
 
-A C program defines `void <entry>(void **args)`; args[i] is the i-th buffer (in the order given).
+A C program (one source, or a list of translation units linked together) includes gemmini.h and defines
+`void <entry>(void **args)`; args[i] is the i-th buffer (in the order given).  It is compiled against the
+stand-in gemmini.h with the gemmini_params.h of the emulator's configuration (`Emulator.config`).
 """
 
 from __future__ import annotations
 
 import ctypes
+import mmap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -18,8 +21,10 @@ import numpy as np
 
 from . import isa
 from .build import BuildError, emulator_library, program_library
+from .params import GemminiConfig
 
-__all__ = ["Emulator", "TimingParams", "RunResult", "GemminiTrap", "BuildError", "isa", "HEADER_DIR"]
+__all__ = ["Emulator", "TimingParams", "RunResult", "GemminiTrap", "BuildError", "GemminiConfig", "isa",
+           "HEADER_DIR"]
 
 HEADER_DIR = Path(__file__).resolve().parent
 
@@ -114,6 +119,18 @@ class RunResult:
 _LIBS: dict[Path, ctypes.CDLL] = {}
 
 
+def _own_pages(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of `a` that shares no memory page with anything else: the emulator protects the pages
+    of buffers DMA is using until the fence (gemmini_emu.c, "Memory ordering"), which must not stop other code."""
+    a = np.asarray(a)
+    page = mmap.PAGESIZE
+    raw = np.zeros(-(-max(a.nbytes, 1) // page) * page + page, np.uint8)
+    start = (-raw.ctypes.data) % page
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def _load_emulator(cache_dir: Path | None) -> ctypes.CDLL:
     path = emulator_library(cache_dir)
     lib = _LIBS.get(path)
@@ -133,6 +150,11 @@ def _load_emulator(cache_dir: Path | None) -> ctypes.CDLL:
         lib.emu_trap_index.argtypes = [ctypes.c_void_p]
         lib.emu_trap_op.argtypes = [ctypes.c_void_p]
         lib.emu_op_name.restype = ctypes.c_char_p
+        lib.emu_unfenced_mvout.restype = ctypes.c_int64
+        lib.emu_unfenced_mvout.argtypes = [ctypes.c_void_p]
+        lib.emu_discard_dma.argtypes = [ctypes.c_void_p]
+        lib.emu_cycles_now.restype = ctypes.c_double
+        lib.emu_cycles_now.argtypes = [ctypes.c_void_p]
         _LIBS[path] = lib
     return lib
 
@@ -147,6 +169,8 @@ class Emulator:
         if dim * max_mvin_blocks > 4096:
             raise ValueError("dim * max_mvin_blocks must be <= 4096")
         self.dim, self.spad_rows, self.acc_rows, self.max_mvin_blocks = dim, spad_rows, acc_rows, max_mvin_blocks
+        # the gemmini_params.h programs are compiled with: MAX_BLOCK_LEN = max_mvin_blocks
+        self.config = GemminiConfig(dim=dim, spad_rows=spad_rows, acc_rows=acc_rows, max_bytes=dim * max_mvin_blocks)
         self.timing = timing if timing is not None else TimingParams.for_dim(dim)
         self.timing.validate()
         self.cache_dir = Path(cache_dir) if cache_dir else None
@@ -163,31 +187,35 @@ class Emulator:
             self._lib.emu_destroy(h)
 
     # -- programs -----------------------------------------------------------------------------------------
-    def load_program(self, source: str, extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
-        """Compile (cached) and load a C program that calls the Gemmini API."""
-        flags = (f"-DDIM={self.dim}", *extra_flags)
-        key = source + "\0" + " ".join(flags)
+    def load_program(self, source: str | Sequence[str], extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
+        """Compile (cached) and load a C program that calls the Gemmini API: one source, or several translation
+        units linked into one program (e.g. several generated kernels and the code that calls them)."""
+        sources = (source,) if isinstance(source, str) else tuple(source)
+        key = "\0".join(sources) + "\0\0" + " ".join(extra_flags)
         lib = self._programs.get(key)
         if lib is None:
-            path = program_library(source, emulator_library(self.cache_dir), self.cache_dir, flags)
+            path = program_library(sources, emulator_library(self.cache_dir), self.cache_dir, extra_flags,
+                                   self.config)
             lib = ctypes.CDLL(str(path))
             self._programs[key] = lib
         return lib
 
-    def run(self, program: str | Sequence[isa.Instruction], buffers: Mapping[str, np.ndarray],
+    def run(self, program: str | Sequence[str] | Sequence[isa.Instruction], buffers: Mapping[str, np.ndarray],
             entry: str = "kernel_entry", readonly: Sequence[str] = ()) -> RunResult:
-        """Run a program on fresh state.  Buffers are copied (C-contiguous); the copies are returned.
+        """Run a program on fresh state.  Buffers are copied (C-contiguous, each on pages of its own); the copies
+        are returned.
 
-        `program` is C source defining `void entry(void **args)` or a list of decoded instructions.
-        Raises GemminiTrap if the program traps.
+        `program` is C source defining `void entry(void **args)` (or a list of C sources linked into one program)
+        or a list of decoded instructions.  Raises GemminiTrap if the program traps, including when it returns
+        before the results of an mvout were fenced (they would not be visible to the caller).
         """
-        bufs = {name: np.ascontiguousarray(np.array(a, copy=True)) for name, a in buffers.items()}
+        bufs = {name: _own_pages(a) for name, a in buffers.items()}
         lib = self._lib
         lib.emu_reset(self._h)
         for name, a in bufs.items():
             lib.emu_add_region(self._h, a.ctypes.data, a.nbytes, 0 if name in readonly else 1)
-        if isinstance(program, str):
-            prog = self.load_program(program)
+        if isinstance(program, str) or (program and all(isinstance(p, str) for p in program)):
+            prog = self.load_program(program)  # type: ignore[arg-type]
             try:
                 fn = getattr(prog, entry)
             except AttributeError:
@@ -195,11 +223,26 @@ class Emulator:
             args = (ctypes.c_void_p * max(1, len(bufs)))(*[a.ctypes.data for a in bufs.values()])
             trapped = lib.emu_run_entry(self._h, ctypes.cast(fn, ctypes.c_void_p), args)
         else:
-            encoded = self._encode(program, bufs)
+            encoded = self._encode(program, bufs)  # type: ignore[arg-type]
             trapped = lib.emu_run_list(self._h, encoded, len(program))
         if trapped:
             self.raise_trap()
+        self.check_fenced()
         return self.result(bufs)
+
+    def check_fenced(self) -> None:
+        """At the end of a program: raise GemminiTrap if an mvout was never fenced (its rows never reach DRAM);
+        either way stop watching the buffers (un-fenced loads are forgotten: the caller owns its buffers again)."""
+        lib = self._lib
+        index = int(lib.emu_unfenced_mvout(self._h))
+        lib.emu_discard_dma(self._h)
+        if index >= 0:
+            raise GemminiTrap(f"instruction #{index} (mvout): the program returned before a gemmini_fence() made "
+                              "this mvout's results visible (they never reached DRAM)", index, "mvout")
+
+    def cycles_now(self) -> float:
+        """Emulated cycles of what has been issued so far (without the once-per-program run_cycles)."""
+        return float(self._lib.emu_cycles_now(self._h))
 
     # -- runs driven from elsewhere (a host library that calls emu_run_entry itself) --------------------------
     @property

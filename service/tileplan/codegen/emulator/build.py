@@ -1,4 +1,10 @@
-"""Compile the emulator (and programs that call the Gemmini API) with the system C compiler, cached by content."""
+"""Compile the emulator (and programs that call the Gemmini API) with the system C compiler, cached by content.
+
+Programs include the stand-in gemmini.h, which reads the configuration from gemmini_params.h: `include_dir(cfg)`
+is a directory holding both, with the params header of the emulator's configuration (params.GemminiConfig).
+`cross_compile_object` compiles a program for RISC-V (Debian's gcc-riscv64-linux-gnu): there the same header
+emits Gemmini's custom-3 instructions.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,19 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from .params import GemminiConfig
 
 HERE = Path(__file__).resolve().parent
 EMU_SOURCE = HERE / "gemmini_emu.c"
 HEADER = HERE / "gemmini.h"
+PARAMS_HEADER = HERE / "gemmini_params.h"  # the default configuration (GemminiConfig())
 EMU_HEADER = HERE / "gemmini_emu.h"
+# What CI compiles generated kernels for RISC-V with (Debian: gcc-riscv64-linux-gnu); RISCV_CC overrides it.
+RISCV_CC = "riscv64-linux-gnu-gcc"
+RISCV_CFLAGS = ("-c", "-O2", "-Wall", "-Werror")
 CFLAGS = ("-O2", "-std=c11", "-fPIC", "-Wall", "-Wextra", "-Wno-unused-parameter")
 # The emulator's soname: a library linked against it (a TVM host module) finds the copy a process has already
 # loaded instead of loading a second emulator with its own "current emulator" state.
@@ -53,7 +66,37 @@ def _run_cc(args: list[str]) -> None:
         raise BuildError(f"{' '.join(args)}\n{proc.stderr}")
 
 
-def _atomic_build(target: Path, build: "callable[[Path], None]") -> Path:
+def riscv_compiler() -> str:
+    cc = shutil.which(os.environ.get("RISCV_CC", RISCV_CC))
+    if cc is None:
+        raise NoCompiler(f"no RISC-V C compiler ({os.environ.get('RISCV_CC', RISCV_CC)}) on PATH: install "
+                         "Debian's gcc-riscv64-linux-gnu (apt-get install gcc-riscv64-linux-gnu)")
+    return cc
+
+
+def include_dir(config: GemminiConfig | None = None, cache_dir: Path | None = None) -> Path:
+    """A directory with the stand-in gemmini.h and the gemmini_params.h of `config` (the shipped directory for
+    the default configuration)."""
+    config = config or GemminiConfig()
+    params = config.params_header()
+    if params == PARAMS_HEADER.read_text():
+        return HERE
+    header = HEADER.read_text()
+    cache = Path(cache_dir) if cache_dir else default_cache_dir()
+    target = cache / f"include-{_digest(header.encode(), params.encode())}"
+    if not target.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".include-"))
+        (tmp / "gemmini.h").write_text(header)
+        (tmp / "gemmini_params.h").write_text(params)
+        try:
+            os.rename(tmp, target)
+        except OSError:  # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _atomic_build(target: Path, build: Callable[[Path], None]) -> Path:
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -71,39 +114,62 @@ def _atomic_build(target: Path, build: "callable[[Path], None]") -> Path:
 def emulator_library(cache_dir: Path | None = None) -> Path:
     """Path of libgemmini_emu.so built from the shipped sources (built on first use)."""
     cache = Path(cache_dir) if cache_dir else default_cache_dir()
-    key = _digest(EMU_SOURCE.read_bytes(), HEADER.read_bytes(), EMU_HEADER.read_bytes(), " ".join(CFLAGS).encode(),
-                  EMU_SONAME.encode())
+    key = _digest(EMU_SOURCE.read_bytes(), HEADER.read_bytes(), PARAMS_HEADER.read_bytes(), EMU_HEADER.read_bytes(),
+                  " ".join(CFLAGS).encode(), EMU_SONAME.encode())
     target = cache / f"libgemmini_emu-{key}.so"
 
     def build(out: Path) -> None:
         _run_cc([compiler(), *CFLAGS, "-shared", f"-Wl,-soname,{EMU_SONAME}", "-I", str(HERE), "-o", str(out),
-                 str(EMU_SOURCE), "-lm"])
+                 str(EMU_SOURCE), "-lm", "-pthread"])
 
     return _atomic_build(target, build)
 
 
-def program_library(source: str, emu_lib: Path, cache_dir: Path | None = None,
-                    extra_flags: tuple[str, ...] = ()) -> Path:
-    """Compile a C program that calls the Gemmini API into a shared object linked against the emulator."""
+def program_library(sources: str | Sequence[str], emu_lib: Path, cache_dir: Path | None = None,
+                    extra_flags: tuple[str, ...] = (), config: GemminiConfig | None = None) -> Path:
+    """Compile a C program that calls the Gemmini API (one source, or several translation units linked into one
+    program) into a shared object linked against the emulator, for the configuration `config`."""
+    srcs = [sources] if isinstance(sources, str) else list(sources)
     cache = Path(cache_dir) if cache_dir else default_cache_dir()
-    key = _digest(source.encode(), HEADER.read_bytes(), str(emu_lib).encode(), " ".join(extra_flags).encode())
+    inc = include_dir(config, cache_dir)
+    key = _digest(*(s.encode() for s in srcs), HEADER.read_bytes(), (inc / "gemmini_params.h").read_bytes(),
+                  str(emu_lib).encode(), " ".join(extra_flags).encode())
     target = cache / f"prog-{key}.so"
 
     def build(out: Path) -> None:
         with tempfile.TemporaryDirectory(dir=cache) as d:
-            src = Path(d) / "program.c"
-            src.write_text(source)
-            _run_cc([compiler(), *CFLAGS, *extra_flags, "-shared", "-I", str(HERE), "-o", str(out), str(src),
-                     str(emu_lib), f"-Wl,-rpath,{emu_lib.parent}", "-lm"])
+            files = []
+            for i, src in enumerate(srcs):
+                files.append(Path(d) / f"unit{i}.c")
+                files[-1].write_text(src)
+            # gemmini.h and gemmini_params.h of the configuration first; gemmini_emu.h for programs driving the
+            # emulator themselves (e.g. reading emu_current_cycles() between kernels)
+            _run_cc([compiler(), *CFLAGS, *extra_flags, "-shared", "-I", str(inc), "-I", str(HERE), "-o", str(out),
+                     *map(str, files), str(emu_lib), f"-Wl,-rpath,{emu_lib.parent}", "-lm"])
 
     return _atomic_build(target, build)
 
 
-def compile_object(source: str, out_dir: Path, extra_flags: tuple[str, ...] = ()) -> Path:
-    """`gcc -c` a source against the declaring gemmini.h only (used to check generated C)."""
+def compile_object(source: str, out_dir: Path, extra_flags: tuple[str, ...] = (),
+                   config: GemminiConfig | None = None) -> Path:
+    """`gcc -c -Werror` a source against the stand-in gemmini.h (host) for `config`; returns the object."""
     out_dir.mkdir(parents=True, exist_ok=True)
     src = out_dir / "kernel.c"
     src.write_text(source)
     obj = out_dir / "kernel.o"
-    _run_cc([compiler(), *CFLAGS, "-Werror", *extra_flags, "-c", "-I", str(HERE), "-o", str(obj), str(src)])
+    _run_cc([compiler(), *CFLAGS, "-Werror", *extra_flags, "-c", "-I", str(include_dir(config)), "-o", str(obj),
+             str(src)])
+    return obj
+
+
+def cross_compile_object(source: str, out_dir: Path, config: GemminiConfig | None = None,
+                         extra_flags: tuple[str, ...] = ()) -> Path:
+    """`riscv64-linux-gnu-gcc -c -O2 -Wall -Werror` a source against the stand-in gemmini.h for `config`: the
+    object holds Gemmini's RoCC instructions.  Raises NoCompiler without the cross compiler."""
+    cc = riscv_compiler()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    src = out_dir / "kernel.c"
+    src.write_text(source)
+    obj = out_dir / "kernel.rv64.o"
+    _run_cc([cc, *RISCV_CFLAGS, *extra_flags, "-I", str(include_dir(config)), "-o", str(obj), str(src)])
     return obj

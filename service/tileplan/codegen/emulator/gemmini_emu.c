@@ -1,8 +1,11 @@
 /*
  * gemmini_emu.c -- functional + instruction-level timing emulator of a Gemmini-like accelerator.
  *
- * Implements the API declared in gemmini.h.  Written for Tileplan from Gemmini's published behaviour
- * (address bits, dataflows, mvin/mvout limits, scaling); no code is taken from Gemmini.
+ * Runs the instructions of gemmini.h's macros: on a host that is not RISC-V, the stand-in gemmini.h turns every
+ * Gemmini instruction into emu_rocc(funct7, rs1, rs2) with the words Gemmini's RoCC interface receives, which
+ * this file decodes (k_* codes and bit fields of Gemmini's header), and gemmini_fence() into emu_fence().
+ * Written for Tileplan from Gemmini's published behaviour (address bits, dataflows, mvin/mvout limits, scaling,
+ * instruction encodings); no code is taken from Gemmini.
  *
  * Functional model
  *   scratchpad: spad_rows rows of DIM int8; accumulator: acc_rows rows of DIM int32.
@@ -10,6 +13,22 @@
  *   0xFFFFFFFF = garbage (no operand / discard result).
  *   A non-accumulating write of `cols` < DIM elements zeroes the rest of the row; an accumulating write
  *   touches only its columns.  Reading a row that was never written is a trap, as is accumulating into one.
+ *
+ * Memory ordering (what only gemmini_fence() makes safe)
+ *   Gemmini's loads and stores run decoupled from the CPU, and its reservation station orders its own
+ *   instructions by local (scratchpad / accumulator) addresses only: until a fence, the CPU must not read or
+ *   write DRAM an mvout writes, must not write DRAM an mvin reads, and an mvin must not read DRAM an mvout
+ *   wrote.  The emulator makes each of these a trap:
+ *   - an mvout's rows reach DRAM only at the fence (deferred); until then the pages they fall in are
+ *     inaccessible (mprotect PROT_NONE), and the pages an mvin read are read-only;
+ *   - a CPU access that faults on such a page is compared with the pending transfers: one that touches their
+ *     bytes traps ("CPU read of DRAM an un-fenced mvout writes"), one that only shares the page with them
+ *     opens the page until the next fence (its transfers are then no longer watched, but an mvout's data still
+ *     arrives only at the fence);
+ *   - inside emu_run_entry the trap ends the run like any other; a fault outside a run (CPU code between
+ *     two runs of one session) records the trap, which the next emu_run_entry returns.
+ *   Only buffers in ordinary read-write memory off the registering thread's stack are watched (emu_add_region
+ *   checks /proc/self/maps and the stack bounds).
  *
  * Timing model (parameters: emu_timing_t; Tileplan derives them from the calibrated cost model, see
  * tileplan.codegen.pipeline.timing_for)
@@ -35,15 +54,28 @@
  *   overlaps the other resource's busy time by `ov` cycles takes overlap_loss * ov longer, and the other
  *   resource's next operation is pushed back by the same amount (processor sharing of the local memories).
  */
-#include "gemmini.h"
+#define _GNU_SOURCE
+#include "gemmini.h" /* the k_* codes, CONFIG_* selectors and constants the instructions carry */
 #include "gemmini_emu.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#undef DIM /* the emulator's array size is a run-time parameter (emu_create), not gemmini_params.h's */
+
+/* Local address bits (Gemmini's; its header gives them no names). */
+#define EMU_ACC_ADDR 0x80000000u
+#define EMU_ACCUMULATE 0x40000000u
+#define EMU_READ_FULL 0x20000000u
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Public emulator interface: gemmini_emu.h (used from Python through ctypes, and by host glue code).  */
@@ -82,8 +114,33 @@ enum { U_LOAD = 0, U_EXEC = 1, U_STORE = 2 };
 typedef struct {
   uintptr_t base;
   uint64_t size;
-  int writable;
+  int writable;  /* Gemmini may write it (mvout) */
+  int guardable; /* ordinary read-write memory: its pages may be protected while DMA is pending */
 } region_t;
+
+/* A DMA transfer issued since the last fence: `rows` rows of `row_bytes`, `stride` bytes apart (0: one row
+ * read repeatedly).  An mvout's rows wait in e->pend_data (from byte `data`) until the fence. */
+typedef struct {
+  uintptr_t base;
+  uint64_t stride, row_bytes;
+  uint32_t rows;
+  int op;
+  int64_t index; /* its instruction number */
+  uint64_t data;
+} dma_rec_t;
+
+typedef struct {
+  dma_rec_t *v;
+  size_t n, cap;
+} dma_list_t;
+
+/* Pages protected since the last fence: open-addressing table page -> state. */
+enum { PG_OPEN = 0, PG_READ_ONLY = 1 /* an mvin reads it */, PG_NO_ACCESS = 2 /* an mvout writes it */,
+       PG_RELEASED = 3 /* shared with CPU data the program touched: left open until the fence */ };
+typedef struct {
+  uintptr_t page; /* 0: empty slot */
+  uint8_t state;
+} page_slot_t;
 
 typedef struct {
   uint64_t stride;
@@ -138,8 +195,17 @@ typedef struct emu {
 
   emu_stats_t st;
 
+  /* DMA issued since the last fence (see "Memory ordering" above) */
+  dma_list_t pend_in, pend_out;
+  uint8_t *pend_data;
+  size_t pend_data_n, pend_data_cap;
+  page_slot_t *pages;
+  size_t page_cap, page_n;
+  uintptr_t page_size;
+
   /* traps */
-  jmp_buf *jb;
+  sigjmp_buf *jb;
+  pthread_t run_thread; /* the thread inside emu_run_entry (valid while jb is set) */
   int trapped;
   int64_t trap_index;
   int trap_op;
@@ -163,7 +229,7 @@ static void trap(emu_t *e, const char *fmt, ...) {
   e->trap_op = e->cur_op;
   snprintf(e->trap_msg, sizeof e->trap_msg, "instruction #%lld (%s): %s", (long long)e->trap_index,
            (e->cur_op >= 0 && e->cur_op < OP_COUNT) ? OP_NAMES[e->cur_op] : "?", buf);
-  if (e->jb) longjmp(*e->jb, 1);
+  if (e->jb) siglongjmp(*e->jb, 1);
   fprintf(stderr, "gemmini emulator trap outside a run: %s\n", e->trap_msg);
   abort();
 }
@@ -208,15 +274,15 @@ static int64_t rounding_shift(int64_t x, int shift) {
 /* Addresses and regions                                                                            */
 
 static int is_garbage(uint32_t a) { return a == GARBAGE_ADDR; }
-static int is_acc(uint32_t a) { return (a & ACC_ADDR_BIT) != 0; }
-static int is_accumulate(uint32_t a) { return (a & ACC_ACCUMULATE_BIT) != 0; }
-static int is_full(uint32_t a) { return (a & ACC_READ_FULL_BIT) != 0; }
+static int is_acc(uint32_t a) { return (a & EMU_ACC_ADDR) != 0; }
+static int is_accumulate(uint32_t a) { return (a & EMU_ACCUMULATE) != 0; }
+static int is_full(uint32_t a) { return (a & EMU_READ_FULL) != 0; }
 static uint32_t row_of(uint32_t a) { return a & 0x1FFFFFFFu; }
 
 static void check_rows(emu_t *e, uint32_t addr, uint32_t rows, uint32_t stride, const char *what) {
   uint32_t base = row_of(addr);
   uint32_t limit = is_acc(addr) ? e->acc_rows : e->spad_rows;
-  if (!is_acc(addr) && (addr & (ACC_ACCUMULATE_BIT | ACC_READ_FULL_BIT)))
+  if (!is_acc(addr) && (addr & (EMU_ACCUMULATE | EMU_READ_FULL)))
     trap(e, "%s address 0x%08x: accumulate/read-full bits set on a scratchpad address", what, addr);
   if (rows == 0) return;
   uint64_t last = (uint64_t)base + (uint64_t)(rows - 1) * stride;
@@ -479,12 +545,332 @@ static void read_block(emu_t *e, uint32_t addr, uint32_t rows, uint32_t cols, ui
 }
 
 /* ------------------------------------------------------------------------------------------------ */
+/* DMA not yet fenced: deferred mvout rows, protected pages, the fault handler                      */
+
+static region_t *region_at(emu_t *e, uintptr_t p, int *index) {
+  for (int i = 0; i < e->n_regions; i++) {
+    region_t *r = &e->regions[i];
+    if (p >= r->base && p < r->base + r->size) {
+      if (index) *index = i;
+      return r;
+    }
+  }
+  return NULL;
+}
+
+/* Emulators with protected pages, for the fault handler (which must not allocate or lock). */
+#define MAX_GUARDED 64
+static emu_t *volatile g_guarded[MAX_GUARDED];
+static struct sigaction g_prev_segv;
+
+static void on_segv(int sig, siginfo_t *si, void *uctx);
+
+static void guarded_add(emu_t *e) {
+  struct sigaction cur;
+  sigaction(SIGSEGV, NULL, &cur);
+  if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_segv) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK; /* an alternate stack where the thread has one */
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, &sa, &g_prev_segv) != 0) return;
+  }
+  for (int i = 0; i < MAX_GUARDED; i++)
+    if (g_guarded[i] == e) return;
+  for (int i = 0; i < MAX_GUARDED; i++)
+    if (__sync_bool_compare_and_swap(&g_guarded[i], NULL, e)) return;
+}
+
+static void guarded_remove(emu_t *e) {
+  for (int i = 0; i < MAX_GUARDED; i++) __sync_bool_compare_and_swap(&g_guarded[i], e, NULL);
+}
+
+static size_t page_hash(const emu_t *e, uintptr_t pg) {
+  return (size_t)((pg / e->page_size) * 0x9E3779B97F4A7C15ull) & (e->page_cap - 1);
+}
+
+/* Read-only lookup (the fault handler uses it). */
+static page_slot_t *page_find(const emu_t *e, uintptr_t pg) {
+  if (!e->page_cap) return NULL;
+  for (size_t i = page_hash(e, pg);; i = (i + 1) & (e->page_cap - 1)) {
+    if (e->pages[i].page == pg) return &e->pages[i];
+    if (e->pages[i].page == 0) return NULL;
+  }
+}
+
+static page_slot_t *page_insert(emu_t *e, uintptr_t pg) {
+  page_slot_t *s = page_find(e, pg);
+  if (s) return s;
+  if (2 * (e->page_n + 1) > e->page_cap) { /* grow to keep the table at most half full */
+    size_t cap = e->page_cap ? 2 * e->page_cap : 1024;
+    page_slot_t *old = e->pages, *fresh = calloc(cap, sizeof *fresh);
+    size_t old_cap = e->page_cap;
+    if (!fresh) return NULL;
+    e->pages = fresh;
+    e->page_cap = cap;
+    for (size_t i = 0; i < old_cap; i++)
+      if (old[i].page) {
+        size_t j = page_hash(e, old[i].page);
+        while (fresh[j].page) j = (j + 1) & (cap - 1);
+        fresh[j] = old[i];
+      }
+    free(old);
+  }
+  size_t j = page_hash(e, pg);
+  while (e->pages[j].page) j = (j + 1) & (e->page_cap - 1);
+  e->pages[j].page = pg;
+  e->pages[j].state = PG_OPEN;
+  if (e->page_n++ == 0) guarded_add(e);
+  return &e->pages[j];
+}
+
+/* Raise a page's protection to `state` (never lower it, never touch a released page). */
+static void page_guard(emu_t *e, uintptr_t pg, int state) {
+  page_slot_t *s = page_insert(e, pg);
+  if (!s || s->state == PG_RELEASED || s->state >= state) return;
+  if (mprotect((void *)pg, e->page_size, state == PG_READ_ONLY ? PROT_READ : PROT_NONE) != 0)
+    s->state = PG_RELEASED; /* cannot protect it: leave it unwatched */
+  else
+    s->state = (uint8_t)state;
+}
+
+static uintptr_t page_of(const emu_t *e, uintptr_t a) { return a & ~(e->page_size - 1); }
+
+/* Protect the pages the rows of a transfer touch (in guardable regions only). */
+static void guard_rows(emu_t *e, uintptr_t base, uint64_t stride, uint64_t row_bytes, uint32_t rows, int state) {
+  for (uint32_t r = 0; r < rows; r++) {
+    uintptr_t lo = base + r * stride, hi = lo + row_bytes;
+    region_t *reg = region_at(e, lo, NULL);
+    if (!reg || !reg->guardable) continue;
+    for (uintptr_t pg = page_of(e, lo); pg < hi; pg += e->page_size) page_guard(e, pg, state);
+  }
+}
+
+static dma_rec_t *pend_add(emu_t *e, dma_list_t *l, int op, uintptr_t base, uint64_t stride, uint64_t row_bytes,
+                           uint32_t rows) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 1024;
+    dma_rec_t *v = realloc(l->v, cap * sizeof *v);
+    if (!v) {
+      fprintf(stderr, "gemmini emulator: out of memory\n");
+      abort();
+    }
+    l->v = v;
+    l->cap = cap;
+  }
+  dma_rec_t *r = &l->v[l->n++];
+  r->base = base;
+  r->stride = stride;
+  r->row_bytes = row_bytes;
+  r->rows = rows;
+  r->op = op;
+  r->index = (int64_t)e->st.instructions - 1;
+  r->data = 0;
+  return r;
+}
+
+/* Does the transfer touch byte a? */
+static int rec_has(const dma_rec_t *r, uintptr_t a) {
+  if (a < r->base) return 0;
+  uint64_t off = a - r->base;
+  if (r->stride == 0 || r->rows == 1) return off < r->row_bytes;
+  if (off >= (uint64_t)(r->rows - 1) * r->stride + r->row_bytes) return 0;
+  if (r->stride <= r->row_bytes) return 1; /* the rows abut or overlap: one contiguous span */
+  return off % r->stride < r->row_bytes && off / r->stride < r->rows;
+}
+
+/* Does the transfer touch any byte of [lo, hi)? */
+static int rec_overlaps(const dma_rec_t *r, uintptr_t lo, uintptr_t hi) {
+  uint32_t n = r->stride == 0 ? 1 : r->rows;
+  for (uint32_t i = 0; i < n; i++) {
+    uintptr_t a = r->base + i * r->stride, b = a + r->row_bytes;
+    if (a < hi && lo < b) return 1;
+  }
+  return 0;
+}
+
+static const dma_rec_t *pend_find(const dma_list_t *l, uintptr_t a) {
+  for (size_t i = l->n; i-- > 0;)
+    if (rec_has(&l->v[i], a)) return &l->v[i];
+  return NULL;
+}
+
+/* An mvout's rows, kept until the fence; returns where to put them (rows x row_bytes). */
+static uint8_t *pend_write(emu_t *e, int op, uintptr_t base, uint64_t stride, uint64_t row_bytes, uint32_t rows) {
+  size_t need = (size_t)rows * row_bytes;
+  if (e->pend_data_n + need > e->pend_data_cap) {
+    size_t cap = e->pend_data_cap ? e->pend_data_cap : 1 << 16;
+    while (cap < e->pend_data_n + need) cap *= 2;
+    uint8_t *d = realloc(e->pend_data, cap);
+    if (!d) {
+      fprintf(stderr, "gemmini emulator: out of memory\n");
+      abort();
+    }
+    e->pend_data = d;
+    e->pend_data_cap = cap;
+  }
+  dma_rec_t *r = pend_add(e, &e->pend_out, op, base, stride, row_bytes, rows);
+  r->data = e->pend_data_n;
+  e->pend_data_n += need;
+  guard_rows(e, base, stride, row_bytes, rows, PG_NO_ACCESS);
+  return e->pend_data + r->data;
+}
+
+/* Pages an mvin's read opened for the emulator itself (they also hold un-fenced mvout rows), to close again. */
+#define MAX_TEMP_OPEN 256
+static uintptr_t g_temp_open[MAX_TEMP_OPEN];
+static int g_n_temp_open;
+
+/* Before an mvin reads DRAM: trap if it reads what an un-fenced mvout writes (Gemmini orders its loads and
+ * stores by local addresses only), make pages that hold other mvouts' rows readable for the read. */
+static void watch_read(emu_t *e, int op, uintptr_t base, uint64_t stride, uint64_t row_bytes, uint32_t rows) {
+  g_n_temp_open = 0;
+  for (uint32_t r = 0; r < rows; r++) {
+    uintptr_t lo = base + r * stride, hi = lo + row_bytes;
+    for (uintptr_t pg = page_of(e, lo); pg < hi; pg += e->page_size) {
+      page_slot_t *s = page_find(e, pg);
+      if (!s || s->state != PG_NO_ACCESS) continue;
+      for (size_t i = 0; i < e->pend_out.n; i++)
+        if (rec_overlaps(&e->pend_out.v[i], lo, hi))
+          trap(e, "reads DRAM at %p that mvout instruction #%lld writes, with no gemmini_fence() between them "
+               "(Gemmini orders its loads and stores by local addresses only)", (void *)lo,
+               (long long)e->pend_out.v[i].index);
+      if (g_n_temp_open < MAX_TEMP_OPEN && mprotect((void *)pg, e->page_size, PROT_READ) == 0)
+        g_temp_open[g_n_temp_open++] = pg;
+      else {
+        s->state = PG_RELEASED;
+        mprotect((void *)pg, e->page_size, PROT_READ | PROT_WRITE);
+      }
+    }
+  }
+  pend_add(e, &e->pend_in, op, base, stride, row_bytes, rows);
+}
+
+/* After the mvin's read: close the pages opened for it, protect what it read against CPU writes. */
+static void watch_read_done(emu_t *e) {
+  for (int i = 0; i < g_n_temp_open; i++) mprotect((void *)g_temp_open[i], e->page_size, PROT_NONE);
+  g_n_temp_open = 0;
+  const dma_rec_t *r = &e->pend_in.v[e->pend_in.n - 1];
+  guard_rows(e, r->base, r->stride, r->row_bytes, r->stride == 0 ? 1 : r->rows, PG_READ_ONLY);
+}
+
+/* End of an epoch (a fence, a trap, a reset): open every protected page, then (`apply`) let the deferred mvout
+ * rows reach DRAM in program order. */
+static void release_dma(emu_t *e, int apply) {
+  for (size_t i = 0; i < e->page_cap; i++) {
+    page_slot_t *s = &e->pages[i];
+    if (s->page && (s->state == PG_READ_ONLY || s->state == PG_NO_ACCESS))
+      mprotect((void *)s->page, e->page_size, PROT_READ | PROT_WRITE);
+  }
+  if (e->page_n) memset(e->pages, 0, e->page_cap * sizeof *e->pages);
+  e->page_n = 0;
+  guarded_remove(e);
+  if (apply)
+    for (size_t i = 0; i < e->pend_out.n; i++) {
+      const dma_rec_t *r = &e->pend_out.v[i];
+      for (uint32_t k = 0; k < r->rows; k++)
+        memcpy((void *)(r->base + k * r->stride), e->pend_data + r->data + k * r->row_bytes, r->row_bytes);
+    }
+  e->pend_in.n = e->pend_out.n = 0;
+  e->pend_data_n = 0;
+}
+
+/* A CPU access faulted on a protected page.  Returns 1 if it was one of e's pages (handled), 0 if not. */
+static int cpu_fault(emu_t *e, uintptr_t a, int is_write, int write_known) {
+  page_slot_t *s = page_find(e, page_of(e, a));
+  if (!s || s->state == PG_OPEN) return 0;
+  if (s->state == PG_RELEASED) return 1; /* opened meanwhile (another thread): retry */
+  if (s->state == PG_READ_ONLY) is_write = 1, write_known = 1; /* only a write faults there */
+  const dma_rec_t *hit = pend_find(&e->pend_out, a);
+  const char *what = !write_known ? "access" : is_write ? "write" : "read";
+  if (!hit && is_write) hit = pend_find(&e->pend_in, a);
+  if (!hit) { /* the page only shares memory with the transfers: open it until the fence */
+    mprotect((void *)s->page, e->page_size, PROT_READ | PROT_WRITE);
+    s->state = PG_RELEASED;
+    return 1;
+  }
+  int idx = -1;
+  region_t *reg = region_at(e, a, &idx);
+  if (!e->trapped) {
+    e->trapped = 1;
+    e->trap_index = hit->index;
+    e->trap_op = hit->op;
+    snprintf(e->trap_msg, sizeof e->trap_msg,
+             "instruction #%lld (%s): CPU %s of DRAM at %p (buffer #%d, byte %llu) that this %s %s, before a "
+             "gemmini_fence(): Gemmini's DMA runs decoupled from the CPU, only a fence makes it safe",
+             (long long)hit->index, OP_NAMES[hit->op], what, (void *)a, idx,
+             reg ? (unsigned long long)(a - reg->base) : 0ull, OP_NAMES[hit->op],
+             hit->op == OP_MVOUT ? "writes" : "reads");
+  }
+  if (e->jb && pthread_equal(pthread_self(), e->run_thread)) siglongjmp(*e->jb, 1); /* ends the run */
+  /* outside a run (or on another thread): the trap is recorded; let the access go on */
+  mprotect((void *)s->page, e->page_size, PROT_READ | PROT_WRITE);
+  s->state = PG_RELEASED;
+  return 1;
+}
+
+static void on_segv(int sig, siginfo_t *si, void *uctx) {
+  uintptr_t a = (uintptr_t)si->si_addr;
+  int is_write = 0, write_known = 0;
+#if defined(__x86_64__)
+  is_write = (((ucontext_t *)uctx)->uc_mcontext.gregs[REG_ERR] & 2) != 0; /* page-fault error code: W bit */
+  write_known = 1;
+#endif
+  for (int i = 0; i < MAX_GUARDED; i++) {
+    emu_t *e = g_guarded[i];
+    if (e && cpu_fault(e, a, is_write, write_known)) return;
+  }
+  /* not ours: whoever handled SIGSEGV before */
+  if (g_prev_segv.sa_flags & SA_SIGINFO) {
+    if (g_prev_segv.sa_sigaction) {
+      g_prev_segv.sa_sigaction(sig, si, uctx);
+      return;
+    }
+  } else if (g_prev_segv.sa_handler != SIG_DFL && g_prev_segv.sa_handler != SIG_IGN) {
+    g_prev_segv.sa_handler(sig);
+    return;
+  }
+  signal(sig, SIG_DFL); /* the access runs again and takes the default action */
+}
+
+/* Does [lo, hi) overlap the calling thread's stack?  (A buffer there, e.g. a small temporary a compiler put on
+ * the stack, is never protected: the stack must stay writable, if only for delivering the fault signal.) */
+static int on_my_stack(uintptr_t lo, uintptr_t hi) {
+  pthread_attr_t attr;
+  void *addr;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return 1;
+  int ok = pthread_attr_getstack(&attr, &addr, &size) == 0;
+  pthread_attr_destroy(&attr);
+  if (!ok) return 1;
+  return lo < (uintptr_t)addr + size && (uintptr_t)addr < hi;
+}
+
+/* Is [lo, hi) ordinary read-write, non-executable memory (so its protection may be changed and restored)? */
+static int plain_rw_memory(uintptr_t lo, uintptr_t hi) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return 0;
+  char line[512];
+  uintptr_t covered = lo;
+  while (covered < hi && fgets(line, sizeof line, f)) {
+    unsigned long a, b;
+    char perms[8] = {0};
+    if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) != 3) continue;
+    if (b <= covered || a > covered) continue;
+    if (perms[0] != 'r' || perms[1] != 'w' || perms[2] == 'x') break;
+    covered = b;
+  }
+  fclose(f);
+  return covered >= hi;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
 /* The API                                                                                          */
 
-void gemmini_extended_config_ex(int dataflow, int sys_act, int sys_shift, uint32_t A_stride, bool A_transpose,
-                                bool B_transpose) {
-  emu_t *e = cur();
-  begin(e, OP_CONFIG_EX);
+/* Each op_* runs one instruction on e; its caller has counted it (begin). */
+static void op_config_ex(emu_t *e, int dataflow, int sys_act, int sys_shift, uint32_t A_stride, int A_transpose,
+                         int B_transpose) {
   if (dataflow != OUTPUT_STATIONARY && dataflow != WEIGHT_STATIONARY) trap(e, "unknown dataflow %d", dataflow);
   if (sys_act != NO_ACTIVATION && sys_act != RELU) trap(e, "unsupported activation %d", sys_act);
   if (sys_shift < 0 || sys_shift > 31) trap(e, "shift %d out of range", sys_shift);
@@ -515,9 +901,7 @@ void gemmini_extended_config_ex(int dataflow, int sys_act, int sys_shift, uint32
   retire(e, (tx > td ? tx : td) + c);
 }
 
-void gemmini_extended_config_ld(uint64_t stride, scale_t scale, bool shrunk, uint32_t block_mvin_stride, int id) {
-  emu_t *e = cur();
-  begin(e, OP_CONFIG_LD);
+static void op_config_ld(emu_t *e, uint64_t stride, float scale, int shrunk, uint32_t block_mvin_stride, int id) {
   if (id < 0 || id > 2) trap(e, "load channel id %d (must be 0, 1 or 2)", id);
   if (!(scale == scale)) trap(e, "scale is NaN");
   e->ld[id].stride = stride;
@@ -527,9 +911,7 @@ void gemmini_extended_config_ld(uint64_t stride, scale_t scale, bool shrunk, uin
   simple_op(e, U_LOAD, e->t.config_cycles);
 }
 
-void gemmini_extended_config_st(uint64_t stride, int acc_act, acc_scale_t acc_scale) {
-  emu_t *e = cur();
-  begin(e, OP_CONFIG_ST);
+static void op_config_st(emu_t *e, uint64_t stride, int acc_act, float acc_scale) {
   if (acc_act != NO_ACTIVATION && acc_act != RELU) trap(e, "unsupported activation %d", acc_act);
   if (!(acc_scale == acc_scale)) trap(e, "scale is NaN");
   e->st_stride = stride;
@@ -538,9 +920,7 @@ void gemmini_extended_config_st(uint64_t stride, int acc_act, acc_scale_t acc_sc
   simple_op(e, U_STORE, e->t.config_cycles);
 }
 
-static void mvin_impl(int ch, int op, const void *dram_addr, uint32_t addr, uint32_t cols, uint32_t rows) {
-  emu_t *e = cur();
-  begin(e, op);
+static void op_mvin(emu_t *e, int ch, int op, const void *dram_addr, uint32_t addr, uint32_t cols, uint32_t rows) {
   uint32_t D = e->dim;
   ld_cfg_t *cfg = &e->ld[ch];
   const char *what = OP_NAMES[op];
@@ -566,8 +946,11 @@ static void mvin_impl(int ch, int op, const void *dram_addr, uint32_t addr, uint
     row_bytes = cols;
   }
   int zero = p == 0; /* Gemmini's zero-fill: a load from address 0 writes zero rows and reads nothing */
-  if (!zero)
+  uint32_t drows = cfg->stride == 0 ? 1 : rows; /* DRAM rows read (a stride-0 load reads one row) */
+  if (!zero) {
     for (uint32_t r = 0; r < rows; r++) check_dram(e, p + r * cfg->stride, row_bytes, 0);
+    watch_read(e, op, p, cfg->stride, row_bytes, drows); /* traps on DRAM an un-fenced mvout writes */
+  }
 
   /* timing */
   double t = dispatch_unit(e, U_LOAD);
@@ -613,22 +996,11 @@ static void mvin_impl(int ch, int op, const void *dram_addr, uint32_t addr, uint
       mark_write(e, U_LOAD, a, rows, done);
     }
   }
+  if (!zero) watch_read_done(e);
   retire(e, done);
 }
 
-void gemmini_extended_mvin(const void *dram_addr, uint32_t spad_addr, uint32_t cols, uint32_t rows) {
-  mvin_impl(0, OP_MVIN, dram_addr, spad_addr, cols, rows);
-}
-void gemmini_extended_mvin2(const void *dram_addr, uint32_t spad_addr, uint32_t cols, uint32_t rows) {
-  mvin_impl(1, OP_MVIN2, dram_addr, spad_addr, cols, rows);
-}
-void gemmini_extended_mvin3(const void *dram_addr, uint32_t spad_addr, uint32_t cols, uint32_t rows) {
-  mvin_impl(2, OP_MVIN3, dram_addr, spad_addr, cols, rows);
-}
-
-void gemmini_extended_mvout(void *dram_addr, uint32_t addr, uint32_t cols, uint32_t rows) {
-  emu_t *e = cur();
-  begin(e, OP_MVOUT);
+static void op_mvout(emu_t *e, void *dram_addr, uint32_t addr, uint32_t cols, uint32_t rows) {
   uint32_t D = e->dim;
   if (is_garbage(addr)) trap(e, "source is the garbage address");
   if (rows == 0 || cols == 0) trap(e, "empty transfer (%u rows x %u cols)", rows, cols);
@@ -654,14 +1026,17 @@ void gemmini_extended_mvout(void *dram_addr, uint32_t addr, uint32_t cols, uint3
   mark_read(e, addr, rows, 1, start + dur);
   e->st.dram_bytes_out += rows * row_bytes;
 
+  /* The rows reach DRAM at the next fence (release_dma); until then they wait here. */
+  uint8_t *out = pend_write(e, OP_MVOUT, p, e->st_stride, row_bytes, rows);
   for (uint32_t r = 0; r < rows; r++) {
     uint32_t row = row_of(addr) + r;
-    uintptr_t dst = p + r * e->st_stride;
+    uint8_t *dst = out + r * row_bytes;
     for (uint32_t c = 0; c < cols; c++) {
       if (!is_acc(addr)) {
         ((int8_t *)dst)[c] = e->spad[(size_t)row * D + c];
       } else if (full) {
-        ((int32_t *)dst)[c] = e->acc[(size_t)row * D + c];
+        int32_t v = e->acc[(size_t)row * D + c];
+        memcpy(dst + 4 * c, &v, 4);
       } else {
         int64_t v = e->acc[(size_t)row * D + c];
         if (e->st_scale != 1.0f) v = scale_rne(v, e->st_scale);
@@ -673,10 +1048,8 @@ void gemmini_extended_mvout(void *dram_addr, uint32_t addr, uint32_t cols, uint3
   retire(e, done);
 }
 
-void gemmini_extended_preload(uint32_t BD, uint32_t C, uint32_t BD_cols, uint32_t BD_rows, uint32_t C_cols,
-                              uint32_t C_rows) {
-  emu_t *e = cur();
-  begin(e, OP_PRELOAD);
+static void op_preload(emu_t *e, uint32_t BD, uint32_t C, uint32_t BD_cols, uint32_t BD_rows, uint32_t C_cols,
+                       uint32_t C_rows) {
   uint32_t D = e->dim;
   if (BD_cols > D || BD_rows > D || C_cols > D || C_rows > D)
     trap(e, "block sizes BD %ux%u C %ux%u exceed DIM=%u", BD_rows, BD_cols, C_rows, C_cols, D);
@@ -717,10 +1090,8 @@ void gemmini_extended_preload(uint32_t BD, uint32_t C, uint32_t BD_cols, uint32_
   retire(e, done);
 }
 
-static void compute_impl(int op, uint32_t A, uint32_t BD, uint32_t A_cols, uint32_t A_rows, uint32_t BD_cols,
-                         uint32_t BD_rows) {
-  emu_t *e = cur();
-  begin(e, op);
+static void op_compute(emu_t *e, int op, uint32_t A, uint32_t BD, uint32_t A_cols, uint32_t A_rows, uint32_t BD_cols,
+                       uint32_t BD_rows) {
   uint32_t D = e->dim;
   int preloaded = op == OP_COMPUTE_PRELOADED;
   if (!e->preload_pending) trap(e, "compute without a preceding preload");
@@ -791,30 +1162,124 @@ static void compute_impl(int op, uint32_t A, uint32_t BD, uint32_t A_cols, uint3
   retire(e, done);
 }
 
-void gemmini_extended_compute_preloaded(uint32_t A, uint32_t BD, uint32_t A_cols, uint32_t A_rows, uint32_t BD_cols,
-                                        uint32_t BD_rows) {
-  compute_impl(OP_COMPUTE_PRELOADED, A, BD, A_cols, A_rows, BD_cols, BD_rows);
-}
-void gemmini_extended_compute_accumulated(uint32_t A, uint32_t BD, uint32_t A_cols, uint32_t A_rows,
-                                          uint32_t BD_cols, uint32_t BD_rows) {
-  compute_impl(OP_COMPUTE_ACCUMULATED, A, BD, A_cols, A_rows, BD_cols, BD_rows);
-}
-
-void gemmini_fence(void) {
-  emu_t *e = cur();
-  begin(e, OP_FENCE);
+/* The fence: waits until every issued instruction has completed; then the CPU may touch what they touched. */
+static void op_fence(emu_t *e) {
   double t = dispatch_unit(e, -1);
   if (e->max_complete > t) t = e->max_complete;
   e->t_dispatch = t;
   retire(e, t);
+  release_dma(e, 1);
 }
 
-void gemmini_flush(int skip) {
-  emu_t *e = cur();
-  begin(e, OP_FLUSH);
+static void op_flush(emu_t *e, uint64_t skip) {
   (void)skip; /* TLB flush: no address translation is modelled */
   simple_op(e, U_EXEC, e->t.config_cycles);
 }
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Decoding: what gemmini.h's macros send (funct7 = k_* code, rs1, rs2 as Gemmini's header packs them) */
+
+static float f32_bits(uint32_t b) {
+  float f;
+  memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+/* rows (63:48), cols (47:32), local address (31:0) */
+static uint32_t f_addr(uint64_t r) { return (uint32_t)r; }
+static uint32_t f_cols(uint64_t r) { return (uint32_t)(r >> 32) & 0xFFFFu; }
+static uint32_t f_rows(uint64_t r) { return (uint32_t)(r >> 48) & 0xFFFFu; }
+
+static void unknown_instruction(emu_t *e, const char *fmt, ...) {
+  char buf[300];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  e->st.instructions++;
+  e->cur_op = -1;
+  trap(e, "%s", buf);
+}
+
+void emu_rocc(uint32_t funct, uint64_t rs1, uint64_t rs2) {
+  emu_t *e = cur();
+  switch (funct) {
+    case k_CONFIG:
+      switch (rs1 & 3) {
+        case CONFIG_EX: {
+          begin(e, OP_CONFIG_EX);
+          float acc_scale = f32_bits((uint32_t)(rs1 >> 32));
+          uint32_t c_stride = (uint32_t)(rs2 >> 48);
+          if (acc_scale != 1.0f) trap(e, "sys_acc_scale %g: only the identity is modelled", (double)acc_scale);
+          if (c_stride != 1) trap(e, "C_stride %u: only 1 is modelled", c_stride);
+          if ((rs1 >> 7) & 1) trap(e, "set_only_strides is not modelled");
+          op_config_ex(e, (int)((rs1 >> 2) & 1), (int)((rs1 >> 3) & 0xF), (int)(int32_t)(uint32_t)rs2,
+                       (uint32_t)(rs1 >> 16) & 0xFFFFu, (int)((rs1 >> 8) & 1), (int)((rs1 >> 9) & 1));
+          return;
+        }
+        case CONFIG_LD: {
+          begin(e, OP_CONFIG_LD);
+          uint32_t repeats = (uint32_t)(rs1 >> 8) & 0xFFu;
+          if (repeats != 1) trap(e, "pixel_repeats %u: only 1 is modelled", repeats);
+          op_config_ld(e, rs2, f32_bits((uint32_t)(rs1 >> 32)), (int)((rs1 >> 2) & 1),
+                       (uint32_t)(rs1 >> 16) & 0xFFFFu, (int)((rs1 >> 3) & 3));
+          return;
+        }
+        case CONFIG_ST:
+          begin(e, OP_CONFIG_ST);
+          if (rs1 >> 4) trap(e, "pooling / padding fields set (rs1 0x%016llx): not modelled", (unsigned long long)rs1);
+          op_config_st(e, (uint32_t)rs2, (int)((rs1 >> 2) & 3), f32_bits((uint32_t)(rs2 >> 32)));
+          return;
+        default:
+          unknown_instruction(e, "config_norm (CONFIG_BERT) is not modelled");
+      }
+      return;
+    case k_MVIN:
+    case k_MVIN2:
+    case k_MVIN3: {
+      int ch = funct == k_MVIN ? 0 : funct == k_MVIN2 ? 1 : 2;
+      int op = OP_MVIN + ch;
+      begin(e, op);
+      op_mvin(e, ch, op, (const void *)(uintptr_t)rs1, f_addr(rs2), f_cols(rs2), f_rows(rs2));
+      return;
+    }
+    case k_MVOUT:
+      begin(e, OP_MVOUT);
+      op_mvout(e, (void *)(uintptr_t)rs1, f_addr(rs2), f_cols(rs2), f_rows(rs2));
+      return;
+    case k_PRELOAD:
+      begin(e, OP_PRELOAD);
+      op_preload(e, f_addr(rs1), f_addr(rs2), f_cols(rs1), f_rows(rs1), f_cols(rs2), f_rows(rs2));
+      return;
+    case k_COMPUTE_PRELOADED:
+    case k_COMPUTE_ACCUMULATE: {
+      int op = funct == k_COMPUTE_PRELOADED ? OP_COMPUTE_PRELOADED : OP_COMPUTE_ACCUMULATED;
+      begin(e, op);
+      op_compute(e, op, f_addr(rs1), f_addr(rs2), f_cols(rs1), f_rows(rs1), f_cols(rs2), f_rows(rs2));
+      return;
+    }
+    case k_FLUSH:
+      begin(e, OP_FLUSH);
+      op_flush(e, rs1);
+      return;
+    default:
+      unknown_instruction(e, "RoCC funct %u (%s) is not modelled by the emulator", funct,
+                          funct >= k_LOOP_WS && funct <= k_LOOP_WS_CONFIG_STRIDES_DC ? "loop_ws"
+                          : funct >= k_LOOP_CONV_WS && funct <= k_LOOP_CONV_WS_CONFIG_6 ? "loop_conv_ws"
+                          : funct == k_COUNTER ? "counter" : "unknown");
+  }
+}
+
+void emu_fence(void) {
+  emu_t *e = cur();
+  begin(e, OP_FENCE);
+  op_fence(e);
+}
+
+static double now(const emu_t *e) { return e->max_complete > e->t_dispatch ? e->max_complete : e->t_dispatch; }
+
+double emu_current_cycles(void) { return g_cur ? now(g_cur) : -1.0; }
+double emu_cycles_now(const emu_t *e) { return now(e); }
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Lifecycle and runners                                                                            */
@@ -834,6 +1299,7 @@ emu_t *emu_create(uint32_t dim, uint32_t spad_rows, uint32_t acc_rows, uint32_t 
   e->max_mvin_blocks = max_mvin_blocks;
   e->t = *timing;
   e->last_call = -1;
+  e->page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
   size_t dd = (size_t)dim * dim;
   e->spad = calloc((size_t)spad_rows * dim, 1);
   e->acc = calloc((size_t)acc_rows * dim, sizeof(int32_t));
@@ -868,6 +1334,8 @@ emu_t *emu_create(uint32_t dim, uint32_t spad_rows, uint32_t acc_rows, uint32_t 
 
 void emu_destroy(emu_t *e) {
   if (!e) return;
+  release_dma(e, 0);
+  free(e->pend_in.v); free(e->pend_out.v); free(e->pend_data); free(e->pages);
   free(e->spad); free(e->acc); free(e->spad_written); free(e->acc_written);
   free(e->spad_wdone); free(e->spad_rdone); free(e->acc_wdone); free(e->acc_rdone);
   free(e->spad_wunit); free(e->acc_wunit);
@@ -880,6 +1348,7 @@ void emu_destroy(emu_t *e) {
 
 /* Reset all state: memories become unwritten, configuration returns to Gemmini's defaults. */
 void emu_reset(emu_t *e) {
+  release_dma(e, 0); /* DMA a previous run left un-fenced is void */
   memset(e->spad_written, 0, e->spad_rows);
   memset(e->acc_written, 0, e->acc_rows);
   memset(e->spad, 0, (size_t)e->spad_rows * e->dim);
@@ -934,9 +1403,12 @@ int emu_add_region(emu_t *e, void *base, uint64_t size, int writable) {
     e->regions = r;
     e->cap_regions = cap;
   }
-  e->regions[e->n_regions].base = (uintptr_t)base;
-  e->regions[e->n_regions].size = size;
-  e->regions[e->n_regions].writable = writable;
+  region_t *r = &e->regions[e->n_regions];
+  r->base = (uintptr_t)base;
+  r->size = size;
+  r->writable = writable;
+  r->guardable = size > 0 && !on_my_stack(page_of(e, r->base), r->base + size) &&
+                 plain_rw_memory(page_of(e, r->base), r->base + size);
   return e->n_regions++;
 }
 
@@ -945,62 +1417,70 @@ static void finish(emu_t *e) {
   e->st.cycles = ceil(end + e->t.run_cycles);
 }
 
-/* Run a compiled program: entry(args) calls the gemmini_* API.  Returns 0, or 1 on a trap. */
+/* Run a compiled program: entry(args) runs Gemmini instructions (gemmini.h) on e.  Returns 0, or 1 on a trap;
+ * after a trap (also one recorded between runs) the session is void until emu_reset: runs return 1 at once. */
 int emu_run_entry(emu_t *e, emu_entry_t entry, void **args) {
-  jmp_buf jb;
+  if (e->trapped) return 1;
+  sigjmp_buf jb;
   emu_t *volatile prev = g_cur;
   g_cur = e;
+  e->run_thread = pthread_self();
   e->jb = &jb;
-  if (setjmp(jb) == 0) {
+  if (sigsetjmp(jb, 1) == 0) {
     entry(args);
   }
   e->jb = NULL;
   g_cur = prev;
+  if (e->trapped) release_dma(e, 0);
   finish(e);
   return e->trapped;
 }
 
+int64_t emu_unfenced_mvout(const emu_t *e) { return e->pend_out.n ? e->pend_out.v[0].index : -1; }
+void emu_discard_dma(emu_t *e) { release_dma(e, 0); }
+
 /* Run a list of decoded instructions.  DRAM addresses are absolute host addresses. */
 int emu_run_list(emu_t *e, const emu_inst_t *ins, uint64_t n) {
-  jmp_buf jb;
+  if (e->trapped) return 1;
+  sigjmp_buf jb;
   emu_t *volatile prev = g_cur;
   g_cur = e;
+  e->run_thread = pthread_self();
   e->jb = &jb;
-  if (setjmp(jb) == 0) {
+  if (sigsetjmp(jb, 1) == 0) {
     for (uint64_t i = 0; i < n; i++) {
       const uint64_t *a = ins[i].a;
-      switch (ins[i].op) {
+      int op = ins[i].op;
+      if (op < 0 || op >= OP_COUNT) unknown_instruction(e, "unknown opcode %d", op);
+      begin(e, op);
+      switch (op) {
         case OP_CONFIG_EX:
-          gemmini_extended_config_ex((int)a[0], (int)a[1], (int)a[2], (uint32_t)a[3], a[4] != 0, a[5] != 0);
+          op_config_ex(e, (int)a[0], (int)a[1], (int)a[2], (uint32_t)a[3], a[4] != 0, a[5] != 0);
           break;
-        case OP_CONFIG_LD:
-          gemmini_extended_config_ld(a[0], (float)ins[i].f, a[1] != 0, (uint32_t)a[2], (int)a[3]);
+        case OP_CONFIG_LD: op_config_ld(e, a[0], (float)ins[i].f, a[1] != 0, (uint32_t)a[2], (int)a[3]); break;
+        case OP_CONFIG_ST: op_config_st(e, a[0], (int)a[1], (float)ins[i].f); break;
+        case OP_MVIN:
+        case OP_MVIN2:
+        case OP_MVIN3:
+          op_mvin(e, op - OP_MVIN, op, (const void *)(uintptr_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3]);
           break;
-        case OP_CONFIG_ST: gemmini_extended_config_st(a[0], (int)a[1], (float)ins[i].f); break;
-        case OP_MVIN: gemmini_extended_mvin((const void *)(uintptr_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3]); break;
-        case OP_MVIN2: gemmini_extended_mvin2((const void *)(uintptr_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3]); break;
-        case OP_MVIN3: gemmini_extended_mvin3((const void *)(uintptr_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3]); break;
-        case OP_MVOUT: gemmini_extended_mvout((void *)(uintptr_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3]); break;
+        case OP_MVOUT: op_mvout(e, (void *)(uintptr_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3]); break;
         case OP_PRELOAD:
-          gemmini_extended_preload((uint32_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3], (uint32_t)a[4], (uint32_t)a[5]);
+          op_preload(e, (uint32_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3], (uint32_t)a[4], (uint32_t)a[5]);
           break;
         case OP_COMPUTE_PRELOADED:
-          gemmini_extended_compute_preloaded((uint32_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3], (uint32_t)a[4], (uint32_t)a[5]);
-          break;
         case OP_COMPUTE_ACCUMULATED:
-          gemmini_extended_compute_accumulated((uint32_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3], (uint32_t)a[4], (uint32_t)a[5]);
+          op_compute(e, op, (uint32_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3], (uint32_t)a[4],
+                     (uint32_t)a[5]);
           break;
-        case OP_FENCE: gemmini_fence(); break;
-        case OP_FLUSH: gemmini_flush((int)a[0]); break;
-        default:
-          e->st.instructions++;
-          e->cur_op = -1;
-          trap(e, "unknown opcode %d", ins[i].op);
+        case OP_FENCE: op_fence(e); break;
+        case OP_FLUSH: op_flush(e, a[0]); break;
       }
     }
   }
   e->jb = NULL;
   g_cur = prev;
+  if (e->trapped) release_dma(e, 0);
   finish(e);
   return e->trapped;
 }

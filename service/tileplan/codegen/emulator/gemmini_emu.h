@@ -1,10 +1,13 @@
 /*
  * gemmini_emu.h -- the C interface of Tileplan's Gemmini emulator (libgemmini_emu.so, gemmini_emu.c).
  *
- * A program calls the Gemmini API of gemmini.h; the emulator runs those calls while it is the current one:
- * inside emu_run_entry(e, entry, args), which calls entry(args) and turns a trap (an instruction the
- * hardware would not execute correctly) into a non-zero return and emu_trap_message().  Timing state
- * persists across emu_run_entry calls until emu_reset, so a run may be split over several entries.
+ * A program runs Gemmini instructions through gemmini.h (on a host that is not RISC-V its macros call
+ * emu_rocc / emu_fence); the emulator runs them while it is the current one: inside emu_run_entry(e, entry,
+ * args), which calls entry(args) and turns a trap (an instruction the hardware would not execute correctly, or
+ * a CPU access to DRAM that Gemmini's DMA may still be using: see gemmini_emu.c, "Memory ordering") into a
+ * non-zero return and emu_trap_message().  Timing and un-fenced DMA persist across emu_run_entry calls until
+ * emu_reset, so a session may be split over several entries with CPU code between them; a trap ends the session
+ * (later runs return 1 at once) until emu_reset.
  * DRAM buffers a program touches must be registered with emu_add_region first.
  *
  * Tileplan's Python wrapper (tileplan.codegen.emulator) mirrors these structs field for field.
@@ -66,6 +69,21 @@ int64_t emu_trap_index(const emu_t *e);
 int emu_trap_op(const emu_t *e);
 const char *emu_op_name(int op);
 int emu_op_count(void);
+
+/* The instructions and the fence (what gemmini.h's macros call; they run on the current emulator). */
+void emu_rocc(uint32_t funct, uint64_t rs1, uint64_t rs2);
+void emu_fence(void);
+
+/* Emulated cycles so far: when everything issued until now completes (the once-per-program run_cycles that
+ * emu_get_stats' total adds is not included).  emu_current_cycles() is that of the emulator running the caller
+ * (for a program between two kernels), -1 outside emu_run_entry. */
+double emu_current_cycles(void);
+double emu_cycles_now(const emu_t *e);
+
+/* The instruction number of the oldest mvout not yet fenced (its rows have not reached DRAM), or -1. */
+int64_t emu_unfenced_mvout(const emu_t *e);
+/* Forget un-fenced DMA (its mvout rows never reach DRAM) and stop watching the buffers it touched. */
+void emu_discard_dma(emu_t *e);
 
 #ifdef __cplusplus
 }

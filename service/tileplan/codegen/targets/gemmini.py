@@ -18,10 +18,15 @@ layer (one `sp_tiled_conv` / `loop_conv_ws` call per iteration of the DRAM loops
                       then per (DIM output channels, r, s, DIM input channels) one weight preload and one compute
                       per (batch, output row, <= DIM consecutive output columns), accumulating
 - gemmini.tile_store  accumulator tile -> DRAM with scale, ReLU and saturation (mvout, one row per output pixel and
-                      DIM output channels)
+                      DIM output channels), straight into the caller's NHWC output where the compute allows it
+                      (`ComputeDef.store_into_output`; the schedule then drops the padded output stage)
 Their implementations call small C functions (`tp_init`, `tp_call`, `tp_store`, see `call_support_c`) that the C
 emitter prints into the kernel file: the tile extents are clipped to the layer there (edge tiles), the scratchpad
 halves alternate per call and the accumulator halves per output tile (two calls in flight).
+
+The support code uses only names and arities of Gemmini's own include/gemmini.h (ucb-bar/gemmini-rocc-tests),
+which the stand-in header (codegen/emulator/gemmini.h) declares the same way; local address bits, which that header
+does not name, are the kernel's own TP_* macros.
 """
 
 from __future__ import annotations
@@ -111,6 +116,9 @@ class ComputeDef:
     out_padded: te.Tensor
     bias_padded: te.Tensor
     pad_stages: list[str]
+    # The tile store may write the caller's `output` directly (each output pixel's channels contiguous, NHWC),
+    # so the padded out_p and the CPU's copy of it go away; otherwise the CPU copies out_p after a fence.
+    store_into_output: bool = False
 
 
 def _requant(x: tirx.PrimExpr, epi: Epilogue) -> tirx.PrimExpr:
@@ -175,7 +183,7 @@ def build_conv(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
     out_p = te.compute((N, G, P, Q, K), lambda n, g, p, q, k: _requant(acc[n, g, p, q, k], epi), name="out_p")
     out = te.compute((geo.N, geo.P, geo.Q, geo.G * geo.K),
                      lambda n, p, q, gk: out_p[n, gk // geo.K, p, q, gk % geo.K], name="out")
-    return ComputeDef(geo, epi, [I, Wt, bias], out, acc, out_p, b_p, stages)
+    return ComputeDef(geo, epi, [I, Wt, bias], out, acc, out_p, b_p, stages, store_into_output=True)
 
 
 @register_core_compute(tag="gemmini.conv2d")
@@ -373,6 +381,13 @@ class CallLayout:
     # Kernel columns folded into the array rows (tileplan.cost.gemmini.kernel_fold; 1 = none): the input tile is
     # then one row per (kernel-column block, batch, input row, output column) holding fold x C channels
     fold: int = 1
+    # tp_store writes the caller's NHWC output (G x K channels per pixel) instead of the padded out_p
+    store_direct: bool = False
+
+    @property
+    def store_stride(self) -> int:
+        """Bytes between consecutive output pixels in what tp_store writes (config_st's stride)."""
+        return self.padded["G"] * self.real["K"] if self.store_direct else self.padded["K"]
 
     @property
     def cb(self) -> int:
@@ -435,7 +450,8 @@ def call_support_c(lay: CallLayout) -> str:
         TP_IN_ROWS=lay.in_tile_rows, TP_SPAD_HALF=lay.spad_call_rows, TP_ACC_HALF=lay.acc_tile_rows,
         TP_DB=int(lay.double_buffer), TP_HAS_BIAS=int(lay.has_bias), TP_MVIN_COLS=lay.mvin_cols,
         TP_IN_BLOCK_ROWS=lay.in_block_rows, TP_W_BLOCK_ROWS=lay.w_block_rows, TP_BIAS_AHEAD=int(lay.bias_ahead),
-        TP_REUSE=int(lay.reuse), TP_FOLD=lay.fold,
+        TP_REUSE=int(lay.reuse), TP_FOLD=lay.fold, TP_STORE_DIRECT=int(lay.store_direct),
+        TP_OUT_STRIDE=lay.store_stride,
     )
     lines = [f"#define {k} {v}" for k, v in consts.items()]
     lines.append(_CALL_C)
@@ -443,7 +459,21 @@ def call_support_c(lay: CallLayout) -> str:
 
 
 _CALL_C = r"""
+/* Local address bits (Gemmini's: its header does not name them): accumulator, accumulate on write. */
+#define TP_ACC_ADDR 0x80000000u
+#define TP_ACCUMULATE 0x40000000u
+/* A compiler barrier: the CPU's stores to what the DMA reads are done before an instruction issues, and its
+   reads of what the DMA wrote happen after the fence (gemmini.h's instruction macros need not tell the compiler
+   they touch memory). */
+#define TP_MEMORY_BARRIER() __asm__ __volatile__("" ::: "memory")
+
 static inline int32_t tp_min(int32_t a, int32_t b) { return a < b ? a : b; }
+
+/* Wait for every issued Gemmini instruction: after this the CPU may read what mvouts wrote. */
+static void tp_fence(void) {
+  gemmini_fence();
+  TP_MEMORY_BARRIER();
+}
 /* The scratchpad holds two slots (halves) of [input tile | weight tile]: two calls in flight.  The input and the
    weight tile each move to the other slot when a call loads a new one, so a tile that the following calls share
    stays where it is (TP_REUSE) and is not loaded again; without reuse both alternate every call. */
@@ -461,6 +491,7 @@ static void tp_reset(void) {
 /* Accumulator tile <- bias: armed here, loaded by the tile's first call (which knows the tile's extents). */
 static void tp_init(const int32_t *bias_tile, uint32_t acc_addr) {
   (void)acc_addr;
+  TP_MEMORY_BARRIER();
   tp_bias = TP_HAS_BIAS ? bias_tile : 0;
 }
 
@@ -471,7 +502,7 @@ static void tp_acc_init(int32_t kb0, int32_t kb1, int32_t vk, int32_t vn, int32_
       for (int32_t p = 0; p < vp; p++)
         for (int32_t q = 0; q < vq; q += TP_DIM)
           gemmini_extended_mvin3(tp_bias ? (const void *)(tp_bias + kb * TP_DIM) : 0,
-                                 ACC_ADDR_BIT | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q),
+                                 TP_ACC_ADDR | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q),
                                  tp_min(TP_DIM, vk - kb * TP_DIM), tp_min(TP_DIM, vq - q));
 }
 
@@ -486,6 +517,7 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
   const int32_t vk = tp_min(TP_TK, TP_K - k0), vr = tp_min(TP_TR, TP_R - r0), vs = tp_min(TP_TS, TP_S - s0);
   const int32_t vc = tp_min(TP_TC, TP_C - c0);
   const int first = r0 == 0 && s0 == 0 && c0 == 0;
+  TP_MEMORY_BARRIER();
   /* an input tile is fixed by its offset and its kernel window (r0, s0); a weight tile by its offset */
   const int64_t in_key = ((int64_t)i_off * TP_RP + r0) * TP_SP + s0;
   const int load_in = !TP_REUSE || in_key != tp_in_key, load_w = !TP_REUSE || (int64_t)w_off != tp_w_key;
@@ -512,7 +544,7 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
   const int32_t nsb = (vs + TP_FOLD - 1) / TP_FOLD;
   gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
   if (ahead) tp_acc_init(0, 1, vk, vn, vp, vq, acc);
-  gemmini_extended_config_ld(TP_SW * TP_CP, MVIN_SCALE_IDENTITY, false, TP_IN_BLOCK_ROWS, 0);
+  gemmini_extended4_config_ld(TP_SW * TP_CP, MVIN_SCALE_IDENTITY, false, TP_IN_BLOCK_ROWS, 0);
   for (int32_t sb = 0; load_in && sb < nsb; sb++) {
     const int32_t cols = tp_min(TP_FOLD, vs - sb * TP_FOLD) * vc;
     for (int32_t n = 0; n < vn; n++)
@@ -528,7 +560,7 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
   gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, TP_SW, false, false);
   if (ahead) tp_acc_init(0, 1, vk, vn, vp, vq, acc);
   /* the channel blocks of one mvin row land TP_IN_BLOCK_ROWS apart (one block per channel block of the tile) */
-  gemmini_extended_config_ld(TP_CP, MVIN_SCALE_IDENTITY, false, TP_IN_BLOCK_ROWS, 0);
+  gemmini_extended4_config_ld(TP_CP, MVIN_SCALE_IDENTITY, false, TP_IN_BLOCK_ROWS, 0);
   /* input tile: one row per input pixel and up to TP_MVIN_COLS channels (as gemmini.h's MAX_BLOCK_LEN blocks:
      one DMA request of <= 64 B); padding rows are zero-filled, not read */
   for (int32_t ci = 0; load_in && ci < vc; ci += TP_MVIN_COLS) {
@@ -575,7 +607,7 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
             for (int32_t q = 0; q < vq; q += TP_DIM) {
               const int32_t rows = tp_min(TP_DIM, vq - q);
               const uint32_t a = sp + ((sb * TP_TN + n) * TP_HWIN + p * TP_SH + r * TP_DH) * TP_TQ + q;
-              const uint32_t c = ACC_ADDR_BIT | ACC_ACCUMULATE_BIT | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q);
+              const uint32_t c = TP_ACC_ADDR | TP_ACCUMULATE | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q);
               if (fresh) {
                 gemmini_extended_preload(wsp + ((kb * TP_TR + r) * TP_TS + sb * TP_FOLD) * TP_TC, c, kcols, crows,
                                          kcols, rows);
@@ -604,7 +636,7 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
                 const int32_t rows = tp_min(TP_DIM, vq - q);
                 const uint32_t a = sp + ((cb * TP_TN + n) * TP_HWIN + p * TP_SH + r * TP_DH) * TP_WWIN
                                    + q * TP_SW + s * TP_DW;
-                const uint32_t c = ACC_ADDR_BIT | ACC_ACCUMULATE_BIT | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q);
+                const uint32_t c = TP_ACC_ADDR | TP_ACCUMULATE | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q);
                 if (fresh) {
                   gemmini_extended_preload(wsp + ((kb * TP_TR + r) * TP_TS + s) * TP_TC + cb * TP_DIM, c, kcols,
                                            crows, kcols, rows);
@@ -620,20 +652,32 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
 #endif
 }
 
-/* Accumulator tile -> DRAM (scale, activation, saturation): one row per output pixel and DIM channels. */
+/* Accumulator tile -> DRAM (scale, activation, saturation): one row per output pixel and DIM channels, rows
+   TP_OUT_STRIDE bytes apart (config_st).  o_off is the tile's offset in the padded out_p [N, G, P, Q, K]; with
+   TP_STORE_DIRECT `out` is the caller's NHWC output (only real pixels and channels are stored, so they all exist
+   there), else out_p + o_off. */
 static void tp_store(int8_t *out, int32_t o_off, uint32_t acc_addr) {
   const int32_t k0 = o_off % TP_KP, q0 = (o_off / TP_KP) % TP_QP, p0 = (o_off / (TP_KP * TP_QP)) % TP_PP;
   const int32_t n0 = o_off / (TP_KP * TP_QP * TP_PP * TP_GP);
   const int32_t vn = tp_min(TP_TN, TP_N - n0), vp = tp_min(TP_TP, TP_P - p0), vq = tp_min(TP_TQ, TP_Q - q0);
   const int32_t vk = tp_min(TP_TK, TP_K - k0);
   const uint32_t acc = (acc_addr & 0x1FFFFFFFu) + tp_acc_half * TP_ACC_HALF;
+#if TP_STORE_DIRECT
+  const int32_t g0 = (o_off / (TP_KP * TP_QP * TP_PP)) % TP_GP;
+  int8_t *const base = out + ((int64_t)(n0 * TP_P + p0) * TP_Q + q0) * TP_OUT_STRIDE + g0 * TP_K + k0;
+#define TP_OUT_ROW(n, p, q) (base + ((int64_t)((n) * TP_P + (p)) * TP_Q + (q)) * TP_OUT_STRIDE)
+#else
+#define TP_OUT_ROW(n, p, q) (out + (((n) * TP_GP * TP_PP + (p)) * TP_QP + (q)) * TP_KP)
+#endif
+  TP_MEMORY_BARRIER();
   for (int32_t kb = 0; kb * TP_DIM < vk; kb++)
     for (int32_t n = 0; n < vn; n++)
       for (int32_t p = 0; p < vp; p++)
         for (int32_t q = 0; q < vq; q += TP_DIM)
-          gemmini_extended_mvout(out + ((n * TP_GP * TP_PP + p) * TP_QP + q) * TP_KP + kb * TP_DIM,
-                                 ACC_ADDR_BIT | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q),
+          gemmini_extended_mvout(TP_OUT_ROW(n, p, q) + kb * TP_DIM,
+                                 TP_ACC_ADDR | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q),
                                  tp_min(TP_DIM, vk - kb * TP_DIM), tp_min(TP_DIM, vq - q));
+#undef TP_OUT_ROW
   tp_acc_half ^= TP_DB;
 }
 """
@@ -641,8 +685,8 @@ static void tp_store(int8_t *out, int32_t o_off, uint32_t acc_addr) {
 
 def config_prologue(lay: CallLayout, epi: Epilogue) -> list[str]:
     """What the kernel configures once: the weight and bias load channels (rows of K_p bytes whose output-channel
-    blocks land w_block_rows apart; one bias row repeated with DRAM stride 0) and the store (K_p bytes per
-    pixel, ReLU, scale).  Each call configures the execute unit and the input channel itself (tp_call)."""
+    blocks land w_block_rows apart; one bias row repeated with DRAM stride 0) and the store (store_stride bytes
+    per pixel, ReLU, scale).  Each call configures the execute unit and the input channel itself (tp_call)."""
     import numpy as np
 
     scale = float.hex(float(np.float32(epi.scale))) + "f"
@@ -650,7 +694,7 @@ def config_prologue(lay: CallLayout, epi: Epilogue) -> list[str]:
     kp = lay.padded["K"]
     return [
         "tp_reset();",
-        f"gemmini_extended_config_ld({kp}, MVIN_SCALE_IDENTITY, false, {lay.w_block_rows}, 1);",
-        f"gemmini_extended_config_ld(0, MVIN_SCALE_IDENTITY, false, {lay.dim}, 2);",
-        f"gemmini_extended_config_st({kp}, {act}, {scale});",
+        f"gemmini_extended4_config_ld({kp}, MVIN_SCALE_IDENTITY, false, {lay.w_block_rows}, 1);",
+        f"gemmini_extended4_config_ld(0, MVIN_SCALE_IDENTITY, false, {lay.dim}, 2);",
+        f"gemmini_extended_config_st({lay.store_stride}, {act}, {scale});",
     ]
