@@ -60,3 +60,18 @@ def random_layer(rng: random.Random, kind: str) -> dict:
         span = (layer["dilation"][0] * (kh - 1) + 1, kw)
         if span[0] <= layer["in_h"] + 2 * layer["padding"][0] and span[1] <= layer["in_w"] + 2 * layer["padding"][1]:
             return layer
+
+
+def random_case(seed: int) -> tuple:
+    """(layer, mapping, epilogue) number `seed` of the random code generation set: a matmul or convolution (grouped,
+    depthwise, strided, dilated, padded), a random mapping of either dataflow, a random requantize epilogue."""
+    from tileplan.codegen.pipeline import Epilogue
+    from tileplan.workload import parse_layer
+
+    rng = random.Random(seed)
+    kind = "matmul" if rng.random() < 0.55 else "conv"
+    layer = parse_layer(random_layer(rng, kind))
+    mapping = random_mapping(layer.dims(), rng, dataflow=rng.choice(["weight_stationary", "output_stationary"]))
+    epi = Epilogue(scale=rng.choice([1.0, 0.5, 0.05, 0.0031, 1 / 3, 2.5e-4]), relu=rng.random() < 0.5,
+                   bias=rng.random() < 0.7)
+    return layer, mapping, epi

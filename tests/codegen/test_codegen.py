@@ -19,21 +19,11 @@ from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 from tileplan.workload import parse_layer
 
-from plans import random_layer, random_mapping
+from plans import random_case, random_layer, random_mapping
 
 HW16 = get_hardware("gemmini-16x16")
 N_RANDOM = 210  # random (layer, mapping, epilogue) cases, split over the chunks below
 CHUNKS = 6
-
-
-def _case(seed: int):
-    rng = random.Random(seed)
-    kind = "matmul" if rng.random() < 0.55 else "conv"
-    layer = parse_layer(random_layer(rng, kind))
-    mapping = random_mapping(layer.dims(), rng, dataflow=rng.choice(["weight_stationary", "output_stationary"]))
-    epi = Epilogue(scale=rng.choice([1.0, 0.5, 0.05, 0.0031, 1 / 3, 2.5e-4]), relu=rng.random() < 0.5,
-                   bias=rng.random() < 0.7)
-    return layer, mapping, epi
 
 
 def _check(layer, mapping, epi, hw=HW16, seed=0):
@@ -55,7 +45,7 @@ def test_random_shapes_bit_exact(chunk):
     per = N_RANDOM // CHUNKS
     kinds = set()
     for seed in range(chunk * per, (chunk + 1) * per):
-        layer, mapping, epi = _case(seed)
+        layer, mapping, epi = random_case(seed)
         art, res = _check(layer, mapping, epi, seed=seed)
         kinds.add(art.tag)
         # edge tiles and partial blocks are clipped, never padded: the array does exactly the layer's MACs

@@ -21,6 +21,8 @@ from tileplan.codegen.emulator.build import (
     cross_compile_object,
     include_dir,
     riscv_compiler,
+    riscv_objdump,
+    rocc_words,
 )
 from tileplan.codegen.pipeline import Epilogue, generate
 from tileplan.hardware.catalog import get_hardware
@@ -234,24 +236,11 @@ def test_generated_kernels_use_only_the_api(art, tmp_path):
     assert "gemmini_fence" in art.c_source and art.c_source.count("tp_fence();") == 1
 
 
-def _custom3(obj) -> list[int]:
-    """The 32-bit instruction words of a RISC-V object whose opcode is custom-3 (0x7b)."""
-    dump = subprocess.run([riscv_compiler().replace("gcc", "objdump"), "-d", str(obj)], capture_output=True,
-                          text=True, check=True).stdout
-    words = []
-    for line in dump.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 2 and re.fullmatch(r"[0-9a-f]{8}", parts[1].strip()):
-            w = int(parts[1].strip(), 16)
-            if w & 0x7F == 0x7B:
-                words.append(w)
-    return words
-
-
 def test_riscv_cross_compiler_is_installed():
     """CI installs Debian's gcc-riscv64-linux-gnu (.ci/run); the RISC-V checks below must not pass by skipping."""
     try:
         riscv_compiler()
+        riscv_objdump()
     except NoCompiler as exc:
         pytest.fail(str(exc))
 
@@ -262,14 +251,13 @@ def test_kernels_compile_for_riscv_into_gemmini_instructions(art, tmp_path):
     instructions (custom-3, R-type, xd = 0 and rd = x0, xs1 = xs2 = 1) for config, loads, preloads, computes and
     stores, and a RISC-V fence."""
     obj = cross_compile_object(art.c_source, tmp_path, art.config)
-    words = _custom3(obj)
+    words = rocc_words(obj)
     assert words
     assert all((w >> 12) & 7 == 0b011 and (w >> 7) & 0x1F == 0 for w in words)
     functs = {w >> 25 for w in words}
     assert {0, 1, 2, 3, 6, 14} <= functs and functs & {4, 5}, sorted(functs)
     assert functs <= {0, 1, 2, 3, 4, 5, 6, 7, 14}
-    dump = subprocess.run([riscv_compiler().replace("gcc", "objdump"), "-d", str(obj)], capture_output=True,
-                          text=True, check=True).stdout
+    dump = subprocess.run([riscv_objdump(), "-d", str(obj)], capture_output=True, text=True, check=True).stdout
     assert re.search(r"\tfence\b", dump)
 
 
@@ -278,7 +266,7 @@ def test_riscv_words_carry_the_registers_of_the_operands(tmp_path):
     DRAM address and the packed rows / cols / address (a0 = x10 and a register holding the constant)."""
     src = ('#include "gemmini.h"\nvoid f(const void *p, uint64_t local) {\n'
            '  ROCC_INSTRUCTION_RS1_RS2(XCUSTOM_ACC, p, local, k_MVIN);\n}\n')
-    words = _custom3(cross_compile_object(src, tmp_path))
+    words = rocc_words(cross_compile_object(src, tmp_path))
     assert len(words) == 1
     w = words[0]
     assert w >> 25 == 2 and (w >> 15) & 0x1F == 10 and (w >> 20) & 0x1F == 11  # rs1 = a0, rs2 = a1

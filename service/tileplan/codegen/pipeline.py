@@ -348,11 +348,13 @@ def emulator_for(art: Artifact, timing: TimingParams | None = None) -> Emulator:
 
 
 def run(art: Artifact, inputs: dict[str, np.ndarray], timing: TimingParams | None = None,
-        emulator: Emulator | None = None) -> RunResult:
-    """Compile the artifact's C against the emulator and run it; `buffers["out"]` is the NHWC output."""
+        emulator: Emulator | None = None, program: Path | None = None) -> RunResult:
+    """Compile the artifact's C against the emulator and run it; `buffers["out"]` is the NHWC output.
+    `program`: run this shared object instead (the artifact's C built some other way, e.g. against Gemmini's own
+    gemmini.h with its instructions routed to the emulator: bench/gemmini_header.py)."""
     geo = art.geometry
     emu = emulator or emulator_for(art, timing)
     out = np.zeros((geo.N, geo.P, geo.Q, geo.G * geo.K), np.int8)
     bufs = {"I": inputs["I"], "W": inputs["W"], "bias": inputs["bias"], "out": out,
             "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
-    return emu.run(art.c_source, bufs, entry=art.entry, readonly=("I", "W", "bias"))
+    return emu.run(program or art.c_source, bufs, entry=art.entry, readonly=("I", "W", "bias"))

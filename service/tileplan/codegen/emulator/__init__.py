@@ -200,22 +200,23 @@ class Emulator:
             self._programs[key] = lib
         return lib
 
-    def run(self, program: str | Sequence[str] | Sequence[isa.Instruction], buffers: Mapping[str, np.ndarray],
+    def run(self, program: str | Path | Sequence[str] | Sequence[isa.Instruction], buffers: Mapping[str, np.ndarray],
             entry: str = "kernel_entry", readonly: Sequence[str] = ()) -> RunResult:
         """Run a program on fresh state.  Buffers are copied (C-contiguous, each on pages of its own); the copies
         are returned.
 
-        `program` is C source defining `void entry(void **args)` (or a list of C sources linked into one program)
-        or a list of decoded instructions.  Raises GemminiTrap if the program traps, including when it returns
-        before the results of an mvout were fenced (they would not be visible to the caller).
+        `program` is C source defining `void entry(void **args)` (or a list of C sources linked into one program,
+        or the Path of a shared object already built, linked against the emulator library) or a list of decoded
+        instructions.  Raises GemminiTrap if the program traps, including when it returns before the results of an
+        mvout were fenced (they would not be visible to the caller).
         """
         bufs = {name: _own_pages(a) for name, a in buffers.items()}
         lib = self._lib
         lib.emu_reset(self._h)
         for name, a in bufs.items():
             lib.emu_add_region(self._h, a.ctypes.data, a.nbytes, 0 if name in readonly else 1)
-        if isinstance(program, str) or (program and all(isinstance(p, str) for p in program)):
-            prog = self.load_program(program)  # type: ignore[arg-type]
+        if isinstance(program, (str, Path)) or (program and all(isinstance(p, str) for p in program)):
+            prog = ctypes.CDLL(str(program)) if isinstance(program, Path) else self.load_program(program)  # type: ignore[arg-type]
             try:
                 fn = getattr(prog, entry)
             except AttributeError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -61,7 +62,7 @@ def _digest(*parts: bytes) -> str:
 
 
 def _run_cc(args: list[str]) -> None:
-    proc = subprocess.run(args, capture_output=True, text=True)
+    proc = subprocess.run(args, check=False, capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError(f"{' '.join(args)}\n{proc.stderr}")
 
@@ -72,6 +73,27 @@ def riscv_compiler() -> str:
         raise NoCompiler(f"no RISC-V C compiler ({os.environ.get('RISCV_CC', RISCV_CC)}) on PATH: install "
                          "Debian's gcc-riscv64-linux-gnu (apt-get install gcc-riscv64-linux-gnu)")
     return cc
+
+
+def riscv_objdump() -> str:
+    """objdump of the same cross toolchain (Debian's binutils-riscv64-linux-gnu)."""
+    tool = re.sub(r"gcc(-[0-9.]+)?$", "objdump", riscv_compiler())
+    if shutil.which(tool) is None:
+        raise NoCompiler(f"no {tool}: install Debian's binutils-riscv64-linux-gnu")
+    return tool
+
+
+def rocc_words(obj: Path) -> list[int]:
+    """The RoCC custom-3 instruction words (opcode 0x7b) of a RISC-V object: Gemmini's instructions."""
+    dump = subprocess.run([riscv_objdump(), "-d", str(obj)], capture_output=True, text=True, check=True).stdout
+    words = []
+    for line in dump.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 2 and re.fullmatch(r"[0-9a-f]{8}", parts[1].strip()):
+            word = int(parts[1].strip(), 16)
+            if word & 0x7F == 0x7B:
+                words.append(word)
+    return words
 
 
 def include_dir(config: GemminiConfig | None = None, cache_dir: Path | None = None) -> Path:

@@ -1,7 +1,9 @@
 """Decoded Gemmini instructions, for programs given to the emulator as Python lists.
 
-Each constructor mirrors the argument list of the Gemmini API function of the same name.  DRAM operands are
-`Dram(buffer_name, byte_offset)` references into the buffers passed to `Emulator.run`.
+Each constructor mirrors the argument list of the gemmini.h macro of the same name (config_ld: its longest common
+form, gemmini_extended4_config_ld; config_ex: gemmini_extended_config_ex; mvin with a `channel` for mvin2 /
+mvin3).  DRAM operands are `Dram(buffer_name, byte_offset)` references into the buffers passed to `Emulator.run`.
+A program that stores (mvout) must end with fence() for its results to reach the buffers, as on Gemmini.
 """
 
 from __future__ import annotations

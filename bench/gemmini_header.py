@@ -1,0 +1,192 @@
+"""The generated C against Gemmini's own gemmini.h (ucb-bar/gemmini-rocc-tests), not Tileplan's stand-in.
+
+    python bench/gemmini_header.py --gemmini-rocc-tests PATH      # a checkout; writes bench/results/gemmini_header.md
+    python bench/gemmini_header.py --gemmini-rocc-tests PATH --random 20 --no-bench-set --out -   # a quick look
+
+The header is not shipped with Tileplan; point the script at a checkout (its `rocc-software` submodule may be
+missing: a shim of its xcustom.h with the RoCC encoding is written here).  For every kernel of the test set (the
+random shapes of tests/codegen/test_codegen.py) and of the benchmark set (bench/codegen.py, both plans), generated
+for gemmini-16x16, whose configuration is the checkout's default gemmini_params.h:
+
+1. RISC-V: `riscv64-linux-gnu-gcc -c -O2 -Wall` against the checkout's include/gemmini.h and gemmini_params.h.  It
+   must build with no diagnostic in the kernel's own lines (the header warns about its own unused functions), and
+   the object holds Gemmini's RoCC custom-3 instructions.
+2. Host: gcc against the same header, with its one RoCC macro (ROCC_INSTRUCTION_0_R_R, from xcustom.h) routed to
+   `emu_rocc(funct7, rs1, rs2)` and gemmini_fence() to `emu_fence()`, i.e. Tileplan's emulator decodes the words
+   Gemmini's header packs.  The outputs must be bit-exact against NumPy, and the instruction counts and cycles
+   equal to those of the same kernel built against the stand-in: the two headers send the same instructions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "service"))
+sys.path.insert(0, str(ROOT / "tests" / "codegen"))
+
+from plans import random_case  # noqa: E402
+from tileplan.codegen.emulator.build import EMU_SONAME, compiler, emulator_library, riscv_compiler, rocc_words  # noqa: E402
+from tileplan.codegen.pipeline import Epilogue, build_module, emulator_for, generate, random_inputs, reference, run  # noqa: E402
+from tileplan.hardware.catalog import get_hardware  # noqa: E402
+
+# rocc-software's xcustom.h, as far as gemmini.h uses it: on the host, Tileplan's emulator receives the words.
+HOST_XCUSTOM = """\
+/* Written by bench/gemmini_header.py: gemmini.h's RoCC macros call Tileplan's emulator on the host. */
+#ifndef BENCH_XCUSTOM_H
+#define BENCH_XCUSTOM_H
+#include <stdint.h>
+void emu_rocc(uint32_t funct, uint64_t rs1, uint64_t rs2);
+#define ROCC_INSTRUCTION_0_R_R(x, rs1, rs2, func7) { emu_rocc((func7), (uint64_t)(rs1), (uint64_t)(rs2)); }
+#define ROCC_INSTRUCTION(x, rd, rs1, rs2, func7) { (void)(rs1); (void)(rs2); rd = 0; }
+#endif
+"""
+# The same for RISC-V, where the checkout has no rocc-software: RoCC R-type on custom-x, xd = 0 / xs1 = xs2 = 1.
+RISCV_XCUSTOM = """\
+/* Written by bench/gemmini_header.py (the checkout has no rocc-software): RoCC R-type instructions. */
+#ifndef BENCH_XCUSTOM_H
+#define BENCH_XCUSTOM_H
+#define BENCH_STR1(x) #x
+#define BENCH_STR(x) BENCH_STR1(x)
+#define ROCC_INSTRUCTION_0_R_R(x, rs1, rs2, func7) \\
+  { __asm__ volatile(".insn r CUSTOM_" BENCH_STR(x) ", 3, " BENCH_STR(func7) ", x0, %0, %1" :: "r"(rs1), "r"(rs2)); }
+#define ROCC_INSTRUCTION(x, rd, rs1, rs2, func7) \\
+  { __asm__ volatile(".insn r CUSTOM_" BENCH_STR(x) ", 7, " BENCH_STR(func7) ", %0, %1, %2" \\
+                     : "=r"(rd) : "r"(rs1), "r"(rs2)); }
+#endif
+"""
+# gemmini_fence() is RISC-V's `fence` instruction; on the host the emulator's fence.
+HOST_OVERLAY = """\
+#include_next "gemmini.h"
+#undef gemmini_fence
+void emu_fence(void);
+#define gemmini_fence() emu_fence()
+"""
+
+
+def harness(repo: Path, work: Path) -> dict[str, list[str]]:
+    """Include paths of the two builds (host: overlay, shim, checkout; RISC-V: shim unless the checkout has
+    rocc-software, checkout)."""
+    for f in ("include/gemmini.h", "include/gemmini_params.h"):
+        if not (repo / f).is_file():
+            raise SystemExit(f"{repo} is not a gemmini-rocc-tests checkout: no {f}")
+    host, rv = work / "host", work / "riscv"
+    for d, text in ((host, HOST_XCUSTOM), (rv, RISCV_XCUSTOM)):
+        (d / "rocc-software" / "src").mkdir(parents=True)
+        (d / "rocc-software" / "src" / "xcustom.h").write_text(text)
+    (work / "overlay").mkdir()
+    (work / "overlay" / "gemmini.h").write_text(HOST_OVERLAY)
+    real_rocc = (repo / "rocc-software" / "src" / "xcustom.h").is_file()
+    return {"host": ["-I", str(work / "overlay"), "-I", str(host), "-I", str(repo), "-I", str(repo / "include")],
+            "riscv": ["-I", str(repo), "-I", str(repo / "include")] + ([] if real_rocc else ["-I", str(rv)])}
+
+
+def check(art, inc: dict[str, list[str]], work: Path, seed: int) -> dict:
+    src = work / f"{art.name}.c"
+    src.write_text(art.c_source)
+    # 1. RISC-V object against Gemmini's header
+    obj = work / f"{art.name}.rv64.o"
+    proc = subprocess.run([riscv_compiler(), "-c", "-O2", "-Wall", *inc["riscv"], "-o", str(obj), str(src)],
+                          capture_output=True, text=True, check=False)
+    own = [line for line in proc.stderr.splitlines() if line.startswith(str(src))]
+    rv_ok = proc.returncode == 0 and not own
+    words = rocc_words(obj) if proc.returncode == 0 else []
+    # 2. host build against Gemmini's header, instructions into the emulator
+    lib = work / f"lib{art.name}.so"
+    emu_dir = work / "emu"
+    subprocess.run([compiler(), "-O2", "-fPIC", "-shared", "-w", *inc["host"], "-o", str(lib), str(src),
+                    f"-L{emu_dir}", "-lgemmini_emu", f"-Wl,-rpath,{emu_dir}", "-lm"], check=True,
+                   capture_output=True, text=True)
+    inputs = random_inputs(art.geometry, seed)
+    want = reference(art.geometry, art.epilogue, **inputs)
+    emu = emulator_for(art)
+    real, ours = run(art, inputs, emulator=emu, program=lib), run(art, inputs, emulator=emu)
+    return dict(name=art.name, tag=art.tag, rv_ok=rv_ok, rv_diag="; ".join(own or proc.stderr.splitlines()[-1:]),
+                rocc=len(words), functs=sorted({w >> 25 for w in words}),
+                exact=bool(np.array_equal(real.buffers["out"], want)),
+                same=(real.counts, real.cycles) == (ours.counts, ours.cycles), instrs=real.instructions,
+                cycles=real.cycles)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gemmini-rocc-tests", required=True, type=Path, help="a checkout of ucb-bar/gemmini-rocc-tests")
+    ap.add_argument("--random", type=int, default=210, help="random shapes of the test set (default: all 210)")
+    ap.add_argument("--no-bench-set", action="store_true", help="skip bench/codegen.py's layers (they need CoSA)")
+    ap.add_argument("--cosa-time", type=float, default=10.0)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "gemmini_header.md"))
+    args = ap.parse_args()
+    repo = args.gemmini_rocc_tests.resolve()
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=False).stdout.strip() or "unknown"
+    hw = get_hardware("gemmini-16x16")
+    t0 = time.time()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        inc = harness(repo, work)
+        (work / "emu").mkdir()
+        (work / "emu" / EMU_SONAME).write_bytes(emulator_library().read_bytes())
+        for seed in range(args.random):
+            layer, mapping, epi = random_case(seed)
+            rows.append(("test set", check(generate(layer, hw, mapping, epi, name=f"rand{seed}"), inc, work, seed)))
+            print(rows[-1][1], flush=True)
+        if not args.no_bench_set:
+            import codegen as bench  # bench/codegen.py: its layers and plans
+
+            from tileplan.mappers.base import MapperOptions, get_mapper
+            from tileplan.problem import Problem
+
+            for layer in bench.benchmark_set():
+                for mapper in bench.MAPPERS:
+                    mapping = get_mapper(mapper).map(Problem.from_layer(layer), hw,
+                                                     MapperOptions(time_limit_s=args.cosa_time)).mapping
+                    art = build_module(mapping, layer, hw, epilogue=Epilogue(scale=0.0025, relu=True),
+                                       name=f"{layer.name}_{mapper.replace('-', '_')}", stream=bench.STREAM[mapper])
+                    rows.append(("benchmark set", check(art, inc, work, len(rows))))
+                    print(rows[-1][1], flush=True)
+    total = time.time() - t0
+    lines = ["# The generated C against Gemmini's own gemmini.h", "",
+             f"Command: `python bench/gemmini_header.py --gemmini-rocc-tests PATH` with ucb-bar/gemmini-rocc-tests "
+             f"at {commit[:12]} ({platform.machine()}, Python {platform.python_version()}, {total:.0f} s wall).", "",
+             __doc__.split("\n\n", 2)[2].strip(), ""]
+    groups = {g for g, _ in rows}
+    for g in sorted(groups):
+        rs = [r for gg, r in rows if gg == g]
+        lines += [f"## {g}: {len(rs)} kernels", "",
+                  f"- RISC-V, Gemmini's header, `-O2 -Wall`: {sum(r['rv_ok'] for r in rs)} / {len(rs)} build with no "
+                  f"diagnostic in the kernel's lines; {sum(r['rocc'] > 0 for r in rs)} / {len(rs)} objects hold RoCC "
+                  f"custom-3 instructions ({sum(r['rocc'] for r in rs):,} in all; funct7 codes seen: "
+                  f"{sorted({f for r in rs for f in r['functs']})})",
+                  f"- host, Gemmini's header into Tileplan's emulator: {sum(r['exact'] for r in rs)} / {len(rs)} "
+                  f"bit-exact; {sum(r['same'] for r in rs)} / {len(rs)} with the instruction counts and cycles of "
+                  f"the stand-in build ({sum(r['instrs'] for r in rs):,} instructions)", ""]
+        bad = [r for r in rs if not (r["rv_ok"] and r["rocc"] and r["exact"] and r["same"])]
+        if bad:
+            lines += ["| kernel | RISC-V | RoCC instrs | bit-exact | same as stand-in | diagnostic |",
+                      "|---|---|---:|---|---|---|"]
+            lines += [f"| {r['name']} | {'ok' if r['rv_ok'] else 'FAIL'} | {r['rocc']} | {r['exact']} | {r['same']} "
+                      f"| {r['rv_diag'][:120]} |" for r in bad] + [""]
+    if "benchmark set" in groups:
+        lines += ["| benchmark kernel | RoCC instrs in the RISC-V object | emulated instructions | cycles |",
+                  "|---|---:|---:|---:|"]
+        lines += [f"| {r['name']} | {r['rocc']} | {r['instrs']:,} | {r['cycles']:,} |"
+                  for g, r in rows if g == "benchmark set"] + [""]
+    text = "\n".join(lines) + "\n"
+    if args.out == "-":
+        print(text)
+    else:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
