@@ -33,10 +33,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "service"))
 sys.path.insert(0, str(ROOT / "tests" / "codegen"))
 
-from plans import random_case  # noqa: E402
-from tileplan.codegen.emulator.build import EMU_SONAME, compiler, emulator_library, riscv_compiler, rocc_words  # noqa: E402
-from tileplan.codegen.pipeline import Epilogue, build_module, emulator_for, generate, random_inputs, reference, run  # noqa: E402
-from tileplan.hardware.catalog import get_hardware  # noqa: E402
+from plans import random_case
+from tileplan.codegen.emulator.build import (
+    EMU_SONAME,
+    compiler,
+    emulator_library,
+    riscv_compiler,
+    rocc_words,
+)
+from tileplan.codegen.pipeline import (
+    Epilogue,
+    build_module,
+    emulator_for,
+    generate,
+    random_inputs,
+    reference,
+    run,
+)
+from tileplan.hardware.catalog import get_hardware
 
 # rocc-software's xcustom.h, as far as gemmini.h uses it: on the host, Tileplan's emulator receives the words.
 HOST_XCUSTOM = """\
@@ -141,7 +155,6 @@ def main() -> None:
             print(rows[-1][1], flush=True)
         if not args.no_bench_set:
             import codegen as bench  # bench/codegen.py: its layers and plans
-
             from tileplan.mappers.base import MapperOptions, get_mapper
             from tileplan.problem import Problem
 
