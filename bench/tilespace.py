@@ -85,7 +85,7 @@ def optimum(problem: Problem, hw_name: str) -> tuple[float, dict[str, int], int,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hw", default="gemmini-16x16")
-    ap.add_argument("--workload", type=Path, default=ROOT.parent / "shared" / "data" / "workloads" / "resnet50_unique.yaml")
+    ap.add_argument("--workload", type=Path, default=ROOT / "examples" / "workloads" / "resnet50_unique.yaml")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tilespace.md")
     args = ap.parse_args()
     hw = get_hardware(args.hw)
