@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any, Literal
+from urllib.parse import urlencode
 
 from pydantic import BaseModel, Field
 
@@ -54,6 +55,7 @@ class Baseline(BaseModel):
     mapper: str
     mapping: Mapping
     metrics: Metrics
+    notes: list[str] = Field(default_factory=list, description="How the baseline's mapper found its mapping.")
 
 
 class Plan(BaseModel):
@@ -67,6 +69,9 @@ class Plan(BaseModel):
     solver: SolverInfo
     cached: bool = False
     speedup: float | None = Field(default=None, description="Baseline cycles / plan cycles.")
+    notes: list[str] = Field(default_factory=list, description=(
+        "How the mapper found the plan: e.g. a time limit reached, or the hand-written tiling kept because the "
+        "weighted optimum was slower."))
     links: dict[str, str] = Field(default_factory=dict)
 
 
@@ -85,12 +90,18 @@ def plan_key(hw: HardwareDescriptor, problem: Problem, options: ScheduleOptions)
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def links_for(key: str) -> dict[str, str]:
-    return {"self": f"/plans/{key}", "module": f"/plans/{key}/module", "timeloop": f"/plans/{key}/timeloop"}
+def links_for(key: str, name: str | None = None) -> dict[str, str]:
+    """A plan's links; with `name`, links that keep the layer name an asker gave a cached plan (which is shared by
+    every request for the same layer, whatever it is called), so its module carries that name too."""
+    query = "" if name is None else "?" + urlencode({"name": name})
+    return {"self": f"/plans/{key}{query}", "module": f"/plans/{key}/module{query}",
+            "timeloop": f"/plans/{key}/timeloop{query}"}
 
 
-def run_mapper(name: str, problem: Problem, hw: HardwareDescriptor, options: MapperOptions) -> tuple[Mapping, SolverInfo, Metrics]:
-    """One mapper's mapping, checked and costed."""
+def run_mapper(
+    name: str, problem: Problem, hw: HardwareDescriptor, options: MapperOptions
+) -> tuple[Mapping, SolverInfo, Metrics, list[str]]:
+    """One mapper's mapping, checked and costed, with the mapper's notes."""
     result = get_mapper(name).map(problem, hw, options)
     violations = check(problem, hw, result.mapping)
     if violations:
@@ -102,7 +113,7 @@ def run_mapper(name: str, problem: Problem, hw: HardwareDescriptor, options: Map
     if library_levels(arch) is not None:
         mapping = mapping.model_copy(update={"executor": executor_for(name)})
     metrics = evaluate_mapping(problem, arch, mapping)
-    return mapping, result.solver, metrics
+    return mapping, result.solver, metrics, list(result.notes)
 
 
 def executor_for(mapper: str) -> str:
@@ -125,15 +136,15 @@ def make_plan(
     problem = Problem.from_layer(layer)
     key = plan_key(hw, problem, options)
     mopts = options.mapper_options()
-    mapping, solver, metrics = run_mapper(options.mapper, problem, hw, mopts)
+    mapping, solver, metrics, notes = run_mapper(options.mapper, problem, hw, mopts)
     baseline = None
     if options.baseline:
         bname = baseline_mapper_for(hw)
         if bname == options.mapper:
-            baseline = Baseline(mapper=bname, mapping=mapping, metrics=metrics)
+            baseline = Baseline(mapper=bname, mapping=mapping, metrics=metrics, notes=notes)
         else:
-            bmap, _, bmetrics = run_mapper(bname, problem, hw, mopts.model_copy(update={"dataflow": None}))
-            baseline = Baseline(mapper=bname, mapping=bmap, metrics=bmetrics)
+            bmap, _, bmetrics, bnotes = run_mapper(bname, problem, hw, mopts.model_copy(update={"dataflow": None}))
+            baseline = Baseline(mapper=bname, mapping=bmap, metrics=bmetrics, notes=bnotes)
     return Plan(
         key=key,
         layer=layer_doc(layer),
@@ -144,6 +155,7 @@ def make_plan(
         baseline=baseline,
         solver=solver,
         speedup=None if baseline is None else baseline.metrics.cycles / metrics.cycles,
+        notes=notes,
         links=links_for(key),
     )
 

@@ -91,15 +91,18 @@ def test_codegen_on_a_cached_plan_builds_its_module(client: TestClient) -> None:
 
 
 def test_codegen_error_is_stored_and_reported(client: TestClient) -> None:
-    # eyeriss-os has a 12x14 array: a plan, but no Gemmini module
-    plan = schedule(client, {**MM, "name": "mm_eyeriss"}, hardware="eyeriss-os", codegen=True)
+    # eyeriss-os is not Gemmini-like: a plan, but no module (POST /schedule with codegen: a 422 with the plan)
+    r = client.post("/schedule", json={"hardware": "eyeriss-os", "layers": [{**MM, "name": "mm_eyeriss"}],
+                                       "options": {**FAST, "codegen": True}})
+    assert r.status_code == 422, r.text
+    plan = r.json()["plans"][0]
     assert plan["metrics"]["cycles"] > 0  # the plan stands
-    stored = client.app.state.store.get_module(plan["key"])
-    assert stored is not None and not stored.ok and "square" in stored.error
     r = client.get(plan["links"]["module"], params={"format": "c"})
     assert r.status_code == 422
     (item,) = r.json()["detail"]
-    assert item["type"] == "codegen_error" and "square array" in item["msg"]
+    assert item["type"] == "codegen_error" and "Gemmini-like" in item["msg"]
+    stored = client.app.state.store.get_module(plan["key"])  # the reason is kept: no build on the next request
+    assert stored is not None and not stored.ok and "no code generator for eyeriss-os" in stored.error
 
 
 def test_unknown_key_and_bad_format(client: TestClient) -> None:

@@ -24,6 +24,7 @@ from tileplan.codegen.emit_c import CEmitter, lower
 from tileplan.codegen.emulator import Emulator, GemminiConfig, RunResult, TimingParams
 from tileplan.codegen.registry import CodegenError
 from tileplan.codegen.schedule import Realization, TargetSpec, schedule_layer
+from tileplan.codegen.support import codegen_unsupported
 from tileplan.codegen.targets import gemmini as G
 
 __all__ = ["Artifact", "Epilogue", "build_module", "generate", "run", "target_spec", "timing_for", "reference",
@@ -181,9 +182,10 @@ Without `tp_host_attach(emu)` the first call creates an emulator with the timing
 
 def target_spec(hw: Any) -> TargetSpec:
     """Array size and local memory rows of a Gemmini-like descriptor."""
+    reason = codegen_unsupported(hw)
+    if reason:
+        raise CodegenError(reason)
     pe = hw.pe_array
-    if pe.rows != pe.cols:
-        raise CodegenError(f"the Gemmini target needs a square array, got {pe.rows}x{pe.cols}")
     dim = pe.rows
     arch = hw.resolve()
     acc = next(lv for lv in arch.levels if not lv.is_backing_store and "O" in lv.keeps and lv.index > 0
@@ -253,6 +255,9 @@ def generate(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = No
     The kernel is one translation unit: its entry `<name>` and `<name>_entry` (the emulator runner's calling
     convention) are its only external symbols, so kernels with distinct names link into one program."""
     epilogue = epilogue or G.Epilogue()
+    reason = codegen_unsupported(hw, mapping.dataflow)
+    if reason:
+        raise CodegenError(reason)
     target = target_spec(hw)
     config = gemmini_config(target)
     arch = hw.resolve(mapping.dataflow)

@@ -13,8 +13,11 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import OrderedDict
 from typing import Any
 
+from tileplan.codegen.support import codegen_unsupported
+from tileplan.hardware import HardwareDescriptor
 from tileplan.jobs.singleflight import SingleFlight
 from tileplan.jobs.solve import SolverPool
 from tileplan.settings import Settings
@@ -22,6 +25,7 @@ from tileplan.store import Store
 from tileplan.store.repository import CachedPlan, StoredModule
 
 log = logging.getLogger("tileplan.jobs")
+RENAMED_KEPT = 32  # modules built under an asker's own layer name, kept in memory (most recent)
 
 
 class ModuleBuilder:
@@ -33,6 +37,7 @@ class ModuleBuilder:
         self._pool = pool
         self._own_pool: SolverPool | None = None
         self._flight: SingleFlight[StoredModule | None] = SingleFlight()
+        self._renamed: OrderedDict[tuple[str, str], StoredModule] = OrderedDict()  # (key, name) -> module
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -50,12 +55,29 @@ class ModuleBuilder:
         if self._own_pool is not None:
             self._own_pool.close()
 
-    async def ensure(self, key: str) -> StoredModule | None:
-        """The module of plan `key` (built and stored if missing); None if there is no such plan."""
+    async def ensure(self, key: str, name: str | None = None) -> StoredModule | None:
+        """The module of plan `key` (built and stored if missing); None if there is no such plan.
+
+        `name`: the layer name the asker gave the plan (a cached plan is shared by every request for the same
+        layer, whatever they call it). The stored module is named after the layer the plan was first solved for;
+        for another name the module is built again under that name (kept in memory, not stored), so its files,
+        entry point and tar directory carry the asker's name."""
         found = await asyncio.to_thread(self.store.get_module, key)
-        if found is not None:
+        if found is None:
+            found = await self._flight.run(key, lambda: self._build(key))
+        if found is None or name is None or not found.ok:
             return found
-        return await self._flight.run(key, lambda: self._build(key))
+        row = await asyncio.to_thread(self.store.get_plan, key)
+        if row is None or json.loads(row.layer).get("name", "") == name:
+            return found
+        renamed = self._renamed.get((key, name))
+        if renamed is None:
+            renamed = await self._flight.run(f"{key}\n{name}", lambda: self._build(key, name))
+            if renamed is not None:
+                self._renamed[(key, name)] = renamed
+                while len(self._renamed) > RENAMED_KEPT:
+                    self._renamed.popitem(last=False)
+        return renamed
 
     async def ensure_many(self, keys: list[str]) -> None:
         """Modules for every key that has none yet (POST /schedule with `codegen`), built concurrently. A build
@@ -76,16 +98,26 @@ class ModuleBuilder:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _build(self, key: str) -> StoredModule | None:
+    async def _build(self, key: str, name: str | None = None) -> StoredModule | None:
+        """Build plan `key`'s module and store it; with `name`, build it under that layer name and return it
+        without storing it."""
         row = await asyncio.to_thread(self.store.get_plan, key)
         if row is None:
             return None
         hardware = await asyncio.to_thread(self._descriptor, row)
         layer = layer_fields(json.loads(row.layer))
         mapping = json.loads(row.doc)["mapping"]
-        module = await self.pool.build(hardware, layer, mapping, timeout=self.settings.codegen_time_limit_s)
-        await asyncio.to_thread(self.store.put_module, key, module)
+        reason = codegen_unsupported(HardwareDescriptor.model_validate(hardware), mapping.get("dataflow"))
+        if reason:  # known without a build: answered at once, and stored like any codegen error
+            module: dict[str, Any] = {"ok": False, "error": reason, "notes": [], "seconds": 0.0}
+        else:
+            if name is not None:
+                layer["name"] = name
+            module = await self.pool.build(hardware, layer, mapping, timeout=self.settings.codegen_time_limit_s)
         log.info("event=module_built key=%s ok=%s seconds=%.3f", key[:12], module["ok"], module.get("seconds", 0.0))
+        if name is not None:
+            return stored_module(key, module)
+        await asyncio.to_thread(self.store.put_module, key, module)
         return await asyncio.to_thread(self.store.get_module, key)
 
     def _descriptor(self, row: CachedPlan) -> dict[str, Any]:
@@ -101,6 +133,19 @@ class ModuleBuilder:
 
 class UnknownDescriptor(LookupError):
     pass
+
+
+def stored_module(key: str, module: dict[str, Any]) -> StoredModule:
+    """A module as `build_layer_module` returns it, in the form the store hands out."""
+    ok = bool(module.get("ok"))
+    cycles = module.get("model_cycles")
+    return StoredModule(
+        key=key, status="ok" if ok else "error", name=str(module.get("name", "")),
+        tvmscript=module.get("tvmscript") if ok else None, c_source=module.get("c_source") if ok else None,
+        tar=module.get("tar") if ok else None, notes=list(module.get("notes", [])),
+        model_cycles=float(cycles) if ok and cycles is not None and cycles == cycles else None,  # NaN: none
+        error=None if ok else str(module.get("error", "code generation failed")),
+    )
 
 
 def layer_fields(echo: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,8 @@ import json
 import time
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from tileplan.errors import InputError
@@ -23,11 +24,12 @@ from tileplan.hardware.catalog import catalog, load_descriptor
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.modules import ModuleBuilder
 from tileplan.mappers.base import available_mappers, get_mapper
-from tileplan.plan import ScheduleOptions, plan_key
+from tileplan.codegen.support import codegen_unsupported
+from tileplan.plan import ScheduleOptions, baseline_mapper_for, links_for, plan_key
 from tileplan.problem import Problem
 from tileplan.settings import Settings
 from tileplan.store import CachedPlan, Job, Store
-from tileplan.store.repository import AsyncPlanReader
+from tileplan.store.repository import AsyncPlanReader, iso_utc
 from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc, parse_layer
 
 Layer = Conv2dLayer | MatmulLayer
@@ -43,6 +45,8 @@ class Prepared:
     keys: list[str]
     echoes: list[str]  # each request layer as echoed in its Plan (JSON text)
     unique: list[tuple[str, int]] = field(default_factory=list)  # (key, first index), request order
+    baseline_mapper: str | None = None  # who plans the baselines of this request (None: no baselines)
+    codegen_unsupported: str | None = None  # options.codegen on hardware without a code generator: why
 
 
 @dataclass
@@ -68,6 +72,7 @@ class Scheduler:
         # layer is deterministic, and a cached request should cost a dict lookup, not a re-validation.
         self._keyed: OrderedDict[tuple[str, str, str], tuple[str, str, Layer]] = OrderedDict()
         self._keyed_max = 20_000
+        self._hw_facts: dict[str, tuple[str, str | None]] = {}  # hardware token -> (baseline mapper, no-codegen why)
 
     # -- input ----------------------------------------------------------------------------------
 
@@ -119,6 +124,11 @@ class Scheduler:
         hw_token = hardware if isinstance(hardware, str) and hardware in self._catalog else None
         if hw_token is None:
             hw_token = json.dumps(hw.model_dump(mode="json"), sort_keys=True)
+        facts = self._hw_facts.get(hw_token)
+        if facts is None:
+            facts = (baseline_mapper_for(hw), codegen_unsupported(hw))
+            if len(self._hw_facts) < 1000:
+                self._hw_facts[hw_token] = facts
         opt_token = options.model_dump_json()
         parsed, keys, echoes, unique, seen = [], [], [], [], set()
         memo = self._keyed
@@ -143,13 +153,19 @@ class Scheduler:
             if key not in seen:
                 seen.add(key)
                 unique.append((key, i))
-        return Prepared(hw, parsed, options, keys, echoes, unique)
+        return Prepared(hw, parsed, options, keys, echoes, unique,
+                        baseline_mapper=facts[0] if options.baseline else None,
+                        codegen_unsupported=facts[1] if options.codegen else None)
 
     # -- the request ----------------------------------------------------------------------------
 
-    async def schedule(self, hardware: Any, layers: list[Any], options: ScheduleOptions, *, wait: bool) -> Answer:
+    async def schedule(self, hardware: Any, layers: list[Any], options: ScheduleOptions, *, wait: bool,
+                       notes: list[str] | None = None) -> Answer:
+        """`notes`: what the request's reading left out (e.g. the ONNX operators of a model that were not
+        planned); they are part of every answer to it, the job's too."""
         start = time.perf_counter()
         p = self.prepare(hardware, layers, options)
+        codegen = options.codegen and p.codegen_unsupported is None and self.modules is not None
         wanted = [k for k, _ in p.unique]
         if self.reader is not None:
             cached = await self.reader.get_plans(wanted)
@@ -159,10 +175,11 @@ class Scheduler:
             cached = await asyncio.to_thread(self.store.get_plans, wanted)
         hits = sum(1 for k in p.keys if k in cached)
         if len(cached) == len(p.unique):
-            if options.codegen and self.modules is not None:
-                await self.modules.ensure_many(wanted)
+            warnings = await self._codegen_warnings(p, wanted) if codegen else []
             rid = "c" + hashlib.sha256("".join(p.keys).encode()).hexdigest()[:31]
-            return Answer(200, self._done_body(rid, p, cached, set(cached), start), rid, hits, 0)
+            extra = {k: v for k, v in (("notes", notes), ("warnings", warnings)) if v}
+            code, body = self._done_answer(rid, p, cached, set(cached), start, extra=extra)
+            return Answer(code, body, rid, hits, 0)
 
         job_id = uuid.uuid4().hex
         request = {
@@ -170,9 +187,13 @@ class Scheduler:
             "hardware_name": p.hw.name,
             "layers": [layer.model_dump(mode="json") for layer in p.layers],
             "echoes": p.echoes,
-            "options": p.options.model_dump(mode="json"),
+            # the solvers build modules only where there is a code generator (codegen is not part of the key)
+            "options": p.options.model_dump(mode="json") | {"codegen": codegen},
             "keys": p.keys,
             "cached": sorted(cached),
+            "notes": list(notes or []),
+            "baseline_mapper": p.baseline_mapper,
+            "codegen_unsupported": p.codegen_unsupported,
         }
         missing = [k for k, _ in p.unique if k not in cached]
         deadline = time.time() + self.settings.job_time_limit_s
@@ -187,11 +208,13 @@ class Scheduler:
         if st is not None and st[0] in ("done", "failed"):
             job = await asyncio.to_thread(self.store.get_job, job_id)
             if job is not None:
-                if options.codegen and self.modules is not None and job.status == "done":
-                    await self.modules.ensure_many(wanted)  # solved ones have theirs; cached ones may not
-                code, body = await self.job_answer(job, start=start, for_post=True)
+                warnings: list[str] = []
+                if codegen and job.status == "done":  # solved ones have theirs; cached ones may not
+                    warnings = await self._codegen_warnings(p, wanted)
+                code, body = await self.job_answer(job, start=start, for_post=True, warnings=warnings)
                 return Answer(code, body, job_id, hits, misses)
-        if options.codegen and self.modules is not None and cached:
+        if codegen and cached:
+            assert self.modules is not None
             self.modules.in_background(list(cached))  # the layers being solved get theirs from the solver
         body = json.dumps({
             "id": job_id, "status": st[0] if st else "queued",
@@ -200,19 +223,23 @@ class Scheduler:
         })
         return Answer(202, body, job_id, hits, misses)
 
-    async def job_answer(self, job: Job, *, start: float | None = None, for_post: bool = False) -> tuple[int, str]:
+    async def job_answer(self, job: Job, *, start: float | None = None, for_post: bool = False,
+                         warnings: list[str] | None = None) -> tuple[int, str]:
         """GET /jobs/{id} (and a waited POST /schedule): the job, with its plans once done.
 
         A failed job is a 200 to GET /jobs; to POST /schedule it is a 422 when the layers are at fault
-        (infeasible on this hardware) and a 500 (with the reasons, never a traceback) otherwise."""
+        (infeasible on this hardware) and a 500 (with the reasons, never a traceback) otherwise. Times are
+        UTC with their offset; a done job's summary says how long it took (`seconds`: created to finished)."""
         req = job.request
-        head = {
+        head: dict[str, Any] = {
             "id": job.id, "status": job.status,
             "progress": {"done": job.done, "failed": job.failed, "total": job.total},
-            "created_at": job.created_at.isoformat(), "updated_at": job.updated_at.isoformat(),
-            "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+            "created_at": iso_utc(job.created_at), "updated_at": iso_utc(job.updated_at),
+            "finished_at": iso_utc(job.finished_at) if job.finished_at else None,
             "links": {"self": f"/jobs/{job.id}"},
         }
+        if req.get("notes"):
+            head["notes"] = req["notes"]
         if job.status == "failed":
             head["errors"] = job.errors
             head["detail"] = [
@@ -229,30 +256,65 @@ class Scheduler:
             return 410, json.dumps(head)
         p = Prepared(
             hw=None, layers=[parse_layer(x) for x in req["layers"]], options=None, keys=keys,  # type: ignore[arg-type]
-            echoes=req["echoes"],
+            echoes=req["echoes"], baseline_mapper=req.get("baseline_mapper"),
+            codegen_unsupported=req.get("codegen_unsupported"),
         )
-        return 200, self._done_body(
-            job.id, p, rows, set(req.get("cached", [])), start, hw_name=req["hardware_name"],
-            extra={k: head[k] for k in ("progress", "created_at", "finished_at")},
+        seconds = None
+        if start is None and job.finished_at is not None:
+            seconds = (_aware(job.finished_at) - _aware(job.created_at)).total_seconds()
+        extra = {k: head[k] for k in ("progress", "created_at", "finished_at", "notes") if k in head}
+        if warnings:
+            extra["warnings"] = warnings
+        return self._done_answer(
+            job.id, p, rows, set(req.get("cached", [])), start, hw_name=req["hardware_name"], extra=extra,
+            seconds=seconds, for_post=for_post,
         )
 
-    def _done_body(
+    def _done_answer(
         self, rid: str, p: Prepared, rows: dict[str, CachedPlan], cached: set[str], start: float | None,
-        *, hw_name: str | None = None, extra: dict[str, Any] | None = None,
-    ) -> str:
+        *, hw_name: str | None = None, extra: dict[str, Any] | None = None, seconds: float | None = None,
+        for_post: bool = True,
+    ) -> tuple[int, str]:
+        """The answer of a request whose plans are all there: 200, or (to POST /schedule) 422 with the plans when
+        codegen was asked of hardware without a code generator (the plans are solved and kept; `detail` says
+        why there is no module; GET /jobs/{id} says it as a warning)."""
         name = hw_name or p.hw.name
         plans = ",".join(
-            rows[k].to_json(cached=k in cached, hardware=name, layer=echo) for k, echo in zip(p.keys, p.echoes)
+            _with_asker_links(rows[k], k, echo).to_json(cached=k in cached, hardware=name, layer=echo)
+            for k, echo in zip(p.keys, p.echoes)
         )
         summary = summarize(p, rows, cached)
         if start is not None:
-            summary["seconds"] = round(time.perf_counter() - start, 6)
+            seconds = time.perf_counter() - start
+        if seconds is not None:
+            summary["seconds"] = round(seconds, 6)
         links = json.dumps({"self": f"/jobs/{rid}"}) if not rid.startswith("c") else "{}"
-        more = "".join(f",{json.dumps(k)}:{json.dumps(v)}" for k, v in (extra or {}).items())
-        return (
+        more = dict(extra or {})
+        code = 200
+        if p.codegen_unsupported and for_post:
+            code = 422
+            more["detail"] = [{"loc": ["body", "options", "codegen"], "msg": p.codegen_unsupported,
+                               "type": "codegen_unsupported"}]
+        elif p.codegen_unsupported:
+            more["warnings"] = [f"options.codegen: {p.codegen_unsupported}", *more.get("warnings", [])]
+        tail = "".join(f",{json.dumps(k)}:{json.dumps(v)}" for k, v in more.items())
+        return code, (
             f'{{"id":{json.dumps(rid)},"status":"done","plans":[{plans}],"summary":{json.dumps(summary)},'
-            f'"links":{links}{more}}}'
+            f'"links":{links}{tail}}}'
         )
+
+    async def _codegen_warnings(self, p: Prepared, keys: list[str]) -> list[str]:
+        """Build the modules `codegen` asked for; a plan whose module could not be built gets a warning (its
+        plan stands; GET /plans/{key}/module answers the reason)."""
+        assert self.modules is not None
+        await self.modules.ensure_many(keys)
+        out = []
+        for key, i in p.unique:
+            module = await asyncio.to_thread(self.store.get_module, key)
+            if module is None or not module.ok:
+                why = module.error if module is not None else "the build did not finish; GET its module to retry"
+                out.append(f"layers[{i}]: no module: {why}")
+        return out
 
 
 def summarize(p: Prepared, rows: dict[str, CachedPlan], cached: set[str]) -> dict[str, Any]:
@@ -276,6 +338,24 @@ def summarize(p: Prepared, rows: dict[str, CachedPlan], cached: set[str]) -> dic
         "cycles": cycles,
         "energy_pj": energy,
         "baseline_cycles": base if have_base else None,
+        "baseline_mapper": p.baseline_mapper if have_base else None,
         "speedup": (base / cycles) if have_base and cycles else None,
     }
+
+
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)  # SQLite hands back naive datetimes, written in UTC
+
+
+def _with_asker_links(row: CachedPlan, key: str, echo: str) -> CachedPlan:
+    """`row` with links that keep the asker's layer name when it is not the name the plan was cached under
+    (so following them, a module or the plan itself carries the asker's name)."""
+    if echo == row.layer:
+        return row
+    asked = json.loads(echo).get("name", "")
+    if asked == json.loads(row.layer).get("name", ""):
+        return row
+    stored = '"links":' + json.dumps(links_for(key), separators=(",", ":"))
+    named = '"links":' + json.dumps(links_for(key, asked), separators=(",", ":"))
+    return replace(row, doc=row.doc.replace(stored, named, 1))
 

@@ -71,12 +71,18 @@ def _module(mapping: Any, layer: dict[str, Any], hw: Any) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         art = build_module(mapping, parse_layer(layer), hw, formats=("tvmscript", "c", "tar"))
+        return {
+            "ok": True, "name": art.name, "tvmscript": art.tvmscript, "c_source": art.c_source,
+            "tar": art.tar_bytes(), "notes": list(art.notes), "model_cycles": art.model_cycles,
+            "seconds": time.perf_counter() - start,
+        }
     except CodegenError as exc:
         return {"ok": False, "error": str(exc), "notes": [], "seconds": time.perf_counter() - start}
-    return {
-        "ok": True, "name": art.name, "tvmscript": art.tvmscript, "c_source": art.c_source, "tar": art.tar_bytes(),
-        "notes": list(art.notes), "model_cycles": art.model_cycles, "seconds": time.perf_counter() - start,
-    }
+    except Exception as exc:  # noqa: BLE001 - a code generator bug: the plan stands, the module says why
+        # (and nothing like StopIteration may cross the pool: asyncio cannot put it in a future, the caller hangs)
+        log.exception("codegen failed")
+        return {"ok": False, "error": f"code generation failed: {type(exc).__name__}: {exc}", "notes": [],
+                "seconds": time.perf_counter() - start}
 
 
 def _exit_with_parent(parent: int) -> None:

@@ -33,6 +33,12 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
+def iso_utc(ts: datetime | str) -> str:
+    """ISO 8601 in UTC with its offset (`+00:00`). The store writes UTC; SQLite hands it back without an offset."""
+    ts = datetime.fromisoformat(ts) if isinstance(ts, str) else ts
+    return (ts if ts.tzinfo else ts.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
 @dataclass(frozen=True)
 class CachedPlan:
     key: str
@@ -48,11 +54,7 @@ class CachedPlan:
     def to_json(self, *, cached: bool, hardware: str | None = None, layer: str | None = None) -> str:
         """The contract Plan as JSON text, with the asker's hardware name and layer echoed (and, for a cached
         plan, when it was cached)."""
-        when = ""
-        if cached and self.cached_at is not None:
-            ts = datetime.fromisoformat(self.cached_at) if isinstance(self.cached_at, str) else self.cached_at
-            ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)  # SQLite keeps no offset; the store writes UTC
-            when = f'"cached_at":"{ts.astimezone(UTC).isoformat()}",'
+        when = f'"cached_at":"{iso_utc(self.cached_at)}",' if cached and self.cached_at is not None else ""
         return (
             f'{{"cached":{"true" if cached else "false"},{when}"hardware":{json.dumps(hardware or self.hardware)},'
             f'"layer":{layer or self.layer},{self.doc[1:]}'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -14,7 +15,7 @@ from tileplan.api.schemas import ERRORS, ErrorBody, EvaluateRequest, PlanPage
 from tileplan.jobs.modules import UnknownDescriptor, layer_fields
 from tileplan.jobs.solve import SolverCrashed, SolveTimeout
 from tileplan.mapping import parse_mapping
-from tileplan.plan import Evaluation, Plan, evaluate
+from tileplan.plan import Evaluation, Plan, evaluate, links_for
 from tileplan.workload import parse_layer
 
 router = APIRouter(tags=["plans"], dependencies=[Depends(require_read)])
@@ -50,10 +51,23 @@ async def _plan_row(request: Request, key: str) -> Any:
     return row
 
 
+NAME_DOC = ("The layer name you gave the plan (a cached plan is shared by every request for the same layer, whatever "
+            "it is called): the answer carries it. The links in POST /schedule's answers add it where it differs "
+            "from the name the plan was cached under.")
+
+
 @router.get("/plans/{key}", response_model=None, responses={200: {"model": Plan}, 404: {"model": ErrorBody}})
-async def get_plan(request: Request, key: str) -> Response:
-    """One cached plan by key."""
-    return _json((await _plan_row(request, key)).to_json(cached=True))
+async def get_plan(
+    request: Request, key: str, name: str | None = Query(default=None, max_length=200, description=NAME_DOC)
+) -> Response:
+    """One cached plan by key (with its layer named as it was first asked for, or as `name` says)."""
+    row = await _plan_row(request, key)
+    if name is None:
+        return _json(row.to_json(cached=True))
+    layer = json.dumps({**json.loads(row.layer), "name": name}, separators=(",", ":"))
+    stored = '"links":' + json.dumps(links_for(row.key), separators=(",", ":"))
+    named = '"links":' + json.dumps(links_for(row.key, name), separators=(",", ":"))
+    return _json(replace(row, doc=row.doc.replace(stored, named, 1)).to_json(cached=True, layer=layer))
 
 
 @router.delete("/plans/{key}", status_code=204, dependencies=[Depends(require_write)],
@@ -82,11 +96,14 @@ async def get_plan_module(
     request: Request,
     key: str,
     format: Literal["tvmscript", "c", "tar"] = Query(default="c", description="tvmscript | c | tar"),  # noqa: A002
+    name: str | None = Query(default=None, max_length=200, description=NAME_DOC + " The module's files, entry "
+                             "point and tar directory are named after it."),
 ) -> Response:
     """The code generated for the plan (built now, in a solver process, if the plan was scheduled without
-    `codegen`). A plan that cannot become code for its hardware is a 422 with the reason."""
+    `codegen`, or was cached under another layer name than `name`). A plan that cannot become code for its
+    hardware (no code generator there) is a 422 with the reason, at once."""
     try:
-        module = await request.app.state.modules.ensure(key)
+        module = await request.app.state.modules.ensure(key, name)
     except UnknownDescriptor as exc:
         raise ApiError(404, ["path", "key"], str(exc), "not_found") from None
     except (SolveTimeout, SolverCrashed) as exc:  # not stored: the next request tries again
@@ -116,17 +133,19 @@ async def get_plan_timeloop(
     key: str,
     bundle: bool = Query(default=False, description="Architecture, problem and mapping in one document"),
     fold_groups: bool = Query(default=False, description="Fold grouped convs' G into N (Timeloop has no G)"),
+    name: str | None = Query(default=None, max_length=200, description=NAME_DOC),
 ) -> Response:
     """The plan's mapping as a Timeloop mapping file (timeloop-model's / CoSA's layout); with `bundle`, the
     architecture and problem too. Notes on what Timeloop cannot express lead the file as comments."""
     store = request.app.state.store
     row = await _plan_row(request, key)
     descriptor = await run_in_threadpool(store.plan_descriptor, key)
-    text = await run_in_threadpool(_timeloop_text, row, descriptor, bundle, fold_groups)
+    text = await run_in_threadpool(_timeloop_text, row, descriptor, bundle, fold_groups, name)
     return Response(text, media_type="application/yaml")
 
 
-def _timeloop_text(row: Any, descriptor: dict[str, Any] | None, bundle: bool, fold_groups: bool) -> str:
+def _timeloop_text(row: Any, descriptor: dict[str, Any] | None, bundle: bool, fold_groups: bool,
+                   name: str | None = None) -> str:
     from tileplan.hardware import HardwareDescriptor
     from tileplan.hardware.catalog import catalog
     from tileplan.interop.timeloop_map import dump_mapping_yaml, to_timeloop_bundle, to_timeloop_mapping
@@ -147,7 +166,9 @@ def _timeloop_text(row: Any, descriptor: dict[str, Any] | None, bundle: bool, fo
         text = to_timeloop_bundle(problem, hw, mapping, fold_groups=fold_groups)
     else:
         text = dump_mapping_yaml(to_timeloop_mapping(mapping, hw, fold_groups=fold_groups, notes=notes))
-    head = f"# Tileplan plan {row.key} on {hw.name}\n" + "".join(f"# note: {n}\n" for n in notes)
+    layer_name = json.loads(row.layer).get("name", "") if name is None else name
+    title = f"# Tileplan plan {row.key} on {hw.name}" + (f", layer {layer_name}" if layer_name else "")
+    head = " ".join(title.splitlines()) + "\n" + "".join(f"# note: {n}\n" for n in notes)
     return head + text
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
@@ -24,6 +25,9 @@ router = APIRouter(tags=["schedule"], dependencies=[Depends(require_read)])
         202: {"model": JobAccepted, "description": "Still solving: poll `links.self`"},
         500: {"model": ErrorBody, "description": "The solver failed (reasons per layer)"},
         **ERRORS,
+        422: {"model": ErrorBody, "description": (
+            "Invalid input; `loc` names the field. With `options.codegen` on hardware that has no code generator "
+            "(`type` codegen_unsupported) the body also carries the plans, which are solved and cached")},
     },
 )
 async def schedule(body: ScheduleRequest, request: Request) -> Response:
@@ -31,25 +35,28 @@ async def schedule(body: ScheduleRequest, request: Request) -> Response:
     solved once, even when listed twice or asked for by many clients at once."""
     if body.model is not None and body.layers is not None:
         raise InputError(("model",), "give `layers` or `model`, not both", "value_error")
-    layers = body.layers if body.model is None else await asyncio.to_thread(_model_layers, body.model)
+    layers, notes = (body.layers, []) if body.model is None else await asyncio.to_thread(_model_layers, body.model)
     if layers is None:
         raise InputError(("layers",), "field required (or `model`: a base64 ONNX model)", "missing")
     state = request.app.state
-    answer = await state.scheduler.schedule(body.hardware, layers, body.options, wait=body.wait)
+    answer = await state.scheduler.schedule(body.hardware, layers, body.options, wait=body.wait,
+                                            notes=[f"model: {n}" for n in notes])
     state.metrics.cache_hits.inc(answer.cache_hits)
     state.metrics.cache_misses.inc(answer.cache_misses)
     return Response(answer.body, status_code=answer.status_code, media_type="application/json")
 
 
-def _model_layers(model_b64: str) -> list[dict]:
-    """The layers of a base64 ONNX model, as contract layer documents (shape inference runs off the loop)."""
+def _model_layers(model_b64: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The layers of a base64 ONNX model, as contract layer documents, and the notes on what was not planned
+    (shape inference runs off the loop)."""
     from tileplan.workload_onnx import load_onnx
 
     try:
         data = base64.b64decode(model_b64, validate=True)
     except (binascii.Error, ValueError):
         raise InputError(("model",), "not valid base64", "value_error") from None
-    return [layer.model_dump(mode="json") for layer in load_onnx(data).layers]
+    workload = load_onnx(data)
+    return [layer.model_dump(mode="json") for layer in workload.layers], list(workload.notes)
 
 
 @router.get("/jobs/{job_id}", response_model=None, responses={200: {"model": JobView}, 404: {"model": ErrorBody}})
