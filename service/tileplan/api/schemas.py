@@ -51,8 +51,15 @@ class Summary(BaseModel):
     cycles: float
     energy_pj: float
     baseline_cycles: float | None = None
+    baseline_mapper: str | None = Field(default=None, description=(
+        "Who planned the baselines `speedup` compares with: gemmini-auto (Gemmini's hand-written tiling) where it "
+        "applies, else random (best of N random legal mappings)."))
     speedup: float | None = None
-    seconds: float | None = None
+    seconds: float | None = Field(default=None, description="How long the request (or the job) took.")
+
+
+NOTES_DOC = "What the request's reading left out, e.g. the operators of a model that were not planned."
+WARNINGS_DOC = "What did not go as asked, e.g. a plan whose module could not be built."
 
 
 class ScheduleDone(BaseModel):
@@ -60,6 +67,8 @@ class ScheduleDone(BaseModel):
     status: str = Field(description="done")
     plans: list[Plan]
     summary: Summary
+    notes: list[str] = Field(default_factory=list, description=NOTES_DOC)
+    warnings: list[str] = Field(default_factory=list, description=WARNINGS_DOC)
     links: dict[str, str] = {}
 
 
@@ -84,10 +93,13 @@ class JobView(BaseModel):
     id: str
     status: str = Field(description="queued | running | done | failed")
     progress: Progress
-    created_at: str | None = None
+    created_at: str | None = Field(default=None, description="UTC, ISO 8601 with offset")
+    updated_at: str | None = None
     finished_at: str | None = None
     plans: list[Plan] | None = None
     summary: Summary | None = None
+    notes: list[str] = Field(default_factory=list, description=NOTES_DOC)
+    warnings: list[str] = Field(default_factory=list, description=WARNINGS_DOC)
     errors: list[ErrorItem] | None = None
     links: dict[str, str] = {}
 
