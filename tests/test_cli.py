@@ -178,3 +178,98 @@ def test_timeloop_mapping_export_folds_groups_only_when_asked(capsys, tmp_path):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--fold-groups" in err
     code, out, err = run(capsys, *argv, "--fold-groups")
     assert code == 0 and "folded into N" in err and "mapping:" in out
+
+
+def test_schedule_names_the_baseline_mapper(capsys):
+    code, out, _ = run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", "matmul:M=32,K=64,N=32",
+                       "--time-limit", "2")
+    assert code == 0 and "baseline: gemmini-auto, Gemmini's hand-written tiling" in out
+    code, out, _ = run(capsys, "schedule", "--hw", "simba", "--layer", "matmul:M=32,K=64,N=32", "--time-limit", "2")
+    assert code == 0 and "baseline: random, the best of random legal mappings" in out
+
+
+def test_out_and_json_on_every_command(capsys, tmp_path):
+    plans = tmp_path / "plans.json"
+    code, out, err = run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", "matmul:M=32,K=64,N=32",
+                         "--time-limit", "2", "--json", "--out", str(plans))
+    assert code == 0 and out == "" and f"wrote {plans}" in err
+    assert json.loads(plans.read_text())[0]["baseline"]["mapper"] == "gemmini-auto"
+    table = tmp_path / "plans.txt"
+    code, out, _ = run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", "matmul:M=32,K=64,N=32",
+                       "--time-limit", "2", "--out", str(table))
+    assert code == 0 and out == "" and table.read_text().startswith("layer")
+    code, out, _ = run(capsys, "hardware", "list", "--json")
+    assert code == 0 and {"name": "simba"}.items() <= next(h for h in json.loads(out) if h["name"] == "simba").items()
+    code, out, _ = run(capsys, "hardware", "show", "simba", "--json")
+    assert code == 0 and json.loads(out)["name"] == "simba"
+    code, out, _ = run(capsys, "evaluate", "--hw", "gemmini-16x16", "--mapping", str(plans), "--json")
+    assert code == 0 and json.loads(out)["valid"] is True
+    code, out, _ = run(capsys, "timeloop", "arch", "--hw", "gemmini-16x16", "--json")
+    assert code == 0 and "architecture" in json.loads(out)
+    arch = tmp_path / "arch.yaml"
+    code, out, _ = run(capsys, "timeloop", "arch", "--hw", "gemmini-16x16", "--out", str(arch))
+    assert code == 0 and out == "" and "architecture" in yaml.safe_load(arch.read_text())
+    code, out, _ = run(capsys, "timeloop", "mapping", "--hw", "gemmini-16x16", "--mapping", str(plans), "--bundle")
+    assert code == 0 and {"architecture", "problem", "mapping"} <= set(yaml.safe_load(out))
+    code, _, err = run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", "matmul:M=32,K=64,N=32",
+                       "--out", str(tmp_path / "no" / "such" / "dir.json"))
+    assert code == 2 and err.startswith("tileplan: error: out: cannot write")
+
+
+def test_loop_nest_view_beside_the_baseline_with_a_legend(capsys):
+    code, out, _ = run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer",
+                       "conv2d:name=c1,in_channels=16,out_channels=32,in_h=8,in_w=8,kernel=3,padding=1",
+                       "--time-limit", "2", "--nest")
+    assert code == 0
+    nest = out[out.index("== c1"):]
+    head = nest.splitlines()[1]
+    assert head.startswith("plan") and head.rstrip().endswith("baseline: gemmini-auto")
+    assert "DRAM" in nest and "<< compute >>" in nest and "for " in nest and "par-for " in nest
+    assert "keeps" in nest
+    assert "legend: " in nest and "K output channels" in nest and "R filter rows" in nest
+
+
+def test_model_notes_reach_the_cli(capsys, tmp_path):
+    from tests.service.test_answers import model_with_a_conv_transpose
+
+    model = tmp_path / "up.onnx"
+    model.write_bytes(model_with_a_conv_transpose())
+    code, out, err = run(capsys, "schedule", "--hw", "gemmini-16x16", "--model", str(model), "--time-limit", "2")
+    assert code == 0 and "enc" in out
+    assert "tileplan: note: model: 1 ConvTranspose node(s) not planned" in err
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    """Planning several layers shows a progress bar on stderr when it is a terminal (and none otherwise)."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal has a size
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["service", os.environ.get("PYTHONPATH", "")])}
+    env.pop("TQDM_DISABLE", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tileplan.cli", "schedule", "--hw", "gemmini-16x16", "--no-baseline",
+         "--time-limit", "1", "--layer", "matmul:M=16,K=32,N=16", "--layer", "matmul:M=16,K=48,N=16"],
+        stdout=subprocess.PIPE, stderr=follower, cwd=Path(__file__).resolve().parents[1], env=env,
+    )
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out, _ = proc.communicate(timeout=120)
+    os.close(leader)
+    assert proc.returncode == 0
+    assert b"planning" in seen and b"2/2" in seen
+    assert b"planning" not in out  # the table on stdout stays clean

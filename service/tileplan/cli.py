@@ -1,6 +1,9 @@
 """`tileplan`: the command-line door. Thin: every command calls the same library functions the API does.
 
-Exit codes: 0 success, 2 bad input (one readable line on stderr naming the field), 1 anything else.
+Exit codes: 0 success, 2 bad input (one readable line on stderr naming the field), 1 anything else,
+3 an evaluated mapping is invalid. Every command that prints a result takes `--json` (the API's shapes) and
+`--out FILE` (the result written there instead of printed; the JSON shape for .json files). Long work (planning
+many layers, calibrating) shows a progress bar on a terminal (tqdm, on stderr).
 """
 
 from __future__ import annotations
@@ -8,12 +11,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, TypeVar
 
 import yaml
 
 from tileplan.errors import InputError, MappingInfeasible, TileplanError
+
+T = TypeVar("T")
+
+
+# -- input ----------------------------------------------------------------------------------------------------
 
 
 def _objective(text: str) -> dict[str, float]:
@@ -27,6 +36,18 @@ def _objective(text: str) -> dict[str, float]:
     return out
 
 
+def _readable(path: str, flag: str) -> Path:
+    """`path` if it can be read, else the one-line error naming the flag."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            return p
+        with p.open("rb"):
+            return p
+    except OSError as exc:
+        raise InputError((flag,), f"cannot read {path}: {exc.strerror}") from None
+
+
 def _layers(args: argparse.Namespace) -> list[Any]:
     from tileplan.workload import load_workload, parse_layer_spec
 
@@ -37,15 +58,128 @@ def _layers(args: argparse.Namespace) -> list[Any]:
     if args.model:
         from tileplan.workload_onnx import load_onnx
 
-        try:
-            data = Path(args.model).read_bytes()
-        except OSError as exc:
-            raise InputError(("model",), f"cannot read {args.model}: {exc.strerror}") from None
-        wl = load_onnx(data)
+        wl = load_onnx(_readable(args.model, "model").read_bytes())
         for note in wl.notes:
-            print(f"tileplan: note: {note}", file=sys.stderr)
+            _note(f"model: {note}")
         return list(wl.layers)
     return [parse_layer_spec(s) for s in args.layer]
+
+
+def _plan_docs(path: str) -> tuple[list[dict[str, Any]], bool]:
+    """The mappings in a file, as ([{"mapping": ..., "layer": ... or None}], True if they are Plans): a Mapping,
+    a Plan, a list of Plans (`tileplan schedule --json`) or an answer holding `plans` (POST /schedule,
+    `tileplan-client schedule --out`)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())  # YAML reads JSON too
+    except OSError as exc:
+        raise InputError(("mapping",), f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(("mapping",), f"{path} is neither JSON nor YAML: {exc}".splitlines()[0]) from None
+    if isinstance(data, dict) and isinstance(data.get("plans"), list):
+        data = data["plans"]
+    items = data if isinstance(data, list) else [data]
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputError(("mapping", i), f"{path}: expected a Mapping or a Plan, got {type(item).__name__}")
+        if "levels" in item:
+            out.append({"mapping": item, "layer": None, "name": ""})
+        elif isinstance(item.get("mapping"), dict):
+            layer = item.get("layer") if isinstance(item.get("layer"), dict) else None
+            out.append({"mapping": item["mapping"], "layer": layer, "name": (layer or {}).get("name", "")})
+        else:
+            raise InputError(("mapping", i), f"{path}: expected a Mapping (levels) or a Plan (mapping)")
+    if not out:
+        raise InputError(("mapping",), f"{path} holds no mapping")
+    return out, any(o["layer"] is not None for o in out)
+
+
+def _pick(path: str, layer_spec: str | None) -> list[tuple[Any, dict[str, Any], str]]:
+    """(layer, mapping, name) pairs to evaluate or export: with --layer, the one mapping of the file for it (a
+    file of several plans: the plan for that layer); without, every plan of the file with its own layer."""
+    from tileplan.problem import Problem
+    from tileplan.workload import layer_fields, parse_layer, parse_layer_spec
+
+    docs, _ = _plan_docs(path)
+
+    def own_layer(d: dict[str, Any], i: int) -> Any:
+        if d["layer"] is None:
+            raise InputError(("layer",), f"{path} holds a bare mapping: give the layer with --layer SPEC")
+        return parse_layer(layer_fields(d["layer"]), ("mapping", i, "layer"))
+
+    if layer_spec is None:
+        return [(own_layer(d, i), d["mapping"], d["name"]) for i, d in enumerate(docs)]
+    layer = parse_layer_spec(layer_spec)
+    if len(docs) == 1:
+        return [(layer, docs[0]["mapping"], layer.name or docs[0]["name"])]
+    want = Problem.from_layer(layer).key()
+    for i, d in enumerate(docs):
+        if d["layer"] is not None and Problem.from_layer(own_layer(d, i)).key() == want:
+            return [(layer, d["mapping"], layer.name or d["name"])]
+    names = ", ".join(d["name"] or f"#{i}" for i, d in enumerate(docs))
+    raise InputError(("layer",), f"no plan in {path} is for this layer (it holds plans for {names})")
+
+
+# -- output ---------------------------------------------------------------------------------------------------
+
+
+def _note(text: str) -> None:
+    print(f"tileplan: note: {text}", file=sys.stderr)
+
+
+def _emit(args: argparse.Namespace, text: str, doc: Any = None) -> None:
+    """The result: with --json its JSON (`doc`), else `text`; to --out FILE if given (then one line saying so),
+    else to standard output."""
+    body = json.dumps(doc, indent=2) if getattr(args, "json", False) and doc is not None else text
+    out = getattr(args, "out", None)
+    if out:
+        try:
+            Path(out).write_text(body if body.endswith("\n") else body + "\n")
+        except OSError as exc:
+            raise InputError(("out",), f"cannot write {out}: {exc.strerror}") from None
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        print(body)
+
+
+def _progress(items: Iterable[T], total: int, what: str, label: Any = None) -> Iterator[T]:
+    """`items`, with a progress bar on stderr when it is a terminal (tqdm; TQDM_DISABLE=1 hides it)."""
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=what, unit="", file=sys.stderr, disable=None, leave=False, dynamic_ncols=True) as bar:
+        for item in items:
+            if label is not None:
+                bar.set_postfix_str(str(label(item))[:40], refresh=False)
+            yield item
+            bar.update(1)
+
+
+def _keeps(hw: Any, mapping: dict[str, Any]) -> dict[str, list[str]]:
+    """Which tensors each level keeps under the mapping's dataflow (for the loop-nest view)."""
+    try:
+        arch = hw.resolve(mapping.get("dataflow"))
+    except Exception:  # noqa: BLE001 - a view, not a check: an unknown dataflow shows no keeps
+        return {}
+    return {lv.name: sorted(lv.keeps) for lv in arch.levels}
+
+
+def _nest_view(hw: Any, name: str, mapping: dict[str, Any], base: Any = None) -> str:
+    """The plan's loop nest (beside its baseline's, if any) with a legend of the dimensions it uses."""
+    from tileplan.loopnest import legend, loop_nest_lines, side_by_side, used_dims
+
+    mine = loop_nest_lines(mapping, _keeps(hw, mapping))
+    if base is None:
+        text = "\n".join(mine)
+        dims = used_dims(mapping)
+    else:
+        bmap = base.mapping.model_dump(mode="json")
+        theirs = loop_nest_lines(bmap, _keeps(hw, bmap))
+        text = side_by_side(mine, theirs, ("plan", f"baseline: {base.mapper}"))
+        dims = used_dims(mapping, bmap)
+    return f"== {name}\n{text}\nlegend: {legend(dims)}\n"
+
+
+# -- commands -------------------------------------------------------------------------------------------------
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
@@ -53,7 +187,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
     from tileplan.errors import from_validation_error
     from tileplan.hardware.catalog import resolve_hardware
-    from tileplan.plan import ScheduleOptions, make_plan
+    from tileplan.plan import BASELINE_MEANING, ScheduleOptions, make_plan
 
     hw = resolve_hardware(args.hw)
     layers = _layers(args)
@@ -67,14 +201,20 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         )
     except ValidationError as exc:
         raise from_validation_error(exc, ("options",)) from None
-    plans = []
-    for layer in layers:
-        plans.append(make_plan(layer, hw, opts))
-    if args.json:
-        print(json.dumps([p.model_dump(mode="json") for p in plans], indent=2))
-        return 0
-    counts = [getattr(layer, "count", 1) for layer in layers]
-    print(_plan_table(plans, counts))
+    named = lambda layer: layer.name or layer.op  # noqa: E731
+    plans = [make_plan(layer, hw, opts) for layer in _progress(layers, len(layers), "planning", named)]
+    for layer, plan in zip(layers, plans):
+        for note in plan.notes:
+            _note(f"{named(layer)}: {note}")
+    doc = [p.model_dump(mode="json") for p in plans]
+    text = _plan_table(plans, [getattr(layer, "count", 1) for layer in layers])
+    bases = sorted({p.baseline.mapper for p in plans if p.baseline})
+    if bases:
+        text += "\n" + "\n".join(f"baseline: {b}, {BASELINE_MEANING.get(b, 'the baseline mapper')}" for b in bases)
+    if args.nest:
+        text += "\n\n" + "\n".join(_nest_view(hw, named(layer), plan.mapping.model_dump(mode="json"), plan.baseline)
+                                   for layer, plan in zip(layers, plans))
+    _emit(args, text, doc)
     return 0
 
 
@@ -102,18 +242,24 @@ def cmd_hardware(args: argparse.Namespace) -> int:
     from tileplan.units import format_size
 
     if args.action == "list":
-        for name, hw in sorted(catalog().items()):
-            print(f"{name:16} {hw.pe_array.rows}x{hw.pe_array.cols}  {hw.description}")
+        hws = sorted(catalog().items())
+        text = "\n".join(f"{name:16} {hw.pe_array.rows}x{hw.pe_array.cols}  {hw.description}" for name, hw in hws)
+        doc = [{"name": name, "description": hw.description, "source": "catalog"} for name, hw in hws]
+        _emit(args, text, doc)
         return 0
+    if not args.name:
+        raise InputError(("name",), f"`hardware {args.action}` needs a {'catalog name' if args.action == 'show' else 'file'}")
     if args.action == "show":
         hw = resolve_hardware(args.name)
-        print(yaml.safe_dump(hw.model_dump(mode="json", exclude_defaults=True), sort_keys=False), end="")
+        doc = hw.model_dump(mode="json", exclude_defaults=True)
+        _emit(args, yaml.safe_dump(doc, sort_keys=False).rstrip("\n"), doc)
         return 0
     hw = load_descriptor_file(args.name)
     levels = ", ".join(
         f"{lv.name} {format_size(lv.capacity) if lv.capacity else 'backing store'}" for lv in hw.memory_levels
     )
-    print(f"{args.name}: valid descriptor {hw.name!r} ({hw.pe_array.rows}x{hw.pe_array.cols}; {levels})")
+    _emit(args, f"{args.name}: valid descriptor {hw.name!r} ({hw.pe_array.rows}x{hw.pe_array.cols}; {levels})",
+          {"valid": True, "descriptor": hw.model_dump(mode="json", exclude_defaults=True)})
     return 0
 
 
@@ -121,98 +267,158 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from tileplan.hardware.catalog import resolve_hardware
     from tileplan.mapping import parse_mapping
     from tileplan.plan import evaluate
-    from tileplan.workload import parse_layer_spec
 
     hw = resolve_hardware(args.hw)
-    layer = parse_layer_spec(args.layer)
-    try:
-        data = yaml.safe_load(Path(args.mapping).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(("mapping",), f"cannot read {args.mapping}: {exc}") from None
-    if isinstance(data, dict) and "mapping" in data and "levels" not in data:
-        data = data["mapping"]  # a whole Plan is accepted too
-    result = evaluate(layer, hw, parse_mapping(data), args.executor)
-    if args.json:
-        print(result.model_dump_json(indent=2))
-    elif result.valid:
-        m = result.metrics
-        assert m is not None
-        print(
-            f"valid: {m.cycles:.0f} cycles (ideal {m.ideal_cycles:.0f}, {m.utilization:.1%} utilisation, "
-            f"{m.bound}-bound), {m.energy_pj / 1e6:.2f} uJ, {m.dram_bytes / 1024:.1f} KiB DRAM traffic"
-        )
-    else:
-        print("invalid mapping:")
-        for v in result.violations:
-            print(f"  - {v}")
-    return 0 if result.valid else 3
+    picked = _pick(args.mapping, args.layer)
+    results = []
+    for i, (layer, mapping, _) in enumerate(picked):
+        loc: tuple[str | int, ...] = ("mapping",) if len(picked) == 1 else ("mapping", i, "mapping")
+        results.append(evaluate(layer, hw, parse_mapping(mapping, loc), args.executor))
+    lines = []
+    for (layer, mapping, name), result in zip(picked, results):
+        head = f"{name}: " if len(picked) > 1 else ""
+        if result.valid:
+            m = result.metrics
+            assert m is not None
+            lines.append(
+                f"{head}valid: {m.cycles:.0f} cycles (ideal {m.ideal_cycles:.0f}, {m.utilization:.1%} utilisation, "
+                f"{m.bound}-bound), {m.energy_pj / 1e6:.2f} uJ, {m.dram_bytes / 1024:.1f} KiB DRAM traffic"
+            )
+        else:
+            lines.append(f"{head}invalid mapping:")
+            lines += [f"  - {v}" for v in result.violations]
+        if args.nest:
+            lines.append(_nest_view(hw, name or layer.op, mapping))
+    docs = [r.model_dump(mode="json") for r in results]
+    _emit(args, "\n".join(lines), docs[0] if len(docs) == 1 else docs)
+    return 0 if all(r.valid for r in results) else 3
 
 
 def cmd_timeloop(args: argparse.Namespace) -> int:
     from tileplan.hardware.catalog import resolve_hardware
-    from tileplan.interop.timeloop_map import to_timeloop_arch, to_timeloop_mapping
+    from tileplan.interop.timeloop_map import dump_mapping_yaml, to_timeloop_arch, to_timeloop_bundle, to_timeloop_mapping
     from tileplan.mapping import parse_mapping
     from tileplan.problem import Problem
-    from tileplan.workload import parse_layer_spec
 
     hw = resolve_hardware(args.hw)
     if args.what == "arch":
-        print(yaml.safe_dump(to_timeloop_arch(hw), sort_keys=False), end="")
+        doc = to_timeloop_arch(hw)
+        _emit(args, yaml.safe_dump(doc, sort_keys=False).rstrip("\n"), doc)
         return 0
-    data = yaml.safe_load(Path(args.mapping).read_text())
-    if isinstance(data, dict) and "mapping" in data and "levels" not in data:
-        data = data["mapping"]
-    layer = parse_layer_spec(args.layer)
-    print(yaml.safe_dump(to_timeloop_mapping(parse_mapping(data), hw, Problem.from_layer(layer)), sort_keys=False), end="")
+    if not args.mapping:
+        raise InputError(("mapping",), "a mapping export needs --mapping FILE (a Mapping, a Plan or plans)")
+    picked = _pick(args.mapping, args.layer)
+    if len(picked) > 1:
+        raise InputError(("layer",), f"{args.mapping} holds {len(picked)} plans: pick one with --layer SPEC")
+    layer, data, _ = picked[0]
+    mapping = parse_mapping(data)
+    notes: list[str] = []
+    try:
+        if args.bundle:
+            text = to_timeloop_bundle(Problem.from_layer(layer), hw, mapping, fold_groups=args.fold_groups)
+            doc: Any = yaml.safe_load(text)
+        else:
+            doc = to_timeloop_mapping(mapping, hw, fold_groups=args.fold_groups, notes=notes)
+            text = dump_mapping_yaml(doc)
+    except InputError as exc:  # the library's advice, in this command's words
+        raise InputError(exc.loc, exc.msg.replace("fold_groups=True", "--fold-groups"), exc.type) from None
+    for note in notes:
+        _note(note)
+    _emit(args, text.rstrip("\n"), doc)
     return 0
 
 
 def cmd_codegen(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from tileplan.codegen.pipeline import build_module, random_inputs, reference, run
-    from tileplan.codegen.registry import CodegenError
+    from tileplan.codegen.support import codegen_unsupported
     from tileplan.hardware.catalog import resolve_hardware
     from tileplan.plan import ScheduleOptions, make_plan
     from tileplan.workload import parse_layer_spec
 
     hw = resolve_hardware(args.hw)
     layer = parse_layer_spec(args.layer)
+    reason = codegen_unsupported(hw)
+    if reason:  # known from the descriptor: say so before solving anything
+        raise InputError(("hw",), reason)
+    if args.format == "tar" and not args.out:
+        raise InputError(("out",), "a tar archive needs --out FILE")
     plan = make_plan(layer, hw, ScheduleOptions(mapper=args.mapper, time_limit_s=args.time_limit, baseline=False))
+
+    import numpy as np
+
+    from tileplan.codegen.pipeline import build_module, random_inputs, reference, run
+    from tileplan.codegen.registry import CodegenError
+
     try:
         art = build_module(plan, layer, hw, formats=(args.format,))
     except CodegenError as exc:
         raise TileplanError(f"codegen: {exc}") from None
+    doc: dict[str, Any] = {"name": art.name, "format": args.format, "plan": plan.key, "notes": list(art.notes),
+                           "model_cycles": art.model_cycles}
+    for note in art.notes:
+        _note(note)
     if args.format == "tar":
-        if not args.out:
-            raise InputError(("out",), "a tar archive needs --out FILE")
         Path(args.out).write_bytes(art.tar_bytes())
+        doc["out"] = args.out
     else:
         text = art.c_source if args.format == "c" else art.tvmscript
         if args.out:
             Path(args.out).write_text(text)
+            doc["out"] = args.out
+        elif args.json:
+            doc["source"] = text
         else:
             print(text)
-    for note in art.notes:
-        print(f"note: {note}", file=sys.stderr)
+    exact = True
     if args.run:
         inputs = random_inputs(art.geometry, seed=0)
         result = run(art, inputs)
         want = reference(art.geometry, art.epilogue, inputs["I"], inputs["W"], inputs["bias"])
         exact = bool(np.array_equal(result.buffers["out"], want))
+        doc["emulator"] = {"cycles": result.cycles, "bit_exact": exact}
         print(
             f"emulator: {result.cycles:.0f} cycles (cost model {art.model_cycles:.0f}), "
             f"output {'bit-exact' if exact else 'DIFFERS from'} NumPy",
             file=sys.stderr,
         )
-        return 0 if exact else 1
-    return 0
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    return 0 if exact else 1
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from tileplan.cost.calibrate import main as calibrate_main
+    from tileplan.cost.calibrate import calibrate
+    from tqdm import tqdm
 
-    return calibrate_main(args.data, args.out, args.artifact or ())
+    data = _readable(args.data, "data")
+    paths: list[Path] = []
+    for a in args.artifact or ():
+        p = _readable(a, "artifact")
+        paths += sorted(p.glob("*.csv")) if p.is_dir() else [p]
+    with tqdm(desc="fitting", unit="fit", file=sys.stderr, disable=None, leave=False, dynamic_ncols=True) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        _, report = calibrate(data, paths, progress=progress)
+    params = {"cost_params": {n: round(v, 4) for n, v in report.params.items()}}
+    lines = []
+    for d in report.datasets:
+        m = d.cross_validated or d.fitted
+        lines.append(f"{d.name}: {d.runs} runs, {d.groups} groups; cross-validated MAPE {m.mape:.1%}, median APE "
+                     f"{m.median_ape:.1%}, Spearman {m.spearman:.3f}, within-layer {m.within_layer_spearman_median:.3f}")
+    text = yaml.safe_dump(params, sort_keys=False)
+    if args.out:  # the parameters, loadable as a descriptor's cost_params; the figures still on stdout
+        try:
+            Path(args.out).write_text(text)
+        except OSError as exc:
+            raise InputError(("out",), f"cannot write {args.out}: {exc.strerror}") from None
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print("\n".join(lines))
+        print(text, end="")
+    return 0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -229,6 +435,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _out_and_json(p: argparse.ArgumentParser, what: str = "the result") -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON (the API's shape)")
+    p.add_argument("--out", help=f"write {what} to this file instead of standard output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tileplan", description="Tiling plans for DNN layers on GEMM accelerators.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -243,30 +454,39 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--objective", help="weights, e.g. latency=0.6,energy=0.3,memory_utilization=0.1")
     s.add_argument("--dataflow", help="fix the dataflow instead of letting the mapper choose")
     s.add_argument("--no-baseline", action="store_true", help="skip the hand-written baseline")
-    s.add_argument("--json", action="store_true", help="print contract Plans as JSON")
+    s.add_argument("--nest", action="store_true", help="also show each plan's loop nest beside its baseline's")
+    _out_and_json(s, "the plans (contract Plans)")
     s.set_defaults(func=cmd_schedule)
 
     h = sub.add_parser("hardware", help="list, show or validate descriptors")
     h.add_argument("action", choices=["list", "show", "validate"])
     h.add_argument("name", nargs="?", help="catalog name (show) or file (validate)")
+    _out_and_json(h)
     h.set_defaults(func=cmd_hardware)
 
     e = sub.add_parser("evaluate", help="score a given mapping (or list its violations)")
     e.add_argument("--hw", required=True)
-    e.add_argument("--layer", required=True)
-    e.add_argument("--mapping", required=True, help="YAML/JSON file with a Mapping (or a Plan)")
+    e.add_argument("--layer", help="layer spec; default: each plan's own layer (a file of plans)")
+    e.add_argument("--mapping", required=True,
+                   help="a Mapping, a Plan, or plans (`tileplan schedule --json`, `tileplan-client schedule --out`), "
+                        "JSON or YAML")
     e.add_argument("--executor", choices=["tileplan", "library"], default=None,
                    help="Gemmini-like hardware: cost the calls as Tileplan's code runs them (tiles kept between "
                         "calls that share them) or as Gemmini's own library does (default: the mapping's own "
                         "`executor`, which a plan's mapping carries, else the library)")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("--nest", action="store_true", help="also show the loop nest")
+    _out_and_json(e, "the evaluation")
     e.set_defaults(func=cmd_evaluate)
 
     t = sub.add_parser("timeloop", help="export Timeloop architecture or mapping YAML")
     t.add_argument("what", choices=["arch", "mapping"])
     t.add_argument("--hw", required=True)
-    t.add_argument("--layer", help="layer spec (mapping export)")
+    t.add_argument("--layer", help="layer spec (mapping export; default: the plan's own layer)")
     t.add_argument("--mapping", help="Mapping or Plan file (mapping export)")
+    t.add_argument("--bundle", action="store_true", help="architecture, problem and mapping in one document")
+    t.add_argument("--fold-groups", action="store_true",
+                   help="fold a grouped conv's G into N (Timeloop's CNN layer has no groups dimension)")
+    _out_and_json(t, "the export")
     t.set_defaults(func=cmd_timeloop)
 
     g = sub.add_parser("codegen", help="plan a layer and emit its TVM module / accelerator C")
@@ -277,6 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--format", choices=["c", "tvmscript", "tar"], default="c")
     g.add_argument("--out", help="write here instead of standard output (required for tar)")
     g.add_argument("--run", action="store_true", help="also run it on the emulator against a NumPy reference")
+    g.add_argument("--json", action="store_true", help="print what was built (name, notes, cycles) as JSON")
     g.set_defaults(func=cmd_codegen)
 
     c = sub.add_parser("calibrate", help="refit the cost model's parameters on measured cycles")
@@ -284,6 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", help="write the fitted parameters here (YAML)")
     c.add_argument("--artifact", action="append",
                    help="DOSA artifact CSV (16x16 runs), or a directory of them; repeatable (bench/data/dosa_artifact)")
+    c.add_argument("--json", action="store_true", help="print the whole calibration report as JSON")
     c.set_defaults(func=cmd_calibrate)
 
     v = sub.add_parser("serve", help="run the HTTP service (SQLite and in-process workers by default)")

@@ -24,3 +24,15 @@ RELEVANT: dict[Tensor, frozenset[str]] = {
 }
 
 TENSOR_NAMES: dict[Tensor, str] = {"W": "Weights", "I": "Inputs", "O": "Outputs"}
+
+# What each dimension means, for legends next to loop nests (a matmul's M, K, N appear as P, C, K).
+DIM_MEANING: dict[Dim, str] = {
+    "N": "batch",
+    "G": "groups",
+    "K": "output channels (matmul N)",
+    "C": "input channels (matmul K)",
+    "P": "output rows (matmul M)",
+    "Q": "output columns",
+    "R": "filter rows",
+    "S": "filter columns",
+}

@@ -122,6 +122,12 @@ def executor_for(mapper: str) -> str:
     return "library" if mapper == "gemmini-auto" else "tileplan"
 
 
+BASELINE_MEANING = {
+    "gemmini-auto": "Gemmini's hand-written tiling (tiled_conv_auto / tiled_matmul_auto), run by its library",
+    "random": "the best of random legal mappings (this hardware has no hand-written tiling to compare with)",
+}
+
+
 def baseline_mapper_for(hw: HardwareDescriptor) -> str:
     """Gemmini's hand-written heuristic where it applies, else best-of-N random (a common baseline)."""
     from tileplan.mappers.gemmini_auto import applicable

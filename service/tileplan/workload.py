@@ -146,6 +146,15 @@ def layer_doc(layer: Conv2dLayer | MatmulLayer) -> dict[str, Any]:
     return doc
 
 
+def layer_fields(echo: dict[str, Any]) -> dict[str, Any]:
+    """A Plan's layer echo back to the layer's own fields (drop the derived dims, stride/dilation of matmuls)."""
+    out = {k: v for k, v in echo.items() if k != "dims"}
+    if out.get("op") in ("matmul", "dense"):
+        out.pop("stride", None)
+        out.pop("dilation", None)
+    return out
+
+
 def parse_layer_spec(spec: str) -> Conv2dLayer | MatmulLayer:
     """CLI shorthand: `conv2d:in_channels=64,out_channels=64,in_h=56,in_w=56,kernel=3,padding=1`."""
     op, _, rest = spec.partition(":")

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, Field
 from scipy.optimize import least_squares
 from scipy.stats import spearmanr
@@ -204,9 +203,11 @@ def predict(x: FeatureSet, params: CostParams) -> np.ndarray:
 
 
 def cross_validate(
-    data: Sequence[Dataset], target: int, start: CostParams, max_nfev: int | None = None
+    data: Sequence[Dataset], target: int, start: CostParams, max_nfev: int | None = None,
+    on_fit: Callable[[], None] | None = None,
 ) -> np.ndarray:
-    """Predictions for `data[target]`, each of its groups by a fit on all the other runs of every data set."""
+    """Predictions for `data[target]`, each of its groups by a fit on all the other runs of every data set
+    (`on_fit` is called after each fit)."""
     d = data[target]
     pred = np.empty_like(d.y)
     garr = np.array(d.groups)
@@ -214,6 +215,8 @@ def cross_validate(
         test = garr == g
         train = [d.subset(~test) if i == target else other for i, other in enumerate(data)]
         pred[test] = predict(d.x.subset(test), fit(train, start, max_nfev=max_nfev))
+        if on_fit is not None:
+            on_fit()
     return pred
 
 
@@ -241,14 +244,24 @@ def calibrate(
     cv: bool = True,
     start: CostParams = DEFAULT_PARAMS,
     max_nfev: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[CostParams, CalibrationReport]:
-    """Fit on the random-mapping CSV and the artifact CSVs together; report each data set."""
+    """Fit on the random-mapping CSV and the artifact CSVs together; report each data set. `progress(done,
+    total)` is called after each fit (the whole fit, then one per cross-validation group)."""
     data = [random_mapping_dataset(csv_path)] + ([artifact_dataset(artifact)] if artifact else [])
+    fits = [0, 1 + (sum(len(set(d.groups)) for d in data) if cv else 0)]
+
+    def one_fit() -> None:
+        fits[0] += 1
+        if progress is not None:
+            progress(fits[0], fits[1])
+
     params = fit(data, start, max_nfev=max_nfev)
+    one_fit()
     reports = []
     for i, d in enumerate(data):
         fitted = predict(d.x, params)
-        cv_pred = cross_validate(data, i, params, max_nfev=max_nfev) if cv else None
+        cv_pred = cross_validate(data, i, params, max_nfev=max_nfev, on_fit=one_fit) if cv else None
         shown = fitted if cv_pred is None else cv_pred
         reports.append(DatasetReport(
             name=d.name, runs=len(d.y), groups=len(set(d.groups)),
@@ -261,21 +274,3 @@ def calibrate(
         ))
     sources = [str(csv_path)] + [str(p) for p in artifact]
     return params, CalibrationReport(data=sources, params={n: getattr(params, n) for n in FITTED}, datasets=reports)
-
-
-def main(data: str, out: str | None = None, artifact: Sequence[str] = ()) -> int:
-    """`tileplan calibrate`: fit, print the figures per data set, write the parameters as YAML if asked."""
-    paths: list[Path] = []
-    for a in artifact:
-        p = Path(a)
-        paths += sorted(p.glob("*.csv")) if p.is_dir() else [p]
-    params, rep = calibrate(data, paths)
-    for d in rep.datasets:
-        m = d.cross_validated or d.fitted
-        print(f"{d.name}: {d.runs} runs, {d.groups} groups; cross-validated MAPE {m.mape:.1%}, median APE "
-              f"{m.median_ape:.1%}, Spearman {m.spearman:.3f}, within-layer {m.within_layer_spearman_median:.3f}")
-    text = yaml.safe_dump({"cost_params": {n: round(v, 4) for n, v in rep.params.items()}}, sort_keys=False)
-    if out:
-        Path(out).write_text(text)
-    print(text, end="")
-    return 0

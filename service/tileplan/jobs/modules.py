@@ -18,6 +18,7 @@ from typing import Any
 
 from tileplan.codegen.support import codegen_unsupported
 from tileplan.hardware import HardwareDescriptor
+from tileplan.workload import layer_fields
 from tileplan.jobs.singleflight import SingleFlight
 from tileplan.jobs.solve import SolverPool
 from tileplan.settings import Settings
@@ -146,12 +147,3 @@ def stored_module(key: str, module: dict[str, Any]) -> StoredModule:
         model_cycles=float(cycles) if ok and cycles is not None and cycles == cycles else None,  # NaN: none
         error=None if ok else str(module.get("error", "code generation failed")),
     )
-
-
-def layer_fields(echo: dict[str, Any]) -> dict[str, Any]:
-    """A Plan's layer echo back to the layer's own fields (drop the derived dims, stride/dilation of matmuls)."""
-    out = {k: v for k, v in echo.items() if k != "dims"}
-    if out.get("op") in ("matmul", "dense"):
-        out.pop("stride", None)
-        out.pop("dilation", None)
-    return out

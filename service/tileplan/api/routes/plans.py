@@ -12,11 +12,11 @@ from fastapi.concurrency import run_in_threadpool
 from tileplan.api.auth import require_read, require_write
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, EvaluateRequest, PlanPage
-from tileplan.jobs.modules import UnknownDescriptor, layer_fields
+from tileplan.jobs.modules import UnknownDescriptor
 from tileplan.jobs.solve import SolverCrashed, SolveTimeout
 from tileplan.mapping import parse_mapping
 from tileplan.plan import Evaluation, Plan, evaluate, links_for
-from tileplan.workload import parse_layer
+from tileplan.workload import layer_fields, parse_layer
 
 router = APIRouter(tags=["plans"], dependencies=[Depends(require_read)])
 KEY_PATTERN = "^[0-9a-f]{64}$"
