@@ -5,7 +5,7 @@ VENV ?= .venv
 $(VENV)/.installed: pyproject.toml client/pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e ./client -e '.[dev]'
+	$(VENV)/bin/pip install -q -e './client[cli]' -e '.[dev]'
 	touch $@
 
 .PHONY: install test serve bench

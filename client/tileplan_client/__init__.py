@@ -1,19 +1,35 @@
-"""A thin client for the Tileplan service: `TileplanClient(url, token).schedule(hardware, layers)`.
+"""A thin client for the Tileplan service: `TileplanClient(url, token).schedule(hardware, layers)`, and
+`AsyncTileplanClient` for asyncio.
 
 Depends on httpx only (and PyYAML for the CLI's workload files); never on the solver.
 """
 
-from tileplan_client.client import (
+from tileplan_client.client import AsyncTileplanClient, TileplanClient
+from tileplan_client.errors import (
+    AuthError,
     BadInput,
     JobFailed,
+    NotFound,
     ServiceError,
-    TileplanClient,
     TileplanError,
+    WaitTimeout,
 )
-from tileplan_client.models import Baseline, Evaluation, Job, Metrics, Plan, ScheduleResult, Summary
+from tileplan_client.models import (
+    Baseline,
+    Evaluation,
+    Hardware,
+    Job,
+    Metrics,
+    Module,
+    Plan,
+    ScheduleResult,
+    Summary,
+)
+from tileplan_client.nest import loop_nest_text
 
 __all__ = [
-    "BadInput", "Baseline", "Evaluation", "Job", "JobFailed", "Metrics", "Plan", "ScheduleResult", "ServiceError",
-    "Summary", "TileplanClient", "TileplanError",
+    "AsyncTileplanClient", "AuthError", "BadInput", "Baseline", "Evaluation", "Hardware", "Job", "JobFailed",
+    "Metrics", "Module", "NotFound", "Plan", "ScheduleResult", "ServiceError", "Summary", "TileplanClient",
+    "TileplanError", "WaitTimeout", "loop_nest_text",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,10 +1,12 @@
-"""`tileplan-client`: the service from CI.
+"""`tileplan-client`: the service from a terminal or CI.
 
     tileplan-client schedule --hw gemmini-16x16 --workload layers.yaml --out plans.json
+    tileplan-client module KEY --format tar --out conv1.tar
 
-A progress bar on a terminal, quiet JSON otherwise. Exit codes: 0 ok, 1 service error (unreachable,
-5xx, timed out, solver failure), 2 bad input (unreadable files, 4xx, infeasible layers), 3 a plan is
-slower than its baseline (only with --fail-if-slower-than-baseline).
+A table and a progress bar on a terminal (tqdm, from the `cli` extra), JSON otherwise or with `--json`; `--out
+FILE` writes the result there. Notes and warnings of an answer go to stderr. Exit codes: 0 ok, 1 service error
+(unreachable, 5xx, timed out, solver failure), 2 bad input (unreadable files, 4xx, infeasible layers), 3 a plan
+is slower than its baseline (only with --fail-if-slower-than-baseline) or an evaluated mapping is invalid.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tileplan_client.client import BadInput, JobFailed, ServiceError, TileplanClient
-from tileplan_client.models import Job, ScheduleResult
+from tileplan_client.client import TileplanClient
+from tileplan_client.errors import BadInput, JobFailed, ServiceError
+from tileplan_client.models import Job, Plan, ScheduleResult
+from tileplan_client.nest import legend, loop_nest_lines, side_by_side, used_dims
 
 OK, SERVICE_ERROR, BAD_INPUT, SLOWER = 0, 1, 2, 3
 
@@ -29,15 +33,22 @@ class InputProblem(Exception):
     pass
 
 
-def load_layers(path: str) -> list[dict[str, Any]]:
+# -- input ----------------------------------------------------------------------------------------------------
+
+
+def _load(path: str, flag: str) -> Any:
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        return yaml.safe_load(Path(path).read_text())  # YAML reads JSON too
     except OSError as exc:
-        raise InputProblem(f"--workload: cannot read {path}: {exc.strerror}") from None
+        raise InputProblem(f"{flag}: cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise InputProblem(f"--workload: {path} is not valid YAML{where}") from None
+        raise InputProblem(f"{flag}: {path} is not valid YAML{where}") from None
+
+
+def load_layers(path: str) -> list[dict[str, Any]]:
+    data = _load(path, "--workload")
     if isinstance(data, dict):
         data = data.get("layers")
     if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
@@ -56,25 +67,85 @@ def hardware_ref(value: str) -> str | dict[str, Any]:
     return value
 
 
-class Bar:
-    """A one-line progress bar on stderr (terminals only)."""
+# -- output ---------------------------------------------------------------------------------------------------
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.shown = False
 
-    def __call__(self, job: Job) -> None:
-        if not self.enabled or not job.total:
-            return
-        width = 30
-        filled = int(width * job.done / job.total)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {job.done}/{job.total} layers  {job.status:8}")
-        sys.stderr.flush()
-        self.shown = True
+def _emit(args: argparse.Namespace, text: str, doc: Any) -> None:
+    """`doc` as JSON with --json (or when stdout is not a terminal and there is no `text` view), else `text`;
+    to --out FILE when given."""
+    as_json = getattr(args, "json", False) or not text
+    body = json.dumps(doc, indent=1) if as_json else text
+    out = getattr(args, "out", None)
+    if out:
+        try:
+            Path(out).write_text(body + "\n")
+        except OSError as exc:
+            raise InputProblem(f"--out: cannot write {out}: {exc.strerror}") from None
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        print(body)
 
-    def end(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
+
+def _tell(result: ScheduleResult) -> None:
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    for plan in result.plans:
+        for note in plan.notes:
+            print(f"note: {plan.name or plan.key[:12]}: {note}", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def progress_bar(enabled: bool) -> tuple[Callable[[Job], None], Callable[[], None]]:
+    """(on_progress, close): a tqdm bar of layers done on stderr (when enabled and tqdm is installed)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # the SDK alone (pip install tileplan-client, without [cli]): no bar
+        enabled = False
+    if not enabled:
+        return (lambda job: None), (lambda: None)
+    bar = tqdm(desc="layers", unit="", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def update(job: Job) -> None:
+        if job.total:
+            bar.total = job.total
+            bar.set_postfix_str(job.status, refresh=False)
+            bar.update(job.done - bar.n)
+
+    return update, bar.close
+
+
+def plan_table(result: ScheduleResult) -> str:
+    bases = sorted({p.baseline.mapper for p in result.plans if p.baseline})
+    rows = [f"{'layer':32} {'cycles':>14} {'baseline':>14} {'speedup':>8} cached"]
+    for p in result.plans:
+        base = f"{p.baseline.metrics.cycles:14.0f}" if p.baseline else f"{'-':>14}"
+        sp = f"{p.speedup:8.2f}" if p.speedup else f"{'-':>8}"
+        rows.append(f"{(p.name or p.key[:12])[:32]:32} {p.metrics.cycles:14.0f} {base} {sp} "
+                    f"{'yes' if p.cached else 'no'}")
+    s = result.summary
+    vs = s.baseline_mapper or ", ".join(bases) or "the baseline"
+    rows.append(f"{s.layers} layers ({s.cached} cached, {s.solved} solved): {s.cycles:.0f} cycles"
+                + (f", {s.speedup:.2f}x {vs}" if s.speedup else "")
+                + (f", {s.seconds:.2f} s" if s.seconds is not None else ""))
+    if bases:
+        rows.append("baseline: " + ", ".join(bases))
+    return "\n".join(rows)
+
+
+def nest_view(plan: Plan) -> str:
+    """The plan's loop nest beside its baseline's, with a legend of the dimensions they use."""
+    mine = loop_nest_lines(plan.mapping)
+    if plan.baseline is None:
+        text, dims = "\n".join(mine), used_dims(plan.mapping)
+    else:
+        theirs = loop_nest_lines(plan.baseline.mapping)
+        text = side_by_side(mine, theirs, (f"plan: {plan.mapper}", f"baseline: {plan.baseline.mapper}"))
+        dims = used_dims(plan.mapping, plan.baseline.mapping)
+    return f"== {plan.name or plan.key[:12]} on {plan.hardware}\n{text}\nlegend: {legend(dims)}\n"
+
+
+# -- commands -------------------------------------------------------------------------------------------------
 
 
 def cmd_schedule(args: argparse.Namespace, client: TileplanClient) -> int:
@@ -94,22 +165,30 @@ def cmd_schedule(args: argparse.Namespace, client: TileplanClient) -> int:
         options["mapper"] = args.mapper
     if args.time_limit is not None:
         options["time_limit_s"] = args.time_limit
+    if args.codegen:
+        options["codegen"] = True
     tty = sys.stderr.isatty() and not args.quiet
-    bar = Bar(tty)
+    update, close = progress_bar(tty)
     try:
-        result = client.schedule(
-            hw, layers, model=model, options=options, wait=not tty, timeout=args.timeout, on_progress=bar
-        )
+        # on a terminal, answer at once and show the job's progress; elsewhere let the service wait
+        result = client.schedule(hw, layers, model=model, options=options, wait=not tty, timeout=args.timeout,
+                                 on_progress=update)
     finally:
-        bar.end()
+        close()
+    _tell(result)
     doc = result.raw
+    slower = [p for p in result.plans if p.slower_than_baseline]
+    table = sys.stdout.isatty() and not args.quiet and not args.json
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    slower = [p for p in result.plans if p.slower_than_baseline]
-    if sys.stdout.isatty() and not args.quiet:
-        _print_table(result)
+    if table:
+        print(plan_table(result))
+        if args.nest:
+            print("\n" + "\n".join(nest_view(p) for p in result.plans))
         if args.out:
             print(f"wrote {len(result.plans)} plans to {args.out}")
+    elif args.nest and not args.json:
+        print("\n".join(nest_view(p) for p in result.plans))
     else:
         out = {"id": result.id, "status": result.status, "summary": result.summary.raw}
         if args.fail_if_slower_than_baseline:
@@ -122,30 +201,140 @@ def cmd_schedule(args: argparse.Namespace, client: TileplanClient) -> int:
     return OK
 
 
-def _print_table(result: ScheduleResult) -> None:
-    print(f"{'layer':32} {'cycles':>14} {'baseline':>14} {'speedup':>8} cached")
-    for p in result.plans:
-        base = f"{p.baseline.metrics.cycles:14.0f}" if p.baseline else f"{'-':>14}"
-        sp = f"{p.speedup:8.2f}" if p.speedup else f"{'-':>8}"
-        print(f"{(p.name or p.key[:12])[:32]:32} {p.metrics.cycles:14.0f} {base} {sp} {'yes' if p.cached else 'no'}")
-    s = result.summary
-    print(f"{s.layers} layers ({s.cached} cached, {s.solved} solved): {s.cycles:.0f} cycles"
-          + (f", {s.speedup:.2f}x the baseline" if s.speedup else ""))
-
-
 def cmd_job(args: argparse.Namespace, client: TileplanClient) -> int:
-    print(json.dumps(client.job(args.id).raw))
+    job = client.job(args.id)
+    if args.wait and not job.finished:
+        update, close = progress_bar(sys.stderr.isatty())
+        try:
+            client.wait(job, timeout=args.timeout, on_progress=update)
+        finally:
+            close()
+        job = client.job(args.id)
+    text = f"job {job.id}: {job.status}, {job.done}/{job.total} layers" if sys.stdout.isatty() else ""
+    if job.result is not None:
+        _tell(job.result)
+        if text:
+            text = plan_table(job.result)
+    _emit(args, text, job.raw)
     return OK
 
 
+def cmd_plan(args: argparse.Namespace, client: TileplanClient) -> int:
+    plan = client.plan(args.key if args.name is None else _named(args.key, args.name))
+    text = nest_view(plan) if args.nest else (plan_table(ScheduleResult.from_dict(
+        {"id": "", "status": "done", "plans": [plan.raw], "summary": {"layers": 1}})) if sys.stdout.isatty() else "")
+    _emit(args, text, plan.raw)
+    return OK
+
+
+def _named(key: str, name: str) -> Plan:
+    """A plan reference that carries the asker's layer name (as a schedule answer's links do)."""
+    from urllib.parse import urlencode
+
+    q = "?" + urlencode({"name": name})
+    return Plan.from_dict({"key": key, "metrics": {"cycles": 0}, "links": {
+        "self": f"/plans/{key}{q}", "module": f"/plans/{key}/module{q}", "timeloop": f"/plans/{key}/timeloop{q}"}})
+
+
+def cmd_plans(args: argparse.Namespace, client: TileplanClient) -> int:
+    plans, cursor = client.plans(hardware=args.hardware, op=args.op, limit=args.limit, cursor=args.cursor)
+    rows = [f"{'key':14} {'layer':24} {'hardware':16} {'cycles':>12} {'speedup':>8} {'vs':12}"]
+    for p in plans:
+        rows.append(f"{p.key[:12]:14} {(p.name or p.layer.get('op', ''))[:24]:24} {p.hardware[:16]:16} "
+                    f"{p.metrics.cycles:12.0f} {(f'{p.speedup:.2f}x' if p.speedup else '-'):>8} "
+                    f"{p.baseline.mapper if p.baseline else '-':12}")
+    if cursor:
+        rows.append(f"more: --cursor {cursor}")
+    _emit(args, "\n".join(rows) if sys.stdout.isatty() else "",
+          {"plans": [p.raw for p in plans], "next_cursor": cursor})
+    return OK
+
+
+def cmd_module(args: argparse.Namespace, client: TileplanClient) -> int:
+    if args.format == "tar" and not args.out:
+        raise InputProblem("--out: a tar archive needs --out FILE")
+    ref: str | Plan = args.key if args.name is None else _named(args.key, args.name)
+    module = client.module(ref, args.format)
+    for note in module.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.out:
+        try:
+            module.save(args.out)
+        except OSError as exc:
+            raise InputProblem(f"--out: cannot write {args.out}: {exc.strerror}") from None
+        print(f"wrote {args.out} ({len(module.data):,} bytes)", file=sys.stderr)
+    if args.json:
+        doc = {"key": module.key, "format": module.format, "filename": module.filename,
+               "model_cycles": module.model_cycles, "notes": module.notes, "out": args.out}
+        if not args.out:
+            doc["source"] = module.text
+        print(json.dumps(doc, indent=1))
+    elif not args.out:
+        print(module.text)
+    return OK
+
+
+def cmd_timeloop(args: argparse.Namespace, client: TileplanClient) -> int:
+    ref: str | Plan = args.key if args.name is None else _named(args.key, args.name)
+    text = client.timeloop(ref, bundle=args.bundle, fold_groups=args.fold_groups)
+    _emit(args, text.rstrip("\n"), yaml.safe_load(text))
+    return OK
+
+
+def cmd_evaluate(args: argparse.Namespace, client: TileplanClient) -> int:
+    data = _load(args.mapping, "--mapping")
+    if isinstance(data, dict) and isinstance(data.get("plans"), list):
+        data = data["plans"]
+    items = data if isinstance(data, list) else [data]
+    layer = None
+    if args.layer:
+        layer = _load(args.layer, "--layer") if Path(args.layer).exists() else yaml.safe_load(args.layer)
+        if not isinstance(layer, dict):
+            raise InputProblem("--layer: a layer (JSON/YAML object or a file holding one)")
+    pairs = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputProblem(f"--mapping: item {i} is not a Mapping or a Plan")
+        mapping = item if "levels" in item else item.get("mapping")
+        own = item.get("layer") if "levels" not in item else None
+        if not isinstance(mapping, dict) or (layer is None and not isinstance(own, dict)):
+            raise InputProblem(f"--mapping: item {i} needs a mapping and a layer (a Plan, or give --layer)")
+        pairs.append((layer or own, mapping))  # a plan's layer as it came back: the service reads it
+    if layer is not None and len(pairs) > 1:
+        raise InputProblem(f"--mapping: {args.mapping} holds {len(pairs)} plans; --layer goes with one mapping")
+    results = [client.evaluate(hardware_ref(args.hw), lay, m, args.executor) for lay, m in pairs]
+    lines = []
+    for (lay, _), r in zip(pairs, results):
+        head = f"{lay.get('name') or lay.get('op', '')}: "
+        if r.valid and r.metrics is not None:
+            lines.append(f"{head}valid, {r.metrics.cycles:.0f} cycles ({r.metrics.utilization:.1%} utilisation, "
+                         f"{r.metrics.bound}-bound)")
+        else:
+            lines += [f"{head}invalid:"] + [f"  - {v}" for v in r.violations]
+    docs = [r.raw for r in results]
+    _emit(args, "\n".join(lines) if sys.stdout.isatty() else "", docs[0] if len(docs) == 1 else docs)
+    return OK if all(r.valid for r in results) else SLOWER
+
+
 def cmd_hardware(args: argparse.Namespace, client: TileplanClient) -> int:
-    print(json.dumps(client.hardware()))
+    if args.name:
+        doc = client.descriptor(args.name)
+        _emit(args, yaml.safe_dump(doc, sort_keys=False).rstrip("\n"), doc)
+        return OK
+    hws = client.hardware()
+    text = "\n".join(f"{h.name:20} {h.source:10} {h.description}" for h in hws) if sys.stdout.isatty() else ""
+    _emit(args, text, [h.raw for h in hws])
     return OK
 
 
 def cmd_health(args: argparse.Namespace, client: TileplanClient) -> int:
-    print(json.dumps(client.health()))
+    _emit(args, "", client.health())
     return OK
+
+
+def _json_out(p: argparse.ArgumentParser, what: str = "the result") -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON (the default off a terminal)")
+    p.add_argument("--out", help=f"write {what} to this file")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,24 +346,76 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, default=3, help="retries of unreachable/overloaded service")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("schedule", help="plans for a workload")
+    s = sub.add_parser("schedule", help="plans for a workload or an ONNX model")
     s.add_argument("--hw", required=True, help="hardware: catalog name, or a descriptor YAML file")
     s.add_argument("--workload", help="YAML: {layers: [...]} or a list of layers")
     s.add_argument("--model", help="ONNX model file: plan its convolutions and matrix products")
-    s.add_argument("--out", help="write the plans (JSON) here")
+    s.add_argument("--out", help="write the answer (JSON, every plan) here")
+    s.add_argument("--json", action="store_true", help="print the whole answer as JSON, even on a terminal")
+    s.add_argument("--nest", action="store_true", help="show each plan's loop nest beside its baseline's")
     s.add_argument("--mapper", help="cosa | gemmini-auto | random | exhaustive")
     s.add_argument("--time-limit", type=float, default=None, help="solver seconds per layer")
+    s.add_argument("--codegen", action="store_true", help="also build each plan's module (TVM / C)")
     s.add_argument("--timeout", type=float, default=900.0, help="give up waiting after this many seconds")
     s.add_argument("--fail-if-slower-than-baseline", action="store_true",
                    help="exit 3 if any plan has more cycles than its baseline")
     s.add_argument("--quiet", action="store_true", help="no progress bar or table")
     s.set_defaults(func=cmd_schedule)
 
-    j = sub.add_parser("job", help="a job's status")
+    j = sub.add_parser("job", help="a job's status (and plans, once done)")
     j.add_argument("id")
+    j.add_argument("--wait", action="store_true", help="wait until it is done")
+    j.add_argument("--timeout", type=float, default=900.0)
+    _json_out(j, "the job")
     j.set_defaults(func=cmd_job)
-    sub.add_parser("hardware", help="list hardware").set_defaults(func=cmd_hardware)
-    sub.add_parser("health", help="service health").set_defaults(func=cmd_health)
+
+    pl = sub.add_parser("plan", help="one cached plan")
+    pl.add_argument("key")
+    pl.add_argument("--name", help="the layer name to show it under")
+    pl.add_argument("--nest", action="store_true", help="its loop nest beside its baseline's")
+    _json_out(pl, "the plan")
+    pl.set_defaults(func=cmd_plan)
+
+    ps = sub.add_parser("plans", help="cached plans, newest first")
+    ps.add_argument("--hardware")
+    ps.add_argument("--op", help="conv2d | matmul")
+    ps.add_argument("--limit", type=int, default=50)
+    ps.add_argument("--cursor", help="next_cursor of the previous page")
+    _json_out(ps, "the page")
+    ps.set_defaults(func=cmd_plans)
+
+    m = sub.add_parser("module", help="a plan's generated code (C, TVMScript, or a tar with the host library)")
+    m.add_argument("key")
+    m.add_argument("--format", choices=["c", "tvmscript", "tar"], default="c")
+    m.add_argument("--name", help="name the module (entry point, files) after this layer name")
+    m.add_argument("--out", help="write it here (required for tar)")
+    m.add_argument("--json", action="store_true", help="print what was fetched (name, notes, cycles) as JSON")
+    m.set_defaults(func=cmd_module)
+
+    t = sub.add_parser("timeloop", help="a plan's mapping as Timeloop YAML")
+    t.add_argument("key")
+    t.add_argument("--name", help="the layer name to show it under")
+    t.add_argument("--bundle", action="store_true", help="with the architecture and problem")
+    t.add_argument("--fold-groups", action="store_true", help="fold a grouped conv's G into N")
+    _json_out(t, "the export")
+    t.set_defaults(func=cmd_timeloop)
+
+    e = sub.add_parser("evaluate", help="score a mapping (or a plans file) on a descriptor")
+    e.add_argument("--hw", required=True)
+    e.add_argument("--mapping", required=True, help="a Mapping, a Plan, or plans (schedule --out), JSON or YAML")
+    e.add_argument("--layer", help="the layer (JSON/YAML or a file); default: each plan's own")
+    e.add_argument("--executor", choices=["tileplan", "library"], default=None)
+    _json_out(e, "the evaluation")
+    e.set_defaults(func=cmd_evaluate)
+
+    h = sub.add_parser("hardware", help="list hardware, or show one descriptor")
+    h.add_argument("name", nargs="?")
+    _json_out(h, "the hardware")
+    h.set_defaults(func=cmd_hardware)
+
+    hz = sub.add_parser("health", help="service health")
+    _json_out(hz, "the health")
+    hz.set_defaults(func=cmd_health)
     return p
 
 
@@ -191,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return BAD_INPUT
     except BadInput as exc:
+        if exc.result is not None:  # rejected, but the plans were solved: say what they are
+            _tell(exc.result)
         print(f"error: rejected (HTTP {exc.status}): {exc}", file=sys.stderr)
         return BAD_INPUT
     except JobFailed as exc:

@@ -1,146 +1,60 @@
-"""`TileplanClient`: POST /schedule with retries, polling of 202 jobs, timeouts and typed results."""
+"""`TileplanClient` and its async twin `AsyncTileplanClient`: the service's API with retries, polling of 202
+jobs, timeouts, typed results and typed errors.
+
+    with TileplanClient("http://127.0.0.1:8000") as client:
+        result = client.schedule("gemmini-16x16", [{"op": "matmul", "M": 128, "K": 768, "N": 768}])
+        plan = result.plans[0]
+        print(plan.metrics.cycles, plan.speedup, plan.baseline.mapper)
+        c_source = client.module(plan).text
+
+Both clients share what a request is and what its answer means (`_Api`); they differ only in how they wait.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
 import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
-from tileplan_client.models import Evaluation, Job, Plan, ScheduleResult
+from tileplan_client.errors import (  # noqa: F401 - re-exported
+    AuthError,
+    BadInput,
+    JobFailed,
+    NotFound,
+    ServiceError,
+    TileplanError,
+    WaitTimeout,
+    error_from,
+)
+from tileplan_client.models import Evaluation, Hardware, Job, Module, Plan, ScheduleResult
 
 RETRY_STATUS = {429, 502, 503, 504}
-INPUT_ERROR_TYPES = {"infeasible", "value_error", "missing", "extra_forbidden"}
-
-
-class TileplanError(Exception):
-    """Base of every error the client raises."""
-
-
-class BadInput(TileplanError):
-    """The service rejected the request (4xx): `detail` lists {loc, msg, type} per offending field."""
-
-    def __init__(self, status: int, detail: list[dict[str, Any]]) -> None:
-        self.status = status
-        self.detail = detail
-        super().__init__("; ".join(_format_detail(d) for d in detail) or f"HTTP {status}")
-
-
-class ServiceError(TileplanError):
-    """The service failed, was unreachable, or did not answer in time."""
-
-    def __init__(self, msg: str, status: int | None = None, detail: list[dict[str, Any]] | None = None) -> None:
-        self.status = status
-        self.detail = detail or []
-        super().__init__(msg)
-
-
-class JobFailed(TileplanError):
-    """A job finished as failed; `errors` name the layers and reasons."""
-
-    def __init__(self, job: Job) -> None:
-        self.job = job
-        self.errors = job.errors
-        super().__init__("; ".join(_format_detail(e) for e in job.errors) or f"job {job.id} failed")
-
-    @property
-    def input_fault(self) -> bool:
-        return bool(self.errors) and all(e.get("type") in INPUT_ERROR_TYPES for e in self.errors)
-
-
-def _format_detail(d: dict[str, Any]) -> str:
-    loc = ".".join(str(p) for p in d.get("loc", []) if p != "body")
-    return f"{loc}: {d.get('msg', '')}" if loc else str(d.get("msg", ""))
-
-
+MODULE_FORMATS = ("c", "tvmscript", "tar")
 ProgressFn = Callable[[Job], None]
+PlanRef = Plan | str  # a Plan, or a plan key
 
 
-class TileplanClient:
-    """A client of one Tileplan service.
+class _Api:
+    """Requests and answers, shared by the sync and async clients."""
 
-    `timeout` bounds each HTTP request; `retries` is how often a connection error or a 429/502/503/504 is
-    retried (with jittered exponential backoff); `schedule(..., timeout=)` bounds the whole wait for a job.
-    """
-
-    def __init__(
-        self,
-        url: str = "http://127.0.0.1:8000",
-        token: str | None = None,
-        *,
-        timeout: float = 60.0,
-        retries: int = 3,
-        poll_interval: float = 0.5,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        headers = {"user-agent": "tileplan-client/0.1"}
+    def __init__(self, url: str, token: str | None, retries: int, poll_interval: float) -> None:
+        self.url = url.rstrip("/")
+        self.headers = {"user-agent": "tileplan-client/0.2"}
         if token:
-            headers["authorization"] = f"Bearer {token}"
+            self.headers["authorization"] = f"Bearer {token}"
         self.retries = retries
         self.poll_interval = poll_interval
-        self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
 
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> TileplanClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- transport ------------------------------------------------------------------------------
-
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        delay = 0.2
-        for attempt in range(self.retries + 1):
-            try:
-                resp = self._http.request(method, path, **kwargs)
-            except httpx.TimeoutException as exc:
-                err: Exception = ServiceError(f"{method} {path}: no answer in time ({type(exc).__name__})")
-            except httpx.TransportError as exc:
-                err = ServiceError(f"{method} {path}: cannot reach the service ({exc})")
-            else:
-                if resp.status_code not in RETRY_STATUS:
-                    return resp
-                err = _error_from(resp)
-            if attempt == self.retries:
-                raise err
-            time.sleep(delay * (1 + random.random()))
-            delay = min(delay * 2, 5.0)
-        raise AssertionError("unreachable")
-
-    def _json(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        resp = self._request(method, path, **kwargs)
-        if resp.status_code >= 400:
-            raise _error_from(resp)
-        try:
-            return resp.status_code, resp.json()
-        except ValueError:
-            raise ServiceError(f"{method} {path}: the answer is not JSON", resp.status_code) from None
-
-    # -- API ------------------------------------------------------------------------------------
-
-    def schedule(
-        self,
-        hardware: str | dict[str, Any],
-        layers: Sequence[dict[str, Any]] | None = None,
-        *,
-        model: bytes | None = None,
-        mapper: str | None = None,
-        options: dict[str, Any] | None = None,
-        wait: bool = True,
-        timeout: float | None = 600.0,
-        on_progress: ProgressFn | None = None,
-    ) -> ScheduleResult:
-        """Plans for `layers` on `hardware` (a name, a descriptor dict, or {name, format, source}), or for
-        every convolution and matrix product of `model` (the bytes of an ONNX file) instead of `layers`.
-
-        Polls a 202 job until it is done, calling `on_progress(job)` on each poll; raises `BadInput`,
-        `JobFailed` or `ServiceError`. `wait=False` asks the server to answer at once (a 202 unless cached)."""
+    @staticmethod
+    def schedule_body(hardware: str | dict[str, Any], layers: Sequence[dict[str, Any]] | None, model: bytes | None,
+                      mapper: str | None, options: dict[str, Any] | None, wait: bool) -> dict[str, Any]:
         opts = dict(options or {})
         if mapper:
             opts["mapper"] = mapper
@@ -151,44 +65,167 @@ class TileplanClient:
             body["model"] = base64.b64encode(model).decode("ascii")
         else:
             body["layers"] = list(layers or [])
-        status, doc = self._json("POST", "/schedule", json=body)
-        if status == 200 and doc.get("status") == "done":
-            return ScheduleResult.from_dict(doc)
-        return self.wait_job(doc["id"], timeout=timeout, on_progress=on_progress, first=Job.from_dict(doc))
+        return body
+
+    @staticmethod
+    def plan_path(plan: PlanRef, what: str = "") -> tuple[str, dict[str, str]]:
+        """The path of a plan (or its module / timeloop) and the query its links carry (the asker's layer name),
+        for a Plan; for a key, the plain path."""
+        if isinstance(plan, Plan):
+            link = plan.links.get(what or "self") or f"/plans/{plan.key}" + (f"/{what}" if what else "")
+            parts = urlsplit(link)
+            return parts.path, dict(parse_qsl(parts.query, keep_blank_values=True))
+        return f"/plans/{plan}" + (f"/{what}" if what else ""), {}
+
+    @staticmethod
+    def module_of(key: str, fmt: str, resp: httpx.Response) -> Module:
+        disposition = resp.headers.get("content-disposition", "")
+        filename = disposition.split("filename=", 1)[1].strip('"') if "filename=" in disposition else None
+        cycles = resp.headers.get("x-model-cycles")
+        notes = resp.headers.get("x-codegen-notes")
+        return Module(key=key, format=fmt, data=resp.content, filename=filename,
+                      model_cycles=float(cycles) if cycles else None, notes=json.loads(notes) if notes else [])
+
+    @staticmethod
+    def error(resp: httpx.Response) -> TileplanError:
+        try:
+            doc = resp.json()
+        except ValueError:
+            doc = None
+        return error_from(resp.status_code, resp.reason_phrase, doc)
+
+    @staticmethod
+    def done_or_raise(job: Job) -> ScheduleResult | None:
+        if job.status == "failed":
+            raise JobFailed(job)
+        return job.result
+
+    def backoff(self, attempt: int) -> float:
+        return min(0.2 * 2**attempt, 5.0) * (1 + random.random())
+
+
+class TileplanClient(_Api):
+    """A client of one Tileplan service.
+
+    `timeout` bounds each HTTP request; `retries` is how often a connection error or a 429/502/503/504 is
+    retried (with jittered exponential backoff); `wait(..., timeout=)` bounds the whole wait for a job.
+    Errors: `BadInput` (4xx; `NotFound`, `AuthError`), `ServiceError` (5xx, unreachable; `WaitTimeout`),
+    `JobFailed`; all are `TileplanError`.
+    """
+
+    def __init__(self, url: str = "http://127.0.0.1:8000", token: str | None = None, *, timeout: float = 60.0,
+                 retries: int = 3, poll_interval: float = 0.5, transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(url, token, retries, poll_interval)
+        self._http = httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> TileplanClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport --------------------------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        for attempt in range(self.retries + 1):
+            try:
+                resp = self._http.request(method, path, **kwargs)
+            except httpx.TimeoutException as exc:
+                err: Exception = ServiceError(f"{method} {path}: no answer in time ({type(exc).__name__})")
+            except httpx.TransportError as exc:
+                err = ServiceError(f"{method} {path}: cannot reach the service ({exc})")
+            else:
+                if resp.status_code not in RETRY_STATUS:
+                    if resp.status_code >= 400:
+                        raise self.error(resp)
+                    return resp
+                err = self.error(resp)
+            if attempt == self.retries:
+                raise err
+            time.sleep(self.backoff(attempt))
+        raise AssertionError("unreachable")
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        resp = self._request(method, path, **kwargs)
+        try:
+            return resp.status_code, resp.json()
+        except ValueError:
+            raise ServiceError(f"{method} {path}: the answer is not JSON", resp.status_code) from None
+
+    # -- scheduling -------------------------------------------------------------------------------------------
+
+    def submit(self, hardware: str | dict[str, Any], layers: Sequence[dict[str, Any]] | None = None, *,
+               model: bytes | None = None, mapper: str | None = None, options: dict[str, Any] | None = None,
+               wait: bool = False) -> Job:
+        """Send a schedule request; the job (already done, with its plans in `job.result`, when the service had
+        them all). `wait=True` lets the service wait up to its limit before answering."""
+        body = self.schedule_body(hardware, layers, model, mapper, options, wait)
+        return Job.from_dict(self._json("POST", "/schedule", json=body)[1])
+
+    def wait(self, job: Job | str, *, timeout: float | None = 600.0, on_progress: ProgressFn | None = None
+             ) -> ScheduleResult:
+        """Poll a job until it is done: its plans. Raises `JobFailed`, or `WaitTimeout` after `timeout` s."""
+        end = None if timeout is None else time.monotonic() + timeout
+        current = job if isinstance(job, Job) else self.job(job)
+        interval = min(0.1, self.poll_interval)
+        while True:
+            if on_progress:
+                on_progress(current)
+            result = self.done_or_raise(current)
+            if result is not None:
+                return result
+            if end is not None and time.monotonic() > end:
+                raise WaitTimeout(f"job {current.id} not done after {timeout:g} s", current)
+            time.sleep(interval)
+            interval = min(interval * 1.5, self.poll_interval)
+            current = self.job(current.id)
+
+    def schedule(self, hardware: str | dict[str, Any], layers: Sequence[dict[str, Any]] | None = None, *,
+                 model: bytes | None = None, mapper: str | None = None, options: dict[str, Any] | None = None,
+                 wait: bool = True, timeout: float | None = 600.0, on_progress: ProgressFn | None = None
+                 ) -> ScheduleResult:
+        """Plans for `layers` on `hardware` (a name, a descriptor dict, or {name, format, source}), or for every
+        convolution and matrix product of `model` (the bytes of an ONNX file) instead of `layers`: `submit`
+        then `wait`. `wait=False` asks the service to answer at once (a job to poll, unless cached)."""
+        return self.wait(self.submit(hardware, layers, model=model, mapper=mapper, options=options, wait=wait),
+                         timeout=timeout, on_progress=on_progress)
 
     def job(self, job_id: str) -> Job:
         return Job.from_dict(self._json("GET", f"/jobs/{job_id}")[1])
 
-    def wait_job(
-        self, job_id: str, *, timeout: float | None = 600.0, on_progress: ProgressFn | None = None,
-        first: Job | None = None,
-    ) -> ScheduleResult:
-        end = None if timeout is None else time.monotonic() + timeout
-        job = first
-        interval = min(0.1, self.poll_interval)
-        while True:
-            if job is not None:
-                if on_progress:
-                    on_progress(job)
-                if job.status == "done":
-                    return ScheduleResult.from_dict(job.raw)
-                if job.status == "failed":
-                    raise JobFailed(job)
-            if end is not None and time.monotonic() > end:
-                raise ServiceError(f"job {job_id} not done after {timeout:g} s")
-            if job is not None:
-                time.sleep(interval)
-                interval = min(interval * 1.5, self.poll_interval)
-            job = self.job(job_id)
+    # -- plans ------------------------------------------------------------------------------------------------
 
-    def plan(self, key: str) -> Plan:
-        return Plan.from_dict(self._json("GET", f"/plans/{key}")[1])
+    def plan(self, plan: PlanRef) -> Plan:
+        """A cached plan by key (or a Plan again, as its own link names it)."""
+        path, params = self.plan_path(plan)
+        return Plan.from_dict(self._json("GET", path, params=params)[1])
 
     def plans(self, *, hardware: str | None = None, op: str | None = None, limit: int = 50,
               cursor: str | None = None) -> tuple[list[Plan], str | None]:
+        """One page of cached plans, newest first, and the cursor of the next page (None: the last)."""
         params = {k: v for k, v in dict(hardware=hardware, op=op, limit=limit, cursor=cursor).items() if v is not None}
         doc = self._json("GET", "/plans", params=params)[1]
         return [Plan.from_dict(p) for p in doc["plans"]], doc.get("next_cursor")
+
+    def module(self, plan: PlanRef, format: str = "c", *, name: str | None = None) -> Module:  # noqa: A002
+        """The plan's generated code: C against gemmini.h, TVMScript, or a tar of both with the host library.
+        A Plan from a schedule answer gets its module under the layer name the request gave it; `name`
+        overrides. Raises `BadInput` (422) with the reason when the plan cannot become code."""
+        if format not in MODULE_FORMATS:
+            raise ValueError(f"format must be one of {MODULE_FORMATS}")
+        path, params = self.plan_path(plan, "module")
+        params = {**params, "format": format, **({"name": name} if name is not None else {})}
+        resp = self._request("GET", path, params=params)
+        return self.module_of(plan.key if isinstance(plan, Plan) else plan, format, resp)
+
+    def timeloop(self, plan: PlanRef, *, bundle: bool = False, fold_groups: bool = False) -> str:
+        """The plan's mapping as Timeloop mapping YAML; `bundle`: with the architecture and problem."""
+        path, params = self.plan_path(plan, "timeloop")
+        params = {**params, "bundle": str(bundle).lower(), "fold_groups": str(fold_groups).lower()}
+        return self._request("GET", path, params=params).text
 
     def evaluate(self, hardware: str | dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any],
                  executor: str | None = None) -> Evaluation:
@@ -200,8 +237,15 @@ class TileplanClient:
             body["executor"] = executor
         return Evaluation.from_dict(self._json("POST", "/evaluate", json=body)[1])
 
-    def hardware(self) -> list[dict[str, Any]]:
-        return list(self._json("GET", "/hardware")[1]["hardware"])
+    # -- hardware and health ----------------------------------------------------------------------------------
+
+    def hardware(self) -> list[Hardware]:
+        """The descriptors the service knows (catalog and registered)."""
+        return [Hardware.from_dict(h) for h in self._json("GET", "/hardware")[1]["hardware"]]
+
+    def descriptor(self, name: str) -> dict[str, Any]:
+        """One descriptor, as the service holds it."""
+        return dict(self._json("GET", f"/hardware/{name}")[1])
 
     def register_hardware(self, descriptor: dict[str, Any] | str, *, name: str | None = None) -> dict[str, Any]:
         """Register a descriptor dict, or YAML text (Tileplan or Timeloop)."""
@@ -215,15 +259,129 @@ class TileplanClient:
         return dict(self._json("GET", "/healthz")[1])
 
 
-def _error_from(resp: httpx.Response) -> TileplanError:
-    try:
-        doc = resp.json()
-    except ValueError:
-        doc = {}
-    detail = doc.get("detail") if isinstance(doc, dict) else None
-    if not isinstance(detail, list):
-        detail = [{"loc": [], "msg": str(detail or resp.reason_phrase), "type": "http_error"}]
-    if 400 <= resp.status_code < 500 and resp.status_code != 429:
-        return BadInput(resp.status_code, detail)
-    msg = "; ".join(_format_detail(d) for d in detail) or resp.reason_phrase
-    return ServiceError(f"HTTP {resp.status_code}: {msg}", resp.status_code, detail)
+class AsyncTileplanClient(_Api):
+    """`TileplanClient` for asyncio (httpx.AsyncClient): the same methods, awaited.
+
+        async with AsyncTileplanClient(url) as client:
+            result = await client.schedule("gemmini-16x16", layers)
+    """
+
+    def __init__(self, url: str = "http://127.0.0.1:8000", token: str | None = None, *, timeout: float = 60.0,
+                 retries: int = 3, poll_interval: float = 0.5,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(url, token, retries, poll_interval)
+        self._http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout, transport=transport)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncTileplanClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        for attempt in range(self.retries + 1):
+            try:
+                resp = await self._http.request(method, path, **kwargs)
+            except httpx.TimeoutException as exc:
+                err: Exception = ServiceError(f"{method} {path}: no answer in time ({type(exc).__name__})")
+            except httpx.TransportError as exc:
+                err = ServiceError(f"{method} {path}: cannot reach the service ({exc})")
+            else:
+                if resp.status_code not in RETRY_STATUS:
+                    if resp.status_code >= 400:
+                        raise self.error(resp)
+                    return resp
+                err = self.error(resp)
+            if attempt == self.retries:
+                raise err
+            await asyncio.sleep(self.backoff(attempt))
+        raise AssertionError("unreachable")
+
+    async def _json(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        resp = await self._request(method, path, **kwargs)
+        try:
+            return resp.status_code, resp.json()
+        except ValueError:
+            raise ServiceError(f"{method} {path}: the answer is not JSON", resp.status_code) from None
+
+    async def submit(self, hardware: str | dict[str, Any], layers: Sequence[dict[str, Any]] | None = None, *,
+                     model: bytes | None = None, mapper: str | None = None, options: dict[str, Any] | None = None,
+                     wait: bool = False) -> Job:
+        body = self.schedule_body(hardware, layers, model, mapper, options, wait)
+        return Job.from_dict((await self._json("POST", "/schedule", json=body))[1])
+
+    async def wait(self, job: Job | str, *, timeout: float | None = 600.0, on_progress: ProgressFn | None = None
+                   ) -> ScheduleResult:
+        end = None if timeout is None else time.monotonic() + timeout
+        current = job if isinstance(job, Job) else await self.job(job)
+        interval = min(0.1, self.poll_interval)
+        while True:
+            if on_progress:
+                on_progress(current)
+            result = self.done_or_raise(current)
+            if result is not None:
+                return result
+            if end is not None and time.monotonic() > end:
+                raise WaitTimeout(f"job {current.id} not done after {timeout:g} s", current)
+            await asyncio.sleep(interval)
+            interval = min(interval * 1.5, self.poll_interval)
+            current = await self.job(current.id)
+
+    async def schedule(self, hardware: str | dict[str, Any], layers: Sequence[dict[str, Any]] | None = None, *,
+                       model: bytes | None = None, mapper: str | None = None, options: dict[str, Any] | None = None,
+                       wait: bool = True, timeout: float | None = 600.0, on_progress: ProgressFn | None = None
+                       ) -> ScheduleResult:
+        job = await self.submit(hardware, layers, model=model, mapper=mapper, options=options, wait=wait)
+        return await self.wait(job, timeout=timeout, on_progress=on_progress)
+
+    async def job(self, job_id: str) -> Job:
+        return Job.from_dict((await self._json("GET", f"/jobs/{job_id}"))[1])
+
+    async def plan(self, plan: PlanRef) -> Plan:
+        path, params = self.plan_path(plan)
+        return Plan.from_dict((await self._json("GET", path, params=params))[1])
+
+    async def plans(self, *, hardware: str | None = None, op: str | None = None, limit: int = 50,
+                    cursor: str | None = None) -> tuple[list[Plan], str | None]:
+        params = {k: v for k, v in dict(hardware=hardware, op=op, limit=limit, cursor=cursor).items() if v is not None}
+        doc = (await self._json("GET", "/plans", params=params))[1]
+        return [Plan.from_dict(p) for p in doc["plans"]], doc.get("next_cursor")
+
+    async def module(self, plan: PlanRef, format: str = "c", *, name: str | None = None) -> Module:  # noqa: A002
+        if format not in MODULE_FORMATS:
+            raise ValueError(f"format must be one of {MODULE_FORMATS}")
+        path, params = self.plan_path(plan, "module")
+        params = {**params, "format": format, **({"name": name} if name is not None else {})}
+        resp = await self._request("GET", path, params=params)
+        return self.module_of(plan.key if isinstance(plan, Plan) else plan, format, resp)
+
+    async def timeloop(self, plan: PlanRef, *, bundle: bool = False, fold_groups: bool = False) -> str:
+        path, params = self.plan_path(plan, "timeloop")
+        params = {**params, "bundle": str(bundle).lower(), "fold_groups": str(fold_groups).lower()}
+        return (await self._request("GET", path, params=params)).text
+
+    async def evaluate(self, hardware: str | dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any],
+                       executor: str | None = None) -> Evaluation:
+        body: dict[str, Any] = {"hardware": hardware, "layer": layer, "mapping": mapping}
+        if executor:
+            body["executor"] = executor
+        return Evaluation.from_dict((await self._json("POST", "/evaluate", json=body))[1])
+
+    async def hardware(self) -> list[Hardware]:
+        return [Hardware.from_dict(h) for h in (await self._json("GET", "/hardware"))[1]["hardware"]]
+
+    async def descriptor(self, name: str) -> dict[str, Any]:
+        return dict((await self._json("GET", f"/hardware/{name}"))[1])
+
+    async def register_hardware(self, descriptor: dict[str, Any] | str, *, name: str | None = None) -> dict[str, Any]:
+        params = {"name": name} if name else None
+        if isinstance(descriptor, str):
+            return dict((await self._json("POST", "/hardware", content=descriptor.encode(), params=params,
+                                          headers={"content-type": "application/yaml"}))[1])
+        return dict((await self._json("POST", "/hardware", json=descriptor, params=params))[1])
+
+    async def health(self) -> dict[str, Any]:
+        return dict((await self._json("GET", "/healthz"))[1])

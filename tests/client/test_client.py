@@ -123,3 +123,132 @@ def test_failed_job_and_timeout() -> None:
 
     with pytest.raises(ServiceError, match="not done after"):
         client_for(forever).schedule("g", [{}], timeout=0.2)
+
+
+# -- the rest of the API: modules, Timeloop, hardware, jobs, the async twin, typed errors -------------------------
+
+NAMED = {**PLAN, "layer": {"name": "conv3", "op": "matmul"},
+         "links": {"self": "/plans/" + "a" * 64 + "?name=conv3", "module": "/plans/" + "a" * 64 + "/module?name=conv3",
+                   "timeloop": "/plans/" + "a" * 64 + "/timeloop?name=conv3"}}
+
+
+def api(req: httpx.Request) -> httpx.Response:
+    """A canned service: enough of every endpoint for the SDK's requests and typed answers."""
+    path, q = req.url.path, dict(req.url.params)
+    if path.endswith("/module"):
+        if path.startswith("/plans/" + "b" * 64):
+            return httpx.Response(422, json={"detail": [{"loc": ["path", "key"], "msg": "no module: no code generator",
+                                                         "type": "codegen_error"}]})
+        name = q.get("name", "fc")
+        body = f"void {name}(void);".encode() if q["format"] != "tar" else b"TAR:" + name.encode()
+        headers = {"x-model-cycles": "123.5", "x-codegen-notes": json.dumps(["K padded"])}
+        if q["format"] == "tar":
+            headers["content-disposition"] = f'attachment; filename="{name}.tar"'
+        return httpx.Response(200, content=body, headers=headers)
+    if path.endswith("/timeloop"):
+        return httpx.Response(200, text=f"# {q}\nmapping: []\n")
+    if path == "/hardware":
+        return httpx.Response(200, json={"hardware": [{"name": "gemmini-16x16", "description": "16x16",
+                                                       "source": "catalog", "links": {"self": "/hardware/g"}}]})
+    if path.startswith("/plans/"):
+        if "c" * 64 in path:
+            return httpx.Response(404, json={"detail": [{"loc": ["path", "key"], "msg": "no plan", "type": "not_found"}]})
+        return httpx.Response(200, json={**PLAN, "layer": {"name": q.get("name", "fc")}})
+    if path == "/evaluate":
+        return httpx.Response(200, json={"valid": True, "metrics": PLAN["metrics"], "violations": []})
+    if path == "/jobs/j9":
+        return httpx.Response(200, json={**DONE, "id": "j9", "notes": ["model: 1 ConvTranspose node(s) not planned"],
+                                         "created_at": "2026-12-01T10:00:00+00:00",
+                                         "summary": {**DONE["summary"], "baseline_mapper": "gemmini-auto",
+                                                     "seconds": 1.5}})
+    if path == "/schedule":
+        if json.loads(req.content)["hardware"] == "simba":
+            return httpx.Response(422, json={**DONE, "detail": [{"loc": ["body", "options", "codegen"],
+                                                                  "msg": "no code generator for simba",
+                                                                  "type": "codegen_unsupported"}]})
+        return httpx.Response(202, json={"id": "j9", "status": "queued", "progress": {"done": 0, "total": 1}})
+    return httpx.Response(404, json={"detail": [{"loc": [], "msg": "?", "type": "not_found"}]})
+
+
+def test_module_timeloop_hardware_evaluate_and_wait() -> None:
+    from tileplan_client import Hardware, NotFound
+
+    c = client_for(api)
+    plan = Plan.from_dict(NAMED)
+    m = c.module(plan)  # a plan from an answer: its module under the layer name that answer gave it
+    assert m.format == "c" and m.text == "void conv3(void);" and m.model_cycles == 123.5 and m.notes == ["K padded"]
+    tar = c.module(plan, "tar")
+    assert tar.filename == "conv3.tar" and tar.data == b"TAR:conv3"
+    with pytest.raises(ValueError):
+        tar.text  # noqa: B018
+    assert c.module("a" * 64, "c", name="other").text == "void other(void);"
+    assert c.plan(plan).name == "conv3"  # the plan's own link keeps the name too
+    assert "'name': 'conv3'" in c.timeloop(plan) and "'bundle': 'true'" in c.timeloop(plan, bundle=True)
+    (hw,) = c.hardware()
+    assert isinstance(hw, Hardware) and hw.name == "gemmini-16x16" and hw.source == "catalog"
+    ev = c.evaluate("gemmini-16x16", {"op": "matmul", "M": 1, "K": 1, "N": 1}, {"levels": []})
+    assert ev.valid and ev.metrics is not None and ev.metrics.cycles == 100.0
+    job = c.submit("gemmini-16x16", [{"op": "matmul"}])
+    assert job.status == "queued" and job.result is None
+    res = c.wait(job)
+    assert res.notes == ["model: 1 ConvTranspose node(s) not planned"]
+    assert res.summary.baseline_mapper == "gemmini-auto" and res.summary.seconds == 1.5
+    assert c.job("j9").created_at == "2026-12-01T10:00:00+00:00"
+    with pytest.raises(NotFound) as nf:
+        c.plan("c" * 64)
+    assert nf.value.status == 404 and nf.value.type == "not_found"
+    with pytest.raises(BadInput) as bad:
+        c.module("b" * 64)
+    assert bad.value.status == 422 and "no code generator" in str(bad.value)
+
+
+def test_codegen_refusal_carries_the_plans() -> None:
+    with pytest.raises(BadInput) as exc:
+        client_for(api).schedule("simba", [{"op": "matmul"}], options={"codegen": True})
+    assert exc.value.type == "codegen_unsupported" and exc.value.result is not None
+    assert exc.value.result.plans[0].key == "a" * 64
+
+
+def test_async_twin() -> None:
+    import asyncio
+
+    from tileplan_client import AsyncTileplanClient, JobFailed
+
+    async def go() -> None:
+        async with AsyncTileplanClient("http://svc", transport=httpx.MockTransport(api), poll_interval=0.01) as c:
+            res = await c.schedule("gemmini-16x16", [{"op": "matmul"}])
+            assert res.plans[0].speedup == pytest.approx(2.5) and res.summary.baseline_mapper == "gemmini-auto"
+            assert (await c.module(Plan.from_dict(NAMED))).text == "void conv3(void);"
+            assert (await c.hardware())[0].name == "gemmini-16x16"
+            assert (await c.evaluate("g", {}, {})).valid
+            assert "mapping" in await c.timeloop("a" * 64)
+            assert (await c.plan("a" * 64)).key == "a" * 64
+        failing = httpx.MockTransport(lambda req: httpx.Response(200, json={
+            "id": "j", "status": "failed", "progress": {"done": 0, "total": 1},
+            "errors": [{"loc": ["layers", 0], "msg": "no legal mapping", "type": "infeasible"}]}))
+        async with AsyncTileplanClient("http://svc", transport=failing) as c:
+            with pytest.raises(JobFailed):
+                await c.wait("j")
+
+    asyncio.run(go())
+
+
+def test_client_loop_nest_matches_the_service() -> None:
+    """The client prints a loop nest exactly as the service's tileplan.loopnest does."""
+    from tileplan.loopnest import legend, loop_nest_text, used_dims
+
+    from tileplan_client import nest
+
+    mappings = [
+        {"levels": [{"name": "Registers", "temporal": [["P", 32]], "spatial": []},
+                    {"name": "Accumulator", "temporal": [["C", 4], ["K", 4]], "spatial": [["C", 16]]},
+                    {"name": "Scratchpad", "temporal": [], "spatial": [["K", 12]]},
+                    {"name": "DRAM", "temporal": [["Q", 7], ["K", 1]], "spatial": []}],
+         "double_buffered": {"Scratchpad": ["I", "W"]}, "padded_dims": {"K": 48}},
+        {"levels": []},
+    ]
+    keeps = {"Registers": ["W"], "Accumulator": ["O"], "Scratchpad": ["I", "W"], "DRAM": ["I", "O", "W"]}
+    for m in mappings:
+        assert nest.loop_nest_text(m) == loop_nest_text(m)
+        assert nest.loop_nest_text(m, keeps) == loop_nest_text(m, keeps)
+        assert nest.legend(nest.used_dims(m)) == legend(used_dims(m))

@@ -166,3 +166,67 @@ def test_schedule_an_onnx_model(service: str, tmp_path: Path) -> None:
     assert r.returncode == 2 and "model" in r.stderr
     both = run("schedule", "--hw", "gemmini-16x16", "--model", str(model), "--workload", str(model), url=service)
     assert both.returncode == 2
+
+
+# -- notes, modules, nests and the README's SDK example against the real service ----------------------------------
+
+
+def test_notes_reach_the_client(service: str, tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+    from test_answers import model_with_a_conv_transpose
+
+    model = tmp_path / "up.onnx"
+    model.write_bytes(model_with_a_conv_transpose())
+    r = run("schedule", "--hw", "gemmini-16x16", "--model", str(model), "--time-limit", "1", url=service)
+    assert r.returncode == 0, r.stderr
+    assert "note: model: 1 ConvTranspose node(s) not planned" in r.stderr
+    assert json.loads(r.stdout)["notes"] == ["model: 1 ConvTranspose node(s) not planned (no conv2d/matmul form)"]
+
+
+def test_plan_module_timeloop_evaluate_and_hardware_commands(service: str, tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    wl = tmp_path / "one.yaml"
+    wl.write_text(yaml.safe_dump([{"name": "mm2", "op": "matmul", "M": 32, "K": 48, "N": 20}]))
+    out = tmp_path / "plans.json"
+    r = run("schedule", "--hw", "gemmini-16x16", "--workload", str(wl), "--time-limit", "1", "--out", str(out),
+            url=service)
+    assert r.returncode == 0, r.stderr
+    key = json.loads(out.read_text())["plans"][0]["key"]
+    r = run("plan", key, "--nest", url=service)
+    assert r.returncode == 0 and "baseline: gemmini-auto" in r.stdout and "legend: " in r.stdout
+    tar = tmp_path / "mm3.tar"
+    r = run("module", key, "--name", "mm3", "--format", "tar", "--out", str(tar), url=service)
+    assert r.returncode == 0, r.stderr
+    with tarfile.open(fileobj=io.BytesIO(tar.read_bytes())) as tf:
+        assert "mm3/mm3.c" in tf.getnames()
+    r = run("module", key, "--format", "c", url=service)
+    assert r.returncode == 0 and "void mm2(" in r.stdout
+    r = run("module", key, "--format", "tar", url=service)
+    assert r.returncode == 2 and "--out" in r.stderr
+    tl = tmp_path / "tl.yaml"
+    r = run("timeloop", key, "--bundle", "--out", str(tl), url=service)
+    assert r.returncode == 0 and {"architecture", "problem", "mapping"} <= set(yaml.safe_load(tl.read_text()))
+    r = run("evaluate", "--hw", "gemmini-16x16", "--mapping", str(out), "--json", url=service)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["metrics"]["cycles"] == json.loads(out.read_text())["plans"][0]["metrics"]["cycles"]
+    r = run("hardware", "--json", url=service)
+    assert r.returncode == 0 and any(h["name"] == "simba" for h in json.loads(r.stdout))
+    r = run("plan", "0" * 64, url=service)
+    assert r.returncode == 2 and "no plan" in r.stderr
+
+
+def test_the_readme_sdk_example_runs(service: str) -> None:
+    """The README's Python example, as written, against a live service."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## The client: SDK"):]
+    code = section[section.index("```python") + len("```python"):]
+    code = code[:code.index("```")]
+    assert "TileplanClient" in code
+    scope: dict[str, object] = {}
+    exec(compile(code.replace("http://127.0.0.1:8000", service), "README.md", "exec"), scope)  # noqa: S102
+    result, done = scope["result"], scope["done"]
+    assert result.plans[0].name == "qkv" and result.summary.baseline_mapper == "gemmini-auto"  # type: ignore[attr-defined]
+    assert "void qkv(" in scope["c_source"] and "mapping" in scope["timeloop_yaml"]  # type: ignore[operator]
+    assert scope["check"].valid and done.plans[0].metrics.cycles > 0  # type: ignore[attr-defined]

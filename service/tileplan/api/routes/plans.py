@@ -176,6 +176,7 @@ def _timeloop_text(row: Any, descriptor: dict[str, Any] | None, bundle: bool, fo
 def evaluate_mapping(body: EvaluateRequest, request: Request) -> Evaluation:
     """Any mapping on any descriptor: its metrics when legal, its violations when not."""
     hw = request.app.state.scheduler.resolve_hardware(body.hardware)
-    layer = parse_layer(body.layer, ("layer",))
+    # a Plan's layer (with its derived `dims`) is accepted as it is, so a plan can be evaluated as it came back
+    layer = parse_layer(layer_fields(body.layer) if "dims" in body.layer else body.layer, ("layer",))
     mapping = parse_mapping(body.mapping, ("mapping",))
     return evaluate(layer, hw, mapping, body.executor)
