@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from markupsafe import escape
 
 from tileplan.api.app import create_app
 from tileplan.hardware.catalog import catalog
@@ -90,22 +91,23 @@ def test_filters(client: TestClient, plans: dict[str, dict]) -> None:
     assert page(client, "/?hardware=&op=") .count('href="/ui/plans/') == 3  # the form's "all" choice
 
 
-def test_pagination_follows_the_cursor(client: TestClient, plans: dict[str, dict]) -> None:
+def test_pagination_pages_through_in_order(client: TestClient, plans: dict[str, dict]) -> None:
     seen: list[str] = []
     url: str | None = "/?limit=1"
     for _ in range(10):
         text = page(client, url)
         keys = PLAN_LINK.findall(text)
-        assert len(keys) <= 1
+        assert len(keys) == 1
         seen += keys
         m = NEXT.search(text)
         if m is None:
-            assert "No more plans" in text
+            assert "page 3 of 3" in text
             break
         url = html.unescape(m.group(1))
-        assert "limit=1" in url and "cursor=" in url
+        assert "limit=1" in url and "page=" in url
     assert seen == [p["key"] for p in client.get("/plans").json()["plans"]]
     assert len(seen) == 3
+    assert "No more plans" in page(client, "/?limit=1&page=9")
 
     first = page(client, "/?op=matmul&limit=1")
     nxt = html.unescape(NEXT.search(first).group(1))  # type: ignore[union-attr]
@@ -114,7 +116,27 @@ def test_pagination_follows_the_cursor(client: TestClient, plans: dict[str, dict
     assert PLAN_LINK.findall(first) + PLAN_LINK.findall(second) == [
         p["key"] for p in client.get("/plans", params={"op": "matmul"}).json()["plans"]
     ]
-    assert 'first page</a>' in second
+    prev = html.unescape(re.search(r'<a rel="prev" href="([^"]+)"', second).group(1))  # type: ignore[union-attr]
+    assert PLAN_LINK.findall(page(client, prev)) == PLAN_LINK.findall(first)
+    assert "2 of 3 plans match these filters" in second  # the count follows the filter
+
+
+def test_sorting_by_a_column(client: TestClient, plans: dict[str, dict]) -> None:
+    by_cycles = sorted(plans.values(), key=lambda p: p["metrics"]["cycles"])
+    assert PLAN_LINK.findall(page(client, "/?sort=cycles&order=asc")) == [p["key"] for p in by_cycles]
+    assert PLAN_LINK.findall(page(client, "/?sort=cycles")) == [p["key"] for p in by_cycles[::-1]]
+    by_speedup = sorted(plans.values(), key=lambda p: (-p["speedup"], -1))
+    got = PLAN_LINK.findall(page(client, "/?sort=speedup"))
+    assert [plans_by_key(plans)[k]["speedup"] for k in got] == [p["speedup"] for p in by_speedup]
+    text = page(client, "/?sort=layer&order=asc")
+    assert 'aria-sort="ascending"' in text and "Layer \u25b2" in text
+    # every sortable header links to its sort, keeping the filters
+    assert 'href="/?op=matmul&amp;sort=cycles&amp;order=desc"' in page(client, "/?op=matmul")
+    assert "sort: one of" in page(client, "/?sort=colour", 400)
+
+
+def plans_by_key(plans: dict[str, dict]) -> dict[str, dict]:
+    return {p["key"]: p for p in plans.values()}
 
 
 def test_plan_page(client: TestClient, plans: dict[str, dict]) -> None:
@@ -134,17 +156,26 @@ def test_plan_page(client: TestClient, plans: dict[str, dict]) -> None:
                  f"/plans/{key}/module?format=tvmscript", f"/plans/{key}/module?format=tar"):
         assert f'href="{html.escape(href)}"' in text
 
-    # the loop nest: outermost level first, every factor of the plan as a loop
-    nest = html.unescape(re.search(r"<pre>(.*?)</pre>", text, re.S).group(1))  # type: ignore[union-attr]
-    headers = [line.split(" [")[0] for line in nest.splitlines() if line and not line.startswith(("|", "-"))]
+    # the loop nest: outermost level first, every factor of the plan as a loop; the baseline's beside it
+    nest = html.unescape(re.search(r'<pre class="nest" id="nest-plan">(.*?)</pre>', text, re.S).group(1))  # type: ignore[union-attr]
+    headers = [line.strip().split("  [")[0] for line in nest.splitlines()
+               if line.strip() and not line.strip().startswith(("|", "<<", "padded"))]
     assert headers == levels[::-1]
     for lv in plan["mapping"]["levels"]:
         for d, f in lv["temporal"]:
-            assert f"for {d} in [0:{f})" in nest
+            assert f == 1 or f"| for {d} in [0:{f})" in nest
         for d, f in lv["spatial"]:
-            assert f"for {d} in [0:{f}) (Spatial)" in nest
+            assert f == 1 or f"| par-for {d} in [0:{f})" in nest
     for lv, tensors in plan["mapping"]["double_buffered"].items():
         assert f"double-buffered {' '.join(tensors)}" in nest
+    assert 'id="nest-baseline"' in text and f"Baseline ({plan['baseline']['mapper']})" in text
+    legend = dict(re.findall(r"<dt>(\w)</dt><dd>([^<]+)</dd>", text))
+    assert legend["K"] == "output channels (matmul N)" and legend["R"] == "filter rows"
+    # charts, drawn on the server: where the cycles go, and how full each buffer is
+    for kind in ("breakdown", "fill"):
+        assert f'data-chart="{kind}"' in text
+    assert '<rect class="compute"' in text and '<svg xmlns="http://www.w3.org/2000/svg" role="img"' in text
+    assert "over the baseline, gemmini-auto: Gemmini&#39;s hand-written tiling" in text
 
 
 def test_unknown_plan_is_an_html_404(client: TestClient) -> None:
@@ -159,13 +190,33 @@ def test_markup_in_a_layer_name_is_escaped(client: TestClient, plans: dict[str, 
     for url in ("/", f"/ui/plans/{key}"):
         text = page(client, url)
         assert "<script" not in text.lower()
-        assert html.escape(EVIL["name"]) in text  # &lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;
+        assert str(escape(EVIL["name"])) in text  # &lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;
 
 
 def test_bad_query_is_an_html_400(client: TestClient) -> None:
-    assert "cursor" in page(client, "/?cursor=abc", 400)
+    assert "page" in page(client, "/?page=abc", 400)
+    assert "page" in page(client, "/?page=0", 400)
     assert "limit" in page(client, "/?limit=0", 400)
+    assert "order" in page(client, "/?order=up", 400)
+    assert "kind" in page(client, "/ui/requests?kind=x", 400)
     assert "limit" in page(client, "/?limit=many", 400)
+
+
+def test_requests_and_models_as_groups(client: TestClient, plans: dict[str, dict]) -> None:
+    text = page(client, "/ui/requests")
+    (job,) = re.findall(r'href="/ui/requests/([0-9a-f]{32})"', text)  # the one request that solved the three plans
+    assert "1 request solved here" in text
+    group = page(client, f"/ui/requests/{job}")
+    for kind in ("cycles", "speedup"):
+        assert f'data-chart="{kind}"' in group
+    for name, plan in plans.items():
+        assert str(escape(name)) in group and cycles(plan["metrics"]["cycles"]) in group
+    # each layer links to its plan under the name the request gave it
+    assert f'href="/ui/plans/{plans["view_fc"]["key"]}?name=view_fc"' in group
+    named = page(client, f"/ui/plans/{plans['view_fc']['key']}?name=other_name")
+    assert "other_name" in named and "module?format=c&amp;name=other_name" in named
+    assert "No model requests yet" in page(client, "/ui/requests?kind=models")
+    page(client, "/ui/requests/" + "f" * 32, 404)
 
 
 def test_views_are_not_in_the_openapi_document(client: TestClient) -> None:
@@ -230,3 +281,13 @@ def test_views_on_postgres(fresh_pg: str, tmp_path: Path) -> None:
         assert re.search(r'<time datetime="[0-9-]+T[0-9:.]+\+00:00">', text)
         detail = page(c, f"/ui/plans/{plan['key']}")
         assert "view_fc" in detail and cycles(plan["metrics"]["cycles"]) in detail
+
+
+def test_api_docs_are_served_offline(client: TestClient) -> None:
+    r = client.get("/docs")
+    assert r.status_code == 200 and "script-src 'self'" in r.headers["content-security-policy"]
+    refs = re.findall(r'(?:src|href)="([^"]+)"', r.text)
+    assert refs and all(u.startswith("/") for u in refs), refs  # nothing from another site
+    for u in refs:
+        assert client.get(u).status_code == 200, u
+    assert "SwaggerUIBundle" in client.get("/static/docs/swagger-ui-bundle.js").text

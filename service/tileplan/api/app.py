@@ -17,13 +17,14 @@ from fastapi import FastAPI
 from tileplan import __version__
 from tileplan.api import errors
 from tileplan.api.metrics import Metrics, MetricsAndLimits
-from tileplan.api.routes import hardware, plans, schedule, system, views
+from tileplan.api.routes import hardware, plans, schedule, system
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.modules import ModuleBuilder
 from tileplan.jobs.scheduler import Scheduler
 from tileplan.settings import Settings, get_settings, is_postgres
 from tileplan.store import Store
 from tileplan.store.repository import AsyncPlanReader
+from tileplan.web import docs, views
 
 log = logging.getLogger("tileplan.api")
 
@@ -78,11 +79,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served offline by tileplan.web.docs (assets from a package, not a CDN)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.metrics = metrics
     errors.install(app)
     for module in (schedule, plans, hardware, system, views):
         app.include_router(module.router)
+    docs.install(app)
     app.add_middleware(MetricsAndLimits, metrics=metrics, max_body=settings.max_request_bytes)
     return app

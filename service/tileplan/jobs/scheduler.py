@@ -160,9 +160,10 @@ class Scheduler:
     # -- the request ----------------------------------------------------------------------------
 
     async def schedule(self, hardware: Any, layers: list[Any], options: ScheduleOptions, *, wait: bool,
-                       notes: list[str] | None = None) -> Answer:
+                       notes: list[str] | None = None, model: str | None = None) -> Answer:
         """`notes`: what the request's reading left out (e.g. the ONNX operators of a model that were not
-        planned); they are part of every answer to it, the job's too."""
+        planned); they are part of every answer to it, the job's too. `model`: the name of the ONNX model the
+        layers come from (the browser view groups a model's layers by it)."""
         start = time.perf_counter()
         p = self.prepare(hardware, layers, options)
         codegen = options.codegen and p.codegen_unsupported is None and self.modules is not None
@@ -192,6 +193,7 @@ class Scheduler:
             "keys": p.keys,
             "cached": sorted(cached),
             "notes": list(notes or []),
+            "model": model,
             "baseline_mapper": p.baseline_mapper,
             "codegen_unsupported": p.codegen_unsupported,
         }

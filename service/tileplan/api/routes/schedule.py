@@ -35,20 +35,21 @@ async def schedule(body: ScheduleRequest, request: Request) -> Response:
     solved once, even when listed twice or asked for by many clients at once."""
     if body.model is not None and body.layers is not None:
         raise InputError(("model",), "give `layers` or `model`, not both", "value_error")
-    layers, notes = (body.layers, []) if body.model is None else await asyncio.to_thread(_model_layers, body.model)
+    layers, notes, model = ((body.layers, [], None) if body.model is None
+                            else await asyncio.to_thread(_model_layers, body.model))
     if layers is None:
         raise InputError(("layers",), "field required (or `model`: a base64 ONNX model)", "missing")
     state = request.app.state
     answer = await state.scheduler.schedule(body.hardware, layers, body.options, wait=body.wait,
-                                            notes=[f"model: {n}" for n in notes])
+                                            notes=[f"model: {n}" for n in notes], model=model)
     state.metrics.cache_hits.inc(answer.cache_hits)
     state.metrics.cache_misses.inc(answer.cache_misses)
     return Response(answer.body, status_code=answer.status_code, media_type="application/json")
 
 
-def _model_layers(model_b64: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The layers of a base64 ONNX model, as contract layer documents, and the notes on what was not planned
-    (shape inference runs off the loop)."""
+def _model_layers(model_b64: str) -> tuple[list[dict[str, Any]], list[str], str]:
+    """The layers of a base64 ONNX model, as contract layer documents, the notes on what was not planned, and the
+    model's name (shape inference runs off the loop)."""
     from tileplan.workload_onnx import load_onnx
 
     try:
@@ -56,7 +57,7 @@ def _model_layers(model_b64: str) -> tuple[list[dict[str, Any]], list[str]]:
     except (binascii.Error, ValueError):
         raise InputError(("model",), "not valid base64", "value_error") from None
     workload = load_onnx(data)
-    return [layer.model_dump(mode="json") for layer in workload.layers], list(workload.notes)
+    return [layer.model_dump(mode="json") for layer in workload.layers], list(workload.notes), workload.name
 
 
 @router.get("/jobs/{job_id}", response_model=None, responses={200: {"model": JobView}, 404: {"model": ErrorBody}})
