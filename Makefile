@@ -1,4 +1,4 @@
-# `make test` sets up a virtualenv from scratch (if missing) and runs the whole test suite.
+# `make test` sets up a virtualenv from scratch (if missing), checks the code (ruff, mypy) and runs the whole test suite.
 PY ?= python3
 VENV ?= .venv
 
@@ -8,10 +8,14 @@ $(VENV)/.installed: pyproject.toml client/pyproject.toml
 	$(VENV)/bin/pip install -q -e './client[cli]' -e '.[dev]'
 	touch $@
 
-.PHONY: install test serve bench
+.PHONY: install lint test serve bench
 install: $(VENV)/.installed
 
-test: $(VENV)/.installed
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check service client
+	$(VENV)/bin/mypy
+
+test: lint
 	$(VENV)/bin/python -m pytest
 
 serve: $(VENV)/.installed

@@ -286,20 +286,21 @@ def cmd_evaluate(args: argparse.Namespace, client: TileplanClient) -> int:
     if isinstance(data, dict) and isinstance(data.get("plans"), list):
         data = data["plans"]
     items = data if isinstance(data, list) else [data]
-    layer = None
+    layer: dict[str, Any] | None = None
     if args.layer:
         layer = _load(args.layer, "--layer") if Path(args.layer).exists() else yaml.safe_load(args.layer)
         if not isinstance(layer, dict):
             raise InputProblem("--layer: a layer (JSON/YAML object or a file holding one)")
-    pairs = []
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise InputProblem(f"--mapping: item {i} is not a Mapping or a Plan")
         mapping = item if "levels" in item else item.get("mapping")
         own = item.get("layer") if "levels" not in item else None
-        if not isinstance(mapping, dict) or (layer is None and not isinstance(own, dict)):
+        chosen = layer if layer is not None else own  # a plan's layer as it came back: the service reads it
+        if not isinstance(mapping, dict) or not isinstance(chosen, dict):
             raise InputProblem(f"--mapping: item {i} needs a mapping and a layer (a Plan, or give --layer)")
-        pairs.append((layer or own, mapping))  # a plan's layer as it came back: the service reads it
+        pairs.append((chosen, mapping))
     if layer is not None and len(pairs) > 1:
         raise InputProblem(f"--mapping: {args.mapping} holds {len(pairs)} plans; --layer goes with one mapping")
     results = [client.evaluate(hardware_ref(args.hw), lay, m, args.executor) for lay, m in pairs]

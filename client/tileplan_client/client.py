@@ -210,7 +210,7 @@ class TileplanClient(_Api):
         doc = self._json("GET", "/plans", params=params)[1]
         return [Plan.from_dict(p) for p in doc["plans"]], doc.get("next_cursor")
 
-    def module(self, plan: PlanRef, format: str = "c", *, name: str | None = None) -> Module:  # noqa: A002
+    def module(self, plan: PlanRef, format: str = "c", *, name: str | None = None) -> Module:
         """The plan's generated code: C against gemmini.h, TVMScript, or a tar of both with the host library.
         A Plan from a schedule answer gets its module under the layer name the request gave it; `name`
         overrides. Raises `BadInput` (422) with the reason when the plan cannot become code."""
@@ -350,7 +350,7 @@ class AsyncTileplanClient(_Api):
         doc = (await self._json("GET", "/plans", params=params))[1]
         return [Plan.from_dict(p) for p in doc["plans"]], doc.get("next_cursor")
 
-    async def module(self, plan: PlanRef, format: str = "c", *, name: str | None = None) -> Module:  # noqa: A002
+    async def module(self, plan: PlanRef, format: str = "c", *, name: str | None = None) -> Module:
         if format not in MODULE_FORMATS:
             raise ValueError(f"format must be one of {MODULE_FORMATS}")
         path, params = self.plan_path(plan, "module")

@@ -48,9 +48,10 @@ def check_arch(problem: Problem, arch: Architecture, mapping: Mapping) -> list[s
         return [f"levels must be {names} (innermost first), got {got}"]
 
     bounds = mapping.bounds()
+    padded_dims: dict[str, int] = dict(mapping.padded_dims.items())
     for d in DIMS:
         want = problem.dims[d]
-        padded = mapping.padded_dims.get(d)
+        padded = padded_dims.get(d)
         if padded is not None:
             if padded < want:
                 out.append(f"padded_dims.{d}={padded} is smaller than the bound {want}")
@@ -85,7 +86,7 @@ def check_arch(problem: Problem, arch: Architecture, mapping: Mapping) -> list[s
         return out  # capacities are meaningless while the factors are wrong
 
     tiles = analyse(problem, arch, mapping).tiles
-    db = {i: frozenset(mapping.double_buffered.get(lv.name, [])) for i, lv in enumerate(arch.levels)}
+    db: dict[int, frozenset[str]] = {i: frozenset(mapping.double_buffered.get(lv.name, [])) for i, lv in enumerate(arch.levels)}
     for i in range(len(arch.levels)):
         out += level_violations(problem, arch, i, tiles[i], db[i])
     out += call_violations(problem, arch, tiles, db)

@@ -192,13 +192,13 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     hw = resolve_hardware(args.hw)
     layers = _layers(args)
     try:
-        opts = ScheduleOptions(
-            mapper=args.mapper,
-            time_limit_s=args.time_limit,
-            objective=_objective(args.objective) if args.objective else {},
-            dataflow=args.dataflow,
-            baseline=not args.no_baseline,
-        )
+        opts = ScheduleOptions.model_validate({
+            "mapper": args.mapper,
+            "time_limit_s": args.time_limit,
+            "objective": _objective(args.objective) if args.objective else {},
+            "dataflow": args.dataflow,
+            "baseline": not args.no_baseline,
+        })
     except ValidationError as exc:
         raise from_validation_error(exc, ("options",)) from None
     named = lambda layer: layer.name or layer.op  # noqa: E731
@@ -244,8 +244,7 @@ def cmd_hardware(args: argparse.Namespace) -> int:
     if args.action == "list":
         hws = sorted(catalog().items())
         text = "\n".join(f"{name:16} {hw.pe_array.rows}x{hw.pe_array.cols}  {hw.description}" for name, hw in hws)
-        doc = [{"name": name, "description": hw.description, "source": "catalog"} for name, hw in hws]
-        _emit(args, text, doc)
+        _emit(args, text, [{"name": name, "description": hw.description, "source": "catalog"} for name, hw in hws])
         return 0
     if not args.name:
         raise InputError(("name",), f"`hardware {args.action}` needs a {'catalog name' if args.action == 'show' else 'file'}")
@@ -296,11 +295,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_timeloop(args: argparse.Namespace) -> int:
     from tileplan.hardware.catalog import resolve_hardware
-    from tileplan.interop.timeloop_map import dump_mapping_yaml, to_timeloop_arch, to_timeloop_bundle, to_timeloop_mapping
+    from tileplan.interop.timeloop_map import (
+        dump_mapping_yaml,
+        to_timeloop_arch,
+        to_timeloop_bundle,
+        to_timeloop_mapping,
+    )
     from tileplan.mapping import parse_mapping
     from tileplan.problem import Problem
 
     hw = resolve_hardware(args.hw)
+    doc: Any
     if args.what == "arch":
         doc = to_timeloop_arch(hw)
         _emit(args, yaml.safe_dump(doc, sort_keys=False).rstrip("\n"), doc)
@@ -316,7 +321,7 @@ def cmd_timeloop(args: argparse.Namespace) -> int:
     try:
         if args.bundle:
             text = to_timeloop_bundle(Problem.from_layer(layer), hw, mapping, fold_groups=args.fold_groups)
-            doc: Any = yaml.safe_load(text)
+            doc = yaml.safe_load(text)
         else:
             doc = to_timeloop_mapping(mapping, hw, fold_groups=args.fold_groups, notes=notes)
             text = dump_mapping_yaml(doc)
@@ -352,20 +357,20 @@ def cmd_codegen(args: argparse.Namespace) -> int:
         art = build_module(plan, layer, hw, formats=(args.format,))
     except CodegenError as exc:
         raise TileplanError(f"codegen: {exc}") from None
-    doc: dict[str, Any] = {"name": art.name, "format": args.format, "plan": plan.key, "notes": list(art.notes),
-                           "model_cycles": art.model_cycles}
+    built: dict[str, Any] = {"name": art.name, "format": args.format, "plan": plan.key, "notes": list(art.notes),
+                             "model_cycles": art.model_cycles}
     for note in art.notes:
         _note(note)
     if args.format == "tar":
         Path(args.out).write_bytes(art.tar_bytes())
-        doc["out"] = args.out
+        built["out"] = args.out
     else:
         text = art.c_source if args.format == "c" else art.tvmscript
         if args.out:
             Path(args.out).write_text(text)
-            doc["out"] = args.out
+            built["out"] = args.out
         elif args.json:
-            doc["source"] = text
+            built["source"] = text
         else:
             print(text)
     exact = True
@@ -374,20 +379,21 @@ def cmd_codegen(args: argparse.Namespace) -> int:
         result = run(art, inputs)
         want = reference(art.geometry, art.epilogue, inputs["I"], inputs["W"], inputs["bias"])
         exact = bool(np.array_equal(result.buffers["out"], want))
-        doc["emulator"] = {"cycles": result.cycles, "bit_exact": exact}
+        built["emulator"] = {"cycles": result.cycles, "bit_exact": exact}
         print(
             f"emulator: {result.cycles:.0f} cycles (cost model {art.model_cycles:.0f}), "
             f"output {'bit-exact' if exact else 'DIFFERS from'} NumPy",
             file=sys.stderr,
         )
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(built, indent=2))
     return 0 if exact else 1
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from tileplan.cost.calibrate import calibrate
     from tqdm import tqdm
+
+    from tileplan.cost.calibrate import calibrate
 
     data = _readable(args.data, "data")
     paths: list[Path] = []

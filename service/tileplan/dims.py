@@ -13,20 +13,22 @@ from typing import Literal
 Dim = Literal["N", "G", "K", "C", "P", "Q", "R", "S"]
 Tensor = Literal["W", "I", "O"]
 
-DIMS: tuple[Dim, ...] = ("N", "G", "K", "C", "P", "Q", "R", "S")
-TENSORS: tuple[Tensor, ...] = ("W", "I", "O")
+# Plain strings, so dictionaries keyed by them are `dict[str, ...]` everywhere; `Dim` and `Tensor` check the
+# names where they come in (a Mapping's factors, double-buffered tensors).
+DIMS: tuple[str, ...] = ("N", "G", "K", "C", "P", "Q", "R", "S")
+TENSORS: tuple[str, ...] = ("W", "I", "O")
 
 # Which dimensions index which tensor. I's P/Q/R/S relation is through the halo (see problem.py).
-RELEVANT: dict[Tensor, frozenset[str]] = {
+RELEVANT: dict[str, frozenset[str]] = {
     "W": frozenset({"G", "K", "C", "R", "S"}),
     "I": frozenset({"N", "G", "C", "P", "Q", "R", "S"}),
     "O": frozenset({"N", "G", "K", "P", "Q"}),
 }
 
-TENSOR_NAMES: dict[Tensor, str] = {"W": "Weights", "I": "Inputs", "O": "Outputs"}
+TENSOR_NAMES: dict[str, str] = {"W": "Weights", "I": "Inputs", "O": "Outputs"}
 
 # What each dimension means, for legends next to loop nests (a matmul's M, K, N appear as P, C, K).
-DIM_MEANING: dict[Dim, str] = {
+DIM_MEANING: dict[str, str] = {
     "N": "batch",
     "G": "groups",
     "K": "output channels (matmul N)",

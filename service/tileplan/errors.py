@@ -44,7 +44,7 @@ def format_loc(loc: Sequence[str | int]) -> str:
     return out
 
 
-def from_validation_error(exc: "object", prefix: Sequence[str | int] = ()) -> InputError:
+def from_validation_error(exc: object, prefix: Sequence[str | int] = ()) -> InputError:
     """First error of a pydantic ValidationError as an InputError (with all errors in the message)."""
     errors = exc.errors()  # type: ignore[attr-defined]
     parts = []

@@ -62,7 +62,7 @@ def used_dims(*mappings: MappingABC[str, Any]) -> list[str]:
 
 def legend(dims: Sequence[str]) -> str:
     """`N batch, K output channels (matmul N), ...` for the dimensions a nest uses."""
-    return ", ".join(f"{d} {DIM_MEANING[d]}" for d in dims if d in DIM_MEANING)  # type: ignore[index]
+    return ", ".join(f"{d} {DIM_MEANING[d]}" for d in dims if d in DIM_MEANING)
 
 
 def side_by_side(left: Sequence[str], right: Sequence[str], titles: tuple[str, str], gap: int = 4) -> str:

@@ -64,7 +64,7 @@ class Mapping(BaseModel):
         """Product of every dimension's factors over all levels."""
         return {d: math.prod(lv.temporal_factor(d) * lv.spatial_factor(d) for lv in self.levels) for d in DIMS}
 
-    def canonical(self) -> "Mapping":
+    def canonical(self) -> Mapping:
         """Drop factors of 1 so equal mappings compare and hash equal."""
         return Mapping(
             levels=[

@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 from tileplan import __version__
 from tileplan.check import check
 from tileplan.cost import Metrics, evaluate_mapping
-from tileplan.execution import library_levels
 from tileplan.errors import MappingInfeasible
+from tileplan.execution import library_levels
 from tileplan.hardware import HardwareDescriptor
 from tileplan.mappers.base import MapperOptions, Objective, SolverInfo, get_mapper
 from tileplan.mapping import Mapping

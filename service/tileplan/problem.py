@@ -54,7 +54,7 @@ class Problem:
     name: str = ""
 
     @classmethod
-    def from_layer(cls, layer: Conv2dLayer | MatmulLayer) -> "Problem":
+    def from_layer(cls, layer: Conv2dLayer | MatmulLayer) -> Problem:
         return cls(dims=layer.dims(), stride=layer.strides, dilation=layer.dilations, name=layer.name)
 
     @cached_property

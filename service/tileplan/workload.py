@@ -9,7 +9,7 @@ canonical bounds N,G,K,C,P,Q,R,S that everything downstream works on.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -53,7 +53,7 @@ class Conv2dLayer(_LayerBase):
     groups: Positive = 1
 
     @model_validator(mode="after")
-    def _possible(self) -> "Conv2dLayer":
+    def _possible(self) -> Conv2dLayer:
         for field in ("kernel", "stride", "dilation"):
             if min(getattr(self, field)) < 1:
                 raise InputError((field,), f"must be positive, got {list(getattr(self, field))}")
@@ -118,7 +118,7 @@ class MatmulLayer(_LayerBase):
         return (1, 1)
 
 
-Layer = Annotated[Union[Conv2dLayer, MatmulLayer], Field(discriminator="op")]
+Layer = Annotated[Conv2dLayer | MatmulLayer, Field(discriminator="op")]
 _LAYER = TypeAdapter(Layer)
 
 

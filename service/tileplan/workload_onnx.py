@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from tileplan.errors import InputError
 from tileplan.workload import Conv2dLayer, MatmulLayer
@@ -77,7 +77,7 @@ def _conv(node: Any, x: list[int | None], w: list[int | None], name: str) -> Con
     if len(x) != 4 or len(w) != 4 or None in w[:4] or None in x[1:]:
         raise InputError(("model", name), f"{node.op_type} needs known 4-D input and weight shapes, got {x} and {w}")
     n, c, h, wd = (v or 1 for v in x)
-    k, _, kh, kw = w
+    k, _, kh, kw = cast("list[int]", w)  # known: checked above
     group = int(a.get("group", 1))
     stride = [int(s) for s in a.get("strides", [1, 1])]
     dil = [int(d) for d in a.get("dilations", [1, 1])]
@@ -90,10 +90,10 @@ def _conv(node: Any, x: list[int | None], w: list[int | None], name: str) -> Con
     else:
         p = [int(v) for v in a.get("pads", [0, 0, 0, 0])]
         begin, end = p[:2], p[2:]
-    padding = tuple(_symmetric_pad(size, begin[i], end[i], span[i], stride[i]) for i, size in enumerate((h, wd)))
+    ph, pw = (_symmetric_pad(size, begin[i], end[i], span[i], stride[i]) for i, size in enumerate((h, wd)))
     return Conv2dLayer(
-        name=name, batch=n, in_channels=c, out_channels=k, in_h=h, in_w=wd, kernel=(kh, kw), stride=tuple(stride),
-        padding=padding, dilation=tuple(dil), groups=group,
+        name=name, batch=n, in_channels=c, out_channels=k, in_h=h, in_w=wd, kernel=(kh, kw),
+        stride=(stride[0], stride[1]), padding=(ph, pw), dilation=(dil[0], dil[1]), groups=group,
     )
 
 
@@ -137,7 +137,7 @@ def load_onnx(data: bytes) -> OnnxWorkload:
         raise InputError(("model",), "not an ONNX model: the graph has no nodes")
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    except Exception as exc:  # onnx raises InferenceError and plain exceptions from C++
+    except Exception as exc:  # noqa: BLE001 - onnx raises InferenceError and plain exceptions from C++
         raise InputError(("model",), f"ONNX shape inference failed: {exc}") from None
     g = inferred.graph
     shapes: dict[str, list[int | None] | None] = {}

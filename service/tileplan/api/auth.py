@@ -8,7 +8,6 @@ from fastapi import Request
 
 from tileplan.api.errors import ApiError
 
-
 # A browser cannot attach a bearer header to a page it navigates to: the browser view's sign-in form
 # (POST /ui/login) puts an accepted token in this cookie, which reads accept in place of the header.
 COOKIE = "tileplan_token"

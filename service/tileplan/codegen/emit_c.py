@@ -155,7 +155,7 @@ class CEmitter:
         for i, (p, pname) in enumerate(zip(params, param_names)):
             cname = st.fresh(pname)
             st.names[_key(p)] = cname
-            dtype = str(p.dtype) if hasattr(p, "dtype") else None
+            dtype = str(getattr(p, "dtype", None))  # "None": _ctype refuses it with the reason
             st.dtypes[_key(p)] = dtype
             ct = _ctype(dtype)
             if i >= len(params) - workspace:

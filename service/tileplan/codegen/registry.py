@@ -11,7 +11,8 @@ A new accelerator is one module under `codegen/targets/` that registers its comp
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _CORE_COMPUTES: dict[str, Callable[..., Any]] = {}
 _HW_INTRINSICS: dict[str, Callable[..., tuple[Any, Any]]] = {}

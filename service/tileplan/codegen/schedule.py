@@ -24,19 +24,25 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import tvm
-from tvm import te, tirx
-from tvm import s_tir
+from tvm import s_tir, te, tirx
 
 from tileplan.codegen.registry import CodegenError, core_compute, intrinsic
 from tileplan.codegen.targets import gemmini as G
-from tileplan.cost.gemmini import (call_features, cycles_from_calls, execution_from_mapping, gemmini_levels, kernel_fold,
-                                   nominal_dram_bandwidth)
+from tileplan.cost.gemmini import (
+    call_features,
+    cycles_from_calls,
+    execution_from_mapping,
+    gemmini_levels,
+    kernel_fold,
+    nominal_dram_bandwidth,
+)
 from tileplan.cost.params import CostParams
+from tileplan.dims import Dim
 from tileplan.execution import call_loop_order
-from tileplan.mapping import LevelMapping, Mapping
+from tileplan.mapping import Factor, LevelMapping, Mapping
 from tileplan.problem import Problem
 
 O_DIMS = ("n", "g", "p", "q", "k")
@@ -157,9 +163,9 @@ def realised_mapping(r: Realization, arch: Any) -> Mapping:
     tile = [(canon[d], r.tile[d]) for d in ALL_DIMS if r.tile[d] > 1]
     outer = [(canon[d], r.tiles(d)) for d in reversed(r.dram_order) if r.tiles(d) > 1]  # innermost first
     loops = {spad: tile, dram: outer}
-    return Mapping(
-        levels=[LevelMapping(name=name, temporal=loops.get(i, [])) for i, name in enumerate(names)],
-        padded_dims={canon[d]: r.padded(d) for d in ALL_DIMS if r.padded(d) != r.bound[d]},
+    return Mapping(  # canon maps the realisation's dimensions to a Mapping's (Dim) names
+        levels=[LevelMapping(name=name, temporal=cast("list[Factor]", loops.get(i, []))) for i, name in enumerate(names)],
+        padded_dims=cast("dict[Dim, int]", {canon[d]: r.padded(d) for d in ALL_DIMS if r.padded(d) != r.bound[d]}),
         double_buffered={names[spad]: ["I", "W"], names[acc]: ["O"]} if r.double_buffer else {})
 
 

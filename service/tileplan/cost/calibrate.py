@@ -30,7 +30,13 @@ from scipy.optimize import least_squares
 from scipy.stats import spearmanr
 
 from tileplan.cost.firesim import ArtifactRun, FireSimRow, load_artifact, load_rows
-from tileplan.cost.gemmini import FEATURE_COLUMNS, call_features, cycles_vectorised, gemmini_levels, nominal_dram_bandwidth
+from tileplan.cost.gemmini import (
+    FEATURE_COLUMNS,
+    call_features,
+    cycles_vectorised,
+    gemmini_levels,
+    nominal_dram_bandwidth,
+)
 from tileplan.cost.model import first_order_metrics
 from tileplan.cost.params import DEFAULT_PARAMS, FITTED, CostParams
 from tileplan.problem import Problem
@@ -89,7 +95,7 @@ class FeatureSet:
         self.x = np.concatenate(blocks) if blocks else np.zeros((0, len(FEATURE_COLUMNS)))
         self.row_id = np.concatenate([np.full(len(b), i) for i, b in enumerate(blocks)]).astype(int) if blocks else np.zeros(0, int)
 
-    def subset(self, mask: np.ndarray) -> "FeatureSet":
+    def subset(self, mask: np.ndarray) -> FeatureSet:
         return FeatureSet([b for b, m in zip(self.blocks, mask) if m])
 
 
@@ -106,7 +112,7 @@ class Dataset:
     kinds: list[str]
     first_order: np.ndarray | None = None
 
-    def subset(self, mask: np.ndarray) -> "Dataset":
+    def subset(self, mask: np.ndarray) -> Dataset:
         pick = lambda seq: [v for v, m in zip(seq, mask) if m]  # noqa: E731
         fo = None if self.first_order is None else self.first_order[mask]
         return Dataset(self.name, self.x.subset(mask), self.y[mask], pick(self.keys), pick(self.groups), pick(self.kinds), fo)

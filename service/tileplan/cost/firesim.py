@@ -17,11 +17,13 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 from tileplan.cost.gemmini import Execution, library_matmul_keeps
+from tileplan.dims import Dim
 from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
-from tileplan.mapping import LevelMapping, Mapping
+from tileplan.mapping import Factor, LevelMapping, Mapping
 from tileplan.workload import Conv2dLayer
 
 LEVEL_NAMES = ("Registers", "Accumulator", "Scratchpad", "DRAM")  # L0 .. L3
@@ -144,7 +146,8 @@ def parse_mapping_string(text: str) -> Mapping:
         if not m:
             raise InputError(("mapping",), f"bad level header {head!r} in {text!r}")
         idx = int(m.group(1))
-        temporal, spatial = [], []
+        temporal: list[Factor] = []
+        spatial: list[Factor] = []
         for tok in tokens:
             t = _TOKEN.match(tok)
             if not t:
@@ -152,7 +155,7 @@ def parse_mapping_string(text: str) -> Mapping:
             dim, factor, x = t.group(1), int(t.group(2)), t.group(3)
             if factor == 1:
                 continue
-            (spatial if x else temporal).append((dim, factor))
+            (spatial if x else temporal).append((cast(Dim, dim), factor))  # one of _TOKEN's letters
         # The string writes loops outer to inner; the contract wants innermost first.
         levels[idx] = LevelMapping(name=LEVEL_NAMES[idx], temporal=list(reversed(temporal)), spatial=spatial)
     if sorted(levels) != [0, 1, 2, 3]:
@@ -277,7 +280,8 @@ def _library_execution(row: dict[str, str], hw: HardwareDescriptor, tile: dict[s
         )
     in_dim, pad = p * stride, r // 2  # the harness's square layer (see dosa_execution)
     if tile is None:
-        layer = Conv2dLayer(in_channels=c, out_channels=k, in_h=in_dim, in_w=in_dim, kernel=r, stride=stride, padding=pad, batch=n)
+        layer = Conv2dLayer(in_channels=c, out_channels=k, in_h=in_dim, in_w=in_dim, kernel=(r, r), stride=(stride, stride),
+                            padding=(pad, pad), batch=n)
         plan = gemmini_auto(Problem.from_layer(layer), sizing)
         tile = {f: plan.tile[f] for f in AUTO_TILE_FIELDS}
     out_dim = (in_dim + 2 * pad - r) // stride + 1

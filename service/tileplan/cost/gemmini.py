@@ -63,6 +63,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -459,7 +460,7 @@ def call_features(e: Execution, dram_bw: float) -> np.ndarray:
     return matmul_calls(e, dram_bw) if e.kind == "matmul" else conv_calls(e, dram_bw)
 
 
-def _cycle_terms(col, p):
+def _cycle_terms(col: Any, p: Any) -> Any:
     """Per-call cycles over numpy columns (same code for evaluation and calibration)."""
     bw = effective_dram_bandwidth(col["dram_bw"], p)
     dma = (col["ld_req"] + col["st_req"]) * p["dma_request_cycles"] + (col["ld_bytes"] + col["st_bytes"]) / bw

@@ -121,8 +121,8 @@ def _real_fraction(nest: NestAnalysis, tensor: str) -> float:
 def metrics_from_nest(nest: NestAnalysis) -> Metrics:
     arch, mapping = nest.arch, nest.mapping
     n = len(arch.levels)
-    reads = [defaultdict(float) for _ in range(n)]
-    writes = [defaultdict(float) for _ in range(n)]
+    reads: list[defaultdict[str, float]] = [defaultdict(float) for _ in range(n)]
+    writes: list[defaultdict[str, float]] = [defaultdict(float) for _ in range(n)]
     exposed = [0.0] * n  # bytes moved into single-buffered tiles of level i (stall compute)
     acc_b, out_b = arch.acc_bytes, arch.output_bytes
     db = {name: set(ts) for name, ts in mapping.double_buffered.items()}

@@ -72,7 +72,7 @@ class CostParams(BaseModel):
     )
 
     @classmethod
-    def for_descriptor(cls, hw: HardwareDescriptor) -> "CostParams":
+    def for_descriptor(cls, hw: HardwareDescriptor) -> CostParams:
         """Defaults overlaid with the descriptor's stored `cost_params` (unknown keys are ignored)."""
         stored = {k: v for k, v in hw.cost_params.items() if k in cls.model_fields}
         return cls(**stored) if stored else DEFAULT_PARAMS

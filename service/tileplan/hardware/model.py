@@ -74,7 +74,7 @@ class MemoryLevel(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _partition_valid(self) -> "MemoryLevel":
+    def _partition_valid(self) -> MemoryLevel:
         if self.partition is not None:
             extra = set(self.partition) - set(self.keeps)
             if extra:
@@ -133,7 +133,7 @@ class HardwareDescriptor(_Strict):
     )
 
     @model_validator(mode="after")
-    def _hierarchy_valid(self) -> "HardwareDescriptor":
+    def _hierarchy_valid(self) -> HardwareDescriptor:
         names = [lv.name for lv in self.memory_levels]
         if len(set(names)) != len(names):
             raise ValueError(f"memory_levels: level names must be unique, got {names}")
@@ -177,7 +177,7 @@ class HardwareDescriptor(_Strict):
                 return i
         raise KeyError(name)
 
-    def resolve(self, dataflow: str | None = None) -> "Architecture":
+    def resolve(self, dataflow: str | None = None) -> Architecture:
         """The hierarchy as seen under one dataflow (default: the first listed)."""
         df = self.pe_array.dataflows[0] if dataflow is None else _find(self.pe_array.dataflows, dataflow)
         levels = []
@@ -198,14 +198,14 @@ class HardwareDescriptor(_Strict):
                     instances=lv.instances,
                     fanout=below // lv.instances,
                     keeps=keeps,
-                    partition=dict(lv.partition) if lv.partition else None,
+                    partition={t: s for t, s in lv.partition.items()} if lv.partition else None,
                     spatial_dims=frozenset(sdims) if sdims is not None else frozenset(DIMS),
                     read_bandwidth=read_bw,
                     write_bandwidth=write_bw,
                     shared_bandwidth=lv.bandwidth is not None and lv.read_bandwidth is None,
                     buffer_count=lv.buffer_count,
                     energy=lv.energy,
-                    max_tile=dict(self.constraints.max_tile.get(lv.name, {})),
+                    max_tile={d: n for d, n in self.constraints.max_tile.get(lv.name, {}).items()},
                     is_backing_store=lv.capacity is None,
                     array_axis=lv.array_axis,
                 )

@@ -395,7 +395,7 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
     levels = list(hw.memory_levels)
     outer_first = list(reversed(levels))
 
-    def component(lv) -> dict[str, Any]:
+    def component(lv: Any) -> dict[str, Any]:
         attrs: dict[str, Any] = {"instances": lv.instances, "word-bits": lv.word_bits}
         if lv.capacity is not None:
             per = lv.capacity // lv.instances

@@ -238,10 +238,10 @@ def from_timeloop_mapping(
     )
     bounds = mapping.bounds()
     padded = {}
-    for d, want in problem.dims.items():
-        if bounds[d] < want:
-            raise InputError(("mapping",), f"factors of {d} multiply to {bounds[d]}, the layer's bound is {want}")
-        if bounds[d] > want:
+    for d, bound in problem.dims.items():
+        if bounds[d] < bound:
+            raise InputError(("mapping",), f"factors of {d} multiply to {bounds[d]}, the layer's bound is {bound}")
+        if bounds[d] > bound:
             padded[d] = bounds[d]
     if padded:
         mapping = mapping.model_copy(update={"padded_dims": padded})
@@ -250,9 +250,9 @@ def from_timeloop_mapping(
 
 def to_timeloop_problem(problem: Problem, mapping: Mapping | None = None, fold_groups: bool = False) -> dict[str, Any]:
     """The layer as a Timeloop CNN-Layer problem (padded bounds when a mapping pads)."""
-    dims = dict(problem.dims)
+    dims: dict[str, int] = dict(problem.dims)
     if mapping is not None:
-        dims.update(mapping.padded_dims)
+        dims.update(mapping.padded_dims.items())
     if dims["G"] > 1:
         if not fold_groups:
             raise InputError(("layer", "groups"), f"Timeloop's CNN layer has no groups (G={dims['G']}); use fold_groups=True")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.runner import LayerRunner
@@ -55,8 +56,8 @@ class LocalQueue(JobQueue):
         for key in keys:
             self._spawn(self._run(job_id, key))
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -68,7 +69,7 @@ class LocalQueue(JobQueue):
                 return
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - crashed solver process or lost database: try again
+            except Exception as exc:  # crashed solver process or lost database: try again
                 if attempt == attempts:
                     log.exception("event=layer_gave_up job=%s key=%s", job_id, key[:12])
                     err = {"loc": [], "msg": f"gave up after {attempts} attempts: {type(exc).__name__}",
@@ -87,5 +88,5 @@ class LocalQueue(JobQueue):
             try:
                 for job_id in await asyncio.to_thread(self.store.expire_jobs):
                     self._job_final(job_id, "failed")
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("event=sweep_failed")

@@ -18,12 +18,12 @@ from typing import Any
 
 from tileplan.codegen.support import codegen_unsupported
 from tileplan.hardware import HardwareDescriptor
-from tileplan.workload import layer_fields
 from tileplan.jobs.singleflight import SingleFlight
 from tileplan.jobs.solve import SolverPool
 from tileplan.settings import Settings
 from tileplan.store import Store
 from tileplan.store.repository import CachedPlan, StoredModule
+from tileplan.workload import layer_fields
 
 log = logging.getLogger("tileplan.jobs")
 RENAMED_KEPT = 32  # modules built under an asker's own layer name, kept in memory (most recent)

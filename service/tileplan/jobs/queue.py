@@ -51,7 +51,7 @@ def ensure_schema(db_url: str) -> None:
             exists = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
             if exists and exists[0] is None:
                 sql = SchemaManager.get_schema()
-                conn.execute(sql)  # type: ignore[arg-type]
+                conn.execute(sql)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
 
@@ -73,7 +73,8 @@ class ProcrastinateQueue(JobQueue):
 
     async def submit(self, job_id: str, keys: list[str]) -> None:
         deferrer = self.app.configure_task(TASK, queue=QUEUE)
-        await deferrer.batch_defer_async(*({"job_id": job_id, "key": key} for key in keys))
+        jobs: list[dict[str, Any]] = [{"job_id": job_id, "key": key} for key in keys]
+        await deferrer.batch_defer_async(*jobs)
 
     async def depth(self) -> dict[str, Any]:
         rows = await self.app.connector.execute_query_all_async(

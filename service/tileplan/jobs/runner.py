@@ -72,7 +72,7 @@ class LayerRunner:
             for owner, keys in by_owner.items():
                 try:
                     await asyncio.to_thread(self.store.renew_claims, keys, owner, ttl)
-                except Exception:  # noqa: BLE001 - the database may be briefly away; the next round retries
+                except Exception:  # the database may be briefly away; the next round retries
                     log.exception("event=claim_renew_failed")
 
     # -- one layer of one job -------------------------------------------------------------------

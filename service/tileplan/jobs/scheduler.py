@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from tileplan.codegen.support import codegen_unsupported
 from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import catalog, load_descriptor
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.modules import ModuleBuilder
 from tileplan.mappers.base import available_mappers, get_mapper
-from tileplan.codegen.support import codegen_unsupported
 from tileplan.plan import ScheduleOptions, baseline_mapper_for, links_for, plan_key
 from tileplan.problem import Problem
 from tileplan.settings import Settings
@@ -210,10 +210,10 @@ class Scheduler:
         if st is not None and st[0] in ("done", "failed"):
             job = await asyncio.to_thread(self.store.get_job, job_id)
             if job is not None:
-                warnings: list[str] = []
+                built: list[str] = []
                 if codegen and job.status == "done":  # solved ones have theirs; cached ones may not
-                    warnings = await self._codegen_warnings(p, wanted)
-                code, body = await self.job_answer(job, start=start, for_post=True, warnings=warnings)
+                    built = await self._codegen_warnings(p, wanted)
+                code, body = await self.job_answer(job, start=start, for_post=True, warnings=built)
                 return Answer(code, body, job_id, hits, misses)
         if codegen and cached:
             assert self.modules is not None
@@ -264,7 +264,7 @@ class Scheduler:
         seconds = None
         if start is None and job.finished_at is not None:
             seconds = (_aware(job.finished_at) - _aware(job.created_at)).total_seconds()
-        extra = {k: head[k] for k in ("progress", "created_at", "finished_at", "notes") if k in head}
+        extra: dict[str, Any] = {k: head[k] for k in ("progress", "created_at", "finished_at", "notes") if k in head}
         if warnings:
             extra["warnings"] = warnings
         return self._done_answer(

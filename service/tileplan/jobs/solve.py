@@ -78,7 +78,7 @@ def _module(mapping: Any, layer: dict[str, Any], hw: Any) -> dict[str, Any]:
         }
     except CodegenError as exc:
         return {"ok": False, "error": str(exc), "notes": [], "seconds": time.perf_counter() - start}
-    except Exception as exc:  # noqa: BLE001 - a code generator bug: the plan stands, the module says why
+    except Exception as exc:  # a code generator bug: the plan stands, the module says why
         # (and nothing like StopIteration may cross the pool: asyncio cannot put it in a future, the caller hangs)
         log.exception("codegen failed")
         return {"ok": False, "error": f"code generation failed: {type(exc).__name__}: {exc}", "notes": [],
@@ -103,9 +103,8 @@ def _warm(parent: int) -> None:
     _exit_with_parent(parent)
     logging.basicConfig(level=logging.WARNING)
     try:
-        from tileplan.mappers.base import available_mappers
-
         import tileplan.plan  # noqa: F401
+        from tileplan.mappers.base import available_mappers
 
         available_mappers()
     except Exception:  # noqa: BLE001 - a broken import shows up as a solve error with its reason

@@ -75,7 +75,7 @@ async def _reap(app: procrastinate.App, store: Store, settings: Settings) -> Non
             await asyncio.to_thread(store.expire_jobs)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - the database may be briefly away; try again next round
+        except Exception:  # the database may be briefly away; try again next round
             log.exception("event=reap_failed")
 
 

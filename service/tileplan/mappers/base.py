@@ -8,8 +8,9 @@ Mappers register themselves by name; `get_mapper(name)` imports the built-in one
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -31,7 +32,7 @@ class Objective(BaseModel):
     memory_utilization: float = Field(default=0.1, ge=0)
 
     @model_validator(mode="after")
-    def _some_weight(self) -> "Objective":
+    def _some_weight(self) -> Objective:
         if self.latency + self.energy + self.memory_utilization <= 0:
             raise ValueError("at least one objective weight must be positive")
         return self

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections.abc as abc
+
 from tileplan.hardware import Architecture
 from tileplan.mapping import LevelMapping, Mapping
 
@@ -11,7 +13,7 @@ def build_mapping(
     temporal: list[list[tuple[str, int]]],
     spatial: list[list[tuple[str, int]]],
     padded_dims: dict[str, int] | None = None,
-    double_buffered: dict[str, list[str]] | None = None,
+    double_buffered: abc.Mapping[str, abc.Sequence[str]] | None = None,
 ) -> Mapping:
     """A Mapping over `arch`'s levels; factors of 1 are dropped."""
     return Mapping(
@@ -24,7 +26,7 @@ def build_mapping(
             for i, lv in enumerate(arch.levels)
         ],
         padded_dims=dict(padded_dims or {}),  # type: ignore[arg-type]
-        double_buffered={k: v for k, v in (double_buffered or {}).items() if v},  # type: ignore[misc]
+        double_buffered={k: list(v) for k, v in (double_buffered or {}).items() if v},  # type: ignore[arg-type]
         dataflow=arch.dataflow,
     )
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from tileplan.check import check_arch
 from tileplan.cost import evaluate_mapping
 from tileplan.errors import InputError, MappingInfeasible
 from tileplan.hardware import Architecture, HardwareDescriptor
-from tileplan.mappers.base import MapperOptions, MapperResult, SolverInfo, register, searched_dataflows, TILEPLAN
+from tileplan.mappers.base import TILEPLAN, MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
 from tileplan.mappers.score import score_mapping
 from tileplan.mappers.space import MappingSpace, level_orders, ordered_factorizations
 from tileplan.mapping import Mapping
@@ -58,11 +60,12 @@ def raw_estimate(space: MappingSpace, all_orders: bool = False) -> tuple[int, di
     return tilings * math.prod(per_level), options
 
 
-def enumerate_tilings(space: MappingSpace, options: dict[str, list[tuple[int, ...]]]):
+def enumerate_tilings(space: MappingSpace, options: dict[str, list[tuple[int, ...]]]
+                      ) -> Iterator[dict[str, tuple[int, ...]]]:
     """Every legal assignment (depth first over dimensions, most constrained first)."""
     dims = sorted(space.dims, key=lambda d: (len(options[d]), d))
 
-    def rec(k: int, assign: dict[str, tuple[int, ...]]):
+    def rec(k: int, assign: dict[str, tuple[int, ...]]) -> Iterator[dict[str, tuple[int, ...]]]:
         if k == len(dims):
             yield dict(assign)
             return
@@ -129,7 +132,7 @@ def search(
     return best, best_score, scored, True
 
 
-def _product(choices):
+def _product(choices: Sequence[Sequence[Any]]) -> Iterator[list[Any]]:
     if not choices:
         yield []
         return

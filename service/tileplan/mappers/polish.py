@@ -11,18 +11,21 @@ Deterministic: neighbours are generated in a fixed order.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import cast
 
 from tileplan.check import check_arch
 from tileplan.cost.model import evaluate_mapping
 from tileplan.hardware import Architecture
-from tileplan.mappers.base import Objective, TILEPLAN
+from tileplan.mappers.base import TILEPLAN, Objective
 from tileplan.mappers.score import score_mapping
-from tileplan.mapping import LevelMapping, Mapping
+from tileplan.mapping import Factor, LevelMapping, Mapping
 from tileplan.problem import Problem, prime_factors
 
 
-def _with_factor(loops: list[tuple[str, int]], dim: str, mult: int, div: int) -> list[tuple[str, int]]:
-    out, found = [], False
+def _with_factor(loops: Sequence[tuple[str, int]], dim: str, mult: int, div: int) -> list[Factor]:
+    out: list[tuple[str, int]] = []
+    found = False
     for d, f in loops:
         if d == dim:
             found = True
@@ -31,7 +34,7 @@ def _with_factor(loops: list[tuple[str, int]], dim: str, mult: int, div: int) ->
             out.append((d, f))
     if not found and mult > 1:
         out.append((dim, mult))
-    return out
+    return cast("list[Factor]", out)  # the dims of `loops`, or `dim`: a Mapping's dimensions
 
 
 def neighbours(mapping: Mapping) -> list[Mapping]:

@@ -14,6 +14,7 @@ ones are scored with the objective like any other plan. Deterministic.
 
 from __future__ import annotations
 
+import collections.abc as abc
 import itertools
 import time
 
@@ -23,7 +24,7 @@ from tileplan.cost.model import evaluate_mapping
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS
 from tileplan.hardware import Architecture
-from tileplan.mappers.base import Objective, TILEPLAN
+from tileplan.mappers.base import TILEPLAN, Objective
 from tileplan.mappers.build import build_mapping
 from tileplan.mappers.gemmini_auto import GemminiShape, gemmini_shape
 from tileplan.mappers.score import score_mapping
@@ -75,7 +76,8 @@ def _unroll(tile: int, width: int) -> int:
     return max(d for d in divisors(tile) if d <= width)
 
 
-def mapping_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, int], db: dict[str, list[str]]) -> Mapping:
+def mapping_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, int],
+                      db: abc.Mapping[str, abc.Sequence[str]]) -> Mapping:
     """The canonical mapping whose library calls have these tiles."""
     n = len(shape.arch.levels)
     temporal: list[list[tuple[str, int]]] = [[] for _ in range(n)]

@@ -187,7 +187,7 @@ class MappingSpace:
                 )
                 for i, lv in enumerate(self.arch.levels)
             ],
-            double_buffered={self.arch.levels[i].name: sorted(s) for i, s in db.items() if s},  # type: ignore[misc]
+            double_buffered={self.arch.levels[i].name: sorted(s) for i, s in db.items() if s},  # type: ignore[arg-type]
             dataflow=self.arch.dataflow,
         )
 

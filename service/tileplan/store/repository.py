@@ -186,8 +186,9 @@ class AsyncPlanReader:
             self._in_flight -= 1
 
     async def _query(self, keys: list[str]) -> dict[str, CachedPlan]:
+        params: list[Any]
         if len(keys) == 1:  # adapting a one-element array costs more than the query itself
-            sql, params = _PLAN_SELECT + " WHERE key = %s", keys
+            sql, params = _PLAN_SELECT + " WHERE key = %s", list(keys)
         else:
             sql, params = _PLAN_SELECT + " WHERE key = ANY(%s)", [keys]
         async with self.pool.connection() as conn:

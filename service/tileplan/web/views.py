@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -165,7 +166,7 @@ def _environment() -> jinja2.Environment:
 TEMPLATES = Jinja2Templates(env=_environment())
 
 
-def render(request: Request, template: str, status: int = 200, headers: dict[str, str] | None = None,
+def render(request: Request, template: str, status: int = 200, headers: Mapping[str, str] | None = None,
            **context: Any) -> HTMLResponse:
     return TEMPLATES.TemplateResponse(request, template, context, status_code=status,
                                       headers={**HEADERS, **(headers or {})})
@@ -179,7 +180,7 @@ def message(request: Request, title: str, text: str, status: int) -> HTMLRespons
 
 
 def _sign_in(request: Request, title: str, why: str, status: int, then: str,
-             headers: dict[str, str] | None = None) -> HTMLResponse:
+             headers: Mapping[str, str] | None = None) -> HTMLResponse:
     return render(request, "sign_in.html", status, headers, title=title, why=why, then=then)
 
 
@@ -527,7 +528,7 @@ async def plan_page_view(request: Request, key: str, name: str | None = None) ->
         cached_at=row.cached_at, links=links, module=around.module, notes=doc.get("notes") or [],
         metric_rows=_metric_rows(metrics, bmetrics if baseline else None),
         nest=loop_nest_text(mapping, keeps), base_nest=loop_nest_text(bmap, bkeeps) if bmap else None,
-        legend=[(d, DIM_MEANING[d]) for d in used_dims(mapping, *([bmap] if bmap else []))],  # type: ignore[index]
+        legend=[(d, DIM_MEANING[d]) for d in used_dims(mapping, *([bmap] if bmap else []))],
         levels=_levels(mapping, metrics, keeps), base_levels=_levels(bmap, bmetrics, bkeeps) if bmap else None,
         factor_levels=level_names, factor_rows=factor_rows,
         padded=", ".join(f"{d}: {dims.get(d, '?')} \u2192 {v}" for d, v in (mapping.get("padded_dims") or {}).items()),

@@ -95,7 +95,7 @@ MODULE_MEDIA = {"tvmscript": "text/plain; charset=utf-8", "c": "text/plain; char
 async def get_plan_module(
     request: Request,
     key: str,
-    format: Literal["tvmscript", "c", "tar"] = Query(default="c", description="tvmscript | c | tar"),  # noqa: A002
+    format: Literal["tvmscript", "c", "tar"] = Query(default="c", description="tvmscript | c | tar"),
     name: str | None = Query(default=None, max_length=200, description=NAME_DOC + " The module's files, entry "
                              "point and tar directory are named after it."),
 ) -> Response:

@@ -37,7 +37,7 @@ class Dram:
     buffer: str
     offset: int = 0
 
-    def __add__(self, nbytes: int) -> "Dram":
+    def __add__(self, nbytes: int) -> Dram:
         return Dram(self.buffer, self.offset + int(nbytes))
 
 
@@ -58,7 +58,7 @@ def config_ex(dataflow: int, sys_act: int = NO_ACTIVATION, sys_shift: int = 0, a
 
 
 def config_ld(stride: int, scale: float = 1.0, shrunk: bool = False, block_mvin_stride: int = 16,
-              id: int = 0) -> Instruction:  # noqa: A002 - Gemmini's argument name
+              id: int = 0) -> Instruction:  # `id`: Gemmini's argument name
     return Instruction("config_ld", (stride, int(shrunk), block_mvin_stride, id), scale)
 
 

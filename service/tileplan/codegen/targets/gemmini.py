@@ -32,9 +32,9 @@ does not name, are the kernel's own TP_* macros.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tvm import te, tirx
-from tvm.script import tirx as T
 
 from tileplan.codegen.registry import register_core_compute, register_hw_intrinsic
 from tileplan.cost.gemmini import max_block_len
@@ -265,7 +265,7 @@ def _lin(*terms: tuple[str, int]) -> str:
     return " + ".join(parts) if parts else "0"
 
 
-def _parse(src: str):  # noqa: ANN202
+def _parse(src: str) -> Any:
     import tvm
 
     return tvm.script.from_source(src)
@@ -288,8 +288,8 @@ def _acc_decl(t: TileShape) -> str:
 
 
 @register_hw_intrinsic("gemmini.tile_call")
-def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, sw: int, dh: int,  # noqa: ANN201
-              dw: int, host: bool = False):
+def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, sw: int, dh: int,
+              dw: int, host: bool = False) -> tuple[Any, Any]:
     t = TileShape(n, p, q, k, r, s, c, sh, sw, dh, dw)
     a_shape = f"({t.n}, 1, {t.h_win}, {t.w_win}, {t.c})"
     b_shape = f"(1, {t.r}, {t.s}, {t.c}, {t.k})"
@@ -321,7 +321,7 @@ def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, s
 
 
 @register_hw_intrinsic("gemmini.tile_init")
-def tile_init(n: int, p: int, q: int, k: int, host: bool = False):  # noqa: ANN201
+def tile_init(n: int, p: int, q: int, k: int, host: bool = False) -> tuple[Any, Any]:
     t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
     c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
     head = ("@T.prim_func(s_tir=True)\ndef f(b: T.handle, c: T.handle) -> None:\n"
@@ -337,7 +337,7 @@ def tile_init(n: int, p: int, q: int, k: int, host: bool = False):  # noqa: ANN2
 
 
 @register_hw_intrinsic("gemmini.tile_store")
-def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool = False):  # noqa: ANN201
+def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool = False) -> tuple[Any, Any]:
     t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
     c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
     o_rng = f"O[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"

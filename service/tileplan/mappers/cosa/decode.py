@@ -17,14 +17,14 @@ def decode_factors(model: CosaModel) -> tuple[list[dict[str, int]], list[dict[st
     """Temporal and spatial factor per level and dimension, padded bounds, double-buffered tensors."""
     spec, m = model.spec, model.m
     n = spec.n_levels
-    temporal = [defaultdict(lambda: 1) for _ in range(n)]
-    spatial = [defaultdict(lambda: 1) for _ in range(n)]
+    temporal: list[defaultdict[str, int]] = [defaultdict(lambda: 1) for _ in range(n)]
+    spatial: list[defaultdict[str, int]] = [defaultdict(lambda: 1) for _ in range(n)]
     for key in model.x_keys:
         if value(m.X[key]) > 0.5:
             d, a, k, i, s = key
             f = spec.alternatives[d][a].factors[k]
             (spatial if s == 0 else temporal)[i][d] *= f
-    padded = {}
+    padded: dict[str, int] = {}
     for d in DIMS:
         for a, alt in enumerate(spec.alternatives[d]):
             if value(m.u[d, a]) > 0.5 and alt.bound != spec.problem.dims[d]:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import pyomo.environ as pyo
 
-from tileplan.dims import DIMS, RELEVANT, TENSORS
 from tileplan.cost.gemmini import LibraryTerms
+from tileplan.dims import DIMS, RELEVANT, TENSORS
 from tileplan.execution import library_levels
 from tileplan.mappers.cosa.spec import CosaSpec
 
@@ -137,9 +138,9 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     if lib_levels is not None:
         # Library calls overlap only when the scratchpad double buffers I and W and the accumulator O
         # (gemmini.md: a loop_ws / loop_conv_ws call uses at most half of each); plan for that.
-        for key in ((lib_levels.scratchpad, "I"), (lib_levels.scratchpad, "W"), (lib_levels.accumulator, "O")):
-            if key in db_keys:
-                m.db[key].fix(1)
+        for db_key in ((lib_levels.scratchpad, "I"), (lib_levels.scratchpad, "W"), (lib_levels.accumulator, "O")):
+            if db_key in db_keys:
+                m.db[db_key].fix(1)
     split_keys = [(i, o) for i, opts in spec.capacity_options.items() for o in range(len(opts))]
     m.split = pyo.Var(split_keys, within=pyo.Binary)
     m.split_one = pyo.Constraint(
@@ -238,7 +239,7 @@ def _entropy(w: tuple[float, ...]) -> float:
     return -sum(x * math.log2(x) for x in w if x > 0)
 
 
-def add_log_sum(m: pyo.ConcreteModel, name: str, args: list) -> pyo.Var:  # type: ignore[type-arg]
+def add_log_sum(m: pyo.ConcreteModel, name: str, args: list[Any]) -> pyo.Var:
     """A variable bounded below by log2(sum_i 2^args_i), through tangent planes of the convex log-sum-exp."""
     v = pyo.Var(within=pyo.Reals)
     m.add_component(name, v)
@@ -253,7 +254,7 @@ def add_log_sum(m: pyo.ConcreteModel, name: str, args: list) -> pyo.Var:  # type
     return v
 
 
-def _library_latency(m: pyo.ConcreteModel, lib: "LibraryTerms", ext, tiles, temporal_at, matmul_like: bool, out_elems: int) -> None:  # type: ignore[no-untyped-def]
+def _library_latency(m: pyo.ConcreteModel, lib: LibraryTerms, ext, tiles, temporal_at, matmul_like: bool, out_elems: int) -> None:  # type: ignore[no-untyped-def]
     """Latency of library execution (cost.gemmini) in log space. Per call: DMA time = input and weight
     tile bytes at the effective bandwidth + one request per input pixel row and per weight row for every
     64 B of channels (+ this call's share of the output store); execute time = streamed rows + a fixed cost

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
+from sqlalchemy import Connection
 
 from tileplan.store.models import Base
 
@@ -15,7 +16,10 @@ def run_migrations_online() -> None:
     if connection is None:
         from sqlalchemy import create_engine
 
-        engine = create_engine(config.get_main_option("sqlalchemy.url"))
+        url = config.get_main_option("sqlalchemy.url")
+        if url is None:
+            raise RuntimeError("alembic: no sqlalchemy.url and no connection given")
+        engine = create_engine(url)
         with engine.begin() as conn:
             _run(conn)
         engine.dispose()
@@ -23,7 +27,7 @@ def run_migrations_online() -> None:
         _run(connection)
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
