@@ -255,9 +255,6 @@ def generate(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = No
     The kernel is one translation unit: its entry `<name>` and `<name>_entry` (the emulator runner's calling
     convention) are its only external symbols, so kernels with distinct names link into one program."""
     epilogue = epilogue or G.Epilogue()
-    reason = codegen_unsupported(hw, mapping.dataflow)
-    if reason:
-        raise CodegenError(reason)
     target = target_spec(hw)
     config = gemmini_config(target)
     arch = hw.resolve(mapping.dataflow)

@@ -108,7 +108,7 @@ class ModuleBuilder:
         hardware = await asyncio.to_thread(self._descriptor, row)
         layer = layer_fields(json.loads(row.layer))
         mapping = json.loads(row.doc)["mapping"]
-        reason = codegen_unsupported(HardwareDescriptor.model_validate(hardware), mapping.get("dataflow"))
+        reason = codegen_unsupported(HardwareDescriptor.model_validate(hardware))
         if reason:  # known without a build: answered at once, and stored like any codegen error
             module: dict[str, Any] = {"ok": False, "error": reason, "notes": [], "seconds": 0.0}
         else:
