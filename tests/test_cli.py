@@ -230,7 +230,10 @@ def test_loop_nest_view_beside_the_baseline_with_a_legend(capsys):
 
 
 def test_model_notes_reach_the_cli(capsys, tmp_path):
-    from tests.service.test_answers import model_with_a_conv_transpose
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "service"))
+    from test_answers import model_with_a_conv_transpose
 
     model = tmp_path / "up.onnx"
     model.write_bytes(model_with_a_conv_transpose())

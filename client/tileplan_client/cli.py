@@ -111,6 +111,7 @@ def progress_bar(enabled: bool) -> tuple[Callable[[Job], None], Callable[[], Non
             bar.total = job.total
             bar.set_postfix_str(job.status, refresh=False)
             bar.update(job.done - bar.n)
+            bar.refresh()  # one line per poll (polls are far apart), whatever tqdm's own pacing
 
     return update, bar.close
 

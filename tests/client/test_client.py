@@ -252,3 +252,19 @@ def test_client_loop_nest_matches_the_service() -> None:
         assert nest.loop_nest_text(m) == loop_nest_text(m)
         assert nest.loop_nest_text(m, keeps) == loop_nest_text(m, keeps)
         assert nest.legend(nest.used_dims(m)) == legend(used_dims(m))
+
+
+def test_cli_progress_bar_follows_the_job(capsys: pytest.CaptureFixture[str]) -> None:
+    from tileplan_client.cli import progress_bar
+    from tileplan_client.models import Job
+
+    update, close = progress_bar(True)
+    for done in (0, 1, 3):
+        update(Job(id="j", status="running", done=done, total=3, errors=[]))
+    close()
+    err = capsys.readouterr().err
+    assert "layers" in err and "3/3" in err and "running" in err
+    update, close = progress_bar(False)  # off a terminal: nothing
+    update(Job(id="j", status="running", done=1, total=3, errors=[]))
+    close()
+    assert capsys.readouterr().err == ""
