@@ -30,8 +30,15 @@ from typing import Any
 import numpy as np
 
 from tileplan.codegen.emulator import HEADER_DIR, Emulator, RunResult
-from tileplan.codegen.emulator.build import (CFLAGS, EMU_SONAME, _run_cc, compiler, default_cache_dir, emulator_library,
-                                             include_dir)
+from tileplan.codegen.emulator.build import (
+    CFLAGS,
+    EMU_SONAME,
+    _run_cc,
+    compiler,
+    default_cache_dir,
+    emulator_library,
+    include_dir,
+)
 from tileplan.codegen.registry import CodegenError
 from tileplan.codegen.targets import gemmini as G
 

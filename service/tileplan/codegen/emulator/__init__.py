@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -66,7 +66,7 @@ class TimingParams:
     run_cycles: float = 838.5
 
     @classmethod
-    def for_dim(cls, dim: int, **overrides: float) -> "TimingParams":
+    def for_dim(cls, dim: int, **overrides: float) -> TimingParams:
         """The defaults with the DIM-dependent preload cost scaled to a DIM x DIM array."""
         values = dict(preload_cycles=cls.preload_cycles / 16 * dim)
         values.update(overrides)
