@@ -17,14 +17,10 @@ import time
 from pathlib import Path
 
 import yaml
-
-from tileplan.cost.firesim import load_artifact
-from tileplan.cost.gemmini import call_features, cycles_from_calls
+from tileplan.cost.firesim import FireSimRun, load_artifact
 from tileplan.cost.model import evaluate_mapping
-from tileplan.cost.params import CostParams
 from tileplan.mappers.base import MapperOptions, get_mapper
-from tileplan.problem import Problem
-from tileplan.workload import Conv2dLayer, MatmulLayer
+from tileplan.workload import Conv2dLayer
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACT = ROOT / "bench" / "data" / "dosa_artifact"
@@ -44,14 +40,9 @@ def resnet_counts() -> dict[str, int]:
     return out
 
 
-def layer_of(key: str) -> Conv2dLayer | MatmulLayer:
-    """The layer an artifact key names, written as the harness ran it (square input P x stride, padding R/2)."""
-    f = {part[0]: int(part[1:]) for part in key.split("_")[:6]}
-    c, k, p, q, r = (f[x] for x in "CKPQR")
-    s = int(key.rsplit("_s", 1)[1].split("x")[0])
-    if q == 1 and r == 1:
-        return MatmulLayer(name=key, M=p, K=c, N=k)
-    return Conv2dLayer(name=key, in_channels=c, out_channels=k, in_h=p * s, in_w=p * s, kernel=r, stride=s, padding=r // 2)
+def predicted(run: FireSimRun) -> float:
+    """The model's cycles for a measured run, sent as a user would (the run's hardware, layer and mapping)."""
+    return evaluate_mapping(run.problem, run.hardware.resolve(run.mapping.dataflow), run.mapping).cycles
 
 
 def main() -> None:
@@ -75,21 +66,21 @@ def main() -> None:
         if not (path.stem.endswith("resnet50") or path.stem.endswith("bert")):
             continue
         runs = load_artifact(path)
-        hw = runs[0].hardware
-        params = CostParams.for_descriptor(hw)
+        hw = runs[0].hardware  # the configuration's own buffers (DOSA's mapping runs)
         tot = dict.fromkeys(("lib_m", "dosa_m", "lib_p", "dosa_p", "cosa_p"), 0.0)
         slowest = 0.0
         for lib, dosa in zip(runs[1::2], runs[0::2]):
             n = counts.get(dosa.layer_key, 1) if path.stem.endswith("resnet50") else 1
-            problem = Problem.from_layer(layer_of(dosa.layer_key))
+            problem = dosa.problem  # the layer as the harness ran it (square input P x stride, padding R/2)
             t0 = time.perf_counter()
             plan = cosa.map(problem, hw, MapperOptions()).mapping
             slowest = max(slowest, time.perf_counter() - t0)
-            tot["cosa_p"] += n * evaluate_mapping(problem, hw.resolve(plan.dataflow), plan, "tileplan").cycles
+            runs_as = plan.executor or "tileplan"
+            tot["cosa_p"] += n * evaluate_mapping(problem, hw.resolve(plan.dataflow), plan, runs_as).cycles
             tot["lib_m"] += n * lib.cycles
             tot["dosa_m"] += n * dosa.cycles
-            tot["lib_p"] += n * cycles_from_calls(call_features(lib.execution, 16.0), params).cycles
-            tot["dosa_p"] += n * cycles_from_calls(call_features(dosa.execution, 16.0), params).cycles
+            tot["lib_p"] += n * predicted(lib)
+            tot["dosa_p"] += n * predicted(dosa)
         spad = hw.memory_levels[2].capacity
         acc = hw.memory_levels[1].capacity
         t = tot

@@ -137,3 +137,26 @@ def test_post_schedule_with_a_base64_model(api):
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][:2] == ["body", "model"]
     both = api.post("/schedule", json={**body, "layers": [{"op": "matmul", "M": 4, "K": 4, "N": 4}]})
     assert both.status_code == 422
+
+
+def test_a_layer_has_a_bias_when_its_node_has_one():
+    """Gemmini loads a bias into the accumulator only when the layer has one (issue 13): Conv's 3rd input,
+    QLinearConv's 9th, Gemm's C."""
+    inits = [_init("w", [8, 4, 3, 3]), _init("b", [8], np.int32), _init("wg", [16, 8]), _init("c", [8], np.int32)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["y1"], name="with_bias", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w"], ["y2"], name="without", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w", ""], ["y3"], name="empty_name", pads=[1, 1, 1, 1]),
+        helper.make_node("Gemm", ["v", "wg", "c"], ["y4"], name="gemm"),
+    ]
+    graph = helper.make_graph(
+        nodes, "bias",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8]),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [2, 16])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y1", "y2", "y3", "y4")],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    assert [layer.bias for layer in load_onnx(model).layers] == [True, False, False, True]
+    stem = load_onnx(quantized_cnn()).layers[0]
+    assert stem.bias is False  # QLinearConv with 8 inputs

@@ -257,8 +257,21 @@ def cmd_hardware(args: argparse.Namespace) -> int:
     levels = ", ".join(
         f"{lv.name} {format_size(lv.capacity) if lv.capacity else 'backing store'}" for lv in hw.memory_levels
     )
-    _emit(args, f"{args.name}: valid descriptor {hw.name!r} ({hw.pe_array.rows}x{hw.pe_array.cols}; {levels})",
-          {"valid": True, "descriptor": hw.model_dump(mode="json", exclude_defaults=True)})
+    from tileplan.cost.gemmini import extrapolation_notes
+    from tileplan.execution import array_extent, library_dataflows
+
+    text = f"{args.name}: valid descriptor {hw.name!r} ({hw.pe_array.rows}x{hw.pe_array.cols}; {levels})"
+    calibrated = []
+    for df in library_dataflows(hw):
+        arch = hw.resolve(df)
+        rows, cols = array_extent(arch)
+        notes = extrapolation_notes(arch)
+        calibrated.append({"dataflow": df, "rows": rows, "cols": cols, "extrapolated": notes})
+        text += (f"\n  {df}: Gemmini-like, costed by the calibrated model ({rows} rows of input channels x {cols} "
+                 "columns of output channels)")
+        text += "".join(f"\n  extrapolated: {note}" for note in notes)
+    _emit(args, text, {"valid": True, "descriptor": hw.model_dump(mode="json", exclude_defaults=True),
+                       "calibrated_model": calibrated})
     return 0
 
 

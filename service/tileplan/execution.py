@@ -10,10 +10,12 @@ agree on which hardware executes that way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from tileplan.hardware import Architecture, HardwareDescriptor
+from tileplan.mapping import Mapping
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,46 @@ def gemmini_levels(arch: Architecture) -> tuple[int, int, int] | None:
         if lv.keeps - {"W"}:
             return None
     return a, s, d
+
+
+def array_extent(arch: Architecture) -> tuple[int, int]:
+    """(rows, cols) of a Gemmini-like array as its weight-stationary library uses it: the rows carry input
+    channels (the fan-out below the scratchpad: accumulator slices x anything under them), the columns output
+    channels (the scratchpad's fan-out). Read from the fan-outs, not from `pe_array.rows/cols`, so the model
+    agrees with the checker on how far a mapping may unroll each way; rows x cols = the MACs."""
+    levels = gemmini_levels(arch)
+    if levels is None:
+        raise ValueError(f"{arch.name} is not Gemmini-like")
+    spad = levels[1]
+    return math.prod(lv.fanout for lv in arch.levels[:spad]), arch.levels[spad].fanout
+
+
+def occupied_array(arch: Architecture, mapping: Mapping) -> tuple[int, int, int]:
+    """(software DIM, rows, cols) of the array a mapping runs on: the part its spatial factors occupy.
+
+    Gemmini's software works in square DIM x DIM blocks (mvin/preload/compute/mvout of at most DIM rows of DIM
+    elements); a mapping that unrolls fewer than the array's rows or columns runs as software built for a smaller
+    DIM: the smallest power of two covering its spatial factors (on a power-of-two array; clipped to the array
+    otherwise). That is what DOSA's FireSim harness did (one binary per `--pe_dim`), and it keeps the promise of
+    the mapping: a plan on 4 x 4 of 16 x 16 PEs takes 16 times longer per block than one on all of them. Rows
+    are the spatial factors below the scratchpad (input channels), columns the scratchpad's (output channels);
+    the blocks are the software DIM clipped to the array's extent each way, so a non-square array is never
+    credited with more PEs than it has. A mapping with no spatial factor at all states no array and gets the whole
+    one (DOSA's mappings always unroll something)."""
+    levels = gemmini_levels(arch)
+    if levels is None:
+        raise ValueError(f"{arch.name} is not Gemmini-like")
+    spad = levels[1]
+    rows, cols = array_extent(arch)
+    used_rows = math.prod(lv.spatial_total for lv in mapping.levels[:spad])
+    used_cols = mapping.levels[spad].spatial_total
+    if used_rows == used_cols == 1:
+        # a mapping that unrolls nothing states no array: the software uses the whole one
+        return max(rows, cols), rows, cols
+    dim = 1
+    while dim < max(used_rows, used_cols, 2):
+        dim *= 2
+    return min(dim, max(rows, cols)), min(dim, rows), min(dim, cols)
 
 
 def library_levels(arch: Architecture) -> LibraryLevels | None:

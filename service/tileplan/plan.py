@@ -25,7 +25,7 @@ from tileplan.problem import Problem
 from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc
 
 # Bumped whenever a change to mappers or the cost model can change a plan: part of every cache key.
-SOLVER_VERSION = f"{__version__}+cosa13"
+SOLVER_VERSION = f"{__version__}+cosa14"
 
 MapperName = Literal["cosa", "gemmini-auto", "random", "exhaustive"]
 
@@ -111,7 +111,9 @@ def run_mapper(
     # on library hardware the plan says who runs it, so evaluating the plan's mapping later gives its cycles
     mapping = result.mapping
     if library_levels(arch) is not None:
-        mapping = mapping.model_copy(update={"executor": executor_for(name)})
+        # (a mapper may say so itself: cosa hands back the hand-written tiling as the library runs it when its
+        # own plan would be slower)
+        mapping = mapping.model_copy(update={"executor": mapping.executor or executor_for(name)})
     metrics = evaluate_mapping(problem, arch, mapping)
     return mapping, result.solver, metrics, list(result.notes)
 

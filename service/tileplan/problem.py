@@ -52,10 +52,18 @@ class Problem:
     stride: tuple[int, int] = (1, 1)
     dilation: tuple[int, int] = (1, 1)
     name: str = ""
+    bias: bool = False  # the layer adds a bias (loaded into the accumulator before the reduction)
+    # Zero padding of the input (rows, cols): Gemmini's library makes it on chip instead of reading it from DRAM.
+    padding: tuple[int, int] = (0, 0)
+    in_hw: tuple[int, int] | None = None  # the input's own height and width, when a conv layer states them
 
     @classmethod
     def from_layer(cls, layer: Conv2dLayer | MatmulLayer) -> Problem:
-        return cls(dims=layer.dims(), stride=layer.strides, dilation=layer.dilations, name=layer.name)
+        padding = (layer.padding[0], layer.padding[1]) if isinstance(layer, Conv2dLayer) else (0, 0)
+        return cls(
+            dims=layer.dims(), stride=layer.strides, dilation=layer.dilations, name=layer.name, bias=layer.bias,
+            padding=padding, in_hw=(layer.in_h, layer.in_w) if isinstance(layer, Conv2dLayer) else None,
+        )
 
     @cached_property
     def macs(self) -> int:
@@ -82,4 +90,11 @@ class Problem:
 
     def key(self) -> dict[str, object]:
         """Canonical identity: two layers with equal keys are the same scheduling problem."""
-        return {"dims": dict(sorted(self.dims.items())), "stride": list(self.stride), "dilation": list(self.dilation)}
+        key: dict[str, object] = {
+            "dims": dict(sorted(self.dims.items())), "stride": list(self.stride), "dilation": list(self.dilation)
+        }
+        if self.bias:  # (only when set, so layers without a bias or padding keep their keys)
+            key["bias"] = True
+        if any(self.padding):
+            key["padding"] = list(self.padding)
+        return key

@@ -37,6 +37,11 @@ class _LayerBase(BaseModel):
     dtype: Literal["int8"] = "int8"
     acc_dtype: Literal["int32"] = "int32"
     count: Positive = Field(default=1, description="How often this shape occurs in its network (benchmarks).")
+    bias: bool = Field(
+        default=False,
+        description="The layer adds a bias per output channel (Gemmini loads it into the accumulator first; "
+        "without one the library skips that load).",
+    )
 
 
 class Conv2dLayer(_LayerBase):

@@ -91,9 +91,12 @@ def _conv(node: Any, x: list[int | None], w: list[int | None], name: str) -> Con
         p = [int(v) for v in a.get("pads", [0, 0, 0, 0])]
         begin, end = p[:2], p[2:]
     ph, pw = (_symmetric_pad(size, begin[i], end[i], span[i], stride[i]) for i, size in enumerate((h, wd)))
+    # the bias is Conv's 3rd input, QLinearConv's 9th (an empty name means absent)
+    bias_at = 8 if node.op_type == "QLinearConv" else 2
+    bias = len(node.input) > bias_at and bool(node.input[bias_at])
     return Conv2dLayer(
         name=name, batch=n, in_channels=c, out_channels=k, in_h=h, in_w=wd, kernel=(kh, kw),
-        stride=(stride[0], stride[1]), padding=(ph, pw), dilation=(dil[0], dil[1]), groups=group,
+        stride=(stride[0], stride[1]), padding=(ph, pw), dilation=(dil[0], dil[1]), groups=group, bias=bias,
     )
 
 
@@ -115,7 +118,8 @@ def _matmul(node: Any, a_shape: list[int | None], b_shape: list[int | None], wei
     k, n = b_dims[-2], b_dims[-1]
     if weight_b or len(b_dims) == 2:
         # y = x W: every leading dim of the activation is another row of A.
-        return MatmulLayer(name=name, M=math.prod(a_dims[:-1]), K=k, N=n)
+        bias = node.op_type == "Gemm" and len(node.input) > 2 and bool(node.input[2])  # Gemm's C
+        return MatmulLayer(name=name, M=math.prod(a_dims[:-1]), K=k, N=n, bias=bias)
     # Batched product of two activations (attention): one layer per batch element, broadcast like numpy.
     lead_a, lead_b = a_dims[:-2], b_dims[:-2]
     width = max(len(lead_a), len(lead_b))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from tileplan.check import check
 from tileplan.cost import CostParams, evaluate_mapping, first_order_metrics
@@ -55,20 +56,29 @@ def cv_artifact(data):
     return cross_validate(data, 1, CostParams())
 
 
+def ex(run):  # type: ignore[no-untyped-def]
+    """How a FireSim run executes, read from what a user sends (hardware, layer, mapping)."""
+    return execution_from_mapping(run.problem, run.hardware.resolve(run.mapping.dataflow), run.mapping)
+
+
 def test_mapping_string_order() -> None:
     m = parse_mapping_string("L3[WIO] K8 Q28 - L2[WI] N1 K4X - L1[O] K2 S7 R7 Q4 P7 C3X - L0[W] P16")
     assert [lv.name for lv in m.levels] == ["Registers", "Accumulator", "Scratchpad", "DRAM"]
-    assert m.levels[3].temporal == [("Q", 28), ("K", 8)]  # innermost first
-    assert m.levels[1].temporal == [("P", 7), ("Q", 4), ("R", 7), ("S", 7), ("K", 2)]
+    # innermost first; DOSA's P / R run along the output's width (Timeloop's CNN layer), Tileplan's Q / S
+    assert m.levels[3].temporal == [("P", 28), ("K", 8)]
+    assert m.levels[1].temporal == [("Q", 7), ("P", 4), ("S", 7), ("R", 7), ("K", 2)]
     assert m.levels[1].spatial == [("C", 3)] and m.levels[2].spatial == [("K", 4)]
-    assert m.levels[0].temporal == [("P", 16)]
+    assert m.levels[0].temporal == [("Q", 16)]
+    # a matmul's string (no Q, R or S factor) keeps P as the rows of A
+    mm = parse_mapping_string("L3[WIO] P4 - L2[WI] K16X - L1[O] P32 C16X - L0[W]")
+    assert mm.levels[3].temporal == [("P", 4)] and mm.levels[1].temporal == [("P", 32)]
 
 
 def test_every_row_parses_and_is_legal(rows) -> None:
     assert len(rows) == 1567
     assert len({r.layer_key for r in rows}) == 66
     for r in rows:
-        assert check(Problem.from_layer(r.layer), r.hardware, r.mapping) == [], r.mapping_text
+        assert check(r.problem, r.hardware, r.mapping) == [], r.mapping_text
         assert gemmini_levels(r.hardware.resolve()) is not None
 
 
@@ -109,9 +119,23 @@ def test_16x16_runs_are_predicted_out_of_file(data, cv_artifact) -> None:
     assert len(d.y) == 444
     assert ape.mean() <= 0.25
     assert abs(np.mean(np.log(cv_artifact / d.y))) <= 0.15
-    kinds = np.array(d.kinds)
+    kinds = np.array(d.labels(lambda r: f"{r.kind} {r.op}"))
     for kind in ("mapping conv", "library conv", "mapping matmul", "library matmul"):
         assert ape[kinds == kind].mean() <= 0.30, kind
+    # DOSA's mappings, each configuration held out (through the user path): where the model stands now (14.2%,
+    # Spearman 0.992; bench/results/costmodel.md), so a regression shows
+    mapping = np.char.startswith(kinds.astype(str), "mapping")
+    assert ape[mapping].mean() <= 0.15
+    assert spearmanr(cv_artifact[mapping], d.y[mapping]).statistic >= 0.99
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13 targets not reached: DOSA mappings 14.2% (<= 12%), library 21.7% "
+                   "(<= 15%) held out; see costmodel.md")
+def test_issue_13_held_out_targets(data, cv_artifact) -> None:
+    d = data[1]
+    ape = np.abs(cv_artifact - d.y) / d.y
+    mapping = np.char.startswith(np.array(d.labels(lambda r: r.kind)).astype(str), "mapping")
+    assert ape[mapping].mean() <= 0.12 and ape[~mapping].mean() <= 0.15
 
 
 def test_artifact_library_runs_use_the_recorded_tiles() -> None:
@@ -120,7 +144,7 @@ def test_artifact_library_runs_use_the_recorded_tiles() -> None:
     assert len(runs) >= 200
     conv1 = next(r for r in runs if r.source == "dnn_resnet50" and r.layer_key.startswith("C3_K64_P112"))
     assert conv1.library_tile == {"krows": 7, "kcols": 7, "ocols": 23, "orows": 22, "kchs": 3, "ochs": 16, "batches": 1}
-    e = conv1.execution
+    e = ex(conv1)
     assert (e.t_h, e.t_w, e.t_k, e.t_c, e.k_step) == (22, 23, 16, 3, 16)
 
 
@@ -128,13 +152,13 @@ def test_dosa_harness_steps_output_channels_by_the_tile() -> None:
     """A DOSA mapping with K4 below DRAM under K16X: calls of 64 output channels stepping by 64, not by 16."""
     runs = load_artifact(next(p for p in ARTIFACT if p.stem == "both_resnet50"))
     r = next(r for r in runs if r.kind == "mapping" and r.layer_key.startswith("C64_K256_P56"))
-    assert (r.execution.t_k, r.execution.k_step) == (256, 256)
+    assert (ex(r).t_k, ex(r).k_step) == (256, 256)
 
 
 def test_dosa_execution_reproduces_the_harness(rows) -> None:
     """Row 1 of the data: L1 S7 Q14 P112 C3X under L2 K4X, DRAM Q8 K16 R7 -> tiled_conv with 14 output rows x
     112 output cols, 7 kernel rows x 1 kernel col, K tile 4 stepped by 4, C tile 3; square 224 input, pad 3."""
-    e = rows[1].execution
+    e = ex(rows[1])
     assert (e.kind, e.out_h, e.out_w, e.in_h, e.pad) == ("conv", 112, 112, 224, (3, 3))
     assert (e.t_h, e.t_w, e.t_r, e.t_s, e.t_k, e.t_c, e.k_step) == (14, 112, 7, 1, 4, 3, 4)
     # Spatial factors K4 x C3: the harness's binary for a 4-wide array (pe_dim 4).
@@ -153,13 +177,13 @@ def test_spatial_factors_set_the_harness_array_size(rows) -> None:
     a, b = rows[484], rows[488]
     assert a.layer_key == b.layer_key
     tiles = lambda e: (e.t_n, e.t_h, e.t_w, e.t_k, e.t_c, e.t_r, e.t_s)  # noqa: E731
-    assert tiles(a.execution) == tiles(b.execution)
-    assert (a.execution.dim, b.execution.dim) == (16, 4)
+    assert tiles(ex(a)) == tiles(ex(b))
+    assert (ex(a).dim, ex(b).dim) == (16, 4)
     assert b.cycles > 5 * a.cycles
     pred = predict(feature_matrix([a, b]), CostParams())
     assert pred[1] > 3 * pred[0]
     # FC layers run as tiled_matmul; matmul P=128 layers too (Q = R = S = 1).
-    assert {r.execution.kind for r in rows if r.layer.dims()["P"] == 128} == {"matmul"}
+    assert {ex(r).kind for r in rows if r.layer_key.startswith(("C128_K128_P128", "C512_K512_P128"))} == {"matmul"}
 
 
 def test_register_level_factors_count_once_in_the_call_tile(rows) -> None:
@@ -171,10 +195,10 @@ def test_register_level_factors_count_once_in_the_call_tile(rows) -> None:
     group = [rows[i] for i in (1105, 1106, 1113, 1116)]
     assert len({r.layer_key for r in group}) == 1
     assert max(r.cycles for r in group) < 1.002 * min(r.cycles for r in group)
-    assert len({r.execution for r in group}) == 1
+    assert len({ex(r) for r in group}) == 1
     # and a conv: row 1's L0 holds no P factor, row 0's does; its output-column tile is the product of the
     # P factors below DRAM (L1 P7 x L0 P16 = 112), not 112 x 16.
-    assert rows[0].execution.t_w == 112
+    assert ex(rows[0]).t_w == 112
 
 
 def test_padding_wrap_pathology_is_predicted(rows) -> None:
@@ -190,12 +214,15 @@ def test_padding_wrap_pathology_is_predicted(rows) -> None:
 
 def test_execution_of_a_tileplan_mapping_uses_tiles_below_dram() -> None:
     hw = get_hardware("gemmini-16x16")
-    layer = Problem.from_layer(Conv2dLayer(in_channels=64, out_channels=64, in_h=30, in_w=30, kernel=(3, 3)))
+    # with a bias, so both executors load the accumulator alike (Tileplan's code loads zeros without one)
+    layer = Problem.from_layer(Conv2dLayer(in_channels=64, out_channels=64, in_h=30, in_w=30, kernel=(3, 3), bias=True))
     m = Mapping(
         levels=_levels(
             acc_t=[("Q", 14), ("P", 7)], acc_s=[("C", 16)], spad_t=[("C", 4), ("R", 3), ("S", 3)],
             spad_s=[("K", 16)], dram_t=[("Q", 2), ("P", 4), ("K", 4)],
         ),
+        # Tileplan's code overlaps calls where the plan double buffers (the library always does)
+        double_buffered={"Scratchpad": ["I", "W"], "Accumulator": ["O"]},
         dataflow="weight_stationary",
     )
     assert check(layer, hw, m) == []
@@ -249,8 +276,8 @@ def test_fc_layer_is_dram_bound_on_16x16() -> None:
     met = evaluate_mapping(fc, hw.resolve(m.dataflow), m)
     assert met.model == "gemmini"
     assert met.bound == "DRAM"
-    # Every weight byte crosses DRAM once at most 8 B/cycle: the cycles cannot beat that.
-    assert met.cycles >= 2048 * 1000 / 8
+    # Every weight byte crosses DRAM once at the DMA's sustained rate: the cycles cannot beat that.
+    assert met.cycles >= 2048 * 1000 / (16 * CostParams().dram_efficiency)
     assert met.utilization < 0.05
 
 
@@ -351,7 +378,8 @@ def test_dma_requests_follow_mvin_block_length() -> None:
 
 def test_timeloop_described_gemmini_predicts_like_the_catalog_entry() -> None:
     """The same chip described in Timeloop v0.3 (DRAM 'shared_bandwidth: 8', no cost_params) and by catalog name:
-    the same mapping costs the same cycles, and DRAM runs at min(descriptor figure, DMA peak x efficiency)."""
+    the same mapping costs the same cycles, and DRAM runs at the calibrated DMA rate (peak x efficiency), not at
+    the descriptor's nominal figure (DOSA's YAML says 8 B/cycle; FireSim sustains ~9.8)."""
     from tileplan.cost.gemmini import effective_dram_bandwidth, library_terms, nominal_dram_bandwidth
     from tileplan.hardware.catalog import load_descriptor
 
@@ -374,7 +402,7 @@ def test_timeloop_described_gemmini_predicts_like_the_catalog_entry() -> None:
         p = CostParams.for_descriptor(hw).as_dict()
         assert nominal_dram_bandwidth(arch) == 8.0
         rate = effective_dram_bandwidth(8.0, p)
-        assert rate == min(8.0, 16.0 * p["dram_efficiency"])
+        assert rate == 16.0 * p["dram_efficiency"] > 8.0
         assert library_terms(arch, CostParams.for_descriptor(hw)).cycles_per_byte == pytest.approx(1 / rate)
     assert got[0] == pytest.approx(got[1])
 
@@ -425,7 +453,7 @@ def test_library_matmul_keeps_only_whole_matrix_operands() -> None:
 
     hw = get_hardware("gemmini-16x16")
     arch = hw.resolve("weight_stationary")
-    layer = Problem.from_layer(MatmulLayer(M=64, K=64, N=256))
+    layer = Problem.from_layer(MatmulLayer(M=64, K=64, N=256, bias=True))
     col = FEATURE_COLUMNS.index("ld_bytes")
 
     def loaded(tiles_p, tiles_k, executor):  # type: ignore[no-untyped-def]

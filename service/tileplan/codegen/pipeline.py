@@ -201,8 +201,8 @@ def timing_for(hw: Any, matmul: bool = False) -> TimingParams:
 
     | emulator (TimingParams)  | from                                                                   |
     |--------------------------|------------------------------------------------------------------------|
-    | dram_bytes_per_cycle     | cost.gemmini.effective_dram_bandwidth: min(descriptor DRAM bandwidth,   |
-    |                          | CostParams.dma_bytes_per_cycle x dram_efficiency)                      |
+    | dram_bytes_per_cycle     | cost.gemmini.effective_dram_bandwidth: CostParams.dma_bytes_per_cycle x |
+    |                          | dram_efficiency (the descriptor's nominal DRAM figure is not a cap)    |
     | dma_request_bytes        | 64 (Gemmini's largest DMA request, tileplan.cost.gemmini.REQUEST_BYTES) |
     | dma_request_cycles       | CostParams.dma_request_cycles                                           |
     | compute_row_cycles       | 1 (one row of A enters the array per cycle)                             |
@@ -212,6 +212,7 @@ def timing_for(hw: Any, matmul: bool = False) -> TimingParams:
     | call_floor_cycles        | CostParams.call_floor_matmul for a matmul, call_floor_cycles otherwise  |
     |                          | (config_ex dispatched no sooner than this after the previous one)       |
     | run_cycles               | CostParams.run_overhead_cycles (added once to the program's cycles)     |
+    | compute_floor_cycles     | CostParams.compute_floor_dims x DIM (a compute of few rows)             |
     | overlap_loss             | DMA / array contention: CostParams.overlap_loss_matmul for a matmul     |
     |                          | (`matmul`, the library's loop_ws), CostParams.overlap_loss otherwise    |
     | latencies, issue, config | 0 (the calibrated model has no such terms)                              |
@@ -228,7 +229,8 @@ def timing_for(hw: Any, matmul: bool = False) -> TimingParams:
         preload_cycles=p.preload_dims * hw.pe_array.rows, call_cycles=p.call_overhead_cycles,
         overlap_loss=p.overlap_loss_matmul if matmul else p.overlap_loss, dma_latency=0.0, issue_cycles=0.0,
         config_cycles=0.0, compute_latency=0.0, queue_load=0.0, queue_exec=0.0, queue_store=0.0,
-        call_floor_cycles=p.call_floor_matmul if matmul else p.call_floor_cycles, run_cycles=p.run_overhead_cycles)
+        call_floor_cycles=p.call_floor_matmul if matmul else p.call_floor_cycles, run_cycles=p.run_overhead_cycles,
+        compute_floor_cycles=p.compute_floor_dims * hw.pe_array.rows)
 
 
 def _ident(name: str) -> str:

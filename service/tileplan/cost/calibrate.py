@@ -1,19 +1,20 @@
 """Fit the Gemmini model's free parameters to measured cycles, and say honestly how well it fits.
 
-Two kinds of FireSim measurements, both published with DOSA (Hong et al., MICRO 2023):
-- the random-mapping data set (`tileplan.cost.firesim.load_rows`; ucb-bar/dosa, BSD-2-Clause, Copyright (c)
-  2022 Charles Hong): 1,567 random mappings of 66 layer shapes, described as a 128x128 Gemmini;
-- the artifact runs (`tileplan.cost.firesim.load_artifact`; ucb-bar/gemmini-rocc-tests): whole networks on
-  16x16 Gemminis with other buffer sizes, each layer under a DOSA mapping and under Gemmini's own tiler.
+Two kinds of FireSim measurements, both published with DOSA (Hong et al., MICRO 2023), read by
+`tileplan.cost.firesim` into what a user sends (DOSA's Timeloop-style architecture YAML, the layer, a Mapping):
+- the random-mapping set (`load_rows`): 1,567 random mappings of 66 layer shapes on a 128x128 Gemmini;
+- the artifact runs (`load_artifact`): whole networks on twelve 16x16 Gemmini configurations, each layer under a
+  DOSA mapping and under Gemmini's own tiler.
 
-`calibrate` fits the parameters named in `tileplan.cost.params.FITTED` to both at once by robust least squares on
-the relative error (predicted - measured) / measured (scipy, soft-L1 loss, so a few pathological runs do not drag
-the rest; relative rather than log error because the figure users read is the percentage error), each data set
-weighted equally whatever its size. It reports, per data set, in-sample figures and cross-validated ones: every
-group (a layer shape of the random-mapping set, a configuration-and-network file of the artifact set) predicted
-by a fit on everything else. Figures: MAPE, median absolute percentage error, Spearman rank correlation over all
-runs, and the median of the per-layer Spearman correlations (does the model order alternative mappings of one
-layer correctly?), next to the uncalibrated first-order model's.
+Every run is costed through the function POST /evaluate calls (`tileplan.cost.gemmini.gemmini_calls`: layer,
+hardware and mapping to call features), so what is fitted and cross-validated here is the user's path.
+
+`calibrate` fits the parameters named in `tileplan.cost.params.FITTED` to both sets at once by robust least
+squares on the relative error (predicted - measured) / measured (scipy, soft-L1 loss, so a few pathological runs
+do not drag the rest), each data set weighted equally whatever its size. It reports in-sample figures and
+cross-validated ones — every group (a layer shape of the random-mapping set; a configuration, or a whole network,
+of the artifact set; a whole data set, i.e. an array size never seen) predicted by a fit on everything else —
+MAPE, median absolute percentage error, Spearman rank correlation, and the median per-layer Spearman.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,17 +30,15 @@ from pydantic import BaseModel, Field
 from scipy.optimize import least_squares
 from scipy.stats import spearmanr
 
-from tileplan.cost.firesim import ArtifactRun, FireSimRow, load_artifact, load_rows
+from tileplan.cost.firesim import FireSimRun, load_artifact, load_rows
 from tileplan.cost.gemmini import (
     FEATURE_COLUMNS,
-    call_features,
     cycles_vectorised,
+    gemmini_calls,
     gemmini_levels,
-    nominal_dram_bandwidth,
 )
 from tileplan.cost.model import first_order_metrics
 from tileplan.cost.params import DEFAULT_PARAMS, FITTED, CostParams
-from tileplan.problem import Problem
 
 # Bounds of the fitted parameters: physical ranges, wide enough not to bind on sensible data.
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -47,6 +46,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "dma_request_cycles": (0.0, 100.0),
     "op_overhead_cycles": (0.0, 1000.0),
     "preload_dims": (0.0, 8.0),
+    "compute_floor_dims": (0.0, 1.0),  # a full compute (DIM rows) takes DIM cycles
     "call_overhead_cycles": (0.0, 1e5),
     "overlap_loss": (0.0, 1.0),
     "overlap_loss_matmul": (0.0, 1.0),
@@ -101,59 +101,61 @@ class FeatureSet:
 
 @dataclass
 class Dataset:
-    """Measured runs with their call features: `keys` name each run's layer (for within-layer rank
-    correlation), `groups` its cross-validation unit, `kinds` what was run (for the per-kind breakdown)."""
+    """Measured runs with their call features (the user path); `keys` name each run's layer (for within-layer
+    rank correlation)."""
 
     name: str
+    runs: list[FireSimRun]
     x: FeatureSet
     y: np.ndarray
-    keys: list[str]
-    groups: list[str]
-    kinds: list[str]
     first_order: np.ndarray | None = None
+    keys: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            self.keys = [f"{r.source}:{r.layer_key}" for r in self.runs]
 
     def subset(self, mask: np.ndarray) -> Dataset:
-        pick = lambda seq: [v for v, m in zip(seq, mask) if m]  # noqa: E731
+        pick = lambda seq: [v for v, m in zip(seq, mask) if m]
         fo = None if self.first_order is None else self.first_order[mask]
-        return Dataset(self.name, self.x.subset(mask), self.y[mask], pick(self.keys), pick(self.groups), pick(self.kinds), fo)
+        return Dataset(self.name, pick(self.runs), self.x.subset(mask), self.y[mask], fo, pick(self.keys))
+
+    def labels(self, by: Callable[[FireSimRun], str]) -> list[str]:
+        return [by(r) for r in self.runs]
 
 
-def feature_matrix(rows: Sequence[FireSimRow | ArtifactRun]) -> FeatureSet:
-    """Call features of every run, as the harness (or the library) executed it (`.execution`)."""
-    out = []
-    for r in rows:
-        arch = r.hardware.resolve("weight_stationary")
-        if gemmini_levels(arch) is None:
-            raise ValueError(f"run {r.index}: hardware is not Gemmini-like")
-        out.append(call_features(r.execution, nominal_dram_bandwidth(arch)))
-    return FeatureSet(out)
+def run_features(run: FireSimRun) -> np.ndarray:
+    """A run's call features, through the user path (hardware YAML -> descriptor, layer -> problem, mapping)."""
+    arch = run.hardware.resolve(run.mapping.dataflow)
+    if gemmini_levels(arch) is None:
+        raise ValueError(f"run {run.source}:{run.index}: hardware is not Gemmini-like")
+    return gemmini_calls(run.problem, arch, run.mapping)
 
 
-def first_order_cycles(rows: list[FireSimRow]) -> np.ndarray:
-    return np.array(
-        [
-            first_order_metrics(Problem.from_layer(r.layer), r.hardware.resolve(r.mapping.dataflow), r.mapping).cycles
-            for r in rows
-        ]
+def feature_matrix(runs: Sequence[FireSimRun]) -> FeatureSet:
+    return FeatureSet([run_features(r) for r in runs])
+
+
+def first_order_cycles(runs: Sequence[FireSimRun]) -> np.ndarray:
+    return np.array([
+        first_order_metrics(r.problem, r.hardware.resolve(r.mapping.dataflow), r.mapping).cycles for r in runs
+    ])
+
+
+def make_dataset(name: str, runs: list[FireSimRun], first_order: bool = False) -> Dataset:
+    return Dataset(
+        name, runs, feature_matrix(runs), np.array([r.cycles for r in runs]),
+        first_order_cycles(runs) if first_order else None, [r.layer_key for r in runs] if first_order else [],
     )
 
 
 def random_mapping_dataset(csv_path: str | Path) -> Dataset:
-    rows = load_rows(csv_path)
-    keys = [r.layer_key for r in rows]
-    return Dataset(
-        "random mappings (128x128)", feature_matrix(rows), np.array([r.cycles for r in rows]), keys, keys,
-        [r.execution.kind for r in rows], first_order_cycles(rows),
-    )
+    return make_dataset("random mappings (128x128)", load_rows(csv_path), first_order=True)
 
 
 def artifact_dataset(paths: Sequence[str | Path]) -> Dataset:
     runs = [run for p in sorted(map(str, paths)) for run in load_artifact(p)]
-    return Dataset(
-        "DOSA artifact (16x16)", feature_matrix(runs), np.array([r.cycles for r in runs]),
-        [f"{r.source}:{r.layer_key}" for r in runs], [r.source for r in runs],
-        [f"{r.kind} {r.execution.kind}" for r in runs],
-    )
+    return make_dataset("DOSA artifact (16x16)", runs)
 
 
 def score(pred: np.ndarray, measured: np.ndarray, keys: list[str]) -> FitMetrics:
@@ -210,20 +212,29 @@ def predict(x: FeatureSet, params: CostParams) -> np.ndarray:
 
 def cross_validate(
     data: Sequence[Dataset], target: int, start: CostParams, max_nfev: int | None = None,
-    on_fit: Callable[[], None] | None = None,
+    groups: list[str] | None = None, on_fit: Callable[[], None] | None = None,
 ) -> np.ndarray:
-    """Predictions for `data[target]`, each of its groups by a fit on all the other runs of every data set
+    """Predictions for `data[target]`, each of its groups (default: layer shapes for a set with first-order
+    figures, i.e. the random-mapping set; configurations otherwise) by a fit on all the other runs of every set
     (`on_fit` is called after each fit)."""
     d = data[target]
+    if groups is None:
+        by_layer = d.first_order is not None
+        groups = d.labels(lambda r, by_layer=by_layer: r.layer_key if by_layer else r.config)  # type: ignore[misc]
     pred = np.empty_like(d.y)
-    garr = np.array(d.groups)
-    for g in sorted(set(d.groups)):
+    garr = np.array(groups)
+    for g in sorted(set(groups)):
         test = garr == g
         train = [d.subset(~test) if i == target else other for i, other in enumerate(data)]
         pred[test] = predict(d.x.subset(test), fit(train, start, max_nfev=max_nfev))
         if on_fit is not None:
             on_fit()
     return pred
+
+
+def held_out_set(data: Sequence[Dataset], target: int, start: CostParams, max_nfev: int | None = None) -> np.ndarray:
+    """`data[target]` predicted by a fit on the other sets only (an array size and configuration never seen)."""
+    return predict(data[target].x, fit([d for i, d in enumerate(data) if i != target], start, max_nfev=max_nfev))
 
 
 def _breakdown(pred: np.ndarray, d: Dataset, by: list[str], label: str) -> list[dict[str, float | str | int]]:
@@ -252,10 +263,15 @@ def calibrate(
     max_nfev: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[CostParams, CalibrationReport]:
-    """Fit on the random-mapping CSV and the artifact CSVs together; report each data set. `progress(done,
-    total)` is called after each fit (the whole fit, then one per cross-validation group)."""
+    """Fit on the random-mapping CSV and the artifact CSVs together; report each data set (cross-validated by
+    layer shape on the random-mapping set, by configuration on the artifact set). `progress(done, total)` is
+    called after each fit (the whole fit, then one per cross-validation group)."""
     data = [random_mapping_dataset(csv_path)] + ([artifact_dataset(artifact)] if artifact else [])
-    fits = [0, 1 + (sum(len(set(d.groups)) for d in data) if cv else 0)]
+    group_of = [
+        d.labels(lambda r, by_layer=d.first_order is not None: r.layer_key if by_layer else r.config)  # type: ignore[misc]
+        for d in data
+    ]
+    fits = [0, 1 + (sum(len(set(g)) for g in group_of) if cv else 0)]
 
     def one_fit() -> None:
         fits[0] += 1
@@ -267,16 +283,18 @@ def calibrate(
     reports = []
     for i, d in enumerate(data):
         fitted = predict(d.x, params)
-        cv_pred = cross_validate(data, i, params, max_nfev=max_nfev, on_fit=one_fit) if cv else None
+        groups = group_of[i]
+        cv_pred = cross_validate(data, i, params, max_nfev=max_nfev, groups=groups, on_fit=one_fit) if cv else None
         shown = fitted if cv_pred is None else cv_pred
         reports.append(DatasetReport(
-            name=d.name, runs=len(d.y), groups=len(set(d.groups)),
+            name=d.name, runs=len(d.y), groups=len(set(groups)),
             fitted=score(fitted, d.y, d.keys),
             cross_validated=None if cv_pred is None else score(cv_pred, d.y, d.keys),
             default_params=score(predict(d.x, start), d.y, d.keys),
             uncalibrated=None if d.first_order is None else score(d.first_order, d.y, d.keys),
-            per_group=_breakdown(shown, d, d.groups, "group"),
-            per_kind=_breakdown(shown, d, d.kinds, "kind"),
+            per_group=_breakdown(shown, d, groups, "group"),
+            per_kind=_breakdown(shown, d, d.labels(lambda r: f"{r.kind} {r.op}"), "kind"),
         ))
     sources = [str(csv_path)] + [str(p) for p in artifact]
     return params, CalibrationReport(data=sources, params={n: getattr(params, n) for n in FITTED}, datasets=reports)
+

@@ -2,8 +2,10 @@
 
 Execution semantics (what the code generator emits and what the mapper must optimise)
 ---------------------------------------------------------------------------------------
-A mapping on a Gemmini-like hierarchy (registers -> output accumulator -> I/W scratchpad -> DRAM, see
-`gemmini_levels`) runs as ONE call of Gemmini's software library per iteration of the DRAM-level loops:
+One semantics for every door: POST /evaluate, the CLI, the SDK, the mappers, the benches and the calibration all
+go through `gemmini_calls` (layer, hardware, mapping -> call features). A mapping on a Gemmini-like hierarchy
+(registers -> output accumulator -> I/W scratchpad -> DRAM, see `gemmini_levels`) runs as ONE call of Gemmini's
+software library per iteration of the DRAM-level loops:
 
 * Convolutions run as `tiled_conv`: each call (`sp_tiled_conv`) hands one scratchpad tile to the
   `loop_conv_ws` hardware FSM. The tile sizes are the products of ALL factors below DRAM (temporal and
@@ -23,22 +25,31 @@ A mapping on a Gemmini-like hierarchy (registers -> output accumulator -> I/W sc
   columns into the array rows when a convolution has few input channels (`kernel_fold`: conv1's 3 channels x
   5 columns fill 15 of 16 rows instead of 3). The FireSim runs are all library-style (no reuse, no fold)
   except the library's whole-matrix operands.
-* Inside a call the FSM works in DIM-wide pieces: for every (DIM output channels, kernel row, kernel col,
-  DIM input channels) it preloads one weight block and then issues one compute per (batch, output row,
-  DIM consecutive output columns of that row): I = min(DIM, cols left) rows stream through the array.
-  A tile with few output columns therefore wastes the array and pays the per-instruction cost per row.
+* The array: under the library, the part the mapping's spatial factors occupy (`occupied_array`: software
+  built for the power of two covering them, as DOSA's harness did; a mapping that unrolls nothing gets the
+  whole array); Tileplan's code uses the whole array. Input channels are blocked by its rows, output channels
+  by its columns (`array_extent`, from the fan-outs), so a non-square array is never credited with more PEs
+  than it has.
+* Inside a call the FSM works in DIM-wide pieces: for every (output-channel block, kernel row, kernel col,
+  input-channel block) it preloads one weight block and then issues one compute per (batch, output row,
+  DIM consecutive output columns of that row): I = min(DIM, cols left) rows stream through the array, and a
+  compute occupies it at least `compute_floor_dims` x DIM cycles. A tile with few output columns therefore
+  wastes the array.
 * DMA: the input tile moves as one row per input pixel (its C tile channels), weights as one row per
   (kernel row, kernel col, input channel) of the K tile, each row in mvin rows of up to 64 B (gemmini.h's
   MAX_BLOCK_LEN blocks side by side), one request each; outputs as one row per output pixel per DIM output
   channels; a layer's bias (or zeros) as one accumulator row per output pixel per DIM output channels on an
-  output tile's first reduction call. Zero padding is not read from DRAM. DRAM runs at the DMA's peak (16 B
-  per cycle) times a fitted efficiency, capped by the descriptor's DRAM bandwidth.
+  output tile's first reduction call, only when the layer has a bias (Tileplan's code loads zeros the same way
+  when it has none). Zero padding is not read from DRAM (the library makes it on chip); a strided 1x1
+  convolution loads its whole strided window under the library (FireSim says so) and only the pixels it uses
+  in Tileplan's code. DRAM runs at the DMA's peak (16 B per cycle) times a fitted efficiency; the descriptor's
+  nominal DRAM figure is not used (`effective_dram_bandwidth`).
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
   overlap the current call's compute, so a call's work is about max(DMA, compute) + a fitted share of the
   shorter (one share for loop_conv_ws, one for loop_ws); in a convolution the first call's loads and the last
   call's compute have nothing to hide behind (one average call's hidden share, once: loop_conv_ws waits for
-  a call's loads before computing). A mapping that does not double buffer I+W in the scratchpad and O in the
-  accumulator gets no overlap: its calls' work is DMA + compute.
+  a call's loads before computing). The library always double buffers; Tileplan's code overlaps only what the
+  plan double buffers (I+W in the scratchpad and O in the accumulator), otherwise a call's work is DMA + compute.
 * The host sets up and issues each call (loop bounds, addresses, the FSM's configuration) while the previous
   call runs, so a call lasts max(its work, the issue time) + whatever per-call cost nothing hides; the issue
   time of a tiled_conv call is about twice a tiled_matmul call's (FireSim: the smallest calls of the data set
@@ -51,8 +62,8 @@ A mapping on a Gemmini-like hierarchy (registers -> output accumulator -> I/W sc
 DOSA's FireSim runs (the calibration data) were made by a harness around a fork of that library whose
 matmul tiles are elements/16 blocks of a software block size ("pe_dim", the power of two covering the
 spatial factors), whose convolutions are square with padding R/2 and which ran without bias;
-`tileplan.cost.firesim` describes those runs with the same `Execution` objects (`k_step`, `c_step`,
-padding, block tiles, `bias`), so one cost formula serves both.
+`tileplan.cost.firesim` reads those runs into what a user sends (DOSA's Timeloop-style YAML, the layer the
+harness ran, a Mapping whose tiles are what ran), so the model has no path of its own for them.
 
 All mapping-dependent quantities are gathered in per-call feature rows (`CallFeatures`, with
 multiplicities) that are independent of the parameters, so the cycle formula is a few numpy operations,
@@ -69,7 +80,12 @@ import numpy as np
 
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS
-from tileplan.execution import call_loop_order, gemmini_levels
+from tileplan.execution import (
+    array_extent,
+    call_loop_order,
+    gemmini_levels,
+    occupied_array,
+)
 from tileplan.hardware import Architecture
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
@@ -109,9 +125,13 @@ def nominal_dram_bandwidth(arch: Architecture) -> float:
 
 
 def effective_dram_bandwidth(nominal, p):  # type: ignore[no-untyped-def]
-    """Sustained DMA throughput (bytes/cycle): the DMA's peak x its efficiency, capped by the descriptor's figure.
-    `p` maps parameter names to values; `nominal` may be a numpy column."""
-    return np.minimum(nominal, p["dma_bytes_per_cycle"] * p["dram_efficiency"])
+    """Sustained DMA throughput (bytes/cycle): the DMA's peak x its fitted efficiency, whatever the descriptor's
+    DRAM figure says. Timeloop-style files give Gemmini's DRAM a nominal rate (DOSA's say 8 B/cycle) that is a
+    guess of this effective rate, not a measurement: FireSim sustains ~9.8 B/cycle on the same chips, so the
+    calibrated model uses the measured rate (a descriptor models another memory system through its
+    `cost_params`: dma_bytes_per_cycle, dram_efficiency). `nominal` (kept as a feature column for the notes)
+    may be a numpy column; the answer has its shape."""
+    return np.zeros_like(np.asarray(nominal, dtype=float)) + p["dma_bytes_per_cycle"] * p["dram_efficiency"]
 
 
 def library_terms(arch: Architecture, params: CostParams) -> LibraryTerms | None:
@@ -139,7 +159,7 @@ class Execution:
     """One layer as the Gemmini library runs it: loop bounds, tile sizes and steps of the DRAM loops."""
 
     kind: str  # "conv" (tiled_conv / loop_conv_ws) or "matmul" (tiled_matmul / loop_ws)
-    dim: int  # array rows = cols (DIM)
+    dim: int  # software DIM: rows = cols of the array unless dim_c / dim_k say otherwise
     # conv geometry (matmul: out_h = I rows, c = K, k = J)
     batch: int
     groups: int
@@ -180,6 +200,18 @@ class Execution:
     reuse: bool = False
     # Kernel columns folded into the array rows (Tileplan's code, few input channels; see kernel_fold): 1 = none.
     fold: int = 1
+    # The occupied array (`occupied_array`): rows carry input channels (C), columns output channels (K); `dim` is
+    # the software DIM (the longest row piece one compute instruction streams). 0: a square dim x dim array.
+    dim_c: int = 0
+    dim_k: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.dim_c or self.dim
+
+    @property
+    def cols(self) -> int:
+        return self.dim_k or self.dim
 
 
 EXECUTORS = ("tileplan", "library")
@@ -211,7 +243,13 @@ def execution_from_mapping(
     (library-style calls in the plan's DRAM order, reductions innermost, tiles kept while consecutive calls
     share them); "library" is Gemmini's own tiled_conv / tiled_matmul (tiled_matmul keeps an operand only when
     its tile is the whole matrix: loops i, j, k with k innermost), the baseline every plan is compared with.
-    Unset: the mapping's own `executor`, else the library (a bare mapping runs on the hardware's software)."""
+    Unset: the mapping's own `executor`, else the library (a bare mapping runs on the hardware's software).
+
+    The same for every door (API, CLI, SDK, benches, calibration): under the library the array is the part the
+    mapping's spatial factors occupy (`occupied_array`: Gemmini's software built for that array, as DOSA's harness
+    did), while Tileplan's code, generated for the hardware, works in blocks of the whole array; the library always double buffers (loop_ws / loop_conv_ws), so its calls
+    always overlap, while Tileplan's code overlaps only what the plan double buffers; the accumulator is loaded
+    with a bias only when the layer has one (Tileplan's code loads zeros the same way when it has none)."""
     executor = executor or mapping.executor or "library"
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; use one of {EXECUTORS}")
@@ -226,13 +264,21 @@ def execution_from_mapping(
             tile[d] *= f
     dims = problem.dims
     tile = {d: min(tile[d], dims[d]) for d in DIMS}
-    dim = arch.hardware.pe_array.rows
+    if levels is None:
+        dim = dim_c = dim_k = arch.hardware.pe_array.rows
+    elif executor == "tileplan":
+        # Tileplan's code is generated for the array it runs on: DIM-wide blocks of the whole array
+        dim_c, dim_k = array_extent(arch)
+        dim = max(dim_c, dim_k)
+    else:
+        dim, dim_c, dim_k = occupied_array(arch, mapping)
     overlapped = True
-    if levels is not None:
+    if levels is not None and executor == "tileplan":
         db = mapping.double_buffered
         overlapped = {"I", "W"} <= set(db.get(arch.levels[levels[1]].name, [])) and "O" in db.get(
             arch.levels[levels[0]].name, []
         )
+    bias = problem.bias or executor == "tileplan"
     kind = "matmul" if dims["Q"] == 1 and dims["R"] == 1 and dims["S"] == 1 else "conv"
     sh, sw = problem.stride
     dh, dw = problem.dilation
@@ -252,29 +298,38 @@ def execution_from_mapping(
         return Execution(
             kind="matmul", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=1, k=dims["K"],
             c=dims["C"], r=1, s=1, stride=(1, 1), pad=(0, 0), in_h=dims["P"], in_w=1,
-            t_n=1, t_h=-(-tile["P"] * tile["N"] // dim), t_w=1, t_k=-(-tile["K"] // dim), t_c=-(-tile["C"] // dim),
+            t_n=1, t_h=-(-tile["P"] * tile["N"] // dim), t_w=1, t_k=-(-tile["K"] // dim_k), t_c=-(-tile["C"] // dim_c),
             t_r=1, t_s=1, k_step=0, c_step=0, in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
-            overlapped=overlapped, order=mm_order, reuse=reuse,
+            overlapped=overlapped, bias=bias, order=mm_order, reuse=reuse, dim_c=dim_c, dim_k=dim_k,
         )
-    if dims["R"] == 1 and dims["S"] == 1 and (sh, sw) != (1, 1):
-        # A strided 1x1 conv reads only every stride-th pixel: gemmini.h's downsample path (and Tileplan's
-        # generated code) loads exactly those, i.e. runs a stride-1 conv over the subsampled input.
+    # Gemmini's library makes the zero padding on chip (the loaders skip it, and a window wholly inside it makes
+    # the 16-bit iterator wrap); Tileplan's code runs on an input the host has padded.
+    pad = problem.padding if executor == "library" else (0, 0)
+    if any(pad):
+        in_h, in_w = problem.in_hw or (max(1, in_h - 2 * pad[0]), max(1, in_w - 2 * pad[1]))
+    if dims["R"] == 1 and dims["S"] == 1 and (sh, sw) != (1, 1) and executor == "tileplan":
+        # A strided 1x1 conv reads only every stride-th pixel in Tileplan's generated code, i.e. runs a stride-1
+        # conv over the subsampled input. Gemmini's library, as FireSim measured it, loads the whole strided
+        # window (every strided 1x1 layer of both data sets runs 1.5-3x slower than the subsampled load
+        # predicts, under DOSA's mappings and the library's own tiles alike; costmodel.md, "Readings").
         sh = sw = 1
         in_h, in_w = dims["P"], dims["Q"]
+        pad = (0, 0)
     return Execution(
         kind="conv", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=dims["Q"], k=dims["K"],
-        c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=(0, 0), in_h=in_h, in_w=in_w,
+        c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=pad, in_h=in_h, in_w=in_w,
         t_n=tile["N"], t_h=tile["P"], t_w=tile["Q"], t_k=tile["K"], t_c=tile["C"], t_r=tile["R"], t_s=tile["S"],
         k_step=tile["K"], c_step=tile["C"], in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
-        overlapped=overlapped, order=order, reuse=executor == "tileplan",
-        fold=kernel_fold(dim, dims["C"], tile["C"], tile["S"], dw) if executor == "tileplan" else 1,
+        overlapped=overlapped, bias=bias, order=order, reuse=executor == "tileplan",
+        fold=kernel_fold(dim_c, dims["C"], tile["C"], tile["S"], dw) if executor == "tileplan" else 1,
+        dim_c=dim_c, dim_k=dim_k,
     )
 
 
 # Per-call feature columns (all counts per call; `count` = how many calls share the row).
 FEATURE_COLUMNS = (
     "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
-    "overlap", "matmul",
+    "overlap", "matmul", "part_ops", "part_rows",
 )
 
 
@@ -384,9 +439,10 @@ def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
         "N": -(-e.batch // e.t_n), "R": -(-e.r // e.t_r), "S": -(-e.s // e.t_s), "G": e.groups,
     }
     load_i, load_w = _loads(e, trips, {"P": p0, "Q": q0, "K": k0, "C": c0, "N": n0, "R": h0, "S": w0})
-    kb = np.ceil(kk / d)
-    cb = np.ceil(cc / d)
-    w_req = _req(np.minimum(kk, d))  # one mvout row: <= DIM output channels
+    rows, cols = e.rows, e.cols
+    kb = np.ceil(kk / cols)
+    cb = np.ceil(cc / rows)
+    w_req = _req(np.minimum(kk, cols) * e.out_bytes)  # one mvout row: <= DIM output channels
     if e.fold > 1:
         # per kernel-column block: one input row of (up to fold) x C channels per (batch, input row, output
         # column), one preload per (output-channel block, kernel row) of up to fold x C array rows
@@ -396,30 +452,33 @@ def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
         in_bytes = nb * hu * wo * wk * cc
     else:
         pre = kb * hk * wk * cb
-        in_req = nb * hu * wu * _mvin_req(cc, d, e.in_bytes)
+        in_req = nb * hu * wu * _mvin_req(cc, rows, e.in_bytes)
         in_bytes = nb * hu * wu * cc
     ops = pre * nb * ho * np.ceil(wo / d)
     ex_rows = pre * nb * ho * wo
-    ld_req = load_i * in_req + load_w * hk * wk * cc * _mvin_req(kk, d, e.in_bytes)
+    part_rows = wo % d  # the last compute of an output row streams fewer than DIM rows
+    part_ops = pre * nb * ho * (part_rows > 0)
+    ld_req = load_i * in_req + load_w * hk * wk * cc * _mvin_req(kk, cols, e.in_bytes)
     first = h0 * w0 * c0 * float(e.bias)  # calls that initialise the accumulator
     ld_req = ld_req + first * nb * ho * wo * kb  # one accumulator row per output pixel and DIM output channels
     ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * e.in_bytes
-    ld_bytes = ld_bytes + first * kb * nb * ho * np.ceil(wo / d) * d * ACC_BYTES  # one DRAM row per mvin
+    ld_bytes = ld_bytes + first * kb * nb * ho * np.ceil(wo / d) * cols * ACC_BYTES  # one DRAM row per mvin
     final = hf * wf * cf
     st_req = final * nb * ho * wo * kb * w_req
     st_bytes = final * nb * ho * wo * kk * e.out_bytes
-    cols = np.broadcast_arrays(
-        count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped), 0.0
+    out = np.broadcast_arrays(
+        count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped), 0.0,
+        part_ops, part_rows,
     )
-    return np.stack([c.ravel() for c in cols], axis=1).astype(float)
+    return np.stack([c.ravel() for c in out], axis=1).astype(float)
 
 
 def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     """Feature rows of the distinct tiled_matmul calls (tiles in DIM-blocks: e.t_h x e.t_k x e.t_c)."""
-    d = e.dim
+    d, rows, cols = e.dim, e.rows, e.cols
     rows_i = e.out_h * e.batch
 
-    def blocks(total: int, tile_blocks: int) -> Counter:
+    def blocks(total: int, tile_blocks: int, d: int) -> Counter:
         acc: Counter = Counter()
         nblk = -(-total // d)
         for b0 in range(0, nblk, tile_blocks):
@@ -428,30 +487,33 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
             acc[(nb, elems, b0 + tile_blocks >= nblk, b0 == 0)] += 1
         return acc
 
-    def tiles(total: int, tile_blocks: int) -> int:  # DRAM-loop trips: tiles of whole DIM-blocks
+    def tiles(total: int, tile_blocks: int, d: int) -> int:  # DRAM-loop trips: tiles of whole DIM-blocks
         return -(-(-(-total // d)) // tile_blocks)
 
-    trips = {"P": tiles(rows_i, e.t_h), "K": tiles(e.k, e.t_k), "C": tiles(e.c, e.t_c), "G": e.groups}
+    trips = {"P": tiles(rows_i, e.t_h, d), "K": tiles(e.k, e.t_k, cols), "C": tiles(e.c, e.t_c, rows), "G": e.groups}
     out = []
-    for (ib, ie, _, i0), i_n in blocks(rows_i, e.t_h).items():
-        for (jb, je, _, j0), j_n in blocks(e.k, e.t_k).items():
-            for (kb, ke, kf, k0), k_n in blocks(e.c, e.t_c).items():
+    for (ib, ie, _, i0), i_n in blocks(rows_i, e.t_h, d).items():
+        for (jb, je, _, j0), j_n in blocks(e.k, e.t_k, cols).items():
+            for (kb, ke, kf, k0), k_n in blocks(e.c, e.t_c, rows).items():
                 count = i_n * j_n * k_n * e.groups
                 pre = jb * kb
                 ops = ib * jb * kb
                 ex_rows = ie * jb * kb
+                part_rows = ie % d
+                part_ops = jb * kb * float(part_rows > 0)
                 load_a, load_b = _loads(e, trips, {"P": float(i0), "K": float(j0), "C": float(k0)})
-                ld_req = load_a * ie * _mvin_req(ke, d, e.in_bytes) + load_b * ke * _mvin_req(je, d, e.in_bytes)
+                ld_req = load_a * ie * _mvin_req(ke, rows, e.in_bytes) + load_b * ke * _mvin_req(je, cols, e.in_bytes)
                 ld_bytes = (load_a * ie * ke + load_b * ke * je) * e.in_bytes
                 if k0 and e.bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * jb
-                    ld_bytes += jb * np.ceil(ie / d) * d * ACC_BYTES
+                    ld_bytes += jb * np.ceil(ie / d) * cols * ACC_BYTES
                 st_req = st_bytes = 0.0
                 if kf:
-                    st_req = ie * jb * _req(d)
+                    st_req = ie * jb * _req(cols * e.out_bytes)
                     st_bytes = ie * je * e.out_bytes
                 out.append(
-                    (count, d, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped), 1.0)
+                    (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped), 1.0,
+                     part_ops, part_rows)
                 )
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
@@ -460,11 +522,31 @@ def call_features(e: Execution, dram_bw: float) -> np.ndarray:
     return matmul_calls(e, dram_bw) if e.kind == "matmul" else conv_calls(e, dram_bw)
 
 
+def gemmini_calls(problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None) -> np.ndarray:
+    """The call features of a mapping on Gemmini-like hardware: the one path from (layer, hardware, mapping) to
+    what the cycle formula reads, shared by POST /evaluate, the CLI, the mappers, the benches and the calibration."""
+    return call_features(execution_from_mapping(problem, arch, mapping, executor), nominal_dram_bandwidth(arch))
+
+
+def gemmini_cycles(
+    problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None, params: CostParams | None = None
+) -> GemminiCycles:
+    """Cycles of a mapping on Gemmini-like hardware (parameters: the descriptor's, over the fitted defaults)."""
+    return cycles_from_calls(
+        gemmini_calls(problem, arch, mapping, executor), params or CostParams.for_descriptor(arch.hardware)
+    )
+
+
 def _cycle_terms(col: Any, p: Any) -> Any:
     """Per-call cycles over numpy columns (same code for evaluation and calibration)."""
     bw = effective_dram_bandwidth(col["dram_bw"], p)
     dma = (col["ld_req"] + col["st_req"]) * p["dma_request_cycles"] + (col["ld_bytes"] + col["st_bytes"]) / bw
-    ex = col["ex_rows"] + col["ex_ops"] * p["op_overhead_cycles"] + col["preloads"] * p["preload_dims"] * col["dim"]
+    # A compute instruction streams its rows (up to DIM) through the array, and occupies it for at least a fitted
+    # share of DIM cycles however few rows it has (FireSim: tiles of 1-4 output columns run 2-4x slower per row
+    # than full ones). Only a row's last piece can be short: `part_ops` computes of `part_rows` rows each.
+    short = np.maximum(col["part_rows"], p["compute_floor_dims"] * col["dim"]) - col["part_rows"]
+    rows = col["ex_rows"] + col["part_ops"] * short
+    ex = rows + col["ex_ops"] * p["op_overhead_cycles"] + col["preloads"] * p["preload_dims"] * col["dim"]
     # loop_ws (matmuls) and loop_conv_ws (convolutions) are different FSMs: each hides DMA behind compute
     # to its own degree.
     loss = np.where(col["matmul"] > 0, p["overlap_loss_matmul"], p["overlap_loss"])
@@ -487,13 +569,88 @@ def _totals(col, p, row_id: np.ndarray, n_rows: int):  # type: ignore[no-untyped
     blocks arrive (codegen.md, one-call study), so matmuls pay no such term."""
     total, dma, ex, loss = _cycle_terms(col, p)
     count = np.bincount(row_id, weights=col["count"], minlength=n_rows)
-    per = lambda v: np.bincount(row_id, weights=v, minlength=n_rows) / np.maximum(count, 1)  # noqa: E731
+    per = lambda v: np.bincount(row_id, weights=v, minlength=n_rows) / np.maximum(count, 1)
     mean_dma, mean_ex = per(dma), per(ex)
     overlapped, mean_loss = per(col["overlap"] * col["count"]), per(loss * col["count"])
     matmul = per(col["matmul"] * col["count"])
     fill = np.where((overlapped > 0.5) & (matmul < 0.5), (1.0 - mean_loss) * np.minimum(mean_dma, mean_ex), 0.0)
     cycles = np.bincount(row_id, weights=total, minlength=n_rows) + fill + p["run_overhead_cycles"]
     return cycles, count * mean_dma, count * mean_ex, count
+
+
+# What the calibration measured (bench/data): square arrays of these sizes, int8 operands.
+CALIBRATED_ARRAYS = (16, 128)
+
+
+def prediction_interval(cycles: float, op: str, bound: str) -> tuple[float, float]:
+    """[low, high] cycles the hardware measures with probability INTERVAL_CONFIDENCE (params.py)."""
+    from tileplan.cost.params import INTERVAL_LOG_QUANTILES
+
+    lo, hi = INTERVAL_LOG_QUANTILES[(op, bound)]
+    return float(cycles * np.exp(lo)), float(cycles * np.exp(hi))
+
+
+def gemmini_notes(arch: Architecture, mapping: Mapping, executor: str | None = None) -> list[str]:
+    """How the calibrated model read this hardware and mapping, and which of its parameters are extrapolated
+    (measured only on square 16x16 and 128x128 int8 Gemminis with a 16-byte DMA beat)."""
+    params = CostParams.for_descriptor(arch.hardware)
+    p = params.as_dict()
+    rows, cols = array_extent(arch)
+    dim, used_r, used_c = occupied_array(arch, mapping)
+    executor = executor or mapping.executor or "library"
+    runs = "Gemmini's library (tiled_conv / tiled_matmul)" if executor == "library" else "Tileplan's generated code"
+    notes = [f"calibrated Gemmini model (FireSim); calls run by {runs}"]
+    if (used_r, used_c) != (rows, cols) and executor == "tileplan":
+        notes.append(f"Tileplan's code runs blocks of the whole {rows}x{cols} array, whatever the spatial factors say")
+    elif (used_r, used_c) != (rows, cols):
+        notes.append(
+            f"the mapping's spatial factors occupy {used_r}x{used_c} of the {rows}x{cols} array: it runs as software "
+            f"for a {dim}-wide array"
+        )
+    rate = float(effective_dram_bandwidth(0.0, p))
+    nominal = nominal_dram_bandwidth(arch)
+    notes.append(
+        f"DRAM: the calibrated DMA rate, {rate:.2f} B/cycle ({p['dma_bytes_per_cycle']:g} B/cycle peak x "
+        f"{p['dram_efficiency']:.3f}); the descriptor's nominal {nominal:g} B/cycle is not used by this model "
+        "(set cost_params.dram_efficiency or dma_bytes_per_cycle to model another memory system)"
+    )
+    default = CostParams().as_dict()
+    own = sorted(k for k, v in arch.hardware.cost_params.items() if k in default and abs(v - default[k]) > 1e-9)
+    if own:
+        notes.append("the descriptor's own cost_params (not the fitted defaults): " + ", ".join(own))
+    return notes + ["extrapolated: " + e for e in extrapolation_notes(arch)]
+
+
+def extrapolation_notes(arch: Architecture) -> list[str]:
+    """Which calibrated parameters a Gemmini-like descriptor takes beyond what was measured (empty: none)."""
+    rows, cols = array_extent(arch)
+    extrapolated: list[str] = []
+    if rows != cols:
+        extrapolated.append(
+            f"a {rows}x{cols} array is not square (measured: square only): input channels are blocked by its "
+            f"{rows} rows and output channels by its {cols} columns, so cycles never drop below the ideal, but "
+            "preload_dims (per weight block, x its rows) and compute_floor_dims (per compute, x its rows) are extrapolated"
+        )
+    measured = " and ".join(f"{d}x{d}" for d in CALIBRATED_ARRAYS)
+    pow2 = not (rows & (rows - 1) or cols & (cols - 1))
+    if pow2 and rows == cols and 2 <= rows <= max(CALIBRATED_ARRAYS) and rows not in CALIBRATED_ARRAYS:
+        extrapolated.append(
+            f"no FireSim run on a {rows}x{cols} chip (measured: {measured}); software arrays of that size were "
+            "measured on the 128x128 one, so the DIM-scaled parameters are interpolated, and the host issue times "
+            "(call_floor_cycles, call_floor_matmul, run_overhead_cycles) are taken as measured there"
+        )
+    elif not pow2 or max(rows, cols) > max(CALIBRATED_ARRAYS):
+        extrapolated.append(
+            f"array size {rows}x{cols} (measured: {measured}, software arrays of 2-128, powers of two): "
+            "call_floor_cycles, call_floor_matmul and run_overhead_cycles (host issue times), preload_dims and "
+            "compute_floor_dims are extrapolated"
+        )
+    if arch.input_bytes != 1:
+        extrapolated.append(
+            f"{arch.input_bytes * 8:g}-bit operands (measured: 8-bit): dma_request_cycles and DMA row splitting "
+            "are extrapolated"
+        )
+    return extrapolated
 
 
 @dataclass(frozen=True)
@@ -519,6 +676,6 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 
 __all__ = [
     "Execution", "FEATURE_COLUMNS", "GemminiCycles", "call_features", "cycles_from_calls", "cycles_vectorised", "kernel_fold",
-    "execution_from_mapping", "effective_dram_bandwidth", "gemmini_levels", "library_matmul_keeps", "LibraryTerms", "library_terms",
+    "execution_from_mapping", "effective_dram_bandwidth", "gemmini_calls", "gemmini_cycles", "gemmini_levels", "library_matmul_keeps", "LibraryTerms", "library_terms",
     "max_block_len", "nominal_dram_bandwidth",
 ]

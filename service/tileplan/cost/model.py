@@ -27,14 +27,8 @@ from collections import defaultdict
 from pydantic import BaseModel, Field
 
 from tileplan.cost.energy import MAC_PJ, level_energy, tensor_energy_breakdown
-from tileplan.cost.gemmini import (
-    call_features,
-    cycles_from_calls,
-    execution_from_mapping,
-    gemmini_levels,
-    nominal_dram_bandwidth,
-)
-from tileplan.cost.params import CostParams
+from tileplan.cost.gemmini import gemmini_cycles, gemmini_levels, gemmini_notes, prediction_interval
+from tileplan.cost.params import INTERVAL_CONFIDENCE
 from tileplan.dims import RELEVANT
 from tileplan.hardware import Architecture
 from tileplan.mapping import Mapping
@@ -76,6 +70,18 @@ class Metrics(BaseModel):
         "share them) or 'library' (Gemmini's tiled_conv / tiled_matmul, the baseline's execution).",
     )
     levels: list[LevelTraffic] = Field(default_factory=list)
+    # (issue 13) what the calibrated Gemmini model can say about its own answer
+    cycles_interval: tuple[float, float] | None = Field(
+        default=None,
+        description="Calibrated Gemmini model: the range the measured cycles fall in with probability "
+        "`interval_confidence`, from the cross-validated residuals of FireSim runs of the same kind.",
+    )
+    interval_confidence: float | None = None
+    notes: list[str] = Field(
+        default_factory=list,
+        description="How the model read the hardware and mapping: the array the mapping occupies, the DRAM rate "
+        "used, and which parameters are extrapolated beyond the configurations they were measured on.",
+    )
 
 
 def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None) -> Metrics:
@@ -88,12 +94,14 @@ def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping, exe
     levels = gemmini_levels(arch)
     if levels is None:
         return base
-    params = CostParams.for_descriptor(arch.hardware)
-    calls = call_features(execution_from_mapping(problem, arch, mapping, executor), nominal_dram_bandwidth(arch))
-    g = cycles_from_calls(calls, params)
+    g = gemmini_cycles(problem, arch, mapping, executor)
     dram = arch.levels[levels[2]].name
+    op = "matmul" if problem.dims["Q"] == problem.dims["R"] == problem.dims["S"] == 1 else "conv"
     return base.model_copy(
         update={
+            "cycles_interval": prediction_interval(g.cycles, op, g.bound),
+            "interval_confidence": INTERVAL_CONFIDENCE,
+            "notes": gemmini_notes(arch, mapping, executor),
             "cycles": g.cycles,
             "utilization": base.macs / (g.cycles * arch.macs),
             "bound": dram if g.bound == "DRAM" else "compute",

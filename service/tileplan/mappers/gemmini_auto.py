@@ -348,7 +348,10 @@ class GemminiPlan:
 GRIDS = ("balanced", "literal")
 
 
-def plan_gemmini(problem: Problem, shape: GemminiShape, grid: str = "balanced", downsample: bool | None = None) -> GemminiPlan:
+def plan_gemmini(
+    problem: Problem, shape: GemminiShape, grid: str = "balanced", downsample: bool | None = None,
+    tiles: tuple[int, ...] | None = None,
+) -> GemminiPlan:
     """Gemmini's tile for `problem` and its contract Mapping.
 
     grid "literal": every tile at Gemmini's tile size, the grid padded up to whole tiles (the last,
@@ -356,6 +359,9 @@ def plan_gemmini(problem: Problem, shape: GemminiShape, grid: str = "balanced", 
     become 480). grid "balanced" (default): the same number of tiles per dimension (the same loop calls,
     loop order and per-tile structure), each ceil(bound / tiles) wide, so the padded bounds stay within
     a DIM block or a tile count of the real ones and the cost model sees about the work Gemmini does.
+    `tiles`: a tile gemmini.h chose elsewhere (e.g. recorded with a measurement), instead of computing it:
+    (tile_I, tile_J, tile_K) DIM blocks for a matmul, tiled_conv_auto's (batches, orows, ocols, ochs, krows,
+    kcols, kchs) for a convolution.
     """
     if grid not in GRIDS:
         raise ValueError(f"grid must be one of {GRIDS}")
@@ -370,7 +376,7 @@ def plan_gemmini(problem: Problem, shape: GemminiShape, grid: str = "balanced", 
 
     if is_matmul(problem):
         m, k, nn = d["P"], d["C"], d["K"]
-        t = matmul_tiles(m, nn, k, dim, shape.spad_rows, shape.acc_rows)
+        t = matmul_tiles(m, nn, k, dim, shape.spad_rows, shape.acc_rows) if tiles is None else MatmulTiles(*tiles)
         # Rows of A stream through the array (one per cycle), so M needs no padding to DIM; C and K lie on
         # the array's rows and columns and are processed in DIM blocks.
         splits = {
@@ -394,7 +400,7 @@ def plan_gemmini(problem: Problem, shape: GemminiShape, grid: str = "balanced", 
     else:
         ds = is_downsample(problem) if downsample is None else downsample
         geom = ConvGeometry(stride=problem.stride, kernel_dilation=problem.dilation, downsample=ds)
-        args = conv_tiles(
+        args = tiles if tiles is not None else conv_tiles(
             d["N"], d["P"], d["Q"], d["K"], d["R"], d["S"], d["C"], geom, dim, shape.spad_rows, shape.acc_rows
         )
         b, orows, ocols, ochs, krows, kcols, kchs = args

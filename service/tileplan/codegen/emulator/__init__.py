@@ -45,30 +45,31 @@ class TimingParams:
 
     Tileplan does not guess these: `tileplan.codegen.pipeline.timing_for(hw)` derives them from the
     calibrated cost model (`CostParams.for_descriptor(hw)`) and the descriptor.  The defaults here are that
-    mapping for the shipped 16x16 Gemmini (8 B/cycle DRAM, the fitted parameters; a test keeps them equal)."""
+    mapping for the shipped 16x16 Gemmini (the fitted parameters; a test keeps them equal)."""
 
-    dram_bytes_per_cycle: float = 8.0  # min(8 B/cycle DRAM, 16 x dram_efficiency)
+    dram_bytes_per_cycle: float = 16 * 0.6483  # the DMA's peak x dram_efficiency
     dma_request_bytes: float = 64.0
-    dma_request_cycles: float = 1.0247
+    dma_request_cycles: float = 0.979
     dma_latency: float = 0.0
     issue_cycles: float = 0.0
     config_cycles: float = 0.0
     call_cycles: float = 0.0
-    preload_cycles: float = 0.6725 * 16
+    preload_cycles: float = 0.3739 * 16
     compute_row_cycles: float = 1.0
-    compute_op_cycles: float = 0.1534
+    compute_op_cycles: float = 0.0
     compute_latency: float = 0.0
-    overlap_loss: float = 0.2832
+    overlap_loss: float = 0.3503
     queue_load: float = 0.0  # 0: unbounded (double-buffered halves bound the run-ahead)
     queue_exec: float = 0.0
     queue_store: float = 0.0
-    call_floor_cycles: float = 275.8  # tiled_conv's issue time (a matmul's is CostParams.call_floor_matmul)
-    run_cycles: float = 838.5
+    call_floor_cycles: float = 274.7973  # tiled_conv's issue time (a matmul's is CostParams.call_floor_matmul)
+    run_cycles: float = 869.0729
+    compute_floor_cycles: float = 0.4116 * 16  # CostParams.compute_floor_dims x DIM
 
     @classmethod
     def for_dim(cls, dim: int, **overrides: float) -> TimingParams:
         """The defaults with the DIM-dependent preload cost scaled to a DIM x DIM array."""
-        values = dict(preload_cycles=cls.preload_cycles / 16 * dim)
+        values = dict(preload_cycles=cls.preload_cycles / 16 * dim, compute_floor_cycles=cls.compute_floor_cycles / 16 * dim)
         values.update(overrides)
         return cls(**values)
 

@@ -1107,7 +1107,9 @@ static void op_compute(emu_t *e, int op, uint32_t A, uint32_t BD, uint32_t A_col
   t = wait_read(e, U_EXEC, A, a_rows_read, e->a_stride, t);
   t = wait_read(e, U_EXEC, BD, BD_rows, 1, t);
   if (!is_garbage(C)) t = wait_write(e, U_EXEC, C, e->c_rows, t);
-  double dur = exec_op(e, t, e->t.compute_op_cycles + e->t.compute_row_cycles * a_rows_read);
+  double rows_time = e->t.compute_row_cycles * a_rows_read;
+  if (rows_time < e->t.compute_floor_cycles) rows_time = e->t.compute_floor_cycles;
+  double dur = exec_op(e, t, e->t.compute_op_cycles + rows_time);
   double end = t + dur;
   double done = end + e->t.compute_latency;
   e->unit_free[U_EXEC] = end;

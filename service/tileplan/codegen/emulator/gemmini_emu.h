@@ -42,6 +42,7 @@ typedef struct {
   double queue_store;
   double call_floor_cycles;     /* the host issues at most one call per this many cycles */
   double run_cycles;            /* once per program: first-load / last-store latency, fence */
+  double compute_floor_cycles;  /* shortest a compute occupies the array, however few rows */
 } emu_timing_t;
 
 typedef struct {
