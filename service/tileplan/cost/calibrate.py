@@ -116,7 +116,9 @@ class Dataset:
             self.keys = [f"{r.source}:{r.layer_key}" for r in self.runs]
 
     def subset(self, mask: np.ndarray) -> Dataset:
-        pick = lambda seq: [v for v, m in zip(seq, mask) if m]
+        def pick(seq: list) -> list:
+            return [v for v, m in zip(seq, mask, strict=True) if m]
+
         fo = None if self.first_order is None else self.first_order[mask]
         return Dataset(self.name, pick(self.runs), self.x.subset(mask), self.y[mask], fo, pick(self.keys))
 

@@ -569,7 +569,10 @@ def _totals(col, p, row_id: np.ndarray, n_rows: int):  # type: ignore[no-untyped
     blocks arrive (codegen.md, one-call study), so matmuls pay no such term."""
     total, dma, ex, loss = _cycle_terms(col, p)
     count = np.bincount(row_id, weights=col["count"], minlength=n_rows)
-    per = lambda v: np.bincount(row_id, weights=v, minlength=n_rows) / np.maximum(count, 1)
+
+    def per(v: np.ndarray) -> np.ndarray:
+        return np.bincount(row_id, weights=v, minlength=n_rows) / np.maximum(count, 1)
+
     mean_dma, mean_ex = per(dma), per(ex)
     overlapped, mean_loss = per(col["overlap"] * col["count"]), per(loss * col["count"])
     matmul = per(col["matmul"] * col["count"])
