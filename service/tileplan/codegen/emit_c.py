@@ -23,7 +23,25 @@ from tvm import s_tir, tirx
 from tileplan.codegen.registry import CodegenError
 
 CTYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t",
-          "uint32": "uint32_t", "uint64": "uint64_t", "float32": "float", "float64": "double", "bool": "int"}
+          "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t", "float32": "float", "float64": "double",
+          "bool": "_Bool"}
+# tirx math intrinsics -> C (float32 uses the `f` variant); `round` keeps TVM's meaning (half away from zero)
+MATH = {"exp": "exp", "exp2": "exp2", "exp10": None, "log": "log", "log2": "log2", "log10": "log10",
+        "log1p": "log1p", "sqrt": "sqrt", "erf": "erf", "tanh": "tanh", "sin": "sin", "cos": "cos", "tan": "tan",
+        "atan": "atan", "asin": "asin", "acos": "acos", "sinh": "sinh", "cosh": "cosh", "fabs": "fabs",
+        "floor": "floor", "ceil": "ceil", "trunc": "trunc", "round": "round", "nearbyint": "nearbyint",
+        "pow": "pow", "fmod": "fmod", "atan2": "atan2", "copysign": "copysign", "hypot": "hypot"}
+# integer helpers every emitted file defines (static: one copy per translation unit)
+_INT_HELPERS = [
+    "static inline int32_t tp_floordiv(int32_t a, int32_t b) { int32_t q = a / b; "
+    "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
+    "static inline int32_t tp_floormod(int32_t a, int32_t b) { int32_t m = a % b; "
+    "return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }",
+    "static inline int64_t tp_floordiv64(int64_t a, int64_t b) { int64_t q = a / b; "
+    "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
+    "static inline int64_t tp_floormod64(int64_t a, int64_t b) { int64_t m = a % b; "
+    "return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }",
+]
 BINOPS = {"Add": "+", "Sub": "-", "Mul": "*", "EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=",
           "And": "&&", "Or": "||", "BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^", "ShiftLeft": "<<",
           "ShiftRight": ">>"}
@@ -133,9 +151,12 @@ class CEmitter:
 
     def emit(self, func: tirx.PrimFunc, name: str, param_names: list[str], workspace: int,
              prologue: list[str], epilogue: list[str], header_comment: str,
-             preamble: Sequence[str] = ()) -> Emitted:
-        """`param_names`: C names of the PrimFunc parameters; the last `workspace` of them are allocated here.
-        `preamble`: lines after the includes (e.g. configuration checks)."""
+             preamble: Sequence[str] = (), outputs: int = 1, includes: tuple[str, ...] = ('"gemmini.h"',),
+             entry: bool = True) -> Emitted:
+        """`param_names`: C names of the PrimFunc parameters; the last `workspace` of them are allocated here;
+        the `outputs` parameters before those are written (the others are `const`).  `preamble`: lines after the
+        includes (e.g. configuration checks); `includes` beyond math.h and stdint.h; `entry`: also define the
+        emulator runner's `<name>_entry(void **args)`."""
         dry = _State(self.dim)  # a first pass finds the buffers the code names
         dry.spad_next = self.spad_reserved
         for p in func.params:
@@ -161,16 +182,12 @@ class CEmitter:
             if i >= len(params) - workspace:
                 allocs.append(f"  {ct} *{cname} = ({ct} *)(workspace + {st.carve(_numel(p) * _size(dtype))});")
             else:
-                const = "const " if i < len(params) - workspace - 1 else ""
+                const = "const " if i < len(params) - workspace - outputs else ""
                 sig.append(f"{const}{ct} *{cname}")
         body: list[str] = []
         self._stmt(func.body, st, body, 1)
         lines = [f"/* {header_comment} */", "#include <math.h>", "#include <stdint.h>",
-                 '#include "gemmini.h"', "", *preamble, "",
-                 "static inline int32_t tp_floordiv(int32_t a, int32_t b) { int32_t q = a / b; "
-                 "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
-                 "static inline int32_t tp_floormod(int32_t a, int32_t b) { int32_t m = a % b; "
-                 "return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }", ""]
+                 *[f"#include {inc}" for inc in includes], "", *preamble, "", *_INT_HELPERS, ""]
         if self.support:
             lines += [self.support, ""]
         if self.spad_reserved:
@@ -187,13 +204,15 @@ class CEmitter:
         lines += body
         lines += ["  " + p for p in epilogue]
         lines.append("}")
-        entry = f"{name}_entry"
+        entry_name = f"{name}_entry"
         n_args = len(params) - workspace
-        casts = ", ".join(f"({sig[i].rsplit('*', 1)[0].strip()} *)args[{i}]" for i in range(n_args + 1))
-        lines += ["", "/* Calling convention of the emulator's runner: args[i] is the i-th buffer, the workspace last. */",
-                  f"void {entry}(void **args) {{ {name}({casts}); }}", ""]
-        return Emitted("\n".join(lines), name, entry, param_names[: n_args], list(st.local.values()),
-                       st.spad_next, st.acc_next, st.workspace)
+        if entry:
+            casts = ", ".join(f"({sig[i].rsplit('*', 1)[0].strip()} *)args[{i}]" for i in range(n_args + 1))
+            lines += ["", "/* Calling convention of the emulator's runner: args[i] is the i-th buffer, the workspace "
+                      "last. */", f"void {entry_name}(void **args) {{ {name}({casts}); }}"]
+        lines.append("")
+        return Emitted("\n".join(lines), name, entry_name if entry else "", param_names[: n_args],
+                       list(st.local.values()), st.spad_next, st.acc_next, st.workspace)
 
     # -- statements ---------------------------------------------------------------------------------------------
     def _stmt(self, s: Any, st: _State, out: list[str], ind: int) -> None:
@@ -233,7 +252,7 @@ class CEmitter:
                 lb = LocalBuffer(str(buf.name), scope, base, rows)
                 st.local[_key(buf)] = lb
                 st.names[_key(buf)] = st.fresh(str(buf.name))
-            elif scope == "global":
+            elif scope in ("global", "local", ""):  # host memory: carved from the workspace
                 st.global_allocs[_key(buf)] = str(buf.name)
                 if st.unused is not None and _key(buf) in st.unused:
                     return  # nothing reads or writes it: no workspace
@@ -342,9 +361,11 @@ class CEmitter:
                 return "1" if v else "0"
             if _dt(e) in ("uint32", "uint64") or v > 2**31 - 1:
                 return f"{v}u" if v < 2**32 else f"{v}ull"
-            return str(v) if v >= -(2**31) + 1 else f"({v})"
+            if v < -(2**31) + 1:
+                return f"({v + 1}ll - 1)" if v == -(2**63) else f"({v}ll)"
+            return str(v) if v >= 0 else f"({v})"
         if t == "FloatImm":
-            return f"{float(e.value)!r}f" if _dt(e) == "float32" else repr(float(e.value))
+            return _float_literal(float(e.value), _dt(e))
         if t == "Var":
             k = _key(e)
             if k in st.vars:
@@ -352,12 +373,21 @@ class CEmitter:
             raise CodegenError(f"C emitter: unbound variable {e}")
         if t in BINOPS:
             return f"({self._expr(e.a, st)} {BINOPS[t]} {self._expr(e.b, st)})"
-        if t in ("FloorDiv", "Div"):
-            if t == "Div" and "float" in _dt(e):
-                return f"({self._expr(e.a, st)} / {self._expr(e.b, st)})"
-            return f"tp_floordiv({self._expr(e.a, st)}, {self._expr(e.b, st)})"
-        if t in ("FloorMod", "Mod"):
-            return f"tp_floormod({self._expr(e.a, st)}, {self._expr(e.b, st)})"
+        if t == "Div" and "float" in _dt(e):
+            return f"({self._expr(e.a, st)} / {self._expr(e.b, st)})"
+        if t in ("FloorDiv", "Div", "FloorMod", "Mod"):
+            # TIR's floordiv / floormod round towards -inf; its Div / Mod on integers truncate like C's
+            if "float" in _dt(e):
+                if t == "FloorDiv":
+                    return f"floor({self._expr(e.a, st)} / {self._expr(e.b, st)})"
+                return f"fmod({self._expr(e.a, st)}, {self._expr(e.b, st)})"
+            a, b = self._expr(e.a, st), self._expr(e.b, st)
+            if t == "Div":
+                return f"({a} / {b})"
+            if t == "Mod":
+                return f"({a} % {b})"
+            wide = "64" if _dt(e) in ("int64", "uint64") else ""
+            return f"tp_floor{'div' if t == 'FloorDiv' else 'mod'}{wide}({a}, {b})"
         if t in ("Min", "Max"):
             a, b = self._expr(e.a, st), self._expr(e.b, st)
             op = "<" if t == "Min" else ">"
@@ -391,9 +421,19 @@ class CEmitter:
             return f"({self._name_of(buf, st)} + {self._expr(offset, st)})"
         if op == "tirx.if_then_else":
             return f"({self._expr(args[0], st)} ? {self._expr(args[1], st)} : {self._expr(args[2], st)})"
-        if op == "tirx.nearbyint":
-            f = "nearbyintf" if _dt(e) == "float32" else "nearbyint"
-            return f"{f}({self._expr(args[0], st)})"
+        short = op.split(".", 1)[1]
+        if short in MATH and MATH[short]:
+            f = MATH[short] + ("f" if _dt(e) == "float32" else "")
+            return f"{f}({', '.join(self._expr(a, st) for a in args)})"
+        if short == "rsqrt":
+            one = "1.0f" if _dt(e) == "float32" else "1.0"
+            f = "sqrtf" if _dt(e) == "float32" else "sqrt"
+            return f"({one} / {f}({self._expr(args[0], st)}))"
+        if short == "sigmoid":
+            one, f = ("1.0f", "expf") if _dt(e) == "float32" else ("1.0", "exp")
+            return f"({one} / ({one} + {f}(-({self._expr(args[0], st)}))))"
+        if short in ("isnan", "isinf", "isfinite"):
+            return f"{short}({self._expr(args[0], st)})"
         if op == "tirx.likely":
             return self._expr(args[0], st)
         if op == "tirx.buffer_data":
@@ -411,6 +451,18 @@ class CEmitter:
         fl = int(flags.value)
         row = f"({lb.base_row}u + (uint32_t)tp_floordiv({self._expr(offset, st)}, {self.dim}))"
         return f"((uint32_t){fl}u | {row})" if fl else f"((uint32_t){row})"
+
+
+def _float_literal(v: float, dtype: str) -> str:
+    """An exact C literal (hexadecimal floating point; INFINITY / NAN from math.h)."""
+    suffix = "f" if dtype == "float32" else ""
+    if math.isnan(v):
+        return "NAN" if suffix else "((double)NAN)"
+    if math.isinf(v):
+        inf = "INFINITY" if suffix else "((double)INFINITY)"
+        return inf if v > 0 else f"(-{inf})"
+    text = float.hex(v) + suffix
+    return f"({text})" if v < 0 else text
 
 
 def _affine(e: Any, i: Any, j: Any, vi: int, vj: int) -> int:
@@ -434,7 +486,8 @@ def _flat_err() -> str:
 
 
 def _size(dtype: str) -> int:
-    return {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "uint32": 4, "float32": 4, "int64": 8}[dtype]
+    return {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "float32": 4,
+            "int64": 8, "uint64": 8, "float64": 8}[dtype]
 
 
 def _numel(buf: Any) -> int:

@@ -134,8 +134,10 @@ def realize(mapping: Any, arch: Any, names: dict[str, str], bounds: dict[str, in
     return r
 
 
-def call_layout(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, fold_ok: bool = True) -> G.CallLayout:
-    """`fold_ok`: the stream may fold kernel columns into the array rows (Tileplan's; the library's may not)."""
+def call_layout(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, fold_ok: bool = True,
+                pad_value: int = 0) -> G.CallLayout:
+    """`fold_ok`: the stream may fold kernel columns into the array rows (Tileplan's; the library's may not).
+    `pad_value` != 0: the padding is not zero, so every row of I_p is read (none is zero-filled)."""
     sh, sw = geo.array_stride
     dh, dw = geo.dilation
     t = G.TileShape(r.tile["n"], r.tile["p"], r.tile["q"], r.tile["k"], r.tile["r"], r.tile["s"], r.tile["c"],
@@ -145,6 +147,8 @@ def call_layout(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, fold_ok: b
     # rows / cols of I_p that hold real input: I_p[h] = I[h * f - pad]
     rows = (-(-ph // fh), -(-(geo.H + ph) // fh))
     cols = (-(-pw // fw), -(-(geo.W + pw) // fw))
+    if pad_value:
+        rows, cols = (0, geo.Hp), (0, geo.Wp)
     real = {"N": geo.N, "P": geo.P, "Q": geo.Q, "K": geo.K, "R": geo.R, "S": geo.S, "C": geo.C}
     padded = {d.upper(): r.padded(d) for d in ALL_DIMS}
     fold = kernel_fold(r.dim, geo.C, t.c, t.s, dw) if fold_ok and not r.matmul else 1
@@ -251,9 +255,9 @@ def _rebuild(stmt: Any, fn: Any) -> Any:
 
 
 def prim_func(cd: G.ComputeDef) -> tirx.PrimFunc:
-    # bias_p feeds no TE stage (it becomes the accumulator's initial value after scheduling), so it is listed as a
-    # trailing parameter: a DRAM workspace the emitted kernel allocates itself.
-    return te.create_prim_func([*cd.inputs, cd.output, cd.bias_padded])
+    # bias_p feeds no TE stage (it becomes the accumulator's initial value after scheduling), so unless it is an
+    # input (prelaid) it is listed as a trailing parameter: a DRAM workspace the emitted kernel allocates itself.
+    return te.create_prim_func(cd.params)
 
 
 def with_bias_init(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -267,8 +271,11 @@ def with_bias_init(func: tirx.PrimFunc) -> tirx.PrimFunc:
         return b
 
     _rebuild(func.body, find)
+    staged = bool(found)
+    if not staged:  # prelaid: bias_p is a parameter
+        found = [b for b in func.params if str(getattr(b, "name", "")) == "bias_p"]
     if not found:
-        raise CodegenError("compute has no bias_p stage")
+        raise CodegenError("compute has no bias_p stage or parameter")
     bias_buf = found[0]
 
     def swap(b: Any) -> Any:
@@ -283,6 +290,8 @@ def with_bias_init(func: tirx.PrimFunc) -> tirx.PrimFunc:
                             b.match_buffers, b.annotations)
 
     body = _rebuild(func.body, swap)
+    if not staged:
+        return func.with_body(body)
     root = body.block
     seq = list(root.body.seq)
     names = [_first_block_name(st) for st in seq]
@@ -392,13 +401,15 @@ STREAMS = ("tileplan", "baseline")
 
 def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec,
                    double_buffer: bool = True, host: bool = False, stream: str = "tileplan",
-                   direct_store: bool = True) -> Scheduled:
+                   direct_store: bool = True, abi: G.KernelABI | None = None) -> Scheduled:
     """`host`: tensorize with the intrinsics' host-glue implementations (tp_host_*) for TVM's llvm build of the
     module (tileplan.codegen.host); the schedule itself is the same.  `stream`: the order of one call's loads,
     "tileplan" (the first output-channel block's bias rows ahead of the tiles) or "baseline" (every bias row
     after the tiles: the order benchmarks keep for Gemmini's hand-written library, see CallLayout.bias_ahead).
     `direct_store=False` keeps the padded output and the CPU's copy of it (after the fence) even where the stores
-    could write the caller's output."""
+    could write the caller's output.  `abi`: how the kernel meets its caller (layout, padding value, prelaid
+    weights; G.KernelABI)."""
+    abi = abi or G.KernelABI()
     if stream not in STREAMS:
         raise CodegenError(f"unknown instruction stream {stream!r}; use one of {STREAMS}")
     tag, geo0, names = layer_geometry(layer)
@@ -416,9 +427,12 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     executor = "tileplan" if stream == "tileplan" else "library"
     lay = fit(r, geo0, epilogue, target, arch, problem, executor)
     geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
-    lay = dataclasses.replace(call_layout(r, geo, epilogue, stream == "tileplan"), bias_ahead=stream == "tileplan",
-                              reuse=stream == "tileplan" or r.matmul)
-    cd = core_compute(tag)(geo, epilogue)
+    lay = dataclasses.replace(call_layout(r, geo, epilogue, stream == "tileplan", abi.pad_value),
+                              bias_ahead=stream == "tileplan", reuse=stream == "tileplan" or r.matmul)
+    if abi.pad_value and (geo.padding != (0, 0)):
+        r.deviations.append(f"input padding value {abi.pad_value}: padding rows are read from memory, not "
+                            "zero-filled")
+    cd = core_compute(tag)(geo, epilogue, abi=abi)
     lay = dataclasses.replace(lay, store_direct=direct_store and cd.store_into_output)
     sch = s_tir.Schedule(prim_func(cd))
     t = lay.tile

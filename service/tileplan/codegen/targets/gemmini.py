@@ -106,12 +106,37 @@ class ConvGeometry:
         return (self.bound("Q") - 1) * self.array_stride[1] + (self.bound("S") - 1) * self.dilation[1] + 1
 
 
+@dataclass(frozen=True)
+class KernelABI:
+    """How a kernel meets its caller.  The defaults are the per-layer kernels' ABI (NHWC, zero padding, W and
+    bias copied into the padded layouts on every call); a whole-model program (tileplan.frontend) asks for:
+
+    - `layout="NCHW"`: a convolution's input and output in the model's own NCHW layout (the host-side padding
+      copy reads it and the un-padding copy writes it, so no separate transposes); a matmul is row-major either way;
+    - `pad_value`: the int8 value of the input's spatial padding (a quantized model's input zero point, so that
+      padded pixels contribute (z_x - z_x) * w = 0 once the bias absorbs -z_x * sum(w)); with a non-zero value the
+      kernel reads padding rows from memory instead of zero-filling them;
+    - `prelaid=True`: the weights and bias arrive already in the kernel's padded layouts, W_p[G_p, R_p, S_p, C_p,
+      K_p] int8 and bias_p[G_p, K_p] int32 (`CallLayout.padded`), so no per-call weight copy; the kernel's
+      parameters are then (I, W_p, bias_p, out, workspace)."""
+
+    layout: str = "NHWC"
+    pad_value: int = 0
+    prelaid: bool = False
+
+    def __post_init__(self) -> None:
+        if self.layout not in ("NHWC", "NCHW"):
+            raise ValueError(f"layout must be NHWC or NCHW, got {self.layout!r}")
+        if not -128 <= self.pad_value <= 127:
+            raise ValueError(f"pad_value must be an int8, got {self.pad_value}")
+
+
 @dataclass
 class ComputeDef:
     geometry: ConvGeometry
     epilogue: Epilogue
-    inputs: list[te.Tensor]  # external: I (NHWC), W ([G,R,S,C,K]), bias ([G*K])
-    output: te.Tensor  # external: NHWC
+    inputs: list[te.Tensor]  # external: I (NHWC or NCHW), W ([G,R,S,C,K]) or W_p, bias ([G*K]) or bias_p
+    output: te.Tensor  # external: NHWC or NCHW
     acc: te.Tensor
     out_padded: te.Tensor
     bias_padded: te.Tensor
@@ -119,6 +144,14 @@ class ComputeDef:
     # The tile store may write the caller's `output` directly (each output pixel's channels contiguous, NHWC),
     # so the padded out_p and the CPU's copy of it go away; otherwise the CPU copies out_p after a fence.
     store_into_output: bool = False
+    abi: KernelABI = field(default_factory=KernelABI)
+
+    @property
+    def params(self) -> list[te.Tensor]:
+        """The PrimFunc's parameters: the external tensors, then bias_p as a trailing workspace parameter unless
+        it is an input (prelaid)."""
+        extra = [] if self.abi.prelaid else [self.bias_padded]
+        return [*self.inputs, self.output, *extra]
 
 
 def _requant(x: tirx.PrimExpr, epi: Epilogue) -> tirx.PrimExpr:
@@ -130,19 +163,26 @@ def _requant(x: tirx.PrimExpr, epi: Epilogue) -> tirx.PrimExpr:
     return tirx.Cast("int8", v)
 
 
-def build_conv(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
+def build_conv(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = None) -> ComputeDef:
     """TE of a grouped int8 convolution with fused bias and requantize, padded for DIM-block tiling."""
+    abi = abi or KernelABI()
     N, G, K, C = geo.bound("N"), geo.bound("G"), geo.bound("K"), geo.bound("C")
     P, Q, R, S = geo.bound("P"), geo.bound("Q"), geo.bound("R"), geo.bound("S")
     sh, sw = geo.array_stride
     fh, fw = (geo.stride if geo.folds_stride else (1, 1))  # host-side subsampling of the input
     dh, dw = geo.dilation
     ph, pw = geo.padding
-    I = te.placeholder((geo.N, geo.H, geo.W, geo.G * geo.C), "int8", name="I")
-    Wt = te.placeholder((geo.G, geo.R, geo.S, geo.C, geo.K), "int8", name="Wt")
-    bias = te.placeholder((geo.G * geo.K,), "int32", name="bias")
+    nchw = abi.layout == "NCHW"
+    if nchw:
+        I = te.placeholder((geo.N, geo.G * geo.C, geo.H, geo.W), "int8", name="I")
+    else:
+        I = te.placeholder((geo.N, geo.H, geo.W, geo.G * geo.C), "int8", name="I")
     zero8 = tirx.const(0, "int8")
+    pad8 = tirx.const(abi.pad_value, "int8")
     stages = []
+
+    def load_i(n: tirx.PrimExpr, h: tirx.PrimExpr, w: tirx.PrimExpr, ch: tirx.PrimExpr) -> tirx.PrimExpr:
+        return I[n, ch, h, w] if nchw else I[n, h, w, ch]
 
     Hp, Wp = geo.Hp, geo.Wp
     I_p = te.compute(
@@ -150,27 +190,36 @@ def build_conv(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
         lambda n, g, h, w, c: tirx.if_then_else(
             tirx.all(n < geo.N, g < geo.G, c < geo.C, h * fh >= ph, h * fh < geo.H + ph, w * fw >= pw,
                      w * fw < geo.W + pw),
-            I[tirx.min(n, geo.N - 1), tirx.min(tirx.max(h * fh - ph, 0), geo.H - 1),
-              tirx.min(tirx.max(w * fw - pw, 0), geo.W - 1), tirx.min(g, geo.G - 1) * geo.C + tirx.min(c, geo.C - 1)],
-            zero8),
+            load_i(tirx.min(n, geo.N - 1), tirx.min(tirx.max(h * fh - ph, 0), geo.H - 1),
+                   tirx.min(tirx.max(w * fw - pw, 0), geo.W - 1),
+                   tirx.min(g, geo.G - 1) * geo.C + tirx.min(c, geo.C - 1)),
+            pad8),
         name="I_p")
     stages.append("I_p")
-    W_p = te.compute(
-        (G, R, S, C, K),
-        lambda g, r, s, c, k: tirx.if_then_else(
-            tirx.all(g < geo.G, r < geo.R, s < geo.S, c < geo.C, k < geo.K),
-            Wt[tirx.min(g, geo.G - 1), tirx.min(r, geo.R - 1), tirx.min(s, geo.S - 1), tirx.min(c, geo.C - 1),
-               tirx.min(k, geo.K - 1)],
-            zero8),
-        name="W_p")
-    stages.append("W_p")
-    b_p = te.compute(
-        (G, K),
-        lambda g, k: tirx.if_then_else(tirx.all(g < geo.G, k < geo.K, tirx.const(bool(epi.bias))),
-                                       bias[tirx.min(g, geo.G - 1) * geo.K + tirx.min(k, geo.K - 1)],
-                                       tirx.const(0, "int32")),
-        name="bias_p")
-    stages.append("bias_p")
+    if abi.prelaid:  # already padded, in the layouts the calls read
+        W_p = te.placeholder((G, R, S, C, K), "int8", name="W_p")
+        b_p = te.placeholder((G, K), "int32", name="bias_p")
+        inputs = [I, W_p, b_p]
+    else:
+        Wt = te.placeholder((geo.G, geo.R, geo.S, geo.C, geo.K), "int8", name="Wt")
+        bias = te.placeholder((geo.G * geo.K,), "int32", name="bias")
+        W_p = te.compute(
+            (G, R, S, C, K),
+            lambda g, r, s, c, k: tirx.if_then_else(
+                tirx.all(g < geo.G, r < geo.R, s < geo.S, c < geo.C, k < geo.K),
+                Wt[tirx.min(g, geo.G - 1), tirx.min(r, geo.R - 1), tirx.min(s, geo.S - 1), tirx.min(c, geo.C - 1),
+                   tirx.min(k, geo.K - 1)],
+                zero8),
+            name="W_p")
+        stages.append("W_p")
+        b_p = te.compute(
+            (G, K),
+            lambda g, k: tirx.if_then_else(tirx.all(g < geo.G, k < geo.K, tirx.const(bool(epi.bias))),
+                                           bias[tirx.min(g, geo.G - 1) * geo.K + tirx.min(k, geo.K - 1)],
+                                           tirx.const(0, "int32")),
+            name="bias_p")
+        stages.append("bias_p")
+        inputs = [I, Wt, bias]
     r = te.reduce_axis((0, R), name="r")
     s = te.reduce_axis((0, S), name="s")
     c = te.reduce_axis((0, C), name="c")
@@ -181,29 +230,36 @@ def build_conv(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
             axis=[r, s, c]),
         name="acc")
     out_p = te.compute((N, G, P, Q, K), lambda n, g, p, q, k: _requant(acc[n, g, p, q, k], epi), name="out_p")
-    out = te.compute((geo.N, geo.P, geo.Q, geo.G * geo.K),
-                     lambda n, p, q, gk: out_p[n, gk // geo.K, p, q, gk % geo.K], name="out")
-    return ComputeDef(geo, epi, [I, Wt, bias], out, acc, out_p, b_p, stages, store_into_output=True)
+    if nchw:  # the mvouts cannot write NCHW (channels are a row): the CPU copies out_p after the fence
+        out = te.compute((geo.N, geo.G * geo.K, geo.P, geo.Q),
+                         lambda n, gk, p, q: out_p[n, gk // geo.K, p, q, gk % geo.K], name="out")
+    else:
+        out = te.compute((geo.N, geo.P, geo.Q, geo.G * geo.K),
+                         lambda n, p, q, gk: out_p[n, gk // geo.K, p, q, gk % geo.K], name="out")
+    return ComputeDef(geo, epi, inputs, out, acc, out_p, b_p, stages, store_into_output=not nchw, abi=abi)
 
 
 @register_core_compute(tag="gemmini.conv2d")
-def conv2d_compute(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
-    return build_conv(geo, epi)
+def conv2d_compute(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = None) -> ComputeDef:
+    return build_conv(geo, epi, abi)
 
 
 @register_core_compute(tag="gemmini.depthwise_conv2d")
-def depthwise_compute(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
+def depthwise_compute(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = None) -> ComputeDef:
     if geo.C != 1 or geo.K != 1:
         raise ValueError("a depthwise convolution has one input and one output channel per group")
-    return build_conv(geo, epi)
+    return build_conv(geo, epi, abi)
 
 
 @register_core_compute(tag="gemmini.matmul")
-def matmul_compute(geo: ConvGeometry, epi: Epilogue) -> ComputeDef:
-    """Y[M, N] = A[M, K] B[K, N]: a 1x1 convolution over a 1 x M image (rows of A are pixels)."""
+def matmul_compute(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = None) -> ComputeDef:
+    """Y[M, N] = A[M, K] B[K, N]: a 1x1 convolution over a 1 x M image (rows of A are pixels); A and Y are
+    row-major whatever the ABI's layout (it is NHWC with N = H = 1)."""
     if (geo.N, geo.G, geo.H, geo.P, geo.R, geo.S) != (1, 1, 1, 1, 1, 1):
         raise ValueError("a matmul is a 1x1 convolution over one row of M pixels")
-    return build_conv(geo, epi)
+    if abi is not None and abi.layout != "NHWC":
+        abi = KernelABI("NHWC", abi.pad_value, abi.prelaid)
+    return build_conv(geo, epi, abi)
 
 
 # ------------------------------------------------------------------------------------------------------------------
