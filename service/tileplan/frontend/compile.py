@@ -1,0 +1,469 @@
+"""`compile_model`: a quantized ONNX model -> one program for a GEMM accelerator and its host, plus the network
+summary.  A pure function of its arguments, so every door (CLI, service, SDK) is a thin wrapper:
+
+    result = compile_model(model_bytes, hw, CompileOptions(), input_shapes={"input": [1, 3, 224, 224]},
+                           planner=make_plan, progress=lambda done, total: ...)
+    result.summary     # dict, contracts.md "POST /compile" summary: ops, total, notes (JSON-serialisable)
+    result.artifact    # bytes of the tar: kernels, host C, glue, weights, header, Makefile, README, manifest
+
+Pipeline (one module per step, data flows one way):
+  onnx_import (decode, shapes, QOperator -> QDQ, float refusal / quantization) -> Relax (to_relax)
+  -> patterns.fuse (quantized conv / matmul composites; partition.offload_reason decides)
+  -> per offloaded op: partition.kernel_spec -> planner (identical layers planned once) -> codegen.generate
+     with the model's epilogue and the whole-model ABI (identical kernels generated once)
+  -> host_ops (offload, LegalizeOps, FuseOps, FuseTIR, C) -> program (steps, arena, weights, files)
+  -> runner (host build; one emulated run for per-op cycles) -> summary + tar.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from tileplan.errors import InputError, MappingInfeasible
+from tileplan.plan import Plan, ScheduleOptions, executor_for, make_plan
+
+Planner = Callable[[Any, Any, ScheduleOptions], Plan]
+Progress = Callable[[int, int], None]
+ARTIFACT_FORMAT = 1
+
+
+class CompileOptions(ScheduleOptions):
+    """Options of a model compile (`tileplan compile`, POST /compile): the scheduling options of /schedule, which
+    every offloaded op is planned with, plus what the compiler itself does."""
+
+    quantize: bool = Field(default=False, description=(
+        "Quantize a float model with onnxruntime's static quantizer (QDQ, int8, per-tensor) instead of refusing "
+        "it; without given calibration data on seeded random inputs (the summary's notes say so)."))
+    calibration_samples: int = Field(default=8, ge=1, le=1000, description="Random calibration inputs (quantize).")
+    offload: bool = Field(default=True, description="False: every op on the host (a reference build).")
+    emulate: bool = Field(default=True, description=(
+        "Run the program once on the emulator at compile time (random input) for per-op emulated cycles."))
+
+
+@dataclass
+class CompiledModel:
+    summary: dict[str, Any]
+    artifact: bytes
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Accel:
+    """One offloaded op on its way to a program step."""
+
+    qop: Any
+    spec: Any
+    plan: Plan | None = None
+    art: Any = None  # codegen Artifact (shared by ops with the same kernel)
+    reason: str = ""
+
+
+def default_planner(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
+    return make_plan(layer, hw, options)
+
+
+def _schedule_options(options: CompileOptions) -> ScheduleOptions:
+    return ScheduleOptions(**options.model_dump(include=set(ScheduleOptions.model_fields)))
+
+
+def _codegen_target(hw: Any) -> str | None:
+    """None when Tileplan can generate accelerator code for `hw`, else why not."""
+    from tileplan.codegen.pipeline import target_spec
+    from tileplan.codegen.registry import CodegenError
+    from tileplan.execution import gemmini_levels
+
+    try:
+        target_spec(hw)
+        if gemmini_levels(hw.resolve()) is None:
+            return f"no code generator for {hw.name}: Tileplan generates code for Gemmini-like targets"
+    except (CodegenError, StopIteration, ValueError) as exc:
+        return f"no code generator for {hw.name}: {exc or 'not a Gemmini-like memory hierarchy'}"
+    return None
+
+
+def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
+                  input_shapes: dict[str, list[int]] | None = None, planner: Planner | None = None,
+                  progress: Progress | None = None,
+                  calibration: list[dict[str, np.ndarray]] | None = None) -> CompiledModel:
+    """Compile a quantized ONNX model for `hw` (a HardwareDescriptor).  Raises InputError (naming the node or the
+    field) for a model that cannot be compiled; every op that can run somewhere is compiled (on the host when
+    the accelerator cannot run it, with the reason in the summary)."""
+    from tileplan.codegen.emulator.build import NoCompiler
+    from tileplan.codegen.pipeline import generate
+    from tileplan.codegen.registry import CodegenError
+    from tileplan.frontend import host_ops, onnx_import, partition, patterns
+    from tileplan.frontend.program import Step, Tensor, build_program, c_ident, pack, render
+    from tileplan.frontend.runner import emulate_files
+
+    options = options or CompileOptions()
+    planner = planner or default_planner
+    t0 = time.perf_counter()
+    imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
+                                      options.calibration_samples, options.seed)
+    notes = list(imported.notes)
+    mod, onnx_nodes = onnx_import.to_relax(imported)
+
+    # -- which quantized ops can run on the accelerator ------------------------------------------------------
+    no_target = None if options.offload else "offload disabled (options.offload=false)"
+    no_target = no_target or _codegen_target(hw)
+    reasons: dict[str, str] = {}
+
+    def decide(qop: Any) -> bool:
+        r = no_target or partition.offload_reason(qop)
+        if r:
+            reasons[qop.name] = r
+        return r is None
+
+    fused, composites = patterns.fuse(mod, onnx_nodes, decide)
+
+    # -- plan and generate every offloaded op (identical layers planned once, identical kernels made once) ----
+    sched_opts = _schedule_options(options)
+    stream = "baseline" if executor_for(options.mapper) == "library" else "tileplan"
+    total = len(composites) + 1
+    plans: dict[str, Plan] = {}
+    kernels: dict[tuple[Any, ...], Any] = {}
+    accel: dict[str, _Accel] = {}
+    done = 0
+    for cname, qop in composites.items():
+        a = _Accel(qop, partition.kernel_spec(qop))
+        try:
+            lkey = a.spec.layer.model_dump_json(exclude={"name", "count"})
+            if lkey not in plans:
+                plans[lkey] = planner(a.spec.layer, hw, sched_opts)
+            a.plan = plans[lkey]
+            kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
+            if kkey not in kernels:
+                kernels[kkey] = generate(a.spec.layer, hw, a.plan.mapping, a.spec.epilogue,
+                                         name=c_ident(qop.name, "tpk_"), stream=stream, abi=a.spec.abi)
+            a.art = kernels[kkey]
+        except (CodegenError, MappingInfeasible) as exc:
+            a.reason = f"no accelerator code: {exc}"
+        except InputError as exc:  # a layer the planner refuses (its validation names the field)
+            a.reason = f"no accelerator plan: {exc}"
+        if a.reason:
+            reasons[qop.name] = a.reason
+        accel[cname] = a
+        done += 1
+        if progress:
+            progress(done, total)
+    if any(a.reason for a in accel.values()):  # fuse again without the ops that got no code
+        ok = {a.qop.name for a in accel.values() if not a.reason}
+        fused, composites = patterns.fuse(mod, onnx_nodes, lambda q: q.name in ok)
+        accel = {c: next(a for a in accel.values() if a.qop.name == q.name) for c, q in composites.items()}
+
+    # -- the accelerator steps and the host part --------------------------------------------------------------
+    timings: list[Any] = []
+    templates: dict[str, Step] = {}
+    symbols: dict[str, str] = {}
+    for i, (cname, a) in enumerate(accel.items()):
+        sym = f"tp_accel_{i}"
+        symbols[cname] = sym
+        if a.art.timing not in timings:
+            timings.append(a.art.timing)
+        wp, bp = _prelay(a.spec, a.art)
+        templates[sym] = Step("accel", a.qop.name, a.art.name, [], [],
+                              Tensor(0, "uint8", (a.art.workspace_bytes,), "workspace") if a.art.workspace_bytes
+                              else None, _const_tensor(wp), _const_tensor(bp), a.spec.clamp,
+                              timings.index(a.art.timing), a.qop.nodes, a.spec.tag)
+    lowered = host_ops.lower_host(host_ops.offload(fused, symbols))
+    host_sources, host_ws, host_names, decls = {}, {}, {}, []
+    from tvm import tirx
+
+    for gv, func in lowered.functions.items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        cname = c_ident(gv.name_hint, "tp_host_")
+        n_out = _n_outputs(lowered["main"], gv.name_hint)
+        fn = host_ops.emit_host_function(func, cname, n_out)
+        host_sources[cname], host_ws[gv.name_hint], host_names[gv.name_hint] = fn.source, fn.workspace_bytes, cname
+        decls.append(_host_decl(fn, n_out))
+    prog = build_program(lowered["main"], templates, host_ws, host_names)
+    kernel_sources = {}
+    for art in {id(a.art): a.art for a in accel.values()}.values():
+        kernel_sources[art.name] = art.c_source
+        decls.append(f"void {art.name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *out, "
+                     "uint8_t *workspace);")
+        decls.append(f"void {art.entry}(void **args);")
+
+    # -- files, one emulated run, summary -------------------------------------------------------------------
+    from tileplan.codegen.pipeline import target_spec
+
+    dim = hw.pe_array.rows
+    if accel:
+        t = next(iter(accel.values())).art.target
+        from tileplan.codegen.targets.gemmini import max_block_len
+
+        emu_dims = (t.dim, t.spad_rows, t.acc_rows, max_block_len(t.dim))
+    else:
+        try:
+            t = target_spec(hw)
+            from tileplan.codegen.targets.gemmini import max_block_len
+
+            emu_dims = (t.dim, t.spad_rows, t.acc_rows, max_block_len(t.dim))
+        except Exception:
+            emu_dims = (16, 16384, 1024, 4)
+    in_names = [i.name for i in imported.inputs]
+    out_names = [o.name for o in imported.outputs]
+    model_name = imported.model.graph.name or "model"
+    summary = _summary(imported, accel, reasons, onnx_nodes, prog, plans, hw, options)
+    summary["notes"] = notes + summary["notes"]
+
+    def files_with(summary_doc: dict[str, Any]) -> dict[str, bytes]:
+        manifest = json.dumps({"format": ARTIFACT_FORMAT, "model": model_name, "hardware": hw.name,
+                               "inputs": [i.doc() for i in imported.inputs],
+                               "outputs": [o.doc() for o in imported.outputs],
+                               "steps": [{"name": s.name, "kind": s.kind, "function": s.function, "op": s.op,
+                                          "onnx_nodes": s.onnx_nodes} for s in prog.steps],
+                               "summary": summary_doc}, indent=1)
+        return render(prog, model_name=model_name, hardware=hw.name, dim=dim, timings=timings, emu_dims=emu_dims,
+                      kernels=kernel_sources, host_sources=host_sources, decls=decls, manifest=manifest,
+                      readme=_readme(model_name, hw.name, prog, imported, summary_doc),
+                      input_names=in_names, output_names=out_names)
+
+    files = files_with(summary)
+    if options.emulate:
+        try:
+            from tileplan.frontend.zoo import sample_inputs
+
+            feeds = sample_inputs(model, seed=options.seed + 1) if not imported.quantized_by_tileplan \
+                else {i.name: np.random.default_rng(options.seed + 1).standard_normal(i.shape).astype(i.dtype)
+                      for i in imported.inputs}
+            feeds = {i.name: np.asarray(feeds[i.name], dtype=i.dtype).reshape(i.shape) for i in imported.inputs}
+            run = emulate_files(files, feeds)
+            _add_cycles(summary, prog, run.cycles)
+        except NoCompiler as exc:
+            summary["notes"].append(f"not emulated: {exc}")
+        files = files_with(summary)
+    summary["total"]["compile_seconds"] = round(time.perf_counter() - t0, 3)
+    if progress:
+        progress(total, total)
+    return CompiledModel(summary, pack(files, c_ident(model_name)), summary["notes"])
+
+
+def _n_outputs(main: Any, prim: str) -> int:
+    from tvm import relax
+
+    for block in main.body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and v.op.name == "relax.call_tir" and v.args[0].name_hint == prim:
+                return len(v.ty.fields) if isinstance(v.ty, relax.TupleType) else 1
+    return 1
+
+
+def _host_decl(fn: Any, outputs: int) -> str:
+    from tileplan.frontend.program import CTYPE
+
+    n_in = len(fn.params) - outputs
+    args = [f"{'const ' if i < n_in else ''}{CTYPE[d]} *p{i}" for i, (d, _) in enumerate(fn.params)]
+    return f"void {fn.name}({', '.join(args + ['uint8_t *workspace'])});"
+
+
+def _const_tensor(a: np.ndarray) -> Any:
+    from tileplan.frontend.program import Tensor
+
+    t = Tensor(0, str(a.dtype), a.shape, "const")
+    t.data = a
+    return t
+
+
+def _prelay(spec: Any, art: Any) -> tuple[np.ndarray, np.ndarray]:
+    """W_p[G_p, R_p, S_p, C_p, K_p] int8 and bias_p[G_p, K_p] int32, zero-padded: what the kernel reads."""
+    pd = art.layout.padded
+    g, r, s, c, k = spec.weights.shape
+    wp = np.zeros((pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), np.int8)
+    wp[:g, :r, :s, :c, :k] = spec.weights
+    bp = np.zeros((pd["G"], pd["K"]), np.int32)
+    bp[:g, :k] = spec.bias.reshape(g, k)
+    return wp, bp
+
+
+QDQ_NODES = {"QuantizeLinear", "DequantizeLinear"}
+MAC_NODES = {"Conv", "MatMul", "Gemm", "ConvInteger", "MatMulInteger", "ConvTranspose", "Einsum"}
+
+
+def _node_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
+    """MACs of a Conv / MatMul / Gemm node from its inferred shapes (0 for other nodes)."""
+    try:
+        if node.op_type in ("Conv", "ConvInteger"):
+            w = shapes[node.input[1]]
+            return int(np.prod(shapes[node.output[0]])) * int(np.prod(w[1:]))
+        if node.op_type in ("MatMul", "MatMulInteger", "Gemm"):
+            a, y = shapes[node.input[0]], shapes[node.output[0]]
+            trans_a = any(at.name == "transA" and at.i for at in node.attribute)
+            k = a[-2] if trans_a and len(a) >= 2 else a[-1]
+            return int(np.prod(y)) * int(k)
+    except (KeyError, IndexError):
+        return 0
+    return 0
+
+
+def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
+    g = model.graph
+    out = {t.name: tuple(t.dims) for t in g.initializer}
+    for info in [*g.input, *g.value_info, *g.output]:
+        t = info.type.tensor_type
+        if t.HasField("shape"):
+            out[info.name] = tuple(int(d.dim_value) for d in t.shape.dim)
+    return out
+
+
+def _host_reason(node: Any, model: Any, reasons: dict[str, str]) -> str:
+    if node.name in reasons:
+        return reasons[node.name]
+    if node.op_type in ("MatMul", "Gemm", "Conv"):
+        producers = {o: n for n in model.graph.node for o in n.output}
+        inits = {t.name for t in model.graph.initializer}
+
+        def is_weight(name: str) -> bool:
+            p = producers.get(name)
+            return name in inits or (p is not None and p.op_type == "DequantizeLinear" and p.input[0] in inits)
+
+        if not is_weight(node.input[1]):
+            return ("both operands are activations: the accelerator's matmul reads constant int8 weights laid out "
+                    "at compile time (and Gemmini cannot apply a zero point to its second operand)")
+        return (f"{node.op_type} is not in the quantized form the accelerator runs (dequantize -> {node.op_type} "
+                "-> [bias] -> [Relu/Clip] -> quantize): it is computed in float on the host")
+    return (f"no accelerator op for {node.op_type}: the accelerator runs quantized Conv / MatMul / Gemm, "
+            f"{node.op_type} is compiled for the host CPU")
+
+
+def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], onnx_nodes: dict[str, Any],
+             prog: Any, plans: dict[str, Plan], hw: Any, options: CompileOptions) -> dict[str, Any]:
+    """contracts.md's network summary: one entry per ONNX node that computes (Q/DQ nodes are counted in the
+    totals), accelerator ops first in program order, then host nodes in graph order."""
+    from tileplan.frontend import partition
+
+    model = imported.model
+    shapes = _shapes(model)
+    by_main = {a.qop.name: a for a in accel.values()}
+    fused_into = {n: a.qop.name for a in accel.values() for n in a.qop.nodes}
+    ops: list[dict[str, Any]] = []
+    qdq = {"accelerator": 0, "host": 0}
+    macs_total = macs_acc = 0
+    for node in model.graph.node:
+        macs = _node_macs(node, shapes)
+        macs_total += macs
+        if node.op_type in QDQ_NODES or node.op_type == "Constant":
+            qdq["accelerator" if node.name in fused_into else "host"] += node.op_type in QDQ_NODES
+            continue
+        if node.name in by_main:
+            a = by_main[node.name]
+            macs_acc += macs
+            ops.append({
+                "name": node.name, "op": a.spec.tag, "onnx_op": node.op_type, "where": "accelerator",
+                "reason": partition.describe(a.qop, a.spec), "plan_key": a.plan.key if a.plan else None,
+                "kernel": a.art.name, "layer": a.spec.layer.model_dump(mode="json", exclude={"count"}),
+                "macs": macs, "cycles_emulated": None, "cycles_model": round(float(a.art.model_cycles), 1),
+                "baseline_cycles_model": (round(float(a.plan.baseline.metrics.cycles), 1)
+                                          if a.plan and a.plan.baseline else None),
+                "speedup": round(a.plan.speedup, 4) if a.plan and a.plan.speedup else None,
+                "fused": [n for n in a.qop.nodes if n != node.name]})
+        elif node.name in fused_into:
+            ops.append({"name": node.name, "op": node.op_type.lower(), "onnx_op": node.op_type,
+                        "where": "accelerator", "reason": f"fused into {fused_into[node.name]}",
+                        "plan_key": None, "macs": macs, "cycles_emulated": None, "cycles_model": None,
+                        "speedup": None})
+        else:
+            ops.append({"name": node.name, "op": node.op_type.lower(), "onnx_op": node.op_type, "where": "host",
+                        "reason": _host_reason(node, model, reasons), "plan_key": None, "macs": macs,
+                        "cycles_emulated": None, "cycles_model": None, "speedup": None})
+    acc_ops = [o for o in ops if o["where"] == "accelerator" and o.get("kernel")]
+    model_cycles = sum(o["cycles_model"] for o in acc_ops)
+    base = [o["baseline_cycles_model"] for o in acc_ops]
+    host = [o for o in ops if o["where"] == "host"]
+    notes = []
+    if host:
+        kinds: dict[str, int] = {}
+        for o in host:
+            kinds[o["onnx_op"]] = kinds.get(o["onnx_op"], 0) + 1
+        notes.append("on the host: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+    return {
+        "model": imported.model.graph.name or "model", "hardware": hw.name,
+        "inputs": [i.doc() for i in imported.inputs], "outputs": [o.doc() for o in imported.outputs],
+        "options": options.model_dump(mode="json"),
+        "ops": ops,
+        "total": {
+            "ops": len(ops), "accelerator_ops": len(acc_ops), "host_ops": len(host),
+            "kernels": len({o["kernel"] for o in acc_ops}), "plans": len(plans),
+            "qdq_nodes": qdq, "steps": len(prog.steps),
+            "macs": macs_total, "accelerator_macs": macs_acc,
+            "accelerator_mac_share": round(macs_acc / macs_total, 6) if macs_total else 0.0,
+            "cycles_emulated": None, "cycles_model": round(model_cycles, 1),
+            "baseline_cycles_model": round(sum(base), 1) if base and None not in base else None,
+            "speedup_model": round(sum(base) / model_cycles, 4) if base and None not in base and model_cycles
+            else None,
+            "arena_bytes": prog.arena_bytes, "weights_bytes": prog.weights_bytes,
+        },
+        "notes": notes,
+    }
+
+
+def _add_cycles(summary: dict[str, Any], prog: Any, cycles: list[float]) -> None:
+    by_name: dict[str, float] = {}
+    for st, c in zip(prog.steps, cycles):
+        if st.kind == "accel":
+            by_name[st.name] = by_name.get(st.name, 0.0) + float(c)
+    for o in summary["ops"]:
+        if o["name"] in by_name and o.get("kernel"):
+            o["cycles_emulated"] = int(round(by_name[o["name"]]))
+    summary["total"]["cycles_emulated"] = int(round(sum(by_name.values())))
+
+
+def _readme(model_name: str, hw: str, prog: Any, imported: Any, summary: dict[str, Any]) -> str:
+    from tileplan.frontend.program import c_ident
+
+    t = summary["total"]
+    sig = ", ".join([f"const {x.ctype} *{c_ident(i.name, 'in_')}" for x, i in zip(prog.inputs, imported.inputs)]
+                    + [f"{x.ctype} *{c_ident(o.name, 'out_')}" for x, o in zip(prog.outputs, imported.outputs)])
+    rows = "\n".join(f"| {o['name']} | {o['op']} | {o['where']} | {o.get('cycles_emulated') or ''} | "
+                     f"{o['reason']} |" for o in summary["ops"])
+    return f"""# {model_name} for {hw}
+
+Compiled by Tileplan: {t['accelerator_ops']} of {t['ops']} ops on the accelerator
+({t['accelerator_mac_share']:.1%} of the MACs), {t['host_ops']} on the host CPU; {len(prog.steps)} steps.
+
+## Entry point (`tileplan_model.h`)
+```c
+int tileplan_run({sig});
+```
+Dense row-major tensors in the model's own dtypes and shapes (see the header); returns 0. Not reentrant: the
+activations live in one static arena ({prog.arena_bytes} bytes); the weights ({prog.weights_bytes} bytes, already
+in the layouts the kernels read) are read-only data linked in from `weights.bin` by `weights.S`.
+
+## Build
+- `make host`: `build/host/libtileplan_model.so` for this machine, the accelerator steps running on Tileplan's
+  Gemmini emulator (`emulator/`); `tileplan run <this tar> --input in.npy --output out.npy` builds and runs it
+  and prints every step's emulated cycles (`tileplan_emu_run` in `emulator/tp_emulate.c`).
+- `make riscv`: `build/riscv/*.o` with `riscv64-linux-gnu-gcc -c` against `gemmini.h` only; link them into your
+  Gemmini SoC program and call `tileplan_run`.
+
+## Files
+- `model.c`: the glue, every step in graph order; `tp_ops.h`: prototypes.
+- `kernels/*.c`: one accelerator kernel per distinct op (Gemmini API calls, `gemmini.h`).
+- `host/*.c`: the host ops (TVM-legalized TIR printed as C; float math between dequantize and quantize).
+- `tileplan.json`: inputs, outputs, steps and the network summary.
+
+## Ops
+| op | kind | where | emulated cycles | why |
+|---|---|---|---|---|
+{rows}
+"""
+
+
+def model_digest(model: bytes, hw: Any, options: CompileOptions, input_shapes: dict[str, list[int]] | None) -> str:
+    """What identifies a compile (for a cache or a job store): model bytes, hardware, options, input shapes."""
+    from tileplan.plan import SOLVER_VERSION, hardware_fingerprint
+
+    doc = {"model": hashlib.sha256(model).hexdigest(), "hardware": hardware_fingerprint(hw),
+           "options": options.model_dump(mode="json"), "input_shapes": input_shapes or {},
+           "solver": SOLVER_VERSION, "format": ARTIFACT_FORMAT}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,346 @@
+"""ONNX bytes -> a validated, quantized (QDQ), statically shaped model -> a Relax IRModule whose bindings are
+named after the ONNX nodes they come from.
+
+    imported = load_model(data, input_shapes={"input": [1, 3, 224, 224]})
+    imported.model          # onnx.ModelProto: QDQ, every node named, every tensor shape inferred
+    imported.inputs         # [TensorInfo(name, shape, dtype)], as the model declares them (after overrides)
+    mod, nodes = to_relax(imported)   # tvm IRModule; nodes: Relax binding name -> ONNX node
+
+Errors are InputErrors located at ("model", <node name>) or ("input_shapes", <input name>) with the reason:
+bytes that are not ONNX, a model the ONNX checker rejects, an operator neither Tileplan nor TVM's importer can
+run, a symbolic input dimension without an override, a tensor whose shape cannot be inferred.
+
+A float model (no quantized operator) is refused, with how to quantize it, unless `quantize=True`: then
+onnxruntime's static quantizer makes it QDQ on the given calibration feeds (or seeded random ones) and the
+import's notes say so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tileplan.errors import InputError
+
+# Operators that make a model "quantized" (anything else with MACs in a model without them is a float model)
+QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
+             "QGemm", "QLinearAdd", "QLinearMul", "DynamicQuantizeLinear"}
+MAC_OPS = {"Conv", "MatMul", "Gemm", "ConvTranspose", "Einsum"}
+
+FLOAT_MODEL_HELP = (
+    "this is a float model (no QuantizeLinear/DequantizeLinear or QLinear* operators): Tileplan compiles int8 "
+    "models. Quantize it with onnxruntime's static quantizer on representative data, e.g. "
+    "onnxruntime.quantization.quantize_static(float_path, int8_path, reader, quant_format=QuantFormat.QDQ, "
+    "activation_type=QuantType.QInt8, weight_type=QuantType.QInt8), or ask Tileplan to do it "
+    "(`--quantize`, options.quantize=true) on random or given calibration data")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # numpy dtype name
+
+    def doc(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+@dataclass
+class ImportedModel:
+    model: Any  # onnx.ModelProto, QDQ, named nodes, inferred shapes
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    notes: list[str] = field(default_factory=list)
+    quantized_by_tileplan: bool = False
+
+    @property
+    def nodes(self) -> dict[str, Any]:
+        return {n.name: n for n in self.model.graph.node}
+
+
+def decode(data: bytes) -> Any:
+    """Bytes -> ModelProto, checked by ONNX's checker; errors name the model or the node."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    if not data:
+        raise InputError(("model",), "empty: expected the bytes of an ONNX model")
+    try:
+        model = onnx.load_model_from_string(bytes(data))
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise InputError(("model",), f"not an ONNX model: {exc}") from None
+    if not model.graph.node:
+        raise InputError(("model",), "not an ONNX model: the graph has no nodes")
+    name_nodes(model)
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:  # onnx.checker.ValidationError and C++ errors
+        raise InputError(("model", *_node_in(str(exc), model)), f"the ONNX checker rejects the model: "
+                         f"{_first_line(exc)}") from None
+    return model
+
+
+def name_nodes(model: Any) -> None:
+    """Give every node a unique name (`<op>_<index>` for unnamed ones): errors and the summary use them."""
+    seen: set[str] = set()
+    for i, node in enumerate(model.graph.node):
+        base = node.name or f"{node.op_type}_{i}"
+        name, k = base, 1
+        while name in seen:
+            k += 1
+            name = f"{base}_{k}"
+        node.name = name
+        seen.add(name)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _node_in(message: str, model: Any) -> tuple[str, ...]:
+    """The node an ONNX error message names (checker / shape inference), if any."""
+    names = {n.name for n in model.graph.node}
+    for pat in (r"node name: ([^)\s]+)", r"Node \(([^)]+)\)", r"node ([^\s:,]+)"):
+        m = re.search(pat, message)
+        if m and m.group(1) in names:
+            return (m.group(1),)
+    return ()
+
+
+def graph_inputs(model: Any) -> list[Any]:
+    inits = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def _np_dtype(elem_type: int) -> str:
+    from onnx import helper
+
+    return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
+
+
+def apply_input_shapes(model: Any, input_shapes: dict[str, list[int]] | None) -> None:
+    """Fix every graph input's shape: overrides from `input_shapes`, else the declared static shape.  A symbolic
+    or unknown dimension without an override is an error naming the input and the flag that fixes it."""
+    input_shapes = dict(input_shapes or {})
+    ins = graph_inputs(model)
+    names = [i.name for i in ins]
+    for name in input_shapes:
+        if name not in names:
+            raise InputError(("input_shapes", name), f"the model has no input {name!r}; its inputs are {names}")
+    changed = False
+    for inp in ins:
+        t = inp.type.tensor_type
+        dims = list(t.shape.dim)
+        want = input_shapes.get(inp.name)
+        if want is not None:
+            want = [int(d) for d in want]
+            if any(d <= 0 for d in want):
+                raise InputError(("input_shapes", inp.name), f"dimensions must be positive, got {want}")
+            if t.HasField("shape") and len(dims) != len(want):
+                raise InputError(("input_shapes", inp.name),
+                                 f"the model declares {len(dims)} dimensions, got {len(want)} ({want})")
+            for i, (d, w) in enumerate(zip(dims, want)):
+                if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != w:
+                    raise InputError(("input_shapes", inp.name),
+                                     f"dimension {i} is fixed to {d.dim_value} by the model, got {w}")
+            t.shape.ClearField("dim")
+            for w in want:
+                t.shape.dim.add().dim_value = w
+            changed = True
+            continue
+        if not t.HasField("shape"):
+            raise InputError(("input_shapes", inp.name),
+                             f"input {inp.name!r} has no declared shape: give it, e.g. --input-shape "
+                             f"{inp.name}=1x3x224x224")
+        for i, d in enumerate(dims):
+            if not (d.HasField("dim_value") and d.dim_value > 0):
+                sym = d.dim_param or "?"
+                shown = "x".join(str(x.dim_value) if x.dim_value > 0 else "N" for x in dims)
+                raise InputError(("input_shapes", inp.name),
+                                 f"dimension {i} ({sym!r}) of input {inp.name!r} is symbolic: give the shape to "
+                                 f"compile for, e.g. --input-shape {inp.name}={shown.replace('N', '1')}")
+    if changed:  # stale symbolic shapes of intermediates would contradict the fixed ones
+        del model.graph.value_info[:]
+        for out in model.graph.output:
+            out.type.tensor_type.ClearField("shape")
+
+
+def infer_shapes(model: Any) -> Any:
+    """ONNX shape inference (strict, with data propagation); every node output must get a static shape."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as exc:
+        where = _node_in(str(exc), model)
+        raise InputError(("model", *where), f"shape inference failed: {_first_line(exc)}") from None
+    g = inferred.graph
+    known: dict[str, Any] = {}
+    for info in [*g.input, *g.value_info, *g.output]:
+        known[info.name] = info
+    inits = {t.name for t in g.initializer}
+    for node in g.node:
+        for out in node.output:
+            if not out or out in inits:
+                continue
+            info = known.get(out)
+            t = info.type.tensor_type if info is not None else None
+            if t is None or not t.HasField("shape") or any(
+                    not (d.HasField("dim_value") and d.dim_value >= 0) for d in t.shape.dim):
+                got = "unknown" if t is None or not t.HasField("shape") else "x".join(
+                    str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in t.shape.dim)
+                raise InputError(("model", node.name),
+                                 f"{node.op_type} node {node.name!r}: the shape of its output {out!r} cannot be "
+                                 f"inferred statically (got {got}); Tileplan compiles static shapes only")
+    return inferred
+
+
+def dedicate_dequantize(model: Any) -> int:
+    """Give every consumer of a shared DequantizeLinear its own copy (onnxruntime shares one between a residual
+    branch's conv and add): a fused accelerator op then owns the dequantisation of its input and its int8 input
+    stays the only thing it reads.  Returns the number of copies made."""
+    from onnx import helper
+
+    consumers: dict[str, list[tuple[Any, int]]] = {}
+    for node in model.graph.node:
+        for k, name in enumerate(node.input):
+            consumers.setdefault(name, []).append((node, k))
+    outputs = {o.name for o in model.graph.output}
+    new_nodes, made = [], 0
+    for node in model.graph.node:
+        new_nodes.append(node)
+        if node.op_type != "DequantizeLinear":
+            continue
+        out = node.output[0]
+        users = consumers.get(out, [])
+        keep_first = out not in outputs  # a graph output keeps the original for itself
+        for j, (user, k) in enumerate(users):
+            if j == 0 and keep_first:
+                continue
+            copy_out = f"{out}/for_{user.name}"
+            copy = helper.make_node("DequantizeLinear", list(node.input), [copy_out], name=f"{node.name}/for_{user.name}")
+            copy.attribute.extend(node.attribute)
+            new_nodes.append(copy)
+            user.input[k] = copy_out
+            made += 1
+    del model.graph.node[:]
+    model.graph.node.extend(new_nodes)
+    return made
+
+
+def is_float_model(model: Any) -> bool:
+    ops = {n.op_type for n in model.graph.node}
+    return not (ops & QUANT_OPS) and bool(ops & MAC_OPS)
+
+
+def quantize_static_qdq(model: Any, calibration: list[dict[str, np.ndarray]] | None = None, samples: int = 8,
+                        seed: int = 0) -> Any:
+    """onnxruntime's static quantizer (QDQ, int8 activations and weights, per-tensor, MinMax) on `calibration`
+    feeds, or `samples` seeded standard-normal ones.  Returns the quantized ModelProto."""
+    import onnx
+
+    from tileplan.frontend.zoo import quantize, random_calibration
+
+    feeds = calibration if calibration is not None else random_calibration(model, samples, seed)
+    return onnx.load_model_from_string(quantize(model, "qdq", feeds))
+
+
+def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, quantize: bool = False,
+               calibration: list[dict[str, np.ndarray]] | None = None, calibration_samples: int = 8,
+               seed: int = 0) -> ImportedModel:
+    """Decode, fix input shapes, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
+    from tileplan.frontend.qoperator import to_qdq
+
+    model = decode(data)
+    apply_input_shapes(model, input_shapes)
+    notes: list[str] = []
+    rewritten = to_qdq(model)
+    if rewritten:
+        notes.append(f"QOperator nodes rewritten as QDQ: {rewritten}")
+    by_tileplan = False
+    if is_float_model(model):
+        if not quantize:
+            raise InputError(("model",), FLOAT_MODEL_HELP)
+        model = infer_shapes(model)
+        model = quantize_static_qdq(model, calibration, calibration_samples, seed)
+        name_nodes(model)
+        by_tileplan = True
+        src = (f"{len(calibration)} given calibration input(s)" if calibration is not None
+               else f"{calibration_samples} random standard-normal calibration inputs (seed {seed}); accuracy on "
+                    "real data is not calibrated")
+        notes.append("float model quantized by Tileplan with onnxruntime's static quantizer (QDQ, int8 "
+                     f"activations and weights, per-tensor scales, MinMax) on {src}")
+    elif quantize:
+        notes.append("options.quantize ignored: the model is already quantized")
+    dedicate_dequantize(model)
+    model = infer_shapes(model)
+    ins = [_info(i) for i in graph_inputs(model)]
+    outs = [_info(o) for o in model.graph.output]
+    return ImportedModel(model, ins, outs, notes, by_tileplan)
+
+
+def _info(value_info: Any) -> TensorInfo:
+    t = value_info.type.tensor_type
+    return TensorInfo(value_info.name, tuple(int(d.dim_value) for d in t.shape.dim), _np_dtype(t.elem_type))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# ONNX -> Relax
+
+
+def supported_ops() -> set[str]:
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    return set(onnx_frontend._get_convert_map())
+
+
+def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
+    """TVM Relax's ONNX importer, with every operator's result bound to a variable named after its ONNX node.
+
+    Returns (IRModule, {binding name: ONNX NodeProto}).  An operator the importer has no converter for is an
+    error naming the node."""
+    from tvm import relax
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    model = imported.model
+    ops = supported_ops()
+    for node in model.graph.node:
+        if node.op_type not in ops:
+            raise InputError(("model", node.name),
+                             f"operator {node.domain + '.' if node.domain else ''}{node.op_type} (node "
+                             f"{node.name!r}) is not supported: it has no accelerator pattern, no Tileplan "
+                             "converter and no converter in TVM's ONNX importer")
+    by_name = {n.name: n for n in model.graph.node}
+
+    class _NamingImporter(onnx_frontend.ONNXGraphImporter):  # type: ignore[misc]
+        """Binds each converted operator to a variable named after its node (so the compiler can name its
+        decisions after the model's nodes)."""
+
+        def _convert_operator(self, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
+            node = attrs["tvm_custom"]["name"]
+            try:
+                sym = super()._convert_operator(op_name, inputs, attrs, opset)
+            except InputError:
+                raise
+            except Exception as exc:
+                raise InputError(("model", node), f"{op_name} node {node!r} cannot be imported: "
+                                 f"{_first_line(exc)}") from None
+            if isinstance(sym, relax.Call):
+                sym = self.bb.emit(sym, name_hint=node)
+            return sym
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    shapes = {i.name: list(i.shape) for i in imported.inputs}
+    dtypes = {i.name: i.dtype for i in imported.inputs}
+    importer = _NamingImporter(shapes, dtypes, keep_params_in_input=False, sanitize=False)
+    try:
+        mod = importer.from_onnx(model.graph, opset)
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(("model",), f"TVM's ONNX importer failed: {_first_line(exc)}") from None
+    return mod, by_name

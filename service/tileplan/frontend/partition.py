@@ -1,0 +1,178 @@
+"""Which fused quantized ops run on the accelerator, why the others do not, and what an offloaded one computes.
+
+`offload_reason(op)` is None when a QuantOp (patterns.py) can run on a Gemmini-like accelerator, else the reason
+it stays on the host.  `kernel_spec(op)` turns an offloadable op into what code generation needs: a workload
+layer, Gemmini's epilogue, the kernel ABI, the int8 weights in the kernel's [G, R, S, C, K] layout and the int32
+bias with the zero points folded in.
+
+Numerics (all integer until the final requantisation, as onnxruntime's QLinearConv / QLinearMatMul):
+
+    acc   = sum (x_q - z_x) * w_q + b_q                      (z_w must be 0)
+    q_y   = sat8(round_half_even(acc * M) + z_y),  M = float32(float32(s_x * s_w) / s_y)
+
+Gemmini's mvout computes sat8(round_half_even(float(acc') * M)) with no zero point, so:
+- z_x: the kernel pads the input with z_x and the bias absorbs -z_x * sum_{c,r,s} w (per output channel);
+- z_y: the bias absorbs round(z_y / M): the result differs from the exact one only when acc * M lies within
+  M / 2 of a rounding boundary, by one step (M is ~1e-3, so about 0.1% of the outputs by 1 LSB);
+- ReLU / Clip that survive quantisation clamp the int8 result to [quantize(lo), quantize(hi)] on the host (exact,
+  since quantisation is monotone); with z_y = -128 a ReLU is the saturation itself and costs nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tileplan.codegen.targets.gemmini import Epilogue, KernelABI
+from tileplan.frontend.patterns import QuantOp
+from tileplan.workload import Conv2dLayer, MatmulLayer
+
+INT32 = 2**31
+
+
+@dataclass
+class KernelSpec:
+    """What one offloaded op needs from code generation and from the program."""
+
+    layer: Conv2dLayer | MatmulLayer
+    epilogue: Epilogue
+    abi: KernelABI
+    weights: np.ndarray  # int8 [G, R, S, C, K]
+    bias: np.ndarray  # int32 [G * K], zero points folded in
+    clamp: tuple[int, int] | None  # host post-op on the int8 result (activation that survived quantisation)
+    multiplier: float  # M = s_x * s_w / s_y (float32)
+
+    @property
+    def tag(self) -> str:
+        if isinstance(self.layer, MatmulLayer):
+            return "matmul"
+        d = self.layer.dims()
+        return "depthwise_conv2d" if d["G"] > 1 and d["C"] == 1 and d["K"] == 1 else "conv2d"
+
+
+def _scalar(a: np.ndarray) -> float | None:
+    a = np.asarray(a)
+    if a.size != 1:
+        return None
+    return float(a.reshape(()))
+
+
+def offload_reason(op: QuantOp) -> str | None:
+    """None when `op` can run on the accelerator, else why not (shown in the summary)."""
+    if op.x_dtype != "int8" or op.y_dtype != "int8":
+        return (f"{op.x_dtype} input / {op.y_dtype} output: the accelerator's datapath is int8 (quantize with "
+                "activation_type=QInt8)")
+    if op.w.dtype != np.int8:
+        return f"{op.w.dtype} weights: the accelerator multiplies int8 weights"
+    if np.asarray(op.w_scale).size != 1:
+        return (f"per-channel weight scales ({np.asarray(op.w_scale).size} of them): Gemmini's mvout applies one "
+                "scale per store (quantize with per_channel=False)")
+    if np.any(np.asarray(op.w_zp) != 0):
+        return "weight zero point is not 0: the accelerator multiplies the raw int8 weights"
+    if _scalar(op.x_scale) is None or _scalar(op.y_scale) is None:
+        return "per-channel activation scales: the accelerator needs per-tensor input and output scales"
+    if _scalar(op.x_zp) is None or _scalar(op.y_zp) is None:
+        return "per-channel activation zero points are not supported"
+    sx, sw, sy = float(op.x_scale), float(op.w_scale), float(op.y_scale)
+    if not (sx > 0 and sw > 0 and sy > 0 and np.isfinite(sx * sw / sy)):
+        return f"scales must be positive and finite (s_x={sx}, s_w={sw}, s_y={sy})"
+    if op.bias is not None:
+        if op.bias.dtype != np.int32:
+            return f"{op.bias.dtype} bias: the accelerator's accumulator is int32"
+        if np.any(np.asarray(op.bias_zp) != 0):
+            return "bias zero point is not 0"
+        bs = np.asarray(op.bias_scale, dtype=np.float64)
+        if bs.size != 1 or abs(float(bs.reshape(())) - sx * sw) > 1e-6 * sx * sw:
+            return (f"bias scale {bs.reshape(-1)[:3]} is not s_x * s_w = {np.float32(sx * sw)}: the bias is not in "
+                    "accumulator units")
+    if op.kind == "conv2d":
+        if op.layouts != ("NCHW", "OIHW", "NCHW"):
+            return f"layouts {op.layouts}: expected NCHW / OIHW"
+        top, left, bottom, right = op.padding
+        if (top, left) != (bottom, right):
+            return f"asymmetric padding {list(op.padding)}: the kernel pads symmetrically"
+        if len(op.x_shape) != 4:
+            return f"a {len(op.x_shape) - 2}-D convolution: the accelerator runs 2-D ones"
+    try:
+        spec = kernel_spec(op)
+    except ValueError as exc:
+        return str(exc)
+    worst = int(np.abs(spec.bias.astype(np.int64)).max(initial=0))
+    d = spec.layer.dims()
+    worst += 128 * 128 * d["C"] * d["R"] * d["S"]
+    if worst >= INT32:
+        return f"the int32 accumulator could overflow (|bias| + 128*128*C*R*S = {worst})"
+    return None
+
+
+def multiplier(op: QuantOp) -> float:
+    """M = s_x * s_w / s_y in float32, in onnxruntime's order of operations."""
+    return float(np.float32(np.float32(float(op.x_scale)) * np.float32(float(op.w_scale)))
+                 / np.float32(float(op.y_scale)))
+
+
+def kernel_spec(op: QuantOp) -> KernelSpec:
+    """The layer, epilogue, ABI, laid-out weights and folded bias of an offloadable op (ValueError if the op's
+    shapes do not make a layer)."""
+    zx, zy = int(np.asarray(op.x_zp).reshape(())), int(np.asarray(op.y_zp).reshape(()))
+    m = multiplier(op)
+    w = op.w.astype(np.int64)
+    if op.kind == "matmul":
+        kred, n = w.shape
+        rows = int(np.prod(op.x_shape[:-1])) if len(op.x_shape) > 1 else 1
+        if op.x_shape[-1] != kred:
+            raise ValueError(f"matmul shapes {op.x_shape} x {w.shape} do not agree")
+        layer: Conv2dLayer | MatmulLayer = MatmulLayer(name=op.name, M=rows, K=kred, N=n)
+        wl = op.w.astype(np.int8).reshape(1, 1, 1, kred, n)
+        wsum = w.sum(axis=0)  # per output column
+        abi = KernelABI("NHWC", 0, prelaid=True)
+    else:
+        kout, cg, r, s = w.shape
+        n, cin, h, wd = op.x_shape
+        g = op.groups
+        if cin != cg * g or kout % g:
+            raise ValueError(f"groups={g} do not divide the channels ({cin} in, {kout} out)")
+        top, left, _, _ = op.padding
+        layer = Conv2dLayer(name=op.name, batch=n, in_channels=cin, out_channels=kout, in_h=h, in_w=wd,
+                            kernel=(r, s), stride=op.strides, padding=(top, left), dilation=op.dilation, groups=g)
+        if (layer.out_h, layer.out_w) != tuple(op.y_shape[2:]):
+            raise ValueError(f"output {op.y_shape} does not match the convolution's {layer.out_h}x{layer.out_w}")
+        wl = op.w.astype(np.int8).reshape(g, kout // g, cg, r, s).transpose(0, 3, 4, 2, 1)
+        wsum = w.reshape(kout, -1).sum(axis=1)
+        abi = KernelABI("NCHW", zx if (top or left) else 0, prelaid=True)
+    b = op.bias.astype(np.int64) if op.bias is not None else np.zeros(wsum.shape, np.int64)
+    # z_x: padded pixels hold z_x (the ABI's pad value), so the correction is one constant per output channel
+    folded = b - zx * wsum + int(np.rint(zy / m))
+    if np.abs(folded).max(initial=0) >= INT32:
+        raise ValueError("the bias with the zero points folded in does not fit int32")
+    clamp = None
+    if op.act is not None:
+        _, lo, hi = op.act
+        sy = float(op.y_scale)
+        qlo = -128 if lo == -np.inf else int(np.clip(np.rint(np.float32(lo) / np.float32(sy)) + zy, -128, 127))
+        qhi = 127 if hi == np.inf else int(np.clip(np.rint(np.float32(hi) / np.float32(sy)) + zy, -128, 127))
+        if qlo > -128 or qhi < 127:
+            clamp = (qlo, qhi)
+    return KernelSpec(layer, Epilogue(scale=m, zero_point=0, relu=False, bias=True), abi, wl,
+                      folded.astype(np.int32), clamp, m)
+
+
+def describe(op: QuantOp, spec: KernelSpec) -> str:
+    """The accelerator decision's reason: what runs and how the quantisation maps onto it."""
+    zx, zy = int(np.asarray(op.x_zp).reshape(())), int(np.asarray(op.y_zp).reshape(()))
+    parts = [f"{spec.tag}, int8 in/out, requantize x{spec.multiplier:.4g}"]
+    if zx:
+        parts.append(f"input zero point {zx} folded into the bias" + (" and the padding" if spec.abi.pad_value else ""))
+    if zy:
+        parts.append(f"output zero point {zy} folded into the bias")
+    if op.act is not None:
+        parts.append(f"{op.act[0]} as a host clamp to {list(spec.clamp)}" if spec.clamp
+                     else f"{op.act[0]} is the output saturation")
+    return "; ".join(parts)
+
+
+def kernel_key(spec: KernelSpec) -> tuple[Any, ...]:
+    """Ops with equal keys share one kernel (the weights and bias are arguments)."""
+    return (spec.layer.model_dump_json(exclude={"name"}), float(np.float32(spec.epilogue.scale)), spec.abi)

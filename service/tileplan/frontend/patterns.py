@@ -1,0 +1,208 @@
+"""Relax patterns of the quantized operators an accelerator runs as one op, and their parameters.
+
+One composite (`tvm.relax.dpl` pattern, grouped by `relax.transform.FuseOpsByPattern`) per quantized
+convolution or matrix product, as onnxruntime's QDQ format (and qoperator.to_qdq) writes them:
+
+    dequantize(x) , dequantize(const W)          [permute_dims(...) of W for a Gemm with transB]
+      -> conv2d (NCHW / OIHW, grouped, depthwise, strided, dilated)  |  matmul (W a 2-D constant)
+      -> [ + dequantize(const int32 bias) [reshape] ]
+      -> [ relu | clip ]
+      -> quantize
+
+`QuantOp` carries what the accelerator needs of a match: the int8 weights, the int32 bias, every scale and zero
+point, the activation and the convolution's attributes, and the ONNX nodes it covers (bindings are named after
+them, onnx_import.to_relax).  Whether a QuantOp can run on the accelerator is partition.py's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+CONV, MATMUL = "tileplan.qconv2d", "tileplan.qmatmul"
+
+
+@dataclass
+class QuantOp:
+    """A quantized conv2d / matmul: q_y = quantize(act(dequant(x) (*) dequant(W) + dequant(bias)), s_y, z_y)."""
+
+    kind: str  # "conv2d" | "matmul"
+    name: str  # the ONNX node of the conv / matmul / gemm
+    nodes: list[str]  # every ONNX node the composite covers
+    x_shape: tuple[int, ...]
+    y_shape: tuple[int, ...]
+    x_dtype: str
+    y_dtype: str
+    x_scale: np.ndarray
+    x_zp: np.ndarray
+    w: np.ndarray  # integer weights: OIHW for a conv, [K, N] for a matmul (transposes applied)
+    w_scale: np.ndarray
+    w_zp: np.ndarray
+    bias: np.ndarray | None  # int32 [K] / [N]
+    bias_scale: np.ndarray | None
+    bias_zp: np.ndarray | None
+    y_scale: np.ndarray
+    y_zp: np.ndarray
+    act: tuple[str, float, float] | None = None  # ("relu", 0, inf) | ("clip", lo, hi), in real (float) units
+    strides: tuple[int, int] = (1, 1)
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, left, bottom, right
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+    layouts: tuple[str, str, str] = ("NCHW", "OIHW", "NCHW")
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def macs(self) -> int:
+        if self.kind == "matmul":
+            m = int(np.prod(self.x_shape[:-1]))
+            return m * int(self.w.shape[0]) * int(self.w.shape[1])
+        k, c, r, s = self.w.shape
+        return int(np.prod(self.y_shape)) * c * r * s
+
+
+def _const(e: Any) -> np.ndarray | None:
+    """The value of a Relax constant (a tensor) or a scalar immediate (clip bounds), else None."""
+    from tvm.ir.expr import GenericConst
+
+    if isinstance(e, GenericConst):
+        return np.asarray(e.value.numpy())
+    value = getattr(e, "value", None)
+    if isinstance(value, (int, float)) and type(e).__name__ in ("IntImm", "FloatImm"):
+        return np.asarray(float(value))
+    inner = getattr(value, "value", None)  # a PrimValue wrapping an immediate
+    if isinstance(inner, (int, float)):
+        return np.asarray(float(inner))
+    return None
+
+
+def _shape(e: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in e.ty.shape)
+
+
+def build_patterns() -> tuple[Any, Any]:
+    """(conv pattern, matmul pattern) with annotations x, dqx, w, dqw, op, dqb, act, q."""
+    from tvm.relax.dpl import is_const, is_op, wildcard
+
+    def dq(inner: Any) -> Any:
+        return is_op("relax.dequantize")(inner, is_const(), is_const())
+
+    def tail(core: Any, bias: Any) -> tuple[Any, Any, Any]:
+        biased = is_op("relax.add")(core, bias)
+        body = biased | core
+        act = is_op("relax.nn.relu")(body) | is_op("relax.clip")(body, wildcard(), wildcard())
+        q = is_op("relax.quantize")(act | body, is_const(), is_const())
+        return act, q, body
+
+    out = []
+    for kind in ("conv", "matmul"):
+        x, w, b = wildcard(), is_const(), is_const()
+        dqx, dqw, dqb = dq(x), dq(w), dq(b)
+        if kind == "conv":
+            core = is_op("relax.nn.conv2d")(dqx, dqw)
+            bias = is_op("relax.reshape")(dqb, wildcard())
+        else:
+            perm = is_op("relax.permute_dims")(dqw)
+            core = is_op("relax.matmul")(dqx, perm | dqw)
+            bias = dqb
+        act, q, _ = tail(core, bias)
+        ann = {"x": x, "dqx": dqx, "w": w, "dqw": dqw, "op": core, "b": b, "dqb": dqb, "act": act, "q": q}
+        if kind == "matmul":
+            ann["perm"] = perm
+        out.append((q, ann))
+    return out[0], out[1]
+
+
+def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any]) -> QuantOp | None:
+    """The QuantOp of a match (annotated expressions; `names` are the matched bindings' names), or None when the
+    match is not what it seems (non-constant quantisation parameters, a weight that is not 2-D for a matmul)."""
+    dqx, dqw, op, q = ann["dqx"], ann["dqw"], ann["op"], ann["q"]
+    consts = [_const(a) for a in (dqx.args[1], dqx.args[2], dqw.args[1], dqw.args[2], q.args[1], q.args[2])]
+    if any(c is None for c in consts):
+        return None
+    sx, zx, sw, zw, sy, zy = consts
+    w = _const(ann["w"])
+    assert w is not None
+    if kind == "matmul":
+        if "perm" in ann:
+            axes = ann["perm"].attrs.axes
+            w = np.transpose(w, [int(a) for a in axes] if axes is not None else None)
+        if w.ndim != 2:
+            return None
+    bias = bscale = bzp = None
+    if "dqb" in ann:
+        dqb = ann["dqb"]
+        bias, bscale, bzp = _const(ann["b"]), _const(dqb.args[1]), _const(dqb.args[2])
+        if bscale is None or bzp is None:
+            return None
+    act = None
+    if "act" in ann:
+        a = ann["act"]
+        if a.op.name == "relax.nn.relu":
+            act = ("relu", 0.0, float("inf"))
+        else:
+            lo, hi = _const(a.args[1]), _const(a.args[2])
+            if lo is None or hi is None:
+                return None
+            act = ("clip", float(lo), float(hi))
+    main = [n for n in names if n in onnx_nodes and onnx_nodes[n].op_type in ("Conv", "MatMul", "Gemm")]
+    name = main[0] if main else next((n for n in names if n in onnx_nodes), names[0] if names else "op")
+    qop = QuantOp(
+        kind="conv2d" if kind == "conv" else "matmul", name=name,
+        nodes=[n for n in names if n in onnx_nodes], x_shape=_shape(ann["x"]), y_shape=_shape(q),
+        x_dtype=str(ann["x"].ty.dtype), y_dtype=str(q.ty.dtype), x_scale=sx, x_zp=zx, w=w, w_scale=sw, w_zp=zw,
+        bias=bias, bias_scale=bscale, bias_zp=bzp, y_scale=sy, y_zp=zy, act=act)
+    if kind == "conv":
+        at = op.attrs
+        qop.strides = tuple(int(v) for v in at.strides)  # type: ignore[assignment]
+        qop.padding = tuple(int(v) for v in at.padding)  # type: ignore[assignment]
+        qop.dilation = tuple(int(v) for v in at.dilation)  # type: ignore[assignment]
+        qop.groups = int(at.groups)
+        qop.layouts = (str(at.data_layout), str(at.kernel_layout), str(at.out_layout or at.data_layout))
+    return qop
+
+
+def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[QuantOp], bool]) -> tuple[Any, dict[str, QuantOp]]:
+    """Group every match into a composite function when `decide(op)` accepts it.
+
+    Returns (module, {composite function name: QuantOp}); every match (accepted or not) is passed to `decide`,
+    which records its own reasons."""
+    from tvm import relax
+
+    conv, matmul = build_patterns()
+    seen: dict[str, QuantOp] = {}
+
+    def make_check(kind: str) -> Callable[[Any], bool]:
+        def check(ctx: Any) -> bool:
+            names = [str(v.name) for v in ctx.matched_bindings.keys()]
+            qop = quant_op(kind, dict(ctx.annotated_expr), names, onnx_nodes)
+            if qop is None:
+                return False
+            ok = bool(decide(qop))
+            if ok:
+                seen[qop.name] = qop
+            return ok
+        return check
+
+    pats = [relax.transform.FusionPattern(CONV, conv[0], conv[1], make_check("conv")),
+            relax.transform.FusionPattern(MATMUL, matmul[0], matmul[1], make_check("matmul"))]
+    fused = relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod)
+    composites: dict[str, QuantOp] = {}
+    for gv, func in fused.functions.items():
+        if isinstance(func, relax.Function) and func.attrs is not None and "Composite" in func.attrs:
+            inner = _binding_names(func)
+            match = [seen[n] for n in inner if n in seen]
+            if len(match) != 1:
+                raise RuntimeError(f"composite {gv.name_hint} covers {len(match)} accepted ops ({inner})")
+            composites[gv.name_hint] = match[0]
+    return fused, composites
+
+
+def _binding_names(func: Any) -> list[str]:
+    names = []
+    for block in func.body.blocks:
+        for b in block.bindings:
+            names.append(str(b.var.name))
+    return names

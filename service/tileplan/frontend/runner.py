@@ -1,0 +1,173 @@
+"""Run a compiled model (the artifact tar) on this machine: build its host target (`make host`), call
+`tileplan_emu_run` through ctypes, return the outputs and every step's emulated cycles.
+
+    result = run_artifact(tar_bytes, {"input": x})     # outputs by name, cycles per step, step names
+    result = emulate_files(files, {"input": x})        # the same from the artifact's files (compile_model)
+
+Builds are cached by the artifact's content (per-user cache directory), so running an artifact twice, or
+compiling the same model again, builds it once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tileplan.errors import InputError, TileplanError
+
+LIBRARY = "build/host/libtileplan_model.so"
+_LOADED: dict[str, ctypes.CDLL] = {}
+
+
+class ArtifactError(TileplanError):
+    """The artifact could not be built or its run trapped (the message says which step and why)."""
+
+
+@dataclass
+class RunResult:
+    outputs: dict[str, np.ndarray]
+    cycles: list[float]  # per step (0 for host steps)
+    steps: list[dict[str, Any]]  # the manifest's steps
+    manifest: dict[str, Any]
+
+    def accelerator_cycles(self) -> float:
+        return float(sum(c for c, s in zip(self.cycles, self.steps) if s["kind"] == "accel"))
+
+    def table(self) -> str:
+        rows = [f"{'step':>4}  {'where':11} {'op':28} {'name':32} {'emulated cycles':>15}"]
+        for i, (s, c) in enumerate(zip(self.steps, self.cycles)):
+            where = "accelerator" if s["kind"] == "accel" else "host"
+            rows.append(f"{i:>4}  {where:11} {s['op'][:28]:28} {s['name'][:32]:32} "
+                        f"{(f'{c:.0f}' if s['kind'] == 'accel' else '-'):>15}")
+        rows.append(f"{'':>4}  {'total':11} {'':28} {'':32} {self.accelerator_cycles():15.0f}")
+        return "\n".join(rows)
+
+
+def read_artifact(data: bytes) -> dict[str, bytes]:
+    """The files of an artifact tar (paths relative to its top directory)."""
+    try:
+        tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
+    except tarfile.TarError as exc:
+        raise InputError(("artifact",), f"not a tar archive: {exc}") from None
+    files: dict[str, bytes] = {}
+    with tar:
+        for m in tar.getmembers():
+            if not m.isfile():
+                continue
+            parts = Path(m.name).parts
+            if len(parts) < 2 or ".." in parts or Path(m.name).is_absolute():
+                raise InputError(("artifact",), f"unexpected member {m.name!r}")
+            f = tar.extractfile(m)
+            assert f is not None
+            files[str(Path(*parts[1:]))] = f.read()
+    if "tileplan.json" not in files or "Makefile" not in files:
+        raise InputError(("artifact",), "not a Tileplan model artifact (no tileplan.json / Makefile)")
+    return files
+
+
+def _cache_root() -> Path:
+    from tileplan.codegen.emulator.build import default_cache_dir
+
+    return default_cache_dir() / "models"
+
+
+def build(files: dict[str, bytes]) -> Path:
+    """Write the files to a content-addressed directory and `make host` there; returns the library's path."""
+    from tileplan.codegen.emulator.build import NoCompiler, compiler
+
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    root = _cache_root() / digest.hexdigest()[:24]
+    lib = root / LIBRARY
+    if lib.exists():
+        return lib
+    cc = compiler()
+    make = shutil.which("make")
+    if make is None:
+        raise NoCompiler("no `make` on PATH: cannot build the artifact's host target")
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=".build-"))
+    try:
+        for name, data in files.items():
+            p = tmp / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+        proc = subprocess.run([make, "-s", f"-j{min(4, os.cpu_count() or 1)}", "host", f"CC={cc}"], cwd=tmp,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ArtifactError(f"building the artifact's host target failed:\n{proc.stderr[-4000:]}")
+        try:
+            os.replace(tmp, root)
+        except OSError:  # built concurrently by someone else: theirs is the same
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return lib
+
+
+def _load(lib: Path) -> ctypes.CDLL:
+    key = str(lib)
+    if key not in _LOADED:
+        h = ctypes.CDLL(key)
+        h.tileplan_emu_run.restype = ctypes.c_int
+        h.tileplan_emu_run.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
+                                       ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_int]
+        _LOADED[key] = h
+    return _LOADED[key]
+
+
+def _feeds(manifest: dict[str, Any], inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    specs = manifest["inputs"]
+    names = [s["name"] for s in specs]
+    if len(inputs) == 1 and len(specs) == 1 and names[0] not in inputs:
+        inputs = {names[0]: next(iter(inputs.values()))}
+    unknown = set(inputs) - set(names)
+    if unknown:
+        raise InputError(("input", sorted(unknown)[0]), f"the model has no input of that name; its inputs are {names}")
+    out = []
+    for s in specs:
+        if s["name"] not in inputs:
+            raise InputError(("input", s["name"]), f"missing: give {s['dtype']} {s['shape']}")
+        a = np.asarray(inputs[s["name"]])
+        if list(a.shape) != list(s["shape"]):
+            raise InputError(("input", s["name"]), f"shape {list(a.shape)}, the model takes {s['shape']}")
+        if a.dtype != np.dtype(s["dtype"]):
+            if not np.can_cast(a.dtype, np.dtype(s["dtype"]), casting="same_kind"):
+                raise InputError(("input", s["name"]), f"dtype {a.dtype}, the model takes {s['dtype']}")
+            a = a.astype(s["dtype"])
+        out.append(np.ascontiguousarray(a))
+    return out
+
+
+def emulate_files(files: dict[str, bytes], inputs: dict[str, np.ndarray]) -> RunResult:
+    manifest = json.loads(files["tileplan.json"])
+    feeds = _feeds(manifest, inputs)
+    lib = _load(build(files))
+    outs = [np.zeros(o["shape"], dtype=o["dtype"]) for o in manifest["outputs"]]
+    steps = manifest["steps"]
+    cycles = (ctypes.c_double * max(1, len(steps)))()
+    ins = (ctypes.c_void_p * max(1, len(feeds)))(*[a.ctypes.data for a in feeds])
+    outp = (ctypes.c_void_p * max(1, len(outs)))(*[a.ctypes.data for a in outs])
+    trap = ctypes.create_string_buffer(512)
+    if lib.tileplan_emu_run(ins, outp, cycles, trap, len(trap)):
+        raise ArtifactError(f"the emulator trapped: {trap.value.decode(errors='replace')}")
+    return RunResult({o["name"]: a for o, a in zip(manifest["outputs"], outs)}, list(cycles)[:len(steps)], steps,
+                     manifest)
+
+
+def run_artifact(data: bytes, inputs: dict[str, np.ndarray]) -> RunResult:
+    return emulate_files(read_artifact(data), inputs)
