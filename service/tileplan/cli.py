@@ -403,6 +403,116 @@ def cmd_codegen(args: argparse.Namespace) -> int:
     return 0 if exact else 1
 
 
+def _calibration(path: str) -> list[dict[str, Any]]:
+    """An .npz with one array per model input, samples along the first axis -> a list of feeds."""
+    import numpy as np
+
+    try:
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as exc:
+        raise InputError(("calibration",), f"cannot read {path}: {exc}") from None
+    counts = {len(a) for a in arrays.values()}
+    if not arrays or len(counts) != 1:
+        raise InputError(("calibration",), "expected one array per input, all with the same number of samples "
+                         "along the first axis")
+    return [{k: a[i] for k, a in arrays.items()} for i in range(counts.pop())]
+
+
+def _input_shapes(specs: list[str] | None) -> dict[str, list[int]]:
+    """`--input-shape name=1x3x224x224` (repeatable) -> {name: [1, 3, 224, 224]}."""
+    out: dict[str, list[int]] = {}
+    for spec in specs or []:
+        name, eq, dims = spec.rpartition("=")
+        if not eq or not name:
+            raise InputError(("input_shapes",), f"expected NAME=1x3x224x224, got {spec!r}")
+        try:
+            out[name] = [int(d) for d in dims.lower().replace(",", "x").split("x")]
+        except ValueError:
+            raise InputError(("input_shapes", name), f"dimensions must be integers, got {dims!r}") from None
+    return out
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from tileplan.errors import from_validation_error
+    from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
+    from tileplan.hardware.catalog import resolve_hardware
+
+    hw = resolve_hardware(args.hw)
+    try:
+        data = Path(args.model).read_bytes()
+    except OSError as exc:
+        raise InputError(("model",), f"cannot read {args.model}: {exc.strerror}") from None
+    try:
+        opts = CompileOptions(mapper=args.mapper, time_limit_s=args.time_limit, quantize=args.quantize,
+                              offload=not args.host_only, emulate=not args.no_emulate,
+                              baseline=not args.no_baseline)
+    except ValidationError as exc:
+        raise from_validation_error(exc, ("options",)) from None
+    calibration = _calibration(args.calibration) if args.calibration else None
+    store = None
+    planner = None
+    if not args.no_cache:
+        from tileplan.settings import get_settings
+        from tileplan.store.repository import Store
+
+        url = args.plans_db or get_settings().db_url()
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        store = Store(url)
+        planner = store_planner(store)
+
+    def progress(done: int, total: int) -> None:
+        if not args.json and sys.stderr.isatty():
+            print(f"\rtileplan: {done}/{total} ops", end="" if done < total else "\n", file=sys.stderr)
+
+    try:
+        result = compile_model(data, hw, opts, _input_shapes(args.input_shape), planner=planner, progress=progress,
+                               calibration=calibration)
+    finally:
+        if store is not None:
+            store.close()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = Path(args.model).stem
+    (out / f"{stem}.tar").write_bytes(result.artifact)
+    (out / f"{stem}.summary.json").write_text(json.dumps(result.summary, indent=1))
+    if args.json:
+        print(json.dumps(result.summary, indent=2))
+        return 0
+    for note in result.notes:
+        print(f"tileplan: note: {note}", file=sys.stderr)
+    print(_summary_table(result.summary))
+    print(f"wrote {out / (stem + '.tar')} and {out / (stem + '.summary.json')}")
+    return 0
+
+
+def _summary_table(summary: dict[str, Any]) -> str:
+    head = f"{'op':28} {'kind':18} {'where':11} {'emulated':>10} {'model':>10} {'speedup':>8}  reason"
+    rows = [head, "-" * len(head)]
+    for o in summary["ops"]:
+        em = o.get("cycles_emulated")
+        mo = o.get("cycles_model")
+        sp = o.get("speedup")
+        rows.append(f"{o['name'][:28]:28} {o['op'][:18]:18} {o['where']:11} {em if em is not None else '-':>10} "
+                    f"{f'{mo:.0f}' if mo is not None else '-':>10} {f'{sp:.2f}x' if sp else '-':>8}  "
+                    f"{o['reason'][:70]}")
+    t = summary["total"]
+    rows.append("-" * len(head))
+    rows.append(f"{t['accelerator_ops']} of {t['ops']} ops on the accelerator ({t['accelerator_mac_share']:.1%} of "
+                f"the MACs); emulated {t['cycles_emulated']} cycles, modelled {t['cycles_model']:.0f} "
+                f"(library tiling {t['baseline_cycles_model'] or float('nan'):.0f})")
+    return "\n".join(rows)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tileplan.run import run_command
+
+    return run_command(args.artifact, args.input, args.output, args.json)
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -518,6 +628,34 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--run", action="store_true", help="also run it on the emulator against a NumPy reference")
     g.add_argument("--json", action="store_true", help="print what was built (name, notes, cycles) as JSON")
     g.set_defaults(func=cmd_codegen)
+
+    m = sub.add_parser("compile", help="compile a quantized ONNX model into one accelerator program (tar)")
+    m.add_argument("model", help="ONNX model file (QDQ or QOperator int8; --quantize for a float one)")
+    m.add_argument("--hw", required=True, help="catalog name or descriptor file")
+    m.add_argument("--out", required=True, help="directory for <model>.tar and <model>.summary.json")
+    m.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
+                   help="fix an input's shape (needed for symbolic dimensions); repeatable")
+    m.add_argument("--quantize", action="store_true",
+                   help="quantize a float model with onnxruntime's static quantizer (random calibration data "
+                        "unless --calibration)")
+    m.add_argument("--calibration", help=".npz of calibration inputs by input name (with --quantize)")
+    m.add_argument("--mapper", default="cosa", help="cosa | gemmini-auto | random | exhaustive")
+    m.add_argument("--time-limit", type=float, default=10.0, help="seconds per layer (default 10)")
+    m.add_argument("--host-only", action="store_true", help="run every op on the host (a reference build)")
+    m.add_argument("--no-emulate", action="store_true", help="skip the emulated run (no per-op emulated cycles)")
+    m.add_argument("--no-baseline", action="store_true", help="skip planning the hand-written baseline")
+    m.add_argument("--no-cache", action="store_true", help="do not read or store plans in the plan cache")
+    m.add_argument("--plans-db", help="plan cache URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")
+    m.add_argument("--json", action="store_true", help="print the network summary as JSON")
+    m.set_defaults(func=cmd_compile)
+
+    r = sub.add_parser("run", help="run a compiled model (tar) on the emulator, print per-op emulated cycles")
+    r.add_argument("artifact", help="the tar `tileplan compile` wrote")
+    r.add_argument("--input", action="append", required=True, metavar="[NAME=]FILE.npy",
+                   help="the model's input (.npy; NAME= for a model with several inputs; or one .npz)")
+    r.add_argument("--output", help="write the output here (.npy; .npz for several outputs)")
+    r.add_argument("--json", action="store_true", help="print outputs' shapes and per-step cycles as JSON")
+    r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("calibrate", help="refit the cost model's parameters on measured cycles")
     c.add_argument("--data", required=True, help="CSV of FireSim measurements")

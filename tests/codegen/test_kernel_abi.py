@@ -93,6 +93,41 @@ def test_matmul_prelaid_row_major():
     np.testing.assert_array_equal(res.buffers["out"], want)
 
 
+@pytest.mark.parametrize("kind", ["conv", "matmul"])
+def test_acc_output_stores_int32_accumulators(kind):
+    """acc_output: the kernel hands back acc + bias as int32 (mvout read-full), whatever the epilogue's scale."""
+    rng = np.random.default_rng(7)
+    if kind == "conv":
+        layer = parse_layer(dict(op="conv2d", in_channels=24, out_channels=20, in_h=7, in_w=7, kernel=3, padding=1))
+        I = rng.integers(-128, 128, (1, 24, 7, 7), dtype=np.int8)
+        W = rng.integers(-128, 128, (20, 24, 3, 3), dtype=np.int8)
+        Wg = W.reshape(1, 20, 24, 3, 3).transpose(0, 3, 4, 2, 1)
+        out = np.zeros((1, 20, 7, 7), np.int32)
+    else:
+        layer = parse_layer(dict(op="matmul", M=20, K=40, N=20))
+        I = rng.integers(-128, 128, (20, 40), dtype=np.int8)
+        B = rng.integers(-128, 128, (40, 20), dtype=np.int8)
+        Wg = B.reshape(1, 1, 1, 40, 20)
+        out = np.zeros((20, 20), np.int32)
+    bias = rng.integers(-100000, 100000, 20).astype(np.int32)
+    plan = make_plan(layer, HW, ScheduleOptions(baseline=False, time_limit_s=5))
+    art = generate(layer, HW, plan.mapping, Epilogue(scale=0.004), name="k",
+                   abi=KernelABI("NCHW", pad_value=-3, prelaid=True, acc_output=True))
+    assert "int32_t *out" in art.c_source
+    Wp, bp = _prelay(art, Wg, bias)
+    res = _run(art, {"I": I, "W_p": Wp, "bias_p": bp, "out": out})
+    if kind == "conv":
+        x = np.pad(I.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-3)
+        want = np.zeros((1, 20, 7, 7), np.int64)
+        for dr in range(3):
+            for ds in range(3):
+                want += np.einsum("nchw,kc->nkhw", x[:, :, dr:dr + 7, ds:ds + 7], W[:, :, dr, ds].astype(np.int64))
+        want += bias[None, :, None, None]
+    else:
+        want = I.astype(np.int64) @ B.astype(np.int64) + bias
+    np.testing.assert_array_equal(res.buffers["out"], want.astype(np.int32))
+
+
 def test_default_abi_unchanged():
     """Without an ABI the kernel keeps the per-layer signature (I, W, bias, out, workspace)."""
     layer = parse_layer(dict(op="conv2d", in_channels=4, out_channels=8, in_h=5, in_w=5, kernel=3, padding=1))

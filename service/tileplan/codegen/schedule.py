@@ -428,7 +428,10 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     lay = fit(r, geo0, epilogue, target, arch, problem, executor)
     geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
     lay = dataclasses.replace(call_layout(r, geo, epilogue, stream == "tileplan", abi.pad_value),
-                              bias_ahead=stream == "tileplan", reuse=stream == "tileplan" or r.matmul)
+                              bias_ahead=stream == "tileplan", reuse=stream == "tileplan" or r.matmul,
+                              acc_output=abi.acc_output)
+    if abi.acc_output:
+        r.deviations.append("int32 accumulators stored (4 bytes per output element); the caller requantizes")
     if abi.pad_value and (geo.padding != (0, 0)):
         r.deviations.append(f"input padding value {abi.pad_value}: padding rows are read from memory, not "
                             "zero-filled")
@@ -450,7 +453,7 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
                                            sh=t.sh, sw=t.sw, dh=t.dh, dw=t.dw, **glue))
     sch.tensorize(sch.get_loops(sch.get_sblock("out_p"))[-5],
                   intrinsic("gemmini.tile_store", n=t.n, p=t.p, q=t.q, k=t.k, scale=float(epilogue.scale),
-                            lo=epilogue.lo, **glue))
+                            lo=epilogue.lo, full=abi.acc_output, **glue))
     # The accumulator starts from the bias: rewrite the init block, then tensorize it in a fresh schedule.
     sch = s_tir.Schedule(with_bias_init(sch.mod["main"]))
     sch.tensorize(sch.get_loops(sch.get_sblock("acc_init"))[-5],

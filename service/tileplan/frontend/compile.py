@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,6 +71,99 @@ def default_planner(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
     return make_plan(layer, hw, options)
 
 
+def store_planner(store: Any) -> Planner:
+    """A planner that answers from a plan store (tileplan.store.Store) and stores what it solves: the same
+    cache and keys as POST /schedule, so a compiled model's plans show up in GET /plans."""
+    from tileplan.plan import plan_key
+    from tileplan.problem import Problem
+
+    def plan(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
+        key = plan_key(hw, Problem.from_layer(layer), options)
+        cached = store.get_plan(key)
+        if cached is not None:
+            return Plan.model_validate_json(cached.to_json(cached=True, hardware=hw.name))
+        p = make_plan(layer, hw, options)
+        store.put_plan(p.model_dump(mode="json"), hw.model_dump(mode="json"))
+        return p
+
+    return plan
+
+
+@dataclass
+class KernelCode:
+    """What a program needs of one generated kernel (a codegen Artifact, or the same from the kernel cache)."""
+
+    name: str
+    entry: str
+    c_source: str
+    workspace_bytes: int
+    padded: dict[str, int]
+    timing: Any  # TimingParams
+    model_cycles: float
+    notes: list[str]
+    target: tuple[int, int, int]  # dim, scratchpad rows, accumulator rows
+
+    @classmethod
+    def of(cls, art: Any) -> "KernelCode":
+        t = art.target
+        return cls(art.name, art.entry, art.c_source, art.workspace_bytes, dict(art.layout.padded), art.timing,
+                   float(art.model_cycles), list(art.notes), (t.dim, t.spad_rows, t.acc_rows))
+
+    def to_json(self) -> str:
+        from dataclasses import asdict
+
+        return json.dumps({**asdict(self), "timing": asdict(self.timing)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "KernelCode":
+        from tileplan.codegen.emulator import TimingParams
+
+        d = json.loads(text)
+        d["timing"] = TimingParams(**d["timing"])
+        d["target"] = tuple(d["target"])
+        return cls(**d)
+
+
+def _codegen_digest() -> str:
+    """Identifies the code generator's version: a digest of its sources (a kernel cache entry made by other
+    code is never reused)."""
+    from pathlib import Path
+
+    import tileplan.codegen as cg
+
+    h = hashlib.sha256()
+    for p in sorted(Path(cg.__file__).parent.rglob("*")):
+        if p.suffix in (".py", ".c", ".h"):
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def generate_kernel(spec: Any, hw: Any, mapping: Any, name: str, stream: str) -> KernelCode:
+    """codegen.generate with the op's epilogue and ABI, cached on disk by everything the code depends on."""
+    from tileplan.codegen.emulator.build import default_cache_dir
+    from tileplan.codegen.pipeline import generate
+    from tileplan.plan import hardware_fingerprint
+
+    doc = {"layer": spec.layer.model_dump(mode="json", exclude={"count"}), "mapping": mapping.model_dump(mode="json"),
+           "epilogue": [float(spec.epilogue.scale), spec.epilogue.zero_point, spec.epilogue.relu, spec.epilogue.bias],
+           "abi": [spec.abi.layout, spec.abi.pad_value, spec.abi.prelaid, spec.abi.acc_output], "stream": stream,
+           "name": name,
+           "hw": hardware_fingerprint(hw), "codegen": _codegen_digest()}
+    key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
+    path = default_cache_dir() / "kernels" / f"{key}.json"
+    if path.exists():
+        try:
+            return KernelCode.from_json(path.read_text())
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged entry is made again
+    code = KernelCode.of(generate(spec.layer, hw, mapping, spec.epilogue, name=name, stream=stream, abi=spec.abi))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(code.to_json())
+    os.replace(tmp, path)
+    return code
+
+
 def _schedule_options(options: CompileOptions) -> ScheduleOptions:
     return ScheduleOptions(**options.model_dump(include=set(ScheduleOptions.model_fields)))
 
@@ -96,12 +190,10 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     """Compile a quantized ONNX model for `hw` (a HardwareDescriptor).  Raises InputError (naming the node or the
     field) for a model that cannot be compiled; every op that can run somewhere is compiled (on the host when
     the accelerator cannot run it, with the reason in the summary)."""
-    from tileplan.codegen.emulator.build import NoCompiler
-    from tileplan.codegen.pipeline import generate
     from tileplan.codegen.registry import CodegenError
     from tileplan.frontend import host_ops, onnx_import, partition, patterns
     from tileplan.frontend.program import Step, Tensor, build_program, c_ident, pack, render
-    from tileplan.frontend.runner import emulate_files
+    from tileplan.frontend.runner import NoToolchain, emulate_files
 
     options = options or CompileOptions()
     planner = planner or default_planner
@@ -141,8 +233,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
             a.plan = plans[lkey]
             kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
             if kkey not in kernels:
-                kernels[kkey] = generate(a.spec.layer, hw, a.plan.mapping, a.spec.epilogue,
-                                         name=c_ident(qop.name, "tpk_"), stream=stream, abi=a.spec.abi)
+                kernels[kkey] = generate_kernel(a.spec, hw, a.plan.mapping, c_ident(qop.name, "tpk_"), stream)
             a.art = kernels[kkey]
         except (CodegenError, MappingInfeasible) as exc:
             a.reason = f"no accelerator code: {exc}"
@@ -168,12 +259,14 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         symbols[cname] = sym
         if a.art.timing not in timings:
             timings.append(a.art.timing)
-        wp, bp = _prelay(a.spec, a.art)
+        wp, bp = _prelay(a.spec, a.art.padded)
         templates[sym] = Step("accel", a.qop.name, a.art.name, [], [],
                               Tensor(0, "uint8", (a.art.workspace_bytes,), "workspace") if a.art.workspace_bytes
                               else None, _const_tensor(wp), _const_tensor(bp), a.spec.clamp,
-                              timings.index(a.art.timing), a.qop.nodes, a.spec.tag)
-    lowered = host_ops.lower_host(host_ops.offload(fused, symbols))
+                              timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant)
+    compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols))
+    notes += compat_notes
+    lowered = host_ops.lower_host(compat)
     host_sources, host_ws, host_names, decls = {}, {}, {}, []
     from tvm import tirx
 
@@ -187,9 +280,11 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         decls.append(_host_decl(fn, n_out))
     prog = build_program(lowered["main"], templates, host_ws, host_names)
     kernel_sources = {}
-    for art in {id(a.art): a.art for a in accel.values()}.values():
+    for a in {id(a.art): a for a in accel.values()}.values():
+        art = a.art
         kernel_sources[art.name] = art.c_source
-        decls.append(f"void {art.name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *out, "
+        out_t = "int32_t" if a.spec.abi.acc_output else "int8_t"
+        decls.append(f"void {art.name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, {out_t} *out, "
                      "uint8_t *workspace);")
         decls.append(f"void {art.entry}(void **args);")
 
@@ -198,10 +293,10 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
 
     dim = hw.pe_array.rows
     if accel:
-        t = next(iter(accel.values())).art.target
         from tileplan.codegen.targets.gemmini import max_block_len
 
-        emu_dims = (t.dim, t.spad_rows, t.acc_rows, max_block_len(t.dim))
+        tdim, spad, acc_rows = next(iter(accel.values())).art.target
+        emu_dims = (tdim, spad, acc_rows, max_block_len(tdim))
     else:
         try:
             t = target_spec(hw)
@@ -237,9 +332,9 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                 else {i.name: np.random.default_rng(options.seed + 1).standard_normal(i.shape).astype(i.dtype)
                       for i in imported.inputs}
             feeds = {i.name: np.asarray(feeds[i.name], dtype=i.dtype).reshape(i.shape) for i in imported.inputs}
-            run = emulate_files(files, feeds)
+            run = emulate_files(files, feeds, cache=True)
             _add_cycles(summary, prog, run.cycles)
-        except NoCompiler as exc:
+        except NoToolchain as exc:
             summary["notes"].append(f"not emulated: {exc}")
         files = files_with(summary)
     summary["total"]["compile_seconds"] = round(time.perf_counter() - t0, 3)
@@ -275,9 +370,8 @@ def _const_tensor(a: np.ndarray) -> Any:
     return t
 
 
-def _prelay(spec: Any, art: Any) -> tuple[np.ndarray, np.ndarray]:
+def _prelay(spec: Any, pd: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """W_p[G_p, R_p, S_p, C_p, K_p] int8 and bias_p[G_p, K_p] int32, zero-padded: what the kernel reads."""
-    pd = art.layout.padded
     g, r, s, c, k = spec.weights.shape
     wp = np.zeros((pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), np.int8)
     wp[:g, :r, :s, :c, :k] = spec.weights

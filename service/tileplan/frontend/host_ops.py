@@ -69,6 +69,120 @@ def _legalize_quantize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, *tensors, primfunc_name_hint="quantize")
 
 
+def _scalar(e: Any) -> float | None:
+    v = _scalar_or_tensor(e)
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def softmax_table(x_scale: float, length: int) -> np.ndarray:
+    """The 256-entry exp table of onnxruntime's QLinearSoftmax (int8 input): entry (i - 128) & 255 holds
+    exp((i - 255) * s_x + c), c = max(0, log(FLT_MAX / length) - 5) keeping the row sums finite."""
+    import math
+
+    xs = float(np.float32(x_scale))
+    shift = max(0.0, math.log(float(np.finfo(np.float32).max) / length) - 5.0) / xs
+    table = np.zeros(256, np.float32)
+    for i in range(256):
+        table[(i - 128) & 0xFF] = np.float32(math.exp((i - 255 + shift) * xs))
+    return table
+
+
+def _qsoftmax_te(x: Any, table: Any, y_scale: float, y_zp: int) -> Any:
+    """int8 softmax over the last axis, as onnxruntime's QLinearSoftmax computes it: the row's maximum shifts
+    the input onto the table's top (index 127 - max + x), the exp values are summed in order in float32, and
+    y = round_half_even(e * floor(1 / s_y) / sum) + z_y, saturated to int8 (onnxruntime wraps instead)."""
+    from tvm import te, tirx
+
+    shape = list(x.shape)
+    d = shape[-1]
+    ys = tirx.const(float(np.floor(np.float32(1.0) / np.float32(y_scale))), "float32")
+    k = te.reduce_axis((0, d), name="k")
+    xmax = te.compute(shape[:-1], lambda *r: te.max(x[(*r, k)].astype("int32"), axis=k), name="xmax")
+
+    def index(r: Any, v: Any) -> Any:
+        return tirx.bitwise_and(tirx.const(127, "int32") - xmax[r] + v.astype("int32"), tirx.const(255, "int32"))
+
+    k2 = te.reduce_axis((0, d), name="k2")
+    total = te.compute(shape[:-1], lambda *r: te.sum(table[index(r, x[(*r, k2)])], axis=k2), name="expsum")
+
+    def out(*i: Any) -> Any:
+        r = i[:-1]
+        q = tirx.nearbyint((table[index(r, x[i])] * ys) / total[r]) + tirx.const(float(y_zp), "float32")
+        q = tirx.max(tirx.min(q, tirx.const(127.0, "float32")), tirx.const(-128.0, "float32"))
+        return tirx.Cast("int8", q)
+
+    return te.compute(shape, out, name="qsoftmax")
+
+
+def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
+    """Rewrite the host op groups whose onnxruntime kernels round differently from the float QDQ definition, so
+    the program's outputs equal onnxruntime's default session (which fuses them into integer operators):
+
+    - dequantize(int8) -> softmax(last axis) -> quantize(int8): onnxruntime's QLinearSoftmax arithmetic
+      (table of exp, integer reciprocal of the output scale; `_qsoftmax_te`).
+
+    Returns the module and a note per rewritten kind."""
+    from tvm import relax
+
+    rewritten: list[str] = []
+
+    @relax.expr_functor.mutator
+    class _Rewrite(relax.PyExprMutator):  # type: ignore[misc]
+        def visit_call_(self, call: Any) -> Any:
+            new = super().visit_call_(call)
+            if not (isinstance(new.op, tvm_op_type()) and new.op.name == "relax.quantize"):
+                return new
+            sm = self._bound(new.args[0], "relax.nn.softmax")
+            dq = self._bound(sm.args[0], "relax.dequantize") if sm is not None else None
+            if dq is None:
+                return new
+            x = dq.args[0]
+            ndim = len(x.ty.shape)
+            xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], new.args[1], new.args[2]))
+            if (str(x.ty.dtype) != "int8" or str(new.attrs.out_dtype) != "int8" or None in (xs, xz, ys, yz)
+                    or int(sm.attrs.axis) % ndim != ndim - 1):
+                return new
+            d = int(x.ty.shape[-1])
+            table = relax.const(softmax_table(float(xs), d))
+            gv = self.builder_.add_func(_qsoftmax_func(x.ty, float(ys), int(yz)), "qsoftmax")
+            rewritten.append("softmax")
+            return relax.call_tir(gv, relax.Tuple([x, table]), new.ty)
+
+        def _bound(self, e: Any, op: str) -> Any:
+            if not isinstance(e, relax.Var):
+                return None
+            v = self.lookup_binding(e)
+            if isinstance(v, relax.Call) and isinstance(v.op, tvm_op_type()) and v.op.name == op:
+                return v
+            return None
+
+    m = _Rewrite()
+    main = m.visit_expr(mod["main"])
+    out = m.builder_.get()
+    out["main"] = main
+    for gv, f in mod.functions.items():
+        if gv.name_hint != "main":
+            out[gv] = f
+    notes = [f"{n} {k} op(s) computed as onnxruntime's integer kernel does (QLinearSoftmax)"
+             for k, n in sorted({k: rewritten.count(k) for k in rewritten}.items())]
+    return out, notes
+
+
+def tvm_op_type() -> Any:
+    import tvm
+
+    return tvm.ir.Op
+
+
+def _qsoftmax_func(ty: Any, y_scale: float, y_zp: int) -> Any:
+    from tvm import te
+
+    x = te.placeholder([int(d) for d in ty.shape], "int8", name="x")
+    table = te.placeholder((256,), "float32", name="table")
+    y = _qsoftmax_te(x, table, y_scale, y_zp)
+    return te.create_prim_func([x, table, y]).with_attr("global_symbol", "qsoftmax")
+
+
 def offload(mod: Any, symbols: dict[str, str]) -> Any:
     """Replace every call of a composite function named in `symbols` by an opaque `call_dps_packed(symbol)`
     (the accelerator op), and drop the composite functions."""

@@ -301,8 +301,9 @@ def supported_ops() -> set[str]:
 def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
     """TVM Relax's ONNX importer, with every operator's result bound to a variable named after its ONNX node.
 
-    Returns (IRModule, {binding name: ONNX NodeProto}).  An operator the importer has no converter for is an
-    error naming the node."""
+    Returns (IRModule, {binding variable name: ONNX NodeProto}) (Relax may spell a node's name differently, e.g.
+    `layer1.0.conv1` as `layer1_0_conv1`).  An operator the importer has no converter for is an error naming the
+    node."""
     from tvm import relax
     from tvm.relax.frontend.onnx import onnx_frontend
 
@@ -314,7 +315,8 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                              f"operator {node.domain + '.' if node.domain else ''}{node.op_type} (node "
                              f"{node.name!r}) is not supported: it has no accelerator pattern, no Tileplan "
                              "converter and no converter in TVM's ONNX importer")
-    by_name = {n.name: n for n in model.graph.node}
+    by_node = {n.name: n for n in model.graph.node}
+    by_var: dict[str, Any] = {}
 
     class _NamingImporter(onnx_frontend.ONNXGraphImporter):  # type: ignore[misc]
         """Binds each converted operator to a variable named after its node (so the compiler can name its
@@ -331,6 +333,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                                  f"{_first_line(exc)}") from None
             if isinstance(sym, relax.Call):
                 sym = self.bb.emit(sym, name_hint=node)
+                by_var[str(sym.name)] = by_node[node]
             return sym
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
@@ -343,4 +346,4 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
         raise
     except Exception as exc:
         raise InputError(("model",), f"TVM's ONNX importer failed: {_first_line(exc)}") from None
-    return mod, by_name
+    return mod, by_var

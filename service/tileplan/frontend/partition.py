@@ -10,12 +10,15 @@ Numerics (all integer until the final requantisation, as onnxruntime's QLinearCo
     acc   = sum (x_q - z_x) * w_q + b_q                      (z_w must be 0)
     q_y   = sat8(round_half_even(acc * M) + z_y),  M = float32(float32(s_x * s_w) / s_y)
 
-Gemmini's mvout computes sat8(round_half_even(float(acc') * M)) with no zero point, so:
-- z_x: the kernel pads the input with z_x and the bias absorbs -z_x * sum_{c,r,s} w (per output channel);
-- z_y: the bias absorbs round(z_y / M): the result differs from the exact one only when acc * M lies within
-  M / 2 of a rounding boundary, by one step (M is ~1e-3, so about 0.1% of the outputs by 1 LSB);
-- ReLU / Clip that survive quantisation clamp the int8 result to [quantize(lo), quantize(hi)] on the host (exact,
-  since quantisation is monotone); with z_y = -128 a ReLU is the saturation itself and costs nothing.
+- z_x: the kernel pads the input with z_x and the bias absorbs -z_x * sum_{c,r,s} w (per output channel), so
+  the accelerator's sum of x_q * w_q plus that bias is exactly acc.
+- Gemmini's mvout computes sat8(round_half_even(float(acc) * M)) with one scale and no zero point.  Where that
+  is the whole requantisation (z_y = 0, per-tensor scales) the kernel stores int8 (a ReLU is the mvout's; a Clip
+  clamps the int8 result on the host, exact since quantisation is monotone).  Otherwise (an output zero point,
+  per-channel weight scales) the kernel stores the int32 accumulators and the host requantizes them exactly as
+  onnxruntime does: clamp(round_half_even(float(acc) * M_k) + z_y, lo, hi).  (Folding round(z_y / M) into the
+  bias instead would be cheaper but is off by one step whenever acc * M lies within M / 2 of a rounding
+  boundary; in a deep network those steps compound far beyond 1 LSB.)
 """
 
 from __future__ import annotations
@@ -33,6 +36,17 @@ INT32 = 2**31
 
 
 @dataclass
+class Requant:
+    """The host's requantisation of an accelerator op's int32 accumulators (KernelABI.acc_output)."""
+
+    multipliers: np.ndarray  # float32 [channels]: M_k = s_x * s_w[k] / s_y
+    zero_point: int
+    lo: int
+    hi: int
+    inner: int  # elements between consecutive channels (NCHW: P * Q; row-major matmul: 1)
+
+
+@dataclass
 class KernelSpec:
     """What one offloaded op needs from code generation and from the program."""
 
@@ -40,9 +54,10 @@ class KernelSpec:
     epilogue: Epilogue
     abi: KernelABI
     weights: np.ndarray  # int8 [G, R, S, C, K]
-    bias: np.ndarray  # int32 [G * K], zero points folded in
-    clamp: tuple[int, int] | None  # host post-op on the int8 result (activation that survived quantisation)
-    multiplier: float  # M = s_x * s_w / s_y (float32)
+    bias: np.ndarray  # int32 [G * K], the input zero point folded in
+    clamp: tuple[int, int] | None  # int8 output: host clamp (an activation that survived quantisation)
+    multiplier: float  # M = s_x * s_w / s_y (float32; the first channel's with per-channel scales)
+    requant: Requant | None = None  # int32 output: the host requantizes
 
     @property
     def tag(self) -> str:
@@ -66,26 +81,27 @@ def offload_reason(op: QuantOp) -> str | None:
                 "activation_type=QInt8)")
     if op.w.dtype != np.int8:
         return f"{op.w.dtype} weights: the accelerator multiplies int8 weights"
-    if np.asarray(op.w_scale).size != 1:
-        return (f"per-channel weight scales ({np.asarray(op.w_scale).size} of them): Gemmini's mvout applies one "
-                "scale per store (quantize with per_channel=False)")
     if np.any(np.asarray(op.w_zp) != 0):
         return "weight zero point is not 0: the accelerator multiplies the raw int8 weights"
     if _scalar(op.x_scale) is None or _scalar(op.y_scale) is None:
         return "per-channel activation scales: the accelerator needs per-tensor input and output scales"
     if _scalar(op.x_zp) is None or _scalar(op.y_zp) is None:
         return "per-channel activation zero points are not supported"
-    sx, sw, sy = float(op.x_scale), float(op.w_scale), float(op.y_scale)
-    if not (sx > 0 and sw > 0 and sy > 0 and np.isfinite(sx * sw / sy)):
-        return f"scales must be positive and finite (s_x={sx}, s_w={sw}, s_y={sy})"
+    sx, sy = float(op.x_scale), float(op.y_scale)
+    sw = np.asarray(op.w_scale, dtype=np.float64).reshape(-1)
+    channels = op.w.shape[0] if op.kind == "conv2d" else op.w.shape[1]
+    if sw.size not in (1, channels):
+        return f"{sw.size} weight scales for {channels} output channels"
+    if not (sx > 0 and sy > 0 and np.all(sw > 0) and np.all(np.isfinite(sx * sw / sy))):
+        return f"scales must be positive and finite (s_x={sx}, s_w={sw[:3]}, s_y={sy})"
     if op.bias is not None:
         if op.bias.dtype != np.int32:
             return f"{op.bias.dtype} bias: the accelerator's accumulator is int32"
         if np.any(np.asarray(op.bias_zp) != 0):
             return "bias zero point is not 0"
-        bs = np.asarray(op.bias_scale, dtype=np.float64)
-        if bs.size != 1 or abs(float(bs.reshape(())) - sx * sw) > 1e-6 * sx * sw:
-            return (f"bias scale {bs.reshape(-1)[:3]} is not s_x * s_w = {np.float32(sx * sw)}: the bias is not in "
+        bs = np.asarray(op.bias_scale, dtype=np.float64).reshape(-1)
+        if bs.size not in (1, sw.size) or np.any(np.abs(bs - sx * sw) > 1e-6 * sx * sw):
+            return (f"bias scale {bs[:3]} is not s_x * s_w = {np.float32(sx * sw[0])}: the bias is not in "
                     "accumulator units")
     if op.kind == "conv2d":
         if op.layouts != ("NCHW", "OIHW", "NCHW"):
@@ -107,17 +123,19 @@ def offload_reason(op: QuantOp) -> str | None:
     return None
 
 
-def multiplier(op: QuantOp) -> float:
-    """M = s_x * s_w / s_y in float32, in onnxruntime's order of operations."""
-    return float(np.float32(np.float32(float(op.x_scale)) * np.float32(float(op.w_scale)))
-                 / np.float32(float(op.y_scale)))
+def multipliers(op: QuantOp) -> np.ndarray:
+    """M_k = s_x * s_w[k] / s_y in float32, in onnxruntime's order of operations (one per weight scale)."""
+    sx, sy = np.float32(float(op.x_scale)), np.float32(float(op.y_scale))
+    sw = np.asarray(op.w_scale, dtype=np.float32).reshape(-1)
+    return ((sx * sw) / sy).astype(np.float32)
 
 
 def kernel_spec(op: QuantOp) -> KernelSpec:
     """The layer, epilogue, ABI, laid-out weights and folded bias of an offloadable op (ValueError if the op's
     shapes do not make a layer)."""
     zx, zy = int(np.asarray(op.x_zp).reshape(())), int(np.asarray(op.y_zp).reshape(()))
-    m = multiplier(op)
+    ms = multipliers(op)
+    m = float(ms[0])
     w = op.w.astype(np.int64)
     if op.kind == "matmul":
         kred, n = w.shape
@@ -128,6 +146,7 @@ def kernel_spec(op: QuantOp) -> KernelSpec:
         wl = op.w.astype(np.int8).reshape(1, 1, 1, kred, n)
         wsum = w.sum(axis=0)  # per output column
         abi = KernelABI("NHWC", 0, prelaid=True)
+        inner = 1
     else:
         kout, cg, r, s = w.shape
         n, cin, h, wd = op.x_shape
@@ -142,37 +161,52 @@ def kernel_spec(op: QuantOp) -> KernelSpec:
         wl = op.w.astype(np.int8).reshape(g, kout // g, cg, r, s).transpose(0, 3, 4, 2, 1)
         wsum = w.reshape(kout, -1).sum(axis=1)
         abi = KernelABI("NCHW", zx if (top or left) else 0, prelaid=True)
+        inner = layer.out_h * layer.out_w
     b = op.bias.astype(np.int64) if op.bias is not None else np.zeros(wsum.shape, np.int64)
     # z_x: padded pixels hold z_x (the ABI's pad value), so the correction is one constant per output channel
-    folded = b - zx * wsum + int(np.rint(zy / m))
+    folded = b - zx * wsum
     if np.abs(folded).max(initial=0) >= INT32:
-        raise ValueError("the bias with the zero points folded in does not fit int32")
-    clamp = None
-    if op.act is not None:
+        raise ValueError("the bias with the input zero point folded in does not fit int32")
+    qlo, qhi = -128, 127
+    if op.act is not None:  # quantize(act(v)) = clamp(quantize(v), quantize(lo), quantize(hi))
         _, lo, hi = op.act
-        sy = float(op.y_scale)
-        qlo = -128 if lo == -np.inf else int(np.clip(np.rint(np.float32(lo) / np.float32(sy)) + zy, -128, 127))
-        qhi = 127 if hi == np.inf else int(np.clip(np.rint(np.float32(hi) / np.float32(sy)) + zy, -128, 127))
-        if qlo > -128 or qhi < 127:
-            clamp = (qlo, qhi)
-    return KernelSpec(layer, Epilogue(scale=m, zero_point=0, relu=False, bias=True), abi, wl,
-                      folded.astype(np.int32), clamp, m)
+        sy = np.float32(float(op.y_scale))
+        qlo = -128 if lo == -np.inf else int(np.clip(np.rint(np.float32(lo) / sy) + zy, -128, 127))
+        qhi = 127 if hi == np.inf else int(np.clip(np.rint(np.float32(hi) / sy) + zy, -128, 127))
+    if zy == 0 and ms.size == 1:  # Gemmini's mvout is the whole requantisation (a ReLU included)
+        relu = op.act is not None and op.act[0] == "relu"
+        clamp = None if (qlo, qhi) == (-128, 127) or (relu and qhi == 127) else (qlo, qhi)
+        return KernelSpec(layer, Epilogue(scale=m, zero_point=0, relu=relu, bias=True), abi, wl,
+                          folded.astype(np.int32), clamp, m)
+    abi = KernelABI(abi.layout, abi.pad_value, abi.prelaid, acc_output=True)
+    return KernelSpec(layer, Epilogue(scale=1.0, zero_point=0, relu=False, bias=True), abi, wl,
+                      folded.astype(np.int32), None, m, Requant(ms, zy, qlo, qhi, inner))
 
 
 def describe(op: QuantOp, spec: KernelSpec) -> str:
     """The accelerator decision's reason: what runs and how the quantisation maps onto it."""
     zx, zy = int(np.asarray(op.x_zp).reshape(())), int(np.asarray(op.y_zp).reshape(()))
-    parts = [f"{spec.tag}, int8 in/out, requantize x{spec.multiplier:.4g}"]
+    parts = [f"{spec.tag} on int8"]
     if zx:
         parts.append(f"input zero point {zx} folded into the bias" + (" and the padding" if spec.abi.pad_value else ""))
-    if zy:
-        parts.append(f"output zero point {zy} folded into the bias")
-    if op.act is not None:
-        parts.append(f"{op.act[0]} as a host clamp to {list(spec.clamp)}" if spec.clamp
-                     else f"{op.act[0]} is the output saturation")
+    rq = spec.requant
+    if rq is None:
+        parts.append(f"mvout requantizes (x{spec.multiplier:.4g})")
+        if op.act is not None:
+            parts.append(f"{op.act[0]} as a host clamp to {list(spec.clamp)}" if spec.clamp
+                         else f"{op.act[0]} in the mvout")
+    else:
+        why = [f"output zero point {zy}"] if zy else []
+        if rq.multipliers.size > 1:
+            why.append(f"{rq.multipliers.size} per-channel scales")
+        parts.append(f"int32 accumulators out, the host requantizes ({' and '.join(why)}: Gemmini's mvout has one "
+                     "scale and no zero point)")
+        if op.act is not None:
+            parts.append(f"{op.act[0]} in the requantisation (clamp to [{rq.lo}, {rq.hi}])")
     return "; ".join(parts)
 
 
 def kernel_key(spec: KernelSpec) -> tuple[Any, ...]:
     """Ops with equal keys share one kernel (the weights and bias are arguments)."""
-    return (spec.layer.model_dump_json(exclude={"name"}), float(np.float32(spec.epilogue.scale)), spec.abi)
+    return (spec.layer.model_dump_json(exclude={"name"}), float(np.float32(spec.epilogue.scale)),
+            spec.epilogue.relu, spec.abi)

@@ -147,11 +147,13 @@ def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[
             if lo is None or hi is None:
                 return None
             act = ("clip", float(lo), float(hi))
-    main = [n for n in names if n in onnx_nodes and onnx_nodes[n].op_type in ("Conv", "MatMul", "Gemm")]
-    name = main[0] if main else next((n for n in names if n in onnx_nodes), names[0] if names else "op")
+    covered = [onnx_nodes[n].name for n in names if n in onnx_nodes]
+    main = [onnx_nodes[n].name for n in names
+            if n in onnx_nodes and onnx_nodes[n].op_type in ("Conv", "MatMul", "Gemm")]
+    name = main[0] if main else (covered[0] if covered else (names[0] if names else "op"))
     qop = QuantOp(
         kind="conv2d" if kind == "conv" else "matmul", name=name,
-        nodes=[n for n in names if n in onnx_nodes], x_shape=_shape(ann["x"]), y_shape=_shape(q),
+        nodes=covered, x_shape=_shape(ann["x"]), y_shape=_shape(q),
         x_dtype=str(ann["x"].ty.dtype), y_dtype=str(q.ty.dtype), x_scale=sx, x_zp=zx, w=w, w_scale=sw, w_zp=zw,
         bias=bias, bias_scale=bscale, bias_zp=bzp, y_scale=sy, y_zp=zy, act=act)
     if kind == "conv":
@@ -165,7 +167,8 @@ def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[
 
 
 def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[QuantOp], bool]) -> tuple[Any, dict[str, QuantOp]]:
-    """Group every match into a composite function when `decide(op)` accepts it.
+    """Group every match into a composite function when `decide(op)` accepts it.  `onnx_nodes`: binding
+    variable name -> ONNX node (onnx_import.to_relax).
 
     Returns (module, {composite function name: QuantOp}); every match (accepted or not) is passed to `decide`,
     which records its own reasons."""
@@ -182,7 +185,9 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[QuantOp], bool]
                 return False
             ok = bool(decide(qop))
             if ok:
-                seen[qop.name] = qop
+                for n in names:  # the composite keeps the names of the model's nodes (unique; see below)
+                    if n in onnx_nodes:
+                        seen[n] = qop
             return ok
         return check
 
@@ -193,7 +198,7 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[QuantOp], bool]
     for gv, func in fused.functions.items():
         if isinstance(func, relax.Function) and func.attrs is not None and "Composite" in func.attrs:
             inner = _binding_names(func)
-            match = [seen[n] for n in inner if n in seen]
+            match = list({id(seen[n]): seen[n] for n in inner if n in seen}.values())
             if len(match) != 1:
                 raise RuntimeError(f"composite {gv.name_hint} covers {len(match)} accepted ops ({inner})")
             composites[gv.name_hint] = match[0]

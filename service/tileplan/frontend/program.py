@@ -78,6 +78,12 @@ class Step:
     timing: int = 0  # accel: index into the program's emulator timings
     onnx_nodes: list[str] = field(default_factory=list)
     op: str = ""  # what it computes (relax op names / accelerator kernel tag)
+    requant: Any = None  # accel: partition.Requant when the kernel stores int32 accumulators
+    multipliers: Tensor | None = None  # accel + requant: float32 [channels]
+    acc: Tensor | None = None  # accel + requant: the int32 accumulators (arena, this step only)
+
+    def temporaries(self) -> list[Tensor]:
+        return [t for t in (self.workspace, self.acc) if t is not None]
 
 
 @dataclass
@@ -165,9 +171,14 @@ def build_program(main: Any, accel: dict[str, Step], host_workspace: dict[str, i
                 w = b.const(tmpl.weights.data, f"{tmpl.name}.W_p") if tmpl.weights is not None else None
                 bias = b.const(tmpl.bias.data, f"{tmpl.name}.bias_p") if tmpl.bias is not None else None
                 ws = tmpl.workspace.nbytes if tmpl.workspace is not None else 0
-                steps.append(Step("accel", tmpl.name, tmpl.function, ins, outs,
-                                  b.new("uint8", (ws,), "workspace") if ws else None, w, bias, tmpl.clamp,
-                                  tmpl.timing, tmpl.onnx_nodes, tmpl.op))
+                step = Step("accel", tmpl.name, tmpl.function, ins, outs,
+                            b.new("uint8", (ws,), "workspace") if ws else None, w, bias, tmpl.clamp,
+                            tmpl.timing, tmpl.onnx_nodes, tmpl.op, tmpl.requant)
+                if tmpl.requant is not None:
+                    step.multipliers = b.const(np.asarray(tmpl.requant.multipliers, np.float32),
+                                               f"{tmpl.name}.multipliers")
+                    step.acc = b.new("int32", outs[0].shape, "workspace", f"{tmpl.name}.acc")
+                steps.append(step)
                 b.by_var[key] = outs[0]
             elif isinstance(value, relax.TupleGetItem):
                 tup = b.by_var[value.tuple_value.__chandle__()]
@@ -206,7 +217,7 @@ def plan_arena(prog: Program) -> None:
     live: dict[int, list[int]] = {}
     tensors: dict[int, Tensor] = {}
     for i, st in enumerate(prog.steps):
-        for t in [*st.inputs, *st.outputs] + ([st.workspace] if st.workspace else []):
+        for t in [*st.inputs, *st.outputs, *st.temporaries()]:
             if t.kind in ("arena", "workspace"):
                 tensors[t.id] = t
                 span = live.setdefault(t.id, [i, i])

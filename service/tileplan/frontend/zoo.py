@@ -179,10 +179,11 @@ def _attention(g: _Graph, x: str, seq: int, d: int, heads: int, prefix: str) -> 
 
 def attention(seed: int = 0, seq: int = 8, d: int = 32, heads: int = 2) -> Any:
     """Multi-head self-attention: Q/K/V projections, scaled dot product, softmax, output projection, residual
-    add and layer normalisation."""
+    add and layer normalisation, then a dense head (so both quantisation formats end in a quantized tensor)."""
     g = _Graph(seed)
     y = _attention(g, "input", seq, d, heads, "attn_")
-    return g.model("attention", {"input": [1, seq, d]}, y, [1, seq, d])
+    y = g.dense(y, d, 16, gemm=False, name="head")
+    return g.model("attention", {"input": [1, seq, d]}, y, [1, seq, 16])
 
 
 def bert_encoder(seed: int = 0, seq: int = 128, d: int = 768, heads: int = 12, ffn: int = 3072) -> Any:
@@ -243,9 +244,10 @@ def random_calibration(model: Any, samples: int = 8, seed: int = 0) -> list[dict
 
 
 def quantize(model: Any, fmt: str = "qdq", calibration: list[dict[str, np.ndarray]] | None = None,
-             seed: int = 0) -> bytes:
-    """onnxruntime's static quantizer: int8 activations and weights, per-tensor, MinMax calibration on
-    `calibration` feeds (default: 8 random ones)."""
+             seed: int = 0, per_channel: bool = False, keep_activations: bool = False) -> bytes:
+    """onnxruntime's static quantizer: int8 activations and weights, per-tensor (or per-channel weights), MinMax
+    calibration on `calibration` feeds (default: 8 random ones).  `keep_activations`: keep Relu / Clip nodes
+    the output quantisation makes redundant (QDQKeepRemovableActivations)."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -270,13 +272,15 @@ def quantize(model: Any, fmt: str = "qdq", calibration: list[dict[str, np.ndarra
         try:
             quantize_static(str(src), str(dst), _Reader(),
                             quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
-                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=False)
+                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=per_channel,
+                            extra_options={"QDQKeepRemovableActivations": keep_activations})
         finally:
             logging.getLogger().setLevel(level)
         return dst.read_bytes()
 
 
-def build(name: str, fmt: str = "qdq", seed: int = 0, **params: Any) -> bytes:
+def build(name: str, fmt: str = "qdq", seed: int = 0, per_channel: bool = False, keep_activations: bool = False,
+          **params: Any) -> bytes:
     """The model `name` (MODELS) with `params` (sizes), quantized in `fmt` ("float": not quantized)."""
     if name not in MODELS:
         raise KeyError(f"unknown zoo model {name!r}; one of {sorted(MODELS)}")
@@ -285,7 +289,7 @@ def build(name: str, fmt: str = "qdq", seed: int = 0, **params: Any) -> bytes:
     model = MODELS[name](seed=seed, **params)
     if fmt == "float":
         return bytes(model.SerializeToString())
-    return quantize(model, fmt, seed=seed)
+    return quantize(model, fmt, seed=seed, per_channel=per_channel, keep_activations=keep_activations)
 
 
 def sample_inputs(data: bytes, seed: int = 1) -> dict[str, np.ndarray]:

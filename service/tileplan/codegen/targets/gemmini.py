@@ -118,11 +118,15 @@ class KernelABI:
       kernel reads padding rows from memory instead of zero-filling them;
     - `prelaid=True`: the weights and bias arrive already in the kernel's padded layouts, W_p[G_p, R_p, S_p, C_p,
       K_p] int8 and bias_p[G_p, K_p] int32 (`CallLayout.padded`), so no per-call weight copy; the kernel's
-      parameters are then (I, W_p, bias_p, out, workspace)."""
+      parameters are then (I, W_p, bias_p, out, workspace);
+    - `acc_output=True`: the kernel stores the int32 accumulators (bias included; mvout with the read-full bit,
+      no scale or activation) and the caller requantizes: exact where Gemmini's mvout cannot be (an output zero
+      point, per-channel scales)."""
 
     layout: str = "NHWC"
     pad_value: int = 0
     prelaid: bool = False
+    acc_output: bool = False
 
     def __post_init__(self) -> None:
         if self.layout not in ("NHWC", "NCHW"):
@@ -229,7 +233,10 @@ def build_conv(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = None) -
             I_p[n, g, p * sh + r * dh, q * sw + s * dw, c].astype("int32") * W_p[g, r, s, c, k].astype("int32"),
             axis=[r, s, c]),
         name="acc")
-    out_p = te.compute((N, G, P, Q, K), lambda n, g, p, q, k: _requant(acc[n, g, p, q, k], epi), name="out_p")
+    if abi.acc_output:  # the int32 accumulators themselves: the caller requantizes
+        out_p = te.compute((N, G, P, Q, K), lambda n, g, p, q, k: acc[n, g, p, q, k], name="out_p")
+    else:
+        out_p = te.compute((N, G, P, Q, K), lambda n, g, p, q, k: _requant(acc[n, g, p, q, k], epi), name="out_p")
     if nchw:  # the mvouts cannot write NCHW (channels are a row): the CPU copies out_p after the fence
         out = te.compute((geo.N, geo.G * geo.K, geo.P, geo.Q),
                          lambda n, gk, p, q: out_p[n, gk // geo.K, p, q, gk % geo.K], name="out")
@@ -258,7 +265,7 @@ def matmul_compute(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = Non
     if (geo.N, geo.G, geo.H, geo.P, geo.R, geo.S) != (1, 1, 1, 1, 1, 1):
         raise ValueError("a matmul is a 1x1 convolution over one row of M pixels")
     if abi is not None and abi.layout != "NHWC":
-        abi = KernelABI("NHWC", abi.pad_value, abi.prelaid)
+        abi = KernelABI("NHWC", abi.pad_value, abi.prelaid, abi.acc_output)
     return build_conv(geo, epi, abi)
 
 
@@ -393,18 +400,23 @@ def tile_init(n: int, p: int, q: int, k: int, host: bool = False) -> tuple[Any, 
 
 
 @register_hw_intrinsic("gemmini.tile_store")
-def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool = False) -> tuple[Any, Any]:
+def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool = False,
+               full: bool = False) -> tuple[Any, Any]:
+    """`full`: the int32 accumulators are stored as they are (mvout with the read-full bit)."""
     t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
     c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
     o_rng = f"O[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
+    odt = "int32" if full else "int8"
     head = ("@T.prim_func(s_tir=True)\ndef f(c: T.handle, o: T.handle) -> None:\n" + _acc_decl(t)
-            + _sym("o", 5) + f"    O = T.match_buffer(o, ({t.n}, 1, {t.p}, {t.q}, {t.k}), \"int8\", "
+            + _sym("o", 5) + f"    O = T.match_buffer(o, ({t.n}, 1, {t.p}, {t.q}, {t.k}), \"{odt}\", "
             f"strides={_strided('o', 5)}, offset_factor=1)\n"
             "    with T.sblock(\"root\"):\n"
             f"        T.reads({c_rng})\n        T.writes({o_rng})\n")
     axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S")]
     body = ("O[{n}, {g}, {p}, {q}, {k}] = T.Cast(\"int8\", T.max(T.min(T.nearbyint(T.Cast(\"float32\", "
             "C[{n}, {g}, {p}, {q}, {k}]) * T.float32(SCALE)), T.float32(127.0)), T.float32(LOW)))")
+    if full:
+        body = "O[{n}, {g}, {p}, {q}, {k}] = C[{n}, {g}, {p}, {q}, {k}]"
     desc = head + _nest("store", axes, body.replace("SCALE", repr(float(scale))).replace("LOW", repr(float(lo))))
     fn, acc = _extern("store", host)
     impl = head + (
@@ -439,11 +451,17 @@ class CallLayout:
     fold: int = 1
     # tp_store writes the caller's NHWC output (G x K channels per pixel) instead of the padded out_p
     store_direct: bool = False
+    acc_output: bool = False  # store the int32 accumulators (KernelABI.acc_output)
+
+    @property
+    def store_pixel(self) -> int:
+        """Elements between consecutive output pixels in what tp_store writes."""
+        return self.padded["G"] * self.real["K"] if self.store_direct else self.padded["K"]
 
     @property
     def store_stride(self) -> int:
         """Bytes between consecutive output pixels in what tp_store writes (config_st's stride)."""
-        return self.padded["G"] * self.real["K"] if self.store_direct else self.padded["K"]
+        return self.store_pixel * (4 if self.acc_output else 1)
 
     @property
     def cb(self) -> int:
@@ -507,7 +525,8 @@ def call_support_c(lay: CallLayout) -> str:
         TP_DB=int(lay.double_buffer), TP_HAS_BIAS=int(lay.has_bias), TP_MVIN_COLS=lay.mvin_cols,
         TP_IN_BLOCK_ROWS=lay.in_block_rows, TP_W_BLOCK_ROWS=lay.w_block_rows, TP_BIAS_AHEAD=int(lay.bias_ahead),
         TP_REUSE=int(lay.reuse), TP_FOLD=lay.fold, TP_STORE_DIRECT=int(lay.store_direct),
-        TP_OUT_STRIDE=lay.store_stride,
+        TP_OUT_STRIDE=lay.store_stride, TP_OUT_PIX=lay.store_pixel, TP_ACC_OUT=int(lay.acc_output),
+        TP_OUT_T="int32_t" if lay.acc_output else "int8_t",
     )
     lines = [f"#define {k} {v}" for k, v in consts.items()]
     lines.append(_CALL_C)
@@ -518,6 +537,7 @@ _CALL_C = r"""
 /* Local address bits (Gemmini's: its header does not name them): accumulator, accumulate on write. */
 #define TP_ACC_ADDR 0x80000000u
 #define TP_ACCUMULATE 0x40000000u
+#define TP_ACC_READ_FULL 0x20000000u /* mvout the int32 values, no scale or activation */
 /* A compiler barrier: the CPU's stores to what the DMA reads are done before an instruction issues, and its
    reads of what the DMA wrote happen after the fence (gemmini.h's instruction macros need not tell the compiler
    they touch memory). */
@@ -708,11 +728,11 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
 #endif
 }
 
-/* Accumulator tile -> DRAM (scale, activation, saturation): one row per output pixel and DIM channels, rows
-   TP_OUT_STRIDE bytes apart (config_st).  o_off is the tile's offset in the padded out_p [N, G, P, Q, K]; with
-   TP_STORE_DIRECT `out` is the caller's NHWC output (only real pixels and channels are stored, so they all exist
-   there), else out_p + o_off. */
-static void tp_store(int8_t *out, int32_t o_off, uint32_t acc_addr) {
+/* Accumulator tile -> DRAM (scale, activation, saturation; or, TP_ACC_OUT, the int32 values as they are, mvout
+   with the read-full bit): one row per output pixel and DIM channels, rows TP_OUT_STRIDE bytes apart
+   (config_st).  o_off is the tile's offset in the padded out_p [N, G, P, Q, K]; with TP_STORE_DIRECT `out` is the
+   caller's NHWC output (only real pixels and channels are stored, so they all exist there), else out_p + o_off. */
+static void tp_store(TP_OUT_T *out, int32_t o_off, uint32_t acc_addr) {
   const int32_t k0 = o_off % TP_KP, q0 = (o_off / TP_KP) % TP_QP, p0 = (o_off / (TP_KP * TP_QP)) % TP_PP;
   const int32_t n0 = o_off / (TP_KP * TP_QP * TP_PP * TP_GP);
   const int32_t vn = tp_min(TP_TN, TP_N - n0), vp = tp_min(TP_TP, TP_P - p0), vq = tp_min(TP_TQ, TP_Q - q0);
@@ -720,8 +740,8 @@ static void tp_store(int8_t *out, int32_t o_off, uint32_t acc_addr) {
   const uint32_t acc = (acc_addr & 0x1FFFFFFFu) + tp_acc_half * TP_ACC_HALF;
 #if TP_STORE_DIRECT
   const int32_t g0 = (o_off / (TP_KP * TP_QP * TP_PP)) % TP_GP;
-  int8_t *const base = out + ((int64_t)(n0 * TP_P + p0) * TP_Q + q0) * TP_OUT_STRIDE + g0 * TP_K + k0;
-#define TP_OUT_ROW(n, p, q) (base + ((int64_t)((n) * TP_P + (p)) * TP_Q + (q)) * TP_OUT_STRIDE)
+  TP_OUT_T *const base = out + ((int64_t)(n0 * TP_P + p0) * TP_Q + q0) * TP_OUT_PIX + g0 * TP_K + k0;
+#define TP_OUT_ROW(n, p, q) (base + ((int64_t)((n) * TP_P + (p)) * TP_Q + (q)) * TP_OUT_PIX)
 #else
 #define TP_OUT_ROW(n, p, q) (out + (((n) * TP_GP * TP_PP + (p)) * TP_QP + (q)) * TP_KP)
 #endif
@@ -731,7 +751,8 @@ static void tp_store(int8_t *out, int32_t o_off, uint32_t acc_addr) {
       for (int32_t p = 0; p < vp; p++)
         for (int32_t q = 0; q < vq; q += TP_DIM)
           gemmini_extended_mvout(TP_OUT_ROW(n, p, q) + kb * TP_DIM,
-                                 TP_ACC_ADDR | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q),
+                                 TP_ACC_ADDR | (TP_ACC_OUT ? TP_ACC_READ_FULL : 0u)
+                                 | (acc + ((kb * TP_TN + n) * TP_TP + p) * TP_TQ + q),
                                  tp_min(TP_DIM, vk - kb * TP_DIM), tp_min(TP_DIM, vq - q));
 #undef TP_OUT_ROW
   tp_acc_half ^= TP_DB;
@@ -748,9 +769,11 @@ def config_prologue(lay: CallLayout, epi: Epilogue) -> list[str]:
     scale = float.hex(float(np.float32(epi.scale))) + "f"
     act = "RELU" if epi.relu else "NO_ACTIVATION"
     kp = lay.padded["K"]
+    store = (f"gemmini_extended_config_st({lay.store_stride}, NO_ACTIVATION, ACC_SCALE_IDENTITY);"
+             if lay.acc_output else f"gemmini_extended_config_st({lay.store_stride}, {act}, {scale});")
     return [
         "tp_reset();",
         f"gemmini_extended4_config_ld({kp}, MVIN_SCALE_IDENTITY, false, {lay.w_block_rows}, 1);",
         f"gemmini_extended4_config_ld(0, MVIN_SCALE_IDENTITY, false, {lay.dim}, 2);",
-        f"gemmini_extended_config_st({lay.store_stride}, {act}, {scale});",
+        store,
     ]

@@ -1,0 +1,86 @@
+"""`python -m tileplan.run ARTIFACT.tar --input in.npy --output out.npy [--json]` (also `tileplan run`): build a
+compiled model's host target, run the whole model on the emulator, write its output and print every step's
+emulated cycles.  Exit codes: 0 success, 2 bad input (one line naming the field), 1 anything else."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tileplan.errors import InputError, TileplanError
+
+
+def _read_inputs(specs: list[str]) -> dict[str, np.ndarray]:
+    """`FILE.npy` (the only input), `NAME=FILE.npy` (repeatable) or one `FILE.npz` (arrays by input name)."""
+    out: dict[str, np.ndarray] = {}
+    for spec in specs:
+        name, eq, path = spec.partition("=")
+        if not eq:
+            name, path = "", spec
+        try:
+            if path.endswith(".npz"):
+                with np.load(path) as z:
+                    out.update({k: z[k] for k in z.files})
+                continue
+            out[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(("input", name or path), f"cannot read {path}: {exc}") from None
+    if "" in out and len(out) > 1:
+        raise InputError(("input",), "name every input (NAME=FILE.npy) when giving several")
+    return out
+
+
+def run_command(artifact: str, inputs: list[str], output: str | None, as_json: bool) -> int:
+    from tileplan.frontend.runner import run_artifact
+
+    try:
+        data = Path(artifact).read_bytes()
+    except OSError as exc:
+        raise InputError(("artifact",), f"cannot read {artifact}: {exc.strerror}") from None
+    feeds = _read_inputs(inputs)
+    if "" in feeds:
+        feeds = {"__only__": feeds.pop("")}
+    result = run_artifact(data, feeds)
+    if output:
+        if output.endswith(".npz") or len(result.outputs) > 1:
+            np.savez(output, **result.outputs)
+        else:
+            np.save(output, next(iter(result.outputs.values())))
+    if as_json:
+        doc: dict[str, Any] = {
+            "outputs": [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype)} for k, v in result.outputs.items()],
+            "steps": [{**s, "cycles_emulated": (int(round(c)) if s["kind"] == "accel" else None)}
+                      for s, c in zip(result.steps, result.cycles)],
+            "cycles_emulated": int(round(result.accelerator_cycles())),
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        print(result.table())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tileplan.run", description=__doc__.splitlines()[0])
+    p.add_argument("artifact")
+    p.add_argument("--input", action="append", required=True, metavar="[NAME=]FILE.npy")
+    p.add_argument("--output")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        return run_command(args.artifact, args.input, args.output, args.json)
+    except InputError as exc:
+        print(f"tileplan: error: {exc}", file=sys.stderr)
+        return 2
+    except TileplanError as exc:
+        print(f"tileplan: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

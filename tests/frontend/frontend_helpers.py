@@ -1,0 +1,70 @@
+"""Helpers of the model-compiler tests: onnxruntime as the judge, one plan per layer shape per session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tileplan.frontend.compile import CompileOptions, CompiledModel, compile_model
+from tileplan.hardware.catalog import get_hardware
+from tileplan.plan import make_plan
+
+HW = get_hardware("gemmini-16x16")
+OPTIONS = CompileOptions(time_limit_s=2.0)
+_PLANS: dict[str, Any] = {}
+
+
+def planner(layer: Any, hw: Any, options: Any) -> Any:
+    """make_plan, memoised for the session (many test models share layer shapes)."""
+    key = f"{hw.name}|{layer.model_dump_json(exclude={'name', 'count'})}|{options.model_dump_json()}"
+    if key not in _PLANS:
+        _PLANS[key] = make_plan(layer, hw, options)
+    return _PLANS[key]
+
+
+def compile_bytes(data: bytes, **kw: Any) -> CompiledModel:
+    opts = kw.pop("options", OPTIONS)
+    return compile_model(data, HW, opts, planner=planner, **kw)
+
+
+def onnxruntime_outputs(data: bytes, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(data)  # the default session: what the compiled program must match
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(None, feeds)))
+
+
+def output_lsb(data: bytes, output: str) -> float:
+    """The quantisation step of a model output: the scale of the DequantizeLinear that produces it."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load_model_from_string(data)
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    producer = next(n for n in model.graph.node if output in n.output)
+    assert producer.op_type == "DequantizeLinear", f"{output} is not dequantized ({producer.op_type})"
+    return float(inits[producer.input[1]])
+
+
+def lsb_errors(data: bytes, got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> np.ndarray:
+    """|got - want| in output quantisation steps, all outputs flattened."""
+    errs = []
+    for name, w in want.items():
+        assert got[name].shape == w.shape and got[name].dtype == w.dtype, name
+        if np.issubdtype(w.dtype, np.integer):
+            errs.append(np.abs(got[name].astype(np.int64) - w.astype(np.int64)).ravel().astype(np.float64))
+        else:
+            errs.append((np.abs(got[name].astype(np.float64) - w.astype(np.float64)) / output_lsb(data, name)).ravel())
+    return np.concatenate(errs)
+
+
+def assert_matches_onnxruntime(data: bytes, got: dict[str, np.ndarray], feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """The issue's bar: >= 99.9% of the elements within 1 LSB of onnxruntime's, none further than 2."""
+    err = lsb_errors(data, got, onnxruntime_outputs(data, feeds))
+    within = float(np.mean(err <= 1.0 + 1e-4))
+    assert within >= 0.999, f"{within:.4%} within 1 LSB (max {err.max():.3f} LSB)"
+    assert err.max() <= 2.0 + 1e-4, f"max error {err.max():.3f} LSB"
+    return err
+
