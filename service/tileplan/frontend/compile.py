@@ -326,12 +326,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     files = files_with(summary)
     if options.emulate:
         try:
-            from tileplan.frontend.zoo import sample_inputs
-
-            feeds = sample_inputs(model, seed=options.seed + 1) if not imported.quantized_by_tileplan \
-                else {i.name: np.random.default_rng(options.seed + 1).standard_normal(i.shape).astype(i.dtype)
-                      for i in imported.inputs}
-            feeds = {i.name: np.asarray(feeds[i.name], dtype=i.dtype).reshape(i.shape) for i in imported.inputs}
+            feeds = _random_feeds(imported.inputs, options.seed + 1)
             run = emulate_files(files, feeds, cache=True)
             _add_cycles(summary, prog, run.cycles)
         except NoToolchain as exc:
@@ -341,6 +336,22 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     if progress:
         progress(total, total)
     return CompiledModel(summary, pack(files, c_ident(model_name)), summary["notes"])
+
+
+def _random_feeds(inputs: list[Any], seed: int) -> dict[str, np.ndarray]:
+    """Inputs for the compile-time emulated run: standard normal floats, uniform integers."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in inputs:
+        dt = np.dtype(i.dtype)
+        if np.issubdtype(dt, np.integer):
+            info = np.iinfo(dt)
+            feeds[i.name] = rng.integers(info.min, int(info.max) + 1, size=i.shape, dtype=dt)
+        elif dt == np.bool_:
+            feeds[i.name] = rng.integers(0, 2, size=i.shape).astype(bool)
+        else:
+            feeds[i.name] = rng.standard_normal(i.shape).astype(dt)
+    return feeds
 
 
 def _n_outputs(main: Any, prim: str) -> int:

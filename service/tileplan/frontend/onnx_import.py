@@ -104,7 +104,7 @@ def _first_line(exc: BaseException) -> str:
 def _node_in(message: str, model: Any) -> tuple[str, ...]:
     """The node an ONNX error message names (checker / shape inference), if any."""
     names = {n.name for n in model.graph.node}
-    for pat in (r"node name: ([^)\s]+)", r"Node \(([^)]+)\)", r"node ([^\s:,]+)"):
+    for pat in (r"node name: ([^)\s]+)", r"Node ?\(([^)]+)\)", r"node ([^\s:,]+)"):
         m = re.search(pat, message)
         if m and m.group(1) in names:
             return (m.group(1),)

@@ -1,0 +1,152 @@
+"""Models that cannot be compiled fail with an error naming the node (or the input) and the reason; symbolic input
+shapes take overrides; float models are refused unless Tileplan is asked to quantize them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tileplan.errors import InputError
+from tileplan.frontend import zoo
+from tileplan.frontend.compile import CompileOptions
+from tileplan.frontend.onnx_import import load_model, to_relax
+from tileplan.frontend.runner import run_artifact
+
+from frontend_helpers import assert_matches_onnxruntime, compile_bytes
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    from onnx import helper
+
+    g = helper.make_graph(nodes, "m", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def _vi(name, shape, elem=None):
+    from onnx import TensorProto, helper
+
+    return helper.make_tensor_value_info(name, elem or TensorProto.FLOAT, shape)
+
+
+def _quantized(model) -> bytes:
+    rng = np.random.default_rng(0)
+    shapes = {i.name: [d.dim_value or 1 for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+    calib = [{n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()} for _ in range(4)]
+    return zoo.quantize(model, "qdq", calib)
+
+
+def test_not_onnx():
+    with pytest.raises(InputError) as e:
+        load_model(b"\x00\x01 definitely not a protobuf model")
+    assert e.value.loc == ("model",) and "not an ONNX model" in e.value.msg
+    with pytest.raises(InputError) as e:
+        load_model(b"")
+    assert e.value.loc == ("model",)
+
+
+def test_checker_failure_names_the_node():
+    from onnx import helper
+
+    m = _model([helper.make_node("Conv", ["x"], ["y"], name="lonely_conv")], [_vi("x", [1, 3, 8, 8])],
+               [_vi("y", [1, 3, 8, 8])])
+    with pytest.raises(InputError) as e:
+        load_model(m.SerializeToString())
+    assert e.value.loc == ("model", "lonely_conv"), e.value
+    assert "checker" in e.value.msg
+
+
+def test_unsupported_op_on_the_only_path_names_the_node():
+    from onnx import helper
+
+    g = zoo._Graph(0)
+    y = g.conv("x", 3, 4, name="conv")
+    g.nodes.append(helper.make_node("ReverseSequence", [y, g.const(np.array([3], np.int64))], ["rev"],
+                                    name="reverse_it", batch_axis=0, time_axis=1))
+    m = _model(g.nodes, [_vi("x", [1, 3, 8, 8])], [_vi("rev", [1, 4, 8, 8])], g.inits)
+    data = _quantized(m)
+    with pytest.raises(InputError) as e:
+        to_relax(load_model(data))
+    assert e.value.loc == ("model", "reverse_it")
+    assert "ReverseSequence" in e.value.msg and "not supported" in e.value.msg
+
+
+def test_shape_that_cannot_be_inferred_names_the_node():
+    from onnx import TensorProto, helper
+
+    # a Reshape whose target shape is computed from the data: no static shape
+    nodes = [helper.make_node("ReduceMax", ["x"], ["m"], name="peak", keepdims=0),
+             helper.make_node("Cast", ["m"], ["mi"], name="to_int", to=TensorProto.INT64),
+             helper.make_node("Reshape", ["mi", "one"], ["shape"], name="as_shape"),
+             helper.make_node("Reshape", ["x", "shape"], ["y"], name="data_dependent_reshape")]
+    one = helper.make_tensor("one", TensorProto.INT64, [1], [1])
+    m = _model(nodes, [_vi("x", [2, 8])], [_vi("y", ["n"])], [one])
+    with pytest.raises(InputError) as e:
+        load_model(m.SerializeToString(), quantize=True)
+    assert e.value.loc[0] == "model" and "data_dependent_reshape" in str(e.value), e.value
+    assert "cannot be inferred" in e.value.msg or "shape inference" in e.value.msg
+
+
+def test_symbolic_input_needs_a_shape_and_takes_one():
+    data = zoo.build("mlp", "qdq", batch=4)
+    import onnx
+
+    m = onnx.load_model_from_string(data)
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    m.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    sym = m.SerializeToString()
+    with pytest.raises(InputError) as e:
+        load_model(sym)
+    assert e.value.loc == ("input_shapes", "input") and "--input-shape input=" in e.value.msg
+    with pytest.raises(InputError) as e:
+        load_model(sym, input_shapes={"nope": [1, 64]})
+    assert e.value.loc == ("input_shapes", "nope")
+    with pytest.raises(InputError) as e:
+        load_model(sym, input_shapes={"input": [3, 65]})
+    assert e.value.loc == ("input_shapes", "input") and "fixed to 64" in e.value.msg
+    res = compile_bytes(sym, input_shapes={"input": [3, 64]})
+    assert res.summary["inputs"] == [{"name": "input", "shape": [3, 64], "dtype": "float32"}]
+    feeds = {"input": np.random.default_rng(2).standard_normal((3, 64)).astype(np.float32)}
+    assert_matches_onnxruntime(sym, run_artifact(res.artifact, feeds).outputs, feeds)
+
+
+def test_float_model_refused_unless_asked_to_quantize():
+    data = zoo.build("cnn_small", "float")
+    with pytest.raises(InputError) as e:
+        load_model(data)
+    assert e.value.loc == ("model",)
+    assert "float model" in e.value.msg and "quantize_static" in e.value.msg and "--quantize" in e.value.msg
+    res = compile_bytes(data, options=CompileOptions(time_limit_s=2.0, quantize=True, calibration_samples=4))
+    assert any("quantized by Tileplan" in n and "random" in n for n in res.summary["notes"])
+    assert res.summary["total"]["accelerator_ops"] == 3
+    x = {"input": np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)}
+    out = run_artifact(res.artifact, x).outputs["fc_out"]
+    import onnxruntime as ort
+
+    ref = ort.InferenceSession(data).run(None, x)[0]  # the float model: quantisation error only
+    assert out.shape == ref.shape and np.all(np.isfinite(out))
+    assert np.abs(out - ref).max() < 0.25 * np.abs(ref).max() + 0.05
+
+
+def test_cli_errors_are_one_line_exit_2(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"garbage")
+    out = tmp_path / "build"
+    proc = subprocess.run([sys.executable, "-m", "tileplan.cli", "compile", str(bad), "--hw", "gemmini-16x16",
+                           "--out", str(out), "--no-cache"], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tileplan: error: model") and "not an ONNX model" in lines[0]
+    assert not out.exists() or not any(out.iterdir())  # nothing half-written
+    flt = tmp_path / "float.onnx"
+    flt.write_bytes(zoo.build("mlp", "float"))
+    proc = subprocess.run([sys.executable, "-m", "tileplan.cli", "compile", str(flt), "--hw", "gemmini-16x16",
+                           "--out", str(out), "--no-cache"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "float model" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = subprocess.run([sys.executable, "-m", "tileplan.run", str(bad), "--input", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("tileplan: error:"), proc.stderr
