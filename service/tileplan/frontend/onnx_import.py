@@ -292,6 +292,27 @@ def _info(value_info: Any) -> TensorInfo:
 # ONNX -> Relax
 
 
+def _clip(inputs: Any, attrs: dict) -> Any:
+    """Clip with constant bounds as one `relax.clip` (TVM's importer emits a legalized maximum/minimum pair,
+    which no fusion pattern can see); None to leave other forms to TVM."""
+    from tvm import relax
+    from tvm.ir.expr import GenericConst
+
+    bounds = []
+    for k, default in ((1, attrs.get("min", float("-inf"))), (2, attrs.get("max", float("inf")))):
+        e = inputs[k] if len(inputs) > k else None
+        if e is None:
+            bounds.append(float(default))
+        elif isinstance(e, GenericConst) and e.value.numpy().size == 1:
+            bounds.append(float(e.value.numpy().reshape(())))
+        else:
+            return None
+    x = inputs[0]
+    if str(x.ty.dtype) != "float32":
+        return None
+    return relax.op.clip(x, bounds[0], bounds[1])
+
+
 def supported_ops() -> set[str]:
     from tvm.relax.frontend.onnx import onnx_frontend
 
@@ -325,7 +346,9 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
         def _convert_operator(self, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
             node = attrs["tvm_custom"]["name"]
             try:
-                sym = super()._convert_operator(op_name, inputs, attrs, opset)
+                sym = _clip(inputs, attrs) if op_name == "Clip" else None
+                if sym is None:
+                    sym = super()._convert_operator(op_name, inputs, attrs, opset)
             except InputError:
                 raise
             except Exception as exc:

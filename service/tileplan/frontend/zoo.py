@@ -244,10 +244,12 @@ def random_calibration(model: Any, samples: int = 8, seed: int = 0) -> list[dict
 
 
 def quantize(model: Any, fmt: str = "qdq", calibration: list[dict[str, np.ndarray]] | None = None,
-             seed: int = 0, per_channel: bool = False, keep_activations: bool = False) -> bytes:
+             seed: int = 0, per_channel: bool = False, keep_activations: bool = False,
+             symmetric: bool = False) -> bytes:
     """onnxruntime's static quantizer: int8 activations and weights, per-tensor (or per-channel weights), MinMax
     calibration on `calibration` feeds (default: 8 random ones).  `keep_activations`: keep Relu / Clip nodes
-    the output quantisation makes redundant (QDQKeepRemovableActivations)."""
+    the output quantisation makes redundant (QDQKeepRemovableActivations); `symmetric`: activations with zero
+    points 0 (ActivationSymmetric)."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -273,14 +275,15 @@ def quantize(model: Any, fmt: str = "qdq", calibration: list[dict[str, np.ndarra
             quantize_static(str(src), str(dst), _Reader(),
                             quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
                             activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=per_channel,
-                            extra_options={"QDQKeepRemovableActivations": keep_activations})
+                            extra_options={"QDQKeepRemovableActivations": keep_activations,
+                                           "ActivationSymmetric": symmetric})
         finally:
             logging.getLogger().setLevel(level)
         return dst.read_bytes()
 
 
 def build(name: str, fmt: str = "qdq", seed: int = 0, per_channel: bool = False, keep_activations: bool = False,
-          **params: Any) -> bytes:
+          symmetric: bool = False, **params: Any) -> bytes:
     """The model `name` (MODELS) with `params` (sizes), quantized in `fmt` ("float": not quantized)."""
     if name not in MODELS:
         raise KeyError(f"unknown zoo model {name!r}; one of {sorted(MODELS)}")
@@ -289,7 +292,8 @@ def build(name: str, fmt: str = "qdq", seed: int = 0, per_channel: bool = False,
     model = MODELS[name](seed=seed, **params)
     if fmt == "float":
         return bytes(model.SerializeToString())
-    return quantize(model, fmt, seed=seed, per_channel=per_channel, keep_activations=keep_activations)
+    return quantize(model, fmt, seed=seed, per_channel=per_channel, keep_activations=keep_activations,
+                    symmetric=symmetric)
 
 
 def sample_inputs(data: bytes, seed: int = 1) -> dict[str, np.ndarray]:
