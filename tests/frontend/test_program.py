@@ -1,0 +1,138 @@
+"""The artifact: its files, the documented entry point, the RISC-V build with only gemmini.h, the arena's
+liveness plan, the runner's door, and the planner contract (identical layers planned once)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+
+from tileplan.frontend import zoo
+from tileplan.frontend.program import Program, Step, Tensor, plan_arena
+from tileplan.frontend.runner import read_artifact
+
+from frontend_helpers import HW, OPTIONS, compile_bytes, planner
+
+
+@pytest.fixture(scope="module")
+def resnet_block():
+    data = zoo.build("resnet_block", "qdq")
+    return data, compile_bytes(data)
+
+
+def test_artifact_files_and_header(resnet_block):
+    data, res = resnet_block
+    files = read_artifact(res.artifact)
+    kernels = [f for f in files if f.startswith("kernels/")]
+    assert len(kernels) == res.summary["total"]["kernels"] >= 1
+    assert any(f.startswith("host/") for f in files)
+    for f in ("model.c", "tileplan_model.h", "tp_ops.h", "weights.S", "weights.bin", "Makefile", "README.md",
+              "tileplan.json", "gemmini.h", "emulator/gemmini_emu.c", "emulator/tp_emulate.c"):
+        assert f in files, f
+    header = files["tileplan_model.h"].decode()
+    assert "int tileplan_run(const float *in_input, float *out_fc_out);" in header
+    assert 'input  0 "input": float [1x3x16x16]' in header and 'output 0 "fc_out": float [1x10]' in header
+    manifest = json.loads(files["tileplan.json"])
+    assert manifest["inputs"][0]["shape"] == [1, 3, 16, 16]
+    assert len(files["weights.bin"]) == res.summary["total"]["weights_bytes"]
+    # the kernels include nothing but gemmini.h and the C library; the host ops not even gemmini.h
+    for name, src in files.items():
+        if name.startswith("kernels/"):
+            includes = {ln.split()[1] for ln in src.decode().splitlines() if ln.startswith("#include")}
+            assert includes <= {"<math.h>", "<stdint.h>", '"gemmini.h"'}, (name, includes)
+        if name.startswith("host/"):
+            assert '"gemmini.h"' not in src.decode()
+    # the summary names the plans of the offloaded ops, each planned once per distinct layer
+    keys = {o["plan_key"] for o in res.summary["ops"] if o.get("plan_key")}
+    assert len(keys) == res.summary["total"]["plans"] <= res.summary["total"]["accelerator_ops"]
+
+
+def test_riscv_target_compiles_with_only_gemmini_h(resnet_block, tmp_path):
+    if shutil.which("riscv64-linux-gnu-gcc") is None:
+        pytest.skip("riscv64-linux-gnu-gcc is not installed (Debian: gcc-riscv64-linux-gnu; .ci/run installs it)")
+    _, res = resnet_block
+    with tarfile.open(fileobj=io.BytesIO(res.artifact)) as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = next(tmp_path.iterdir())
+    shutil.rmtree(root / "emulator")  # the RISC-V build must not need the emulator
+    proc = subprocess.run(["make", "-s", "riscv"], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    objs = sorted(p.name for p in (root / "build" / "riscv").rglob("*.o"))
+    assert "model.o" in objs and "weights.o" in objs and len(objs) >= 3
+    out = subprocess.run(["riscv64-linux-gnu-readelf", "-h", str(root / "build" / "riscv" / "model.o")],
+                         capture_output=True, text=True).stdout
+    assert "RISC-V" in out
+
+
+def test_run_door_writes_the_output(resnet_block, tmp_path):
+    data, res = resnet_block
+    tar = tmp_path / "m.tar"
+    tar.write_bytes(res.artifact)
+    x = zoo.sample_inputs(data, seed=9)["input"]
+    np.save(tmp_path / "in.npy", x)
+    proc = subprocess.run([sys.executable, "-m", "tileplan.run", str(tar), "--input", str(tmp_path / "in.npy"),
+                           "--output", str(tmp_path / "out.npy"), "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    accel = [s for s in doc["steps"] if s["kind"] == "accel"]
+    assert accel and all(s["cycles_emulated"] > 0 for s in accel)
+    assert doc["cycles_emulated"] == sum(s["cycles_emulated"] for s in accel)
+    import onnxruntime as ort
+
+    want = ort.InferenceSession(data).run(None, {"input": x})[0]
+    got = np.load(tmp_path / "out.npy")
+    assert got.shape == want.shape and np.abs(got - want).max() <= 0.05
+    proc = subprocess.run([sys.executable, "-m", "tileplan.run", str(tar), "--input", str(tmp_path / "in.npy"),
+                           "--input", f"other={tmp_path / 'in.npy'}"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_identical_layers_planned_once():
+    calls = []
+
+    def counting(layer, hw, options):
+        calls.append(layer.model_dump_json(exclude={"name", "count"}))
+        return planner(layer, hw, options)
+
+    data = zoo.build("resnet18", "qdq", size=32, width=8, classes=10)
+    from tileplan.frontend.compile import compile_model
+
+    res = compile_model(data, HW, OPTIONS.model_copy(update={"emulate": False}), planner=counting)
+    assert len(calls) == len(set(calls)) == res.summary["total"]["plans"]
+    assert res.summary["total"]["accelerator_ops"] == 21 > len(calls)
+
+
+def test_arena_plan_never_overlaps_live_tensors():
+    rng = np.random.default_rng(0)
+    tensors = [Tensor(i, "int8", (int(rng.integers(1, 5000)),), "arena") for i in range(40)]
+    steps = []
+    for i in range(30):  # each step reads two earlier tensors and writes one
+        ins = [tensors[j] for j in rng.integers(0, i + 1, 2)]
+        steps.append(Step("host", f"s{i}", "f", ins, [tensors[i + 1]],
+                          Tensor(100 + i, "uint8", (int(rng.integers(1, 999)),), "workspace")))
+    prog = Program(steps, [], [], [])
+    plan_arena(prog)
+    live = {}
+    for i, st in enumerate(prog.steps):
+        for t in [*st.inputs, *st.outputs, *st.temporaries()]:
+            a, z = live.get(t.id, (i, i))
+            live[t.id] = (min(a, i), max(z, i))
+    placed = {t.id: t for st in prog.steps for t in [*st.inputs, *st.outputs, *st.temporaries()]}
+    ids = sorted(placed)
+    for x in ids:
+        for y in ids:
+            if x >= y:
+                continue
+            (a1, z1), (a2, z2) = live[x], live[y]
+            if z1 < a2 or z2 < a1:
+                continue  # never live together
+            t1, t2 = placed[x], placed[y]
+            assert t1.offset + t1.nbytes <= t2.offset or t2.offset + t2.nbytes <= t1.offset, (x, y)
+    assert prog.arena_bytes < sum(t.nbytes for t in placed.values())  # reuse happened
+    assert all(t.offset % 64 == 0 for t in placed.values())
