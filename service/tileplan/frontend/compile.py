@@ -198,6 +198,14 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     options = options or CompileOptions()
     planner = planner or default_planner
     t0 = time.perf_counter()
+    phases: dict[str, float] = {}
+    mark = [t0]
+
+    def phase(name: str) -> None:  # wall seconds per compile phase (in the summary)
+        now = time.perf_counter()
+        phases[name] = round(phases.get(name, 0.0) + now - mark[0], 3)
+        mark[0] = now
+
     imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
                                       options.calibration_samples, options.seed)
     notes = list(imported.notes)
@@ -215,6 +223,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         return r is None
 
     fused, composites = patterns.fuse(mod, onnx_nodes, decide)
+    phase("import")
 
     # -- plan and generate every offloaded op (identical layers planned once, identical kernels made once) ----
     sched_opts = _schedule_options(options)
@@ -229,11 +238,15 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         try:
             lkey = a.spec.layer.model_dump_json(exclude={"name", "count"})
             if lkey not in plans:
+                phase("other")
                 plans[lkey] = planner(a.spec.layer, hw, sched_opts)
+                phase("plan")
             a.plan = plans[lkey]
             kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
             if kkey not in kernels:
+                phase("other")
                 kernels[kkey] = generate_kernel(a.spec, hw, a.plan.mapping, c_ident(qop.name, "tpk_"), stream)
+                phase("codegen")
             a.art = kernels[kkey]
         except (CodegenError, MappingInfeasible) as exc:
             a.reason = f"no accelerator code: {exc}"
@@ -250,6 +263,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         fused, composites = patterns.fuse(mod, onnx_nodes, lambda q: q.name in ok)
         accel = {c: next(a for a in accel.values() if a.qop.name == q.name) for c, q in composites.items()}
 
+    phase("other")
     # -- the accelerator steps and the host part --------------------------------------------------------------
     timings: list[Any] = []
     templates: dict[str, Step] = {}
@@ -279,6 +293,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         host_sources[cname], host_ws[gv.name_hint], host_names[gv.name_hint] = fn.source, fn.workspace_bytes, cname
         decls.append(_host_decl(fn, n_out))
     prog = build_program(lowered["main"], templates, host_ws, host_names)
+    phase("host")
     kernel_sources = {}
     for a in {id(a.art): a for a in accel.values()}.values():
         art = a.art
@@ -324,6 +339,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                       input_names=in_names, output_names=out_names)
 
     files = files_with(summary)
+    phase("other")
     if options.emulate:
         try:
             feeds = _random_feeds(imported.inputs, options.seed + 1)
@@ -332,7 +348,9 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         except NoToolchain as exc:
             summary["notes"].append(f"not emulated: {exc}")
         files = files_with(summary)
+        phase("build_and_emulate")
     summary["total"]["compile_seconds"] = round(time.perf_counter() - t0, 3)
+    summary["total"]["phase_seconds"] = phases
     if progress:
         progress(total, total)
     return CompiledModel(summary, pack(files, c_ident(model_name)), summary["notes"])

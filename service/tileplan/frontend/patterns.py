@@ -147,6 +147,8 @@ def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[
             if lo is None or hi is None:
                 return None
             act = ("clip", float(lo), float(hi))
+    rank = {v: i for i, v in enumerate(onnx_nodes)}  # graph order (the importer's); the match's is a hash order
+    names = sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
     covered = [onnx_nodes[n].name for n in names if n in onnx_nodes]
     main = [onnx_nodes[n].name for n in names
             if n in onnx_nodes and onnx_nodes[n].op_type in ("Conv", "MatMul", "Gemm")]
