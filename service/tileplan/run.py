@@ -49,7 +49,8 @@ def run_command(artifact: str, inputs: list[str], output: str | None, as_json: b
     result = run_artifact(data, feeds)
     if output:
         if output.endswith(".npz") or len(result.outputs) > 1:
-            np.savez(output, **result.outputs)
+            savez: Any = np.savez
+            savez(output, **result.outputs)
         else:
             np.save(output, next(iter(result.outputs.values())))
     if as_json:

@@ -26,7 +26,7 @@ CTYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "in
           "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t", "float32": "float", "float64": "double",
           "bool": "_Bool"}
 # tirx math intrinsics -> C (float32 uses the `f` variant); `round` keeps TVM's meaning (half away from zero)
-MATH = {"exp": "exp", "exp2": "exp2", "exp10": None, "log": "log", "log2": "log2", "log10": "log10",
+MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10",
         "log1p": "log1p", "sqrt": "sqrt", "erf": "erf", "tanh": "tanh", "sin": "sin", "cos": "cos", "tan": "tan",
         "atan": "atan", "asin": "asin", "acos": "acos", "sinh": "sinh", "cosh": "cosh", "fabs": "fabs",
         "floor": "floor", "ceil": "ceil", "trunc": "trunc", "round": "round", "nearbyint": "nearbyint",
@@ -422,7 +422,7 @@ class CEmitter:
         if op == "tirx.if_then_else":
             return f"({self._expr(args[0], st)} ? {self._expr(args[1], st)} : {self._expr(args[2], st)})"
         short = op.split(".", 1)[1]
-        if short in MATH and MATH[short]:
+        if short in MATH:
             f = MATH[short] + ("f" if _dt(e) == "float32" else "")
             return f"{f}({', '.join(self._expr(a, st) for a in args)})"
         if short == "rsqrt":

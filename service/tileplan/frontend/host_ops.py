@@ -139,8 +139,8 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             x = dq.args[0]
             ndim = len(x.ty.shape)
             xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], new.args[1], new.args[2]))
-            if (str(x.ty.dtype) != "int8" or str(new.attrs.out_dtype) != "int8" or None in (xs, xz, ys, yz)
-                    or int(sm.attrs.axis) % ndim != ndim - 1):
+            if (str(x.ty.dtype) != "int8" or str(new.attrs.out_dtype) != "int8" or xs is None or ys is None
+                    or yz is None or xz is None or int(sm.attrs.axis) % ndim != ndim - 1):
                 return new
             d = int(x.ty.shape[-1])
             table = relax.const(softmax_table(float(xs), d))

@@ -122,7 +122,7 @@ def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[
     consts = [_const(a) for a in (dqx.args[1], dqx.args[2], dqw.args[1], dqw.args[2], q.args[1], q.args[2])]
     if any(c is None for c in consts):
         return None
-    sx, zx, sw, zw, sy, zy = consts
+    sx, zx, sw, zw, sy, zy = (np.asarray(c) for c in consts)
     w = _const(ann["w"])
     assert w is not None
     if kind == "matmul":

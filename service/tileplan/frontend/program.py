@@ -168,8 +168,11 @@ def build_program(main: Any, accel: dict[str, Step], host_workspace: dict[str, i
                 tmpl = accel[sym]
                 ins = [arg(a) for a in value.args[1].fields]
                 outs = _ty_tensors(b, value.ty, str(var.name))
-                w = b.const(tmpl.weights.data, f"{tmpl.name}.W_p") if tmpl.weights is not None else None
-                bias = b.const(tmpl.bias.data, f"{tmpl.name}.bias_p") if tmpl.bias is not None else None
+                w = bias = None
+                if tmpl.weights is not None and tmpl.weights.data is not None:
+                    w = b.const(tmpl.weights.data, f"{tmpl.name}.W_p")
+                if tmpl.bias is not None and tmpl.bias.data is not None:
+                    bias = b.const(tmpl.bias.data, f"{tmpl.name}.bias_p")
                 ws = tmpl.workspace.nbytes if tmpl.workspace is not None else 0
                 step = Step("accel", tmpl.name, tmpl.function, ins, outs,
                             b.new("uint8", (ws,), "workspace") if ws else None, w, bias, tmpl.clamp,
@@ -194,7 +197,8 @@ def build_program(main: Any, accel: dict[str, Step], host_workspace: dict[str, i
     body = main.body.body
     results = b.by_var[body.__chandle__()] if not isinstance(body, relax.Tuple) else [arg(f) for f in body.fields]
     results = results if isinstance(results, list) else [results]
-    outputs, copies = [], []
+    outputs: list[Tensor] = []
+    copies: list[tuple[Tensor, Tensor]] = []
     for i, t in enumerate(results):
         produced_here = t.kind == "arena" and not any(t is o for o in outputs)
         if produced_here:

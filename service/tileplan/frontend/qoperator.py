@@ -49,7 +49,7 @@ class _Rewriter:
                              f"{name!r} must be a constant (scales and zero points are initializers)")
         return self.consts[name]
 
-    def add_init(self, base: str, array: np.ndarray) -> str:
+    def add_init(self, base: str, array: Any) -> str:
         from onnx import numpy_helper
 
         name = f"{self.node.name}/{base}"
@@ -66,7 +66,7 @@ class _Rewriter:
         """DequantizeLinear of input `x`; axis only for a per-channel (1-D, >1 element) scale."""
         out = f"{self.node.name}/dq_{tag}_out"
         inputs = [x, scale] + ([zp] if zp else [])
-        attrs = {}
+        attrs: dict[str, Any] = {}
         if axis is not None and self.const(scale).size > 1:
             if self.opset < 13:
                 raise InputError(("model", self.node.name), f"{self.node.op_type} node {self.node.name!r}: "
@@ -85,8 +85,8 @@ class _Rewriter:
 
     def bias(self, b: str, sx: str, sw: str, alpha: float = 1.0) -> str:
         """An int32 bias dequantized with scale alpha * sx * sw (per output channel when sw is)."""
-        scale = (np.float32(alpha) * self.const(sx).astype(np.float32) * self.const(sw).astype(np.float32))
-        scale = scale.astype(np.float32).reshape(-1) if scale.size > 1 else np.float32(scale.reshape(()))
+        prod = (np.float32(alpha) * self.const(sx).astype(np.float32) * self.const(sw).astype(np.float32))
+        scale: Any = prod.astype(np.float32).reshape(-1) if prod.size > 1 else np.float32(prod.reshape(()))
         s = self.add_init("bias_scale", scale)
         return self.dq(b, s, None, "bias", axis=0)
 

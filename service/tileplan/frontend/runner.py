@@ -187,7 +187,10 @@ def emulate_files(files: dict[str, bytes], inputs: dict[str, np.ndarray], cache:
         raise ArtifactError(f"the emulator trapped: {trap.value.decode(errors='replace')}")
     if memo is not None:
         tmp = memo.with_name(f".{memo.stem}.{os.getpid()}.npz")
-        np.savez(tmp, cycles=np.array(list(cycles)[:len(steps)]), **{f"out{i}": a for i, a in enumerate(outs)})
+        arrays: dict[str, Any] = {f"out{i}": a for i, a in enumerate(outs)}
+        arrays["cycles"] = np.array(list(cycles)[:len(steps)])
+        savez: Any = np.savez
+        savez(tmp, **arrays)
         os.replace(tmp, memo)
     return RunResult({o["name"]: a for o, a in zip(manifest["outputs"], outs)}, list(cycles)[:len(steps)], steps,
                      manifest)

@@ -40,7 +40,7 @@ class _Graph:
         self._n += 1
         return f"{base}{self._n}"
 
-    def const(self, array: np.ndarray, base: str = "c") -> str:
+    def const(self, array: Any, base: str = "c") -> str:
         from onnx import numpy_helper
 
         name = self.name(base)
