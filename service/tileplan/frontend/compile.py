@@ -320,6 +320,10 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
             emu_dims = (t.dim, t.spad_rows, t.acc_rows, max_block_len(t.dim))
         except Exception:
             emu_dims = (16, 16384, 1024, 4)
+    from tileplan.codegen.pipeline import gemmini_config
+    from tileplan.codegen.schedule import TargetSpec
+
+    params_header = gemmini_config(TargetSpec(*emu_dims[:3])).params_header()
     in_names = [i.name for i in imported.inputs]
     out_names = [o.name for o in imported.outputs]
     model_name = imported.model.graph.name or "model"
@@ -336,7 +340,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         return render(prog, model_name=model_name, hardware=hw.name, dim=dim, timings=timings, emu_dims=emu_dims,
                       kernels=kernel_sources, host_sources=host_sources, decls=decls, manifest=manifest,
                       readme=_readme(model_name, hw.name, prog, imported, summary_doc),
-                      input_names=in_names, output_names=out_names)
+                      input_names=in_names, output_names=out_names, params_header=params_header)
 
     files = files_with(summary)
     phase("other")

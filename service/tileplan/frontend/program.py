@@ -286,9 +286,10 @@ def pack(files: dict[str, bytes], root: str = "tileplan_model") -> bytes:
 
 def render(prog: Program, *, model_name: str, hardware: str, dim: int, timings: list[Any], emu_dims: tuple[int, ...],
            kernels: dict[str, str], host_sources: dict[str, str], decls: list[str], manifest: str,
-           readme: str, input_names: list[str], output_names: list[str]) -> dict[str, bytes]:
+           readme: str, input_names: list[str], output_names: list[str], params_header: str) -> dict[str, bytes]:
     """The artifact's files.  `kernels` / `host_sources`: file stem -> C source; `decls`: C prototypes of every
-    called function; `timings`: the emulator timing (TimingParams) of each timing index."""
+    called function; `timings`: the emulator timing (TimingParams) of each timing index; `params_header`: the
+    gemmini_params.h of the hardware's configuration (the kernels refuse to compile against another)."""
     from dataclasses import asdict
 
     import jinja2
@@ -316,6 +317,7 @@ def render(prog: Program, *, model_name: str, hardware: str, dim: int, timings: 
         "emulator/gemmini_emu.c": (HEADER_DIR / "gemmini_emu.c").read_text(),
         "emulator/gemmini_emu.h": (HEADER_DIR / "gemmini_emu.h").read_text(),
         "gemmini.h": (HEADER_DIR / "gemmini.h").read_text(),
+        "gemmini_params.h": params_header,
         "README.md": readme,
         "tileplan.json": manifest,
     }
