@@ -139,6 +139,9 @@ def load_onnx(data: bytes) -> OnnxWorkload:
         raise InputError(("model",), f"not an ONNX model: {exc}") from None
     if not model.graph.node:
         raise InputError(("model",), "not an ONNX model: the graph has no nodes")
+    from tileplan.frontend.onnx_import import name_nodes
+
+    name_nodes(model)  # layers are named as the model compiler names its ops (tileplan compile, POST /compile)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception as exc:  # noqa: BLE001 - onnx raises InferenceError and plain exceptions from C++
@@ -158,8 +161,8 @@ def load_onnx(data: bytes) -> OnnxWorkload:
     layers: list[Conv2dLayer | MatmulLayer] = []
     notes: list[str] = []
     skipped: dict[str, int] = {}
-    for i, node in enumerate(g.node):
-        name = node.name or f"{node.op_type.lower()}_{i}"
+    for node in g.node:
+        name = node.name
         if node.op_type in CONV_OPS:
             xi, wi = CONV_OPS[node.op_type]
             x, w = shapes.get(node.input[xi]), shapes.get(node.input[wi])
