@@ -222,7 +222,8 @@ def dedicate_dequantize(model: Any) -> int:
             if j == 0 and keep_first:
                 continue
             copy_out = f"{out}/for_{user.name}"
-            copy = helper.make_node("DequantizeLinear", list(node.input), [copy_out], name=f"{node.name}/for_{user.name}")
+            copy = helper.make_node("DequantizeLinear", list(node.input), [copy_out],
+                                    name=f"{node.name}/for_{user.name}")
             copy.attribute.extend(node.attribute)
             new_nodes.append(copy)
             user.input[k] = copy_out

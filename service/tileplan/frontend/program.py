@@ -48,7 +48,8 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype if self.dtype != "bool" else "uint8").itemsize
+        item = np.dtype(self.dtype if self.dtype != "bool" else "uint8").itemsize
+        return int(np.prod(self.shape, dtype=np.int64)) * item
 
     @property
     def ctype(self) -> str:
@@ -118,7 +119,8 @@ def _ty_tensors(b: _Builder, ty: Any, name: str) -> list[Tensor]:
     from tvm import relax
 
     if isinstance(ty, relax.TupleType):
-        return [b.new(str(f.dtype), tuple(int(d) for d in f.shape), name=f"{name}.{i}") for i, f in enumerate(ty.fields)]
+        return [b.new(str(f.dtype), tuple(int(d) for d in f.shape), name=f"{name}.{i}")
+                for i, f in enumerate(ty.fields)]
     return [b.new(str(ty.dtype), tuple(int(d) for d in ty.shape), name=name)]
 
 
@@ -226,7 +228,7 @@ def plan_arena(prog: Program) -> None:
                 tensors[t.id] = t
                 span = live.setdefault(t.id, [i, i])
                 span[0], span[1] = min(span[0], i), max(span[1], i)
-    for dst, src in prog.copies:
+    for _, src in prog.copies:
         if src.kind == "arena":
             live[src.id][1] = len(prog.steps)
     placed: list[tuple[int, int, int, int]] = []  # (start step, end step, offset, size)
