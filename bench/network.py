@@ -42,6 +42,7 @@ MODELS = {
 SMALL = {"resnet18": dict(size=32, classes=10, width=8), "bert_encoder": dict(seq=16, d=64, heads=2, ffn=128)}
 HW = "gemmini-16x16"
 TIME_LIMIT = 10.0
+WORKERS = 2  # processes planning layers and generating kernels (`tileplan compile --jobs`' default on 2 cores)
 
 
 def child(args: argparse.Namespace) -> None:
@@ -55,7 +56,8 @@ def child(args: argparse.Namespace) -> None:
     store = Store(args.store) if args.store else None
     planner = store_planner(store) if store else None
     t = time.perf_counter()
-    res = compile_model(data, hw, CompileOptions(mapper=args.mapper, time_limit_s=TIME_LIMIT), planner=planner)
+    res = compile_model(data, hw, CompileOptions(mapper=args.mapper, time_limit_s=TIME_LIMIT), planner=planner,
+                        workers=WORKERS)
     seconds = time.perf_counter() - t
     Path(args.artifact).write_bytes(res.artifact)
     print(json.dumps({"seconds": seconds, "summary": res.summary}))
@@ -129,7 +131,8 @@ def bench_model(name: str, params: dict[str, Any], work: Path) -> dict[str, Any]
 def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[float, ...]], wall: float) -> str:
     out = ["# Whole networks: one program per model, Tileplan vs the library's tiling", ""]
     out.append(f"Command: `python bench/network.py` ({platform.machine()}, Python {platform.python_version()}, "
-               f"{wall:.0f} s wall, CoSA time limit {TIME_LIMIT:.0f} s per layer, hardware `{HW}`).")
+               f"{wall:.0f} s wall, CoSA time limit {TIME_LIMIT:.0f} s per layer, {WORKERS} worker processes for "
+               f"plans and kernels, hardware `{HW}`).")
     out.append("")
     out.append(f"**The machine was shared with other agents while this ran** (2 cores; load average "
                f"{load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end): compile times are wall times under "

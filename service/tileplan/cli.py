@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -470,7 +471,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     try:
         result = compile_model(data, hw, opts, _input_shapes(args.input_shape), planner=planner, progress=progress,
-                               calibration=calibration)
+                               calibration=calibration, workers=max(1, args.jobs))
     finally:
         if store is not None:
             store.close()
@@ -646,6 +647,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--no-baseline", action="store_true", help="skip planning the hand-written baseline")
     m.add_argument("--no-cache", action="store_true", help="do not read or store plans in the plan cache")
     m.add_argument("--plans-db", help="plan cache URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")
+    m.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                   help="processes that plan layers and generate kernels (default: 2, or 1 on one core)")
     m.add_argument("--json", action="store_true", help="print the network summary as JSON")
     m.set_defaults(func=cmd_compile)
 

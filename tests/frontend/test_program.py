@@ -147,3 +147,35 @@ def test_compiles_are_deterministic():
     a = compile_model(data, HW, opts, planner=planner).artifact
     b = compile_model(data, HW, opts, planner=planner).artifact
     assert a == b
+
+
+def test_worker_processes_and_the_plan_store(tmp_path):
+    """workers=2 solves the store's misses and generates kernels in forked processes and stores the plans; the
+    same compile again, serial, answers every plan from the store and makes byte for byte the same program."""
+    from tileplan.frontend.compile import StorePlanner, compile_model, store_planner
+    from tileplan.store.repository import Store
+
+    data = zoo.build("cnn_small", "qdq", seed=5)
+    opts = OPTIONS.model_copy(update={"emulate": False})
+    store = Store(f"sqlite:///{tmp_path / 'plans.db'}")
+    try:
+        parallel = compile_model(data, HW, opts, planner=store_planner(store), workers=2)
+        keys = {o["plan_key"] for o in parallel.summary["ops"] if o.get("plan_key")}
+        assert keys and all(store.get_plan(k) is not None for k in keys)  # what GET /plans serves
+
+        class Counting(StorePlanner):
+            hits = 0
+
+            def lookup(self, *a):
+                found = super().lookup(*a)
+                Counting.hits += found is not None
+                return found
+
+            def save(self, *a):
+                raise AssertionError("nothing should be solved again")
+
+        again = compile_model(data, HW, opts, planner=Counting(store), workers=1)
+        assert again.artifact == parallel.artifact
+        assert Counting.hits == len(keys)
+    finally:
+        store.close()

@@ -71,22 +71,34 @@ def default_planner(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
     return make_plan(layer, hw, options)
 
 
-def store_planner(store: Any) -> Planner:
+class StorePlanner:
     """A planner that answers from a plan store (tileplan.store.Store) and stores what it solves: the same
     cache and keys as POST /schedule, so a compiled model's plans show up in GET /plans."""
-    from tileplan.plan import plan_key
-    from tileplan.problem import Problem
 
-    def plan(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
-        key = plan_key(hw, Problem.from_layer(layer), options)
-        cached = store.get_plan(key)
-        if cached is not None:
-            return Plan.model_validate_json(cached.to_json(cached=True, hardware=hw.name))
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def lookup(self, layer: Any, hw: Any, options: ScheduleOptions) -> Plan | None:
+        from tileplan.plan import plan_key
+        from tileplan.problem import Problem
+
+        cached = self.store.get_plan(plan_key(hw, Problem.from_layer(layer), options))
+        return None if cached is None else Plan.model_validate_json(cached.to_json(cached=True, hardware=hw.name))
+
+    def save(self, plan: Plan, hw: Any) -> None:
+        self.store.put_plan(plan.model_dump(mode="json"), hw.model_dump(mode="json"))
+
+    def __call__(self, layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
+        found = self.lookup(layer, hw, options)
+        if found is not None:
+            return found
         p = make_plan(layer, hw, options)
-        store.put_plan(p.model_dump(mode="json"), hw.model_dump(mode="json"))
+        self.save(p, hw)
         return p
 
-    return plan
+
+def store_planner(store: Any) -> StorePlanner:
+    return StorePlanner(store)
 
 
 @dataclass
@@ -186,10 +198,11 @@ def _codegen_target(hw: Any) -> str | None:
 def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                   input_shapes: dict[str, list[int]] | None = None, planner: Planner | None = None,
                   progress: Progress | None = None,
-                  calibration: list[dict[str, np.ndarray]] | None = None) -> CompiledModel:
+                  calibration: list[dict[str, np.ndarray]] | None = None, workers: int = 1) -> CompiledModel:
     """Compile a quantized ONNX model for `hw` (a HardwareDescriptor).  Raises InputError (naming the node or the
     field) for a model that cannot be compiled; every op that can run somewhere is compiled (on the host when
-    the accelerator cannot run it, with the reason in the summary)."""
+    the accelerator cannot run it, with the reason in the summary).  `workers` > 1 plans distinct layers and
+    generates distinct kernels in that many processes (the result is the same)."""
     t0 = time.perf_counter()
     import tvm  # noqa: F401  (first use: its import is most of a warm compile, counted as "startup")
     import tvm.relax.frontend.onnx  # noqa: F401
@@ -232,35 +245,13 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     sched_opts = _schedule_options(options)
     stream = "baseline" if executor_for(options.mapper) == "library" else "tileplan"
     total = len(composites) + 1
-    plans: dict[str, Plan] = {}
-    kernels: dict[tuple[Any, ...], Any] = {}
-    accel: dict[str, _Accel] = {}
-    done = 0
-    for cname, qop in composites.items():
-        a = _Accel(qop, partition.kernel_spec(qop))
-        try:
-            lkey = a.spec.layer.model_dump_json(exclude={"name", "count"})
-            if lkey not in plans:
-                phase("other")
-                plans[lkey] = planner(a.spec.layer, hw, sched_opts)
-                phase("plan")
-            a.plan = plans[lkey]
-            kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
-            if kkey not in kernels:
-                phase("other")
-                kernels[kkey] = generate_kernel(a.spec, hw, a.plan.mapping, c_ident(qop.name, "tpk_"), stream)
-                phase("codegen")
-            a.art = kernels[kkey]
-        except (CodegenError, MappingInfeasible) as exc:
-            a.reason = f"no accelerator code: {exc}"
-        except InputError as exc:  # a layer the planner refuses (its validation names the field)
-            a.reason = f"no accelerator plan: {exc}"
+    accel = {c: _Accel(q, partition.kernel_spec(q)) for c, q in composites.items()}
+    phase("other")
+    plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
+                               lambda done: progress(done, total) if progress else None, phase)
+    for a in accel.values():
         if a.reason:
-            reasons[qop.name] = a.reason
-        accel[cname] = a
-        done += 1
-        if progress:
-            progress(done, total)
+            reasons[a.qop.name] = a.reason
     if any(a.reason for a in accel.values()):  # fuse again without the ops that got no code
         ok = {a.qop.name for a in accel.values() if not a.reason}
         fused, composites = patterns.fuse(mod, onnx_nodes, lambda q: q.name in ok)
@@ -361,6 +352,89 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     if progress:
         progress(total, total)
     return CompiledModel(summary, pack(files, c_ident(model_name)), summary["notes"])
+
+
+def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
+    return make_plan(layer, hw, options)
+
+
+def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, stream: str, planner: Planner,
+                       workers: int, progress: Callable[[int], None], phase: Callable[[str], None]) -> dict[str, Plan]:
+    """Plan every distinct layer of `ops` once and generate every distinct kernel once, filling each op's plan
+    and kernel (or its reason for staying on the host).  With `workers` > 1 the solves and code generation run in
+    forked processes: a planner that can `lookup` / `save` (StorePlanner) is asked in this process and only
+    its misses are solved there; any other planner runs here, in parallel with code generation."""
+    from concurrent.futures import Future, ProcessPoolExecutor
+    import multiprocessing
+
+    from tileplan.codegen.registry import CodegenError
+    from tileplan.frontend import partition
+    from tileplan.frontend.program import c_ident
+
+    lkeys = [a.spec.layer.model_dump_json(exclude={"name", "count"}) for a in ops]
+    firsts = {k: a for k, a in reversed(list(zip(lkeys, ops)))}  # the first op of each distinct layer
+    plans: dict[str, Plan] = {}
+    errors: dict[str, str] = {}
+    pool = None
+    if workers > 1 and len(ops) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    try:
+        solving: dict[str, Future[Plan]] = {}
+        for k, a in firsts.items():
+            cached = planner.lookup(a.spec.layer, hw, options) if isinstance(planner, StorePlanner) else None
+            if cached is not None:
+                plans[k] = cached
+            elif pool is not None and (isinstance(planner, StorePlanner) or planner is default_planner):
+                solving[k] = pool.submit(_solve, a.spec.layer, hw, options)
+            else:
+                try:
+                    plans[k] = planner(a.spec.layer, hw, options)
+                except (MappingInfeasible, InputError) as exc:
+                    errors[k] = f"no accelerator plan: {exc}"
+        for k, fut in solving.items():
+            try:
+                plans[k] = fut.result()
+                if isinstance(planner, StorePlanner):
+                    planner.save(plans[k], hw)
+            except (MappingInfeasible, InputError) as exc:
+                errors[k] = f"no accelerator plan: {exc}"
+        phase("plan")
+        kernels: dict[tuple[Any, ...], Any] = {}
+        for k, a in zip(lkeys, ops):
+            if k in errors:
+                a.reason = errors[k]
+                continue
+            a.plan = plans[k]
+            kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
+            if kkey not in kernels:
+                args = (a.spec, hw, a.plan.mapping, c_ident(a.qop.name, "tpk_"), stream)
+                kernels[kkey] = pool.submit(generate_kernel, *args) if pool is not None else _try(generate_kernel,
+                                                                                                   *args)
+            a.art = kernels[kkey]
+        for i, a in enumerate(ops):
+            if a.plan is not None:
+                try:
+                    a.art = a.art.result() if isinstance(a.art, Future) else a.art
+                    if isinstance(a.art, Exception):
+                        raise a.art
+                except (CodegenError, MappingInfeasible) as exc:
+                    a.art, a.reason = None, f"no accelerator code: {exc}"
+            progress(i + 1)
+        phase("codegen")
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return plans
+
+
+def _try(fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args), or the CodegenError / MappingInfeasible it raised (reported per op by the caller)."""
+    from tileplan.codegen.registry import CodegenError
+
+    try:
+        return fn(*args)
+    except (CodegenError, MappingInfeasible) as exc:
+        return exc
 
 
 def _random_feeds(inputs: list[Any], seed: int) -> dict[str, np.ndarray]:
