@@ -150,3 +150,34 @@ def test_bias_absorbs_the_input_zero_point():
     assert spec.weights.shape == (2, 3, 3, 2, 4)
     np.testing.assert_array_equal(spec.weights[1, 2, 0, 1, 3], w[4 + 3, 1, 2, 0])
     assert spec.abi.pad_value == -7 and spec.requant is None
+
+
+def test_hardware_without_a_code_generator_runs_everything_on_the_host():
+    from tileplan.frontend.compile import CompileOptions, compile_model
+    from tileplan.hardware.catalog import get_hardware
+
+    data = zoo.build("cnn_small", "qdq")
+    res = compile_model(data, get_hardware("simba"), CompileOptions(time_limit_s=2.0))
+    convs = [o for o in res.summary["ops"] if o["onnx_op"] in ("Conv", "Gemm")]
+    assert convs and all(o["where"] == "host" and "no code generator for simba" in o["reason"] for o in convs)
+    feeds = zoo.sample_inputs(data, seed=2)
+    assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+
+
+@pytest.mark.parametrize("hw_name", ["gemmini-8x8", "gemmini-chip"])
+def test_other_gemmini_configurations(hw_name):
+    """Another array size / memory configuration: its own gemmini_params.h, plans and kernels, same outputs."""
+    from tileplan.frontend.compile import compile_model
+    from tileplan.frontend.runner import read_artifact
+    from tileplan.hardware.catalog import get_hardware
+
+    from frontend_helpers import OPTIONS, planner
+
+    hw = get_hardware(hw_name)
+    data = zoo.build("resnet_block", "qdq", size=8)
+    res = compile_model(data, hw, OPTIONS, planner=planner)
+    assert res.summary["total"]["accelerator_ops"] == 8
+    params = read_artifact(res.artifact)["gemmini_params.h"].decode()
+    assert f"#define DIM {hw.pe_array.rows}\n" in params
+    feeds = zoo.sample_inputs(data, seed=6)
+    assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
