@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tileplan.frontend.compile import CompileOptions, CompiledModel, compile_model
+from tileplan.frontend.compile import CompiledModel, CompileOptions, compile_model
 from tileplan.hardware.catalog import get_hardware
 from tileplan.plan import make_plan
 

@@ -9,12 +9,11 @@ import math
 
 import numpy as np
 import pytest
+from frontend_helpers import compile_bytes, onnxruntime_outputs, output_lsb
 
 from tileplan.frontend import zoo
 from tileplan.frontend.compile import CompileOptions
 from tileplan.frontend.runner import run_artifact
-
-from frontend_helpers import compile_bytes, onnxruntime_outputs, output_lsb
 
 
 def _graph(build):

@@ -8,14 +8,13 @@ import sys
 
 import numpy as np
 import pytest
+from frontend_helpers import assert_matches_onnxruntime, compile_bytes
 
 from tileplan.errors import InputError
 from tileplan.frontend import zoo
 from tileplan.frontend.compile import CompileOptions
 from tileplan.frontend.onnx_import import load_model, to_relax
 from tileplan.frontend.runner import run_artifact
-
-from frontend_helpers import assert_matches_onnxruntime, compile_bytes
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=17):

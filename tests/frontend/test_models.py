@@ -5,11 +5,10 @@ node of the model."""
 from __future__ import annotations
 
 import pytest
+from frontend_helpers import assert_matches_onnxruntime, compile_bytes
 
 from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
-
-from frontend_helpers import assert_matches_onnxruntime, compile_bytes
 
 CASES = [
     ("cnn_small", {}), ("resnet_block", {}), ("mobilenet_block", {}), ("mlp", {}), ("attention", {}),

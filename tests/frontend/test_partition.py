@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from frontend_helpers import assert_matches_onnxruntime, compile_bytes
 
 from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
-
-from frontend_helpers import assert_matches_onnxruntime, compile_bytes
 
 
 def _qdq_conv(act: str, zy: int, zx: int = 5, seed: int = 0) -> bytes:
@@ -167,11 +166,11 @@ def test_hardware_without_a_code_generator_runs_everything_on_the_host():
 @pytest.mark.parametrize("hw_name", ["gemmini-8x8", "gemmini-chip"])
 def test_other_gemmini_configurations(hw_name):
     """Another array size / memory configuration: its own gemmini_params.h, plans and kernels, same outputs."""
+    from frontend_helpers import OPTIONS, planner
+
     from tileplan.frontend.compile import compile_model
     from tileplan.frontend.runner import read_artifact
     from tileplan.hardware.catalog import get_hardware
-
-    from frontend_helpers import OPTIONS, planner
 
     hw = get_hardware(hw_name)
     data = zoo.build("resnet_block", "qdq", size=8)

@@ -12,12 +12,11 @@ import tarfile
 
 import numpy as np
 import pytest
+from frontend_helpers import HW, OPTIONS, compile_bytes, planner
 
 from tileplan.frontend import zoo
 from tileplan.frontend.program import Program, Step, Tensor, plan_arena
 from tileplan.frontend.runner import read_artifact
-
-from frontend_helpers import HW, OPTIONS, compile_bytes, planner
 
 
 @pytest.fixture(scope="module")

@@ -116,7 +116,7 @@ class KernelCode:
     target: tuple[int, int, int]  # dim, scratchpad rows, accumulator rows
 
     @classmethod
-    def of(cls, art: Any) -> "KernelCode":
+    def of(cls, art: Any) -> KernelCode:
         t = art.target
         return cls(art.name, art.entry, art.c_source, art.workspace_bytes, dict(art.layout.padded), art.timing,
                    float(art.model_cycles), list(art.notes), (t.dim, t.spad_rows, t.acc_rows))
@@ -127,7 +127,7 @@ class KernelCode:
         return json.dumps({**asdict(self), "timing": asdict(self.timing)})
 
     @classmethod
-    def from_json(cls, text: str) -> "KernelCode":
+    def from_json(cls, text: str) -> KernelCode:
         from tileplan.codegen.emulator import TimingParams
 
         d = json.loads(text)
@@ -204,7 +204,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     the accelerator cannot run it, with the reason in the summary).  `workers` > 1 plans distinct layers and
     generates distinct kernels in that many processes (the result is the same)."""
     t0 = time.perf_counter()
-    import tvm  # noqa: F401  (first use: its import is most of a warm compile, counted as "startup")
+    import tvm
     import tvm.relax.frontend.onnx  # noqa: F401
 
     from tileplan.codegen.registry import CodegenError
@@ -312,7 +312,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
             from tileplan.codegen.targets.gemmini import max_block_len
 
             emu_dims = (t.dim, t.spad_rows, t.acc_rows, max_block_len(t.dim))
-        except Exception:
+        except (CodegenError, StopIteration, ValueError):  # no Gemmini here: the default configuration's emulator
             emu_dims = (16, 16384, 1024, 4)
     from tileplan.codegen.pipeline import gemmini_config
     from tileplan.codegen.schedule import TargetSpec
@@ -364,8 +364,8 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
     and kernel (or its reason for staying on the host).  With `workers` > 1 the solves and code generation run in
     forked processes: a planner that can `lookup` / `save` (StorePlanner) is asked in this process and only
     its misses are solved there; any other planner runs here, in parallel with code generation."""
-    from concurrent.futures import Future, ProcessPoolExecutor
     import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
 
     from tileplan.codegen.registry import CodegenError
     from tileplan.frontend import partition

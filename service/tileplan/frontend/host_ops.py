@@ -127,7 +127,7 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
     rewritten: list[str] = []
 
     @relax.expr_functor.mutator
-    class _Rewrite(relax.PyExprMutator):  # type: ignore[misc]
+    class _Rewrite(relax.PyExprMutator):
         def visit_call_(self, call: Any) -> Any:
             new = super().visit_call_(call)
             if not (isinstance(new.op, tvm_op_type()) and new.op.name == "relax.quantize"):
@@ -191,7 +191,7 @@ def offload(mod: Any, symbols: dict[str, str]) -> Any:
     gvs = {gv.name_hint: gv for gv in mod.functions}
 
     @relax.expr_functor.mutator
-    class _Offload(relax.PyExprMutator):  # type: ignore[misc]
+    class _Offload(relax.PyExprMutator):
         def visit_call_(self, call: Any) -> Any:
             call = super().visit_call_(call)
             op = call.op

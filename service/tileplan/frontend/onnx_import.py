@@ -77,7 +77,7 @@ def decode(data: bytes) -> Any:
     name_nodes(model)
     try:
         onnx.checker.check_model(model)
-    except Exception as exc:  # onnx.checker.ValidationError and C++ errors
+    except Exception as exc:  # noqa: BLE001 - onnx.checker.ValidationError and errors from its C++ core
         raise InputError(("model", *_node_in(str(exc), model)), f"the ONNX checker rejects the model: "
                          f"{_first_line(exc)}") from None
     return model
@@ -175,7 +175,7 @@ def infer_shapes(model: Any) -> Any:
 
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - onnx's InferenceError and errors from its C++ core
         where = _node_in(str(exc), model)
         raise InputError(("model", *where), f"shape inference failed: {_first_line(exc)}") from None
     g = inferred.graph
@@ -340,7 +340,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
     by_node = {n.name: n for n in model.graph.node}
     by_var: dict[str, Any] = {}
 
-    class _NamingImporter(onnx_frontend.ONNXGraphImporter):  # type: ignore[misc]
+    class _NamingImporter(onnx_frontend.ONNXGraphImporter):
         """Binds each converted operator to a variable named after its node (so the compiler can name its
         decisions after the model's nodes)."""
 
@@ -352,7 +352,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)
             except InputError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - TVM's converters raise anything; the node is what matters
                 raise InputError(("model", node), f"{op_name} node {node!r} cannot be imported: "
                                  f"{_first_line(exc)}") from None
             if isinstance(sym, relax.Call):
@@ -368,6 +368,6 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
         mod = importer.from_onnx(model.graph, opset)
     except InputError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - as above, outside any one node
         raise InputError(("model",), f"TVM's ONNX importer failed: {_first_line(exc)}") from None
     return mod, by_var
