@@ -147,7 +147,12 @@ def _progress(items: Iterable[T], total: int, what: str, label: Any = None) -> I
     """`items`, with a progress bar on stderr when it is a terminal (tqdm; TQDM_DISABLE=1 hides it)."""
     from tqdm import tqdm
 
-    with tqdm(total=total, desc=what, unit="", file=sys.stderr, disable=None, leave=False, dynamic_ncols=True) as bar:
+    # mininterval=0: redraw on every item (items are layers, seconds apart), so the final count is always shown
+    # before the bar clears; tqdm's default 0.1 s throttle skipped it when the last layers came from the cache.
+    with tqdm(
+        total=total, desc=what, unit="", file=sys.stderr, disable=None, leave=False, dynamic_ncols=True,
+        mininterval=0, miniters=1,
+    ) as bar:
         for item in items:
             if label is not None:
                 bar.set_postfix_str(str(label(item))[:40], refresh=False)
