@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     job_time_limit_s: float = Field(default=3600.0, gt=0, description="A job not finished by then is failed.")
     solve_grace_s: float = Field(default=30.0, ge=0, description="Slack over a layer's time limits before it is killed.")
     codegen_time_limit_s: float = Field(default=120.0, gt=0, description="Hard limit on building one plan's module.")
+    compile_time_limit_s: float = Field(default=1800.0, gt=0, description="Hard limit on one POST /compile's compile.")
+    max_compile_bytes: int = Field(default=128 * 1024 * 1024, gt=0, description=(
+        "Request body limit of POST /compile (a model as base64 or an upload); other requests: max_request_bytes."))
 
     # Access
     tokens: Annotated[list[str], NoDecode] = Field(

@@ -104,3 +104,41 @@ def test_dense_and_matmul_are_one_op_when_listing(store: Store) -> None:
     for op in ("matmul", "dense"):
         assert {p.key for p in store.list_plans(op=op)} == {"d" * 64, "m" * 64}, op
     assert store.list_plans(op="conv2d") == []
+
+
+def test_compiles_dedupe_progress_finish_and_retry(store: Store) -> None:
+    """A compile row per id (a second create is refused), progress while it runs, summary and artifact in one
+    write, a failure kept with its reason until retried; listing newest first with a cursor."""
+    req = {"hardware": {"name": "hw"}, "options": {}, "input_shapes": {}}
+    assert store.create_compile("c1", model=b"onnx-1", model_name="m1", hardware="hw", request=req,
+                                deadline=time.time() + 60)
+    assert not store.create_compile("c1", model=b"other", model_name="x", hardware="hw", request=req,
+                                    deadline=time.time() + 60)
+    c = store.get_compile("c1")
+    assert (c.status, c.model_name, c.request, c.artifact_bytes) == ("queued", "m1", req, None)
+    assert store.compile_model_bytes("c1") == b"onnx-1" and store.unfinished_compiles() == ["c1"]
+    assert store.start_compile("c1") == 1
+    store.compile_progress("c1", 2, 5)
+    c = store.get_compile("c1")
+    assert (c.status, c.ops_done, c.ops_total) == ("running", 2, 5)
+    assert store.compile_artifact("c1") is None  # nothing until done
+    summary = {"ops": [{"name": "a"}, {"name": "b"}], "total": {"ops": 2}, "notes": ["n"]}
+    assert store.finish_compile("c1", summary, b"tar-bytes")
+    assert not store.fail_compile("c1", {"loc": [], "msg": "late", "type": "x"})  # finished stays finished
+    c = store.get_compile("c1")
+    assert (c.status, c.summary, c.artifact_bytes, c.ops_done, c.ops_total) == ("done", summary, 9, 2, 2)
+    assert c.finished_at is not None and len(c.artifact_sha256) == 64
+    assert store.compile_artifact("c1") == b"tar-bytes" and store.start_compile("c1") == 0
+
+    store.create_compile("c2", model=b"onnx-2", model_name="m2", hardware="hw2", request=req,
+                         deadline=time.time() - 1)
+    assert store.expire_compiles() == ["c2"]
+    assert store.get_compile("c2").error["type"] == "time_limit"
+    assert store.retry_compile("c2", time.time() + 60) and not store.retry_compile("c2", time.time() + 60)
+    c = store.get_compile("c2")
+    assert c.status == "queued" and c.error is None and c.finished_at is None
+    assert [x.id for x in store.list_compiles()] == ["c2", "c1"]
+    assert [x.id for x in store.list_compiles(hardware="hw")] == ["c1"]
+    assert [x.id for x in store.list_compiles(status="done")] == ["c1"]
+    first = store.list_compiles(limit=1)
+    assert [x.id for x in store.list_compiles(limit=1, before=first[0].seq)] == ["c1"]

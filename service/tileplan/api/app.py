@@ -17,8 +17,9 @@ from fastapi import FastAPI
 from tileplan import __version__
 from tileplan.api import errors
 from tileplan.api.metrics import Metrics, MetricsAndLimits
-from tileplan.api.routes import hardware, plans, schedule, system
+from tileplan.api.routes import compiles, hardware, plans, schedule, system
 from tileplan.jobs.base import JobQueue
+from tileplan.jobs.compiles import Compiler
 from tileplan.jobs.modules import ModuleBuilder
 from tileplan.jobs.scheduler import Scheduler
 from tileplan.settings import Settings, get_settings, is_postgres
@@ -31,7 +32,8 @@ log = logging.getLogger("tileplan.api")
 DESCRIPTION = """Tiling plans for DNN layers on GEMM accelerators, solved once and served from a cache.
 
 `POST /schedule` with a hardware name or descriptor and a list of layers returns one Plan per layer
-(200), or a job to poll (202) while solving takes longer than the server's wait limit. Errors are
+(200), or a job to poll (202) while solving takes longer than the server's wait limit. `POST /compile` with a
+quantized ONNX model compiles the whole model into one program (`GET /compiles/{id}`, `.../artifact`). Errors are
 `{"detail": [{"loc": [...], "msg": ..., "type": ...}]}` with `loc` naming the field."""
 
 
@@ -63,11 +65,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         modules = ModuleBuilder(store, settings, getattr(queue, "pool", None))  # local: the solvers' pool
         app.state.modules = modules
         app.state.scheduler = Scheduler(store, queue, settings, reader, modules)
+        # compiles run in the solver processes too; unfinished ones are resumed where one server owns the work
+        compiler = Compiler(store, settings, lambda: modules.pool, app.state.scheduler.resolve_hardware,
+                            resume=queue.kind == "local")
+        app.state.compiler = compiler
         await queue.start()
+        await compiler.start()
         log.info("event=api_started db=%s queue=%s", store.dialect, queue.kind)
         try:
             yield
         finally:
+            await compiler.stop()
             await modules.stop()
             await queue.stop()
             if reader is not None:
@@ -85,8 +93,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     errors.install(app)
-    for module in (schedule, plans, hardware, system, views):
+    for module in (schedule, compiles, plans, hardware, system, views):
         app.include_router(module.router)
     docs.install(app)
-    app.add_middleware(MetricsAndLimits, metrics=metrics, max_body=settings.max_request_bytes)
+    app.add_middleware(MetricsAndLimits, metrics=metrics, max_body=settings.max_request_bytes,
+                       limits={"/compile": settings.max_compile_bytes})
     return app

@@ -39,12 +39,14 @@ class Metrics:
 
 class MetricsAndLimits:
     """Pure ASGI middleware: times and counts every request by route template, and refuses bodies over
-    `max_body` bytes with a 413 (by Content-Length up front, or while streaming)."""
+    `max_body` bytes (`limits`: other limits by exact path, e.g. POST /compile's models) with a 413 (by
+    Content-Length up front, or while streaming)."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, max_body: int, limits: dict[str, int] | None = None) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body = max_body
+        self.limits = dict(limits or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -53,6 +55,7 @@ class MetricsAndLimits:
         start = time.perf_counter()
         status = 500
         method = scope["method"]
+        max_body = self.limits.get(scope.get("path", ""), self.max_body)
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -62,8 +65,8 @@ class MetricsAndLimits:
 
         try:
             length = _content_length(scope)
-            if length is not None and length > self.max_body:
-                await _too_large(send, length, self.max_body)
+            if length is not None and length > max_body:
+                await _too_large(send, length, max_body)
                 status = 413
                 return
             seen = 0
@@ -73,10 +76,10 @@ class MetricsAndLimits:
                 message = await receive()
                 if message["type"] == "http.request":
                     seen += len(message.get("body", b""))
-                    if seen > self.max_body:
+                    if seen > max_body:
                         from tileplan.api.errors import BodyTooLarge
 
-                        raise BodyTooLarge(self.max_body)
+                        raise BodyTooLarge(max_body)
                 return message
 
             await self.app(scope, limited_receive, send_wrapper)

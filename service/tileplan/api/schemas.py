@@ -104,6 +104,55 @@ class JobView(BaseModel):
     links: dict[str, str] = {}
 
 
+class CompileBody(BaseModel):
+    """POST /compile as JSON (as multipart: a `model` file part and this object, without `model`, as a `request`
+    part)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hardware: str | dict[str, Any] = Field(description=HARDWARE_DOC, examples=["gemmini-16x16"])
+    model: str | None = Field(default=None, description="The ONNX model (QDQ or QOperator int8; a float one with "
+                              "options.quantize), base64.")
+    input_shapes: dict[str, list[int]] | None = Field(default=None, description=(
+        "Shapes to compile for, by input name: needed for symbolic dimensions."), examples=[{"input": [1, 3, 32, 32]}])
+    options: dict[str, Any] = Field(default_factory=dict, description=(
+        "As POST /schedule's (mapper, objective, time_limit_s, baseline, seed; every offloaded op is planned with "
+        "them) plus quantize (a float model quantized by onnxruntime's static quantizer on random calibration "
+        "data, instead of refused), calibration_samples, offload (false: every op on the host), emulate (false: no "
+        "compile-time emulated run)."), examples=[{"time_limit_s": 5}])
+    wait: bool = Field(default=True, description="Wait (up to the server's limit) for the compile; false: 202 at once.")
+
+
+class CompileProgress(BaseModel):
+    ops_done: int = Field(description="Offloaded ops planned and generated so far (the last step counts one).")
+    ops_total: int = Field(description="0 until the model is imported.")
+
+
+class CompileView(BaseModel):
+    id: str = Field(description="Digest of the model, hardware, options, input shapes and solver version.")
+    status: str = Field(description="queued | running | done | failed")
+    model: str
+    hardware: str
+    progress: CompileProgress
+    created_at: str | None = None
+    updated_at: str | None = None
+    finished_at: str | None = None
+    summary: dict[str, Any] | None = Field(default=None, description=(
+        "Once done: the network summary (README, `tileplan compile`): `ops` (per op: name, op, where "
+        "accelerator|host, reason, plan_key, cycles_emulated, cycles_model, baseline_cycles_model, speedup), "
+        "`total`, `notes`."))
+    notes: list[str] = Field(default_factory=list, description="The summary's notes: ops left on the host and why, "
+                             "QOperator rewrites, quantisation by Tileplan.")
+    artifact: dict[str, Any] | None = Field(default=None, description="Once done: {bytes, sha256} of the tar.")
+    error: ErrorItem | None = Field(default=None, description="Once failed: why (`loc` names the node or input).")
+    links: dict[str, str] = {}
+
+
+class CompilePage(BaseModel):
+    compiles: list[CompileView] = Field(description="Newest first, without their summaries (`total` only).")
+    next_cursor: str | None = None
+
+
 class PlanPage(BaseModel):
     plans: list[Plan]
     next_cursor: str | None = None

@@ -63,6 +63,42 @@ def build_layer_module(hardware: dict[str, Any], layer: dict[str, Any], mapping:
     return _module(Mapping.model_validate(mapping), layer, HardwareDescriptor.model_validate(hardware))
 
 
+def compile_in_process(db_url: str, compile_id: str, hardware: dict[str, Any], model: bytes,
+                       options: dict[str, Any], input_shapes: dict[str, list[int]] | None) -> dict[str, Any]:
+    """Runs in a pool process: POST /compile's compile, planned through the service's plan cache (so its plans
+    show up in GET /plans), its progress written to the compile's row as ops are planned. Returns
+    {"ok": True, "summary", "artifact"} or {"ok": False, "error": {loc, msg, type}} (an InputError names the
+    node or input at fault; anything else is the compiler's fault and says so without a traceback)."""
+    from tileplan.errors import InputError
+    from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
+    from tileplan.hardware import HardwareDescriptor
+
+    store = _process_store(db_url)
+    try:
+        result = compile_model(
+            model, HardwareDescriptor.model_validate(hardware), CompileOptions.model_validate(options), input_shapes,
+            planner=store_planner(store), progress=lambda done, total: store.compile_progress(compile_id, done, total))
+        return {"ok": True, "summary": result.summary, "artifact": result.artifact}
+    except InputError as exc:
+        return {"ok": False, "error": {"loc": list(exc.loc), "msg": exc.msg, "type": exc.type}}
+    except Exception as exc:  # a compiler bug: logged here with its traceback, reported without it
+        log.exception("compile failed")
+        return {"ok": False, "error": {"loc": [], "msg": f"compiler error: {type(exc).__name__}: {exc}",
+                                       "type": "compile_error"}}
+
+
+_STORES: dict[str, Any] = {}
+
+
+def _process_store(url: str) -> Any:
+    """This pool process's connection to the service's store (opened once, schema already migrated)."""
+    from tileplan.store import Store
+
+    if url not in _STORES:
+        _STORES[url] = Store(url, migrate=False, pool_size=2)
+    return _STORES[url]
+
+
 def _module(mapping: Any, layer: dict[str, Any], hw: Any) -> dict[str, Any]:
     from tileplan.codegen.pipeline import build_module
     from tileplan.codegen.registry import CodegenError
@@ -167,6 +203,23 @@ class SolverPool:
             except BrokenProcessPool:
                 self._restart(pool)
                 raise SolverCrashed("the code generation process died") from None
+
+    async def compile(self, db_url: str, compile_id: str, hardware: dict[str, Any], model: bytes,
+                      options: dict[str, Any], input_shapes: dict[str, list[int]] | None, *,
+                      timeout: float) -> dict[str, Any]:
+        """A whole model's compile (`compile_in_process`) in a solver process, under a hard time limit."""
+        async with self._slots:
+            pool = self._pool
+            fut = asyncio.get_running_loop().run_in_executor(
+                pool, compile_in_process, db_url, compile_id, hardware, model, options, input_shapes)
+            try:
+                return await asyncio.wait_for(fut, timeout)
+            except TimeoutError:
+                self._restart(pool)
+                raise SolveTimeout(f"the compile ran past its hard limit of {timeout:.0f} s and was stopped") from None
+            except BrokenProcessPool:
+                self._restart(pool)
+                raise SolverCrashed("the compiling process died") from None
 
     def _restart(self, broken: ProcessPoolExecutor) -> None:
         """Kill the pool's processes (they may be stuck in a solve) and start a fresh pool."""

@@ -1,4 +1,4 @@
-"""Tables of the plan cache and the job records (SQLAlchemy 2). Alembic migrations create them."""
+"""Tables of the plan cache, the job records and the model compiles (SQLAlchemy 2). Alembic migrations create them."""
 
 from __future__ import annotations
 
@@ -107,3 +107,30 @@ class ClaimRow(Base):
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     owner: Mapped[str] = mapped_column(String(200))
     expires_at: Mapped[float] = mapped_column(Float)  # epoch seconds
+
+
+class CompileRow(Base):
+    """One whole-model compile (POST /compile), keyed by the digest of everything it depends on: written when
+    its request is accepted, its summary and artifact added in one write when it is done."""
+
+    __tablename__ = "compiles"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # queued | running | done | failed
+    model_name: Mapped[str] = mapped_column(String(200))
+    model_sha256: Mapped[str] = mapped_column(String(64))
+    hardware: Mapped[str] = mapped_column(String(200), index=True)
+    request: Mapped[str] = mapped_column(Text)  # JSON: descriptor, options, input_shapes
+    model: Mapped[bytes] = mapped_column(LargeBinary)
+    ops_done: Mapped[int] = mapped_column(Integer, default=0)
+    ops_total: Mapped[int] = mapped_column(Integer, default=0)
+    summary: Mapped[str | None] = mapped_column(Text, nullable=True)
+    artifact: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    artifact_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON {loc, msg, type}
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    deadline: Mapped[float] = mapped_column(Float)  # epoch seconds

@@ -8,6 +8,7 @@ the same key is a no-op.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 import time
@@ -21,7 +22,7 @@ from sqlalchemy import Connection, Engine, create_engine, delete, event, func, i
 from sqlalchemy.dialects import postgresql, sqlite
 
 from tileplan.store.migrate import upgrade
-from tileplan.store.models import ClaimRow, HardwareRow, JobLayerRow, JobRow, ModuleRow, PlanRow
+from tileplan.store.models import ClaimRow, CompileRow, HardwareRow, JobLayerRow, JobRow, ModuleRow, PlanRow
 
 FINAL = ("done", "failed")
 
@@ -90,6 +91,34 @@ class Job:
     done: int
     failed: int
     errors: list[dict[str, Any]]
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    deadline: float
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL
+
+
+@dataclass(frozen=True)
+class Compile:
+    """A whole-model compile as GET /compiles answers it (the model's and the artifact's bytes are read apart)."""
+
+    seq: int
+    id: str
+    status: str
+    model_name: str
+    model_sha256: str
+    hardware: str
+    request: dict[str, Any]
+    ops_done: int
+    ops_total: int
+    summary: dict[str, Any] | None
+    artifact_sha256: str | None
+    artifact_bytes: int | None
+    error: dict[str, Any] | None
+    attempts: int
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
@@ -566,6 +595,135 @@ class Store:
                 conn.execute(select(func.count()).select_from(JobRow).where(JobRow.status.not_in(FINAL))).scalar_one()
             )
 
+    # -- whole-model compiles -------------------------------------------------------------------
+
+    _COMPILE_COLS = (
+        CompileRow.seq, CompileRow.id, CompileRow.status, CompileRow.model_name, CompileRow.model_sha256,
+        CompileRow.hardware, CompileRow.request, CompileRow.ops_done, CompileRow.ops_total, CompileRow.summary,
+        CompileRow.artifact_sha256, func.length(CompileRow.artifact), CompileRow.error, CompileRow.attempts,
+        CompileRow.created_at, CompileRow.updated_at, CompileRow.finished_at, CompileRow.deadline,
+    )
+
+    @staticmethod
+    def _compile(row: Any) -> Compile:
+        (seq, id_, status, name, sha, hw, request, done, total, summary, art_sha, art_len, error, attempts,
+         created, updated, finished, deadline) = row
+        return Compile(seq, id_, status, name, sha, hw, json.loads(request), done, total,
+                       json.loads(summary) if summary else None, art_sha, art_len,
+                       json.loads(error) if error else None, attempts, created, updated, finished, deadline)
+
+    def create_compile(self, compile_id: str, *, model: bytes, model_name: str, hardware: str,
+                       request: dict[str, Any], deadline: float) -> bool:
+        """Record an accepted compile (queued); False if one with this id exists already (a second asker of the
+        same compile shares the first one's)."""
+        ts = now_utc()
+        values = dict(
+            id=compile_id, status="queued", model_name=model_name[:200], model_sha256=hashlib.sha256(model).hexdigest(),
+            hardware=hardware[:200], request=json.dumps(request, separators=(",", ":")), model=model, ops_done=0,
+            ops_total=0, summary=None, artifact=None, artifact_sha256=None, error=None, attempts=0, created_at=ts,
+            updated_at=ts, finished_at=None, deadline=deadline,
+        )
+        stmt = self._insert(CompileRow).values(**values).on_conflict_do_nothing(index_elements=["id"])
+        with self._write() as conn, conn.begin():
+            return conn.execute(stmt.returning(CompileRow.seq)).first() is not None
+
+    def get_compile(self, compile_id: str) -> Compile | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(*self._COMPILE_COLS).where(CompileRow.id == compile_id)).first()
+        return None if row is None else self._compile(row)
+
+    def compile_model_bytes(self, compile_id: str) -> bytes | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(CompileRow.model).where(CompileRow.id == compile_id)).first()
+        return None if row is None else bytes(row[0])
+
+    def compile_artifact(self, compile_id: str) -> bytes | None:
+        """The tar of a done compile; None if there is none (not done, failed, or no such compile)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(CompileRow.artifact).where(CompileRow.id == compile_id, CompileRow.status == "done")
+            ).first()
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    def list_compiles(self, *, hardware: str | None = None, status: str | None = None, limit: int = 50,
+                      before: int | None = None) -> list[Compile]:
+        """Newest first; `before` is the `seq` cursor of the previous page's last compile."""
+        q = select(*self._COMPILE_COLS).order_by(CompileRow.seq.desc()).limit(limit)
+        if hardware:
+            q = q.where(CompileRow.hardware == hardware)
+        if status:
+            q = q.where(CompileRow.status == status)
+        if before is not None:
+            q = q.where(CompileRow.seq < before)
+        with self.engine.connect() as conn:
+            return [self._compile(r) for r in conn.execute(q).all()]
+
+    def start_compile(self, compile_id: str) -> int:
+        """Mark a queued (or resumed) compile running; returns its attempt number, 0 if it is finished."""
+        with self._write() as conn, conn.begin():
+            conn.execute(
+                update(CompileRow).where(CompileRow.id == compile_id, CompileRow.status.not_in(FINAL))
+                .values(status="running", attempts=CompileRow.attempts + 1, updated_at=now_utc())
+            )
+            row = conn.execute(
+                select(CompileRow.attempts, CompileRow.status).where(CompileRow.id == compile_id)
+            ).first()
+        return int(row[0]) if row and row[1] == "running" else 0
+
+    def compile_progress(self, compile_id: str, done: int, total: int) -> None:
+        with self._write() as conn, conn.begin():
+            conn.execute(
+                update(CompileRow).where(CompileRow.id == compile_id, CompileRow.status.not_in(FINAL))
+                .values(ops_done=done, ops_total=total, updated_at=now_utc())
+            )
+
+    def finish_compile(self, compile_id: str, summary: dict[str, Any], artifact: bytes) -> bool:
+        """Store a compile's summary and artifact and mark it done, in one write; False if it had finished."""
+        ts = now_utc()
+        ops = len(summary.get("ops", []))
+        with self._write() as conn, conn.begin():
+            return conn.execute(
+                update(CompileRow).where(CompileRow.id == compile_id, CompileRow.status.not_in(FINAL))
+                .values(status="done", summary=json.dumps(summary, separators=(",", ":")), artifact=artifact,
+                        artifact_sha256=hashlib.sha256(artifact).hexdigest(), error=None, updated_at=ts,
+                        finished_at=ts, ops_done=ops, ops_total=ops)
+            ).rowcount > 0
+
+    def fail_compile(self, compile_id: str, error: dict[str, Any]) -> bool:
+        """Mark an unfinished compile failed with `error` ({loc, msg, type}); False if it had finished."""
+        ts = now_utc()
+        with self._write() as conn, conn.begin():
+            return conn.execute(
+                update(CompileRow).where(CompileRow.id == compile_id, CompileRow.status.not_in(FINAL))
+                .values(status="failed", error=json.dumps(error), updated_at=ts, finished_at=ts)
+            ).rowcount > 0
+
+    def retry_compile(self, compile_id: str, deadline: float) -> bool:
+        """Queue a failed compile again (its failure was the server's, not the model's); True for the one caller
+        that did (concurrent askers share that retry)."""
+        with self._write() as conn, conn.begin():
+            return conn.execute(
+                update(CompileRow).where(CompileRow.id == compile_id, CompileRow.status == "failed")
+                .values(status="queued", error=None, ops_done=0, updated_at=now_utc(), finished_at=None,
+                        deadline=deadline)
+            ).rowcount > 0
+
+    def unfinished_compiles(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return list(conn.execute(
+                select(CompileRow.id).where(CompileRow.status.not_in(FINAL)).order_by(CompileRow.seq)
+            ).scalars())
+
+    def expire_compiles(self, now: float | None = None) -> list[str]:
+        """Fail every unfinished compile past its deadline; returns their ids."""
+        now = time.time() if now is None else now
+        with self.engine.connect() as conn:
+            ids = list(conn.execute(
+                select(CompileRow.id).where(CompileRow.status.not_in(FINAL), CompileRow.deadline < now)
+            ).scalars())
+        return [i for i in ids if self.fail_compile(
+            i, {"loc": [], "msg": "the compile exceeded its time limit", "type": "time_limit"})]
+
     # -- claims: one solver per key across processes -------------------------------------------
 
     def claim(self, key: str, owner: str, ttl_s: float) -> bool:
@@ -602,4 +760,4 @@ def open_store(url: str, *, migrate: bool = True) -> Store:
     return Store(url, migrate=migrate)
 
 
-__all__ = ["AsyncPlanReader", "CachedPlan", "Job", "StoredModule", "Store", "open_store", "make_engine"]
+__all__ = ["AsyncPlanReader", "CachedPlan", "Compile", "Job", "StoredModule", "Store", "open_store", "make_engine"]

@@ -1,0 +1,231 @@
+"""Whole-model compiles of the service (POST /compile): checked, recorded, run in a solver process, awaited.
+
+`Compiler.submit` is what POST /compile calls. A compile is identified by the digest of the model's bytes, the
+hardware, the options, the input shapes and the solver version (`frontend.compile.model_digest`): the same
+request twice is the same compile, answered from the store or joined while it runs, never run twice. Before
+anything is stored the model is read as far as ONNX alone can (decode, checker, input shapes, float refusal,
+shape inference), so a malformed model is a 4xx that leaves no row behind. The compile itself runs in a solver
+process (`SolverPool.compile`, the pool /schedule's solves and module builds use), plans through the plan cache,
+and writes its progress to the compile's row; the summary and the tar are stored in one write when it is done.
+A failure the model is at fault for (an operator nothing can run, a node TVM cannot import) is kept with its
+reason; a failure of the server's (a crash, the time limit) is tried again by the next identical request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from tileplan.errors import InputError, from_validation_error
+from tileplan.jobs.solve import SolverCrashed, SolverPool, SolveTimeout
+from tileplan.mappers.base import get_mapper
+from tileplan.settings import Settings
+from tileplan.store import Store
+from tileplan.store.repository import FINAL, Compile
+
+log = logging.getLogger("tileplan.jobs")
+
+# Failures that are the server's, not the model's: the next identical request tries again.
+SERVER_FAULTS = {"compile_error", "time_limit", "compile_timeout", "compile_crashed", "internal_error"}
+
+
+@dataclass
+class CompileRequest:
+    """A checked POST /compile: what the compile runs on and the id it has."""
+
+    id: str
+    model: bytes
+    model_name: str
+    hardware: Any  # HardwareDescriptor
+    options: Any  # CompileOptions
+    input_shapes: dict[str, list[int]]
+
+
+class Compiler:
+    def __init__(self, store: Store, settings: Settings, pool_of: Callable[[], SolverPool],
+                 resolve_hardware: Callable[[Any], Any], *, resume: bool = True) -> None:
+        """`pool_of`: the solver pool to compile in (the local queue's, or a pool of one process);
+        `resolve_hardware`: the scheduler's (catalog, registered and inline descriptors, as /schedule takes);
+        `resume`: run the unfinished compiles found at start (one server owns them: the local queue)."""
+        self.store = store
+        self.settings = settings
+        self._pool_of = pool_of
+        self._resolve_hardware = resolve_hardware
+        self._resume = resume
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._finished: dict[str, asyncio.Event] = {}
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.store.expire_compiles)
+        if self._resume:
+            for compile_id in await asyncio.to_thread(self.store.unfinished_compiles):
+                log.info("event=compile_resumed id=%s", compile_id[:12])
+                self._spawn(compile_id)
+
+    async def stop(self) -> None:
+        for t in list(self._tasks.values()):
+            t.cancel()
+        for t in list(self._tasks.values()):
+            with contextlib.suppress(BaseException):
+                await t
+
+    # -- the request ----------------------------------------------------------------------------
+
+    def check(self, model: bytes, hardware: Any, options: dict[str, Any] | None,
+              input_shapes: dict[str, Any] | None) -> CompileRequest:
+        """Validate a request and read the model as far as ONNX can without compiling it (runs in a thread).
+        Raises InputError located in the request body (`model`, `model.<node>`, `hardware`, `options.*`,
+        `input_shapes.<input>`)."""
+        from tileplan.frontend.compile import CompileOptions, model_digest
+
+        try:
+            opts = CompileOptions.model_validate(options or {})
+        except ValidationError as exc:
+            raise from_validation_error(exc, ("options",)) from None
+        if opts.time_limit_s > self.settings.max_time_limit_s:
+            raise InputError(("options", "time_limit_s"), f"at most {self.settings.max_time_limit_s:g} s on this "
+                             "server", "less_than_equal")
+        get_mapper(opts.mapper)  # unknown or not installed -> InputError at options.mapper
+        shapes = _input_shapes(input_shapes)
+        hw = self._resolve_hardware(hardware)
+        name = _read_model(model, shapes, opts.quantize)
+        return CompileRequest(model_digest(model, hw, opts, shapes or None), model, name, hw, opts, shapes)
+
+    async def submit(self, req: CompileRequest) -> Compile:
+        """The compile of `req`: the stored one if there is one (a failure of the server's is tried again),
+        else a new one, queued."""
+        deadline = time.time() + self.settings.job_time_limit_s
+        doc = {"hardware": req.hardware.model_dump(mode="json"), "options": req.options.model_dump(mode="json"),
+               "input_shapes": req.input_shapes}
+        created = await asyncio.to_thread(
+            self.store.create_compile, req.id, model=req.model, model_name=req.model_name,
+            hardware=req.hardware.name, request=doc, deadline=deadline)
+        found = await self.get(req.id)
+        assert found is not None  # compiles are never deleted
+        if created:
+            log.info("event=compile_queued id=%s model=%s hardware=%s", req.id[:12], req.model_name,
+                     req.hardware.name)
+            self._spawn(req.id)
+        elif (found.status == "failed" and (found.error or {}).get("type") in SERVER_FAULTS
+              and await asyncio.to_thread(self.store.retry_compile, req.id, deadline)):
+            log.info("event=compile_retried id=%s", req.id[:12])
+            self._spawn(req.id)
+            found = await self.get(req.id)
+            assert found is not None
+        elif not found.finished and req.id not in self._tasks and self._resume:
+            self._spawn(req.id)  # recorded, but nobody here runs it (e.g. its server stopped before it began)
+        return found
+
+    async def get(self, compile_id: str) -> Compile | None:
+        found = await asyncio.to_thread(self.store.get_compile, compile_id)
+        if found is not None and not found.finished and found.deadline < time.time():
+            await asyncio.to_thread(self.store.expire_compiles)
+            found = await asyncio.to_thread(self.store.get_compile, compile_id)
+        return found
+
+    async def wait(self, compile_id: str, timeout: float) -> Compile | None:
+        """Wait up to `timeout` s for the compile to finish; returns it as it is then."""
+        end = time.monotonic() + timeout
+        ev = self._finished.setdefault(compile_id, asyncio.Event())
+        poll = 0.05
+        try:
+            while True:
+                found = await self.get(compile_id)
+                remaining = end - time.monotonic()
+                if found is None or found.finished or remaining <= 0:
+                    return found
+                with contextlib.suppress(TimeoutError):  # woken by the compile finishing here, or polling
+                    await asyncio.wait_for(ev.wait(), min(remaining, poll))
+                poll = min(poll * 1.5, 0.5)
+        finally:
+            self._finished.pop(compile_id, None)
+
+    # -- running --------------------------------------------------------------------------------
+
+    def _spawn(self, compile_id: str) -> None:
+        if compile_id in self._tasks:
+            return
+        task = asyncio.ensure_future(self._run(compile_id))
+        self._tasks[compile_id] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(compile_id, None))
+
+    async def _run(self, compile_id: str) -> None:
+        try:
+            attempt = await asyncio.to_thread(self.store.start_compile, compile_id)
+            if not attempt:
+                return
+            found = await asyncio.to_thread(self.store.get_compile, compile_id)
+            model = await asyncio.to_thread(self.store.compile_model_bytes, compile_id)
+            assert found is not None and model is not None
+            req = found.request
+            start = time.perf_counter()
+            try:
+                out = await self._pool_of().compile(
+                    self.store.url, compile_id, req["hardware"], model, req["options"], req["input_shapes"] or None,
+                    timeout=self.settings.compile_time_limit_s)
+            except SolveTimeout as exc:
+                out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_timeout"}}
+            except SolverCrashed as exc:
+                out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_crashed"}}
+            if out["ok"]:
+                await asyncio.to_thread(self.store.finish_compile, compile_id, out["summary"], out["artifact"])
+            else:
+                await asyncio.to_thread(self.store.fail_compile, compile_id, out["error"])
+            log.info("event=compile_finished id=%s ok=%s seconds=%.1f", compile_id[:12], out["ok"],
+                     time.perf_counter() - start)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the store went away: recorded if it can be, never left hanging in silence
+            log.exception("event=compile_failed id=%s", compile_id[:12])
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.store.fail_compile, compile_id, {
+                    "loc": [], "msg": f"internal error: {type(exc).__name__}", "type": "internal_error"})
+        finally:
+            ev = self._finished.pop(compile_id, None)
+            if ev is not None:
+                ev.set()
+
+
+def input_fault(c: Compile) -> bool:
+    """A failed compile whose failure the model (or request) is at fault for."""
+    return c.status == "failed" and (c.error or {}).get("type") not in SERVER_FAULTS
+
+
+def _input_shapes(value: Any) -> dict[str, list[int]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(("input_shapes",), 'an object {"<input name>": [1, 3, 224, 224]}')
+    out: dict[str, list[int]] = {}
+    for name, dims in value.items():
+        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                             for d in dims):
+            raise InputError(("input_shapes", name), f"a list of positive integers, got {dims!r}")
+        if any(d <= 0 for d in dims):
+            raise InputError(("input_shapes", name), f"dimensions must be positive, got {dims}")
+        out[str(name)] = list(dims)
+    return out
+
+
+def _read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool) -> str:
+    """Read the model with ONNX alone (no TVM, no compile): the errors `compile_model` would raise first, before
+    anything is stored. Returns the model's name."""
+    from tileplan.frontend import onnx_import
+
+    if quantize:  # the quantizer runs in the compile; here everything before it
+        decoded = onnx_import.decode(model)
+        onnx_import.apply_input_shapes(decoded, input_shapes)
+        if onnx_import.is_float_model(decoded):
+            onnx_import.infer_shapes(decoded)
+            return str(decoded.graph.name or "model")
+    return str(onnx_import.load_model(model, input_shapes).model.graph.name or "model")
+
+
+__all__ = ["FINAL", "Compiler", "CompileRequest", "input_fault"]
