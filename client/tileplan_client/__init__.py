@@ -1,4 +1,5 @@
-"""A thin client for the Tileplan service: `TileplanClient(url, token).schedule(hardware, layers)`, and
+"""A thin client for the Tileplan service: `TileplanClient(url, token).schedule(hardware, layers)`,
+`.compile(hardware, "model.onnx")` for a whole model, and
 `AsyncTileplanClient` for asyncio.
 
 Depends on httpx only (and PyYAML for the CLI's workload files); never on the solver.
@@ -8,6 +9,7 @@ from tileplan_client.client import AsyncTileplanClient, TileplanClient
 from tileplan_client.errors import (
     AuthError,
     BadInput,
+    CompileFailed,
     JobFailed,
     NotFound,
     ServiceError,
@@ -16,6 +18,8 @@ from tileplan_client.errors import (
 )
 from tileplan_client.models import (
     Baseline,
+    Compile,
+    CompiledOp,
     Evaluation,
     Hardware,
     Job,
@@ -28,7 +32,7 @@ from tileplan_client.models import (
 from tileplan_client.nest import loop_nest_text
 
 __all__ = [
-    "AsyncTileplanClient", "AuthError", "BadInput", "Baseline", "Evaluation", "Hardware", "Job", "JobFailed",
+    "AsyncTileplanClient", "AuthError", "BadInput", "Baseline", "Compile", "CompileFailed", "CompiledOp", "Evaluation", "Hardware", "Job", "JobFailed",
     "Metrics", "Module", "NotFound", "Plan", "ScheduleResult", "ServiceError", "Summary", "TileplanClient",
     "TileplanError", "WaitTimeout", "loop_nest_text",
 ]

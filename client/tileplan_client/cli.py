@@ -2,6 +2,7 @@
 
     tileplan-client schedule --hw gemmini-16x16 --workload layers.yaml --out plans.json
     tileplan-client module KEY --format tar --out conv1.tar
+    tileplan-client compile model-int8.onnx --hw gemmini-16x16 --out build/
 
 A table and a progress bar on a terminal (tqdm, from the `cli` extra), JSON otherwise or with `--json`; `--out
 FILE` writes the result there. Notes and warnings of an answer go to stderr. Exit codes: 0 ok, 1 service error
@@ -22,8 +23,8 @@ from typing import Any
 import yaml
 
 from tileplan_client.client import TileplanClient
-from tileplan_client.errors import BadInput, JobFailed, ServiceError
-from tileplan_client.models import Job, Plan, ScheduleResult
+from tileplan_client.errors import BadInput, CompileFailed, JobFailed, ServiceError
+from tileplan_client.models import Compile, Job, Plan, ScheduleResult
 from tileplan_client.nest import legend, loop_nest_lines, side_by_side, used_dims
 
 OK, SERVICE_ERROR, BAD_INPUT, SLOWER = 0, 1, 2, 3
@@ -202,6 +203,112 @@ def cmd_schedule(args: argparse.Namespace, client: TileplanClient) -> int:
     return OK
 
 
+def input_shapes(specs: list[str] | None) -> dict[str, list[int]]:
+    """`--input-shape name=1x3x224x224` (repeatable) -> {name: [1, 3, 224, 224]}."""
+    out: dict[str, list[int]] = {}
+    for spec in specs or []:
+        name, eq, dims = spec.rpartition("=")
+        try:
+            if not eq or not name:
+                raise ValueError
+            out[name] = [int(d) for d in dims.lower().replace(",", "x").split("x")]
+        except ValueError:
+            raise InputProblem(f"--input-shape: expected NAME=1x3x224x224, got {spec!r}") from None
+    return out
+
+
+def compile_table(c: Compile) -> str:
+    head = f"{'op':28} {'kind':16} {'where':11} {'emulated':>10} {'model':>10} {'speedup':>8}  reason"
+    rows = [head, "-" * len(head)]
+    for o in c.ops:
+        em = "-" if o.cycles_emulated is None else f"{o.cycles_emulated:.0f}"
+        mo = "-" if o.cycles_model is None else f"{o.cycles_model:.0f}"
+        sp = f"{o.speedup:.2f}x" if o.speedup else "-"
+        rows.append(f"{o.name[:28]:28} {o.op[:16]:16} {o.where:11} {em:>10} {mo:>10} {sp:>8}  {o.reason[:70]}")
+    t = c.total
+    share = t.get("accelerator_mac_share")
+    rows.append("-" * len(head))
+    rows.append(f"{t.get('accelerator_ops', 0)} of {t.get('ops', 0)} ops on the accelerator"
+                + (f" ({share:.1%} of the MACs)" if isinstance(share, (int, float)) else "")
+                + f"; emulated {t.get('cycles_emulated')} cycles, modelled {t.get('cycles_model')}"
+                + (f", {t['speedup_model']:.2f}x the library's tiling" if t.get("speedup_model") else ""))
+    return "\n".join(rows)
+
+
+def compile_progress(enabled: bool) -> tuple[Callable[[Compile], None], Callable[[], None]]:
+    """(on_progress, close): a tqdm bar of ops planned and generated on stderr (when enabled and installed)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        enabled = False
+    if not enabled:
+        return (lambda c: None), (lambda: None)
+    bar = tqdm(desc="ops", unit="", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def update(c: Compile) -> None:
+        if c.ops_total:
+            bar.total = c.ops_total
+            bar.set_postfix_str(c.status, refresh=False)
+            bar.update(c.ops_done - bar.n)
+            bar.refresh()
+
+    return update, bar.close
+
+
+def cmd_compile(args: argparse.Namespace, client: TileplanClient) -> int:
+    try:
+        model = Path(args.model).read_bytes()
+    except OSError as exc:
+        raise InputProblem(f"model: cannot read {args.model}: {exc.strerror}") from None
+    options: dict[str, Any] = {}
+    if args.time_limit is not None:
+        options["time_limit_s"] = args.time_limit
+    for flag, key in ((args.host_only, "offload"), (args.no_emulate, "emulate"), (args.no_baseline, "baseline")):
+        if flag:
+            options[key] = False
+    tty = sys.stderr.isatty() and not args.quiet
+    update, close = compile_progress(tty)
+    try:
+        # on a terminal, answer at once and show the compile's progress; elsewhere let the service wait
+        c = client.compile(hardware_ref(args.hw), model, input_shapes=input_shapes(args.input_shape),
+                           mapper=args.mapper, quantize=args.quantize or None, options=options, wait=not tty,
+                           timeout=args.timeout, on_progress=update)
+    finally:
+        close()
+    out = Path(args.out)
+    stem = Path(args.model).stem
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tar = client.save_artifact(c, out / f"{stem}.tar")
+        (out / f"{stem}.summary.json").write_text(json.dumps(c.summary, indent=1) + "\n")
+    except OSError as exc:
+        raise InputProblem(f"--out: cannot write into {args.out}: {exc.strerror}") from None
+    for note in c.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.json or not sys.stdout.isatty():
+        print(json.dumps({"id": c.id, "status": c.status, "summary": c.summary, "notes": c.notes,
+                          "artifact": tar} if args.json else {"id": c.id, "status": c.status, "artifact": tar,
+                                                              "total": c.total, "notes": c.notes}))
+    else:
+        print(compile_table(c))
+        print(f"wrote {tar} and {out / (stem + '.summary.json')}")
+    return OK
+
+
+def cmd_compiles(args: argparse.Namespace, client: TileplanClient) -> int:
+    items, cursor = client.compiles(hardware=args.hardware, status=args.status, limit=args.limit, cursor=args.cursor)
+    rows = [f"{'id':14} {'model':24} {'hardware':16} {'status':8} {'ops':>5} {'accel':>5} {'emulated':>10}"]
+    for c in items:
+        rows.append(f"{c.id[:12]:14} {c.model[:24]:24} {c.hardware[:16]:16} {c.status:8} "
+                    f"{c.total.get('ops', '-'):>5} {c.total.get('accelerator_ops', '-'):>5} "
+                    f"{str(c.total.get('cycles_emulated', '-')):>10}")
+    if cursor:
+        rows.append(f"more: --cursor {cursor}")
+    _emit(args, "\n".join(rows) if sys.stdout.isatty() else "",
+          {"compiles": [c.raw for c in items], "next_cursor": cursor})
+    return OK
+
+
 def cmd_job(args: argparse.Namespace, client: TileplanClient) -> int:
     job = client.job(args.id)
     if args.wait and not job.finished:
@@ -364,6 +471,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar or table")
     s.set_defaults(func=cmd_schedule)
 
+    c = sub.add_parser("compile", help="compile a quantized ONNX model into one accelerator program (tar)")
+    c.add_argument("model", help="ONNX model file (QDQ or QOperator int8; --quantize for a float one)")
+    c.add_argument("--hw", required=True, help="hardware: catalog name, or a descriptor YAML file")
+    c.add_argument("--out", required=True, help="directory for <model>.tar and <model>.summary.json")
+    c.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
+                   help="fix an input's shape (needed for symbolic dimensions); repeatable")
+    c.add_argument("--quantize", action="store_true",
+                   help="have a float model quantized (onnxruntime's static quantizer, random calibration data)")
+    c.add_argument("--mapper", help="cosa | gemmini-auto | random | exhaustive")
+    c.add_argument("--time-limit", type=float, default=None, help="solver seconds per layer")
+    c.add_argument("--host-only", action="store_true", help="run every op on the host (a reference build)")
+    c.add_argument("--no-emulate", action="store_true", help="skip the compile-time emulated run")
+    c.add_argument("--no-baseline", action="store_true", help="skip planning the hand-written baseline")
+    c.add_argument("--timeout", type=float, default=1800.0, help="give up waiting after this many seconds")
+    c.add_argument("--json", action="store_true", help="print the whole answer (summary included) as JSON")
+    c.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    c.set_defaults(func=cmd_compile)
+
+    cs = sub.add_parser("compiles", help="compiled models, newest first")
+    cs.add_argument("--hardware")
+    cs.add_argument("--status", choices=["queued", "running", "done", "failed"])
+    cs.add_argument("--limit", type=int, default=50)
+    cs.add_argument("--cursor", help="next_cursor of the previous page")
+    _json_out(cs, "the page")
+    cs.set_defaults(func=cmd_compiles)
+
     j = sub.add_parser("job", help="a job's status (and plans, once done)")
     j.add_argument("id")
     j.add_argument("--wait", action="store_true", help="wait until it is done")
@@ -440,6 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BAD_INPUT
     except JobFailed as exc:
         print(f"error: job {exc.job.id} failed: {exc}", file=sys.stderr)
+        return BAD_INPUT if exc.input_fault else SERVICE_ERROR
+    except CompileFailed as exc:
+        print(f"error: compile {exc.compile.id[:12]} failed: {exc}", file=sys.stderr)
         return BAD_INPUT if exc.input_fault else SERVICE_ERROR
     except ServiceError as exc:
         print(f"error: {exc}", file=sys.stderr)

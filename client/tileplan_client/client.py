@@ -6,6 +6,8 @@ jobs, timeouts, typed results and typed errors.
         plan = result.plans[0]
         print(plan.metrics.cycles, plan.speedup, plan.baseline.mapper)
         c_source = client.module(plan).text
+        compiled = client.compile("gemmini-16x16", "model-int8.onnx")   # a whole model: one program
+        client.save_artifact(compiled, "model.tar")
 
 Both clients share what a request is and what its answer means (`_Api`); they differ only in how they wait.
 """
@@ -15,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -26,6 +29,7 @@ import httpx
 from tileplan_client.errors import (  # noqa: F401 - re-exported
     AuthError,
     BadInput,
+    CompileFailed,
     JobFailed,
     NotFound,
     ServiceError,
@@ -33,12 +37,15 @@ from tileplan_client.errors import (  # noqa: F401 - re-exported
     WaitTimeout,
     error_from,
 )
-from tileplan_client.models import Evaluation, Hardware, Job, Module, Plan, ScheduleResult
+from tileplan_client.models import Compile, Evaluation, Hardware, Job, Module, Plan, ScheduleResult
 
 RETRY_STATUS = {429, 502, 503, 504}
 MODULE_FORMATS = ("c", "tvmscript", "tar")
 ProgressFn = Callable[[Job], None]
+CompileProgressFn = Callable[[Compile], None]
 PlanRef = Plan | str  # a Plan, or a plan key
+CompileRef = Compile | str  # a Compile, or a compile id
+ModelRef = bytes | str | os.PathLike[str]  # the ONNX bytes, or a path to the file
 
 
 class _Api:
@@ -66,6 +73,37 @@ class _Api:
         else:
             body["layers"] = list(layers or [])
         return body
+
+    @staticmethod
+    def compile_upload(hardware: str | dict[str, Any], model: ModelRef, input_shapes: Mapping[str, Sequence[int]] | None,
+                       mapper: str | None, quantize: bool | None, options: dict[str, Any] | None,
+                       wait: bool) -> dict[str, Any]:
+        """POST /compile's multipart form (the model as a file part: no base64 on the wire)."""
+        if isinstance(model, bytes):
+            data, filename = model, "model.onnx"
+        else:
+            with open(model, "rb") as f:
+                data, filename = f.read(), os.path.basename(os.fspath(model))
+        opts = dict(options or {})
+        if mapper:
+            opts["mapper"] = mapper
+        if quantize is not None:
+            opts["quantize"] = quantize
+        request: dict[str, Any] = {"hardware": hardware, "options": opts, "wait": wait}
+        if input_shapes:
+            request["input_shapes"] = {k: [int(d) for d in v] for k, v in input_shapes.items()}
+        return {"files": {"model": (filename, data, "application/octet-stream")},
+                "data": {"request": json.dumps(request)}}
+
+    @staticmethod
+    def compile_id(ref: CompileRef) -> str:
+        return ref.id if isinstance(ref, Compile) else ref
+
+    @staticmethod
+    def compile_done_or_raise(c: Compile) -> Compile | None:
+        if c.status == "failed":
+            raise CompileFailed(c)
+        return c if c.status == "done" else None
 
     @staticmethod
     def plan_path(plan: PlanRef, what: str = "") -> tuple[str, dict[str, str]]:
@@ -237,6 +275,73 @@ class TileplanClient(_Api):
             body["executor"] = executor
         return Evaluation.from_dict(self._json("POST", "/evaluate", json=body)[1])
 
+    # -- whole models -----------------------------------------------------------------------------------------
+
+    def submit_compile(self, hardware: str | dict[str, Any], model: ModelRef, *,
+                       input_shapes: Mapping[str, Sequence[int]] | None = None, mapper: str | None = None,
+                       quantize: bool | None = None, options: dict[str, Any] | None = None,
+                       wait: bool = False) -> Compile:
+        """Send a model to compile (uploaded as multipart); the compile as the service has it (done at once when
+        the same request was compiled before). `wait=True` lets the service wait up to its limit."""
+        form = self.compile_upload(hardware, model, input_shapes, mapper, quantize, options, wait)
+        return Compile.from_dict(self._json("POST", "/compile", **form)[1])
+
+    def get_compile(self, compile: CompileRef) -> Compile:
+        """A compile's status and progress; its summary once done."""
+        return Compile.from_dict(self._json("GET", f"/compiles/{self.compile_id(compile)}")[1])
+
+    def wait_compile(self, compile: CompileRef, *, timeout: float | None = 900.0,
+                     on_progress: CompileProgressFn | None = None) -> Compile:
+        """Poll a compile until it is done. Raises `CompileFailed` (its `error` names the node at fault), or
+        `WaitTimeout` after `timeout` s."""
+        end = None if timeout is None else time.monotonic() + timeout
+        current = compile if isinstance(compile, Compile) else self.get_compile(compile)
+        interval = min(0.1, self.poll_interval)
+        while True:
+            if on_progress:
+                on_progress(current)
+            done = self.compile_done_or_raise(current)
+            if done is not None:
+                return done
+            if end is not None and time.monotonic() > end:
+                raise WaitTimeout(f"compile {current.id} not done after {timeout:g} s")
+            time.sleep(interval)
+            interval = min(interval * 1.5, self.poll_interval)
+            current = self.get_compile(current.id)
+
+    def compile(self, hardware: str | dict[str, Any], model: ModelRef, *,
+                input_shapes: Mapping[str, Sequence[int]] | None = None, mapper: str | None = None,
+                quantize: bool | None = None, options: dict[str, Any] | None = None, wait: bool = True,
+                timeout: float | None = 900.0, on_progress: CompileProgressFn | None = None) -> Compile:
+        """Compile a quantized ONNX model (bytes or a path) for `hardware` into one program: `submit_compile`,
+        then `wait_compile`. `input_shapes` fixes symbolic input dimensions; `quantize=True` has a float model
+        quantized (onnxruntime's static quantizer, random calibration data) instead of refused; `options` as
+        POST /compile's (mapper, time_limit_s, baseline, offload, emulate, ...). Returns the done `Compile`
+        (per-op summary, totals, notes); `artifact(...)` / `save_artifact(...)` fetch the program's tar.
+        Raises `BadInput` (a model that cannot be compiled: `.detail` names the node) or `CompileFailed`."""
+        c = self.submit_compile(hardware, model, input_shapes=input_shapes, mapper=mapper, quantize=quantize,
+                                options=options, wait=wait)
+        return self.wait_compile(c, timeout=timeout, on_progress=on_progress)
+
+    def compiles(self, *, hardware: str | None = None, status: str | None = None, limit: int = 50,
+                 cursor: str | None = None) -> tuple[list[Compile], str | None]:
+        """One page of compiles, newest first (totals, no per-op summary), and the next page's cursor."""
+        params = {k: v for k, v in dict(hardware=hardware, status=status, limit=limit, cursor=cursor).items()
+                  if v is not None}
+        doc = self._json("GET", "/compiles", params=params)[1]
+        return [Compile.from_dict(c) for c in doc["compiles"]], doc.get("next_cursor")
+
+    def artifact(self, compile: CompileRef) -> bytes:
+        """The compiled program: one tar (kernels, host code, glue, weights, header, Makefile, README)."""
+        return self._request("GET", f"/compiles/{self.compile_id(compile)}/artifact").content
+
+    def save_artifact(self, compile: CompileRef, path: str | os.PathLike[str]) -> str:
+        """Write the compiled program's tar to `path`; returns the path."""
+        data = self.artifact(compile)
+        with open(path, "wb") as f:
+            f.write(data)
+        return os.fspath(path)
+
     # -- hardware and health ----------------------------------------------------------------------------------
 
     def hardware(self) -> list[Hardware]:
@@ -369,6 +474,57 @@ class AsyncTileplanClient(_Api):
         if executor:
             body["executor"] = executor
         return Evaluation.from_dict((await self._json("POST", "/evaluate", json=body))[1])
+
+    async def submit_compile(self, hardware: str | dict[str, Any], model: ModelRef, *,
+                             input_shapes: Mapping[str, Sequence[int]] | None = None, mapper: str | None = None,
+                             quantize: bool | None = None, options: dict[str, Any] | None = None,
+                             wait: bool = False) -> Compile:
+        form = self.compile_upload(hardware, model, input_shapes, mapper, quantize, options, wait)
+        return Compile.from_dict((await self._json("POST", "/compile", **form))[1])
+
+    async def get_compile(self, compile: CompileRef) -> Compile:
+        return Compile.from_dict((await self._json("GET", f"/compiles/{self.compile_id(compile)}"))[1])
+
+    async def wait_compile(self, compile: CompileRef, *, timeout: float | None = 900.0,
+                           on_progress: CompileProgressFn | None = None) -> Compile:
+        end = None if timeout is None else time.monotonic() + timeout
+        current = compile if isinstance(compile, Compile) else await self.get_compile(compile)
+        interval = min(0.1, self.poll_interval)
+        while True:
+            if on_progress:
+                on_progress(current)
+            done = self.compile_done_or_raise(current)
+            if done is not None:
+                return done
+            if end is not None and time.monotonic() > end:
+                raise WaitTimeout(f"compile {current.id} not done after {timeout:g} s")
+            await asyncio.sleep(interval)
+            interval = min(interval * 1.5, self.poll_interval)
+            current = await self.get_compile(current.id)
+
+    async def compile(self, hardware: str | dict[str, Any], model: ModelRef, *,
+                      input_shapes: Mapping[str, Sequence[int]] | None = None, mapper: str | None = None,
+                      quantize: bool | None = None, options: dict[str, Any] | None = None, wait: bool = True,
+                      timeout: float | None = 900.0, on_progress: CompileProgressFn | None = None) -> Compile:
+        c = await self.submit_compile(hardware, model, input_shapes=input_shapes, mapper=mapper, quantize=quantize,
+                                      options=options, wait=wait)
+        return await self.wait_compile(c, timeout=timeout, on_progress=on_progress)
+
+    async def compiles(self, *, hardware: str | None = None, status: str | None = None, limit: int = 50,
+                       cursor: str | None = None) -> tuple[list[Compile], str | None]:
+        params = {k: v for k, v in dict(hardware=hardware, status=status, limit=limit, cursor=cursor).items()
+                  if v is not None}
+        doc = (await self._json("GET", "/compiles", params=params))[1]
+        return [Compile.from_dict(c) for c in doc["compiles"]], doc.get("next_cursor")
+
+    async def artifact(self, compile: CompileRef) -> bytes:
+        return (await self._request("GET", f"/compiles/{self.compile_id(compile)}/artifact")).content
+
+    async def save_artifact(self, compile: CompileRef, path: str | os.PathLike[str]) -> str:
+        data = await self.artifact(compile)
+        with open(path, "wb") as f:
+            f.write(data)
+        return os.fspath(path)
 
     async def hardware(self) -> list[Hardware]:
         return [Hardware.from_dict(h) for h in (await self._json("GET", "/hardware"))[1]["hardware"]]

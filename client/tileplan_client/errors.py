@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tileplan_client.models import Job, ScheduleResult
+from tileplan_client.models import Compile, Job, ScheduleResult
 
 INPUT_ERROR_TYPES = {"infeasible", "value_error", "missing", "extra_forbidden"}
 
@@ -74,6 +74,22 @@ class JobFailed(TileplanError):
     def input_fault(self) -> bool:
         """True when the layers are at fault (e.g. infeasible on this hardware), not the service."""
         return bool(self.errors) and all(e.get("type") in INPUT_ERROR_TYPES for e in self.errors)
+
+
+class CompileFailed(TileplanError):
+    """A compile finished as failed; `error` ({loc, msg, type}) names the node or input at fault, or the reason."""
+
+    SERVER_FAULTS = frozenset({"compile_error", "time_limit", "compile_timeout", "compile_crashed", "internal_error"})
+
+    def __init__(self, compile: Compile) -> None:
+        self.compile = compile
+        self.error = compile.error or {"loc": [], "msg": "the compile failed", "type": "compile_error"}
+        super().__init__(format_detail(self.error))
+
+    @property
+    def input_fault(self) -> bool:
+        """True when the model (or the request) is at fault, not the service (asking again gives the same)."""
+        return self.error.get("type") not in self.SERVER_FAULTS
 
 
 def error_from(status: int, reason: str, doc: Any) -> TileplanError:

@@ -205,3 +205,74 @@ class Module:
         with open(path, "wb") as f:
             f.write(self.data)
         return path
+
+
+@dataclass(frozen=True)
+class CompiledOp:
+    """One op of a compiled model: where it runs (`accelerator` | `host`) and why, its plan and cycles."""
+
+    name: str  # the ONNX node
+    op: str
+    where: str
+    reason: str
+    plan_key: str | None
+    cycles_emulated: float | None  # the compile-time emulated run (accelerator ops)
+    cycles_model: float | None  # the cost model's, for the tiles the code runs
+    speedup: float | None  # modelled, over the hand-written library's tiling
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CompiledOp:
+        return cls(name=str(d.get("name", "")), op=str(d.get("op", "")), where=str(d.get("where", "")),
+                   reason=str(d.get("reason", "")), plan_key=d.get("plan_key"), cycles_emulated=d.get("cycles_emulated"),
+                   cycles_model=d.get("cycles_model"), speedup=d.get("speedup"), raw=d)
+
+
+@dataclass(frozen=True)
+class Compile:
+    """A whole-model compile (`status` queued | running | done | failed); once done, its network summary: `ops`,
+    `total`, `notes` (what stayed on the host and why, ...). The program itself: `client.artifact(compile)`."""
+
+    id: str
+    status: str
+    model: str
+    hardware: str
+    ops_done: int
+    ops_total: int
+    ops: list[CompiledOp]
+    total: dict[str, Any]
+    notes: list[str]
+    error: dict[str, Any] | None
+    links: dict[str, str]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "failed")
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """The network summary as the service wrote it (None until done)."""
+        s = self.raw.get("summary")
+        return s if isinstance(s, dict) else None
+
+    @property
+    def host_ops(self) -> list[CompiledOp]:
+        """The ops left on the host CPU (each with its `reason`)."""
+        return [o for o in self.ops if o.where == "host"]
+
+    @property
+    def artifact_sha256(self) -> str | None:
+        art = self.raw.get("artifact")
+        return art.get("sha256") if isinstance(art, dict) else None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Compile:
+        p = d.get("progress", {})
+        summary = d.get("summary")
+        s: dict[str, Any] = summary if isinstance(summary, dict) else {}
+        return cls(id=d["id"], status=d["status"], model=str(d.get("model", "")), hardware=str(d.get("hardware", "")),
+                   ops_done=int(p.get("ops_done", 0)), ops_total=int(p.get("ops_total", 0)),
+                   ops=[CompiledOp.from_dict(o) for o in s.get("ops", [])], total=dict(s.get("total", d.get("total", {}))),
+                   notes=list(d.get("notes") or s.get("notes") or []), error=d.get("error"), links=d.get("links", {}),
+                   raw=d)

@@ -217,15 +217,25 @@ def test_plan_module_timeloop_evaluate_and_hardware_commands(service: str, tmp_p
     assert r.returncode == 2 and "no plan" in r.stderr
 
 
-def test_the_readme_sdk_example_runs(service: str) -> None:
-    """The README's Python example, as written, against a live service."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_readme_sdk_example_runs(service: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Python example, as written, against a live service (in a scratch directory holding the
+    example model, as `examples/make_example_model.py` writes it)."""
+    repo = Path(__file__).resolve().parents[2]
+    readme = (repo / "README.md").read_text()
     section = readme[readme.index("## The client: SDK"):]
     code = section[section.index("```python") + len("```python"):]
     code = code[:code.index("```")]
     assert "TileplanClient" in code
+    model = tmp_path / "examples" / "models" / "small_cnn_int8.onnx"
+    model.parent.mkdir(parents=True)
+    r = subprocess.run([sys.executable, str(repo / "examples" / "make_example_model.py"), "--out", str(model)],
+                       capture_output=True, text=True, timeout=300, env=env())
+    assert r.returncode == 0, r.stderr
+    monkeypatch.chdir(tmp_path)
     scope: dict[str, object] = {}
     exec(compile(code.replace("http://127.0.0.1:8000", service), "README.md", "exec"), scope)  # noqa: S102
+    compiled = scope["compiled"]
+    assert compiled.status == "done" and compiled.ops and (tmp_path / "small_cnn_int8.tar").stat().st_size > 0  # type: ignore[attr-defined]
     result, done = scope["result"], scope["done"]
     assert result.plans[0].name == "qkv" and result.summary.baseline_mapper == "gemmini-auto"  # type: ignore[attr-defined]
     assert "void qkv(" in scope["c_source"] and "mapping" in scope["timeloop_yaml"]  # type: ignore[operator]
