@@ -180,21 +180,6 @@ def _schedule_options(options: CompileOptions) -> ScheduleOptions:
     return ScheduleOptions(**options.model_dump(include=set(ScheduleOptions.model_fields)))
 
 
-def _codegen_target(hw: Any) -> str | None:
-    """None when Tileplan can generate accelerator code for `hw`, else why not."""
-    from tileplan.codegen.pipeline import target_spec
-    from tileplan.codegen.registry import CodegenError
-    from tileplan.execution import gemmini_levels
-
-    try:
-        target_spec(hw)
-        if gemmini_levels(hw.resolve()) is None:
-            return f"no code generator for {hw.name}: Tileplan generates code for Gemmini-like targets"
-    except (CodegenError, StopIteration, ValueError) as exc:
-        return f"no code generator for {hw.name}: {exc or 'not a Gemmini-like memory hierarchy'}"
-    return None
-
-
 def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                   input_shapes: dict[str, list[int]] | None = None, planner: Planner | None = None,
                   progress: Progress | None = None,
@@ -208,6 +193,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     import tvm.relax.frontend.onnx  # noqa: F401
 
     from tileplan.codegen.registry import CodegenError
+    from tileplan.codegen.support import codegen_unsupported
     from tileplan.frontend import host_ops, onnx_import, partition, patterns
     from tileplan.frontend.program import Step, Tensor, build_program, c_ident, pack, render
     from tileplan.frontend.runner import NoToolchain, emulate_files
@@ -229,7 +215,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
 
     # -- which quantized ops can run on the accelerator ------------------------------------------------------
     no_target = None if options.offload else "offload disabled (options.offload=false)"
-    no_target = no_target or _codegen_target(hw)
+    no_target = no_target or codegen_unsupported(hw)  # the one answer /schedule's codegen and the codegen give
     reasons: dict[str, str] = {}
 
     def decide(qop: Any) -> bool:
