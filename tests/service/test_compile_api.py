@@ -150,7 +150,9 @@ def test_wait_false_answers_202_then_progress_to_done(client: TestClient) -> Non
     assert client.get(doc["links"]["artifact"]).status_code == 200
 
 
-def test_listing_filters_and_pages(client: TestClient, mlp_done: dict[str, Any]) -> None:
+def test_listing_filters_and_pages(client: TestClient, mlp: bytes, mlp_done: dict[str, Any]) -> None:
+    other = client.post("/compile", json=body(mlp, options={**OPTIONS, "emulate": False}))  # a second compile
+    assert other.status_code == 200, other.text
     page = client.get("/compiles", params={"hardware": HW, "status": "done"}).json()
     item = next(c for c in page["compiles"] if c["id"] == mlp_done["id"])
     assert "summary" not in item and item["total"]["accelerator_ops"] == 3
@@ -292,3 +294,20 @@ def test_postgresql_compile_dedupes_and_serves(fresh_pg: str, tmp_path: Path, ml
         assert art.status_code == 200 and len(art.content) == doc["artifact"]["bytes"]
         key = next(o["plan_key"] for o in doc["summary"]["ops"] if o.get("plan_key"))
         assert c.get(f"/plans/{key}").status_code == 200
+
+
+def test_compile_pages(client: TestClient, mlp_done: dict[str, Any]) -> None:
+    """The browser view of compiles (selenium drives it in tests/web; here the answers and their errors)."""
+    page = client.get(mlp_done["links"]["page"])
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "script-src" not in page.headers["content-security-policy"]  # default-src 'none': no scripts at all
+    text = page.text
+    assert "Model mlp" in text and 'id="accelerator-ops"' in text and 'data-chart="speedup"' in text
+    assert all(f"/ui/plans/{o['plan_key']}" in text for o in mlp_done["summary"]["ops"] if o.get("plan_key"))
+    assert f'href="/compiles/{mlp_done["id"]}/artifact"' in text
+    listing = client.get("/ui/compiles", params={"hardware": HW})
+    assert listing.status_code == 200 and f'/ui/compiles/{mlp_done["id"]}' in listing.text
+    assert '<a href="/ui/compiles">Compiles</a>' in client.get("/").text  # in the navigation
+    assert client.get("/ui/compiles/" + "0" * 64).status_code == 404
+    assert client.get("/ui/compiles", params={"status": "sideways"}).status_code == 400
+    assert client.get("/ui/compiles", params={"cursor": "x"}).status_code == 400

@@ -200,3 +200,50 @@ def test_api_docs_work_offline(site: str, browser: Any, tmp_path: Path) -> None:
     shot(browser, "docs", tmp_path)
     no_csp_violations(browser)
     assert httpx.get(site + "/redoc").status_code == 404  # not served: ReDoc's bundle loads from a CDN
+
+
+@pytest.fixture(scope="module")
+def compiled_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A served store holding one compiled model (its own server: its plans would change the listing above)."""
+    import base64
+
+    from tileplan.frontend import zoo
+
+    api = start_api(tmp_path_factory.mktemp("browser-compile"), solvers=1, wait_limit_s="300")
+    try:
+        r = httpx.post(api.url + "/compile", timeout=300, json={
+            "hardware": "gemmini-16x16", "options": {"time_limit_s": 2},
+            "model": base64.b64encode(zoo.build("cnn_small", "qdq", size=8)).decode()})
+        assert r.status_code == 200, r.text
+        yield api.url
+    finally:
+        api.stop()
+
+
+def test_compile_page_tables_charts_and_links(compiled_site: str, browser: Any, tmp_path: Path) -> None:
+    site = compiled_site
+    browser.get(site + "/")
+    browser.find_element("link text", "Compiles").click()  # linked from the navigation
+    assert browser.current_url.endswith("/ui/compiles")
+    rows = browser.find_elements("css selector", "#compiles tbody tr")
+    assert len(rows) == 1 and "cnn_small" in rows[0].text and "done" in rows[0].text
+    no_csp_violations(browser)
+    browser.find_element("link text", "cnn_small").click()
+    assert "/ui/compiles/" in browser.current_url
+    assert browser.find_element("tag name", "h1").text.startswith("Model cnn_small")
+    for kind in ("cycles", "emulated", "speedup"):
+        svg = browser.find_element("css selector", f"figure[data-chart={kind}] svg")
+        assert len(svg.find_elements("css selector", "rect")) >= 3, kind  # one bar per accelerator op
+    accel = browser.find_elements("css selector", "#accelerator-ops tbody tr")
+    assert [r.text.split()[0] for r in accel] == ["conv1", "conv2", "fc"]
+    assert all(number(t) > 0 for t in cells(browser, "accelerator-ops", 4))  # emulated cycles
+    assert all(t.endswith("\u00d7") for t in cells(browser, "accelerator-ops", 7))  # speed-up
+    host = {r.text.split()[0]: r.text for r in browser.find_elements("css selector", "#host-ops tbody tr")}
+    assert set(host) == {"pool", "gap", "flatten"} and "no accelerator op for MaxPool" in host["pool"]
+    assert "on the host: 1 Flatten, 1 GlobalAveragePool, 1 MaxPool" in browser.find_element("tag name", "main").text
+    shot(browser, "compile", tmp_path)
+    no_csp_violations(browser)
+    tar = httpx.get(browser.find_element("id", "artifact").get_attribute("href"), timeout=60)
+    assert tar.status_code == 200 and tar.headers["content-type"] == "application/x-tar"
+    browser.find_element("css selector", "#accelerator-ops tbody tr td:nth-child(3) a").click()  # the op's plan
+    assert "/ui/plans/" in browser.current_url and browser.find_elements("css selector", "figure[data-chart] svg")

@@ -25,7 +25,7 @@ from tileplan.jobs.scheduler import Scheduler
 from tileplan.settings import Settings, get_settings, is_postgres
 from tileplan.store import Store
 from tileplan.store.repository import AsyncPlanReader
-from tileplan.web import docs, views
+from tileplan.web import compile_views, docs, views
 
 log = logging.getLogger("tileplan.api")
 
@@ -93,7 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     errors.install(app)
-    for module in (schedule, compiles, plans, hardware, system, views):
+    for module in (schedule, compiles, plans, hardware, system, views, compile_views):
         app.include_router(module.router)
     docs.install(app)
     app.add_middleware(MetricsAndLimits, metrics=metrics, max_body=settings.max_request_bytes,

@@ -1,5 +1,6 @@
 """The browser view: cached plans (`/`), one plan (`/ui/plans/{key}`), the requests that filled the cache and
-their layers as a group (`/ui/requests`, `/ui/requests/{id}`), and the sign-in form (`/ui/login`).
+their layers as a group (`/ui/requests`, `/ui/requests/{id}`), and the sign-in form (`/ui/login`); compiled
+models (`/ui/compiles`, `/ui/compiles/{id}`) are in `compile_views.py`.
 
 Jinja2 templates (`templates/`, autoescaped: every value from the store or the request is escaped) with charts
 drawn on the server as inline SVG (`charts.py`); no scripts, and a Content-Security-Policy that forbids them and
