@@ -311,3 +311,28 @@ def test_compile_pages(client: TestClient, mlp_done: dict[str, Any]) -> None:
     assert client.get("/ui/compiles/" + "0" * 64).status_code == 404
     assert client.get("/ui/compiles", params={"status": "sideways"}).status_code == 400
     assert client.get("/ui/compiles", params={"cursor": "x"}).status_code == 400
+
+
+def test_a_restarted_server_resumes_unfinished_compiles(tmp_path: Path, mlp: bytes) -> None:
+    """A compile recorded but not finished (its server stopped) is run by the next server on the same store."""
+    from tileplan.frontend.compile import CompileOptions
+    from tileplan.hardware.catalog import get_hardware
+    from tileplan.store import Store
+
+    settings = Settings(data_dir=tmp_path, solver_processes=1)
+    store = Store(settings.db_url())
+    request = {"hardware": get_hardware(HW).model_dump(mode="json"),
+               "options": CompileOptions(time_limit_s=2).model_dump(mode="json"), "input_shapes": {}}
+    assert store.create_compile("c" * 64, model=mlp, model_name="mlp", hardware=HW, request=request,
+                                deadline=time.time() + 600)
+    store.start_compile("c" * 64)  # it was running when its server stopped
+    store.close()
+    with TestClient(create_app(settings)) as c:
+        end = time.monotonic() + 300
+        doc = c.get(f"/compiles/{'c' * 64}").json()
+        while doc["status"] not in ("done", "failed") and time.monotonic() < end:
+            time.sleep(0.2)
+            doc = c.get(f"/compiles/{'c' * 64}").json()
+        assert doc["status"] == "done", doc
+        assert c.app.state.store.get_compile("c" * 64).attempts == 2
+        assert c.get(doc["links"]["artifact"]).status_code == 200
