@@ -4,7 +4,8 @@
 #   docker compose up                                                  # deployed: API + 2 workers + PostgreSQL
 # Two stages: wheels are built and installed into a virtualenv in the first (with the codegen extra: TVM); the
 # final image gets only that virtualenv, the hardware catalog, a non-root user and a C compiler, which code
-# generation needs at run time (the Gemmini emulator and a module tar's host library are compiled on the server).
+# generation needs at run time (the Gemmini emulator and a module tar's host library are compiled on the server;
+# POST /compile builds a compiled model's host target with make for its compile-time emulated run).
 # No pip cache, no sources.
 
 ARG PYTHON=3.11-slim-bookworm
@@ -27,7 +28,7 @@ FROM python:${PYTHON}
 LABEL org.opencontainers.image.title="tileplan" \
       org.opencontainers.image.description="Tiling plans for DNN layers on GEMM accelerators, as a service"
 RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && apt-get install -y --no-install-recommends gcc libc6-dev make \
  && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 tileplan \
  && useradd --system --uid 10001 --gid tileplan --home-dir /data --shell /usr/sbin/nologin tileplan \

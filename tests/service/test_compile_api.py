@@ -108,6 +108,9 @@ def test_the_same_request_is_the_same_compile(client: TestClient, mlp: bytes, ml
                      data={"request": '{"hardware": "gemmini-16x16", "options": {"time_limit_s": 2}}'})
     assert up.status_code == 200, up.text
     assert up.json()["id"] == mlp_done["id"] and up.json()["summary"] == mlp_done["summary"]
+    up = client.post("/compile", files={"model": ("mlp.onnx", mlp), "request": (
+        "request.json", b'{"hardware": "gemmini-16x16", "options": {"time_limit_s": 2}}', "application/json")})
+    assert up.status_code == 200 and up.json()["id"] == mlp_done["id"]  # the request as a file part too
     assert count(client) == before
     assert client.app.state.store.get_compile(mlp_done["id"]).attempts == 1  # no second job
     # other options are another compile

@@ -135,7 +135,7 @@ def _validate(doc: Any) -> CompileBody:
 async def _multipart(request: Request) -> tuple[CompileBody, bytes]:
     limit = request.app.state.settings.max_compile_bytes
     try:
-        form = await request.form(max_files=1, max_fields=8, max_part_size=limit)
+        form = await request.form(max_files=2, max_fields=8, max_part_size=limit)
     except Exception as exc:  # noqa: BLE001 - python-multipart's parse errors, Starlette's limits
         raise ApiError(422, ["body"], f"malformed multipart body: {exc}", "value_error") from None
     try:
@@ -143,9 +143,10 @@ async def _multipart(request: Request) -> tuple[CompileBody, bytes]:
         if part is None or isinstance(part, str):
             raise InputError(("model",), "field required: a file part named `model` with the ONNX model", "missing")
         model = await part.read()
-        text = form.get("request")
-        if text is not None and not isinstance(text, str):
-            raise InputError(("request",), "a JSON text part (CompileBody without `model`)", "value_error")
+        part_or_text = form.get("request")
+        # a text field, or a file part (`curl -F request=@request.json`)
+        text = part_or_text if part_or_text is None or isinstance(part_or_text, str) else (
+            (await part_or_text.read()).decode("utf-8", "replace"))
         try:
             doc = json.loads(text) if text else {}
         except ValueError as exc:
