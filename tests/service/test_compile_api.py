@@ -113,6 +113,8 @@ def test_the_same_request_is_the_same_compile(client: TestClient, mlp: bytes, ml
     assert up.status_code == 200 and up.json()["id"] == mlp_done["id"]  # the request as a file part too
     assert count(client) == before
     assert client.app.state.store.get_compile(mlp_done["id"]).attempts == 1  # no second job
+    metrics = client.get("/metrics").text
+    assert 'tileplan_compiles_total{outcome="done"}' in metrics and "tileplan_compile_seconds_bucket" in metrics
     # other options are another compile
     other = client.post("/compile", json=body(mlp, options={**OPTIONS, "emulate": False}, wait=False))
     assert other.status_code in (200, 202) and other.json()["id"] != mlp_done["id"]

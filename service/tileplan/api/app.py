@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.scheduler = Scheduler(store, queue, settings, reader, modules)
         # compiles run in the solver processes too; unfinished ones are resumed where one server owns the work
         compiler = Compiler(store, settings, lambda: modules.pool, app.state.scheduler.resolve_hardware,
-                            resume=queue.kind == "local")
+                            resume=queue.kind == "local", on_finish=metrics.on_compile)
         app.state.compiler = compiler
         await queue.start()
         await compiler.start()

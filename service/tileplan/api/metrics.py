@@ -28,10 +28,19 @@ class Metrics:
             "tileplan_solve_seconds", "Wall time of one layer's solve", buckets=SOLVE_BUCKETS, registry=r
         )
         self.queue_depth = Gauge("tileplan_queue_depth", "Jobs not finished (queued or running)", registry=r)
+        self.compiles = Counter("tileplan_compiles", "Model compiles run by this process, by outcome", ["outcome"],
+                                registry=r)
+        self.compile_seconds = Histogram(
+            "tileplan_compile_seconds", "Wall time of one model compile", buckets=SOLVE_BUCKETS + (600, 1800),
+            registry=r)
 
     def on_solve(self, seconds: float, outcome: str) -> None:
         self.solves.labels(outcome).inc()
         self.solve_seconds.observe(seconds)
+
+    def on_compile(self, seconds: float, outcome: str) -> None:
+        self.compiles.labels(outcome).inc()
+        self.compile_seconds.observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -50,10 +50,13 @@ class CompileRequest:
 
 class Compiler:
     def __init__(self, store: Store, settings: Settings, pool_of: Callable[[], SolverPool],
-                 resolve_hardware: Callable[[Any], Any], *, resume: bool = True) -> None:
+                 resolve_hardware: Callable[[Any], Any], *, resume: bool = True,
+                 on_finish: Callable[[float, str], None] | None = None) -> None:
         """`pool_of`: the solver pool to compile in (the local queue's, or a pool of one process);
         `resolve_hardware`: the scheduler's (catalog, registered and inline descriptors, as /schedule takes);
-        `resume`: run the unfinished compiles found at start (one server owns them: the local queue)."""
+        `resume`: run the unfinished compiles found at start (one server owns them: the local queue);
+        `on_finish(seconds, outcome)`: told of every compile run here (the metrics)."""
+        self._on_finish = on_finish
         self.store = store
         self.settings = settings
         self._pool_of = pool_of
@@ -178,8 +181,10 @@ class Compiler:
                 await asyncio.to_thread(self.store.finish_compile, compile_id, out["summary"], out["artifact"])
             else:
                 await asyncio.to_thread(self.store.fail_compile, compile_id, out["error"])
-            log.info("event=compile_finished id=%s ok=%s seconds=%.1f", compile_id[:12], out["ok"],
-                     time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            log.info("event=compile_finished id=%s ok=%s seconds=%.1f", compile_id[:12], out["ok"], seconds)
+            if self._on_finish is not None:
+                self._on_finish(seconds, "done" if out["ok"] else str(out["error"].get("type", "failed")))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the store went away: recorded if it can be, never left hanging in silence
