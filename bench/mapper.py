@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import platform
 import statistics
@@ -105,7 +106,9 @@ def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> 
     lines.append(f"Illegal plans: {illegal}.")
     if plans and totals.get("gemmini-auto"):
         lines += ["", *execution_ablation(hw, plans, totals["gemmini-auto"])]
-    summary = {"totals": totals, "ideal": ideal_total, "times": times, "illegal": illegal}
+    per_layer = {layer.name: {"cycles": res["cosa"][0], "seconds": res["cosa"][1]}
+                 for layer, _, res in rows if res.get("cosa")}
+    summary = {"totals": totals, "ideal": ideal_total, "times": times, "illegal": illegal, "cosa": per_layer}
     return "\n".join(lines) + "\n", summary
 
 
@@ -182,12 +185,46 @@ def small_vs_exhaustive(hw_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+REFERENCE = REPO / "bench/results/mapper_reference.json"
+
+
+def against_reference(results: dict[str, dict], reference: dict[str, dict]) -> str:
+    """This run's cosa against the reference run (an earlier release, same machine): plan quality (cycles per
+    layer, which must stay within 1%) and solve time (median / p95 per layer, as ratios)."""
+    lines = ["### cosa now vs the reference release (`bench/results/mapper_reference.json`)", "",
+             "| network | layers | worst cycles now / ref | layers > 1% worse | median s now (ref) | now / ref "
+             "| p95 s now (ref) | now / ref |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for net, layers in results.items():
+        ref = reference.get(net)
+        if not ref:
+            continue
+        common = [name for name in layers if name in ref]
+        ratios = [layers[n]["cycles"] / ref[n]["cycles"] for n in common]
+        worse = sum(r > 1.01 for r in ratios)
+        now_t = [layers[n]["seconds"] for n in common]
+        ref_t = [ref[n]["seconds"] for n in common]
+        med, med_ref = statistics.median(now_t), statistics.median(ref_t)
+        p95, p95_ref = pct(now_t, 0.95), pct(ref_t, 0.95)
+        lines.append(f"| {net} | {len(common)} | {max(ratios):.4f} | {worse} | {med:.2f} ({med_ref:.2f}) | "
+                     f"{med / med_ref:.2f} | {p95:.2f} ({p95_ref:.2f}) | {p95 / p95_ref:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="cosa and the baseline only")
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--out", default=str(REPO / "bench/results/mapper.md"))
+    ap.add_argument("--reference", default=str(REFERENCE),
+                    help="cosa's per-layer cycles and seconds of an earlier release, compared with this run's")
+    ap.add_argument("--record-reference", action="store_true", help="write this run's cosa results as the reference")
+    ap.add_argument("--profile", action="store_true",
+                    help="where cosa's time goes (cProfile by phase) on every bench layer; writes mapper_profile.md")
     args = ap.parse_args()
+    if args.profile:
+        from mapper_profile import profile_main
+
+        return profile_main(HARDWARE, WORKLOADS, args.time_limit)
     wanted = ["cosa", "gemmini-auto", "random", "exhaustive"]
     mappers = [m for m in wanted if m in available_mappers()]
     if args.quick:
@@ -201,14 +238,22 @@ def main() -> int:
         "0.1); `random` = best of 200 legal random mappings. Speedup = baseline cycles / cosa cycles.",
         "",
     ]
+    results: dict[str, dict] = {}
     for hw_name in HARDWARE:
         for wl in WORKLOADS:
             # Exhaustive search refuses every layer of these networks (> 50,000 candidates); its comparison
             # is on small layers below.
             ms = [m for m in mappers if m != "exhaustive" and not (m == "gemmini-auto" and not hw_name.startswith("gemmini"))]
-            text, _ = run(hw_name, wl, ms, args.time_limit)
+            text, summary = run(hw_name, wl, ms, args.time_limit)
+            results[f"{wl.stem} on {hw_name}"] = summary["cosa"]
             print(text)
             parts.append(text)
+    if args.record_reference:
+        Path(args.reference).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    elif Path(args.reference).exists():
+        text = against_reference(results, json.loads(Path(args.reference).read_text()))
+        print(text)
+        parts.append(text)
     if not args.quick:
         text = small_vs_exhaustive("gemmini-16x16")
         print(text)
