@@ -18,8 +18,10 @@ import collections.abc as abc
 import itertools
 import time
 
-from tileplan.check import check_arch
-from tileplan.cost.gemmini import call_features, cycles_from_calls, execution_from_mapping, nominal_dram_bandwidth
+import numpy as np
+
+from tileplan.check import call_violations, check_arch, level_violations
+from tileplan.cost.gemmini import call_features, cycles_vectorised, execution_from_mapping, nominal_dram_bandwidth
 from tileplan.cost.model import evaluate_mapping
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS
@@ -114,10 +116,69 @@ def _candidates(tiles: dict[str, int], options: dict[str, list[int]], reach: int
     return out
 
 
-def _cycles(problem: Problem, arch: Architecture, mapping: Mapping, params: CostParams) -> float:
-    """The call cycle model alone (no traffic, energy or legality): cheap enough to rank thousands."""
-    e = execution_from_mapping(problem, arch, mapping, TILEPLAN)
-    return cycles_from_calls(call_features(e, nominal_dram_bandwidth(arch)), params).cycles
+def _cycles_of(problem: Problem, arch: Architecture, mappings: list[Mapping], params: CostParams) -> list[float]:
+    """The call cycle model alone (no traffic, energy or legality), cheap enough to rank thousands: the call rows of
+    all `mappings` stacked and costed in one vectorised pass (per mapping the same arithmetic, summed in the same
+    order, as costing each alone)."""
+    if not mappings:
+        return []
+    bw = nominal_dram_bandwidth(arch)
+    rows = [call_features(execution_from_mapping(problem, arch, m, TILEPLAN), bw) for m in mappings]
+    row_id = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
+    return [float(c) for c in cycles_vectorised(np.concatenate(rows), row_id, len(rows), params.model_dump())]
+
+
+TileKey = tuple[tuple[int, ...], tuple[tuple[str, tuple[str, ...]], ...]]
+
+
+class _Tilings:
+    """What `refine` learns about each call tiling (with its double buffering), kept for the whole search: rounds
+    and starts revisit a third of their candidates, and every answer here is a pure function of the tiling."""
+
+    def __init__(self, problem: Problem, shape: GemminiShape, params: CostParams, objective: Objective) -> None:
+        self.problem, self.shape, self.params, self.objective = problem, shape, params, objective
+        self.mapping: dict[TileKey, Mapping | None] = {}  # None: cannot fit (`_may_fit`)
+        self.cycles: dict[TileKey, float] = {}
+        self.score: dict[TileKey, float | None] = {}  # None: illegal (`check_arch`)
+
+    def rank(self, tiles: list[dict[str, int]], db: abc.Mapping[str, abc.Sequence[str]]) -> list[TileKey]:
+        """The tilings that may fit, fastest first by the call cycle model (ties: in the given order)."""
+        db_key = tuple(sorted((lv, tuple(ts)) for lv, ts in db.items()))
+        keys = [(tuple(t[d] for d in DIMS), db_key) for t in tiles]
+        new = {}
+        for key, t in zip(keys, tiles):
+            if key not in self.mapping and key not in new:
+                fits = _may_fit(self.problem, self.shape, t, db)
+                new[key] = mapping_for_tiles(self.problem, self.shape, t, db) if fits else None
+        self.mapping.update(new)
+        costed = [k for k, m in new.items() if m is not None]
+        mappings = [new[k] for k in costed]
+        self.cycles.update(zip(costed, _cycles_of(self.problem, self.shape.arch, mappings, self.params)))  # type: ignore[arg-type]
+        fit = [(self.cycles[k], i, k) for i, k in enumerate(keys) if self.mapping[k] is not None]
+        return [k for _, _, k in sorted(fit)]
+
+    def legal_score(self, key: TileKey) -> float | None:
+        """The objective's score of a tiling, None when it is illegal."""
+        if key not in self.score:
+            m = self.mapping[key]
+            assert m is not None
+            arch = self.shape.arch
+            self.score[key] = None if check_arch(self.problem, arch, m) else score_mapping(
+                self.problem, arch, m, evaluate_mapping(self.problem, arch, m, TILEPLAN), self.objective)
+        return self.score[key]
+
+
+def _may_fit(problem: Problem, shape: GemminiShape, tiles: dict[str, int], db: abc.Mapping[str, abc.Sequence[str]]) -> bool:
+    """False when a call with these tiles certainly overflows the scratchpad or the accumulator: the checker's own
+    capacity rules on the tile below DRAM (which `mapping_for_tiles` makes exactly `tiles`), so dropping such a
+    candidate before ranking changes nothing but the time spent on it (`check_arch` would reject it)."""
+    arch = shape.arch
+    spad_db = frozenset(db.get(arch.levels[shape.spad].name, []))
+    if level_violations(problem, arch, shape.spad, tiles, spad_db):
+        return False
+    acc_db = frozenset(db.get(arch.levels[shape.acc].name, []))
+    below = [tiles] * (shape.spad + 1)
+    return not call_violations(problem, arch, below, {shape.acc: acc_db, shape.spad: spad_db})
 
 
 def _whole_reduction(problem: Problem, shape: GemminiShape, options: dict[str, list[int]]) -> list[dict[str, int]]:
@@ -175,39 +236,43 @@ def refine(
     width = {"C": shape.dim, "K": shape.dim}
     options = {d: tile_options(problem.dims[d], width.get(d)) for d in DIMS if problem.dims[d] > 1}
     ranked = 0
+    known = _Tilings(problem, shape, params, objective)
     # one more start: the fastest legal tiling whose calls cover the whole reduction
-    whole = [mapping_for_tiles(problem, shape, t, starts[0].double_buffered) for t in _whole_reduction(problem, shape, options)]
+    whole = _whole_reduction(problem, shape, options)
     ranked += len(whole)
-    for i in sorted(range(len(whole)), key=lambda i: (_cycles(problem, arch, whole[i], params), i)):
-        if not check_arch(problem, arch, whole[i]):
-            m = whole[i]
-            scored.append((score_mapping(problem, arch, m, evaluate_mapping(problem, arch, m, TILEPLAN), objective),
-                           len(scored), m))
-            if scored[-1][0] < best_score:
-                best_score, best = scored[-1][0], m
+    for key in known.rank(whole, starts[0].double_buffered):
+        s = known.legal_score(key)
+        if s is not None:
+            m = known.mapping[key]
+            assert m is not None
+            scored.append((s, len(scored), m))
+            if s < best_score:
+                best_score, best = s, m
             break
     for start_score, _, start in sorted(scored, key=lambda t: (t[0], t[1])):
         cur, cur_score, tiles = start, start_score, call_tiles(start, shape.dram)
         for _ in range(rounds):
             if deadline is not None and time.perf_counter() > deadline:
                 break
-            cands = [mapping_for_tiles(problem, shape, t, start.double_buffered) for t in _candidates(tiles, options, reach)]
+            cands = _candidates(tiles, options, reach)
             ranked += len(cands)
-            order = sorted(range(len(cands)), key=lambda i: (_cycles(problem, arch, cands[i], params), i))
-            step: tuple[float, Mapping] | None = None
+            # only tilings that fit are ranked (the shortlist takes legal ones only), each once per search
+            step: tuple[float, TileKey] | None = None
             legal = 0
-            for i in order:
+            for key in known.rank(cands, start.double_buffered):
                 if legal >= shortlist:
                     break
-                if check_arch(problem, arch, cands[i]):
+                s = known.legal_score(key)
+                if s is None:
                     continue
                 legal += 1
-                s = score_mapping(problem, arch, cands[i], evaluate_mapping(problem, arch, cands[i], TILEPLAN), objective)
                 if s < cur_score - 1e-9 and (step is None or s < step[0]):
-                    step = (s, cands[i])
+                    step = (s, key)
             if step is None:
                 break
-            cur_score, cur = step
+            cur_score, found = step[0], known.mapping[step[1]]
+            assert found is not None
+            cur = found
             tiles = call_tiles(cur, shape.dram)
         if cur_score < best_score - 1e-12:
             best_score, best = cur_score, cur
