@@ -1,11 +1,21 @@
 """Tile-space refinement on library-executed (Gemmini-like) hardware."""
 
+import numpy as np
+
 from tileplan.check import check_arch
 from tileplan.cost.model import evaluate_mapping
 from tileplan.hardware.catalog import get_hardware
 from tileplan.mappers.base import MapperOptions, Objective, get_mapper
 from tileplan.mappers.gemmini_auto import gemmini_auto, gemmini_shape
-from tileplan.mappers.retile import DRAM_ORDER, DRAM_ORDER_KEEP_W, call_tiles, dram_order, mapping_for_tiles, refine, tile_options
+from tileplan.mappers.retile import (
+    DRAM_ORDER,
+    DRAM_ORDER_KEEP_W,
+    call_tiles,
+    dram_order,
+    mapping_for_tiles,
+    refine,
+    tile_options,
+)
 from tileplan.problem import Problem
 from tileplan.workload import parse_layer
 
@@ -107,3 +117,48 @@ def test_refine_reaches_tiles_covering_the_whole_reduction():
     best, _, _ = refine(layer, ARCH, [start], LATENCY)
     assert check_arch(layer, ARCH, best) == [] and call_tiles(best, 3)["C"] == 1024
     assert evaluate_mapping(layer, ARCH, best, "tileplan").cycles < 0.9 * evaluate_mapping(layer, ARCH, start, "tileplan").cycles
+
+
+def _some_tilings(problem: Problem) -> list[dict[str, int]]:
+    options = {d: tile_options(problem.dims[d], 16 if d in "CK" else None) for d in problem.dims}
+    some = [{d: opts[(i * (j + 3)) % len(opts)] for j, (d, opts) in enumerate(sorted(options.items()))} for i in range(12)]
+    # and the same with the whole reduction in each call (where Tileplan's code folds kernel columns)
+    return some + [{**t, "C": problem.dims["C"], "R": problem.dims["R"], "S": problem.dims["S"]} for t in some]
+
+
+def test_tilings_ranked_together_cost_what_each_costs_alone():
+    """retile costs thousands of candidate tilings in one vectorised pass: each must get exactly the cycles it
+    gets alone (the rows of one execution do not depend on its neighbours in the batch)."""
+    from tileplan.cost.gemmini import (
+        call_features,
+        call_features_many,
+        cycles_from_calls,
+        cycles_vectorised,
+        execution_from_mapping,
+        nominal_dram_bandwidth,
+    )
+    from tileplan.cost.params import CostParams
+
+    shape = gemmini_shape(ARCH)
+    params = CostParams.for_descriptor(HW)
+    bw = nominal_dram_bandwidth(ARCH)
+    conv3 = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 56,
+                                            "in_w": 56, "kernel": 3, "padding": 1}))
+    for problem in (CONV1, conv3):
+        es = [execution_from_mapping(problem, ARCH, mapping_for_tiles(problem, shape, t, db), executor)
+              for t in _some_tilings(problem) for db in ({}, {"Accumulator": ["O"], "Scratchpad": ["I", "W"]})
+              for executor in ("tileplan", "library")]
+        assert any(e.fold > 1 for e in es) or problem is conv3  # conv1's 3 channels: kernel columns folded
+        x, row_id = call_features_many(es, bw)
+        alone = [call_features(e, bw) for e in es]
+        assert np.array_equal(x, np.concatenate(alone))
+        together = cycles_vectorised(x, row_id, len(es), params.model_dump())
+        assert [float(c) for c in together] == [cycles_from_calls(a, params).cycles for a in alone]
+
+
+def test_unvalidated_candidates_equal_validated_mappings():
+    shape = gemmini_shape(ARCH)
+    for t in _some_tilings(CONV1):
+        db = {"Accumulator": ["O"], "Scratchpad": ["I", "W"]}
+        fast = mapping_for_tiles(CONV1, shape, t, db, validate=False)
+        assert fast.model_dump() == mapping_for_tiles(CONV1, shape, t, db).model_dump()

@@ -72,6 +72,7 @@ vectorisable over the whole data set for calibration.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -391,7 +392,11 @@ def _mvin_req(elems, d: int, elem_bytes: float):  # type: ignore[no-untyped-def]
     """DMA requests to move `elems` contiguous elements of one DRAM row into the scratchpad: mvin rows of
     `max_block_len` blocks, each split into requests of at most 64 B. On a 16x16 int8 array one request
     carries 4 blocks (64 B), on a 128x128 one a block needs two."""
-    span = d * max_block_len(d, elem_bytes)
+    return _mvin_rows(elems, d * max_block_len(d, elem_bytes), elem_bytes)
+
+
+def _mvin_rows(elems, span, elem_bytes):  # type: ignore[no-untyped-def]
+    """`_mvin_req` with mvin rows of `span` elements."""
     full = np.floor(elems / span)
     rest = elems - full * span
     return full * _req(span * elem_bytes) + np.where(rest > 0, _req(rest * elem_bytes), 0.0)
@@ -405,72 +410,131 @@ def _loads(e: Execution, trips: dict[str, int], first: dict[str, object]):  # ty
     loads = []
     for t in ("I", "W"):
         flag: object = 1.0
-        if e.reuse:
-            for d in reversed(e.order):
-                if trips.get(d, 1) <= 1:
-                    continue
-                if d in OPERAND_DIMS[t]:
-                    break
-                flag = flag * first[d]  # type: ignore[operator]
+        for d in _kept_across(e, trips, t):
+            flag = flag * first[d]  # type: ignore[operator]
         loads.append(flag)
     return loads[0], loads[1]
 
 
 def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
     """Feature rows (FEATURE_COLUMNS) of the distinct tiled_conv calls of an execution."""
-    d = e.dim
+    return conv_calls_many([e], dram_bw)[0]
+
+
+@functools.lru_cache(maxsize=4096)
+def _axis_table(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, in_dim: int) -> np.ndarray:
+    table = _axis(out, tile_o, kdim, tile_k, stride, pad, in_dim)
+    table.flags.writeable = False  # shared by every execution with this axis
+    return table
+
+
+@functools.lru_cache(maxsize=4096)
+def _chunk_table(total: int, step: int, tile: int) -> np.ndarray:
+    table = _chunks(total, step, tile)
+    table.flags.writeable = False
+    return table
+
+
+def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np.ndarray]:
+    """Feature rows of the distinct tiled_conv calls of several executions, stacked, and the execution each row
+    belongs to. Per execution: every combination of the distinct tiles of its loops (output rows, output columns,
+    output channels, input channels, batch; the first loop varies slowest), each row costed by the same arithmetic
+    whether it is alone or among thousands (mappers rank many tilings at once)."""
+    n = len(es)
     axes = [
-        _axis(e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
-        _axis(e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
-        _chunks(e.k, e.k_step, e.t_k),
-        _chunks(e.c, e.c_step, e.t_c),
-        _chunks(e.batch, e.t_n, e.t_n),
+        [
+            _axis_table(e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
+            _axis_table(e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
+            _chunk_table(e.k, e.k_step, e.t_k),
+            _chunk_table(e.c, e.c_step, e.t_c),
+            _chunk_table(e.batch, e.t_n, e.t_n),
+        ]
+        for e in es
     ]
-    # Cartesian product of the distinct tiles of every loop, by broadcasting one axis per loop.
-    shaped = []
-    for i, a in enumerate(axes):
-        shape = [1] * len(axes)
-        shape[i] = len(a)
-        shaped.append([a[:, j].reshape(shape) for j in range(a.shape[1])])
-    (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, _, k0), (cn, cc, cf, c0), (nn, nb, _, n0) = shaped
-    count = hn * wn * kn * cn * nn * e.groups
-    trips = {
-        "P": -(-e.out_h // e.t_h), "Q": -(-e.out_w // e.t_w), "K": -(-e.k // e.k_step), "C": -(-e.c // e.c_step),
-        "N": -(-e.batch // e.t_n), "R": -(-e.r // e.t_r), "S": -(-e.s // e.t_s), "G": e.groups,
-    }
-    load_i, load_w = _loads(e, trips, {"P": p0, "Q": q0, "K": k0, "C": c0, "N": n0, "R": h0, "S": w0})
-    rows, cols = e.rows, e.cols
-    kb = np.ceil(kk / cols)
+    lengths = np.array([[len(a) for a in ax] for ax in axes], dtype=np.int64).reshape(n, 5)
+    # row r of execution x: its tile of loop i is (r // stride_i) % length_i, loop 0 slowest
+    strides = np.ones_like(lengths)
+    for i in range(3, -1, -1):
+        strides[:, i] = strides[:, i + 1] * lengths[:, i + 1]
+    per = strides[:, 0] * lengths[:, 0]
+    xid = np.repeat(np.arange(n), per)
+    local = np.arange(len(xid)) - np.repeat(np.cumsum(per) - per, per)
+    cols = []
+    for i in range(5):
+        table = np.concatenate([ax[i] for ax in axes])
+        offset = np.cumsum(lengths[:, i]) - lengths[:, i]
+        idx = (local // strides[xid, i]) % lengths[xid, i] + offset[xid]
+        cols.append([table[idx, j] for j in range(table.shape[1])])
+    (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, _, k0), (cn, cc, cf, c0), (nn, nb, _, n0) = cols
+
+    def each(values: list[float]) -> np.ndarray:  # one value per execution, per row
+        return np.asarray(values, dtype=float)[xid]
+
+    d = each([e.dim for e in es])
+    rows, cols_ = each([e.rows for e in es]), each([e.cols for e in es])
+    in_b, out_b = each([e.in_bytes for e in es]), each([e.out_bytes for e in es])
+    fold = each([e.fold for e in es])
+    span_c = each([e.rows * max_block_len(e.rows, e.in_bytes) for e in es])  # elements per mvin row
+    span_k = each([e.cols * max_block_len(e.cols, e.in_bytes) for e in es])
+    count = hn * wn * kn * cn * nn * each([e.groups for e in es])
+    first = {"P": p0, "Q": q0, "K": k0, "C": c0, "N": n0, "R": h0, "S": w0}
+    # (input, weight) load indicators: with tiles kept, an operand loads only on the first iteration of the DRAM
+    # loops it is kept across (`_loads`)
+    kept = {t: np.zeros((n, len(first)), dtype=bool) for t in ("I", "W")}
+    for x, e in enumerate(es):
+        trips = {
+            "P": -(-e.out_h // e.t_h), "Q": -(-e.out_w // e.t_w), "K": -(-e.k // e.k_step), "C": -(-e.c // e.c_step),
+            "N": -(-e.batch // e.t_n), "R": -(-e.r // e.t_r), "S": -(-e.s // e.t_s), "G": e.groups,
+        }
+        for t in kept:
+            for dim in _kept_across(e, trips, t):
+                kept[t][x, list(first).index(dim)] = True
+    load_i, load_w = (np.ones(len(xid)) for _ in range(2))
+    for t, load in (("I", load_i), ("W", load_w)):
+        for j, dim in enumerate(first):
+            if kept[t][:, j].any():
+                load *= np.where(kept[t][xid, j], first[dim], 1.0)
+    kb = np.ceil(kk / cols_)
     cb = np.ceil(cc / rows)
-    w_req = _req(np.minimum(kk, cols) * e.out_bytes)  # one mvout row: <= DIM output channels
-    if e.fold > 1:
-        # per kernel-column block: one input row of (up to fold) x C channels per (batch, input row, output
-        # column), one preload per (output-channel block, kernel row) of up to fold x C array rows
-        blocks = np.ceil(wk / e.fold)
-        pre = kb * hk * blocks
-        in_req = nb * hu * wo * blocks * _req(e.fold * cc * e.in_bytes)
-        in_bytes = nb * hu * wo * wk * cc
-    else:
-        pre = kb * hk * wk * cb
-        in_req = nb * hu * wu * _mvin_req(cc, rows, e.in_bytes)
-        in_bytes = nb * hu * wu * cc
+    w_req = _req(np.minimum(kk, cols_) * out_b)  # one mvout row: <= DIM output channels
+    # per kernel-column block (folded): one input row of (up to fold) x C channels per (batch, input row, output
+    # column), one preload per (output-channel block, kernel row) of up to fold x C array rows
+    blocks = np.ceil(wk / fold)
+    folded = fold > 1
+    pre = np.where(folded, kb * hk * blocks, kb * hk * wk * cb)
+    in_req = np.where(folded, nb * hu * wo * blocks * _req(fold * cc * in_b), nb * hu * wu * _mvin_rows(cc, span_c, in_b))
+    in_bytes = np.where(folded, nb * hu * wo * wk * cc, nb * hu * wu * cc)
     ops = pre * nb * ho * np.ceil(wo / d)
     ex_rows = pre * nb * ho * wo
     part_rows = wo % d  # the last compute of an output row streams fewer than DIM rows
     part_ops = pre * nb * ho * (part_rows > 0)
-    ld_req = load_i * in_req + load_w * hk * wk * cc * _mvin_req(kk, cols, e.in_bytes)
-    first = h0 * w0 * c0 * float(e.bias)  # calls that initialise the accumulator
-    ld_req = ld_req + first * nb * ho * wo * kb  # one accumulator row per output pixel and DIM output channels
-    ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * e.in_bytes
-    ld_bytes = ld_bytes + first * kb * nb * ho * np.ceil(wo / d) * cols * ACC_BYTES  # one DRAM row per mvin
+    ld_req = load_i * in_req + load_w * hk * wk * cc * _mvin_rows(kk, span_k, in_b)
+    init = h0 * w0 * c0 * each([float(e.bias) for e in es])  # calls that initialise the accumulator
+    ld_req = ld_req + init * nb * ho * wo * kb  # one accumulator row per output pixel and DIM output channels
+    ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * in_b
+    ld_bytes = ld_bytes + init * kb * nb * ho * np.ceil(wo / d) * cols_ * ACC_BYTES  # one DRAM row per mvin
     final = hf * wf * cf
     st_req = final * nb * ho * wo * kb * w_req
-    st_bytes = final * nb * ho * wo * kk * e.out_bytes
+    st_bytes = final * nb * ho * wo * kk * out_b
     out = np.broadcast_arrays(
-        count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped), 0.0,
-        part_ops, part_rows,
+        count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
+        each([float(e.overlapped) for e in es]), 0.0, part_ops, part_rows,
     )
-    return np.stack([c.ravel() for c in out], axis=1).astype(float)
+    return np.stack(out, axis=1).astype(float), xid
+
+
+def _kept_across(e: Execution, trips: dict[str, int], tensor: str) -> list[str]:
+    """The DRAM loops across which Tileplan's code keeps `tensor`'s tile (see `_loads`): it loads only on their
+    first iteration."""
+    kept: list[str] = []
+    if e.reuse:
+        for d in reversed(e.order):
+            if trips.get(d, 1) <= 1:
+                continue
+            if d in OPERAND_DIMS[tensor]:
+                break
+            kept.append(d)
+    return kept
 
 
 def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
@@ -520,6 +584,15 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
 
 def call_features(e: Execution, dram_bw: float) -> np.ndarray:
     return matmul_calls(e, dram_bw) if e.kind == "matmul" else conv_calls(e, dram_bw)
+
+
+def call_features_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np.ndarray]:
+    """`call_features` of several executions, stacked, and the execution each row belongs to (for
+    `cycles_vectorised`): convolutions in one vectorised pass."""
+    if es and all(e.kind == "conv" for e in es):
+        return conv_calls_many(es, dram_bw)
+    rows = [call_features(e, dram_bw) for e in es]
+    return np.concatenate(rows).reshape(-1, len(FEATURE_COLUMNS)), np.repeat(np.arange(len(rows)), [len(r) for r in rows])
 
 
 def gemmini_calls(problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None) -> np.ndarray:
@@ -678,7 +751,7 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 
 
 __all__ = [
-    "Execution", "FEATURE_COLUMNS", "GemminiCycles", "call_features", "cycles_from_calls", "cycles_vectorised", "kernel_fold",
+    "Execution", "FEATURE_COLUMNS", "GemminiCycles", "call_features", "call_features_many", "cycles_from_calls", "cycles_vectorised", "kernel_fold",
     "execution_from_mapping", "effective_dram_bandwidth", "gemmini_calls", "gemmini_cycles", "gemmini_levels", "library_matmul_keeps", "LibraryTerms", "library_terms",
     "max_block_len", "nominal_dram_bandwidth",
 ]

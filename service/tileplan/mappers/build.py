@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import collections.abc as abc
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from tileplan.hardware import Architecture
 from tileplan.mapping import LevelMapping, Mapping
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def build_mapping(
@@ -14,21 +19,33 @@ def build_mapping(
     spatial: list[list[tuple[str, int]]],
     padded_dims: dict[str, int] | None = None,
     double_buffered: abc.Mapping[str, abc.Sequence[str]] | None = None,
+    validate: bool = True,
 ) -> Mapping:
-    """A Mapping over `arch`'s levels; factors of 1 are dropped."""
-    return Mapping(
-        levels=[
-            LevelMapping(
-                name=lv.name,
-                temporal=[(d, f) for d, f in temporal[i] if f > 1],  # type: ignore[misc]
-                spatial=[(d, f) for d, f in spatial[i] if f > 1],  # type: ignore[misc]
-            )
-            for i, lv in enumerate(arch.levels)
-        ],
-        padded_dims=dict(padded_dims or {}),  # type: ignore[arg-type]
-        double_buffered={k: list(v) for k, v in (double_buffered or {}).items() if v},  # type: ignore[arg-type]
+    """A Mapping over `arch`'s levels; factors of 1 are dropped. `validate=False` skips pydantic's validation, for
+    searches that build thousands of candidates from factors that are valid by construction (positive, of known
+    dimensions) and validate the one they keep."""
+    levels = [
+        _make(
+            LevelMapping,
+            validate,
+            name=lv.name,
+            temporal=[(d, f) for d, f in temporal[i] if f > 1],
+            spatial=[(d, f) for d, f in spatial[i] if f > 1],
+        )
+        for i, lv in enumerate(arch.levels)
+    ]
+    return _make(
+        Mapping,
+        validate,
+        levels=levels,
+        padded_dims=dict(padded_dims or {}),
+        double_buffered={k: list(v) for k, v in (double_buffered or {}).items() if v},
         dataflow=arch.dataflow,
     )
+
+
+def _make(cls: type[M], validate: bool, **fields: Any) -> M:
+    return cls(**fields) if validate else cls.model_construct(**fields)
 
 
 def max_double_buffering(arch: Architecture) -> dict[str, list[str]]:

@@ -18,10 +18,8 @@ import collections.abc as abc
 import itertools
 import time
 
-import numpy as np
-
 from tileplan.check import call_violations, check_arch, level_violations
-from tileplan.cost.gemmini import call_features, cycles_vectorised, execution_from_mapping, nominal_dram_bandwidth
+from tileplan.cost.gemmini import call_features_many, cycles_vectorised, execution_from_mapping, nominal_dram_bandwidth
 from tileplan.cost.model import evaluate_mapping
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS
@@ -79,8 +77,8 @@ def _unroll(tile: int, width: int) -> int:
 
 
 def mapping_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, int],
-                      db: abc.Mapping[str, abc.Sequence[str]]) -> Mapping:
-    """The canonical mapping whose library calls have these tiles."""
+                      db: abc.Mapping[str, abc.Sequence[str]], validate: bool = True) -> Mapping:
+    """The canonical mapping whose library calls have these tiles (`validate`: see `build_mapping`)."""
     n = len(shape.arch.levels)
     temporal: list[list[tuple[str, int]]] = [[] for _ in range(n)]
     spatial: list[list[tuple[str, int]]] = [[] for _ in range(n)]
@@ -95,7 +93,7 @@ def mapping_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, in
             padded[d] = count * tiles[d]
     spatial[shape.acc] = [("C", sp["C"])]
     spatial[shape.spad] = [("K", sp["K"])]
-    return build_mapping(shape.arch, temporal, spatial, padded_dims=padded, double_buffered=db)
+    return build_mapping(shape.arch, temporal, spatial, padded_dims=padded, double_buffered=db, validate=validate)
 
 
 def _near(opts: list[int], tile: int, reach: int) -> list[int]:
@@ -122,10 +120,9 @@ def _cycles_of(problem: Problem, arch: Architecture, mappings: list[Mapping], pa
     order, as costing each alone)."""
     if not mappings:
         return []
-    bw = nominal_dram_bandwidth(arch)
-    rows = [call_features(execution_from_mapping(problem, arch, m, TILEPLAN), bw) for m in mappings]
-    row_id = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
-    return [float(c) for c in cycles_vectorised(np.concatenate(rows), row_id, len(rows), params.model_dump())]
+    es = [execution_from_mapping(problem, arch, m, TILEPLAN) for m in mappings]
+    x, row_id = call_features_many(es, nominal_dram_bandwidth(arch))
+    return [float(c) for c in cycles_vectorised(x, row_id, len(es), params.model_dump())]
 
 
 TileKey = tuple[tuple[int, ...], tuple[tuple[str, tuple[str, ...]], ...]]
@@ -149,7 +146,7 @@ class _Tilings:
         for key, t in zip(keys, tiles):
             if key not in self.mapping and key not in new:
                 fits = _may_fit(self.problem, self.shape, t, db)
-                new[key] = mapping_for_tiles(self.problem, self.shape, t, db) if fits else None
+                new[key] = mapping_for_tiles(self.problem, self.shape, t, db, validate=False) if fits else None
         self.mapping.update(new)
         costed = [k for k, m in new.items() if m is not None]
         mappings = [new[k] for k in costed]
@@ -276,7 +273,8 @@ def refine(
             tiles = call_tiles(cur, shape.dram)
         if cur_score < best_score - 1e-12:
             best_score, best = cur_score, cur
-    return best, best_score, ranked
+    # candidates are built unvalidated (`_Tilings`); the one handed out is validated like any other mapping
+    return Mapping.model_validate(best.model_dump()), best_score, ranked
 
 
 __all__ = ["call_tiles", "dram_order", "mapping_for_tiles", "refine", "tile_options"]
