@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from tileplan import __version__
 from tileplan.api import errors
+from tileplan.api.answers import KeptAnswers
 from tileplan.api.metrics import Metrics, MetricsAndLimits
 from tileplan.api.routes import compiles, hardware, plans, schedule, system
 from tileplan.jobs.base import JobQueue
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.kept_answers = KeptAnswers()  # POST /schedule's answers from the cache, as bytes
     errors.install(app)
     for module in (schedule, compiles, plans, hardware, system, views, compile_views):
         app.include_router(module.router)

@@ -6,11 +6,12 @@ import logging
 import uuid
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from tileplan.api.answers import AnswerFromCache
 from tileplan.errors import InputError, MappingInfeasible
 
 log = logging.getLogger("tileplan.api")
@@ -56,6 +57,10 @@ def install(app: FastAPI) -> None:
                 msg = f"malformed JSON: {err.get('ctx', {}).get('error', msg)}"
             items.append({"loc": list(err.get("loc", [])), "msg": msg, "type": err.get("type", "value_error")})
         return JSONResponse({"detail": items}, status_code=422)
+
+    @app.exception_handler(AnswerFromCache)
+    async def _kept(request: Request, exc: AnswerFromCache) -> Response:
+        return exc.response  # not an error: POST /schedule's kept answer (tileplan.api.answers)
 
     @app.exception_handler(InputError)
     async def _input(request: Request, exc: InputError) -> JSONResponse:

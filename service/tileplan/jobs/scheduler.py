@@ -157,6 +157,19 @@ class Scheduler:
                         baseline_mapper=facts[0] if options.baseline else None,
                         codegen_unsupported=facts[1] if options.codegen else None)
 
+    def fixed_hardware(self, ref: Any) -> bool:
+        """Whether `ref` names the same descriptor for as long as the server runs: a catalog name or a descriptor
+        given inline (a registered name can be replaced)."""
+        return isinstance(ref, dict) or (isinstance(ref, str) and ref in self._catalog)
+
+    async def cached_rows(self, keys: list[str]) -> dict[str, CachedPlan]:
+        """The cached plans of `keys` (those there are): batched with concurrent requests' on PostgreSQL."""
+        if self.reader is not None:
+            return await self.reader.get_plans(keys)
+        if self.store.dialect == "sqlite":
+            return self.store.get_plans(keys)  # a local indexed read (WAL: never waits for writers)
+        return await asyncio.to_thread(self.store.get_plans, keys)
+
     # -- the request ----------------------------------------------------------------------------
 
     async def schedule(self, hardware: Any, layers: list[Any], options: ScheduleOptions, *, wait: bool,
@@ -168,12 +181,7 @@ class Scheduler:
         p = self.prepare(hardware, layers, options)
         codegen = options.codegen and p.codegen_unsupported is None and self.modules is not None
         wanted = [k for k, _ in p.unique]
-        if self.reader is not None:
-            cached = await self.reader.get_plans(wanted)
-        elif self.store.dialect == "sqlite":
-            cached = self.store.get_plans(wanted)  # a local indexed read (WAL: never waits for writers)
-        else:
-            cached = await asyncio.to_thread(self.store.get_plans, wanted)
+        cached = await self.cached_rows(wanted)
         hits = sum(1 for k in p.keys if k in cached)
         if len(cached) == len(p.unique):
             warnings = await self._codegen_warnings(p, wanted) if codegen else []

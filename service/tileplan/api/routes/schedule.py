@@ -5,16 +5,40 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
+from tileplan.api.answers import AnswerFromCache, KeptAnswer, KeptAnswers, split_at_seconds
 from tileplan.api.auth import require_read
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, JobAccepted, JobView, ScheduleDone, ScheduleRequest
 from tileplan.errors import InputError
 
 router = APIRouter(tags=["schedule"], dependencies=[Depends(require_read)])
+
+
+async def kept_answer(request: Request) -> bytes | None:
+    """A request body answered wholly from the cache before answers with the same bytes, while its plans are still
+    the rows it was built from (`tileplan.api.answers`): raised as the answer before FastAPI validates the body.
+    Otherwise the body's digest (None: not kept, too long), to keep this answer under."""
+    state = request.app.state
+    kept: KeptAnswers = state.kept_answers
+    digest = kept.digest(await request.body())
+    if digest is None:
+        return None
+    entry = kept.get(digest)
+    if entry is None:
+        return digest
+    start = time.perf_counter()
+    rows = await state.scheduler.cached_rows(list(entry.keys))
+    if tuple(rows[k].seq if k in rows else -1 for k in entry.keys) != entry.seqs:
+        kept.drop(digest)  # a plan was deleted or solved again since: answer the ordinary way
+        return digest
+    state.metrics.cache_hits.inc(entry.layers)
+    body = entry.body(time.perf_counter() - start)
+    raise AnswerFromCache(Response(body, status_code=200, media_type="application/json"))
 
 
 @router.post(
@@ -30,7 +54,8 @@ router = APIRouter(tags=["schedule"], dependencies=[Depends(require_read)])
             "(`type` codegen_unsupported) the body also carries the plans, which are solved and cached")},
     },
 )
-async def schedule(body: ScheduleRequest, request: Request) -> Response:
+async def schedule(body: ScheduleRequest, request: Request,
+                   digest: bytes | None = Depends(kept_answer, use_cache=False)) -> Response:
     """Plans for `layers` on `hardware`. Equivalent layers (however written) share a cache key and are
     solved once, even when listed twice or asked for by many clients at once."""
     if body.model is not None and body.layers is not None:
@@ -44,7 +69,22 @@ async def schedule(body: ScheduleRequest, request: Request) -> Response:
                                             notes=[f"model: {n}" for n in notes], model=model)
     state.metrics.cache_hits.inc(answer.cache_hits)
     state.metrics.cache_misses.inc(answer.cache_misses)
+    if digest is not None and answer.status_code == 200 and answer.cache_misses == 0 and model is None \
+            and not body.options.codegen and state.scheduler.fixed_hardware(body.hardware):
+        await _keep(state, digest, body, layers, answer.body)
     return Response(answer.body, status_code=answer.status_code, media_type="application/json")
+
+
+async def _keep(state: Any, digest: bytes, body: ScheduleRequest, layers: list[dict[str, Any]], answer: str) -> None:
+    parts = split_at_seconds(answer)
+    if parts is None:
+        return
+    p = state.scheduler.prepare(body.hardware, layers, body.options)  # keyed before: a memo lookup per layer
+    keys = [k for k, _ in p.unique]
+    rows = await state.scheduler.cached_rows(keys)
+    if len(rows) == len(keys):
+        state.kept_answers.put(digest, KeptAnswer(tuple(keys), tuple(rows[k].seq for k in keys), *parts,
+                                                  layers=len(p.keys)))
 
 
 def _model_layers(model_b64: str) -> tuple[list[dict[str, Any]], list[str], str]:

@@ -1,0 +1,78 @@
+"""POST /schedule's answers from the cache kept as bytes (tileplan.api.answers): the same answer as assembling it
+afresh, never a stale one (the app in-process: SQLite, local solver pool)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tileplan.api.answers import KeptAnswer, KeptAnswers, split_at_seconds
+from tileplan.api.app import create_app
+from tileplan.settings import Settings
+
+FAST = {"time_limit_s": 1.0}
+MM = {"name": "mm", "op": "matmul", "M": 32, "K": 48, "N": 32}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("kept"), solver_processes=1)
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def schedule(client: TestClient, body: dict) -> dict:
+    r = client.post("/schedule", content=json.dumps(body), headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def without_seconds(answer: dict) -> dict:
+    return {**answer, "summary": {k: v for k, v in answer["summary"].items() if k != "seconds"}}
+
+
+def test_a_kept_answer_is_the_answer_assembled_afresh(client: TestClient) -> None:
+    kept: KeptAnswers = client.app.state.kept_answers  # type: ignore[attr-defined]
+    body = {"hardware": "gemmini-16x16", "layers": [MM, {**MM, "name": "again"}], "options": FAST}
+    solved = schedule(client, body)
+    assert solved["summary"]["solved"] == 1  # the two layers are one plan
+    before = len(kept)
+    afresh = schedule(client, body)  # from the cache, assembled; kept from now on
+    assert len(kept) == before + 1
+    again = schedule(client, body)
+    assert without_seconds(again) == without_seconds(afresh)
+    assert again["summary"]["seconds"] >= 0 and [p["cached"] for p in again["plans"]] == [True, True]
+    assert [p["layer"]["name"] for p in again["plans"]] == ["mm", "again"]  # each asker's name, as assembled
+
+
+def test_a_deleted_plan_is_never_answered_from_a_kept_answer(client: TestClient) -> None:
+    kept: KeptAnswers = client.app.state.kept_answers  # type: ignore[attr-defined]
+    body = {"hardware": "gemmini-16x16", "layers": [{**MM, "N": 16}], "options": FAST}
+    schedule(client, body)
+    key = schedule(client, body)["plans"][0]["key"]
+    assert schedule(client, body)["plans"][0]["cached"] is True  # the kept answer
+    assert client.delete(f"/plans/{key}").status_code == 204
+    r = client.post("/schedule", json=body)
+    assert r.status_code in (200, 202), r.text  # solved again (or being solved), not the kept bytes
+    if r.status_code == 200:
+        assert r.json()["plans"][0]["cached"] is False
+
+
+def test_bad_bodies_still_fail_validation(client: TestClient) -> None:
+    r = client.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [MM], "options": {"time_limit_s": -1}})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", "options"]
+
+
+def test_kept_answers_are_bounded_by_bytes_least_recently_used_out() -> None:
+    head, tail = split_at_seconds('{"plans":[{"solver":{"seconds": 9}}],"summary":{"cycles": 1, "seconds": 0.5},"x":1}')
+    assert head.endswith(b'"seconds": ') and tail == b'},"x":1}' and b'"solver":{"seconds": 9}' in head
+    entry = KeptAnswer(("k",), (1,), head, tail, layers=1)
+    assert json.loads(entry.body(0.25))["summary"]["seconds"] == 0.25
+    kept = KeptAnswers(max_bytes=3 * entry.size)
+    for i in range(5):
+        kept.put(bytes([i]), entry)
+        kept.get(bytes([0]))  # the first stays in use
+    assert len(kept) == 3 and kept.get(bytes([0])) is entry and kept.get(bytes([1])) is None
