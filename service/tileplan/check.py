@@ -9,6 +9,7 @@ from __future__ import annotations
 from tileplan.dims import DIMS, TENSORS
 from tileplan.execution import library_levels
 from tileplan.hardware import Architecture, HardwareDescriptor
+from tileplan.hardware.model import mesh_split
 from tileplan.mapping import Mapping
 from tileplan.nest import analyse
 from tileplan.problem import Problem
@@ -18,6 +19,7 @@ from tileplan.units import format_size
 def footprint(problem: Problem, arch: Architecture, mapping: Mapping, level: int) -> dict[str, float]:
     """Bytes per instance each kept tensor occupies at `level` (doubled where double buffered); for
     memory-utilisation scores."""
+    problem = problem.for_hardware(arch.hardware.input_tiles)
     lv = arch.levels[level]
     tiles = {d: 1 for d in DIMS}
     for m in mapping.levels[: level + 1]:
@@ -66,6 +68,9 @@ def check_arch(problem: Problem, arch: Architecture, mapping: Mapping) -> list[s
         for d, _ in m.spatial:
             if d not in lv.spatial_dims:
                 out.append(f"{lv.name} cannot unroll {d} (allowed: {''.join(sorted(lv.spatial_dims)) or 'none'})")
+        x, y = arch.fanout_xy(lv.index)
+        if y > 1 and m.spatial_total <= lv.fanout and mesh_split(list(m.spatial), x, y) is None:
+            out.append(f"{lv.name} unrolls {m.spatial_total} ways, which no split fits on its {x}x{y} mesh (X by Y)")
         if lv.is_backing_store and m.spatial:
             out.append(f"{lv.name} has no fan-out to unroll across")
         if len({d for d, _ in m.temporal}) != len(m.temporal):
@@ -98,6 +103,7 @@ def level_violations(
 ) -> list[str]:
     """What does not fit at one level, holding `tile` (extent per dimension) with `db` double buffered.
     The one place capacities are judged: the checker and the search mappers' incremental legality."""
+    problem = problem.for_hardware(arch.hardware.input_tiles)
     lv = arch.levels[level]
     out = [
         f"{lv.name} holds a tile of {d}={tile[d]}, limit {limit}" for d, limit in lv.max_tile.items() if tile[d] > limit

@@ -65,6 +65,7 @@ class NestAnalysis:
 
 def analyse(problem: Problem, arch: Architecture, mapping: Mapping) -> NestAnalysis:
     """Tiles and transfers of a mapping whose level names match `arch` (check.py verifies that first)."""
+    problem = problem.for_hardware(arch.hardware.input_tiles)
     levels = mapping.levels
     n = len(levels)
     bounds = mapping.bounds()

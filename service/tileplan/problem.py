@@ -8,7 +8,7 @@ its taps touch when the stride skips some (see `touched`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from tileplan.dims import DIMS, RELEVANT
@@ -56,6 +56,9 @@ class Problem:
     # Zero padding of the input (rows, cols): Gemmini's library makes it on chip instead of reading it from DRAM.
     padding: tuple[int, int] = (0, 0)
     in_hw: tuple[int, int] | None = None  # the input's own height and width, when a conv layer states them
+    # "exact": a strided tile holds only the rows its taps touch; "bounding_box": the whole span, as Timeloop
+    # sizes it (the hardware descriptor's `input_tiles`; see `for_hardware`).
+    input_tiles: str = "exact"
 
     @classmethod
     def from_layer(cls, layer: Conv2dLayer | MatmulLayer) -> Problem:
@@ -73,8 +76,14 @@ class Problem:
     def factors(self) -> dict[str, list[int]]:
         return {d: prime_factors(self.dims[d]) for d in DIMS}
 
+    def for_hardware(self, input_tiles: str) -> Problem:
+        """This problem with input tiles sized the way the hardware's descriptor says (`input_tiles`)."""
+        return self if input_tiles == self.input_tiles else replace(self, input_tiles=input_tiles)
+
     def input_extent(self, p: int, r: int, axis: int) -> int:
-        """Input rows (axis 0) or cols (axis 1) touched by p outputs under r filter taps."""
+        """Input rows (axis 0) or cols (axis 1) a tile of p outputs under r filter taps holds."""
+        if self.input_tiles == "bounding_box":
+            return (p - 1) * self.stride[axis] + (r - 1) * self.dilation[axis] + 1
         return touched(p, r, self.stride[axis], self.dilation[axis])
 
     def tile_elements(self, tensor: str, tile: dict[str, int]) -> int:

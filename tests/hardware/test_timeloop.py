@@ -44,7 +44,9 @@ def test_gemmini_legacy_equals_catalog_apart_from_bandwidth(examples):
             assert x.capacity / x.word_bytes == y.capacity / y.word_bytes
             if x.name != "Registers":
                 assert x.capacity == y.capacity
-    assert tl.memory_levels[-1].bandwidth == 5.75
+    # Timeloop reads the legacy `bandwidth: 5.75` as 5.75/2 words per cycle each way
+    dram = tl.memory_levels[-1]
+    assert dram.bandwidth is None and dram.read_bandwidth == dram.write_bandwidth == 5.75 / 2
     # the one-instance 64 KiB accumulator of DOSA's legacy file becomes 16 column slices of 4 KiB
     assert tl.memory_levels[1].capacity == 64 * 1024 and tl.memory_levels[1].instances == 16
     assert applicable(tl)
@@ -66,7 +68,11 @@ def test_simba_legacy_equals_catalog(examples):
     tl, cat = _load(examples, "simba_arch_legacy.yaml"), get_hardware("simba")
     assert _levels(tl) == _levels(cat)
     assert (tl.pe_array.rows, tl.pe_array.cols) == (cat.pe_array.rows, cat.pe_array.cols)
-    assert tl.memory_levels[-1].bandwidth == 20
+    # the catalog's DRAM shares 20 B/cycle; Timeloop reads the file's legacy `bandwidth: 20` as 10 each way
+    assert cat.memory_levels[-1].bandwidth == 20
+    dram = tl.memory_levels[-1]
+    assert dram.bandwidth is None and dram.read_bandwidth == dram.write_bandwidth == 10
+    assert (tl.input_tiles, tl.word_elements, tl.cost_model) == ("bounding_box", True, "timeloop")
     assert not applicable(tl)
 
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from tileplan.cost.energy import MAC_PJ, level_energy, tensor_energy_breakdown
 from tileplan.cost.gemmini import gemmini_cycles, gemmini_levels, gemmini_notes, prediction_interval
 from tileplan.cost.params import INTERVAL_CONFIDENCE
+from tileplan.cost.timeloop import timeloop_metrics
 from tileplan.dims import RELEVANT
 from tileplan.hardware import Architecture
 from tileplan.mapping import Mapping
@@ -63,7 +64,10 @@ class Metrics(BaseModel):
     energy_by_tensor_pj: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="pJ per level and tensor (reads + writes); MAC under 'MAC'."
     )
-    model: str = Field(default="first-order", description="'gemmini' (calibrated) or 'first-order' (fallback).")
+    model: str = Field(
+        default="first-order",
+        description="'gemmini' (calibrated), 'timeloop' (timeloop-model's semantics) or 'first-order' (fallback).",
+    )
     executor: str | None = Field(
         default=None,
         description="Gemmini model: who runs the calls, 'tileplan' (Tileplan's code: tiles kept between calls that "
@@ -84,15 +88,34 @@ class Metrics(BaseModel):
     )
 
 
-def evaluate_mapping(problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None) -> Metrics:
-    """Metrics of a mapping the checker has accepted (calibrated Gemmini model where it applies). On library
+COST_MODELS = ("gemmini", "timeloop", "first-order")
+
+
+def model_for(arch: Architecture, model: str | None = None) -> str:
+    """The cost model that scores plans on `arch`: the one named (a request's `model`), else the descriptor's
+    `cost_model`, else by shape: the calibrated Gemmini model on Gemmini-like hierarchies, first-order elsewhere."""
+    chosen = model or arch.hardware.cost_model
+    if chosen is None:
+        return "gemmini" if gemmini_levels(arch) is not None else "first-order"
+    if chosen == "gemmini" and gemmini_levels(arch) is None:
+        raise ValueError(f"the calibrated Gemmini model needs a Gemmini-like hierarchy; {arch.name} is not one")
+    return chosen
+
+
+def evaluate_mapping(
+    problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None, model: str | None = None
+) -> Metrics:
+    """Metrics of a mapping the checker has accepted, by the cost model `model_for(arch, model)` picks. On library
     hardware `executor` says who runs the calls: Tileplan's generated code ("tileplan", which keeps tiles that
     consecutive calls share) or Gemmini's own library ("library", the hand-written baseline's execution); unset,
     the mapping's own `executor` field decides, and a mapping without one runs as the library."""
+    chosen = model_for(arch, model)
+    if chosen == "timeloop":
+        return timeloop_metrics(problem, arch, mapping)
     nest = analyse(problem, arch, mapping)
     base = metrics_from_nest(nest)
     levels = gemmini_levels(arch)
-    if levels is None:
+    if levels is None or chosen == "first-order":
         return base
     g = gemmini_cycles(problem, arch, mapping, executor)
     dram = arch.levels[levels[2]].name

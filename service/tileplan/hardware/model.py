@@ -65,6 +65,16 @@ class MemoryLevel(_Strict):
         default=None, description="Which PE-array axis this level's fan-out spans, for code generation."
     )
     energy: AccessEnergy | None = None
+    mesh_x: int | None = Field(
+        default=None, gt=0,
+        description="Timeloop meshX: how many of this level's instances lie along the mesh's X axis (the rest "
+        "along Y); a fan-out then splits into an X and a Y part. None: all along X (Timeloop's default).",
+    )
+    source_instances: int | None = Field(
+        default=None, gt=0,
+        description="Instances the Timeloop source file declares, where Tileplan splits the level differently "
+        "(Gemmini's one accumulator becomes one slice per array column); Timeloop bundles follow the source.",
+    )
 
     @field_validator("keeps")
     @classmethod
@@ -83,6 +93,8 @@ class MemoryLevel(_Strict):
                 raise ValueError("partition shares must be positive and sum to at most 1")
             if set(self.partition) != set(self.keeps):
                 raise ValueError(f"partition must give a share to every kept tensor {self.keeps}")
+        if self.mesh_x is not None and self.instances % self.mesh_x:
+            raise ValueError(f"mesh_x {self.mesh_x} does not divide the {self.instances} instances")
         if self.capacity is not None and self.capacity % self.instances:
             raise ValueError(f"capacity {self.capacity} B does not divide into {self.instances} instances")
         return self
@@ -109,6 +121,9 @@ class PEArray(_Strict):
     acc_dtype: DType = "int32"
     output_dtype: DType = "int8"
     mac_energy_pj: float | None = Field(default=None, ge=0)
+    mesh_x: int | None = Field(
+        default=None, gt=0, description="Timeloop meshX of the MACs (see MemoryLevel.mesh_x); None: all along X."
+    )
 
     @property
     def macs(self) -> int:
@@ -130,6 +145,22 @@ class HardwareDescriptor(_Strict):
     constraints: Constraints = Constraints()
     cost_params: dict[str, float] = Field(
         default_factory=dict, description="Calibrated cost-model parameters (see tileplan.cost.params)."
+    )
+    input_tiles: Literal["exact", "bounding_box"] = Field(
+        default="exact",
+        description="How much of the input a strided tile occupies and moves: 'exact' = only the rows and columns "
+        "its filter taps touch (hardware that fetches strided windows exactly), 'bounding_box' = the whole span "
+        "(p-1)*stride+(r-1)*dilation+1, as Timeloop sizes tiles (set when importing Timeloop YAML).",
+    )
+    word_elements: bool = Field(
+        default=False,
+        description="Every element occupies one word of the level holding it, whatever its type (Timeloop's rule: "
+        "a partial sum spilled to an 8-bit DRAM moves as one 8-bit word); set when importing Timeloop YAML.",
+    )
+    cost_model: Literal["gemmini", "timeloop", "first-order"] | None = Field(
+        default=None,
+        description="The cost model plans are scored with unless a request names one: None picks by shape (the "
+        "calibrated Gemmini model on Gemmini-like hierarchies, else first-order); Timeloop imports set 'timeloop'.",
     )
 
     @model_validator(mode="after")
@@ -160,6 +191,8 @@ class HardwareDescriptor(_Strict):
                     raise ValueError(f"pe_array.dataflows: {df.name!r} overrides unknown level {lname!r}")
         if len({df.name for df in self.pe_array.dataflows}) != len(self.pe_array.dataflows):
             raise ValueError("pe_array.dataflows: names must be unique")
+        if self.pe_array.mesh_x is not None and self.pe_array.macs % self.pe_array.mesh_x:
+            raise ValueError(f"pe_array.mesh_x: {self.pe_array.mesh_x} does not divide the {self.pe_array.macs} MACs")
         for lname, dims in self.constraints.max_tile.items():
             if lname not in names:
                 raise ValueError(f"constraints.max_tile: unknown level {lname!r}")
@@ -208,6 +241,7 @@ class HardwareDescriptor(_Strict):
                     max_tile={d: n for d, n in self.constraints.max_tile.get(lv.name, {}).items()},
                     is_backing_store=lv.capacity is None,
                     array_axis=lv.array_axis,
+                    mesh_x=lv.mesh_x or lv.instances,
                 )
             )
             below = lv.instances
@@ -219,7 +253,23 @@ class HardwareDescriptor(_Strict):
             input_bytes=in_bits / 8,
             acc_bytes=DTYPE_BITS[self.pe_array.acc_dtype] / 8,
             output_bytes=DTYPE_BITS[self.pe_array.output_dtype] / 8,
+            mac_mesh_x=self.pe_array.mesh_x or self.pe_array.macs,
         )
+
+
+def mesh_split(
+    factors: list[tuple[str, int]], x: int, y: int
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]]] | None:
+    """Spatial factors split over an x-by-y fan-out: (along X, along Y), the X side as full as it can be;
+    None when no split fits (Timeloop's `split`: the factors before it go along X, the rest along Y)."""
+    best: tuple[int, list[tuple[str, int]], list[tuple[str, int]]] | None = None
+    for mask in range(1 << len(factors)):
+        xs = [f for i, f in enumerate(factors) if mask >> i & 1]
+        ys = [f for i, f in enumerate(factors) if not mask >> i & 1]
+        px, py = math.prod(f for _, f in xs), math.prod(f for _, f in ys)
+        if px <= x and py <= y and (best is None or px > best[0]):
+            best = (px, xs, ys)
+    return None if best is None else (best[1], best[2])
 
 
 def _find(dataflows: list[Dataflow], name: str) -> Dataflow:
@@ -248,6 +298,7 @@ class ResolvedLevel:
     max_tile: dict[str, int]
     is_backing_store: bool
     array_axis: str | None
+    mesh_x: int = 1  # instances along the mesh's X axis (all of them unless the descriptor says otherwise)
 
 
 @dataclass(frozen=True)
@@ -261,6 +312,7 @@ class Architecture:
     input_bytes: float
     acc_bytes: float
     output_bytes: float
+    mac_mesh_x: int = 1  # MACs along the mesh's X axis
 
     @property
     def name(self) -> str:
@@ -280,11 +332,20 @@ class Architecture:
         outputs are partial sums: as wide as the level's word when that is an accumulator word
         (int32, or Simba's 24 bit), else the accumulation type.
         """
+        if self.hardware.word_elements:
+            return level.word_bytes
         if level.is_backing_store:
             return self.output_bytes if tensor == "O" else self.input_bytes
         if tensor == "O":
             return level.word_bytes if level.word_bytes >= 2 else self.acc_bytes
         return max(level.word_bytes, self.input_bytes)
+
+    def fanout_xy(self, index: int) -> tuple[int, int]:
+        """(X, Y) parts of level `index`'s fan-out on a 2-D mesh: its child's mesh over its own."""
+        lv = self.levels[index]
+        child_x = self.mac_mesh_x if index == 0 else self.levels[index - 1].mesh_x
+        x = max(1, child_x // lv.mesh_x)
+        return (x, lv.fanout // x) if lv.fanout % x == 0 else (lv.fanout, 1)
 
     @property
     def total_fanout(self) -> int:

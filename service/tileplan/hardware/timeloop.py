@@ -286,16 +286,23 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             )
         inst = 1 if top else (st.instances or 1)
         lv: dict[str, Any] = {"name": st.name, "word_bits": wb, "instances": inst, "keeps": list(keeps)}
+        if st.mesh_x is not None and not top and st.mesh_x != inst:
+            lv["mesh_x"] = st.mesh_x
         if not top:
             entries = _entries(st, wb)
             if entries is None:
                 raise InputError(st.loc + ("entries",), f"missing for on-chip level {st.name!r} (or depth and width)")
             lv["capacity"] = math.ceil(entries * wb / 8) * inst
         word_bytes = wb / 8
-        shared = _attr(st.attrs, "shared_bandwidth", "bandwidth")
+        shared = _attr(st.attrs, "shared_bandwidth")
+        legacy = _attr(st.attrs, "bandwidth")
         read, write = _attr(st.attrs, "read_bandwidth"), _attr(st.attrs, "write_bandwidth")
         if shared is not None:
             lv["bandwidth"] = _number(shared, st.loc + ("shared_bandwidth",)) * word_bytes
+        if legacy is not None:
+            # Timeloop reads the deprecated `bandwidth: B` as B/2 words per cycle for reads and B/2 for writes
+            half = _number(legacy, st.loc + ("bandwidth",)) / 2 * word_bytes
+            lv["read_bandwidth"] = lv["write_bandwidth"] = half
         if read is not None:
             lv["read_bandwidth"] = _number(read, st.loc + ("read_bandwidth",)) * word_bytes
         if write is not None:
@@ -317,6 +324,9 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             gem = None
     if gem is not None:
         reg, acc, spad = gem
+        if mem[acc]["instances"] != cols:
+            mem[acc]["source_instances"] = mem[acc]["instances"]
+            mem[acc].pop("mesh_x", None)
         mem[acc]["instances"] = cols  # one accumulator slice per column
         rows = macs // cols
         for j in (acc, spad):
@@ -340,6 +350,8 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
         dataflows = [{"name": df}]
         rows, cols = _rows_cols(macs, mesh_x)
     pe.update({"rows": rows, "cols": cols})
+    if mesh_x is not None and mesh_x != macs:
+        pe["mesh_x"] = mesh_x
     pe.setdefault("acc_dtype", "int32")
 
     for lv in mem:  # hints override inferred level fields
@@ -358,8 +370,14 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
         "description": hint.get("description") or f"imported from Timeloop ({'v0.3' if 'architecture' in data else 'legacy'})",
         "pe_array": pe,
         "memory_levels": mem,
+        # Timeloop sizes strided input tiles by their bounding box; plans are scored the way timeloop-model scores
+        # them, except on Gemmini-like hierarchies, where the calibrated Gemmini model stays the default.
+        "input_tiles": "bounding_box",
+        "word_elements": True,
     }
-    for key in ("constraints", "cost_params"):
+    if gem is None:
+        desc["cost_model"] = "timeloop"
+    for key in ("constraints", "cost_params", "input_tiles", "word_elements", "cost_model"):
         if key in hint:
             desc[key] = hint[key]
     return desc
@@ -396,9 +414,13 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
     outer_first = list(reversed(levels))
 
     def component(lv: Any) -> dict[str, Any]:
-        attrs: dict[str, Any] = {"instances": lv.instances, "word-bits": lv.word_bits}
+        # a level Tileplan splits where the source did not (Gemmini's accumulator) is written as the source has it
+        instances = lv.source_instances or lv.instances
+        attrs: dict[str, Any] = {"instances": instances, "word-bits": lv.word_bits}
+        if lv.mesh_x is not None:
+            attrs["meshX"] = lv.mesh_x
         if lv.capacity is not None:
-            per = lv.capacity // lv.instances
+            per = lv.capacity // instances
             attrs["entries"] = per * 8 // lv.word_bits
             attrs["depth"] = attrs["entries"]
             attrs["width"] = lv.word_bits
@@ -408,23 +430,26 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
             attrs["read_bandwidth"] = _words(lv.read_bandwidth, lv.word_bits)
         if lv.write_bandwidth is not None:
             attrs["write_bandwidth"] = _words(lv.write_bandwidth, lv.word_bits)
-        cls = "DRAM" if lv.capacity is None else ("regfile" if lv.capacity // lv.instances <= 64 else "SRAM")
+        cls = "DRAM" if lv.capacity is None else ("regfile" if lv.capacity // instances <= 64 else "SRAM")
         return {"name": lv.name, "class": cls, "attributes": attrs}
 
     in_bits = DTYPE_BITS[hw.pe_array.input_dtype]
-    macc = {"name": "MACC", "class": "intmac",
-            "attributes": {"instances": hw.pe_array.macs, "datawidth": in_bits, "word-bits": in_bits}}
+    macc: dict[str, Any] = {"name": "MACC", "class": "intmac",
+                            "attributes": {"instances": hw.pe_array.macs, "datawidth": in_bits, "word-bits": in_bits}}
+    if hw.pe_array.mesh_x is not None:
+        macc["attributes"]["meshX"] = hw.pe_array.mesh_x
     root: dict[str, Any] = {"name": "System", "local": [], "subtree": []}
     node = root
     current = 1
     for k, lv in enumerate(outer_first):
-        if lv.instances > current:
-            f = lv.instances // current
+        instances = lv.source_instances or lv.instances
+        if instances > current:
+            f = instances // current
             axis = {"cols": "PECols", "rows": "PERows"}.get(outer_first[k - 1].array_axis or "", f"Array{k}")
             child: dict[str, Any] = {"name": f"{axis}[0..{f - 1}]", "local": [], "subtree": []}
             node["subtree"].append(child)
             node = child
-            current = lv.instances
+            current = instances
         elif k == 1 and node is root:
             chip: dict[str, Any] = {"name": "Chip", "local": [], "subtree": []}
             root["subtree"].append(chip)
@@ -451,7 +476,7 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
         lv_hint = {}
         for lv in levels:
             h: dict[str, Any] = {"keeps": list(lv.keeps)}
-            for key in ("spatial_dims", "partition", "array_axis"):
+            for key in ("spatial_dims", "partition", "array_axis", "mesh_x", "source_instances"):
                 v = getattr(lv, key)
                 if v is not None:
                     h[key] = list(v) if isinstance(v, list) else (dict(v) if isinstance(v, dict) else v)
@@ -465,6 +490,9 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
             "pe_array": pe,
             "dataflows": [df.model_dump(mode="json", exclude_none=True) for df in hw.pe_array.dataflows],
             "levels": lv_hint,
+            "input_tiles": hw.input_tiles,
+            "word_elements": hw.word_elements,
+            "cost_model": hw.cost_model,
         }
         if hw.constraints.max_tile:
             doc["tileplan"]["constraints"] = hw.constraints.model_dump(mode="json")

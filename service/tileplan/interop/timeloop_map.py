@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -40,7 +41,7 @@ from tileplan.problem import Problem
 TL_DIMS = ("R", "S", "P", "Q", "C", "K", "N")
 TL_TENSORS = (("W", "Weights"), ("I", "Inputs"), ("O", "Outputs"))
 _TENSOR_OF = {tl: t for t, tl in TL_TENSORS}
-_FACTOR = re.compile(r"^([A-Za-z])\s*=\s*(\d+)$")
+_FACTOR = re.compile(r"^([A-Za-z])\s*=?\s*(\d+)$")  # "R=3" (CoSA) or "R3" (timeloop-mapper)
 
 
 def _fold(factors: list[tuple[str, int]], fold_groups: bool, where: str, notes: list[str]) -> list[tuple[str, int]]:
@@ -171,6 +172,24 @@ def _keep_sets(entries: list[tuple[int, dict[str, Any]]], names: list[str]) -> d
     return keeps
 
 
+@dataclass
+class TimeloopMap:
+    """A Timeloop mapping file read onto a descriptor: the contract Mapping, the factors each level's spatial
+    entry puts along the mesh's X axis (Timeloop's `split`), and what in the file's structure Timeloop itself
+    would refuse (a spatial entry where the source hardware has no fan-out)."""
+
+    mapping: Mapping
+    along_x: dict[str, list[tuple[str, int]]]
+    structure_errors: list[str]
+
+
+def _source_fanouts(hw: HardwareDescriptor) -> list[int]:
+    """Fan-out of each level in the Timeloop source's structure (its own instance counts)."""
+    counts = [lv.source_instances or lv.instances for lv in hw.memory_levels]
+    below = [hw.pe_array.macs] + counts[:-1]
+    return [b // c for b, c in zip(below, counts)]
+
+
 def from_timeloop_mapping(
     data: dict[str, Any] | list[Any] | str, hw: HardwareDescriptor, problem: Problem, dataflow: str | None = None
 ) -> Mapping:
@@ -178,6 +197,15 @@ def from_timeloop_mapping(
 
     The dataflow is the named one, or the first whose keep-sets match the file's bypass entries. Factors
     multiplying past a bound become `padded_dims`; short ones are an error."""
+    return read_timeloop_mapping(data, hw, problem, dataflow).mapping
+
+
+def read_timeloop_mapping(
+    data: dict[str, Any] | list[Any] | str, hw: HardwareDescriptor, problem: Problem, dataflow: str | None = None
+) -> TimeloopMap:
+    """`from_timeloop_mapping` with the file's mesh splits and structural problems (see TimeloopMap). A level the
+    descriptor splits where the source does not (`source_instances`, Gemmini's accumulator) takes the Y part of
+    the file's spatial entry, the level above it the X part."""
     if isinstance(data, str):
         try:
             data = yaml.safe_load(data)
@@ -202,6 +230,9 @@ def from_timeloop_mapping(
 
     temporal: dict[str, list[tuple[str, int]]] = {n: [] for n in names}
     spatial: dict[str, list[tuple[str, int]]] = {n: [] for n in names}
+    along_x: dict[str, list[tuple[str, int]]] = {}
+    errors: list[str] = []
+    source_fanout = dict(zip(names, _source_fanouts(hw)))
     seen: set[tuple[str, str]] = set()
     for i, e in enumerate(entries):
         loc: tuple[str | int, ...] = ("mapping", i)
@@ -220,17 +251,38 @@ def from_timeloop_mapping(
         seen.add((target, kind))
         factors = _parse_factors(e.get("factors", ""), loc + ("factors",))
         perm = str(e.get("permutation", "") or "").replace(" ", "").upper()
+        for d in perm:
+            if d not in TL_DIMS and d != "G":
+                raise InputError(loc + ("permutation",), f"unknown dimension {d!r}")
+        order = list(dict.fromkeys(perm))
         if kind == "spatial":
-            spatial[target] = [(d, factors[d]) for d in (*TL_DIMS, "G") if factors.get(d, 1) > 1]
+            if source_fanout[target] == 1:
+                errors.append(f"no spatial tiling level for storage level {target}: the level below it has as "
+                              "many instances (no fan-out to unroll across)")
+            order += [d for d in (*TL_DIMS, "G") if d not in order]
+            split = e.get("split", len(order))
+            if not isinstance(split, int) or split < 0:
+                raise InputError(loc + ("split",), f"must be a whole number >= 0, got {split!r}")
+            used = [(d, factors[d]) for d in order if factors.get(d, 1) > 1]
+            xs = [(d, factors[d]) for d in order[:split] if factors.get(d, 1) > 1]
+            spatial[target], along_x[target] = used, xs
             continue
         for d, f in factors.items():
             if f > 1 and d not in perm:
                 raise InputError(loc + ("permutation",), f"must list every dimension with a factor > 1; {d} is missing")
-        order = list(dict.fromkeys(perm))
-        for d in order:
-            if d not in TL_DIMS and d != "G":
-                raise InputError(loc + ("permutation",), f"unknown dimension {d!r}")
         temporal[target] = [(d, factors[d]) for d in order if factors.get(d, 1) > 1]
+
+    for k, lv in enumerate(hw.memory_levels[:-1]):
+        if lv.source_instances is not None and lv.source_instances < lv.instances and not spatial[names[k + 1]]:
+            # Tileplan splits this level over the fan-out of the one above: the X part of the file's entry is that
+            # fan-out, the Y part stays here (see hardware.timeloop's Gemmini conventions).
+            up = names[k + 1]
+            xs = along_x.get(lv.name, [])
+            ys = list(spatial[lv.name])
+            for xf in xs:
+                ys.remove(xf)
+            spatial[up], along_x[up] = xs, xs
+            spatial[lv.name], along_x[lv.name] = ys, []
 
     mapping = Mapping(
         levels=[LevelMapping(name=n, temporal=temporal[n], spatial=spatial[n]) for n in names],  # type: ignore[arg-type]
@@ -245,7 +297,26 @@ def from_timeloop_mapping(
             padded[d] = bounds[d]
     if padded:
         mapping = mapping.model_copy(update={"padded_dims": padded})
-    return mapping
+    return TimeloopMap(mapping, along_x, errors)
+
+
+def timeloop_verdict(
+    data: dict[str, Any] | list[Any] | str, hw: HardwareDescriptor, problem: Problem
+) -> tuple[Mapping | None, list[str]]:
+    """What timeloop-model says of a mapping file for `problem` on `hw`: (the mapping, []) when it accepts it,
+    (the mapping or None, the reasons) when it rejects it. A file that cannot be read raises InputError."""
+    from tileplan.cost.timeloop import timeloop_violations
+
+    try:
+        tm = read_timeloop_mapping(data, hw, problem)
+    except InputError as exc:
+        if "multiply to" in str(exc):
+            return None, [str(exc)]
+        raise
+    if tm.structure_errors:
+        return tm.mapping, tm.structure_errors
+    arch = hw.resolve(tm.mapping.dataflow)
+    return tm.mapping, timeloop_violations(problem, arch, tm.mapping, tm.along_x)
 
 
 def to_timeloop_problem(problem: Problem, mapping: Mapping | None = None, fold_groups: bool = False) -> dict[str, Any]:

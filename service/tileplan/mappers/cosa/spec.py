@@ -63,6 +63,7 @@ class CosaSpec:
 
 
 def build_spec(problem: Problem, arch: Architecture, allow_padding: bool = True) -> CosaSpec:
+    problem = problem.for_hardware(arch.hardware.input_tiles)
     alts: dict[str, list[Alternative]] = {}
     fanouts = sorted({lv.fanout for lv in arch.levels if lv.fanout > 1})
     for d in DIMS:

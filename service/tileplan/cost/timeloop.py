@@ -1,0 +1,306 @@
+"""Timeloop-semantics access counts and cycles (timeloop-model at the commit CoSA pins).
+
+Used for hardware imported from Timeloop YAML (and whenever a request names `"model": "timeloop"`), so a
+plan is scored the way timeloop-model scores its exported map. What differs from the first-order model:
+- everything is counted in words of the level that holds it (an element is one word at every level, so a
+  partial sum spilled to an 8-bit DRAM moves as one 8-bit word), and bandwidths are words per cycle per
+  instance with separate read and write budgets (a shared budget, Tileplan's `bandwidth`, counts both);
+- an input tile is its bounding box `(p-1)*stride + (r-1)*dilation + 1` rows (and columns);
+- an input tile that slides (the loop advancing is P, Q, R or S and every loop inside it leaves the input
+  alone) only fetches the rows / columns it did not already hold; after an inner loop that moves the input
+  wraps around, the whole tile is fetched again;
+- outputs: a level holding outputs is "filled" once per tile visit (the first update of each element reads
+  nothing), every update after the first of a visit is a read-modify-write, and the backing store reads
+  back what a child fetches again as a partial sum;
+- per level, cycles = ceil(max(reads / read words per cycle, writes / write words per cycle)), with the
+  per-instance counts of the busiest instance; the answer is the largest of those and the compute cycles
+  (one cycle per temporal iteration).
+Counts are per instance, and `instances` is how many instances of a level the mapping uses, as in
+timeloop-model's stats ("Scalar reads (per-instance)", "Utilized instances (max)").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tileplan.cost.energy import MAC_PJ, level_energy
+from tileplan.dims import DIMS, RELEVANT, TENSORS
+from tileplan.hardware import Architecture
+from tileplan.hardware.model import mesh_split
+from tileplan.mapping import Mapping
+from tileplan.problem import Problem
+
+if TYPE_CHECKING:
+    from tileplan.cost.model import Metrics
+
+
+@dataclass
+class TensorCounts:
+    reads: float = 0.0
+    fills: float = 0.0
+    updates: float = 0.0
+    instances: int = 1
+    capacity: int = 0  # words of this tensor's tile at one instance
+
+
+@dataclass
+class LevelCounts:
+    name: str
+    tensors: dict[str, TensorCounts] = field(default_factory=dict)
+    read_words_per_cycle: float | None = None
+    write_words_per_cycle: float | None = None
+    shared: bool = False
+    cycles: int = 0
+
+    @property
+    def reads(self) -> float:
+        return sum(tc.reads for tc in self.tensors.values())
+
+    @property
+    def writes(self) -> float:
+        return sum(tc.fills + tc.updates for tc in self.tensors.values())
+
+
+@dataclass
+class TimeloopCounts:
+    levels: list[LevelCounts]
+    compute_cycles: int
+    macs_used: int
+    computes: int  # MAC operations per used MAC
+
+    @property
+    def cycles(self) -> int:
+        return max([self.compute_cycles] + [lv.cycles for lv in self.levels])
+
+
+def box(problem: Problem, tensor: str, tile: dict[str, int]) -> int:
+    """Words of `tensor` in the bounding box of a tile (Timeloop's projection of the tile)."""
+    if tensor == "I":
+        h = (tile["P"] - 1) * problem.stride[0] + (tile["R"] - 1) * problem.dilation[0] + 1
+        w = (tile["Q"] - 1) * problem.stride[1] + (tile["S"] - 1) * problem.dilation[1] + 1
+        return tile["N"] * tile["G"] * tile["C"] * h * w
+    return math.prod(tile[d] for d in RELEVANT[tensor])
+
+
+def _slide(problem: Problem, tile: dict[str, int], dim: str, step: int) -> int:
+    """Input words a tile newly needs when the loop over `dim` advances by `step` (its extent at that loop)."""
+    axis = 0 if dim in ("P", "R") else 1
+    p, r = ("P", "R") if axis == 0 else ("Q", "S")
+    h = (tile[p] - 1) * problem.stride[axis] + (tile[r] - 1) * problem.dilation[axis] + 1
+    shift = step * (problem.stride[axis] if dim == p else problem.dilation[axis])
+    other = box(problem, "I", tile) // h
+    return other * min(h, shift)
+
+
+def _fills(problem: Problem, tensor: str, tile: dict[str, int], loops: list[tuple[str, int, int]]) -> float:
+    """Words fetched into one instance over the run for a tile under `loops` (innermost first: dimension,
+    factor, and how far one step of the loop moves along its dimension)."""
+    rel = RELEVANT[tensor]
+    size = box(problem, tensor, tile)
+    total = float(size)
+    for j, (d, f, step) in enumerate(loops):
+        count = (f - 1) * math.prod(ff for _, ff, _ in loops[j + 1:])
+        inner_moves = any(dd in rel for dd, _, _ in loops[:j])
+        if inner_moves:
+            delta = size
+        elif d not in rel:
+            continue
+        elif tensor == "I" and d in ("P", "Q", "R", "S"):
+            delta = _slide(problem, tile, d, step)
+        else:
+            delta = size
+        total += count * delta
+    return total
+
+
+def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> TimeloopCounts:
+    levels = mapping.levels
+    n = len(levels)
+    tiles: list[dict[str, int]] = []
+    running = {d: 1 for d in DIMS}
+    for lv in levels:
+        for d in DIMS:
+            running[d] *= lv.temporal_factor(d) * lv.spatial_factor(d)
+        tiles.append(dict(running))
+    iters = math.prod(f for lv in levels for _, f in lv.temporal)
+    spatial_above = [math.prod(m.spatial_total for m in levels[i + 1:]) for i in range(n)]
+    out = [LevelCounts(name=lv.name) for lv in arch.levels]
+
+    def loops_above(i: int) -> list[tuple[str, int, int]]:
+        return [
+            (d, f, tiles[j][d] // levels[j].temporal_factor(d))
+            for j in range(i + 1, n) for d, f in levels[j].temporal if f > 1
+        ]
+
+    def spatial_between(lo: int, hi: int, rel: frozenset[str] | None) -> int:
+        """Spatial factors of levels lo+1..hi (fan-outs between instance of hi and of lo), relevant ones only."""
+        return math.prod(f for j in range(lo + 1, hi + 1) for d, f in levels[j].spatial if rel is None or d in rel)
+
+    for t in TENSORS:
+        rel = RELEVANT[t]
+        chain = [i for i in range(n) if t in arch.levels[i].keeps]
+        fills: dict[int, float] = {}
+        for i in chain:
+            tc = TensorCounts(instances=spatial_above[i], capacity=box(problem, t, tiles[i]))
+            out[i].tensors[t] = tc
+            fills[i] = 0.0 if i == n - 1 else _fills(problem, t, tiles[i], loops_above(i))
+            tc.fills = fills[i]
+        for k, i in enumerate(chain):
+            tc = out[i].tensors[t]
+            child = chain[k - 1] if k > 0 else -1
+            distinct = spatial_between(child, i, rel)
+            if child == -1:
+                accesses = float(iters * distinct)  # the MACs keep nothing: one operand per iteration per child
+            else:
+                accesses = fills[child] * distinct
+            if t == "O":
+                tc.updates = accesses
+                # Read-modify-write: every update but the first one an element ever gets reads the old value.
+                relevant_visits = math.prod(f for d, f, _ in loops_above(i) if d in rel)
+                tc.reads = accesses - relevant_visits * tc.capacity
+            else:
+                tc.reads = accesses
+    for rl, lc in zip(arch.levels, out):
+        wb = rl.word_bytes
+        lc.read_words_per_cycle = rl.read_bandwidth / wb if rl.read_bandwidth else None
+        lc.write_words_per_cycle = rl.write_bandwidth / wb if rl.write_bandwidth else None
+        lc.shared = rl.shared_bandwidth
+        # As timeloop-model computes it (in floating point, so its rounding is reproduced): the slowdown is the
+        # budget over the demand per compute cycle, and the level takes ceil(compute / slowdown) cycles.
+        slowdown = 1.0
+        demands = [(lc.reads + lc.writes, lc.read_words_per_cycle)] if lc.shared else [
+            (lc.reads, lc.read_words_per_cycle), (lc.writes, lc.write_words_per_cycle)]
+        for words, budget in demands:
+            if budget and iters and words:
+                slowdown = min(slowdown, budget / (words / iters))
+        lc.cycles = math.ceil(iters / slowdown)
+    macs_used = math.prod(lv.spatial_total for lv in levels)
+    return TimeloopCounts(levels=out, compute_cycles=iters, macs_used=macs_used, computes=iters)
+
+
+
+
+def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> Metrics:
+    """Metrics of a legal mapping under timeloop-model's semantics. Energy: the words each level moves times the
+    descriptor's energy per byte (Tileplan's default table where it states none; Timeloop's own tables differ)."""
+    from tileplan.cost.model import LevelTraffic, Metrics
+
+    problem = problem.for_hardware("bounding_box")
+    tc = timeloop_counts(problem, arch, mapping)
+    cycles = tc.cycles
+    top = len(arch.levels) - 1
+    rows: list[LevelTraffic] = []
+    energy_levels: dict[str, float] = {}
+    by_tensor_pj: dict[str, dict[str, float]] = {}
+    bound, slowest = "compute", tc.compute_cycles
+    dram_bytes = 0.0
+    for i, (lv, lc) in enumerate(zip(arch.levels, tc.levels)):
+        e = level_energy(lv)
+        wb = lv.word_bytes
+        per: dict[str, dict[str, float]] = {}
+        pj: dict[str, float] = {}
+        for t, c in lc.tensors.items():
+            r = c.reads * c.instances * wb
+            w = (c.fills + c.updates) * c.instances * wb
+            per[t] = {"reads": r, "writes": w}
+            pj[t] = r * e.read_pj_per_byte + w * e.write_pj_per_byte
+        r_all = sum(v["reads"] for v in per.values())
+        w_all = sum(v["writes"] for v in per.values())
+        if i == top:
+            dram_bytes = r_all + w_all
+        energy_levels[lv.name] = sum(pj.values())
+        by_tensor_pj[lv.name] = pj
+        if lc.cycles > slowest:
+            slowest, bound = lc.cycles, lv.name
+        rows.append(LevelTraffic(level=lv.name, reads_bytes=r_all, writes_bytes=w_all,
+                                 cycles=lc.cycles if lc.cycles > tc.compute_cycles else 0.0,
+                                 energy_pj=energy_levels[lv.name], by_tensor=per))
+    mac_pj = arch.hardware.pe_array.mac_energy_pj
+    padded_macs = math.prod(mapping.bounds().values())
+    energy_levels["MAC"] = padded_macs * (MAC_PJ if mac_pj is None else mac_pj)
+    by_tensor_pj["MAC"] = {"MAC": energy_levels["MAC"]}
+    return Metrics(
+        cycles=float(cycles),
+        energy_pj=sum(energy_levels.values()),
+        utilization=problem.macs / (cycles * arch.macs),
+        dram_bytes=dram_bytes,
+        ideal_cycles=math.ceil(problem.macs / arch.macs),
+        bound=bound,
+        compute_cycles=float(tc.compute_cycles),
+        stall_cycles=float(cycles - tc.compute_cycles),
+        macs=problem.macs,
+        padded_macs=padded_macs,
+        spatial_utilization=tc.macs_used / arch.macs,
+        energy_breakdown_pj=energy_levels,
+        energy_by_tensor_pj=by_tensor_pj,
+        model="timeloop",
+        levels=rows,
+        notes=[
+            f"Timeloop semantics: {tc.macs_used} of {arch.macs} MACs used, {tc.compute_cycles} compute cycles; "
+            f"bound by {bound}"
+        ],
+    )
+
+
+def timeloop_violations(
+    problem: Problem, arch: Architecture, mapping: Mapping, along_x: dict[str, list[tuple[str, int]]] | None = None
+) -> list[str]:
+    """Why timeloop-model would reject `mapping` (empty: it accepts it), by Timeloop's own rules: factors multiply
+    to the problem's bounds exactly (Timeloop has no padding), a level's spatial factors fit its fan-out and, on a
+    2-D mesh, the factors along X (`along_x` per level, Timeloop's `split`; by default the best split) fit the
+    mesh's X and the rest its Y, and the tiles a level keeps, in words and as bounding boxes, fit its entries
+    (no double buffering). Tileplan-only limits (spatial dimensions a level may unroll, library calls) are not
+    Timeloop's business and are not checked here."""
+    out: list[str] = []
+    names = [lv.name for lv in arch.levels]
+    if [m.name for m in mapping.levels] != names:
+        return [f"levels must be {names} (innermost first), got {[m.name for m in mapping.levels]}"]
+    bounds = mapping.bounds()
+    for d in DIMS:
+        if bounds[d] != problem.dims[d]:
+            out.append(f"factors of {d} multiply to {bounds[d]}, the problem's bound is {problem.dims[d]} "
+                       "(Timeloop has no padding: export the padded problem)")
+    expansion_x = expansion_y = 1
+    for i in range(len(arch.levels) - 1, -1, -1):
+        lv, m = arch.levels[i], mapping.levels[i]
+        if m.spatial_total > lv.fanout:
+            out.append(f"{lv.name}: spatial fan-out {m.spatial_total} exceeds the {lv.fanout} instances below it")
+            continue
+        fx, fy = arch.fanout_xy(i)
+        if along_x is not None and lv.name in along_x:
+            xs = along_x[lv.name]
+        else:
+            split = mesh_split(list(m.spatial), fx, fy)
+            xs = split[0] if split else list(m.spatial)
+        px = math.prod(f for _, f in xs)
+        expansion_x *= px
+        expansion_y *= m.spatial_total // px
+        child_x = arch.mac_mesh_x if i == 0 else arch.levels[i - 1].mesh_x
+        child_n = arch.macs if i == 0 else arch.levels[i - 1].instances
+        below = "the MACs" if i == 0 else arch.levels[i - 1].name
+        if expansion_x > child_x:
+            out.append(f"spatial X expansion {expansion_x} at {below} exceeds its mesh X {child_x}")
+        if expansion_y > child_n // child_x:
+            out.append(f"spatial Y expansion {expansion_y} at {below} exceeds its mesh Y {child_n // child_x}")
+    if out:
+        return out
+    problem = problem.for_hardware("bounding_box")
+    running = {d: 1 for d in DIMS}
+    for i, (lv, m) in enumerate(zip(arch.levels, mapping.levels)):
+        for d in DIMS:
+            running[d] *= m.temporal_factor(d) * m.spatial_factor(d)
+        if lv.capacity is None:
+            continue
+        tile, entries = dict(running), lv.capacity / lv.word_bytes
+        source = arch.hardware.memory_levels[i].source_instances
+        if source is not None and i + 1 < len(arch.levels):
+            # the source file's level spans the level above's fan-out (Gemmini's one accumulator, split per column)
+            for d, f in mapping.levels[i + 1].spatial:
+                tile[d] *= f
+            entries *= lv.instances // source
+        words = sum(box(problem, t, tile) for t in TENSORS if t in lv.keeps)
+        if words > entries + 1e-9:
+            out.append(f"{lv.name}: mapped tile size {words} exceeds buffer capacity {int(entries)}")
+    return out

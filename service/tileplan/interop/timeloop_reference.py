@@ -1,0 +1,71 @@
+"""Reading Timeloop's recorded verdicts (bench/data/timeloop_reference/cases.jsonl) and judging Tileplan against
+them: for each case, Tileplan's own verdict on the recorded map (`timeloop_verdict`), and on accepted cases its
+Timeloop-semantics cycles and energy next to timeloop-model's. The tests and `bench/timeloop.py` share this."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from tileplan.cost.model import evaluate_mapping
+from tileplan.hardware import HardwareDescriptor
+from tileplan.hardware.catalog import load_descriptor
+from tileplan.interop.timeloop_map import timeloop_verdict
+from tileplan.problem import Problem
+
+
+@dataclass
+class Judged:
+    case: dict[str, Any]
+    arch: str  # the architecture file's stem
+    violations: list[str]
+    cycles: float | None  # Tileplan's Timeloop-semantics cycles (accepted maps)
+    energy_pj: float | None
+
+    @property
+    def agrees(self) -> bool:
+        return (not self.violations) == bool(self.case["timeloop"]["accepted"])
+
+    @property
+    def cycle_ratio(self) -> float | None:
+        tl = self.case["timeloop"]
+        return None if self.cycles is None or not tl["accepted"] else self.cycles / tl["cycles"]
+
+    @property
+    def energy_ratio(self) -> float | None:
+        tl = self.case["timeloop"]
+        return None if self.energy_pj is None or not tl["accepted"] else self.energy_pj / tl["energy_pj"]
+
+
+def load_cases(folder: Path) -> list[dict[str, Any]]:
+    with open(folder / "cases.jsonl") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@lru_cache(maxsize=16)
+def _hardware(path: str) -> HardwareDescriptor:
+    p = Path(path)
+    return load_descriptor(p.read_text(), name=p.stem)
+
+
+def case_problem(case: dict[str, Any]) -> Problem:
+    """The case's Timeloop problem (padded bounds on `+padded` cases). Timeloop's W-axis pairs R with P."""
+    p = case["problem"]
+    dims = {d: int(p[d]) for d in ("N", "K", "C", "P", "Q", "R", "S")}
+    dims["G"] = 1
+    return Problem(dims=dims, stride=(p["Wstride"], p["Hstride"]), dilation=(p["Wdilation"], p["Hdilation"]),
+                   name=case["id"])
+
+
+def judge(folder: Path, case: dict[str, Any]) -> Judged:
+    hw = _hardware(str(folder / case["arch"]))
+    problem = case_problem(case)
+    mapping, violations = timeloop_verdict(case["map_yaml"], hw, problem)
+    cycles = energy = None
+    if not violations and mapping is not None:
+        m = evaluate_mapping(problem, hw.resolve(mapping.dataflow), mapping, model="timeloop")
+        cycles, energy = m.cycles, m.energy_pj
+    return Judged(case, Path(case["arch"]).stem, violations, cycles, energy)
