@@ -204,6 +204,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             "objective": _objective(args.objective) if args.objective else {},
             "dataflow": args.dataflow,
             "baseline": not args.no_baseline,
+            "model": args.cost_model,
         })
     except ValidationError as exc:
         raise from_validation_error(exc, ("options",)) from None
@@ -291,7 +292,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     results = []
     for i, (layer, mapping, _) in enumerate(picked):
         loc: tuple[str | int, ...] = ("mapping",) if len(picked) == 1 else ("mapping", i, "mapping")
-        results.append(evaluate(layer, hw, parse_mapping(mapping, loc), args.executor))
+        results.append(evaluate(layer, hw, parse_mapping(mapping, loc), args.executor, args.cost_model))
     lines = []
     for (layer, mapping, name), result in zip(picked, results):
         head = f"{name}: " if len(picked) > 1 else ""
@@ -589,6 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--objective", help="weights, e.g. latency=0.6,energy=0.3,memory_utilization=0.1")
     s.add_argument("--dataflow", help="fix the dataflow instead of letting the mapper choose")
     s.add_argument("--no-baseline", action="store_true", help="skip the hand-written baseline")
+    s.add_argument("--cost-model", choices=["gemmini", "timeloop", "first-order"], default=None,
+                   help="score and search with this cost model (default: the hardware's; 'timeloop' = "
+                        "timeloop-model's semantics)")
     s.add_argument("--nest", action="store_true", help="also show each plan's loop nest beside its baseline's")
     _out_and_json(s, "the plans (contract Plans)")
     s.set_defaults(func=cmd_schedule)
@@ -609,6 +613,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Gemmini-like hardware: cost the calls as Tileplan's code runs them (tiles kept between "
                         "calls that share them) or as Gemmini's own library does (default: the mapping's own "
                         "`executor`, which a plan's mapping carries, else the library)")
+    e.add_argument("--cost-model", choices=["gemmini", "timeloop", "first-order"], default=None,
+                   help="cost model (default: the hardware's); 'timeloop' also judges legality as timeloop-model does")
     e.add_argument("--nest", action="store_true", help="also show the loop nest")
     _out_and_json(e, "the evaluation")
     e.set_defaults(func=cmd_evaluate)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -16,7 +17,9 @@ from pydantic import BaseModel, Field
 from tileplan import __version__
 from tileplan.check import check
 from tileplan.cost import Metrics, evaluate_mapping
-from tileplan.errors import MappingInfeasible
+from tileplan.cost.model import model_for
+from tileplan.cost.timeloop import timeloop_violations
+from tileplan.errors import InputError, MappingInfeasible
 from tileplan.execution import library_levels
 from tileplan.hardware import HardwareDescriptor
 from tileplan.mappers.base import MapperOptions, Objective, SolverInfo, get_mapper
@@ -28,6 +31,7 @@ from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc
 SOLVER_VERSION = f"{__version__}+cosa15"
 
 MapperName = Literal["cosa", "gemmini-auto", "random", "exhaustive"]
+CostModelName = Literal["gemmini", "timeloop", "first-order"]
 
 
 class ScheduleOptions(BaseModel):
@@ -40,6 +44,12 @@ class ScheduleOptions(BaseModel):
     baseline: bool = Field(default=True, description="Also plan the hand-written baseline to compare with.")
     dataflow: str | None = None
     seed: int = 0
+    model: CostModelName | None = Field(
+        default=None,
+        description="The cost model plans are scored and searched with: 'timeloop' (timeloop-model's semantics), "
+        "'gemmini' (calibrated, Gemmini-like hardware only), 'first-order'. Unset: the hardware's default "
+        "(the calibrated model on Gemmini-like hardware, Timeloop's semantics on hardware imported from Timeloop YAML).",
+    )
 
     def mapper_options(self) -> MapperOptions:
         return MapperOptions(
@@ -48,7 +58,8 @@ class ScheduleOptions(BaseModel):
 
     def key_doc(self) -> dict[str, Any]:
         """The options that change the answer (codegen adds an artifact, not a different plan)."""
-        return self.model_dump(mode="json", exclude={"codegen"})
+        # (an unset model is left out, so requests that do not name one keep their keys)
+        return self.model_dump(mode="json", exclude={"codegen"} | ({"model"} if self.model is None else set()))
 
 
 class Baseline(BaseModel):
@@ -143,6 +154,7 @@ def make_plan(
     options = options or ScheduleOptions()
     problem = Problem.from_layer(layer)
     key = plan_key(hw, problem, options)
+    hw = with_cost_model(hw, options.model, ("options", "model"))
     mopts = options.mapper_options()
     mapping, solver, metrics, notes = run_mapper(options.mapper, problem, hw, mopts)
     baseline = None
@@ -176,13 +188,39 @@ class Evaluation(BaseModel):
     violations: list[str] = Field(default_factory=list)
 
 
+def with_cost_model(hw: HardwareDescriptor, model: str | None, loc: tuple[str | int, ...]) -> HardwareDescriptor:
+    """`hw` scored by the named cost model (unchanged when none is named); a model that cannot apply to `hw` is an
+    input error at `loc`. Mappers and the checker then see the model through the descriptor."""
+    if model is None:
+        return hw
+    try:
+        model_for(hw.resolve(), model)
+    except ValueError as exc:
+        raise InputError(loc, str(exc)) from None
+    return hw.model_copy(update={"cost_model": model})
+
+
 def evaluate(
-    layer: Conv2dLayer | MatmulLayer, hw: HardwareDescriptor, mapping: Mapping, executor: str | None = None
+    layer: Conv2dLayer | MatmulLayer, hw: HardwareDescriptor, mapping: Mapping, executor: str | None = None,
+    model: str | None = None,
 ) -> Evaluation:
     """Any mapping on any descriptor: its metrics when legal, its violations when not. `executor` (library
     hardware): run as Tileplan's code ("tileplan") or as Gemmini's own library ("library"); unset, the mapping's
-    own `executor` (a plan's says how it runs), else the library."""
+    own `executor` (a plan's says how it runs), else the library. `model` names the cost model (see
+    ScheduleOptions.model); under "timeloop" legality is Timeloop's (`timeloop_violations`), on the padded problem
+    when the mapping pads, as its exported bundle is."""
     problem = Problem.from_layer(layer)
+    hw = with_cost_model(hw, model, ("model",))
+    if model_for(hw.resolve()) == "timeloop":
+        try:
+            arch = hw.resolve(mapping.dataflow)
+        except ValueError as exc:
+            return Evaluation(valid=False, violations=[f"dataflow: {exc}"])
+        padded = replace(problem, dims={**problem.dims, **{str(d): v for d, v in mapping.padded_dims.items()}})
+        violations = timeloop_violations(padded, arch, mapping)
+        if violations:
+            return Evaluation(valid=False, violations=violations)
+        return Evaluation(valid=True, metrics=evaluate_mapping(padded, arch, mapping, executor))
     violations = check(problem, hw, mapping)
     if violations:
         return Evaluation(valid=False, violations=violations)

@@ -133,3 +133,37 @@ def test_errors_name_the_field(examples):
     with pytest.raises(InputError):
         from_timeloop({"tileplan": {"levels": {"Nope": {}}}, **yaml.safe_load(
             (examples / EXAMPLES / "simba_arch_legacy.yaml").read_text())}, "x")
+
+
+def test_diannao_mesh_and_timeloop_semantics_from_the_file():
+    from tests.conftest import BENCH_DATA
+
+    text = (BENCH_DATA / "timeloop_reference" / "archs" / "diannao_arch_v02.yaml").read_text()
+    hw = load_descriptor(text, name="diannao")
+    arch = hw.resolve()
+    names = [lv.name for lv in arch.levels]
+    assert names == ["WeightBuffer", "PsumRegFile", "InputBuffer", "OutputBuffer", "DRAM"]
+    assert hw.pe_array.mesh_x == 16 and hw.memory_levels[0].mesh_x == 16 and hw.memory_levels[1].mesh_x is None
+    # PsumRegFile's 16 children lie along Y (its own 16 instances already span X); InputBuffer's along X
+    assert [arch.fanout_xy(i) for i in range(5)] == [(1, 1), (1, 16), (16, 1), (1, 1), (1, 1)]
+    assert (hw.input_tiles, hw.word_elements, hw.cost_model) == ("bounding_box", True, "timeloop")
+    # 1 word/cycle each way, 16-bit words
+    assert (hw.memory_levels[1].read_bandwidth, hw.memory_levels[1].write_bandwidth) == (2, 2)
+
+
+def test_mesh_x_must_divide_instances():
+    bad = {"arch": {"arithmetic": {"instances": 256, "meshX": 16, "word-bits": 8},
+                    "storage": [{"name": "Registers", "entries": 1, "instances": 256, "meshX": 12, "word-bits": 8},
+                                {"name": "DRAM", "word-bits": 8}]}}
+    with pytest.raises(InputError, match="mesh_x 12 does not divide the 256 instances"):
+        load_descriptor(bad, name="bad")
+
+
+def test_gemmini_legacy_keeps_its_one_accumulator_for_timeloop(examples):
+    hw = _load(examples, "gemmini_arch_legacy.yaml")
+    acc = hw.memory_levels[1]
+    assert (acc.instances, acc.source_instances) == (16, 1)
+    assert hw.cost_model is None  # Gemmini-like: the calibrated model stays the default
+    doc = to_timeloop_arch(hw, hint=False)
+    chip = doc["architecture"]["subtree"][0]["subtree"][0]
+    assert [(c["name"], c["attributes"]["instances"]) for c in chip["local"]] == [("Scratchpad", 1), ("Accumulator", 1)]

@@ -171,6 +171,11 @@ class EvaluateRequest(BaseModel):
         "own library does (every call refetches its tiles). Unset: the mapping's own `executor` (a plan's mapping "
         "carries it), else the library.",
     )
+    model: Literal["gemmini", "timeloop", "first-order"] | None = Field(
+        default=None,
+        description="The cost model: 'timeloop' scores (and judges legality) as timeloop-model does, 'gemmini' is the "
+        "calibrated model (Gemmini-like hardware), 'first-order' the generic one. Unset: the hardware's default.",
+    )
 
 
 class HardwareSummary(BaseModel):

@@ -34,6 +34,7 @@ import yaml
 
 from tileplan.errors import InputError
 from tileplan.hardware import Architecture, HardwareDescriptor
+from tileplan.hardware.model import mesh_split
 from tileplan.hardware.timeloop import to_timeloop_arch
 from tileplan.mapping import LevelMapping, Mapping
 from tileplan.problem import Problem
@@ -94,12 +95,20 @@ def to_timeloop_mapping(
     if got != names:
         raise InputError(("mapping", "levels"), f"levels must be {names} (innermost first), got {got}")
     entries: list[dict[str, Any]] = []
-    for lv, m in zip(arch.levels, mapping.levels):
-        spatial = _fold(list(m.spatial), fold_groups, f"{lv.name} spatial", notes)
+    spatials = [_fold(list(m.spatial), fold_groups, f"{lv.name} spatial", notes)
+                for lv, m in zip(arch.levels, mapping.levels)]
+    source_fanout = _source_fanouts(arch.hardware)
+    for i, (lv, m) in enumerate(zip(arch.levels, mapping.levels)):
         temporal = _fold(list(m.temporal), fold_groups, f"{lv.name} temporal", notes)
-        if lv.fanout > 1 or spatial:
-            entries.append({"factors": _factor_string(spatial), "permutation": "".join(TL_DIMS),
-                            "target": lv.name, "type": "spatial"})
+        fx, fy = arch.fanout_xy(i)
+        xs, ys = _along_mesh(spatials[i], fx, fy, lv.name)
+        below = arch.hardware.memory_levels[i].source_instances
+        if below is not None and below < lv.instances and i + 1 < len(arch.levels):
+            # The source file has one level where Tileplan splits it over the fan-out of the level above (Gemmini's
+            # accumulator per column): that fan-out is the X part of this level's entry, its own the Y part.
+            xs = spatials[i + 1]
+        if source_fanout[i] > 1:
+            entries.append(_spatial_entry(lv.name, xs, ys, split=fy > 1 or bool(ys)))
         entries.append({"factors": _factor_string(temporal), "permutation": _permutation(temporal),
                         "target": lv.name, "type": "temporal"})
     for lv in arch.levels:
@@ -112,11 +121,38 @@ def to_timeloop_mapping(
     if mapping.padded_dims:
         notes.append(
             "padded bounds " + ", ".join(f"{d}={v}" for d, v in sorted(mapping.padded_dims.items()))
-            + ": the Timeloop problem must use them (to_timeloop_problem(problem, mapping))"
+            + ": Timeloop has no padding, so the problem this map goes with is the padded one (a bundle's is; "
+            "to_timeloop_problem(problem, mapping) writes it)"
         )
     if mapping.double_buffered:
         notes.append("double buffering has no Timeloop mapping field; it is not exported")
     return {"mapping": entries}
+
+
+def _along_mesh(
+    spatial: list[tuple[str, int]], fx: int, fy: int, where: str
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """A level's spatial factors as (along X, along Y) of its fan-out (all along X on a 1-D fan-out)."""
+    if fy <= 1:
+        return spatial, []
+    split = mesh_split(spatial, fx, fy)
+    if split is None:
+        raise InputError(("mapping", "levels"), f"{where}: spatial factors {spatial} fit no X/Y split of its "
+                         f"{fx}x{fy} mesh")
+    return split
+
+
+def _spatial_entry(target: str, xs: list[tuple[str, int]], ys: list[tuple[str, int]], split: bool) -> dict[str, Any]:
+    """A spatial entry whose permutation lists the X factors first; with `split`, Timeloop's `split` puts exactly
+    those along X and the rest along Y."""
+    entry: dict[str, Any] = {"factors": _factor_string(xs + ys), "permutation": "".join(TL_DIMS),
+                             "target": target, "type": "spatial"}
+    if split:
+        first = [d for d, _ in xs]
+        then = [d for d, _ in ys if d not in first]
+        entry["permutation"] = "".join(first + then + [d for d in TL_DIMS if d not in first and d not in then])
+        entry["split"] = len(first)
+    return entry
 
 
 def dump_mapping_yaml(doc: dict[str, Any]) -> str:
@@ -345,9 +381,18 @@ def to_timeloop_problem(problem: Problem, mapping: Mapping | None = None, fold_g
     return {"problem": {"shape": shape, "instance": instance}}
 
 
-def to_timeloop_bundle(problem: Problem, hw: HardwareDescriptor, mapping: Mapping, fold_groups: bool = False) -> str:
-    """Architecture, problem and mapping in one YAML document, as timeloop-model takes them."""
+def to_timeloop_bundle(
+    problem: Problem, hw: HardwareDescriptor, mapping: Mapping, fold_groups: bool = False,
+    notes: list[str] | None = None,
+) -> str:
+    """Architecture, problem and mapping in one YAML document, as timeloop-model takes them. A padded plan's
+    problem is the padded one, and the bundle's first line says so (a YAML comment: Timeloop reads no such field)."""
     doc = to_timeloop_arch(hw, hint=False)
     doc.update(to_timeloop_problem(problem, mapping, fold_groups))
-    doc.update(to_timeloop_mapping(mapping, hw, fold_groups))
-    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    doc.update(to_timeloop_mapping(mapping, hw, fold_groups, notes))
+    head = ""
+    if mapping.padded_dims:
+        head = "# padded problem: " + ", ".join(
+            f"{d} {problem.dims[d]} -> {v}" for d, v in sorted(mapping.padded_dims.items())
+        ) + " (the plan pads these bounds; Timeloop has no padding, so the problem below is the padded one)\n"
+    return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)

@@ -163,7 +163,7 @@ def _timeloop_text(row: Any, descriptor: dict[str, Any] | None, bundle: bool, fo
     notes: list[str] = []
     if bundle:
         problem = Problem.from_layer(parse_layer(layer_fields(json.loads(row.layer))))
-        text = to_timeloop_bundle(problem, hw, mapping, fold_groups=fold_groups)
+        text = to_timeloop_bundle(problem, hw, mapping, fold_groups=fold_groups, notes=notes)
     else:
         text = dump_mapping_yaml(to_timeloop_mapping(mapping, hw, fold_groups=fold_groups, notes=notes))
     layer_name = json.loads(row.layer).get("name", "") if name is None else name
@@ -179,4 +179,4 @@ def evaluate_mapping(body: EvaluateRequest, request: Request) -> Evaluation:
     # a Plan's layer (with its derived `dims`) is accepted as it is, so a plan can be evaluated as it came back
     layer = parse_layer(layer_fields(body.layer) if "dims" in body.layer else body.layer, ("layer",))
     mapping = parse_mapping(body.mapping, ("mapping",))
-    return evaluate(layer, hw, mapping, body.executor)
+    return evaluate(layer, hw, mapping, body.executor, body.model)
