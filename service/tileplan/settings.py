@@ -38,6 +38,8 @@ class Settings(BaseSettings):
     wait_limit_s: float = Field(default=25.0, ge=0, description="How long POST /schedule waits before answering 202.")
     job_time_limit_s: float = Field(default=3600.0, gt=0, description="A job not finished by then is failed.")
     solve_grace_s: float = Field(default=30.0, ge=0, description="Slack over a layer's time limits before it is killed.")
+    memo_max_bytes: int = Field(default=16 * 1024 * 1024, ge=0, description=(
+        "Bytes the API keeps of parsed and keyed layers (cache hits skip re-validation); least recently used go first."))
     codegen_time_limit_s: float = Field(default=120.0, gt=0, description="Hard limit on building one plan's module.")
     compile_time_limit_s: float = Field(default=1800.0, gt=0, description="Hard limit on one POST /compile's compile.")
     max_compile_bytes: int = Field(default=128 * 1024 * 1024, gt=0, description=(

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from tileplan.errors import InputError, from_validation_error
+from tileplan.validation import Int, PositiveInt
 
 
 def _pair(value: Any) -> Any:
@@ -26,8 +27,8 @@ def _pair(value: Any) -> Any:
     return value
 
 
-Pair = Annotated[tuple[int, int], BeforeValidator(_pair)]
-Positive = Annotated[int, Field(gt=0)]
+Pair = Annotated[tuple[Int, Int], BeforeValidator(_pair)]
+Positive = PositiveInt
 
 
 class _LayerBase(BaseModel):

@@ -12,12 +12,13 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from tileplan import __version__
 from tileplan.api import errors
 from tileplan.api.answers import KeptAnswers
 from tileplan.api.metrics import Metrics, MetricsAndLimits
+from tileplan.api.params import storable_params
 from tileplan.api.routes import compiles, hardware, plans, schedule, system
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.compiles import Compiler
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # served offline by tileplan.web.docs (assets from a package, not a CDN)
         redoc_url=None,
+        dependencies=[Depends(storable_params)],
     )
     app.state.settings = settings
     app.state.metrics = metrics

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tileplan.plan import Evaluation, Plan, ScheduleOptions
+from tileplan.validation import check_storable
 
 HARDWARE_DOC = (
     "A catalog or registered name (`gemmini-16x16`), a Tileplan descriptor object, or "
@@ -22,8 +23,17 @@ LAYER_EXAMPLE = {
 }
 
 
-class ScheduleRequest(BaseModel):
+class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        check_storable(data)  # an InputError: a 422 at the field, like every other
+        return data
+
+
+class ScheduleRequest(_Request):
 
     hardware: str | dict[str, Any] = Field(description=HARDWARE_DOC, examples=["gemmini-16x16"])
     layers: list[dict[str, Any]] | None = Field(
@@ -158,8 +168,7 @@ class PlanPage(BaseModel):
     next_cursor: str | None = None
 
 
-class EvaluateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class EvaluateRequest(_Request):
 
     hardware: str | dict[str, Any] = Field(description=HARDWARE_DOC, examples=["gemmini-16x16"])
     layer: dict[str, Any] = Field(description="One layer (contracts.md Layer).", examples=[LAYER_EXAMPLE])

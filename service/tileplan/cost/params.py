@@ -22,7 +22,7 @@ from tileplan.hardware import HardwareDescriptor
 
 
 class CostParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     dram_efficiency: float = Field(
         default=0.6483, gt=0, description="Sustained DMA throughput as a fraction of the DMA's peak (dma_bytes_per_cycle)."

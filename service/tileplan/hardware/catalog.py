@@ -7,9 +7,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from tileplan import safe_yaml
 from tileplan.errors import InputError, from_validation_error
 from tileplan.hardware.model import HardwareDescriptor
 
@@ -53,12 +53,7 @@ def load_descriptor(
     `fmt` None detects the format: Timeloop documents have a top-level `architecture:` or `arch:`.
     """
     if isinstance(text, str):
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-            raise InputError(("hardware", "source"), f"{source} is not valid YAML{where}") from None
+        data = safe_yaml.load(text, ("hardware", "source"), source)
     else:
         data = text
     if not isinstance(data, dict):

@@ -15,10 +15,11 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tileplan.dims import DIMS, TENSORS, Dim, Tensor
 from tileplan.units import parse_size
+from tileplan.validation import NAME_MAX, SAFE_NAME, Float, Int
 
 
 def _size(value: Any) -> int:
@@ -30,33 +31,42 @@ DType = Literal["int4", "int8", "int16", "int32", "fp16", "bf16", "fp32"]
 DTYPE_BITS: dict[str, int] = {"int4": 4, "int8": 8, "int16": 16, "int32": 32, "fp16": 16, "bf16": 16, "fp32": 32}
 
 
+# Bounds that keep every derived quantity finite and every enumeration small (a descriptor is user input): far
+# beyond any real accelerator, and each 422 names its bound.
+MAX_PES = 1 << 24  # PEs in the array (rows x cols)
+MAX_INSTANCES = 1 << 24
+MAX_CAPACITY = 1 << 50  # bytes of one level
+MIN_BANDWIDTH, MAX_BANDWIDTH = 1e-6, 1e12  # bytes per cycle per instance
+MAX_ENERGY_PJ = 1e6
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class AccessEnergy(_Strict):
     """Energy of moving one byte in or out of a level, in picojoules."""
 
-    read_pj_per_byte: float = Field(ge=0)
-    write_pj_per_byte: float = Field(ge=0)
+    read_pj_per_byte: Float = Field(ge=0, le=MAX_ENERGY_PJ)
+    write_pj_per_byte: Float = Field(ge=0, le=MAX_ENERGY_PJ)
 
 
 class MemoryLevel(_Strict):
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=NAME_MAX)
     capacity: Size | None = Field(
         default=None, description="Total bytes over all instances; omitted for the backing store (DRAM)."
     )
-    word_bits: int = Field(default=8, gt=0, description="Bits per stored element (32 for an int32 accumulator).")
-    instances: int = Field(default=1, gt=0)
+    word_bits: Int = Field(default=8, gt=0, le=1024, description="Bits per stored element (32 for an int32 accumulator).")
+    instances: Int = Field(default=1, gt=0, le=MAX_INSTANCES)
     keeps: list[Tensor] = Field(description="Tensors stored at this level; the others bypass it.")
-    partition: dict[Tensor, float] | None = Field(
+    partition: dict[Tensor, Float] | None = Field(
         default=None, description="Fixed share of capacity per tensor; omitted means one shared pool."
     )
-    bandwidth: float | None = Field(
-        default=None, gt=0, description="Bytes per cycle per instance, reads and writes together."
+    bandwidth: Float | None = Field(
+        default=None, ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH, description="Bytes per cycle per instance, reads and writes together."
     )
-    read_bandwidth: float | None = Field(default=None, gt=0)
-    write_bandwidth: float | None = Field(default=None, gt=0)
+    read_bandwidth: Float | None = Field(default=None, ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH)
+    write_bandwidth: Float | None = Field(default=None, ge=MIN_BANDWIDTH, le=MAX_BANDWIDTH)
     buffer_count: Literal[1, 2] = Field(default=1, description="2: tiles may be double buffered here.")
     spatial_dims: list[Dim] | None = Field(
         default=None, description="Dimensions that may be unrolled across this level's fan-out (None: any)."
@@ -65,7 +75,7 @@ class MemoryLevel(_Strict):
         default=None, description="Which PE-array axis this level's fan-out spans, for code generation."
     )
     energy: AccessEnergy | None = None
-    mesh_x: int | None = Field(
+    mesh_x: Int | None = Field(
         default=None, gt=0,
         description="Timeloop meshX: how many of this level's instances lie along the mesh's X axis (the rest "
         "along Y); a fan-out then splits into an X and a Y part. None: all along X (Timeloop's default).",
@@ -93,6 +103,8 @@ class MemoryLevel(_Strict):
                 raise ValueError("partition shares must be positive and sum to at most 1")
             if set(self.partition) != set(self.keeps):
                 raise ValueError(f"partition must give a share to every kept tensor {self.keeps}")
+        if self.capacity is not None and not 0 < self.capacity <= MAX_CAPACITY:
+            raise ValueError(f"capacity {self.capacity} B is outside 1 B .. {MAX_CAPACITY} B")
         if self.mesh_x is not None and self.instances % self.mesh_x:
             raise ValueError(f"mesh_x {self.mesh_x} does not divide the {self.instances} instances")
         if self.capacity is not None and self.capacity % self.instances:
@@ -106,24 +118,30 @@ class DataflowLevel(_Strict):
 
 
 class Dataflow(_Strict):
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=NAME_MAX)
     levels: dict[str, DataflowLevel] = Field(
         default_factory=dict, description="Per-level overrides of keeps / spatial_dims under this dataflow."
     )
 
 
 class PEArray(_Strict):
-    rows: int = Field(gt=0)
-    cols: int = Field(gt=0)
+    rows: Int = Field(gt=0, le=MAX_PES)
+    cols: Int = Field(gt=0, le=MAX_PES)
     dataflows: list[Dataflow] = Field(min_length=1)
     input_dtype: DType = "int8"
     weight_dtype: DType = "int8"
     acc_dtype: DType = "int32"
     output_dtype: DType = "int8"
-    mac_energy_pj: float | None = Field(default=None, ge=0)
-    mesh_x: int | None = Field(
-        default=None, gt=0, description="Timeloop meshX of the MACs (see MemoryLevel.mesh_x); None: all along X."
+    mac_energy_pj: Float | None = Field(default=None, ge=0, le=MAX_ENERGY_PJ)
+    mesh_x: Int | None = Field(
+        default=None, gt=0, le=MAX_PES, description="Timeloop meshX of the MACs (see MemoryLevel.mesh_x); None: all along X."
     )
+
+    @model_validator(mode="after")
+    def _bounded(self) -> PEArray:
+        if self.rows * self.cols > MAX_PES:
+            raise ValueError(f"{self.rows} x {self.cols} PEs; at most {MAX_PES} in all")
+        return self
 
     @property
     def macs(self) -> int:
@@ -131,19 +149,19 @@ class PEArray(_Strict):
 
 
 class Constraints(_Strict):
-    max_tile: dict[str, dict[Dim, int]] = Field(
+    max_tile: dict[str, dict[Dim, Int]] = Field(
         default_factory=dict,
         description="Largest tile extent per dimension held at a level, e.g. {Accumulator: {K: 16}}.",
     )
 
 
 class HardwareDescriptor(_Strict):
-    name: str = Field(min_length=1)
-    description: str = ""
+    name: str = Field(pattern=SAFE_NAME, description="Letters, digits, '.', '_', '+', '-' (a URL path segment).")
+    description: str = Field(default="", max_length=10_000)
     pe_array: PEArray
     memory_levels: list[MemoryLevel] = Field(min_length=2, description="Innermost first; the last is DRAM.")
     constraints: Constraints = Constraints()
-    cost_params: dict[str, float] = Field(
+    cost_params: dict[str, Float] = Field(
         default_factory=dict, description="Calibrated cost-model parameters (see tileplan.cost.params)."
     )
     input_tiles: Literal["exact", "bounding_box"] = Field(
@@ -162,6 +180,21 @@ class HardwareDescriptor(_Strict):
         description="The cost model plans are scored with unless a request names one: None picks by shape (the "
         "calibrated Gemmini model on Gemmini-like hierarchies, else first-order); Timeloop imports set 'timeloop'.",
     )
+
+    @field_validator("cost_params")
+    @classmethod
+    def _known_params(cls, v: dict[str, float]) -> dict[str, float]:
+        from tileplan.cost.params import CostParams  # the cost model imports this module
+
+        unknown = sorted(set(v) - set(CostParams.model_fields))
+        if unknown:
+            raise ValueError(f"unknown parameters {unknown}; known: {sorted(CostParams.model_fields)}")
+        try:
+            CostParams.model_validate(v)  # each one's own range
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise ValueError(f"{err['loc'][0]}: {err['msg']}") from None
+        return v
 
     @model_validator(mode="after")
     def _hierarchy_valid(self) -> HardwareDescriptor:

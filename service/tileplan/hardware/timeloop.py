@@ -45,7 +45,7 @@ from typing import Any
 import yaml
 
 from tileplan.errors import InputError
-from tileplan.hardware.model import DTYPE_BITS, HardwareDescriptor
+from tileplan.hardware.model import DTYPE_BITS, MAX_INSTANCES, MAX_PES, HardwareDescriptor
 
 Loc = tuple[str | int, ...]
 
@@ -128,6 +128,8 @@ def _split_name(raw: Any, loc: Loc) -> tuple[str, int]:
         if hi < lo:
             raise InputError(loc, f"{raw!r}: range end below its start")
         count = hi - lo + 1
+        if count > MAX_INSTANCES:
+            raise InputError(loc, f"{raw!r}: {count} copies; at most {MAX_INSTANCES}", "too_large")
     return m.group("base"), count
 
 
@@ -155,6 +157,9 @@ def _parse_v03(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
                 raise InputError(here, "a subtree is a mapping with name, local, subtree")
             _, count = _split_name(node.get("name"), here + ("name",))
             m = mult * count
+            if m > MAX_PES:  # checked as the tree is walked, so no count ever grows past it
+                raise InputError(here + ("name",), f"{m} instances in all below this subtree; at most {MAX_PES}",
+                                 "too_large")
             locals_ = node.get("local") or []
             if not isinstance(locals_, list):
                 raise InputError(here + ("local",), "must be a list of components")
@@ -169,6 +174,8 @@ def _parse_v03(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
                 cls = str(comp.get("class", "") or "")
                 inst = _attr(attrs, "instances")
                 n_inst = _int(inst, cl + ("attributes", "instances")) if inst is not None else m * ccount
+                if n_inst > MAX_PES:
+                    raise InputError(cl + ("name",), f"{n_inst} instances; at most {MAX_PES}", "too_large")
                 if _is_compute(cls):
                     computes.append((attrs, n_inst))
                     continue
@@ -187,6 +194,12 @@ def _parse_v03(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
     return list(reversed(outer_first)), attrs, macs
 
 
+def _bounded_macs(macs: int, loc: Loc) -> int:
+    if macs > MAX_PES:  # the array's shape is searched among the divisors of this count
+        raise InputError(loc, f"{macs} compute units; at most {MAX_PES}", "too_large")
+    return macs
+
+
 def _parse_legacy(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
     root: Loc = ("arch",)
     if not isinstance(arch, dict):
@@ -196,7 +209,8 @@ def _parse_legacy(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
         raise InputError(root + ("arithmetic",), "missing; the compute units' attributes (instances, word-bits)")
     if _attr(arith, "instances") is None:
         raise InputError(root + ("arithmetic", "instances"), "missing; the number of MAC units")
-    macs = _int(_attr(arith, "instances"), root + ("arithmetic", "instances"))
+    macs = _bounded_macs(_int(_attr(arith, "instances"), root + ("arithmetic", "instances")),
+                         root + ("arithmetic", "instances"))
     storage = arch.get("storage")
     if not isinstance(storage, list) or not storage:
         raise InputError(root + ("storage",), "missing; the list of storage levels, innermost first")

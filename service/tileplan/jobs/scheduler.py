@@ -13,7 +13,6 @@ import hashlib
 import json
 import time
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +22,7 @@ from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import catalog, load_descriptor
 from tileplan.jobs.base import JobQueue
+from tileplan.jobs.bytecache import ByteLRU
 from tileplan.jobs.modules import ModuleBuilder
 from tileplan.mappers.base import available_mappers, get_mapper
 from tileplan.plan import ScheduleOptions, baseline_mapper_for, links_for, plan_key
@@ -30,11 +30,14 @@ from tileplan.problem import Problem
 from tileplan.settings import Settings
 from tileplan.store import CachedPlan, Job, Store
 from tileplan.store.repository import AsyncPlanReader, iso_utc
+from tileplan.validation import check_storable, is_safe_name
 from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc, parse_layer
 
 Layer = Conv2dLayer | MatmulLayer
 
 INPUT_ERRORS = {"infeasible", "value_error", "missing", "extra_forbidden"}
+KNOWN_LISTED = 20  # registered names an unknown-hardware 422 lists (then: how many more)
+MEMO_ENTRY_BYTES = 600  # a memo entry's parsed layer, key and bookkeeping, besides its echo text
 
 
 @dataclass
@@ -68,11 +71,11 @@ class Scheduler:
         self.settings = settings
         self._catalog = catalog()  # the catalog files do not change while the server runs
         self._mappers = set(available_mappers())
-        # (hardware token, options JSON, raw layer JSON) -> (key, echo JSON, parsed layer): parsing and keying a
-        # layer is deterministic, and a cached request should cost a dict lookup, not a re-validation.
-        self._keyed: OrderedDict[tuple[str, str, str], tuple[str, str, Layer]] = OrderedDict()
-        self._keyed_max = 20_000
-        self._hw_facts: dict[str, tuple[str, str | None]] = {}  # hardware token -> (baseline mapper, no-codegen why)
+        # fingerprint of (hardware, options, raw layer) -> (key, echo JSON, parsed layer): parsing and keying a
+        # layer is deterministic, and a cached request should cost a dict lookup, not a re-validation. Bounded by
+        # bytes (what its entries hold), keyed by digests: never by the documents themselves.
+        self._keyed: ByteLRU[bytes, tuple[str, str, Layer]] = ByteLRU(settings.memo_max_bytes)
+        self._hw_facts: ByteLRU[str, tuple[str, str | None]] = ByteLRU(1 << 20)  # hardware fingerprint -> facts
 
     # -- input ----------------------------------------------------------------------------------
 
@@ -84,10 +87,9 @@ class Scheduler:
                 hw = self._catalog.get(ref)
                 if hw is not None:
                     return hw
-                doc = self.store.get_hardware(ref)
+                doc = self.store.get_hardware(ref) if is_safe_name(ref) else None
                 if doc is None:
-                    known = sorted(self._catalog) + sorted(self.store.list_hardware())
-                    raise InputError(("hardware",), f"unknown hardware {ref!r}; known: {known}", "unknown_hardware")
+                    raise InputError(("hardware",), self._unknown(ref), "unknown_hardware")
                 return HardwareDescriptor.model_validate(doc)
             if isinstance(ref, dict) and "source" in ref:
                 if not isinstance(ref["source"], str):
@@ -108,7 +110,29 @@ class Scheduler:
             raise InputError(("hardware",), str(exc)) from None
         raise InputError(("hardware",), "a catalog name, a descriptor object, or {name, format, source}")
 
-    def prepare(self, hardware: Any, layers: list[Any], options: ScheduleOptions) -> Prepared:
+    def _unknown(self, ref: str) -> str:
+        """The 422 text of an unknown name: the catalog and the first few registered names, not all of them."""
+        shown = ref if len(ref) <= 60 else ref[:60] + "..."
+        names, total = self.store.hardware_names(KNOWN_LISTED)
+        more = f" and {total - len(names)} more (GET /hardware)" if total > len(names) else ""
+        return f"unknown hardware {shown!r}; known: {sorted(self._catalog) + names}{more}"
+
+    async def hardware(self, ref: Any) -> HardwareDescriptor:
+        """`resolve_hardware` off the event loop (a catalog name costs a lookup); whatever the descriptor holds must
+        be storable."""
+        if isinstance(ref, str) and ref in self._catalog:
+            return self._catalog[ref]
+        hw = await asyncio.to_thread(self._resolve_storable, ref)
+        return hw
+
+    def _resolve_storable(self, ref: Any) -> HardwareDescriptor:
+        check_storable(ref, ("hardware",))
+        hw = self.resolve_hardware(ref)
+        check_storable(hw.model_dump(mode="json"), ("hardware",))
+        return hw
+
+    def prepare(self, hardware: Any, layers: list[Any], options: ScheduleOptions,
+                hw: HardwareDescriptor | None = None) -> Prepared:
         s = self.settings
         if len(layers) > s.max_layers:
             raise InputError(("layers",), f"{len(layers)} layers; at most {s.max_layers} per request", "too_many_layers")
@@ -120,32 +144,32 @@ class Scheduler:
             )
         if options.mapper not in self._mappers:
             get_mapper(options.mapper)  # unknown or not installed -> InputError at options.mapper
-        hw = self.resolve_hardware(hardware)
+        if hw is None:
+            hw = self.resolve_hardware(hardware)
         hw_token = hardware if isinstance(hardware, str) and hardware in self._catalog else None
         if hw_token is None:
-            hw_token = json.dumps(hw.model_dump(mode="json"), sort_keys=True)
+            hw_token = hashlib.sha256(json.dumps(hw.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
         facts = self._hw_facts.get(hw_token)
         if facts is None:
             facts = (baseline_mapper_for(hw), codegen_unsupported(hw))
-            if len(self._hw_facts) < 1000:
-                self._hw_facts[hw_token] = facts
+            self._hw_facts.put(hw_token, facts, 200 + len(hw_token))
         opt_token = options.model_dump_json()
         parsed, keys, echoes, unique, seen = [], [], [], [], set()
         memo = self._keyed
         for i, item in enumerate(layers):
             try:
-                memo_key = (hw_token, opt_token, json.dumps(item, sort_keys=True))
-            except (TypeError, ValueError):
+                memo_key: bytes | None = hashlib.sha256(
+                    f"{hw_token}\n{opt_token}\n{json.dumps(item, sort_keys=True)}".encode()).digest()
+            except (TypeError, ValueError, UnicodeEncodeError):  # unencodable text is refused just below
                 memo_key = None
             hit = memo.get(memo_key) if memo_key else None
             if hit is None:
+                check_storable(item, ("layers", i))
                 layer = parse_layer(item, ("layers", i))
                 hit = (plan_key(hw, Problem.from_layer(layer), options),
                        json.dumps(layer_doc(layer), separators=(",", ":")), layer)
                 if memo_key:
-                    memo[memo_key] = hit
-                    if len(memo) > self._keyed_max:
-                        memo.popitem(last=False)
+                    memo.put(memo_key, hit, MEMO_ENTRY_BYTES + 2 * len(hit[1]))
             key, echo, layer = hit
             parsed.append(layer)
             keys.append(key)
@@ -178,7 +202,8 @@ class Scheduler:
         planned); they are part of every answer to it, the job's too. `model`: the name of the ONNX model the
         layers come from (the browser view groups a model's layers by it)."""
         start = time.perf_counter()
-        p = self.prepare(hardware, layers, options)
+        hw = await self.hardware(hardware)
+        p = self.prepare(hardware, layers, options, hw=hw)
         codegen = options.codegen and p.codegen_unsupported is None and self.modules is not None
         wanted = [k for k, _ in p.unique]
         cached = await self.cached_rows(wanted)

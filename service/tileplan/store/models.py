@@ -61,6 +61,9 @@ class HardwareRow(Base):
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     descriptor: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)  # fingerprint of the registering token
+    version: Mapped[int] = mapped_column(Integer, default=1)  # 1, then +1 per replacement (PUT)
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class JobRow(Base):

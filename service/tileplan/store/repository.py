@@ -41,6 +41,16 @@ def iso_utc(ts: datetime | str) -> str:
 
 
 @dataclass(frozen=True)
+class RegisteredHardware:
+    name: str
+    descriptor: dict[str, Any]
+    owner: str | None  # fingerprint of the token that registered it
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
 class CachedPlan:
     key: str
     hardware: str
@@ -406,11 +416,43 @@ class Store:
 
     # -- registered hardware --------------------------------------------------------------------
 
-    def put_hardware(self, name: str, descriptor: dict[str, Any]) -> None:
+    def put_hardware(self, name: str, descriptor: dict[str, Any], *, owner: str | None = None,
+                     replace: bool = False) -> RegisteredHardware | None:
+        """Register `name`; with `replace`, a registered one is replaced and its version goes up. Without it, an
+        existing name is left alone and None comes back (the caller answers 409)."""
         body = json.dumps(descriptor, separators=(",", ":"))
+        ts = now_utc()
         with self._write() as conn, conn.begin():
-            conn.execute(delete(HardwareRow).where(HardwareRow.name == name))
-            conn.execute(insert(HardwareRow).values(name=name, descriptor=body, created_at=now_utc()))
+            old = conn.execute(select(HardwareRow.version, HardwareRow.created_at, HardwareRow.owner)
+                               .where(HardwareRow.name == name)).first()
+            if old is not None and not replace:
+                return None
+            if old is None:
+                stmt = self._insert(HardwareRow).values(name=name, descriptor=body, created_at=ts, owner=owner,
+                                                        version=1, updated_at=ts)
+                if conn.execute(stmt.on_conflict_do_nothing(index_elements=["name"])).rowcount == 0:
+                    return None  # registered at the same moment by someone else
+                return RegisteredHardware(name, descriptor, owner, 1, ts, ts)
+            conn.execute(update(HardwareRow).where(HardwareRow.name == name).values(
+                descriptor=body, version=old[0] + 1, updated_at=ts))
+            return RegisteredHardware(name, descriptor, old[2], old[0] + 1, old[1], ts)
+
+    def hardware_entry(self, name: str) -> RegisteredHardware | None:
+        """A registered descriptor with its owner and version."""
+        cols = (HardwareRow.descriptor, HardwareRow.owner, HardwareRow.version, HardwareRow.created_at,
+                HardwareRow.updated_at)
+        with self.engine.connect() as conn:
+            row = conn.execute(select(*cols).where(HardwareRow.name == name)).first()
+        if row is None:
+            return None
+        return RegisteredHardware(name, json.loads(row[0]), row[1], row[2], row[3], row[4] or row[3])
+
+    def hardware_names(self, limit: int) -> tuple[list[str], int]:
+        """The first `limit` registered names (sorted) and how many there are."""
+        with self.engine.connect() as conn:
+            names = list(conn.scalars(select(HardwareRow.name).order_by(HardwareRow.name).limit(limit)))
+            total = conn.scalar(select(func.count()).select_from(HardwareRow)) or 0
+        return names, int(total)
 
     def get_hardware(self, name: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -14,6 +15,8 @@ from tileplan.api.schemas import ERRORS, ErrorBody, HardwareList
 from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import catalog
+from tileplan.store.repository import RegisteredHardware, iso_utc
+from tileplan.validation import check_name, check_storable
 
 router = APIRouter(tags=["hardware"], dependencies=[Depends(require_read)])
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
@@ -35,16 +38,22 @@ def list_hardware(request: Request) -> dict[str, Any]:
     return {"hardware": out}
 
 
+def _registered(entry: RegisteredHardware) -> dict[str, Any]:
+    return {"source": "registered", "owner": entry.owner, "version": entry.version,
+            "registered_at": iso_utc(entry.created_at), "updated_at": iso_utc(entry.updated_at)}
+
+
 @router.get("/hardware/{name}", responses={200: {"description": "The descriptor"}, 404: {"model": ErrorBody}})
 def get_hardware(name: str, request: Request) -> dict[str, Any]:
-    """One descriptor (Tileplan format, as JSON)."""
+    """One descriptor (Tileplan format, as JSON); a registered one with its owner (a fingerprint of the token that
+    registered it) and version."""
     hw = catalog().get(name)
     if hw is not None:
         return {**hw.model_dump(mode="json"), "source": "catalog"}
-    doc = request.app.state.store.get_hardware(name)
-    if doc is None:
+    entry = request.app.state.store.hardware_entry(name)
+    if entry is None:
         raise ApiError(404, ["path", "name"], f"no hardware {name!r}", "not_found")
-    return {**doc, "source": "registered"}
+    return {**entry.descriptor, **_registered(entry)}
 
 
 def hardware_for_plan(request: Request, name: str) -> HardwareDescriptor | None:
@@ -55,36 +64,75 @@ def hardware_for_plan(request: Request, name: str) -> HardwareDescriptor | None:
     return HardwareDescriptor.model_validate(doc) if doc else None
 
 
+BODY_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"type": "object", "description": "A Tileplan descriptor, or "
+                                            "{name, format, source} with YAML text"}},
+            "application/yaml": {"schema": {"type": "string", "description": "A descriptor in YAML "
+                                            "(Tileplan or Timeloop)"}},
+        },
+    }
+}
+NAME_QUERY = Query(default=None, max_length=200, description="Name to register under (YAML bodies)")
+
+
 @router.post(
     "/hardware",
     status_code=201,
     dependencies=[Depends(require_write)],
-    responses={409: {"model": ErrorBody, "description": "A catalog descriptor has that name"}, **ERRORS},
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": {"type": "object", "description": "A Tileplan descriptor, or "
-                                                "{name, format, source} with YAML text"}},
-                "application/yaml": {"schema": {"type": "string", "description": "A descriptor in YAML "
-                                                "(Tileplan or Timeloop)"}},
-            },
-        }
-    },
+    responses={409: {"model": ErrorBody, "description": "A catalog descriptor, or a registered one (replace it with "
+                     "PUT /hardware/{name}), has that name"}, **ERRORS},
+    openapi_extra=BODY_DOC,
 )
-async def register_hardware(
-    request: Request,
-    name: str | None = Query(default=None, max_length=200, description="Name to register under (YAML bodies)"),
-) -> dict[str, Any]:
-    """Register (or replace) a descriptor; it can then be named in requests like a catalog entry."""
+async def register_hardware(request: Request, name: str | None = NAME_QUERY) -> dict[str, Any]:
+    """Register a descriptor under a new name; it can then be named in requests like a catalog entry. The name
+    must be free: replacing a registered descriptor is `PUT /hardware/{name}`."""
+    hw = await _descriptor_of(request, name)
+    entry = await run_in_threadpool(request.app.state.store.put_hardware, hw.name, hw.model_dump(mode="json"),
+                                    owner=owner_of(request))
+    if entry is None:
+        raise ApiError(409, ["body", "name"], f"{hw.name!r} is already registered; PUT /hardware/{hw.name} replaces it",
+                       "conflict")
+    return {"name": hw.name, "links": _links(hw.name), **_registered(entry)}
+
+
+@router.put(
+    "/hardware/{name}",
+    dependencies=[Depends(require_write)],
+    responses={403: {"model": ErrorBody, "description": "Registered with another token"},
+               409: {"model": ErrorBody, "description": "A catalog descriptor has that name"}, **ERRORS},
+    openapi_extra=BODY_DOC,
+)
+async def replace_hardware(name: str, request: Request) -> dict[str, Any]:
+    """Register or replace the descriptor `name` (its version goes up by one). Only the token that registered it
+    may replace it. Plans solved for the old descriptor stay cached under their own keys."""
+    check_name(name, ("path", "name"))
+    hw = await _descriptor_of(request, name, path_name=True)
+    store = request.app.state.store
+    old = await run_in_threadpool(store.hardware_entry, name)
+    if old is not None:
+        _check_owner(request, old, "replace")
+    entry = await run_in_threadpool(store.put_hardware, name, hw.model_dump(mode="json"), owner=owner_of(request),
+                                    replace=True)
+    return {"name": name, "links": _links(name), **_registered(entry)}
+
+
+async def _descriptor_of(request: Request, name: str | None, path_name: bool = False) -> HardwareDescriptor:
+    """The descriptor in the body (JSON, or YAML text), its name checked: a safe path segment, not a catalog one."""
     raw = await request.body()
     ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if ctype in YAML_TYPES:
-        ref: Any = {"source": raw.decode("utf-8", "replace"), "name": name}
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError((), f"not UTF-8 text: {exc.reason} at byte {exc.start}", "value_error") from None
+        ref: Any = {"source": text, "name": name}
     else:
         try:
             ref = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise InputError((), f"malformed JSON: {exc}", "json_invalid") from None
         if not isinstance(ref, dict):
             raise InputError((), "a descriptor object or {name, format, source}", "dict_type")
@@ -92,22 +140,42 @@ async def register_hardware(
             ref = {**ref, "name": name}
         elif name and "source" not in ref:
             ref = {**ref, "name": name}
-    scheduler = request.app.state.scheduler
-    hw: HardwareDescriptor = await run_in_threadpool(scheduler.resolve_hardware, ref)
+    if path_name:  # PUT: the path names it
+        ref = {**ref, "name": name}
+    check_storable(ref, ("body",))
+    hw: HardwareDescriptor = await request.app.state.scheduler.hardware(ref)
+    check_name(hw.name, ("body", "name"))
     if hw.name in catalog():
         raise ApiError(409, ["body", "name"], f"{hw.name!r} is a catalog descriptor; choose another name", "conflict")
-    doc = hw.model_dump(mode="json")
-    await run_in_threadpool(request.app.state.store.put_hardware, hw.name, doc)
-    return {"name": hw.name, "source": "registered", "links": _links(hw.name)}
+    return hw
+
+
+def owner_of(request: Request) -> str | None:
+    """Who is writing: a fingerprint of the bearer token (the token itself is never stored); None without tokens."""
+    if not request.app.state.settings.tokens:
+        return None
+    given = request.headers.get("authorization", "").partition(" ")[2].strip()
+    return hashlib.sha256(given.encode()).hexdigest()[:16]
+
+
+def _check_owner(request: Request, entry: RegisteredHardware, what: str) -> None:
+    if entry.owner is not None and entry.owner != owner_of(request):
+        raise ApiError(403, ["path", "name"], f"{entry.name!r} was registered with another token; only it may {what} "
+                       "it", "forbidden")
 
 
 @router.delete("/hardware/{name}", status_code=204, dependencies=[Depends(require_write)],
                responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}, **ERRORS})
 async def delete_hardware(name: str, request: Request) -> Response:
-    """Remove a registered descriptor (catalog ones cannot be removed)."""
+    """Remove a registered descriptor (catalog ones cannot be removed; a registered one only with the token that
+    registered it)."""
     if name in catalog():
         raise ApiError(409, ["path", "name"], f"{name!r} is a catalog descriptor", "conflict")
-    if not await run_in_threadpool(request.app.state.store.delete_hardware, name):
+    store = request.app.state.store
+    entry = await run_in_threadpool(store.hardware_entry, name)
+    if entry is not None:
+        _check_owner(request, entry, "delete")
+    if entry is None or not await run_in_threadpool(store.delete_hardware, name):
         raise ApiError(404, ["path", "name"], f"no registered hardware {name!r}", "not_found")
     return Response(status_code=204)
 
