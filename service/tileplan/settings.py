@@ -30,6 +30,8 @@ class Settings(BaseSettings):
         "on PostgreSQL, run by `tileplan worker` processes.",
     )
     solver_processes: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=256)
+    module_processes: int = Field(default=1, ge=1, le=64, description=(
+        "Processes that build modules (GET /plans/{key}/module, codegen), apart from the solvers, at a lower priority."))
 
     # Limits
     max_request_bytes: int = Field(default=2 * 1024 * 1024, gt=0)
@@ -37,13 +39,29 @@ class Settings(BaseSettings):
     max_time_limit_s: float = Field(default=120.0, gt=0, description="Cap on options.time_limit_s per layer.")
     wait_limit_s: float = Field(default=25.0, ge=0, description="How long POST /schedule waits before answering 202.")
     job_time_limit_s: float = Field(default=3600.0, gt=0, description="A job not finished by then is failed.")
-    solve_grace_s: float = Field(default=30.0, ge=0, description="Slack over a layer's time limits before it is killed.")
+    solve_overhead_s: float = Field(default=5.0, ge=0, description=(
+        "What a layer's solve may take beyond options.time_limit_s per mapper run (model building, re-ranking); past "
+        "it the solve stops itself and the layer is a 422 at options.time_limit_s."))
+    solve_grace_s: float = Field(default=30.0, ge=0, description=(
+        "Slack over a solve's budget before its process is killed (only native code that cannot stop itself)."))
     memo_max_bytes: int = Field(default=16 * 1024 * 1024, ge=0, description=(
         "Bytes the API keeps of parsed and keyed layers (cache hits skip re-validation); least recently used go first."))
     codegen_time_limit_s: float = Field(default=120.0, gt=0, description="Hard limit on building one plan's module.")
     compile_time_limit_s: float = Field(default=1800.0, gt=0, description="Hard limit on one POST /compile's compile.")
     max_compile_bytes: int = Field(default=128 * 1024 * 1024, gt=0, description=(
         "Request body limit of POST /compile (a model as base64 or an upload); other requests: max_request_bytes."))
+
+    # Work on users' input outside the API process (tileplan.jobs.sandbox)
+    sandbox_processes: int = Field(default=1, ge=1, le=64, description=(
+        "Processes that read inline descriptors and evaluate mappings (POST /schedule, /hardware, /evaluate)."))
+    sandbox_time_limit_s: float = Field(default=10.0, gt=0, description=(
+        "Longest reading one descriptor or evaluating one mapping may take; past it: 422."))
+    sandbox_memory_mb: int = Field(default=1024, ge=256, description=(
+        "Data-segment limit of each sandbox process (MiB); past it: 422."))
+    descriptor_cache_bytes: int = Field(default=8 * 1024 * 1024, ge=0, description=(
+        "Bytes of resolved inline descriptors the API keeps, by fingerprint of what was sent."))
+    max_layer_extent: int = Field(default=1 << 20, gt=0, description=(
+        "Largest size of any layer field (channels, image sides, M/K/N, kernel, stride, ...); past it: 422."))
 
     # Access
     tokens: Annotated[list[str], NoDecode] = Field(
@@ -54,6 +72,9 @@ class Settings(BaseSettings):
     # Durability of distributed work
     claim_ttl_s: float = Field(default=30.0, gt=0, description="A solve claim not renewed for this long is free.")
     heartbeat_s: float = Field(default=5.0, gt=0, description="Worker heartbeat interval (procrastinate).")
+    worker_poll_s: float = Field(default=5.0, gt=0, description=(
+        "How often an idle worker looks for jobs besides being notified of them (LISTEN, re-established after the "
+        "database comes back)."))
     stalled_after_s: float = Field(default=20.0, gt=0, description="A worker silent this long is dead; retry its jobs.")
     max_attempts: int = Field(default=5, ge=1)
 

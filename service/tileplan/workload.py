@@ -143,6 +143,16 @@ def parse_layer(data: Any, loc: tuple[str | int, ...] = ()) -> Conv2dLayer | Mat
         raise InputError(loc + exc.loc, exc.msg, exc.type) from None
 
 
+def check_extents(layer: Conv2dLayer | MatmulLayer, limit: int, loc: tuple[str | int, ...] = ()) -> None:
+    """InputError at the first size field over `limit` (a service's bound on the work one layer may ask for)."""
+    for field, value in layer:
+        values = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(v, int) and not isinstance(v, bool) and v > limit for v in values):
+            shown = list(value) if isinstance(value, tuple) else value
+            raise InputError(loc + (field,), f"{shown} is over this server's bound of {limit} (max_layer_extent)",
+                             "less_than_equal")
+
+
 def layer_doc(layer: Conv2dLayer | MatmulLayer) -> dict[str, Any]:
     """The layer as echoed in a Plan: its fields plus canonical dims, stride and dilation."""
     doc = layer.model_dump(mode="json", exclude={"count"})

@@ -23,3 +23,21 @@ def fresh_pg() -> Iterator[str]:
         yield url
     finally:
         service_procs.drop_database(url)
+
+
+PORTS = range(18200, 18300)  # this suite's share of loopback ports
+
+
+@pytest.fixture()
+def port() -> int:
+    """A free port in the suite's range."""
+    import socket
+
+    for p in PORTS:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                continue
+            return p
+    raise RuntimeError("no free port in 18200-18299")

@@ -77,8 +77,9 @@ def _spawn(args: list[str], log: Path, environ: dict[str, str]) -> Proc:
 
 
 def start_api(workdir: Path, *, db: str | None = None, solvers: int = 1, timeout: float = 60.0,
-              **settings: str) -> Proc:
-    port = free_port()
+              port: int | None = None, **settings: str) -> Proc:
+    """`tileplan serve` on `port` (default: any free one), healthy."""
+    port = port or free_port()
     args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(solvers)]
     if db:
         args += ["--db", db]

@@ -23,6 +23,7 @@ from tileplan.api.routes import compiles, hardware, plans, schedule, system
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.compiles import Compiler
 from tileplan.jobs.modules import ModuleBuilder
+from tileplan.jobs.sandbox import Sandbox
 from tileplan.jobs.scheduler import Scheduler
 from tileplan.settings import Settings, get_settings, is_postgres
 from tileplan.store import Store
@@ -64,10 +65,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         reader = AsyncPlanReader(store.url) if store.dialect == "postgresql" else None
         if reader is not None:
             await reader.open()
-        modules = ModuleBuilder(store, settings, getattr(queue, "pool", None))  # local: the solvers' pool
+        modules = ModuleBuilder(store, settings)
         app.state.modules = modules
-        app.state.scheduler = Scheduler(store, queue, settings, reader, modules)
-        # compiles run in the solver processes too; unfinished ones are resumed where one server owns the work
+        sandbox = Sandbox(settings)
+        app.state.scheduler = Scheduler(store, queue, settings, sandbox, reader, modules)
+        warming = asyncio.ensure_future(sandbox.warm())  # (not awaited: the API answers while it starts)
+        # compiles run in the module builders' processes (apart from the solvers', at a lower priority); unfinished
+        # ones are resumed where one server owns the work
         compiler = Compiler(store, settings, lambda: modules.pool, app.state.scheduler.resolve_hardware,
                             resume=queue.kind == "local", on_finish=metrics.on_compile)
         app.state.compiler = compiler
@@ -78,6 +82,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await compiler.stop()
+            warming.cancel()
+            sandbox.close()
             await modules.stop()
             await queue.stop()
             if reader is not None:
@@ -91,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # served offline by tileplan.web.docs (assets from a package, not a CDN)
         redoc_url=None,
+        openapi_url=None,  # served by tileplan.web.docs, under the read token rule
         dependencies=[Depends(storable_params)],
     )
     app.state.settings = settings

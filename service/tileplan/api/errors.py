@@ -6,12 +6,16 @@ import logging
 import uuid
 from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 from tileplan.api.answers import AnswerFromCache
+from tileplan.api.disconnect import ClientGone
 from tileplan.errors import InputError, MappingInfeasible
 
 log = logging.getLogger("tileplan.api")
@@ -80,11 +84,32 @@ def install(app: FastAPI) -> None:
             body = detail([], str(exc.detail), _http_type(exc.status_code))
         return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(psycopg.OperationalError)
+    @app.exception_handler(PoolTimeout)
+    async def _database_away(request: Request, exc: Exception) -> JSONResponse:
+        # the database is restarting or unreachable: say so, and when to retry, instead of an internal error
+        if isinstance(exc, DBAPIError) and not _connection_trouble(exc):
+            return await _unexpected(request, exc)
+        log.warning("event=database_unavailable path=%s error=%s", request.url.path, type(exc).__name__)
+        return JSONResponse(detail([], "the database is unavailable; retry shortly", "service_unavailable"),
+                            status_code=503, headers={"Retry-After": "2"})
+
+    @app.exception_handler(ClientGone)
+    async def _gone(request: Request, exc: ClientGone) -> Response:
+        return Response(status_code=499)  # nginx's "client closed request": nobody reads it; logs and metrics do
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         ref = uuid.uuid4().hex[:12]
         log.exception("event=unhandled_error ref=%s path=%s", ref, request.url.path)
         return JSONResponse(detail([], f"internal error (reference {ref})", "internal_error"), status_code=500)
+
+
+def _connection_trouble(exc: DBAPIError) -> bool:
+    """A lost or refused connection (not a bad statement, which is a bug and stays a 500)."""
+    return bool(exc.connection_invalidated) or isinstance(exc, (OperationalError, InterfaceError)) or isinstance(
+        exc.orig, (psycopg.OperationalError, psycopg.InterfaceError))
 
 
 def _http_type(status: int) -> str:

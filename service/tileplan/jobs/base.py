@@ -25,6 +25,10 @@ class JobQueue:
     async def submit(self, job_id: str, keys: list[str]) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
+    async def cancel(self, job_id: str) -> None:
+        """Stop the work of a job that was failed as abandoned, where no other job needs it. By default nothing:
+        a worker that picks up a layer of a finished job skips it."""
+
     def _job_final(self, job_id: str, status: str) -> None:
         ev = self._events.get(job_id)
         if ev is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -30,6 +31,7 @@ class LocalQueue(JobQueue):
         self.pool = SolverPool(settings.solver_processes)
         self.runner = LayerRunner(store, self.pool, settings, on_solve=on_solve, on_job_final=self._job_final)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._layers: dict[tuple[str, str], asyncio.Task[None]] = {}  # (job, key) -> its task, while it runs
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -54,12 +56,28 @@ class LocalQueue(JobQueue):
 
     async def submit(self, job_id: str, keys: list[str]) -> None:
         for key in keys:
-            self._spawn(self._run(job_id, key))
+            task = self._spawn(self._run(job_id, key))
+            self._layers[(job_id, key)] = task
+            task.add_done_callback(functools.partial(self._layer_done, (job_id, key)))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _layer_done(self, job_key: tuple[str, str], _task: asyncio.Task[None]) -> None:
+        self._layers.pop(job_key, None)
+
+    async def cancel(self, job_id: str) -> None:
+        """Cancel the job's layer tasks whose key no other job's task wants (cancelling one kills its solver
+        process); a key another job also waits for is left to finish for that job."""
+        mine = [(k, t) for (j, k), t in list(self._layers.items()) if j == job_id]
+        wanted = {k for (j, k) in self._layers if j != job_id}
+        for key, task in mine:
+            if key not in wanted:
+                task.cancel()
+                log.info("event=layer_cancelled job=%s key=%s", job_id, key[:12])
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _run(self, job_id: str, key: str) -> None:
         attempts = self.settings.max_attempts

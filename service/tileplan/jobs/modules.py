@@ -2,8 +2,8 @@
 
 `ModuleBuilder.ensure(key)` is what GET /plans/{key}/module and POST /schedule with `codegen` use. A module
 solved together with its plan (`codegen: true` on a miss) is already stored by the runner; otherwise the
-stored plan's descriptor, layer and mapping are sent to a solver process (`SolverPool.build`), never run on
-the event loop. Concurrent requests for one key share one build. A CodegenError is stored as the module's
+stored plan's descriptor, layer and mapping are sent to a build process of its own (`SolverPool.build`, a pool
+separate from the solvers', at a lower priority), never run on the event loop. Concurrent requests for one key share one build. A CodegenError is stored as the module's
 error, so a plan that cannot become code is not rebuilt on every request.
 """
 
@@ -26,16 +26,16 @@ from tileplan.store.repository import CachedPlan, StoredModule
 from tileplan.workload import layer_fields
 
 log = logging.getLogger("tileplan.jobs")
+MODULE_NICE = 10  # builds run below solves' CPU priority
 RENAMED_KEPT = 32  # modules built under an asker's own layer name, kept in memory (most recent)
 
 
 class ModuleBuilder:
-    def __init__(self, store: Store, settings: Settings, pool: SolverPool | None = None) -> None:
-        """`pool`: the local queue's solver pool; without one (procrastinate: solves run in workers) a pool of
-        one process is started on the first build."""
+    def __init__(self, store: Store, settings: Settings) -> None:
+        """Builds run in processes of their own (`settings.module_processes`, at a lower CPU priority), started on
+        the first build: reads of modules never take the solvers' processes, so they cannot starve solves."""
         self.store = store
         self.settings = settings
-        self._pool = pool
         self._own_pool: SolverPool | None = None
         self._flight: SingleFlight[StoredModule | None] = SingleFlight()
         self._renamed: OrderedDict[tuple[str, str], StoredModule] = OrderedDict()  # (key, name) -> module
@@ -43,9 +43,9 @@ class ModuleBuilder:
 
     @property
     def pool(self) -> SolverPool:
-        if self._pool is None:
-            self._own_pool = self._pool = SolverPool(1)
-        return self._pool
+        if self._own_pool is None:
+            self._own_pool = SolverPool(self.settings.module_processes, name="modules", nice=MODULE_NICE)
+        return self._own_pool
 
     async def stop(self) -> None:
         for t in list(self._tasks):

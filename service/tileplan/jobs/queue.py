@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import procrastinate
@@ -28,9 +29,34 @@ QUEUE = "tileplan"
 _SCHEMA_LOCK = 0x7117E_9148
 
 
+class ResilientConnector(procrastinate.PsycopgConnector):
+    """procrastinate's connector, whose LISTEN for new jobs outlives the database going away.
+
+    procrastinate reconnects its listener when the connection drops, but not when reconnecting fails (PostgreSQL
+    still restarting): the listener task ends, and the worker falls back to polling for good. Here the listener
+    is started again, with a growing pause, until the database answers.
+    """
+
+    async def listen_notify(self, on_notification: Any, channels: Any) -> None:
+        pause = 0.2
+        while True:
+            started = time.monotonic()
+            try:
+                await super().listen_notify(on_notification=on_notification, channels=channels)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure to listen: the database is away; try again
+                if time.monotonic() - started > 30:
+                    pause = 0.2  # it had been listening for a while: a fresh outage
+                log.warning("event=listen_lost error=%s retry_in=%.1f", type(exc).__name__, pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 5.0)
+                log.info("event=listen_retry")
+
+
 def make_app(db_url: str, settings: Settings) -> procrastinate.App:
     """The procrastinate app with the layer task registered (the worker runs it; the API defers it)."""
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=libpq_url(db_url)))
+    app = procrastinate.App(connector=ResilientConnector(conninfo=libpq_url(db_url)))
     max_attempts = settings.max_attempts
 
     @app.task(name=TASK, queue=QUEUE, pass_context=True,

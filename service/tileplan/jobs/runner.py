@@ -147,13 +147,15 @@ class LayerRunner:
             if await asyncio.to_thread(store.has_plan, key):  # finished between our look and our claim
                 return None
             runs = 2 if options.get("baseline", True) else 1
-            hard = float(options.get("time_limit_s", 10.0)) * runs + self.settings.solve_grace_s
+            budget = float(options.get("time_limit_s", 10.0)) * runs + self.settings.solve_overhead_s
+            budget = max(1.0, min(budget, deadline - time.time()))
+            hard = budget + self.settings.solve_grace_s  # the process is killed only if it cannot stop itself
             if options.get("codegen"):
                 hard += self.settings.codegen_time_limit_s
             hard = max(1.0, min(hard, deadline - time.time()))
             start = time.perf_counter()
             try:
-                result = await self.pool.solve(hardware, layer, options, timeout=hard)
+                result = await self.pool.solve(hardware, layer, options, timeout=hard, budget=budget)
             except SolveTimeout:
                 self._count(start, "timeout")
                 raise

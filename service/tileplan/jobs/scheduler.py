@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -20,10 +21,11 @@ from typing import Any
 from tileplan.codegen.support import codegen_unsupported
 from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
-from tileplan.hardware.catalog import catalog, load_descriptor
+from tileplan.hardware.catalog import catalog
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.bytecache import ByteLRU
 from tileplan.jobs.modules import ModuleBuilder
+from tileplan.jobs.sandbox import Sandbox, descriptor_from_ref
 from tileplan.mappers.base import available_mappers, get_mapper
 from tileplan.plan import ScheduleOptions, baseline_mapper_for, links_for, plan_key
 from tileplan.problem import Problem
@@ -31,11 +33,12 @@ from tileplan.settings import Settings
 from tileplan.store import CachedPlan, Job, Store
 from tileplan.store.repository import AsyncPlanReader, iso_utc
 from tileplan.validation import check_storable, is_safe_name
-from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc, parse_layer
+from tileplan.workload import Conv2dLayer, MatmulLayer, check_extents, layer_doc, parse_layer
 
 Layer = Conv2dLayer | MatmulLayer
+log = logging.getLogger("tileplan.api")
 
-INPUT_ERRORS = {"infeasible", "value_error", "missing", "extra_forbidden"}
+INPUT_ERRORS = {"infeasible", "value_error", "missing", "extra_forbidden", "solve_time_limit"}
 KNOWN_LISTED = 20  # registered names an unknown-hardware 422 lists (then: how many more)
 MEMO_ENTRY_BYTES = 600  # a memo entry's parsed layer, key and bookkeeping, besides its echo text
 
@@ -62,9 +65,10 @@ class Answer:
 
 
 class Scheduler:
-    def __init__(self, store: Store, queue: JobQueue, settings: Settings, reader: AsyncPlanReader | None = None,
-                 modules: ModuleBuilder | None = None) -> None:
+    def __init__(self, store: Store, queue: JobQueue, settings: Settings, sandbox: Sandbox,
+                 reader: AsyncPlanReader | None = None, modules: ModuleBuilder | None = None) -> None:
         self.store = store
+        self.sandbox = sandbox
         self.modules = modules
         self.reader = reader
         self.queue = queue
@@ -79,36 +83,16 @@ class Scheduler:
 
     # -- input ----------------------------------------------------------------------------------
 
-    def resolve_hardware(self, ref: Any) -> HardwareDescriptor:
-        """A catalog name, a registered name, a descriptor object or {name, format, source} YAML.
-        Unlike the CLI, never a path: a request must not make the server read its files."""
-        try:
-            if isinstance(ref, str):
-                hw = self._catalog.get(ref)
-                if hw is not None:
-                    return hw
-                doc = self.store.get_hardware(ref) if is_safe_name(ref) else None
-                if doc is None:
-                    raise InputError(("hardware",), self._unknown(ref), "unknown_hardware")
-                return HardwareDescriptor.model_validate(doc)
-            if isinstance(ref, dict) and "source" in ref:
-                if not isinstance(ref["source"], str):
-                    raise InputError(("hardware", "source"), "must be YAML text")
-                fmt = ref.get("format")
-                if fmt is not None and not isinstance(fmt, str):
-                    raise InputError(("hardware", "format"), "must be 'tileplan' or 'timeloop'")
-                name = ref.get("name")
-                return load_descriptor(ref["source"], fmt=fmt, name=str(name) if name else None, source="hardware.source")
-            if isinstance(ref, dict):
-                return load_descriptor(ref, source="hardware")
-        except InputError as exc:
-            loc = exc.loc if exc.loc[:1] == ("hardware",) else ("hardware", *exc.loc)
-            raise InputError(loc, exc.msg, exc.type) from None
-        except ModuleNotFoundError as exc:  # an importer this build does not have (e.g. Timeloop YAML)
-            raise InputError(("hardware", "format"), f"this server cannot read that format ({exc.name} missing)") from None
-        except (ValueError, TypeError) as exc:
-            raise InputError(("hardware",), str(exc)) from None
-        raise InputError(("hardware",), "a catalog name, a descriptor object, or {name, format, source}")
+    def registered(self, name: str) -> HardwareDescriptor:
+        """A catalog or registered name (a lookup; never a path: a request must not make the server read its
+        files)."""
+        hw = self._catalog.get(name)
+        if hw is not None:
+            return hw
+        doc = self.store.get_hardware(name) if is_safe_name(name) else None
+        if doc is None:
+            raise InputError(("hardware",), self._unknown(name), "unknown_hardware")
+        return HardwareDescriptor.model_validate(doc)
 
     def _unknown(self, ref: str) -> str:
         """The 422 text of an unknown name: the catalog and the first few registered names, not all of them."""
@@ -117,22 +101,22 @@ class Scheduler:
         more = f" and {total - len(names)} more (GET /hardware)" if total > len(names) else ""
         return f"unknown hardware {shown!r}; known: {sorted(self._catalog) + names}{more}"
 
+    def resolve_hardware(self, ref: Any) -> HardwareDescriptor:
+        """`hardware` for callers already in a thread (POST /compile's checks): inline descriptors are read in this
+        process, bounded by the YAML reader's and the descriptor's limits (tileplan.safe_yaml, hardware.model)."""
+        return self.registered(ref) if isinstance(ref, str) else descriptor_from_ref(ref)
+
     async def hardware(self, ref: Any) -> HardwareDescriptor:
-        """`resolve_hardware` off the event loop (a catalog name costs a lookup); whatever the descriptor holds must
-        be storable."""
-        if isinstance(ref, str) and ref in self._catalog:
-            return self._catalog[ref]
-        hw = await asyncio.to_thread(self._resolve_storable, ref)
-        return hw
+        """What `hardware` names: a catalog name (a dict lookup), a registered name (a store read), or an inline
+        descriptor (read in the sandbox, under its budget, or found by fingerprint)."""
+        if isinstance(ref, str):
+            if ref in self._catalog:
+                return self._catalog[ref]
+            return await asyncio.to_thread(self.registered, ref)
+        return await self.sandbox.descriptor(ref)
 
-    def _resolve_storable(self, ref: Any) -> HardwareDescriptor:
-        check_storable(ref, ("hardware",))
-        hw = self.resolve_hardware(ref)
-        check_storable(hw.model_dump(mode="json"), ("hardware",))
-        return hw
-
-    def prepare(self, hardware: Any, layers: list[Any], options: ScheduleOptions,
-                hw: HardwareDescriptor | None = None) -> Prepared:
+    def prepare(self, hardware: Any, hw: HardwareDescriptor, layers: list[Any], options: ScheduleOptions) -> Prepared:
+        """`hw`: what `hardware` names (`self.hardware(hardware)`)."""
         s = self.settings
         if len(layers) > s.max_layers:
             raise InputError(("layers",), f"{len(layers)} layers; at most {s.max_layers} per request", "too_many_layers")
@@ -144,8 +128,6 @@ class Scheduler:
             )
         if options.mapper not in self._mappers:
             get_mapper(options.mapper)  # unknown or not installed -> InputError at options.mapper
-        if hw is None:
-            hw = self.resolve_hardware(hardware)
         hw_token = hardware if isinstance(hardware, str) and hardware in self._catalog else None
         if hw_token is None:
             hw_token = hashlib.sha256(json.dumps(hw.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
@@ -166,6 +148,7 @@ class Scheduler:
             if hit is None:
                 check_storable(item, ("layers", i))
                 layer = parse_layer(item, ("layers", i))
+                check_extents(layer, self.settings.max_layer_extent, ("layers", i))
                 hit = (plan_key(hw, Problem.from_layer(layer), options),
                        json.dumps(layer_doc(layer), separators=(",", ":")), layer)
                 if memo_key:
@@ -203,7 +186,7 @@ class Scheduler:
         layers come from (the browser view groups a model's layers by it)."""
         start = time.perf_counter()
         hw = await self.hardware(hardware)
-        p = self.prepare(hardware, layers, options, hw=hw)
+        p = self.prepare(hardware, hw, layers, options)
         codegen = options.codegen and p.codegen_unsupported is None and self.modules is not None
         wanted = [k for k, _ in p.unique]
         cached = await self.cached_rows(wanted)
@@ -239,7 +222,11 @@ class Scheduler:
         await self.queue.submit(job_id, missing)
         misses = len(p.keys) - hits
         limit = self.settings.wait_limit_s if wait else 0.0
-        st = await self.queue.wait(job_id, limit) if limit > 0 else None
+        try:
+            st = await self.queue.wait(job_id, limit) if limit > 0 else None
+        except asyncio.CancelledError:  # the client went away before its answer: nobody can learn this job's id
+            await asyncio.shield(self._abandon(job_id))
+            raise
         if st is not None and st[0] in ("done", "failed"):
             job = await asyncio.to_thread(self.store.get_job, job_id)
             if job is not None:
@@ -257,6 +244,15 @@ class Scheduler:
             "links": {"self": f"/jobs/{job_id}"},
         })
         return Answer(202, body, job_id, hits, misses)
+
+    async def _abandon(self, job_id: str) -> None:
+        """Fail a job whose asker disconnected while waiting, and stop the layers no other job needs."""
+        err = {"loc": [], "msg": "the client disconnected before the plans were ready", "type": "cancelled"}
+        try:
+            if await asyncio.to_thread(self.store.fail_job, job_id, err):
+                await self.queue.cancel(job_id)
+        except Exception:
+            log.warning("event=abandon_failed job=%s", job_id, exc_info=True)
 
     async def job_answer(self, job: Job, *, start: float | None = None, for_post: bool = False,
                          warnings: list[str] | None = None) -> tuple[int, str]:

@@ -1,21 +1,22 @@
 """Solving one layer in a separate process, so a solve never blocks an event loop and can be killed.
 
-`solve_layer` is what runs in the pool: it rebuilds the inputs from JSON, calls `tileplan.plan.make_plan`,
-and returns either the Plan as a dict or an error with its field path and type. `SolverPool` wraps a
-process pool with a hard time limit per solve (on overrun the pool's processes are killed and it starts
-afresh) and recovery from a crashed solver process.
+`solve_layer` is what runs in the pool: it rebuilds the inputs from JSON, calls `tileplan.plan.make_plan`
+under a time budget, and returns either the Plan as a dict or an error with its field path and type.
+`SolverPool` runs it in `ProcessSlots` with a hard time limit per solve (on overrun that solve's process is
+killed, and only it) and recovery from a crashed solver process.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
-import multiprocessing
-import os
+import signal
+import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Iterator
 from typing import Any
+
+from tileplan.jobs.slots import ProcessSlots, SlotCrashed, SlotTimeout
 
 log = logging.getLogger("tileplan.jobs")
 
@@ -28,8 +29,35 @@ class SolverCrashed(Exception):
     """The solver process died (killed, out of memory); the layer may be retried."""
 
 
-def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-    """Runs in a pool process. Returns {"ok": True, "plan": {...}} or {"ok": False, "error": {loc, msg, type}}."""
+class _OverBudget(BaseException):
+    """Raised in a solver process by its alarm: the solve's time budget is spent (a BaseException, so no
+    `except Exception` inside the mappers swallows it)."""
+
+
+@contextlib.contextmanager
+def _time_budget(seconds: float | None) -> Iterator[None]:
+    """Interrupt the code inside after `seconds` of wall time (SIGALRM; slot processes run calls in their main
+    thread). Native code (HiGHS) is interrupted when it returns, and HiGHS keeps its own time limit."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise _OverBudget
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[str, Any],
+                budget: float | None = None) -> dict[str, Any]:
+    """Runs in a pool process. Returns {"ok": True, "plan": {...}} or {"ok": False, "error": {loc, msg, type}}.
+    `budget`: seconds the whole solve may take, model building and baselines included."""
     from tileplan.errors import InputError, MappingInfeasible
     from tileplan.hardware import HardwareDescriptor
     from tileplan.plan import SOLVER_VERSION, ScheduleOptions, make_plan
@@ -37,7 +65,14 @@ def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[s
 
     try:
         hw = HardwareDescriptor.model_validate(hardware)
-        plan = make_plan(parse_layer(layer), hw, ScheduleOptions.model_validate(options))
+        try:
+            with _time_budget(budget):
+                plan = make_plan(parse_layer(layer), hw, ScheduleOptions.model_validate(options))
+        except _OverBudget:
+            return {"ok": False, "error": {"loc": ["options", "time_limit_s"], "type": "solve_time_limit", "msg": (
+                f"planning this layer took longer than its budget of {budget:g} s (options.time_limit_s per "
+                "mapper run, model building included, plus the server's allowance); raise time_limit_s or "
+                "make the layer smaller")}}
         doc = plan.model_dump(mode="json")
         doc["solver_version"] = SOLVER_VERSION
         out: dict[str, Any] = {"ok": True, "plan": doc}
@@ -121,124 +156,63 @@ def _module(mapping: Any, layer: dict[str, Any], hw: Any) -> dict[str, Any]:
                 "seconds": time.perf_counter() - start}
 
 
-def _exit_with_parent(parent: int) -> None:
-    """A solver process whose server or worker died (SIGKILL, OOM) exits instead of lingering."""
-    import threading
+def _warm() -> None:
+    """Slot initializer: import the solver stack once per process, not on the first request."""
+    import tileplan.plan  # noqa: F401
+    from tileplan.mappers.base import available_mappers
 
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _warm(parent: int) -> None:
-    """Pool initializer: import the solver stack once per process, not on the first request."""
-    _exit_with_parent(parent)
-    logging.basicConfig(level=logging.WARNING)
-    try:
-        import tileplan.plan  # noqa: F401
-        from tileplan.mappers.base import available_mappers
-
-        available_mappers()
-    except Exception:  # noqa: BLE001 - a broken import shows up as a solve error with its reason
-        pass
-
-
-def _noop() -> int:
-    return os.getpid()
+    available_mappers()
 
 
 class SolverPool:
-    """A pool of solver processes with per-solve hard limits."""
+    """Solver processes, one layer (or module build) each at a time; a solve that overruns its hard limit kills its
+    own process only (`ProcessSlots`), so other jobs' layers solving next to it go on. `nice` lowers the
+    processes' priority (module builds yield to solves)."""
 
-    def __init__(self, processes: int) -> None:
+    def __init__(self, processes: int, *, name: str = "solver", nice: int = 0) -> None:
         self.processes = processes
-        self._ctx = multiprocessing.get_context("spawn")
-        self._pool = self._new_pool()
-        self._slots = asyncio.Semaphore(processes)
-        self.solves = 0
+        self.slots = ProcessSlots(processes, name=name, nice=nice, warm=_warm)
 
-    def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            max_workers=self.processes, mp_context=self._ctx, initializer=_warm, initargs=(os.getpid(),)
-        )
+    @property
+    def solves(self) -> int:
+        return self.slots.calls
 
     async def warm(self) -> None:
-        """Start every process now (each imports the solver), so the first solve is not slower."""
-        loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(self._pool, _noop) for _ in range(self.processes)))
+        await self.slots.warm()
 
     async def solve(self, hardware: dict[str, Any], layer: dict[str, Any], options: dict[str, Any], *,
-                    timeout: float) -> dict[str, Any]:
-        async with self._slots:
-            pool = self._pool
-            loop = asyncio.get_running_loop()
-            start = time.perf_counter()
-            self.solves += 1
-            fut = loop.run_in_executor(pool, solve_layer, hardware, layer, options)
-            try:
-                return await asyncio.wait_for(fut, timeout)
-            except TimeoutError:
-                log.warning("event=solve_timeout seconds=%.1f", time.perf_counter() - start)
-                self._restart(pool)
-                raise SolveTimeout(f"the solve ran past its hard limit of {timeout:.0f} s and was stopped") from None
-            except BrokenProcessPool:
-                self._restart(pool)
-                raise SolverCrashed("the solver process died") from None
+                    timeout: float, budget: float | None = None) -> dict[str, Any]:
+        """`budget`: seconds the whole solve may take (model building included) before it stops itself with a
+        `solve_time_limit` error; `timeout`: the hard limit at which its process is killed."""
+        try:
+            return dict(await self.slots.run(solve_layer, hardware, layer, options, budget, timeout=timeout))
+        except SlotTimeout:
+            raise SolveTimeout(f"the solve ran past its hard limit of {timeout:.0f} s and was stopped") from None
+        except SlotCrashed:
+            raise SolverCrashed("the solver process died") from None
 
     async def build(self, hardware: dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any], *,
                     timeout: float) -> dict[str, Any]:
         """A stored plan's module (`build_layer_module`) in a solver process, under the same limits as a solve."""
-        async with self._slots:
-            pool = self._pool
-            fut = asyncio.get_running_loop().run_in_executor(pool, build_layer_module, hardware, layer, mapping)
-            try:
-                return await asyncio.wait_for(fut, timeout)
-            except TimeoutError:
-                self._restart(pool)
-                raise SolveTimeout(f"code generation ran past its hard limit of {timeout:.0f} s and was stopped") from None
-            except BrokenProcessPool:
-                self._restart(pool)
-                raise SolverCrashed("the code generation process died") from None
+        try:
+            return dict(await self.slots.run(build_layer_module, hardware, layer, mapping, timeout=timeout))
+        except SlotTimeout:
+            raise SolveTimeout(f"code generation ran past its hard limit of {timeout:.0f} s and was stopped") from None
+        except SlotCrashed:
+            raise SolverCrashed("the code generation process died") from None
 
     async def compile(self, db_url: str, compile_id: str, hardware: dict[str, Any], model: bytes,
                       options: dict[str, Any], input_shapes: dict[str, list[int]] | None, *,
                       timeout: float) -> dict[str, Any]:
         """A whole model's compile (`compile_in_process`) in a solver process, under a hard time limit."""
-        async with self._slots:
-            pool = self._pool
-            fut = asyncio.get_running_loop().run_in_executor(
-                pool, compile_in_process, db_url, compile_id, hardware, model, options, input_shapes)
-            try:
-                return await asyncio.wait_for(fut, timeout)
-            except TimeoutError:
-                self._restart(pool)
-                raise SolveTimeout(f"the compile ran past its hard limit of {timeout:.0f} s and was stopped") from None
-            except BrokenProcessPool:
-                self._restart(pool)
-                raise SolverCrashed("the compiling process died") from None
-
-    def _restart(self, broken: ProcessPoolExecutor) -> None:
-        """Kill the pool's processes (they may be stuck in a solve) and start a fresh pool."""
-        if broken is not self._pool:
-            return  # someone already restarted it
-        procs = list(getattr(broken, "_processes", {}).values())  # no public API to kill a stuck worker
-        for p in procs:
-            try:
-                p.kill()
-            except Exception:  # noqa: BLE001
-                pass
-        broken.shutdown(wait=False, cancel_futures=True)
-        self._pool = self._new_pool()
+        try:
+            return dict(await self.slots.run(compile_in_process, db_url, compile_id, hardware, model, options,
+                                             input_shapes, timeout=timeout))
+        except SlotTimeout:
+            raise SolveTimeout(f"the compile ran past its hard limit of {timeout:.0f} s and was stopped") from None
+        except SlotCrashed:
+            raise SolverCrashed("the compiling process died") from None
 
     def close(self) -> None:
         """Stop at once: a solve in progress is abandoned (its job is resumed or retried elsewhere)."""
-        for p in list(getattr(self._pool, "_processes", {}).values()):
-            try:
-                p.kill()
-            except Exception:  # noqa: BLE001
-                pass
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.slots.close()

@@ -46,6 +46,7 @@ async def _main(url: str, concurrency: int, settings: Settings) -> None:
                 name=worker_name(),
                 additional_context={"runner": runner},
                 update_heartbeat_interval=settings.heartbeat_s,
+                fetch_job_polling_interval=settings.worker_poll_s,
                 stalled_worker_timeout=settings.stalled_after_s,
                 install_signal_handlers=True,
             )

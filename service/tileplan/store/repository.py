@@ -225,14 +225,24 @@ class AsyncPlanReader:
             self._in_flight -= 1
 
     async def _query(self, keys: list[str]) -> dict[str, CachedPlan]:
+        import psycopg
+
         params: list[Any]
         if len(keys) == 1:  # adapting a one-element array costs more than the query itself
             sql, params = _PLAN_SELECT + " WHERE key = %s", list(keys)
         else:
             sql, params = _PLAN_SELECT + " WHERE key = ANY(%s)", [keys]
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(sql, params, prepare=True)
-            rows = await cur.fetchall()
+        for attempt in range(2):
+            try:
+                async with self.pool.connection() as conn:
+                    cur = await conn.execute(sql, params, prepare=True)
+                    rows = await cur.fetchall()
+                break
+            except psycopg.OperationalError:
+                # a pooled connection that died with the database (restart): the pool drops it; a second try gets
+                # a fresh one, or fails the same way while the database is still away (the API answers 503)
+                if attempt:
+                    raise
         return {r[0]: CachedPlan(*r) for r in rows}
 
 

@@ -10,13 +10,13 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from tileplan.api.auth import require_read, require_write
+from tileplan.api.disconnect import until_disconnected
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, EvaluateRequest, PlanPage
 from tileplan.jobs.modules import UnknownDescriptor
 from tileplan.jobs.solve import SolverCrashed, SolveTimeout
-from tileplan.mapping import parse_mapping
-from tileplan.plan import Evaluation, Plan, evaluate, links_for
-from tileplan.workload import layer_fields, parse_layer
+from tileplan.plan import Evaluation, Plan, links_for
+from tileplan.workload import check_extents, layer_fields, parse_layer
 
 router = APIRouter(tags=["plans"], dependencies=[Depends(require_read)])
 KEY_PATTERN = "^[0-9a-f]{64}$"
@@ -173,10 +173,20 @@ def _timeloop_text(row: Any, descriptor: dict[str, Any] | None, bundle: bool, fo
 
 
 @router.post("/evaluate", response_model=Evaluation, responses=ERRORS)
-def evaluate_mapping(body: EvaluateRequest, request: Request) -> Evaluation:
-    """Any mapping on any descriptor: its metrics when legal, its violations when not."""
-    hw = request.app.state.scheduler.resolve_hardware(body.hardware)
+async def evaluate_mapping(body: EvaluateRequest, request: Request) -> Response:
+    """Any mapping on any descriptor: its metrics when legal, its violations when not. The evaluation runs in a
+    sandbox process under the server's time and memory budget (a 422 says which ran out); a client that goes away
+    stops it."""
+    scheduler = request.app.state.scheduler
     # a Plan's layer (with its derived `dims`) is accepted as it is, so a plan can be evaluated as it came back
     layer = parse_layer(layer_fields(body.layer) if "dims" in body.layer else body.layer, ("layer",))
-    mapping = parse_mapping(body.mapping, ("mapping",))
-    return evaluate(layer, hw, mapping, body.executor, body.model)
+    check_extents(layer, request.app.state.settings.max_layer_extent, ("layer",))
+    work = _evaluate(scheduler, body, layer.model_dump(mode="json"))
+    result = await until_disconnected(request, work)
+    return _json(json.dumps(result))
+
+
+async def _evaluate(scheduler: Any, body: EvaluateRequest, layer: dict[str, Any]) -> dict[str, Any]:
+    hw = await scheduler.hardware(body.hardware)
+    out: dict[str, Any] = await scheduler.sandbox.evaluate(hw, layer, body.mapping, body.executor, body.model)
+    return out

@@ -1,0 +1,151 @@
+"""Reading users' descriptors and evaluating their mappings, in processes of their own under a time and memory budget.
+
+A Timeloop file, an inline descriptor or a mapping to evaluate costs work that grows with what the user wrote; done in
+the API process it stalls every request (the event loop) and grows the API's memory. Here it runs in `ProcessSlots`
+with `settings.sandbox_time_limit_s` and `settings.sandbox_memory_mb`: an overrun is a 422 naming the budget, the
+process is replaced, the API goes on. Resolved descriptors are kept by the fingerprint of what was sent (bounded by
+bytes), so a repeated inline descriptor costs a digest, not a parse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Any
+
+from tileplan.errors import InputError
+from tileplan.hardware import HardwareDescriptor
+from tileplan.jobs.bytecache import ByteLRU
+from tileplan.jobs.slots import ProcessSlots, SlotCrashed, SlotTimeout
+from tileplan.settings import Settings
+
+Detail = dict[str, Any]
+
+
+def descriptor_from_ref(ref: Any) -> HardwareDescriptor:
+    """An inline descriptor: a descriptor object or {name, format, source} with YAML text (never a name, never a
+    path: a request must not make the server read its files). Errors are InputErrors under `hardware`."""
+    from tileplan.hardware.catalog import load_descriptor
+    from tileplan.validation import check_storable
+
+    try:
+        check_storable(ref, ("hardware",))
+        if isinstance(ref, dict) and "source" in ref:
+            if not isinstance(ref["source"], str):
+                raise InputError(("hardware", "source"), "must be YAML text")
+            fmt = ref.get("format")
+            if fmt is not None and not isinstance(fmt, str):
+                raise InputError(("hardware", "format"), "must be 'tileplan' or 'timeloop'")
+            name = ref.get("name")
+            hw = load_descriptor(ref["source"], fmt=fmt, name=str(name) if name else None, source="hardware.source")
+        elif isinstance(ref, dict):
+            hw = load_descriptor(ref, source="hardware")
+        else:
+            raise InputError(("hardware",), "a catalog name, a descriptor object, or {name, format, source}")
+        check_storable(hw.model_dump(mode="json"), ("hardware",))
+        return hw
+    except InputError as exc:
+        loc = exc.loc if exc.loc[:1] == ("hardware",) else ("hardware", *exc.loc)
+        raise InputError(loc, exc.msg, exc.type) from None
+    except ModuleNotFoundError as exc:  # an importer this build does not have (e.g. Timeloop YAML)
+        raise InputError(("hardware", "format"), f"this server cannot read that format ({exc.name} missing)") from None
+    except RecursionError:
+        raise InputError(("hardware",), "nested too deeply", "too_deep") from None
+    except (ValueError, TypeError) as exc:
+        raise InputError(("hardware",), str(exc)) from None
+
+
+def _errors(exc: InputError) -> list[Detail]:
+    return list(getattr(exc, "all_details", None) or [exc.to_detail()])
+
+
+def read_descriptor(ref: Any) -> dict[str, Any]:
+    """In a sandbox process: {"ok": True, "hardware": descriptor JSON} or {"ok": False, "errors": [...]}."""
+    try:
+        return {"ok": True, "hardware": descriptor_from_ref(ref).model_dump(mode="json")}
+    except InputError as exc:
+        return {"ok": False, "errors": _errors(exc)}
+    except MemoryError:
+        return {"ok": False, "memory": True}
+
+
+def evaluate_in_sandbox(hardware: dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any],
+                        executor: str | None, model: str | None = None) -> dict[str, Any]:
+    """In a sandbox process: {"ok": True, "evaluation": Evaluation JSON} or {"ok": False, "errors": [...]}."""
+    from tileplan.errors import MappingInfeasible
+    from tileplan.mapping import parse_mapping
+    from tileplan.plan import evaluate
+    from tileplan.workload import parse_layer
+
+    try:
+        hw = HardwareDescriptor.model_validate(hardware)
+        result = evaluate(parse_layer(layer), hw, parse_mapping(mapping, ("mapping",)), executor, model)
+        return {"ok": True, "evaluation": result.model_dump(mode="json")}
+    except InputError as exc:
+        return {"ok": False, "errors": _errors(exc)}
+    except MappingInfeasible as exc:
+        return {"ok": False, "errors": [{"loc": ["mapping"], "msg": str(exc), "type": "infeasible"}]}
+    except MemoryError:
+        return {"ok": False, "memory": True}
+
+
+def _warm() -> None:
+    import tileplan.hardware.timeloop
+    import tileplan.plan  # noqa: F401
+
+
+class Sandbox:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.slots = ProcessSlots(settings.sandbox_processes, name="sandbox",
+                                  memory_bytes=settings.sandbox_memory_mb * 1024 * 1024, warm=_warm)
+        # fingerprint of an inline descriptor as sent -> its descriptor JSON (validated again here: cheap, bounded)
+        self._descriptors: ByteLRU[str, HardwareDescriptor] = ByteLRU(settings.descriptor_cache_bytes)
+
+    async def warm(self) -> None:
+        await self.slots.warm()
+
+    def close(self) -> None:
+        self.slots.close()
+
+    async def descriptor(self, ref: Any) -> HardwareDescriptor:
+        try:
+            digest = hashlib.sha256(json.dumps(ref, sort_keys=True).encode()).hexdigest()
+        except (TypeError, ValueError, UnicodeEncodeError):
+            digest = None
+        hit = self._descriptors.get(digest) if digest else None
+        if hit is not None:
+            return hit
+        out = await self._run(read_descriptor, ref, loc=("hardware",), what="reading the descriptor")
+        hw = await asyncio.to_thread(HardwareDescriptor.model_validate, out["hardware"])
+        if digest:
+            self._descriptors.put(digest, hw, 2 * len(json.dumps(out["hardware"])) + 2000)
+        return hw
+
+    async def evaluate(self, hardware: HardwareDescriptor, layer: dict[str, Any], mapping: dict[str, Any],
+                       executor: str | None, model: str | None = None) -> dict[str, Any]:
+        out = await self._run(evaluate_in_sandbox, hardware.model_dump(mode="json"), layer, mapping, executor, model,
+                              loc=("mapping",), what="evaluating the mapping")
+        return dict(out["evaluation"])
+
+    async def _run(self, fn: Any, *args: Any, loc: tuple[str, ...], what: str) -> dict[str, Any]:
+        s = self.settings
+        try:
+            out: dict[str, Any] = await self.slots.run(fn, *args, timeout=s.sandbox_time_limit_s)
+        except SlotTimeout:
+            raise InputError(loc, f"{what} took longer than this server's limit of "
+                             f"{s.sandbox_time_limit_s:g} s (sandbox_time_limit_s)", "too_costly") from None
+        except SlotCrashed:
+            raise InputError(loc, f"{what} ended its process (over this server's memory budget of "
+                             f"{s.sandbox_memory_mb} MiB?)", "too_costly") from None
+        if out.get("memory"):
+            raise InputError(loc, f"{what} needed more than this server's memory budget of "
+                             f"{s.sandbox_memory_mb} MiB (sandbox_memory_mb)", "too_costly")
+        if not out["ok"]:
+            errors = out["errors"]
+            first = errors[0]
+            exc = InputError(first["loc"], first["msg"], first["type"])
+            exc.all_details = errors  # type: ignore[attr-defined]
+            raise exc
+        return out

@@ -1,0 +1,54 @@
+"""Case 4 of issue 16 at its root: a call that overruns its hard limit kills its own process only; the calls in the
+other processes finish with their results, and the killed slot serves the next call."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from tileplan.jobs.slots import ProcessSlots, SlotTimeout
+
+
+def nap(seconds: float) -> int:
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def test_a_runaway_kills_only_its_own_process() -> None:
+    async def main() -> None:
+        slots = ProcessSlots(2, name="test")
+        try:
+            await slots.warm()
+            runaway = asyncio.ensure_future(slots.run(nap, 60.0, timeout=1.0))
+            neighbour = asyncio.ensure_future(slots.run(nap, 2.0, timeout=30.0))
+            with pytest.raises(SlotTimeout):
+                await runaway
+            pid = await neighbour  # the other slot's call was not killed with it
+            assert isinstance(pid, int) and slots.killed == 1
+            again = await asyncio.gather(slots.run(nap, 0.0, timeout=30.0), slots.run(nap, 0.0, timeout=30.0))
+            assert pid in again  # the neighbour's process lived on; the killed slot has a fresh one
+        finally:
+            slots.close()
+
+    asyncio.run(main())
+
+
+def test_cancelling_the_caller_kills_its_call() -> None:
+    async def main() -> None:
+        slots = ProcessSlots(1, name="test")
+        try:
+            first = await slots.run(nap, 0.0, timeout=30.0)
+            call = asyncio.ensure_future(slots.run(nap, 60.0, timeout=120.0))
+            await asyncio.sleep(1.0)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            assert slots.killed == 1
+            assert await slots.run(nap, 0.0, timeout=30.0) != first  # a new process took the killed one's place
+        finally:
+            slots.close()
+
+    asyncio.run(main())
