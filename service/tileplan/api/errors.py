@@ -15,8 +15,8 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 from tileplan.api.answers import AnswerFromCache
-from tileplan.api.disconnect import ClientGone
 from tileplan.errors import InputError, MappingInfeasible
+from tileplan.jobs.disconnect import ClientGone
 
 log = logging.getLogger("tileplan.api")
 

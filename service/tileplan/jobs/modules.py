@@ -13,11 +13,11 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections import OrderedDict
 from typing import Any
 
 from tileplan.codegen.support import codegen_unsupported
 from tileplan.hardware import HardwareDescriptor
+from tileplan.jobs.bytecache import ByteLRU
 from tileplan.jobs.singleflight import SingleFlight
 from tileplan.jobs.solve import SolverPool
 from tileplan.settings import Settings
@@ -27,7 +27,7 @@ from tileplan.workload import layer_fields
 
 log = logging.getLogger("tileplan.jobs")
 MODULE_NICE = 10  # builds run below solves' CPU priority
-RENAMED_KEPT = 32  # modules built under an asker's own layer name, kept in memory (most recent)
+RENAMED_BYTES = 32 * 1024 * 1024  # modules built under an asker's own layer name, kept in memory (most recent)
 
 
 class ModuleBuilder:
@@ -38,7 +38,7 @@ class ModuleBuilder:
         self.settings = settings
         self._own_pool: SolverPool | None = None
         self._flight: SingleFlight[StoredModule | None] = SingleFlight()
-        self._renamed: OrderedDict[tuple[str, str], StoredModule] = OrderedDict()  # (key, name) -> module
+        self._renamed: ByteLRU[tuple[str, str], StoredModule] = ByteLRU(RENAMED_BYTES)  # (key, name) -> module
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -75,9 +75,8 @@ class ModuleBuilder:
         if renamed is None:
             renamed = await self._flight.run(f"{key}\n{name}", lambda: self._build(key, name))
             if renamed is not None:
-                self._renamed[(key, name)] = renamed
-                while len(self._renamed) > RENAMED_KEPT:
-                    self._renamed.popitem(last=False)
+                size = len(renamed.tar or b"") + len(renamed.c_source or "") + len(renamed.tvmscript or "") + len(name)
+                self._renamed.put((key, name), renamed, size + 1000)
         return renamed
 
     async def ensure_many(self, keys: list[str]) -> None:

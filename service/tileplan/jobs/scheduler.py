@@ -24,6 +24,7 @@ from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import catalog
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.bytecache import ByteLRU
+from tileplan.jobs.disconnect import ClientGone, Gone, unless_gone
 from tileplan.jobs.modules import ModuleBuilder
 from tileplan.jobs.sandbox import Sandbox, descriptor_from_ref
 from tileplan.mappers.base import available_mappers, get_mapper
@@ -180,10 +181,11 @@ class Scheduler:
     # -- the request ----------------------------------------------------------------------------
 
     async def schedule(self, hardware: Any, layers: list[Any], options: ScheduleOptions, *, wait: bool,
-                       notes: list[str] | None = None, model: str | None = None) -> Answer:
+                       notes: list[str] | None = None, model: str | None = None, gone: Gone | None = None) -> Answer:
         """`notes`: what the request's reading left out (e.g. the ONNX operators of a model that were not
         planned); they are part of every answer to it, the job's too. `model`: the name of the ONNX model the
-        layers come from (the browser view groups a model's layers by it)."""
+        layers come from (the browser view groups a model's layers by it). `gone`: whether the client has left; if
+        it leaves while waiting for its job, the job is abandoned (`_abandon`)."""
         start = time.perf_counter()
         hw = await self.hardware(hardware)
         p = self.prepare(hardware, hw, layers, options)
@@ -223,8 +225,11 @@ class Scheduler:
         misses = len(p.keys) - hits
         limit = self.settings.wait_limit_s if wait else 0.0
         try:
-            st = await self.queue.wait(job_id, limit) if limit > 0 else None
-        except asyncio.CancelledError:  # the client went away before its answer: nobody can learn this job's id
+            st = None
+            if limit > 0:
+                waiting = self.queue.wait(job_id, limit)
+                st = await (unless_gone(gone, waiting) if gone else waiting)
+        except (asyncio.CancelledError, ClientGone):  # the client left before its answer: nobody can learn the job id
             await asyncio.shield(self._abandon(job_id))
             raise
         if st is not None and st[0] in ("done", "failed"):

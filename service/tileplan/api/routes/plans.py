@@ -10,9 +10,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from tileplan.api.auth import require_read, require_write
-from tileplan.api.disconnect import until_disconnected
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, EvaluateRequest, PlanPage
+from tileplan.jobs.disconnect import unless_gone
 from tileplan.jobs.modules import UnknownDescriptor
 from tileplan.jobs.solve import SolverCrashed, SolveTimeout
 from tileplan.plan import Evaluation, Plan, links_for
@@ -182,7 +182,7 @@ async def evaluate_mapping(body: EvaluateRequest, request: Request) -> Response:
     layer = parse_layer(layer_fields(body.layer) if "dims" in body.layer else body.layer, ("layer",))
     check_extents(layer, request.app.state.settings.max_layer_extent, ("layer",))
     work = _evaluate(scheduler, body, layer.model_dump(mode="json"))
-    result = await until_disconnected(request, work)
+    result = await unless_gone(request.is_disconnected, work)
     return _json(json.dumps(result))
 
 

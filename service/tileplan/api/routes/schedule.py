@@ -12,7 +12,6 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from tileplan.api.answers import AnswerFromCache, KeptAnswer, KeptAnswers, split_at_seconds
 from tileplan.api.auth import require_read
-from tileplan.api.disconnect import until_disconnected
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, JobAccepted, JobView, ScheduleDone, ScheduleRequest
 from tileplan.errors import InputError
@@ -66,8 +65,9 @@ async def schedule(body: ScheduleRequest, request: Request,
     if layers is None:
         raise InputError(("layers",), "field required (or `model`: a base64 ONNX model)", "missing")
     state = request.app.state
-    answer = await until_disconnected(request, state.scheduler.schedule(
-        body.hardware, layers, body.options, wait=body.wait, notes=[f"model: {n}" for n in notes], model=model))
+    answer = await state.scheduler.schedule(body.hardware, layers, body.options, wait=body.wait,
+                                            notes=[f"model: {n}" for n in notes], model=model,
+                                            gone=request.is_disconnected)
     state.metrics.cache_hits.inc(answer.cache_hits)
     state.metrics.cache_misses.inc(answer.cache_misses)
     if digest is not None and answer.status_code == 200 and answer.cache_misses == 0 and model is None \

@@ -251,3 +251,22 @@ def test_module_builds_do_not_delay_solves(api: Proc) -> None:
             t.join()
         # the solve did not queue behind the builds: it was done before any of them
         assert finished["solve"] < min(v for k, v in finished.items() if k.startswith("module")), finished
+
+
+def test_a_client_that_leaves_cancels_the_layers_it_alone_asked_for(api: Proc) -> None:
+    layers = [{**FC, "name": f"gone{i}", "N": 100 + 8 * i} for i in range(4)]
+    with pytest.raises(httpx.ReadTimeout):  # one solver process: the request waits on its layers, then gives up
+        httpx.post(api.url + "/schedule", json={"hardware": "gemmini-16x16", "layers": layers, "options": FAST},
+                   timeout=1.0)
+    for _ in range(50):
+        if "event=layer_cancelled" in api.output():
+            break
+        time.sleep(0.2)
+    assert "event=layer_cancelled" in api.output()
+    time.sleep(8)  # long enough for the four to be solved, had they not been cancelled
+    cached = httpx.get(api.url + "/plans", params={"limit": 10}, timeout=30).json()["plans"]
+    assert len(cached) < len(layers), [p["layer"]["name"] for p in cached]
+    # the service goes on: the same layers asked for again are solved
+    r = httpx.post(api.url + "/schedule", json={"hardware": "gemmini-16x16", "layers": layers[:1], "options": FAST},
+                   timeout=120)
+    assert r.status_code == 200, r.text

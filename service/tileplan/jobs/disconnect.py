@@ -5,24 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
-
-from fastapi import Request
 
 T = TypeVar("T")
 POLL_S = 0.25
+Gone = Callable[[], Awaitable[bool]]  # e.g. starlette's Request.is_disconnected
 
 
-async def until_disconnected(request: Request, work: Coroutine[Any, Any, T]) -> T:
-    """`work`'s result; cancelled (and a 499-style empty answer nobody reads) if the client disconnects first."""
+async def unless_gone(gone: Gone, work: Coroutine[Any, Any, T]) -> T:
+    """`work`'s result; `work` is cancelled and ClientGone raised if `gone()` says the client left first (the API
+    answers it with an empty 499 nobody reads)."""
     task = asyncio.ensure_future(work)
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=POLL_S)
             if done:
                 return task.result()
-            if await request.is_disconnected():
+            if await gone():
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task

@@ -1,0 +1,300 @@
+"""Hostile mix: the requests of issue 16, a few per second for a minute, next to normal cached traffic.
+
+    .venv/bin/python bench/hostile.py [--seconds 60] [--rate 3] [--out bench/results/hostile.md]
+
+One `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, every other setting at its default)
+on 127.0.0.1:18290. Four layers are solved and cached first. Then, for `--seconds`:
+- a prober GETs /healthz every 50 ms (5 s client timeout; a timeout counts as a failure at 5000 ms);
+- 4 normal clients POST /schedule for the cached layers back to back (with the token), each answer must be a 200;
+- the hostile client sends `--rate` requests per second, round robin over the cases (below), each with a 5 s client
+  timeout (a client that gives up is part of the mix: its work must stop);
+- the API process's resident memory (VmRSS) is sampled every 0.5 s.
+The table goes to bench/results/hostile.md with the API's RSS budget (README, "Budgets"), the /healthz percentiles and
+the normal requests' success rate. Case 5 (PostgreSQL going away) needs PostgreSQL and is left to
+tests/hostile/test_hostile_database.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+PORT = 18290
+TOKEN = "bench-token"
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+RSS_BUDGET_MIB = 600  # README "Budgets": what the API process may hold under this mix
+FAST = {"time_limit_s": 2}
+NORMAL = [
+    {"name": "fc", "op": "matmul", "M": 1, "K": 2048, "N": 1000},
+    {"name": "qkv", "op": "matmul", "M": 128, "K": 768, "N": 768},
+    {"name": "res2", "op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 56, "in_w": 56, "kernel": 3,
+     "padding": 1},
+    {"name": "res4", "op": "conv2d", "in_channels": 256, "out_channels": 256, "in_h": 14, "in_w": 14, "kernel": 3,
+     "padding": 1},
+]
+
+HUGE_PE = """
+architecture:
+  version: 0.3
+  subtree:
+    - name: System
+      local:
+        - {name: DRAM, class: DRAM, attributes: {word-bits: 8, shared_bandwidth: 8}}
+      subtree:
+        - name: Chip
+          local:
+            - {name: Scratchpad, class: SRAM, attributes: {entries: 65536, word-bits: 8}}
+          subtree:
+            - name: PE[0..9999999999999999]
+              local:
+                - {name: MAC, class: intmac, attributes: {word-bits: 8}}
+"""
+RECURSIVE = """
+architecture:
+  version: 0.3
+  subtree:
+    - &top
+      name: System
+      local: [{name: DRAM, class: DRAM, attributes: {word-bits: 8}}]
+      subtree: [*top]
+"""
+
+
+def alias_bomb() -> str:
+    lines = ["x0: &x0 [a, a, a, a, a, a, a, a, a, a]"]
+    for i in range(1, 7):
+        lines.append(f"x{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * 10) + "]")
+    return "name: bomb\npe_array: *x6\n" + "\n".join(lines)
+
+
+def dilated(in_h: int) -> dict[str, Any]:
+    return {"op": "conv2d", "in_channels": 16, "out_channels": 16, "in_h": in_h, "in_w": 8, "kernel": 3,
+            "dilation": 2, "padding": 2}
+
+
+def dram_only(dims: dict[str, int]) -> dict[str, Any]:
+    levels: list[dict[str, Any]] = [{"name": n} for n in ("Registers", "Accumulator", "Scratchpad", "DRAM")]
+    levels[-1]["temporal"] = [[d, n] for d, n in dims.items() if n > 1]
+    return {"levels": levels}
+
+
+def hostile_cases(descriptor: dict[str, Any], plan_key: str) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(case, method, path, httpx keyword arguments)."""
+    def schedule(hw: Any, layers: list[Any], **more: Any) -> dict[str, Any]:
+        return {"json": {"hardware": hw, "layers": layers, "options": FAST, **more}, "headers": AUTH}
+
+    big = dilated(1_000_000)
+    return [
+        ("1 Timeloop PE[0..10^16-1]", "POST", "/schedule",
+         schedule({"name": "huge", "format": "timeloop", "source": HUGE_PE}, [NORMAL[0]])),
+        ("1 YAML alias bomb", "POST", "/schedule", schedule({"name": "bomb", "source": alias_bomb()}, [NORMAL[0]])),
+        ("2 /evaluate in_h=20000004", "POST", "/evaluate",
+         {"json": {"hardware": "gemmini-16x16", "layer": dilated(20_000_004),
+                   "mapping": dram_only({"P": 20_000_000})}, "headers": AUTH}),
+        ("2 /evaluate in_h=10^6 (costly)", "POST", "/evaluate",
+         {"json": {"hardware": "gemmini-16x16", "layer": big,
+                   "mapping": dram_only({"K": 16, "C": 16, "P": 1_000_000, "Q": 8, "R": 3, "S": 3})},
+          "headers": AUTH}),
+        ("3 1.5 MB description", "POST", "/schedule",
+         schedule({**descriptor, "description": "d" * 1_500_000}, [NORMAL[0]])),
+        ("3 200 KB layer name (cache hit)", "POST", "/schedule",
+         schedule("gemmini-16x16", [{**NORMAL[0], "name": "n" * 200_000}])),
+        ("4 in_channels=10^9", "POST", "/schedule",
+         {"json": {"hardware": "gemmini-16x16", "options": {"time_limit_s": 1},
+                   "layers": [{"op": "conv2d", "in_channels": 10**9, "out_channels": 16, "in_h": 8, "in_w": 8}]},
+          "headers": AUTH}),
+        ("6 module under a new name", "GET", f"/plans/{plan_key}/module", {"headers": AUTH}),
+        ("7 NUL in path / query", "GET", "/hardware/a%00b", {"headers": AUTH}),
+        ("7 lone surrogate in a layer name", "POST", "/schedule",
+         {"content": (b'{"hardware": "gemmini-16x16", "layers": [{"op": "matmul", "M": 1, "K": 8, "N": 8, '
+                      b'"name": "x\\ud800"}]}'), "headers": {**AUTH, "content-type": "application/json"}}),
+        ("8 hardware name with '/'", "POST", "/hardware", {"json": {**descriptor, "name": "a/b"}, "headers": AUTH}),
+        ("9 recursive YAML anchor", "POST", "/schedule",
+         schedule({"name": "loop", "format": "timeloop", "source": RECURSIVE}, [NORMAL[0]])),
+        ("9 bandwidth 1e-320", "POST", "/schedule",
+         schedule({**descriptor, "name": "slow", "memory_levels": [
+             *descriptor["memory_levels"][:-1], {**descriptor["memory_levels"][-1], "bandwidth": 1e-320}]},
+             [NORMAL[0]])),
+        ("10 /openapi.json without a token", "GET", "/openapi.json", {}),
+        ("11 in_channels: true", "POST", "/schedule",
+         schedule("gemmini-16x16", [{"op": "conv2d", "in_channels": True, "out_channels": 16, "in_h": 8,
+                                     "in_w": 8}])),
+    ]
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--rate", type=float, default=3.0, help="hostile requests per second")
+    ap.add_argument("--out", default=str(REPO / "bench/results/hostile.md"))
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="tileplan-hostile-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILEPLAN_")}
+    env.update(PYTHONPATH=os.pathsep.join([str(REPO / "service"), str(REPO / "client")]),
+               TILEPLAN_DATA_DIR=str(work / "data"), TILEPLAN_TOKENS=TOKEN, TILEPLAN_PROTECT_READS="true",
+               TILEPLAN_LOG_LEVEL="warning")
+    log = open(work / "api.log", "wb")
+    api = subprocess.Popen([sys.executable, "-m", "tileplan.cli", "serve", "--host", "127.0.0.1", "--port",
+                            str(PORT), "--workers", "2"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    url = f"http://127.0.0.1:{PORT}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        with httpx.Client(base_url=url, timeout=300, headers=AUTH) as c:
+            r = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": NORMAL, "options": FAST})
+            r.raise_for_status()
+            key = r.json()["plans"][0]["key"]
+            descriptor = c.get("/hardware/gemmini-8x8").json()
+        descriptor = {k: v for k, v in descriptor.items() if k != "source"}
+        cases = hostile_cases(descriptor, key)
+        rss_start = rss_mib(api.pid)
+        stop = threading.Event()
+        health: list[float] = []
+        health_fail = 0
+        normal: list[tuple[int, float]] = []
+        hostile: dict[str, Counter[str]] = defaultdict(Counter)
+        rss: list[float] = []
+
+        def prober() -> None:
+            nonlocal health_fail
+            with httpx.Client(timeout=5.0) as h:
+                while not stop.is_set():
+                    t = time.perf_counter()
+                    try:
+                        ok = h.get(url + "/healthz").status_code == 200
+                    except httpx.TransportError:
+                        ok = False
+                    health.append((time.perf_counter() - t) * 1000 if ok else 5000.0)
+                    health_fail += not ok
+                    time.sleep(0.05)
+
+        def normal_client(i: int) -> None:
+            with httpx.Client(base_url=url, timeout=30.0, headers=AUTH) as n:
+                for layer in itertools.cycle(NORMAL[i:] + NORMAL[:i]):
+                    if stop.is_set():
+                        return
+                    t = time.perf_counter()
+                    try:
+                        code = n.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [layer],
+                                                         "options": FAST}).status_code
+                    except httpx.TransportError:
+                        code = 0
+                    normal.append((code, (time.perf_counter() - t) * 1000))
+
+        def sampler() -> None:
+            while not stop.is_set():
+                rss.append(rss_mib(api.pid))
+                time.sleep(0.5)
+
+        def hostile_client() -> None:
+            n = 0
+            start = time.monotonic()
+            for case, method, path, kw in itertools.cycle(cases):
+                if stop.is_set():
+                    return
+                n += 1
+                if case.startswith("6"):
+                    kw = {**kw, "params": {"format": "c", "name": f"reader{n}"}}
+
+                def one(case: str = case, method: str = method, path: str = path, kw: dict[str, Any] = kw) -> None:
+                    try:
+                        code = httpx.request(method, url + path, timeout=5.0, **kw).status_code
+                        hostile[case][str(code)] += 1
+                    except httpx.TimeoutException:
+                        hostile[case]["gave up (5 s)"] += 1
+                    except httpx.TransportError as exc:
+                        hostile[case][type(exc).__name__] += 1
+
+                threading.Thread(target=one, daemon=True).start()
+                time.sleep(max(0.0, start + n / args.rate - time.monotonic()))
+
+        threads = [threading.Thread(target=f, daemon=True) for f in (prober, sampler, hostile_client)]
+        threads += [threading.Thread(target=normal_client, args=(i,), daemon=True) for i in range(4)]
+        load0 = os.getloadavg()[0]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        time.sleep(args.seconds)
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        elapsed = time.monotonic() - t0
+        time.sleep(5.5)  # the hostile requests still in flight give up
+        load1 = os.getloadavg()[0]
+    finally:
+        api.terminate()
+        try:
+            api.wait(20)
+        except subprocess.TimeoutExpired:
+            api.kill()
+        log.close()
+
+    ok = sum(1 for code, _ in normal if code == 200)
+    lat = [ms for _, ms in normal]
+    lines = [
+        "# Hostile mix (issue 16)",
+        "",
+        f"`.venv/bin/python bench/hostile.py --seconds {args.seconds:g} --rate {args.rate:g}`: one `tileplan serve` "
+        "(SQLite, 2 solver processes, tokens with reads protected, default budgets), 4 normal clients posting cached "
+        f"layers back to back, a /healthz probe every 50 ms, the hostile cases round robin at {args.rate:g}/s with a "
+        f"5 s client timeout, for {elapsed:.0f} s. {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores shared with other work (load average {load0:.1f} before, {load1:.1f} after).",
+        "",
+        "| measure | value | target |",
+        "|---|---|---|",
+        f"| /healthz probes | {len(health)} ({health_fail} failed) | all answer |",
+        f"| /healthz p50 / p99 / max | {pct(health, 0.5):.1f} / {pct(health, 0.99):.1f} / {max(health):.1f} ms "
+        "| p99 < 200 ms |",
+        f"| normal cached POST /schedule | {len(normal)}, {ok / max(1, len(normal)):.2%} answered 200 | 100% |",
+        f"| normal p50 / p99 | {pct(lat, 0.5):.1f} / {pct(lat, 0.99):.1f} ms | |",
+        f"| API RSS at start / max / end | {rss_start:.0f} / {max(rss):.0f} / {rss[-1]:.0f} MiB "
+        f"| < {RSS_BUDGET_MIB} MiB |",
+        f"| hostile requests sent | {sum(sum(v.values()) for v in hostile.values())} | |",
+        "",
+        "| hostile case | answers |",
+        "|---|---|",
+    ]
+    for case, _, _, _ in cases:
+        got = ", ".join(f"{code}: {n}" for code, n in sorted(hostile[case].items()))
+        lines.append(f"| {case} | {got} |")
+    lines += ["", "Case 5 (PostgreSQL going away) is not in this SQLite mix: tests/hostile/test_hostile_database.py replays it."]
+    text = "\n".join(lines) + "\n"
+    Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
