@@ -80,7 +80,8 @@ async def _keep(state: Any, digest: bytes, body: ScheduleRequest, layers: list[d
     parts = split_at_seconds(answer)
     if parts is None:
         return
-    p = state.scheduler.prepare(body.hardware, layers, body.options)  # keyed before: a memo lookup per layer
+    hw = await state.scheduler.hardware(body.hardware)  # a catalog name, or an inline one found by fingerprint
+    p = state.scheduler.prepare(body.hardware, hw, layers, body.options)  # keyed before: a memo lookup per layer
     keys = [k for k, _ in p.unique]
     rows = await state.scheduler.cached_rows(keys)
     if len(rows) == len(keys):
