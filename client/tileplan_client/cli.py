@@ -260,6 +260,12 @@ def cmd_compile(args: argparse.Namespace, client: TileplanClient) -> int:
         model = Path(args.model).read_bytes()
     except OSError as exc:
         raise InputProblem(f"model: cannot read {args.model}: {exc.strerror}") from None
+    calibration = None
+    if args.calibration:
+        try:
+            calibration = Path(args.calibration).read_bytes()
+        except OSError as exc:
+            raise InputProblem(f"--calibration: cannot read {args.calibration}: {exc.strerror}") from None
     options: dict[str, Any] = {}
     if args.time_limit is not None:
         options["time_limit_s"] = args.time_limit
@@ -272,7 +278,7 @@ def cmd_compile(args: argparse.Namespace, client: TileplanClient) -> int:
         # on a terminal, answer at once and show the compile's progress; elsewhere let the service wait
         c = client.compile(hardware_ref(args.hw), model, input_shapes=input_shapes(args.input_shape),
                            mapper=args.mapper, quantize=args.quantize or None, options=options, wait=not tty,
-                           timeout=args.timeout, on_progress=update)
+                           timeout=args.timeout, on_progress=update, calibration=calibration)
     finally:
         close()
     out = Path(args.out)
@@ -478,7 +484,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
                    help="fix an input's shape (needed for symbolic dimensions); repeatable")
     c.add_argument("--quantize", action="store_true",
-                   help="have a float model quantized (onnxruntime's static quantizer, random calibration data)")
+                   help="have a float model quantized (onnxruntime's static quantizer, random calibration data "
+                        "unless --calibration)")
+    c.add_argument("--calibration", help=".npz of calibration inputs by input name (with --quantize)")
     c.add_argument("--mapper", help="cosa | gemmini-auto | random | exhaustive")
     c.add_argument("--time-limit", type=float, default=None, help="solver seconds per layer")
     c.add_argument("--host-only", action="store_true", help="run every op on the host (a reference build)")

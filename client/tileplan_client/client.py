@@ -48,6 +48,14 @@ CompileRef = Compile | str  # a Compile, or a compile id
 ModelRef = bytes | str | os.PathLike[str]  # the ONNX bytes, or a path to the file
 
 
+def _read(ref: ModelRef, default_name: str) -> tuple[str, bytes]:
+    """(file name, bytes) of bytes given as they are or as a path."""
+    if isinstance(ref, bytes):
+        return default_name, ref
+    with open(ref, "rb") as f:
+        return os.path.basename(os.fspath(ref)), f.read()
+
+
 class _Api:
     """Requests and answers, shared by the sync and async clients."""
 
@@ -77,13 +85,9 @@ class _Api:
     @staticmethod
     def compile_upload(hardware: str | dict[str, Any], model: ModelRef, input_shapes: Mapping[str, Sequence[int]] | None,
                        mapper: str | None, quantize: bool | None, options: dict[str, Any] | None,
-                       wait: bool) -> dict[str, Any]:
-        """POST /compile's multipart form (the model as a file part: no base64 on the wire)."""
-        if isinstance(model, bytes):
-            data, filename = model, "model.onnx"
-        else:
-            with open(model, "rb") as f:
-                data, filename = f.read(), os.path.basename(os.fspath(model))
+                       wait: bool, calibration: ModelRef | None = None) -> dict[str, Any]:
+        """POST /compile's multipart form (the model, and calibration data, as file parts: no base64 on the wire)."""
+        filename, data = _read(model, "model.onnx")
         opts = dict(options or {})
         if mapper:
             opts["mapper"] = mapper
@@ -92,8 +96,10 @@ class _Api:
         request: dict[str, Any] = {"hardware": hardware, "options": opts, "wait": wait}
         if input_shapes:
             request["input_shapes"] = {k: [int(d) for d in v] for k, v in input_shapes.items()}
-        return {"files": {"model": (filename, data, "application/octet-stream")},
-                "data": {"request": json.dumps(request)}}
+        files = {"model": (filename, data, "application/octet-stream")}
+        if calibration is not None:
+            files["calibration"] = (*_read(calibration, "calibration.npz"), "application/octet-stream")
+        return {"files": files, "data": {"request": json.dumps(request)}}
 
     @staticmethod
     def compile_id(ref: CompileRef) -> str:
@@ -280,10 +286,10 @@ class TileplanClient(_Api):
     def submit_compile(self, hardware: str | dict[str, Any], model: ModelRef, *,
                        input_shapes: Mapping[str, Sequence[int]] | None = None, mapper: str | None = None,
                        quantize: bool | None = None, options: dict[str, Any] | None = None,
-                       wait: bool = False) -> Compile:
+                       wait: bool = False, calibration: ModelRef | None = None) -> Compile:
         """Send a model to compile (uploaded as multipart); the compile as the service has it (done at once when
         the same request was compiled before). `wait=True` lets the service wait up to its limit."""
-        form = self.compile_upload(hardware, model, input_shapes, mapper, quantize, options, wait)
+        form = self.compile_upload(hardware, model, input_shapes, mapper, quantize, options, wait, calibration)
         return Compile.from_dict(self._json("POST", "/compile", **form)[1])
 
     def get_compile(self, compile: CompileRef) -> Compile:
@@ -312,15 +318,17 @@ class TileplanClient(_Api):
     def compile(self, hardware: str | dict[str, Any], model: ModelRef, *,
                 input_shapes: Mapping[str, Sequence[int]] | None = None, mapper: str | None = None,
                 quantize: bool | None = None, options: dict[str, Any] | None = None, wait: bool = True,
-                timeout: float | None = 900.0, on_progress: CompileProgressFn | None = None) -> Compile:
+                timeout: float | None = 900.0, on_progress: CompileProgressFn | None = None,
+                calibration: ModelRef | None = None) -> Compile:
         """Compile a quantized ONNX model (bytes or a path) for `hardware` into one program: `submit_compile`,
         then `wait_compile`. `input_shapes` fixes symbolic input dimensions; `quantize=True` has a float model
-        quantized (onnxruntime's static quantizer, random calibration data) instead of refused; `options` as
+        quantized (onnxruntime's static quantizer, on `calibration`: an .npz of inputs, path or bytes, one array
+        per model input with the samples along the first axis; else random inputs) instead of refused; `options` as
         POST /compile's (mapper, time_limit_s, baseline, offload, emulate, ...). Returns the done `Compile`
         (per-op summary, totals, notes); `artifact(...)` / `save_artifact(...)` fetch the program's tar.
         Raises `BadInput` (a model that cannot be compiled: `.detail` names the node) or `CompileFailed`."""
         c = self.submit_compile(hardware, model, input_shapes=input_shapes, mapper=mapper, quantize=quantize,
-                                options=options, wait=wait)
+                                options=options, wait=wait, calibration=calibration)
         return self.wait_compile(c, timeout=timeout, on_progress=on_progress)
 
     def compiles(self, *, hardware: str | None = None, status: str | None = None, limit: int = 50,
@@ -478,8 +486,8 @@ class AsyncTileplanClient(_Api):
     async def submit_compile(self, hardware: str | dict[str, Any], model: ModelRef, *,
                              input_shapes: Mapping[str, Sequence[int]] | None = None, mapper: str | None = None,
                              quantize: bool | None = None, options: dict[str, Any] | None = None,
-                             wait: bool = False) -> Compile:
-        form = self.compile_upload(hardware, model, input_shapes, mapper, quantize, options, wait)
+                             wait: bool = False, calibration: ModelRef | None = None) -> Compile:
+        form = self.compile_upload(hardware, model, input_shapes, mapper, quantize, options, wait, calibration)
         return Compile.from_dict((await self._json("POST", "/compile", **form))[1])
 
     async def get_compile(self, compile: CompileRef) -> Compile:
@@ -505,9 +513,10 @@ class AsyncTileplanClient(_Api):
     async def compile(self, hardware: str | dict[str, Any], model: ModelRef, *,
                       input_shapes: Mapping[str, Sequence[int]] | None = None, mapper: str | None = None,
                       quantize: bool | None = None, options: dict[str, Any] | None = None, wait: bool = True,
-                      timeout: float | None = 900.0, on_progress: CompileProgressFn | None = None) -> Compile:
+                      timeout: float | None = 900.0, on_progress: CompileProgressFn | None = None,
+                      calibration: ModelRef | None = None) -> Compile:
         c = await self.submit_compile(hardware, model, input_shapes=input_shapes, mapper=mapper, quantize=quantize,
-                                      options=options, wait=wait)
+                                      options=options, wait=wait, calibration=calibration)
         return await self.wait_compile(c, timeout=timeout, on_progress=on_progress)
 
     async def compiles(self, *, hardware: str | None = None, status: str | None = None, limit: int = 50,

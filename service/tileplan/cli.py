@@ -411,19 +411,14 @@ def cmd_codegen(args: argparse.Namespace) -> int:
 
 
 def _calibration(path: str) -> list[dict[str, Any]]:
-    """An .npz with one array per model input, samples along the first axis -> a list of feeds."""
-    import numpy as np
+    """`--calibration FILE.npz`: one array per model input, samples along the first axis -> a list of feeds."""
+    from tileplan.frontend.onnx_import import read_calibration
 
     try:
-        with np.load(path) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
-        raise InputError(("calibration",), f"cannot read {path}: {exc}") from None
-    counts = {len(a) for a in arrays.values()}
-    if not arrays or len(counts) != 1:
-        raise InputError(("calibration",), "expected one array per input, all with the same number of samples "
-                         "along the first axis")
-    return [{k: a[i] for k, a in arrays.items()} for i in range(counts.pop())]
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(("calibration",), f"cannot read {path}: {exc.strerror}") from None
+    return read_calibration(data)
 
 
 def _input_shapes(specs: list[str] | None) -> dict[str, list[int]]:

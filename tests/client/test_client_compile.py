@@ -151,3 +151,20 @@ def test_cli_compile_errors_exit_2_with_one_line(service: str, tmp_path: Path) -
     rev.write_bytes(_reverse_model())
     r = run_cli("compile", str(rev), "--hw", HW, "--out", str(tmp_path / "o"), "--time-limit", "2", url=service)
     assert r.returncode == 2 and "reverse_it" in r.stderr and "ReverseSequence" in r.stderr
+
+
+def test_sdk_and_cli_take_calibration_data(service: str, tmp_path: Path) -> None:
+    float_model = tmp_path / "mlp_float.onnx"
+    float_model.write_bytes(zoo.build("mlp", "float"))
+    calib = tmp_path / "calib.npz"
+    np.savez(calib, input=np.random.default_rng(9).standard_normal((2, 4, 64)).astype(np.float32))
+    with TileplanClient(service, timeout=300) as client:
+        c = client.compile(HW, float_model, quantize=True, calibration=calib, options=OPTIONS)
+        assert any("2 given calibration input(s)" in n for n in c.notes)
+    r = run_cli("compile", str(float_model), "--hw", HW, "--out", str(tmp_path / "o"), "--calibration", str(calib),
+                url=service)  # calibration data without --quantize
+    assert r.returncode == 2 and "calibration" in r.stderr and "quantize" in r.stderr, r.stderr
+    r = run_cli("compile", str(float_model), "--hw", HW, "--out", str(tmp_path / "o"), "--quantize",
+                "--calibration", str(calib), "--time-limit", "2", url=service)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["id"] == c.id and "note: float model quantized by Tileplan" in r.stderr

@@ -341,3 +341,41 @@ def test_a_restarted_server_resumes_unfinished_compiles(tmp_path: Path, mlp: byt
         assert doc["status"] == "done", doc
         assert c.app.state.store.get_compile("c" * 64).attempts == 2
         assert c.get(doc["links"]["artifact"]).status_code == 200
+
+
+def _npz(**arrays: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def test_float_model_quantized_on_given_calibration_data(client: TestClient) -> None:
+    """options.quantize with `calibration` (an .npz of inputs): quantized on those, and the answer says so; the
+    calibration data is part of what identifies the compile. Bad calibration data is a 422 storing nothing."""
+    data = zoo.build("mlp", "float")
+    x = np.random.default_rng(5).standard_normal((3, 4, 64)).astype(np.float32)  # 3 samples of the [4, 64] input
+    calib = _npz(input=x)
+    before = count(client)
+    for doc, loc in (
+        (body(data, calibration=base64.b64encode(calib).decode()), ["body", "calibration"]),  # without quantize
+        (body(data, options={"quantize": True}, calibration="%%"), ["body", "calibration"]),
+        (body(data, options={"quantize": True}, calibration=base64.b64encode(b"not npz").decode()),
+         ["body", "calibration"]),
+        (body(data, options={"quantize": True}, calibration=base64.b64encode(_npz(other=x)).decode()),
+         ["body", "calibration"]),
+    ):
+        assert _node_error(client.post("/compile", json=doc))["loc"] == loc
+    assert count(client) == before
+    opts = {**OPTIONS, "quantize": True}
+    r = client.post("/compile", json=body(data, options=opts, calibration=base64.b64encode(calib).decode()))
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert any("quantized by Tileplan" in n and "3 given calibration input(s)" in n for n in doc["notes"])
+    assert doc["summary"]["total"]["accelerator_ops"] == 3
+    up = client.post("/compile", files={"model": ("mlp.onnx", data), "calibration": ("c.npz", calib)},
+                     data={"request": '{"hardware": "gemmini-16x16", "options": {"time_limit_s": 2, "quantize": true}}'})
+    assert up.status_code == 200 and up.json()["id"] == doc["id"]  # the same compile, uploaded
+    other = _npz(input=x[:2])
+    r2 = client.post("/compile", json=body(data, options=opts, calibration=base64.b64encode(other).decode(),
+                                           wait=False))
+    assert r2.json()["id"] != doc["id"]  # other calibration data: another compile

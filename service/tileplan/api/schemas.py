@@ -130,6 +130,9 @@ class CompileBody(BaseModel):
         "them) plus quantize (a float model quantized by onnxruntime's static quantizer on random calibration "
         "data, instead of refused), calibration_samples, offload (false: every op on the host), emulate (false: no "
         "compile-time emulated run)."), examples=[{"time_limit_s": 5}])
+    calibration: str | None = Field(default=None, description=(
+        "With options.quantize: the calibration inputs, base64 of an .npz with one array per model input, samples "
+        "along the first axis (as `tileplan compile --calibration`); without it, random ones."))
     wait: bool = Field(default=True, description="Wait (up to the server's limit) for the compile; false: 202 at once.")
 
 

@@ -250,6 +250,24 @@ def quantize_static_qdq(model: Any, calibration: list[dict[str, np.ndarray]] | N
     return onnx.load_model_from_string(quantize(model, "qdq", feeds))
 
 
+def read_calibration(data: bytes, loc: tuple[str, ...] = ("calibration",)) -> list[dict[str, np.ndarray]]:
+    """An .npz with one array per model input, samples along the first axis -> a list of feeds (`options.quantize`'s
+    calibration data: `tileplan compile --calibration`, POST /compile's `calibration`)."""
+    import io
+    import zipfile
+
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(loc, f"not an .npz of arrays: {exc}") from None
+    counts = {len(a) if a.ndim else 0 for a in arrays.values()}
+    if not arrays or len(counts) != 1 or 0 in counts:
+        raise InputError(loc, "expected one array per input, all with the same number (> 0) of samples along the "
+                         "first axis")
+    return [{k: a[i] for k, a in arrays.items()} for i in range(counts.pop())]
+
+
 def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, quantize: bool = False,
                calibration: list[dict[str, np.ndarray]] | None = None, calibration_samples: int = 8,
                seed: int = 0) -> ImportedModel:

@@ -14,6 +14,7 @@ reason; a failure of the server's (a crash, the time limit) is tried again by th
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import time
@@ -46,6 +47,7 @@ class CompileRequest:
     hardware: Any  # HardwareDescriptor
     options: Any  # CompileOptions
     input_shapes: dict[str, list[int]]
+    calibration: bytes | None = None  # .npz of calibration inputs (options.quantize)
 
 
 class Compiler:
@@ -82,11 +84,14 @@ class Compiler:
     # -- the request ----------------------------------------------------------------------------
 
     def check(self, model: bytes, hardware: Any, options: dict[str, Any] | None,
-              input_shapes: dict[str, Any] | None) -> CompileRequest:
+              input_shapes: dict[str, Any] | None, calibration: bytes | None = None) -> CompileRequest:
         """Validate a request and read the model as far as ONNX can without compiling it (runs in a thread).
         Raises InputError located in the request body (`model`, `model.<node>`, `hardware`, `options.*`,
-        `input_shapes.<input>`)."""
+        `input_shapes.<input>`, `calibration`)."""
+        import hashlib
+
         from tileplan.frontend.compile import CompileOptions, model_digest
+        from tileplan.frontend.onnx_import import read_calibration
 
         try:
             opts = CompileOptions.model_validate(options or {})
@@ -97,16 +102,26 @@ class Compiler:
                              "server", "less_than_equal")
         get_mapper(opts.mapper)  # unknown or not installed -> InputError at options.mapper
         shapes = _input_shapes(input_shapes)
+        feeds = None
+        if calibration is not None:
+            if not opts.quantize:
+                raise InputError(("calibration",), "calibration data is what options.quantize quantizes a float "
+                                 "model on: give it with options.quantize=true (or leave it out)")
+            feeds = read_calibration(calibration)
         hw = self._resolve_hardware(hardware)
-        name = _read_model(model, shapes, opts.quantize)
-        return CompileRequest(model_digest(model, hw, opts, shapes or None), model, name, hw, opts, shapes)
+        name = _read_model(model, shapes, opts.quantize, feeds)
+        digest = model_digest(model, hw, opts, shapes or None)
+        if calibration is not None:  # other calibration data is another compile
+            digest = hashlib.sha256(f"{digest}:{hashlib.sha256(calibration).hexdigest()}".encode()).hexdigest()
+        return CompileRequest(digest, model, name, hw, opts, shapes, calibration)
 
     async def submit(self, req: CompileRequest) -> Compile:
         """The compile of `req`: the stored one if there is one (a failure of the server's is tried again),
         else a new one, queued."""
         deadline = time.time() + self.settings.job_time_limit_s
         doc = {"hardware": req.hardware.model_dump(mode="json"), "options": req.options.model_dump(mode="json"),
-               "input_shapes": req.input_shapes}
+               "input_shapes": req.input_shapes,
+               "calibration": base64.b64encode(req.calibration).decode() if req.calibration is not None else None}
         created = await asyncio.to_thread(
             self.store.create_compile, req.id, model=req.model, model_name=req.model_name,
             hardware=req.hardware.name, request=doc, deadline=deadline)
@@ -170,9 +185,10 @@ class Compiler:
             req = found.request
             start = time.perf_counter()
             try:
+                calibration = base64.b64decode(req["calibration"]) if req.get("calibration") else None
                 out = await self._pool_of().compile(
                     self.store.url, compile_id, req["hardware"], model, req["options"], req["input_shapes"] or None,
-                    timeout=self.settings.compile_time_limit_s)
+                    calibration, timeout=self.settings.compile_time_limit_s)
             except SolveTimeout as exc:
                 out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_timeout"}}
             except SolverCrashed as exc:
@@ -219,7 +235,8 @@ def _input_shapes(value: Any) -> dict[str, list[int]]:
     return out
 
 
-def _read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool) -> str:
+def _read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
+                calibration: list[dict[str, Any]] | None = None) -> str:
     """Read the model with ONNX alone (no TVM, no compile): the errors `compile_model` would raise first, before
     anything is stored. Returns the model's name."""
     from tileplan.frontend import onnx_import
@@ -227,6 +244,11 @@ def _read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool
     if quantize:  # the quantizer runs in the compile; here everything before it
         decoded = onnx_import.decode(model)
         onnx_import.apply_input_shapes(decoded, input_shapes)
+        if calibration is not None:
+            inputs = {i.name: i for i in onnx_import.graph_inputs(decoded)}
+            if set(calibration[0]) != set(inputs):
+                raise InputError(("calibration",), f"arrays {sorted(calibration[0])}; the model's inputs are "
+                                 f"{sorted(inputs)}")
         if onnx_import.is_float_model(decoded):
             onnx_import.infer_shapes(decoded)
             return str(decoded.graph.name or "model")

@@ -99,20 +99,23 @@ def build_layer_module(hardware: dict[str, Any], layer: dict[str, Any], mapping:
 
 
 def compile_in_process(db_url: str, compile_id: str, hardware: dict[str, Any], model: bytes,
-                       options: dict[str, Any], input_shapes: dict[str, list[int]] | None) -> dict[str, Any]:
+                       options: dict[str, Any], input_shapes: dict[str, list[int]] | None,
+                       calibration: bytes | None = None) -> dict[str, Any]:
     """Runs in a pool process: POST /compile's compile, planned through the service's plan cache (so its plans
     show up in GET /plans), its progress written to the compile's row as ops are planned. Returns
     {"ok": True, "summary", "artifact"} or {"ok": False, "error": {loc, msg, type}} (an InputError names the
     node or input at fault; anything else is the compiler's fault and says so without a traceback)."""
     from tileplan.errors import InputError
     from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
+    from tileplan.frontend.onnx_import import read_calibration
     from tileplan.hardware import HardwareDescriptor
 
     store = _process_store(db_url)
     try:
         result = compile_model(
             model, HardwareDescriptor.model_validate(hardware), CompileOptions.model_validate(options), input_shapes,
-            planner=store_planner(store), progress=lambda done, total: store.compile_progress(compile_id, done, total))
+            planner=store_planner(store), progress=lambda done, total: store.compile_progress(compile_id, done, total),
+            calibration=read_calibration(calibration) if calibration is not None else None)
         return {"ok": True, "summary": result.summary, "artifact": result.artifact}
     except InputError as exc:
         return {"ok": False, "error": {"loc": list(exc.loc), "msg": exc.msg, "type": exc.type}}
@@ -202,12 +205,12 @@ class SolverPool:
             raise SolverCrashed("the code generation process died") from None
 
     async def compile(self, db_url: str, compile_id: str, hardware: dict[str, Any], model: bytes,
-                      options: dict[str, Any], input_shapes: dict[str, list[int]] | None, *,
-                      timeout: float) -> dict[str, Any]:
+                      options: dict[str, Any], input_shapes: dict[str, list[int]] | None,
+                      calibration: bytes | None = None, *, timeout: float) -> dict[str, Any]:
         """A whole model's compile (`compile_in_process`) in a solver process, under a hard time limit."""
         try:
             return dict(await self.slots.run(compile_in_process, db_url, compile_id, hardware, model, options,
-                                             input_shapes, timeout=timeout))
+                                             input_shapes, calibration, timeout=timeout))
         except SlotTimeout:
             raise SolveTimeout(f"the compile ran past its hard limit of {timeout:.0f} s and was stopped") from None
         except SlotCrashed:

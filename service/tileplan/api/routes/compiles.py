@@ -25,7 +25,9 @@ _MULTIPART_DOC = {
     "required": ["model"],
     "properties": {
         "model": {"type": "string", "format": "binary", "description": "The ONNX file."},
-        "request": {"type": "string", "description": "CompileBody as JSON text, without `model`."},
+        "request": {"type": "string", "description": "CompileBody as JSON text, without `model` and `calibration`."},
+        "calibration": {"type": "string", "format": "binary",
+                        "description": "With options.quantize: an .npz of calibration inputs."},
     },
 }
 _BODY = {"requestBody": {"required": True, "content": {
@@ -81,10 +83,10 @@ async def compile_model(request: Request) -> Response:
     request twice is the same compile: no second job). JSON with the model as base64, or multipart/form-data
     with a `model` file part and a `request` JSON part. A model that cannot be compiled is a 422 naming the
     node and why; nothing is stored for it."""
-    body, model = await _read_request(request)
+    body, model, calibration = await _read_request(request)
     state = request.app.state
     compiler = state.compiler
-    req = await asyncio.to_thread(compiler.check, model, body.hardware, body.options, body.input_shapes)
+    req = await asyncio.to_thread(compiler.check, model, body.hardware, body.options, body.input_shapes, calibration)
     found = await compiler.submit(req)
     if body.wait and not found.finished and state.settings.wait_limit_s > 0:
         found = await compiler.wait(req.id, state.settings.wait_limit_s) or found
@@ -103,7 +105,8 @@ def _answer(c: Compile) -> Response:
     return _json(doc, 202)
 
 
-async def _read_request(request: Request) -> tuple[CompileBody, bytes]:
+async def _read_request(request: Request) -> tuple[CompileBody, bytes, bytes | None]:
+    """The request, the model's bytes and the calibration data's (if given)."""
     ctype = request.headers.get("content-type", "")
     if ctype.startswith("multipart/form-data"):
         return await _multipart(request)
@@ -116,11 +119,14 @@ async def _read_request(request: Request) -> tuple[CompileBody, bytes]:
     if body.model is None:
         raise InputError(("model",), "field required: the ONNX model as base64 (or upload it as multipart/form-data)",
                          "missing")
+    return body, _base64(body.model, "model"), _base64(body.calibration, "calibration") if body.calibration else None
+
+
+def _base64(text: str, field: str) -> bytes:
     try:
-        model = base64.b64decode(body.model, validate=True)
+        return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise InputError(("model",), "not valid base64", "value_error") from None
-    return body, model
+        raise InputError((field,), "not valid base64", "value_error") from None
 
 
 def _validate(doc: Any) -> CompileBody:
@@ -132,10 +138,10 @@ def _validate(doc: Any) -> CompileBody:
         raise from_validation_error(exc) from None
 
 
-async def _multipart(request: Request) -> tuple[CompileBody, bytes]:
+async def _multipart(request: Request) -> tuple[CompileBody, bytes, bytes | None]:
     limit = request.app.state.settings.max_compile_bytes
     try:
-        form = await request.form(max_files=2, max_fields=8, max_part_size=limit)
+        form = await request.form(max_files=3, max_fields=8, max_part_size=limit)
     except Exception as exc:  # noqa: BLE001 - python-multipart's parse errors, Starlette's limits
         raise ApiError(422, ["body"], f"malformed multipart body: {exc}", "value_error") from None
     try:
@@ -151,11 +157,16 @@ async def _multipart(request: Request) -> tuple[CompileBody, bytes]:
             doc = json.loads(text) if text else {}
         except ValueError as exc:
             raise InputError(("request",), f"malformed JSON: {exc}", "json_invalid") from None
-        if isinstance(doc, dict) and "model" in doc:
-            raise InputError(("request", "model"), "the model is the `model` file part, not a field", "extra_forbidden")
+        for name in ("model", "calibration"):
+            if isinstance(doc, dict) and name in doc:
+                raise InputError(("request", name), f"the {name} is the `{name}` file part here, not a field",
+                                 "extra_forbidden")
         if isinstance(doc, dict) and isinstance(form.get("hardware"), str) and "hardware" not in doc:
             doc["hardware"] = form["hardware"]  # the one field a form would most likely give on its own
-        return _validate(doc), model
+        calib = form.get("calibration")
+        if calib is not None and isinstance(calib, str):
+            raise InputError(("calibration",), "a file part with the .npz of calibration inputs", "value_error")
+        return _validate(doc), model, (await calib.read()) if calib is not None else None
     finally:
         await form.close()
 
