@@ -73,6 +73,7 @@ vectorisable over the whole data set for calibration.
 from __future__ import annotations
 
 import functools
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -379,6 +380,8 @@ def _chunks(total: int, step: int, tile: int) -> np.ndarray:
 
 def _req(row_bytes):  # type: ignore[no-untyped-def]
     """DMA requests for rows of `row_bytes` (each at least one request of at most REQUEST_BYTES)."""
+    if isinstance(row_bytes, int | float):  # one number (matmul_calls): the same IEEE arithmetic without numpy's
+        return max(1.0, float(math.ceil(row_bytes / REQUEST_BYTES)))  # per-call cost
     return np.maximum(1.0, np.ceil(row_bytes / REQUEST_BYTES))
 
 
@@ -397,6 +400,10 @@ def _mvin_req(elems, d: int, elem_bytes: float):  # type: ignore[no-untyped-def]
 
 def _mvin_rows(elems, span, elem_bytes):  # type: ignore[no-untyped-def]
     """`_mvin_req` with mvin rows of `span` elements."""
+    if isinstance(elems, int | float) and isinstance(span, int | float):  # numbers: as `_req`
+        whole = float(math.floor(elems / span))
+        left = elems - whole * span
+        return whole * _req(span * elem_bytes) + (_req(left * elem_bytes) if left > 0 else 0.0)
     full = np.floor(elems / span)
     rest = elems - full * span
     return full * _req(span * elem_bytes) + np.where(rest > 0, _req(rest * elem_bytes), 0.0)
@@ -543,12 +550,19 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     rows_i = e.out_h * e.batch
 
     def blocks(total: int, tile_blocks: int, d: int) -> Counter:
+        """Distinct tiles of `tile_blocks` DIM-blocks over `total` elements: (blocks, elements, last, first) ->
+        how many; in loop order: the first tile, the full ones between, the last (which holds the remainder)."""
         acc: Counter = Counter()
         nblk = -(-total // d)
-        for b0 in range(0, nblk, tile_blocks):
-            nb = min(tile_blocks, nblk - b0)
-            elems = min(nb * d, total - b0 * d)
-            acc[(nb, elems, b0 + tile_blocks >= nblk, b0 == 0)] += 1
+        n = -(-nblk // tile_blocks)
+        if n == 1:
+            acc[(nblk, min(nblk * d, total), True, True)] = 1
+            return acc
+        acc[(tile_blocks, tile_blocks * d, False, True)] = 1
+        if n > 2:
+            acc[(tile_blocks, tile_blocks * d, False, False)] = n - 2
+        b0 = (n - 1) * tile_blocks
+        acc[(nblk - b0, min((nblk - b0) * d, total - b0 * d), True, False)] = 1
         return acc
 
     def tiles(total: int, tile_blocks: int, d: int) -> int:  # DRAM-loop trips: tiles of whole DIM-blocks
