@@ -24,8 +24,12 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         yield c
 
 
+def post(client: TestClient, body: dict):  # the same bytes every time (the kept answers' key)
+    return client.post("/schedule", content=json.dumps(body), headers={"content-type": "application/json"})
+
+
 def schedule(client: TestClient, body: dict) -> dict:
-    r = client.post("/schedule", content=json.dumps(body), headers={"content-type": "application/json"})
+    r = post(client, body)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -49,16 +53,26 @@ def test_a_kept_answer_is_the_answer_assembled_afresh(client: TestClient) -> Non
 
 
 def test_a_deleted_plan_is_never_answered_from_a_kept_answer(client: TestClient) -> None:
+    """On SQLite every hit looks its plans up: a plan deleted behind the server's back (another process, the
+    same file) is noticed, and the request is answered the ordinary way."""
+    from tileplan.store import Store
+
     kept: KeptAnswers = client.app.state.kept_answers  # type: ignore[attr-defined]
     body = {"hardware": "gemmini-16x16", "layers": [{**MM, "N": 16}], "options": FAST}
     schedule(client, body)
     key = schedule(client, body)["plans"][0]["key"]
     assert schedule(client, body)["plans"][0]["cached"] is True  # the kept answer
-    assert client.delete(f"/plans/{key}").status_code == 204
-    r = client.post("/schedule", json=body)
+    held = len(kept)
+    other = Store(client.app.state.store.url, migrate=False)  # type: ignore[attr-defined]
+    try:
+        assert other.delete_plan(key)
+    finally:
+        other.close()
+    r = post(client, body)
     assert r.status_code in (200, 202), r.text  # solved again (or being solved), not the kept bytes
     if r.status_code == 200:
         assert r.json()["plans"][0]["cached"] is False
+    assert len(kept) == held - 1
 
 
 def test_bad_bodies_still_fail_validation(client: TestClient) -> None:
@@ -76,3 +90,41 @@ def test_kept_answers_are_bounded_by_bytes_least_recently_used_out() -> None:
         kept.put(bytes([i]), entry)
         kept.get(bytes([0]))  # the first stays in use
     assert len(kept) == 3 and kept.get(bytes([0])) is entry and kept.get(bytes([1])) is None
+    generation = kept.generation
+    kept.forget("k")  # its plan was deleted: every answer holding it goes
+    assert len(kept) == 0
+    kept.put(b"late", entry, generation)  # built from a lookup made before that deletion: not kept
+    assert len(kept) == 0
+
+
+def test_on_postgresql_a_plan_deleted_by_another_process_drops_the_kept_answer(fresh_pg: str, tmp_path) -> None:
+    """Kept answers on PostgreSQL skip their lookup while the deletion listener is connected: a plan deleted
+    through another connection (another API process, say) must still never be answered from the kept bytes."""
+    import time
+
+    from tileplan.store import Store
+
+    settings = Settings(data_dir=tmp_path, database_url=fresh_pg, solver_processes=1)
+    with TestClient(create_app(settings)) as client:
+        kept: KeptAnswers = client.app.state.kept_answers  # type: ignore[attr-defined]
+        end = time.monotonic() + 10
+        while not kept.watched and time.monotonic() < end:
+            time.sleep(0.05)
+        assert kept.watched
+        body = {"hardware": "gemmini-16x16", "layers": [MM], "options": FAST}
+        schedule(client, body)
+        key = schedule(client, body)["plans"][0]["key"]
+        assert len(kept) == 1 and schedule(client, body)["plans"][0]["cached"] is True
+        other = Store(fresh_pg, migrate=False)
+        try:
+            assert other.delete_plan(key)
+        finally:
+            other.close()
+        end = time.monotonic() + 10
+        while len(kept) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert len(kept) == 0
+        r = post(client, body)
+        assert r.status_code in (200, 202), r.text
+        if r.status_code == 200:
+            assert r.json()["plans"][0]["cached"] is False

@@ -2,10 +2,14 @@
 
 A build farm sends the same request body again and again. Once such a body has been answered from the cache, its
 answer is the same bytes every time except `summary.seconds`, as long as the plans it was built from are still
-the rows it was built from. So the answer is kept, keyed by a digest of the request body, and a repeated body
-costs one batched lookup of its plans' row numbers (`seq`: a re-solved plan is a new row) instead of FastAPI's
-body validation, keying its layers and assembling the JSON. A plan deleted or replaced since drops the entry and
-the request goes the ordinary way.
+the rows it was built from (plans are only ever inserted or deleted). So the answer is kept, keyed by a digest of
+the request body, and a repeated body skips FastAPI's body validation, keying its layers and assembling the JSON.
+
+Whether its plans are still there: on PostgreSQL every deletion is announced on commit (`pg_notify`, see
+`Store.delete_plan`) and each API process listens (`watch_deletions`), forgetting the answers that hold a deleted
+plan, so a kept answer costs no query at all; while the listener is not connected (and on SQLite) each hit looks up
+its plans' row numbers (`seq`: a plan deleted and solved again is a new row) in one batched query instead. A plan
+deleted since drops the entry and the request goes the ordinary way.
 
 Only answers that cannot change while the server runs are kept: catalog hardware or a descriptor given in the
 body (a registered name can be replaced), layers rather than a model, no code generation (its warnings depend on
@@ -14,12 +18,16 @@ module builds). Bounded by bytes, least recently used first out.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from fastapi import Response
+
+log = logging.getLogger("tileplan.api")
 
 MAX_BYTES = 32 << 20  # all kept answers together
 MAX_BODY = 256 << 10  # longer request bodies are not kept (hashing them costs about what it saves)
@@ -53,7 +61,11 @@ class KeptAnswers:
     def __init__(self, max_bytes: int = MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[bytes, KeptAnswer] = OrderedDict()
+        self._by_key: dict[str, set[bytes]] = {}  # plan key -> digests of the answers holding it
         self._bytes = 0
+        # True while every deletion reaches `forget` (PostgreSQL's listener is connected): hits need no lookup
+        self.watched = False
+        self.generation = 0  # bumped by every `forget`/`clear`: an answer built across one is not kept
 
     @staticmethod
     def digest(raw: bytes) -> bytes | None:
@@ -65,20 +77,40 @@ class KeptAnswers:
             self._entries.move_to_end(digest)
         return entry
 
-    def put(self, digest: bytes, entry: KeptAnswer) -> None:
-        if entry.size > self.max_bytes:
+    def put(self, digest: bytes, entry: KeptAnswer, generation: int | None = None) -> None:
+        """Keep `entry`, unless a plan was deleted since `generation` (read before its plans were looked up)."""
+        if entry.size > self.max_bytes or (generation is not None and generation != self.generation):
             return
         self.drop(digest)
         self._entries[digest] = entry
         self._bytes += entry.size
+        for key in entry.keys:
+            self._by_key.setdefault(key, set()).add(digest)
         while self._bytes > self.max_bytes:
-            _, old = self._entries.popitem(last=False)
-            self._bytes -= old.size
+            self.drop(next(iter(self._entries)))
 
     def drop(self, digest: bytes) -> None:
         old = self._entries.pop(digest, None)
         if old is not None:
             self._bytes -= old.size
+            for key in old.keys:
+                held = self._by_key.get(key)
+                if held is not None:
+                    held.discard(digest)
+                    if not held:
+                        del self._by_key[key]
+
+    def forget(self, key: str) -> None:
+        """Plan `key` was deleted: drop every answer that holds it."""
+        self.generation += 1
+        for digest in list(self._by_key.get(key, ())):
+            self.drop(digest)
+
+    def clear(self) -> None:
+        self.generation += 1
+        self._entries.clear()
+        self._by_key.clear()
+        self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -98,3 +130,30 @@ def split_at_seconds(body: str) -> tuple[bytes, bytes] | None:
     while end < len(body) and body[end] not in ",}":
         end += 1
     return body[:start].encode(), body[end:].encode()
+
+
+async def watch_deletions(url: str, kept: KeptAnswers, retry_s: float = 1.0) -> None:
+    """Listen for deleted plans on PostgreSQL (`Store.delete_plan` notifies on commit) and forget the answers that
+    hold them; `kept.watched` says whether hits may skip their lookup. Runs until cancelled; on a lost connection
+    every kept answer is dropped (deletions may have been missed) and hits look up their plans until it is back."""
+    import psycopg
+
+    from tileplan.store.repository import PLAN_DELETED
+
+    conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    while True:
+        try:
+            async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+                await conn.execute(f"LISTEN {PLAN_DELETED}")
+                kept.clear()  # anything kept before listening may hold a plan deleted meanwhile
+                kept.watched = True
+                async for note in conn.notifies():
+                    kept.forget(note.payload)
+        except asyncio.CancelledError:
+            kept.watched = False
+            raise
+        except Exception as exc:  # noqa: BLE001 - the database may be away for a while: look up on every hit
+            log.warning("event=plan_watch_lost reason=%s", exc)
+        kept.watched = False
+        kept.clear()
+        await asyncio.sleep(retry_s)

@@ -8,6 +8,7 @@ resumes unfinished local jobs; at stop it shuts them down.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,7 +17,7 @@ from fastapi import Depends, FastAPI
 
 from tileplan import __version__
 from tileplan.api import errors
-from tileplan.api.answers import KeptAnswers
+from tileplan.api.answers import KeptAnswers, watch_deletions
 from tileplan.api.metrics import Metrics, MetricsAndLimits
 from tileplan.api.params import storable_params
 from tileplan.api.routes import compiles, hardware, plans, schedule, system
@@ -63,8 +64,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = store
         app.state.queue = queue
         reader = AsyncPlanReader(store.url) if store.dialect == "postgresql" else None
+        watch = None
         if reader is not None:
             await reader.open()
+            watch = asyncio.create_task(watch_deletions(store.url, app.state.kept_answers))
         modules = ModuleBuilder(store, settings)
         app.state.modules = modules
         sandbox = Sandbox(settings)
@@ -86,6 +89,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sandbox.close()
             await modules.stop()
             await queue.stop()
+            if watch is not None:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
             if reader is not None:
                 await reader.close()
             store.close()

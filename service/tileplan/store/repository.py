@@ -171,6 +171,8 @@ def make_engine(url: str, *, pool_size: int = 16) -> Engine:
     return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
 
 
+PLAN_DELETED = "tileplan_plan_deleted"  # PostgreSQL channel: the key of each deleted plan, on commit
+
 _PLAN_SELECT = "SELECT key, hardware, layer, doc, cycles, energy_pj, baseline_cycles, seq, created_at FROM plans"
 
 
@@ -380,7 +382,11 @@ class Store:
     def delete_plan(self, key: str) -> bool:
         with self._write() as conn, conn.begin():
             conn.execute(delete(ModuleRow).where(ModuleRow.key == key))
-            return conn.execute(delete(PlanRow).where(PlanRow.key == key)).rowcount > 0
+            gone = conn.execute(delete(PlanRow).where(PlanRow.key == key)).rowcount > 0
+            if gone and self.dialect == "postgresql":
+                # every API process forgets the answers it keeps with this plan (tileplan.api.answers), on commit
+                conn.execute(text("SELECT pg_notify(:channel, :key)"), {"channel": PLAN_DELETED, "key": key})
+            return gone
 
     # -- generated modules ----------------------------------------------------------------------
 

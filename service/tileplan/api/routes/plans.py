@@ -76,6 +76,7 @@ async def delete_plan(request: Request, key: str) -> Response:
     """Drop a plan from the cache (it is solved again when next asked for)."""
     if not await run_in_threadpool(request.app.state.store.delete_plan, key):
         raise ApiError(404, ["path", "key"], f"no plan {key}", "not_found")
+    request.app.state.kept_answers.forget(key)  # at once here; other API processes hear it from the database
     return Response(status_code=204)
 
 
