@@ -199,13 +199,17 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
 
     compute = sum(coef[q] * X[q] for q in x_keys if q[4] == 1)
     dram = arch.levels[-1]
-    dram_bw = dram.read_bandwidth or 1.0
     m.lat = pyo.Var(within=pyo.Reals)
     m.en = pyo.Var(within=pyo.Reals)
     m.lat_compute = pyo.Constraint(expr=m.lat >= compute)
     byte_of = {v: arch.element_bytes(v, dram) for v in TENSORS}
-    m.lat_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / dram_bw))
+    if dram.read_bandwidth:  # a DRAM without a stated bandwidth never sets the pace (Timeloop's reading too)
+        m.lat_dram = pyo.Constraint(
+            TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / dram.read_bandwidth)
+        )
     m.en_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.en >= log_traffic[v] + log2(byte_of[v]))
+    if lib is None:
+        _onchip_bandwidth(m, spec, ext, log_tile, temporal_at, spatial_at)
     if lib is not None:
         matmul_like = prob.dims["Q"] == prob.dims["R"] == prob.dims["S"] == 1
         _library_latency(m, lib, ext, tiles, temporal_at, matmul_like, prob.tensor_elements("O"))
@@ -216,6 +220,38 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     tie = sum(q[3] * coef[q] * X[q] for q in x_keys if q[4] == 1) * 1e-4
     m.obj = pyo.Objective(expr=w.latency * m.lat + w.energy * m.en - w.memory * fill + tie, sense=pyo.minimize)
     return CosaModel(spec=spec, m=m, x_keys=x_keys, coef=coef)
+
+
+def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, ext, log_tile, temporal_at, spatial_at) -> None:  # type: ignore[no-untyped-def]
+    """On-chip levels with a bandwidth set the pace too (DianNao's 16-word buffers feeding 256 MACs): per instance,
+    a level serves its children one tile per iteration of every loop above them (an upper bound: reuse from loop
+    order is not credited) times the children that need different data (multicast and reduction are free), and
+    takes that many words over its words per cycle."""
+    arch = spec.arch
+    n = spec.n_levels
+    rows = []
+    for i, lv in enumerate(arch.levels[:-1]):
+        if not (lv.read_bandwidth or lv.write_bandwidth):
+            continue
+        for v in TENSORS:
+            if v not in lv.keeps:
+                continue
+            child = max((c for c in range(i) if v in arch.levels[c].keeps), default=-1)
+            tile = log_tile(v, child) if child >= 0 else 0
+            served = (tile + sum(temporal_at(j, DIMS) for j in range(child + 1, n))
+                      + sum(spatial_at(j, RELEVANT[v]) for j in range(child + 1, i + 1)))
+            # outputs come back as updates and are read for the read-modify-write; inputs and weights are read
+            budget = lv.write_bandwidth if v == "O" else lv.read_bandwidth
+            if v == "O":
+                # each visit of the output tile also writes it once (Timeloop's fill): writes = updates + fills
+                fills = log_tile("O", i) + sum(temporal_at(j, DIMS) for j in range(i + 1, n))
+                served = add_log_sum(m, f"writes_{i}", [served, fills])
+                if lv.shared_bandwidth:
+                    served = served + 1  # the read and the write share one port budget
+            if budget:
+                rows.append(served - log2(budget / arch.element_bytes(v, lv)))
+    if rows:
+        m.lat_onchip = pyo.Constraint(range(len(rows)), rule=lambda m, k: m.lat >= rows[k])
 
 
 def _lse_planes(n: int) -> list[tuple[float, ...]]:
