@@ -15,11 +15,9 @@ from tileplan.problem import Problem
 
 DATA = BENCH_DATA / "timeloop_reference"
 ARCHS = ("simba_arch_legacy", "gemmini_arch_v03", "gemmini_arch_legacy", "diannao_arch_v02")
-# Accepted cases whose Timeloop-semantics cycles are within 5% of timeloop-model's, as measured (the issue asks
-# for >= 95% per architecture). The one legacy-Gemmini miss: DRAM-bound, a sliding input window Timeloop credits
-# more finely than the model does.
-CYCLES_WITHIN_5PCT = {"simba_arch_legacy": 1.0, "gemmini_arch_v03": 1.0, "gemmini_arch_legacy": 0.975,
-                      "diannao_arch_v02": 1.0}
+# Share of accepted cases whose Timeloop-semantics cycles are within 5% of timeloop-model's, as measured (the issue
+# asks for >= 95% per architecture): all of them, and all but a handful within 1 cycle in 1000.
+CYCLES_WITHIN_5PCT = dict.fromkeys(("simba_arch_legacy", "gemmini_arch_v03", "gemmini_arch_legacy", "diannao_arch_v02"), 1.0)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +61,8 @@ def test_cycles_agree_with_timeloop(judged, arch):
     assert all(r is not None for r in ratios)
     within = sum(abs(r - 1) <= 0.05 for r in ratios) / len(ratios)
     assert within >= CYCLES_WITHIN_5PCT[arch], f"{arch}: {within:.3f} of {len(ratios)} within 5%"
-    # and nothing is far off: the worst case is still within 25%
-    assert max(abs(r - 1) for r in ratios) < 0.25
+    # timeloop-model rounds its slowdown in floating point: a cycle off here and there, nothing more
+    assert sum(abs(r - 1) <= 1e-3 for r in ratios) >= len(ratios) - 2
 
 
 def _bundle_verdict(text: str, hw, name: str):

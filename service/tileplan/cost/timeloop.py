@@ -6,9 +6,9 @@ plan is scored the way timeloop-model scores its exported map. What differs from
   partial sum spilled to an 8-bit DRAM moves as one 8-bit word), and bandwidths are words per cycle per
   instance with separate read and write budgets (a shared budget, Tileplan's `bandwidth`, counts both);
 - an input tile is its bounding box `(p-1)*stride + (r-1)*dilation + 1` rows (and columns);
-- an input tile that slides (the loop advancing is P, Q, R or S and every loop inside it leaves the input
-  alone) only fetches the rows / columns it did not already hold; after an inner loop that moves the input
-  wraps around, the whole tile is fetched again;
+- an input tile that slides (the loop advancing is P, Q, R or S and is the innermost loop above the tile) only
+  fetches the rows / columns it did not already hold; after any inner loop wraps around, the whole tile is
+  fetched again (an inner loop that leaves the input alone only spares the refetch while it runs);
 - outputs: a level holding outputs is "filled" once per tile visit (the first update of each element reads
   nothing), every update after the first of a visit is a read-modify-write, and the backing store reads
   back what a child fetches again as a partial sum;
@@ -107,7 +107,7 @@ def _fills(problem: Problem, tensor: str, tile: dict[str, int], loops: list[tupl
             delta = size
         elif d not in rel:
             continue
-        elif tensor == "I" and d in ("P", "Q", "R", "S"):
+        elif tensor == "I" and d in ("P", "Q", "R", "S") and j == 0:
             delta = _slide(problem, tile, d, step)
         else:
             delta = size
