@@ -23,6 +23,7 @@ from typing import Any
 import pyomo.environ as pyo
 
 from tileplan.cost.gemmini import LibraryTerms
+from tileplan.cost.model import model_for
 from tileplan.dims import DIMS, RELEVANT, TENSORS
 from tileplan.execution import library_levels
 from tileplan.mappers.cosa.spec import CosaSpec
@@ -198,6 +199,10 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
         log_traffic["O"] = log2(prob.tensor_elements("O"))
 
     compute = sum(coef[q] * X[q] for q in x_keys if q[4] == 1)
+    # Plans scored by timeloop-model's semantics (hardware imported from Timeloop YAML, or `model: timeloop`): the MIP
+    # sees what that model charges (DRAM reads of all streams against one budget, buffers feeding the MACs at their
+    # own bandwidth); the calibrated and first-order models keep the terms they were tuned with.
+    timeloop = lib is None and model_for(arch) == "timeloop"
     dram = arch.levels[-1]
     m.lat = pyo.Var(within=pyo.Reals)
     m.en = pyo.Var(within=pyo.Reals)
@@ -207,8 +212,14 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
         m.lat_dram = pyo.Constraint(
             TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / dram.read_bandwidth)
         )
+        if timeloop:
+            # The streams share the port: reads of W and I (and O where reads and writes share one budget) add up,
+            # so a plan is not free to refetch the smaller stream while the larger one sets the pace.
+            shared = TENSORS if dram.shared_bandwidth else ("W", "I")
+            total = add_log_sum(m, "dram_reads", [log_traffic[v] + log2(byte_of[v]) for v in shared], coarse=True)
+            m.lat_dram_total = pyo.Constraint(expr=m.lat >= total - log2(dram.read_bandwidth))
     m.en_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.en >= log_traffic[v] + log2(byte_of[v]))
-    if lib is None:
+    if timeloop:
         _onchip_bandwidth(m, spec, ext, log_tile, temporal_at, spatial_at)
     if lib is not None:
         matmul_like = prob.dims["Q"] == prob.dims["R"] == prob.dims["S"] == 1
@@ -223,10 +234,9 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
 
 
 def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, ext, log_tile, temporal_at, spatial_at) -> None:  # type: ignore[no-untyped-def]
-    """On-chip levels with a bandwidth set the pace too (DianNao's 16-word buffers feeding 256 MACs): per instance,
-    a level serves its children one tile per iteration of every loop above them (an upper bound: reuse from loop
-    order is not credited) times the children that need different data (multicast and reduction are free), and
-    takes that many words over its words per cycle."""
+    """On-chip levels with a bandwidth that feed the MACs directly set the pace too (DianNao's 16-word buffers feeding
+    256 MACs): per instance, one word per temporal iteration for every MAC below it that needs different data
+    (multicast and reduction are free), over its words per cycle; outputs also take one fill per tile visit."""
     arch = spec.arch
     n = spec.n_levels
     rows = []
@@ -236,10 +246,12 @@ def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, ext, log_tile, tempo
         for v in TENSORS:
             if v not in lv.keeps:
                 continue
-            child = max((c for c in range(i) if v in arch.levels[c].keeps), default=-1)
-            tile = log_tile(v, child) if child >= 0 else 0
-            served = (tile + sum(temporal_at(j, DIMS) for j in range(child + 1, n))
-                      + sum(spatial_at(j, RELEVANT[v]) for j in range(child + 1, i + 1)))
+            if any(v in arch.levels[c].keeps for c in range(i)):
+                # A storage child keeps its tile across loops that leave it alone; without that reuse the count
+                # would be a loose bound that misleads more than it guides (Simba's global buffer).
+                continue
+            # The MACs keep nothing: a level feeding them serves every temporal iteration, exactly.
+            served = sum(temporal_at(j, DIMS) for j in range(n)) + sum(spatial_at(j, RELEVANT[v]) for j in range(i + 1))
             # outputs come back as updates and are read for the read-modify-write; inputs and weights are read
             budget = lv.write_bandwidth if v == "O" else lv.read_bandwidth
             if v == "O":
@@ -275,11 +287,19 @@ def _entropy(w: tuple[float, ...]) -> float:
     return -sum(x * math.log2(x) for x in w if x > 0)
 
 
-def add_log_sum(m: pyo.ConcreteModel, name: str, args: list[Any]) -> pyo.Var:
+def _coarse_planes(n: int) -> list[tuple[float, ...]]:
+    """Fewer tangent planes (each term alone, pairs and all at equal weight): a looser bound, a smaller MIP."""
+    planes = {tuple(1.0 if j == i else 0.0 for j in range(n)) for i in range(n)}
+    planes |= {tuple(0.5 if j in (i, k) else 0.0 for j in range(n)) for i in range(n) for k in range(i + 1, n)}
+    planes.add(tuple(1.0 / n for _ in range(n)))
+    return sorted(planes)
+
+
+def add_log_sum(m: pyo.ConcreteModel, name: str, args: list[Any], coarse: bool = False) -> pyo.Var:
     """A variable bounded below by log2(sum_i 2^args_i), through tangent planes of the convex log-sum-exp."""
     v = pyo.Var(within=pyo.Reals)
     m.add_component(name, v)
-    planes = _lse_planes(len(args))
+    planes = _coarse_planes(len(args)) if coarse else _lse_planes(len(args))
     m.add_component(
         name + "_planes",
         pyo.Constraint(
