@@ -272,13 +272,16 @@ class TileplanClient(_Api):
         return self._request("GET", path, params=params).text
 
     def evaluate(self, hardware: str | dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any],
-                 executor: str | None = None) -> Evaluation:
+                 executor: str | None = None, model: str | None = None) -> Evaluation:
         """Metrics of a mapping, or its violations. `executor`: on Gemmini-like hardware, cost it as Tileplan's
         code runs it ("tileplan") or as Gemmini's own library does ("library", how baselines are costed); by
-        default the mapping's own `executor` (plans carry theirs), else the library."""
+        default the mapping's own `executor` (plans carry theirs), else the library. `model`: the cost model
+        ("timeloop", "gemmini", "first-order"; default the hardware's)."""
         body: dict[str, Any] = {"hardware": hardware, "layer": layer, "mapping": mapping}
         if executor:
             body["executor"] = executor
+        if model:
+            body["model"] = model
         return Evaluation.from_dict(self._json("POST", "/evaluate", json=body)[1])
 
     # -- whole models -----------------------------------------------------------------------------------------
@@ -477,10 +480,12 @@ class AsyncTileplanClient(_Api):
         return (await self._request("GET", path, params=params)).text
 
     async def evaluate(self, hardware: str | dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any],
-                       executor: str | None = None) -> Evaluation:
+                       executor: str | None = None, model: str | None = None) -> Evaluation:
         body: dict[str, Any] = {"hardware": hardware, "layer": layer, "mapping": mapping}
         if executor:
             body["executor"] = executor
+        if model:
+            body["model"] = model
         return Evaluation.from_dict((await self._json("POST", "/evaluate", json=body))[1])
 
     async def submit_compile(self, hardware: str | dict[str, Any], model: ModelRef, *,

@@ -155,6 +155,14 @@ def test_evaluate(client: TestClient) -> None:
                                          "executor": "library"}).json()
     assert lib["metrics"]["executor"] == "library" and lib["metrics"]["cycles"] == pytest.approx(base["metrics"]["cycles"])
     assert ok.json()["metrics"]["executor"] == "tileplan" and plan["mapping"]["executor"] == "tileplan"
+    # a request can name the cost model: Timeloop's semantics on Gemmini too; the calibrated one stays the default
+    tl = client.post("/evaluate", json={"hardware": "gemmini-16x16", "layer": FC, "mapping": plan["mapping"],
+                                        "model": "timeloop"})
+    assert tl.status_code == 200 and tl.json()["metrics"]["model"] == "timeloop"
+    assert ok.json()["metrics"]["model"] == "gemmini"
+    wrong = client.post("/evaluate", json={"hardware": "simba", "layer": FC, "mapping": plan["mapping"],
+                                           "model": "gemmini"})
+    assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "model"]
     # a bare mapping (no executor of its own) runs as the hardware's library, the way its measurements ran
     bare = {k: v for k, v in plan["mapping"].items() if k != "executor"}
     r = client.post("/evaluate", json={"hardware": "gemmini-16x16", "layer": FC, "mapping": bare}).json()
