@@ -213,9 +213,10 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
             TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / dram.read_bandwidth)
         )
         if timeloop:
-            # The streams share the port: reads of W and I (and O where reads and writes share one budget) add up,
-            # so a plan is not free to refetch the smaller stream while the larger one sets the pace.
-            shared = TENSORS if dram.shared_bandwidth else ("W", "I")
+            # The streams share the read port: W, I and O's partial sums read back add up (O's traffic stands in
+            # for its read-backs, an overestimate when nothing spills that steers plans away from spilling), so a
+            # plan is not free to refetch the smaller stream while the larger one sets the pace.
+            shared = TENSORS
             total = add_log_sum(m, "dram_reads", [log_traffic[v] + log2(byte_of[v]) for v in shared], coarse=True)
             m.lat_dram_total = pyo.Constraint(expr=m.lat >= total - log2(dram.read_bandwidth))
     m.en_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.en >= log_traffic[v] + log2(byte_of[v]))
