@@ -94,7 +94,8 @@ def plan_all(cases: list[dict], archs: list[str], time_limit: float) -> tuple[st
             cycles = {}
             for mapper in ("cosa", "random"):
                 opts = ScheduleOptions(mapper=mapper, baseline=False, time_limit_s=time_limit, seed=1,
-                                       objective={"latency": 1.0}, model="timeloop")
+                                       objective={"latency": 1.0, "energy": 0.0, "memory_utilization": 0.0},
+                                       model="timeloop")
                 t0 = time.perf_counter()
                 try:
                     plan = make_plan(layer, hw, opts)
