@@ -268,3 +268,44 @@ def test_cli_progress_bar_follows_the_job(capsys: pytest.CaptureFixture[str]) ->
     update(Job(id="j", status="running", done=1, total=3, errors=[]))
     close()
     assert capsys.readouterr().err == ""
+
+
+def test_compile_polls_until_done_or_failed() -> None:
+    """`compile`: the model uploaded as multipart, a 202 polled with progress until done; a compile that fails
+    while polled raises CompileFailed naming the node, and says whose fault it was."""
+    from tileplan_client import CompileFailed
+
+    summary = {"ops": [{"name": "fc", "op": "matmul", "where": "accelerator", "reason": "int8", "plan_key": "k",
+                        "cycles_emulated": 10, "cycles_model": 9.5, "speedup": 1.2},
+                       {"name": "pool", "op": "maxpool", "where": "host", "reason": "no accelerator op"}],
+               "total": {"ops": 2, "accelerator_ops": 1}, "notes": ["on the host: 1 MaxPool"]}
+    state = {"polls": 0, "fail": False}
+    posted: list[httpx.Request] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.method == "POST":
+            posted.append(req)
+            return httpx.Response(202, json={"id": "c1", "status": "queued", "model": "m", "hardware": "hw",
+                                             "progress": {"ops_done": 0, "ops_total": 0}})
+        state["polls"] += 1
+        if state["polls"] < 3:
+            return httpx.Response(200, json={"id": "c1", "status": "running", "progress": {"ops_done": 1,
+                                                                                          "ops_total": 2}})
+        if state["fail"]:
+            return httpx.Response(200, json={"id": "c1", "status": "failed", "progress": {}, "error": {
+                "loc": ["model", "odd"], "msg": "Odd node 'odd' cannot be imported", "type": "value_error"}})
+        return httpx.Response(200, json={"id": "c1", "status": "done", "progress": {"ops_done": 2, "ops_total": 2},
+                                         "summary": summary, "notes": summary["notes"]})
+
+    seen: list[tuple[str, int]] = []
+    c = client_for(handler).compile("hw", b"onnx-bytes", input_shapes={"x": (1, 3)}, quantize=True,
+                                    on_progress=lambda c: seen.append((c.status, c.ops_done)))
+    assert c.status == "done" and [o.name for o in c.host_ops] == ["pool"] and c.ops[0].speedup == 1.2
+    assert c.notes == ["on the host: 1 MaxPool"] and ("running", 1) in seen
+    form = posted[0].content
+    assert b'name="model"' in form and b"onnx-bytes" in form
+    assert b'"input_shapes": {"x": [1, 3]}' in form and b'"quantize": true' in form
+    state.update(polls=0, fail=True)
+    with pytest.raises(CompileFailed) as e:
+        client_for(handler).compile("hw", b"onnx-bytes")
+    assert e.value.input_fault and e.value.error["loc"] == ["model", "odd"] and "odd" in str(e.value)

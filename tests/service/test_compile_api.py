@@ -240,9 +240,23 @@ def test_symbolic_input_needs_input_shapes(client: TestClient) -> None:
     assert r.json()["summary"]["inputs"] == [{"name": "input", "shape": [2, 64], "dtype": "float32"}]
 
 
-def test_unsupported_operator_fails_the_compile_naming_the_node(client: TestClient) -> None:
+def test_unsupported_operator_is_refused_naming_the_node(client: TestClient) -> None:
+    """An operator nothing can import (the solver processes tell which they can) is a 422 before anything is
+    stored; should that check be skipped (the processes did not answer), the compile finds it and fails with
+    the same error, keeps no artifact, and is not run again for the same request."""
     data = _reverse_model()
-    r = client.post("/compile", json=body(data))
+    before = count(client)
+    item = _node_error(client.post("/compile", json=body(data)))
+    assert item["loc"] == ["body", "model", "reverse_it"] and "ReverseSequence" in item["msg"]
+    assert count(client) == before
+
+    compiler = client.app.state.compiler
+    known = compiler._ops
+    compiler._ops = None  # as if the solver processes had not answered
+    try:
+        r = client.post("/compile", json=body(data))
+    finally:
+        compiler._ops = known
     item = _node_error(r)
     assert item["loc"] == ["body", "model", "reverse_it"] and "ReverseSequence" in item["msg"]
     doc = r.json()

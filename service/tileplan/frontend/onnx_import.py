@@ -333,9 +333,21 @@ def _clip(inputs: Any, attrs: dict) -> Any:
 
 
 def supported_ops() -> set[str]:
+    """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
     return set(onnx_frontend._get_convert_map())
+
+
+def check_ops(model: Any, ops: set[str]) -> None:
+    """Every node's operator is one of `ops` (`supported_ops()`), else an error naming the first node that is
+    not (a service checks this with the set its compiling processes reported, before storing anything)."""
+    for node in model.graph.node:
+        if node.op_type not in ops:
+            raise InputError(("model", node.name),
+                             f"operator {node.domain + '.' if node.domain else ''}{node.op_type} (node "
+                             f"{node.name!r}) is not supported: it has no accelerator pattern, no Tileplan "
+                             "converter and no converter in TVM's ONNX importer")
 
 
 def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
@@ -348,13 +360,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
     from tvm.relax.frontend.onnx import onnx_frontend
 
     model = imported.model
-    ops = supported_ops()
-    for node in model.graph.node:
-        if node.op_type not in ops:
-            raise InputError(("model", node.name),
-                             f"operator {node.domain + '.' if node.domain else ''}{node.op_type} (node "
-                             f"{node.name!r}) is not supported: it has no accelerator pattern, no Tileplan "
-                             "converter and no converter in TVM's ONNX importer")
+    check_ops(model, supported_ops())
     by_node = {n.name: n for n in model.graph.node}
     by_var: dict[str, Any] = {}
 

@@ -4,11 +4,12 @@
 hardware, the options, the input shapes and the solver version (`frontend.compile.model_digest`): the same
 request twice is the same compile, answered from the store or joined while it runs, never run twice. Before
 anything is stored the model is read as far as ONNX alone can (decode, checker, input shapes, float refusal,
-shape inference), so a malformed model is a 4xx that leaves no row behind. The compile itself runs in a solver
+shape inference) and its operators checked against those a solver process reports it can import, so a model
+that cannot be compiled is a 4xx that leaves no row behind. The compile itself runs in a solver
 process (`SolverPool.compile`, the pool /schedule's solves and module builds use), plans through the plan cache,
 and writes its progress to the compile's row; the summary and the tar are stored in one write when it is done.
-A failure the model is at fault for (an operator nothing can run, a node TVM cannot import) is kept with its
-reason; a failure of the server's (a crash, the time limit) is tried again by the next identical request.
+A failure the model is at fault for that only the compile finds (a node TVM's importer fails on) is kept with
+its reason; a failure of the server's (a crash, the time limit) is tried again by the next identical request.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from tileplan.store.repository import FINAL, Compile
 
 log = logging.getLogger("tileplan.jobs")
 
+OPS_TIMEOUT_S = 120.0  # asking a solver process for the importable operators (it imports TVM first)
+OPS_WAIT_S = 30.0  # how long a POST /compile waits for that answer before leaving the check to the compile
 # Failures that are the server's, not the model's: the next identical request tries again.
 SERVER_FAULTS = {"compile_error", "time_limit", "compile_timeout", "compile_crashed", "internal_error"}
 
@@ -66,15 +69,39 @@ class Compiler:
         self._resume = resume
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._finished: dict[str, asyncio.Event] = {}
+        self._ops: asyncio.Task[set[str] | None] | None = None
 
     async def start(self) -> None:
+        self._ops = asyncio.ensure_future(self._supported_ops())
         await asyncio.to_thread(self.store.expire_compiles)
         if self._resume:
             for compile_id in await asyncio.to_thread(self.store.unfinished_compiles):
                 log.info("event=compile_resumed id=%s", compile_id[:12])
                 self._spawn(compile_id)
 
+    async def _supported_ops(self) -> set[str] | None:
+        """The operators a compile can import, asked once of a solver process (TVM stays out of the API
+        process), so an operator nothing can run is refused before anything is stored; None if that failed
+        (then the compile finds it, and says so as the compile's error)."""
+        try:
+            return set(await self._pool_of().onnx_ops(timeout=OPS_TIMEOUT_S))
+        except Exception as exc:  # noqa: BLE001 - a missing TVM, a dead process: the compile reports it later
+            log.warning("event=onnx_ops_unknown reason=%s", exc)
+            return None
+
+    async def supported_ops(self, wait: float = OPS_WAIT_S) -> set[str] | None:
+        """The importable operators, waiting up to `wait` s for the answer (asked at start; the solver processes
+        may be busy with resumed work): None if not known by then."""
+        if self._ops is None:
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._ops), wait)
+        except TimeoutError:
+            return None
+
     async def stop(self) -> None:
+        if self._ops is not None:
+            self._ops.cancel()
         for t in list(self._tasks.values()):
             t.cancel()
         for t in list(self._tasks.values()):
@@ -84,10 +111,11 @@ class Compiler:
     # -- the request ----------------------------------------------------------------------------
 
     def check(self, model: bytes, hardware: Any, options: dict[str, Any] | None,
-              input_shapes: dict[str, Any] | None, calibration: bytes | None = None) -> CompileRequest:
+              input_shapes: dict[str, Any] | None, calibration: bytes | None = None,
+              ops: set[str] | None = None) -> CompileRequest:
         """Validate a request and read the model as far as ONNX can without compiling it (runs in a thread).
         Raises InputError located in the request body (`model`, `model.<node>`, `hardware`, `options.*`,
-        `input_shapes.<input>`, `calibration`)."""
+        `input_shapes.<input>`, `calibration`). `ops`: the operators a compile can import (`supported_ops`)."""
         import hashlib
 
         from tileplan.frontend.compile import CompileOptions, model_digest
@@ -109,7 +137,7 @@ class Compiler:
                                  "model on: give it with options.quantize=true (or leave it out)")
             feeds = read_calibration(calibration)
         hw = self._resolve_hardware(hardware)
-        name = _read_model(model, shapes, opts.quantize, feeds)
+        name = _read_model(model, shapes, opts.quantize, feeds, ops)
         digest = model_digest(model, hw, opts, shapes or None)
         if calibration is not None:  # other calibration data is another compile
             digest = hashlib.sha256(f"{digest}:{hashlib.sha256(calibration).hexdigest()}".encode()).hexdigest()
@@ -236,10 +264,11 @@ def _input_shapes(value: Any) -> dict[str, list[int]]:
 
 
 def _read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
-                calibration: list[dict[str, Any]] | None = None) -> str:
+                calibration: list[dict[str, Any]] | None = None, ops: set[str] | None = None) -> str:
     """Read the model with ONNX alone (no TVM, no compile): the errors `compile_model` would raise first, before
-    anything is stored. Returns the model's name."""
+    anything is stored (with `ops`, an operator no compile can import too). Returns the model's name."""
     from tileplan.frontend import onnx_import
+    from tileplan.frontend.qoperator import to_qdq
 
     if quantize:  # the quantizer runs in the compile; here everything before it
         decoded = onnx_import.decode(model)
@@ -251,8 +280,14 @@ def _read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool
                                  f"{sorted(inputs)}")
         if onnx_import.is_float_model(decoded):
             onnx_import.infer_shapes(decoded)
+            if ops is not None:  # the quantizer adds QuantizeLinear / DequantizeLinear only
+                to_qdq(decoded)
+                onnx_import.check_ops(decoded, ops | {"QuantizeLinear", "DequantizeLinear"})
             return str(decoded.graph.name or "model")
-    return str(onnx_import.load_model(model, input_shapes).model.graph.name or "model")
+    loaded = onnx_import.load_model(model, input_shapes).model
+    if ops is not None:
+        onnx_import.check_ops(loaded, ops)
+    return str(loaded.graph.name or "model")
 
 
 __all__ = ["FINAL", "Compiler", "CompileRequest", "input_fault"]

@@ -125,6 +125,13 @@ def compile_in_process(db_url: str, compile_id: str, hardware: dict[str, Any], m
                                        "type": "compile_error"}}
 
 
+def supported_onnx_ops() -> list[str]:
+    """Runs in a pool process: the ONNX operators a compile can import (TVM's importer's, imported there)."""
+    from tileplan.frontend.onnx_import import supported_ops
+
+    return sorted(supported_ops())
+
+
 _STORES: dict[str, Any] = {}
 
 
@@ -215,6 +222,15 @@ class SolverPool:
             raise SolveTimeout(f"the compile ran past its hard limit of {timeout:.0f} s and was stopped") from None
         except SlotCrashed:
             raise SolverCrashed("the compiling process died") from None
+
+    async def onnx_ops(self, *, timeout: float) -> list[str]:
+        """`supported_onnx_ops` from a solver process (the API process does not import TVM)."""
+        try:
+            return list(await self.slots.run(supported_onnx_ops, timeout=timeout))
+        except SlotTimeout:
+            raise SolveTimeout(f"listing importable operators ran past {timeout:.0f} s and was stopped") from None
+        except SlotCrashed:
+            raise SolverCrashed("the process listing importable operators died") from None
 
     def close(self) -> None:
         """Stop at once: a solve in progress is abandoned (its job is resumed or retried elsewhere)."""

@@ -86,7 +86,9 @@ async def compile_model(request: Request) -> Response:
     body, model, calibration = await _read_request(request)
     state = request.app.state
     compiler = state.compiler
-    req = await asyncio.to_thread(compiler.check, model, body.hardware, body.options, body.input_shapes, calibration)
+    ops = await compiler.supported_ops()
+    req = await asyncio.to_thread(compiler.check, model, body.hardware, body.options, body.input_shapes, calibration,
+                                  ops)
     found = await compiler.submit(req)
     if body.wait and not found.finished and state.settings.wait_limit_s > 0:
         found = await compiler.wait(req.id, state.settings.wait_limit_s) or found
