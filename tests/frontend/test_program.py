@@ -173,8 +173,12 @@ def test_worker_processes_and_the_plan_store(tmp_path):
             def save(self, *a):
                 raise AssertionError("nothing should be solved again")
 
-        again = compile_model(data, HW, opts, planner=Counting(store), workers=1)
+        seen: list[tuple[int, int]] = []
+        again = compile_model(data, HW, opts, planner=Counting(store), workers=1,
+                              progress=lambda done, total: seen.append((done, total)))
         assert again.artifact == parallel.artifact
         assert Counting.hits == len(keys)
+        n = parallel.summary["total"]["accelerator_ops"]  # serial: one step of progress per op, then the program
+        assert seen == [(i, n + 1) for i in range(1, n + 2)]
     finally:
         store.close()

@@ -364,6 +364,8 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
     pool = None
     if workers > 1 and len(ops) > 1 and "fork" in multiprocessing.get_all_start_methods():
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    if pool is None:  # in this process: op by op, so progress moves with every op planned and generated
+        return _plan_and_generate_serially(ops, lkeys, hw, options, stream, planner, progress, phase)
     try:
         solving: dict[str, Future[Plan]] = {}
         for k, a in firsts.items():
@@ -410,6 +412,41 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
     finally:
         if pool is not None:
             pool.shutdown()
+    return plans
+
+
+def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, options: ScheduleOptions, stream: str,
+                                planner: Planner, progress: Callable[[int], None],
+                                phase: Callable[[str], None]) -> dict[str, Plan]:
+    """`_plan_and_generate` without worker processes: each op in program order gets its layer's plan (planned
+    at its first op) and its kernel (generated at its first op), then counts as done."""
+    from tileplan.codegen.registry import CodegenError
+    from tileplan.frontend import partition
+    from tileplan.frontend.program import c_ident
+
+    plans: dict[str, Plan] = {}
+    errors: dict[str, str] = {}
+    kernels: dict[tuple[Any, ...], Any] = {}
+    for i, (k, a) in enumerate(zip(lkeys, ops)):
+        if k not in plans and k not in errors:
+            try:
+                plans[k] = planner(a.spec.layer, hw, options)
+            except (MappingInfeasible, InputError) as exc:
+                errors[k] = f"no accelerator plan: {exc}"
+            phase("plan")
+        if k in errors:
+            a.reason = errors[k]
+        else:
+            a.plan = plans[k]
+            kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
+            if kkey not in kernels:
+                kernels[kkey] = _try(generate_kernel, a.spec, hw, a.plan.mapping, c_ident(a.qop.name, "tpk_"), stream)
+                phase("codegen")
+            if isinstance(kernels[kkey], (CodegenError, MappingInfeasible)):
+                a.art, a.reason = None, f"no accelerator code: {kernels[kkey]}"
+            else:
+                a.art = kernels[kkey]
+        progress(i + 1)
     return plans
 
 
