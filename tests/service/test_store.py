@@ -134,6 +134,7 @@ def test_compiles_dedupe_progress_finish_and_retry(store: Store) -> None:
                          deadline=time.time() - 1)
     assert store.expire_compiles() == ["c2"]
     assert store.get_compile("c2").error["type"] == "time_limit"
+    assert store.compile_model_bytes("c2") == b"onnx-2"  # a server's fault: kept for the retry
     assert store.retry_compile("c2", time.time() + 60) and not store.retry_compile("c2", time.time() + 60)
     c = store.get_compile("c2")
     assert c.status == "queued" and c.error is None and c.finished_at is None
@@ -142,3 +143,5 @@ def test_compiles_dedupe_progress_finish_and_retry(store: Store) -> None:
     assert [x.id for x in store.list_compiles(status="done")] == ["c1"]
     first = store.list_compiles(limit=1)
     assert [x.id for x in store.list_compiles(limit=1, before=first[0].seq)] == ["c1"]
+    assert store.fail_compile("c2", {"loc": ["model", "n"], "msg": "bad", "type": "value_error"}, final=True)
+    assert store.compile_model_bytes("c2") == b"" and store.get_compile("c2").status == "failed"

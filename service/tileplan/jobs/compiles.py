@@ -223,8 +223,9 @@ class Compiler:
                 out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_crashed"}}
             if out["ok"]:
                 await asyncio.to_thread(self.store.finish_compile, compile_id, out["summary"], out["artifact"])
-            else:
-                await asyncio.to_thread(self.store.fail_compile, compile_id, out["error"])
+            else:  # the model's fault: kept with its reason (asked again, answered again), without the model
+                await asyncio.to_thread(self.store.fail_compile, compile_id, out["error"],
+                                        final=out["error"].get("type") not in SERVER_FAULTS)
             seconds = time.perf_counter() - start
             log.info("event=compile_finished id=%s ok=%s seconds=%.1f", compile_id[:12], out["ok"], seconds)
             if self._on_finish is not None:

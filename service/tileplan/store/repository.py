@@ -747,13 +747,17 @@ class Store:
                         finished_at=ts, ops_done=ops, ops_total=ops)
             ).rowcount > 0
 
-    def fail_compile(self, compile_id: str, error: dict[str, Any]) -> bool:
-        """Mark an unfinished compile failed with `error` ({loc, msg, type}); False if it had finished."""
+    def fail_compile(self, compile_id: str, error: dict[str, Any], *, final: bool = False) -> bool:
+        """Mark an unfinished compile failed with `error` ({loc, msg, type}); False if it had finished. `final`:
+        the model is at fault, so the compile is never run again and its model's bytes are dropped."""
         ts = now_utc()
+        values: dict[str, Any] = dict(status="failed", error=json.dumps(error), updated_at=ts, finished_at=ts)
+        if final:
+            values["model"] = b""
         with self._write() as conn, conn.begin():
             return conn.execute(
                 update(CompileRow).where(CompileRow.id == compile_id, CompileRow.status.not_in(FINAL))
-                .values(status="failed", error=json.dumps(error), updated_at=ts, finished_at=ts)
+                .values(**values)
             ).rowcount > 0
 
     def retry_compile(self, compile_id: str, deadline: float) -> bool:
