@@ -128,3 +128,17 @@ def test_on_postgresql_a_plan_deleted_by_another_process_drops_the_kept_answer(f
         assert r.status_code in (200, 202), r.text
         if r.status_code == 200:
             assert r.json()["plans"][0]["cached"] is False
+
+
+def test_a_kept_answer_still_needs_the_token_when_reads_are_protected(tmp_path) -> None:
+    settings = Settings(data_dir=tmp_path, solver_processes=1, tokens=["t1"], protect_reads=True)
+    with TestClient(create_app(settings)) as client:
+        kept: KeptAnswers = client.app.state.kept_answers  # type: ignore[attr-defined]
+        body = json.dumps({"hardware": "gemmini-16x16", "layers": [MM], "options": FAST})
+        auth = {"content-type": "application/json", "authorization": "Bearer t1"}
+        for _ in range(3):
+            r = client.post("/schedule", content=body, headers=auth)
+            assert r.status_code == 200, r.text
+        assert len(kept) == 1
+        r = client.post("/schedule", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 401 and r.json()["detail"][0]["loc"] == ["header", "authorization"]
