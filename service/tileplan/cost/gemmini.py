@@ -233,7 +233,7 @@ def kernel_fold(dim: int, c: int, t_c: int, t_s: int, dilation_w: int) -> int:
 def library_matmul_keeps(whole_rows: bool, whole_cols: bool, whole_reduction: bool) -> tuple[tuple[str, ...], bool]:
     """(order, reuse) of a tiled_matmul call sequence: it keeps A across j0 only when A is the whole matrix (one
     row tile, one reduction tile) and B across i0 only when B is; otherwise every call reloads both. Expressed in
-    the general rule (`_loads`): the kept operand's loop outermost."""
+    the general rule (`_kept_across`): the kept operand's loop outermost."""
     order = ("P", "K", "C") if whole_rows else ("K", "P", "C")
     return order, whole_reduction and (whole_rows or whole_cols)
 
@@ -409,20 +409,6 @@ def _mvin_rows(elems, span, elem_bytes):  # type: ignore[no-untyped-def]
     return full * _req(span * elem_bytes) + np.where(rest > 0, _req(rest * elem_bytes), 0.0)
 
 
-def _loads(e: Execution, trips: dict[str, int], first: dict[str, object]):  # type: ignore[no-untyped-def]
-    """(input, weight) load indicators of the calls, broadcastable like `first` (per dimension: 1 on the calls
-    at that DRAM loop's first tile). Without reuse every call loads both. With it, an operand is loaded only
-    when one of its own dimensions moved: consecutive calls across the innermost DRAM loops (several tiles)
-    that do not index it share its tile, so it loads on their first iteration only."""
-    loads = []
-    for t in ("I", "W"):
-        flag: object = 1.0
-        for d in _kept_across(e, trips, t):
-            flag = flag * first[d]  # type: ignore[operator]
-        loads.append(flag)
-    return loads[0], loads[1]
-
-
 def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
     """Feature rows (FEATURE_COLUMNS) of the distinct tiled_conv calls of an execution."""
     return conv_calls_many([e], dram_bw)[0]
@@ -486,7 +472,7 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     count = hn * wn * kn * cn * nn * each([e.groups for e in es])
     first = {"P": p0, "Q": q0, "K": k0, "C": c0, "N": n0, "R": h0, "S": w0}
     # (input, weight) load indicators: with tiles kept, an operand loads only on the first iteration of the DRAM
-    # loops it is kept across (`_loads`)
+    # loops it is kept across (`_kept_across`)
     kept = {t: np.zeros((n, len(first)), dtype=bool) for t in ("I", "W")}
     for x, e in enumerate(es):
         trips = {
@@ -531,8 +517,9 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
 
 
 def _kept_across(e: Execution, trips: dict[str, int], tensor: str) -> list[str]:
-    """The DRAM loops across which Tileplan's code keeps `tensor`'s tile (see `_loads`): it loads only on their
-    first iteration."""
+    """The DRAM loops across which `tensor`'s tile is kept, so it loads only on their first iteration. Without
+    reuse every call loads both operands. With it, an operand is loaded only when one of its own dimensions moved:
+    consecutive calls across the innermost DRAM loops (several tiles) that do not index it share its tile."""
     kept: list[str] = []
     if e.reuse:
         for d in reversed(e.order):
@@ -570,17 +557,26 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
 
     trips = {"P": tiles(rows_i, e.t_h, d), "K": tiles(e.k, e.t_k, cols), "C": tiles(e.c, e.t_c, rows), "G": e.groups}
     out = []
+    kept = {t: _kept_across(e, trips, t) for t in ("I", "W")}  # the DRAM loops each operand is kept across
+    c_blocks, k_blocks = blocks(e.c, e.t_c, rows), blocks(e.k, e.t_k, cols)
+    a_req = {ke: _mvin_req(ke, rows, e.in_bytes) for (_, ke, _, _) in c_blocks}  # DMA requests per operand row
+    b_req = {je: _mvin_req(je, cols, e.in_bytes) for (_, je, _, _) in k_blocks}
     for (ib, ie, _, i0), i_n in blocks(rows_i, e.t_h, d).items():
-        for (jb, je, _, j0), j_n in blocks(e.k, e.t_k, cols).items():
-            for (kb, ke, kf, k0), k_n in blocks(e.c, e.t_c, rows).items():
+        for (jb, je, _, j0), j_n in k_blocks.items():
+            for (kb, ke, kf, k0), k_n in c_blocks.items():
                 count = i_n * j_n * k_n * e.groups
                 pre = jb * kb
                 ops = ib * jb * kb
                 ex_rows = ie * jb * kb
                 part_rows = ie % d
                 part_ops = jb * kb * float(part_rows > 0)
-                load_a, load_b = _loads(e, trips, {"P": float(i0), "K": float(j0), "C": float(k0)})
-                ld_req = load_a * ie * _mvin_req(ke, rows, e.in_bytes) + load_b * ke * _mvin_req(je, cols, e.in_bytes)
+                first = {"P": float(i0), "K": float(j0), "C": float(k0)}
+                load_a = load_b = 1.0
+                for dim in kept["I"]:
+                    load_a = load_a * first[dim]
+                for dim in kept["W"]:
+                    load_b = load_b * first[dim]
+                ld_req = load_a * ie * a_req[ke] + load_b * ke * b_req[je]
                 ld_bytes = (load_a * ie * ke + load_b * ke * je) * e.in_bytes
                 if k0 and e.bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * jb
