@@ -1,9 +1,11 @@
 """Hostile mix: the requests of issue 16, a few per second for a minute, next to normal cached traffic.
 
-    .venv/bin/python bench/hostile.py [--seconds 60] [--rate 3] [--out bench/results/hostile.md]
+    .venv/bin/python bench/hostile.py [--baseline-seconds 30] [--seconds 60] [--rate 3] [--out bench/results/hostile.md]
 
 One `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, every other setting at its default)
-on 127.0.0.1:18290. Four layers are solved and cached first. Then, for `--seconds`:
+on 127.0.0.1:18290. Four layers are solved and cached first. The normal traffic and the probe run alone for
+`--baseline-seconds` (the reference, measured in the same run on the same machine), then together with the hostile
+client for `--seconds`:
 - a prober GETs /healthz every 50 ms (5 s client timeout; a timeout counts as a failure at 5000 ms);
 - 4 normal clients POST /schedule for the cached layers back to back (with the token), each answer must be a 200;
 - the hostile client sends `--rate` requests per second, round robin over the cases (below), each with a 5 s client
@@ -149,9 +151,104 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+class Phase:
+    """What one phase measured."""
+
+    def __init__(self) -> None:
+        self.health: list[float] = []
+        self.health_fail = 0
+        self.normal: list[tuple[int, float]] = []
+        self.hostile: dict[str, Counter[str]] = defaultdict(Counter)
+        self.rss: list[float] = []
+        self.rss_start = 0.0
+        self.seconds = 0.0
+
+    @property
+    def ok(self) -> int:
+        return sum(1 for code, _ in self.normal if code == 200)
+
+    @property
+    def latency(self) -> list[float]:
+        return [ms for _, ms in self.normal]
+
+
+def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]], seconds: float,
+            rate: float) -> Phase:
+    """Normal traffic, the /healthz probe and the RSS sampler for `seconds`, plus the hostile `cases` (if any)."""
+    out = Phase()
+    out.rss_start = rss_mib(pid)
+    stop = threading.Event()
+
+    def prober() -> None:
+        with httpx.Client(timeout=5.0) as h:
+            while not stop.is_set():
+                t = time.perf_counter()
+                try:
+                    ok = h.get(url + "/healthz").status_code == 200
+                except httpx.TransportError:
+                    ok = False
+                out.health.append((time.perf_counter() - t) * 1000 if ok else 5000.0)
+                out.health_fail += not ok
+                time.sleep(0.05)
+
+    def normal_client(i: int) -> None:
+        with httpx.Client(base_url=url, timeout=30.0, headers=AUTH) as n:
+            for layer in itertools.cycle(NORMAL[i:] + NORMAL[:i]):
+                if stop.is_set():
+                    return
+                t = time.perf_counter()
+                try:
+                    code = n.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [layer],
+                                                     "options": FAST}).status_code
+                except httpx.TransportError:
+                    code = 0
+                out.normal.append((code, (time.perf_counter() - t) * 1000))
+
+    def sampler() -> None:
+        while not stop.is_set():
+            out.rss.append(rss_mib(pid))
+            time.sleep(0.5)
+
+    def hostile_client() -> None:
+        n = 0
+        start = time.monotonic()
+        for case, method, path, kw in itertools.cycle(cases):
+            if stop.is_set():
+                return
+            n += 1
+            if case.startswith("6"):
+                kw = {**kw, "params": {"format": "c", "name": f"reader{n}"}}
+
+            def one(case: str = case, method: str = method, path: str = path, kw: dict[str, Any] = kw) -> None:
+                try:
+                    code = httpx.request(method, url + path, timeout=5.0, **kw).status_code
+                    out.hostile[case][str(code)] += 1
+                except httpx.TimeoutException:
+                    out.hostile[case]["gave up (5 s)"] += 1
+                except httpx.TransportError as exc:
+                    out.hostile[case][type(exc).__name__] += 1
+
+            threading.Thread(target=one, daemon=True).start()
+            time.sleep(max(0.0, start + n / rate - time.monotonic()))
+
+    workers = [prober, sampler] + ([hostile_client] if cases else [])
+    threads = [threading.Thread(target=f, daemon=True) for f in workers]
+    threads += [threading.Thread(target=normal_client, args=(i,), daemon=True) for i in range(4)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    out.seconds = time.monotonic() - t0
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--baseline-seconds", type=float, default=30.0, help="normal traffic alone, first")
     ap.add_argument("--rate", type=float, default=3.0, help="hostile requests per second")
     ap.add_argument("--out", default=str(REPO / "bench/results/hostile.md"))
     args = ap.parse_args()
@@ -180,78 +277,9 @@ def main() -> None:
             descriptor = c.get("/hardware/gemmini-8x8").json()
         descriptor = {k: v for k, v in descriptor.items() if k != "source"}
         cases = hostile_cases(descriptor, key)
-        rss_start = rss_mib(api.pid)
-        stop = threading.Event()
-        health: list[float] = []
-        health_fail = 0
-        normal: list[tuple[int, float]] = []
-        hostile: dict[str, Counter[str]] = defaultdict(Counter)
-        rss: list[float] = []
-
-        def prober() -> None:
-            nonlocal health_fail
-            with httpx.Client(timeout=5.0) as h:
-                while not stop.is_set():
-                    t = time.perf_counter()
-                    try:
-                        ok = h.get(url + "/healthz").status_code == 200
-                    except httpx.TransportError:
-                        ok = False
-                    health.append((time.perf_counter() - t) * 1000 if ok else 5000.0)
-                    health_fail += not ok
-                    time.sleep(0.05)
-
-        def normal_client(i: int) -> None:
-            with httpx.Client(base_url=url, timeout=30.0, headers=AUTH) as n:
-                for layer in itertools.cycle(NORMAL[i:] + NORMAL[:i]):
-                    if stop.is_set():
-                        return
-                    t = time.perf_counter()
-                    try:
-                        code = n.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [layer],
-                                                         "options": FAST}).status_code
-                    except httpx.TransportError:
-                        code = 0
-                    normal.append((code, (time.perf_counter() - t) * 1000))
-
-        def sampler() -> None:
-            while not stop.is_set():
-                rss.append(rss_mib(api.pid))
-                time.sleep(0.5)
-
-        def hostile_client() -> None:
-            n = 0
-            start = time.monotonic()
-            for case, method, path, kw in itertools.cycle(cases):
-                if stop.is_set():
-                    return
-                n += 1
-                if case.startswith("6"):
-                    kw = {**kw, "params": {"format": "c", "name": f"reader{n}"}}
-
-                def one(case: str = case, method: str = method, path: str = path, kw: dict[str, Any] = kw) -> None:
-                    try:
-                        code = httpx.request(method, url + path, timeout=5.0, **kw).status_code
-                        hostile[case][str(code)] += 1
-                    except httpx.TimeoutException:
-                        hostile[case]["gave up (5 s)"] += 1
-                    except httpx.TransportError as exc:
-                        hostile[case][type(exc).__name__] += 1
-
-                threading.Thread(target=one, daemon=True).start()
-                time.sleep(max(0.0, start + n / args.rate - time.monotonic()))
-
-        threads = [threading.Thread(target=f, daemon=True) for f in (prober, sampler, hostile_client)]
-        threads += [threading.Thread(target=normal_client, args=(i,), daemon=True) for i in range(4)]
         load0 = os.getloadavg()[0]
-        t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        time.sleep(args.seconds)
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
-        elapsed = time.monotonic() - t0
+        calm = measure(url, api.pid, [], args.baseline_seconds, args.rate)
+        mixed = measure(url, api.pid, cases, args.seconds, args.rate)
         time.sleep(5.5)  # the hostile requests still in flight give up
         load1 = os.getloadavg()[0]
     finally:
@@ -262,35 +290,41 @@ def main() -> None:
             api.kill()
         log.close()
 
-    ok = sum(1 for code, _ in normal if code == 200)
-    lat = [ms for _, ms in normal]
+    def row(name: str, f: Any, target: str = "") -> str:
+        return f"| {name} | {f(calm)} | {f(mixed)} | {target} |"
+
     lines = [
         "# Hostile mix (issue 16)",
         "",
-        f"`.venv/bin/python bench/hostile.py --seconds {args.seconds:g} --rate {args.rate:g}`: one `tileplan serve` "
-        "(SQLite, 2 solver processes, tokens with reads protected, default budgets), 4 normal clients posting cached "
-        f"layers back to back, a /healthz probe every 50 ms, the hostile cases round robin at {args.rate:g}/s with a "
-        f"5 s client timeout, for {elapsed:.0f} s. {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores shared with other work (load average {load0:.1f} before, {load1:.1f} after).",
+        f"`.venv/bin/python bench/hostile.py --seconds {args.seconds:g} --baseline-seconds {args.baseline_seconds:g} "
+        f"--rate {args.rate:g}`: one `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, default "
+        "budgets), 4 normal clients posting cached layers back to back and a /healthz probe every 50 ms: first alone "
+        f"(the reference, {calm.seconds:.0f} s), then with the hostile cases round robin at {args.rate:g}/s, each with "
+        f"a 5 s client timeout ({mixed.seconds:.0f} s). {platform.machine()}, {os.cpu_count()} cores shared with other "
+        f"work (load average {load0:.1f} before, {load1:.1f} after).",
         "",
-        "| measure | value | target |",
-        "|---|---|---|",
-        f"| /healthz probes | {len(health)} ({health_fail} failed) | all answer |",
-        f"| /healthz p50 / p99 / max | {pct(health, 0.5):.1f} / {pct(health, 0.99):.1f} / {max(health):.1f} ms "
-        "| p99 < 200 ms |",
-        f"| normal cached POST /schedule | {len(normal)}, {ok / max(1, len(normal)):.2%} answered 200 | 100% |",
-        f"| normal p50 / p99 | {pct(lat, 0.5):.1f} / {pct(lat, 0.99):.1f} ms | |",
-        f"| API RSS at start / max / end | {rss_start:.0f} / {max(rss):.0f} / {rss[-1]:.0f} MiB "
-        f"| < {RSS_BUDGET_MIB} MiB |",
-        f"| hostile requests sent | {sum(sum(v.values()) for v in hostile.values())} | |",
+        "| measure | normal traffic alone | with the hostile mix | target |",
+        "|---|---|---|---|",
+        row("/healthz probes (failed)", lambda r: f"{len(r.health)} ({r.health_fail})", "all answer"),
+        row("/healthz p50 / p99 / max", lambda r: f"{pct(r.health, .5):.1f} / {pct(r.health, .99):.1f} / "
+            f"{max(r.health):.1f} ms", "p99 < 200 ms"),
+        row("normal cached POST /schedule answered 200", lambda r: f"{r.ok} of {len(r.normal)} "
+            f"({r.ok / max(1, len(r.normal)):.2%})", "100%"),
+        row("normal p50 / p99", lambda r: f"{pct(r.latency, .5):.1f} / {pct(r.latency, .99):.1f} ms"),
+        row(f"API RSS max (start {calm.rss_start:.0f} MiB)", lambda r: f"{max(r.rss):.0f} MiB",
+            f"< {RSS_BUDGET_MIB} MiB"),
+        f"| /healthz p99 with the mix / alone | | {pct(mixed.health, .99) / pct(calm.health, .99):.2f}x | |",
+        "",
+        f"Hostile requests sent: {sum(sum(v.values()) for v in mixed.hostile.values())}.",
         "",
         "| hostile case | answers |",
         "|---|---|",
     ]
     for case, _, _, _ in cases:
-        got = ", ".join(f"{code}: {n}" for code, n in sorted(hostile[case].items()))
+        got = ", ".join(f"{code}: {n}" for code, n in sorted(mixed.hostile[case].items()))
         lines.append(f"| {case} | {got} |")
-    lines += ["", "Case 5 (PostgreSQL going away) is not in this SQLite mix: tests/hostile/test_hostile_database.py replays it."]
+    lines += ["", "Case 5 (PostgreSQL going away) is not in this SQLite mix: tests/hostile/test_hostile_database.py "
+              "replays it."]
     text = "\n".join(lines) + "\n"
     Path(args.out).write_text(text)
     print(text)

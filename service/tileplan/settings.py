@@ -58,6 +58,8 @@ class Settings(BaseSettings):
         "Longest reading one descriptor or evaluating one mapping may take; past it: 422."))
     sandbox_memory_mb: int = Field(default=1024, ge=256, description=(
         "Data-segment limit of each sandbox process (MiB); past it: 422."))
+    max_descriptor_bytes: int = Field(default=256 * 1024, gt=0, description=(
+        "Largest inline descriptor (its JSON, or its YAML source) a request may carry; past it: 422, before parsing."))
     descriptor_cache_bytes: int = Field(default=8 * 1024 * 1024, ge=0, description=(
         "Bytes of resolved inline descriptors the API keeps, by fingerprint of what was sent."))
     max_layer_extent: int = Field(default=1 << 20, gt=0, description=(

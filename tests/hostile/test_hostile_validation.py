@@ -185,3 +185,13 @@ def test_unknown_cost_params_are_refused(client: TestClient) -> None:
     hw["cost_params"] = {"dram_efficiency": True}
     r = client.post("/schedule", json={"hardware": hw, "layers": [FC]})
     assert r.status_code == 422, r.text
+
+
+def test_oversized_descriptors_are_refused_before_parsing(client: TestClient) -> None:
+    for hw in (gemmini(name="big", description="d" * 300_000),
+               {"name": "big", "format": "tileplan", "source": "# " + "x" * 300_000 + "\n"}):
+        r = client.post("/schedule", json={"hardware": hw, "layers": [FC]})
+        assert r.status_code == 422 and "max_descriptor_bytes" in item(r)["msg"], r.text[:300]
+    long = gemmini(name="long-description", description="d" * 20_000)  # under the size bound, over the field's
+    r = client.post("/schedule", json={"hardware": long, "layers": [FC]})
+    assert r.status_code == 422 and item(r)["loc"] == ["body", "hardware", "description"], r.text[:300]

@@ -111,8 +111,17 @@ class Sandbox:
 
     async def descriptor(self, ref: Any) -> HardwareDescriptor:
         try:
-            digest = hashlib.sha256(json.dumps(ref, sort_keys=True).encode()).hexdigest()
-        except (TypeError, ValueError, UnicodeEncodeError):
+            text = json.dumps(ref, sort_keys=True)
+        except (TypeError, ValueError, RecursionError):
+            text = ""
+        limit = self.settings.max_descriptor_bytes
+        if len(text) > limit:  # (JSON text: at least one byte per character)
+            loc = ("hardware", "source") if isinstance(ref, dict) and "source" in ref else ("hardware",)
+            raise InputError(loc, f"the descriptor is over this server's bound of {limit} bytes "
+                             "(max_descriptor_bytes)", "too_large")
+        try:
+            digest = hashlib.sha256(text.encode()).hexdigest() if text else None
+        except UnicodeEncodeError:  # a lone surrogate: refused in the sandbox, with its field
             digest = None
         hit = self._descriptors.get(digest) if digest else None
         if hit is not None:

@@ -114,7 +114,7 @@ class Scheduler:
             if ref in self._catalog:
                 return self._catalog[ref]
             return await asyncio.to_thread(self.registered, ref)
-        return await self.sandbox.descriptor(ref)
+        return await self.sandbox.descriptor(ref)  # (its size bound is checked there, before any parsing)
 
     def prepare(self, hardware: Any, hw: HardwareDescriptor, layers: list[Any], options: ScheduleOptions) -> Prepared:
         """`hw`: what `hardware` names (`self.hardware(hardware)`)."""
