@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 PORT = 18290
 TOKEN = "bench-token"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
-RSS_BUDGET_MIB = 600  # README "Budgets": what the API process may hold under this mix
+RSS_BUDGET_MIB = 300  # README "Budgets": what the API process may hold under this mix
 FAST = {"time_limit_s": 2}
 NORMAL = [
     {"name": "fc", "op": "matmul", "M": 1, "K": 2048, "N": 1000},

@@ -21,6 +21,7 @@ from tileplan.jobs.slots import ProcessSlots, SlotCrashed, SlotTimeout
 from tileplan.settings import Settings
 
 Detail = dict[str, Any]
+SANDBOX_NICE = 5
 
 
 def descriptor_from_ref(ref: Any) -> HardwareDescriptor:
@@ -98,7 +99,8 @@ def _warm() -> None:
 class Sandbox:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.slots = ProcessSlots(settings.sandbox_processes, name="sandbox",
+        # below the API's CPU priority: a costly evaluation takes what the API leaves, not the other way round
+        self.slots = ProcessSlots(settings.sandbox_processes, name="sandbox", nice=SANDBOX_NICE,
                                   memory_bytes=settings.sandbox_memory_mb * 1024 * 1024, warm=_warm)
         # fingerprint of an inline descriptor as sent -> its descriptor JSON (validated again here: cheap, bounded)
         self._descriptors: ByteLRU[str, HardwareDescriptor] = ByteLRU(settings.descriptor_cache_bytes)
