@@ -195,3 +195,21 @@ def test_oversized_descriptors_are_refused_before_parsing(client: TestClient) ->
     long = gemmini(name="long-description", description="d" * 20_000)  # under the size bound, over the field's
     r = client.post("/schedule", json={"hardware": long, "layers": [FC]})
     assert r.status_code == 422 and item(r)["loc"] == ["body", "hardware", "description"], r.text[:300]
+
+
+def test_onnx_model_with_absurd_dimensions_is_a_422(client: TestClient) -> None:
+    import base64
+
+    from onnx import TensorProto, helper
+
+    big = 10**9  # declared, never allocated: the importer reads shapes only
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["y"], name="huge_mm")], "huge",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [16, big]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [big, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    r = client.post("/schedule", json={"hardware": "gemmini-16x16",
+                                       "model": base64.b64encode(model.SerializeToString()).decode()})
+    assert r.status_code == 422, r.text[:300]
+    assert item(r)["loc"][:3] == ["body", "layers", 0] and "max_layer_extent" in item(r)["msg"], r.text[:300]
