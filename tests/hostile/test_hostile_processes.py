@@ -271,3 +271,19 @@ def test_a_client_that_leaves_cancels_the_layers_it_alone_asked_for(api: Proc) -
     r = httpx.post(api.url + "/schedule", json={"hardware": "gemmini-16x16", "layers": layers[:1], "options": FAST},
                    timeout=120)
     assert r.status_code == 200, r.text
+
+
+def test_a_client_that_leaves_stops_a_module_build_only_it_waited_for(api: Proc) -> None:
+    with httpx.Client(base_url=api.url, timeout=300) as c:
+        plan = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [{**FC, "M": 8, "name": "m"}],
+                                         "options": FAST}).json()["plans"][0]
+        assert c.get(f"/plans/{plan['key']}/module").status_code == 200  # the build process is up (and warm)
+        with pytest.raises(httpx.ReadTimeout):
+            c.get(f"/plans/{plan['key']}/module", params={"name": "leaver"}, timeout=0.5)
+        for _ in range(100):
+            if "event=slot_cancelled pool=modules" in api.output():
+                break
+            time.sleep(0.2)
+        assert "event=slot_cancelled pool=modules" in api.output()
+        again = c.get(f"/plans/{plan['key']}/module", params={"name": "stayer"})  # a fresh build process serves it
+        assert again.status_code == 200 and "stayer" in again.text

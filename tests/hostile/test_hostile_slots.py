@@ -52,3 +52,37 @@ def test_cancelling_the_caller_kills_its_call() -> None:
             slots.close()
 
     asyncio.run(main())
+
+
+def test_single_flight_work_stops_only_when_nobody_waits() -> None:
+    from tileplan.jobs.singleflight import SingleFlight
+
+    async def main() -> None:
+        flight: SingleFlight[str] = SingleFlight()
+        ran: list[str] = []
+
+        async def work() -> str:
+            try:
+                await asyncio.sleep(1.0)
+                ran.append("done")
+                return "result"
+            except asyncio.CancelledError:
+                ran.append("cancelled")
+                raise
+
+        # two callers; the first leaves: the second still gets the result
+        first = asyncio.ensure_future(flight.run("k", work))
+        second = asyncio.ensure_future(flight.run("k", work))
+        await asyncio.sleep(0.1)
+        first.cancel()
+        assert await second == "result" and ran == ["done"]
+        # one caller, who leaves: the work stops
+        alone = asyncio.ensure_future(flight.run("k2", work))
+        await asyncio.sleep(0.1)
+        alone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await alone
+        await asyncio.sleep(0.05)
+        assert ran == ["done", "cancelled"]
+
+    asyncio.run(main())

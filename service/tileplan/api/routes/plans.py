@@ -103,8 +103,8 @@ async def get_plan_module(
     """The code generated for the plan (built now, in a solver process, if the plan was scheduled without
     `codegen`, or was cached under another layer name than `name`). A plan that cannot become code for its
     hardware (no code generator there) is a 422 with the reason, at once."""
-    try:
-        module = await request.app.state.modules.ensure(key, name)
+    try:  # (a client that leaves stops a build only it was waiting for)
+        module = await unless_gone(request.is_disconnected, request.app.state.modules.ensure(key, name))
     except UnknownDescriptor as exc:
         raise ApiError(404, ["path", "key"], str(exc), "not_found") from None
     except (SolveTimeout, SolverCrashed) as exc:  # not stored: the next request tries again
