@@ -113,7 +113,11 @@ class ModuleBuilder:
         else:
             if name is not None:
                 layer["name"] = name
-            module = await self.pool.build(hardware, layer, mapping, timeout=self.settings.codegen_time_limit_s)
+            try:
+                module = await self.pool.build(hardware, layer, mapping, timeout=self.settings.codegen_time_limit_s)
+            except asyncio.CancelledError:  # everyone who asked for it left
+                log.info("event=module_build_cancelled key=%s name=%s", key[:12], name)
+                raise
         log.info("event=module_built key=%s ok=%s seconds=%.3f", key[:12], module["ok"], module.get("seconds", 0.0))
         if name is not None:
             return stored_module(key, module)
