@@ -1,3 +1,5 @@
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,3 +13,18 @@ BENCH_DATA = REPO / "bench" / "data"
 def examples() -> Path:
     """The example workloads and Timeloop files shipped in the repository (examples/)."""
     return EXAMPLES
+
+
+@pytest.fixture()
+def fresh_pg() -> Iterator[str]:
+    """A PostgreSQL database of its own for one test, dropped afterwards (the service and hostile suites)."""
+    sys.path.insert(0, str(REPO / "tests" / "service"))
+    import service_procs
+
+    if not service_procs.pg_available():
+        pytest.skip(f"PostgreSQL not reachable at {service_procs.PG_ADMIN}")
+    url = service_procs.create_database()
+    try:
+        yield url
+    finally:
+        service_procs.drop_database(url)

@@ -4,25 +4,12 @@ and workers as processes where the case is about processes), on loopback only, b
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+# the hostile tests start servers with the service suite's process helpers (service_procs)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-import service_procs  # noqa: E402
-
-
-@pytest.fixture()
-def fresh_pg() -> Iterator[str]:
-    """A PostgreSQL database of its own for one test."""
-    if not service_procs.pg_available():
-        pytest.skip(f"PostgreSQL not reachable at {service_procs.PG_ADMIN}")
-    url = service_procs.create_database()
-    try:
-        yield url
-    finally:
-        service_procs.drop_database(url)
 
 
 PORTS = range(18200, 18300)  # this suite's share of loopback ports

@@ -10,7 +10,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import service_procs  # noqa: E402
 
 
-
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database for this run, dropped at the end."""
@@ -23,13 +22,3 @@ def pg_url() -> Iterator[str]:
         service_procs.drop_database(url)
 
 
-@pytest.fixture()
-def fresh_pg() -> Iterator[str]:
-    """A database of its own for one test."""
-    if not service_procs.pg_available():
-        pytest.skip(f"PostgreSQL not reachable at {service_procs.PG_ADMIN}")
-    url = service_procs.create_database()
-    try:
-        yield url
-    finally:
-        service_procs.drop_database(url)
