@@ -604,7 +604,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--mapping", required=True,
                    help="a Mapping, a Plan, or plans (`tileplan schedule --json`, `tileplan-client schedule --out`), "
                         "JSON or YAML")
-    e.add_argument("--executor", choices=["tileplan", "library"], default=None,
+    e.add_argument("--executor", choices=["tileplan", "library", "library-auto"], default=None,
                    help="Gemmini-like hardware: cost the calls as Tileplan's code runs them (tiles kept between "
                         "calls that share them) or as Gemmini's own library does (default: the mapping's own "
                         "`executor`, which a plan's mapping carries, else the library)")

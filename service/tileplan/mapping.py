@@ -50,13 +50,15 @@ class Mapping(BaseModel):
     )
     double_buffered: dict[str, list[Tensor]] = Field(default_factory=dict)
     dataflow: str | None = None
-    executor: Literal["tileplan", "library"] | None = Field(
+    executor: Literal["tileplan", "library", "library-auto"] | None = Field(
         default=None,
         description=(
             "Hardware run by a software library (Gemmini): who runs the calls. 'tileplan' = Tileplan's generated "
             "code (keeps tiles consecutive calls share, folds kernel columns for few-channel convolutions: what "
             "Tileplan's plans run as); 'library' or absent = the hardware's own library (Gemmini's tiled_conv / "
-            "tiled_matmul, the way its measurements and the hand-written baseline run)."
+            "tiled_matmul, the way its measurements and the hand-written baseline run); 'library-auto' = the same "
+            "calls through tiled_conv_auto / tiled_matmul_auto, whose tile (this mapping's) the library searches for "
+            "on the host at run time, a cost the run pays."
         ),
     )
 

@@ -176,11 +176,12 @@ class EvaluateRequest(_Request):
     hardware: str | dict[str, Any] = Field(description=HARDWARE_DOC, examples=["gemmini-16x16"])
     layer: dict[str, Any] = Field(description="One layer (contracts.md Layer).", examples=[LAYER_EXAMPLE])
     mapping: dict[str, Any] = Field(description="A Mapping (contracts.md), levels innermost first.")
-    executor: Literal["tileplan", "library"] | None = Field(
+    executor: Literal["tileplan", "library", "library-auto"] | None = Field(
         default=None,
         description="On library hardware (Gemmini): cost the mapping as Tileplan's generated code runs it (tiles "
         "kept between calls that share them, kernel columns folded for few-channel convolutions) or as Gemmini's "
-        "own library does (every call refetches its tiles). Unset: the mapping's own `executor` (a plan's mapping "
+        "own library does (every call refetches its tiles; 'library-auto': through tiled_conv_auto, which also "
+        "searches for its tile on the host first). Unset: the mapping's own `executor` (a plan's mapping "
         "carries it), else the library.",
     )
     model: Literal["gemmini", "timeloop", "first-order"] | None = Field(

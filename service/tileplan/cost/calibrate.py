@@ -53,6 +53,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "call_floor_cycles": (0.0, 1e5),
     "call_floor_matmul": (0.0, 1e5),
     "run_overhead_cycles": (0.0, 1e6),
+    "tile_search_cycles": (0.0, 1e4),
 }
 
 

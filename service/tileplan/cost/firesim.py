@@ -334,7 +334,7 @@ def library_mapping(
         # tile that fits half the scratchpad a little over it twice (as gemmini-auto notes): declared single
         # buffered, it is legal, and the library's calls overlap all the same.
         mapping = mapping.model_copy(update={"double_buffered": {}})
-    return mapping.model_copy(update={"executor": "library"})
+    return mapping.model_copy(update={"executor": "library-auto"})
 
 
 def _layer_key(row: dict[str, str]) -> str:

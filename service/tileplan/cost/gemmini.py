@@ -37,8 +37,11 @@ software library per iteration of the DRAM-level loops:
   wastes the array.
 * DMA: the input tile moves as one row per input pixel (its C tile channels), weights as one row per
   (kernel row, kernel col, input channel) of the K tile, each row in mvin rows of up to 64 B (gemmini.h's
-  MAX_BLOCK_LEN blocks side by side), one request each; outputs as one row per output pixel per DIM output
-  channels; a layer's bias (or zeros) as one accumulator row per output pixel per DIM output channels on an
+  MAX_BLOCK_LEN blocks side by side); outputs as one row per output pixel per DIM output channels. The DMA
+  reads (writes) each such row as aligned power-of-two packets of at most 64 B (DMA.scala: StreamReader /
+  StreamWriter), i.e. one request per 64-byte block the row touches: a channel tile that starts mid-block
+  (the library's 624-channel tiles start at channel 624, byte 48 of a block) needs twice the requests of an
+  aligned one (`_row_req`, averaged over the offsets the rows' stride cycles through). A layer's bias (or zeros) as one accumulator row per output pixel per DIM output channels on an
   output tile's first reduction call, only when the layer has a bias (Tileplan's code loads zeros the same way
   when it has none). Zero padding is not read from DRAM (the library makes it on chip); a strided 1x1
   convolution loads its whole strided window under the library (FireSim says so) and only the pixels it uses
@@ -55,6 +58,12 @@ software library per iteration of the DRAM-level loops:
   time of a tiled_conv call is about twice a tiled_matmul call's (FireSim: the smallest calls of the data set
   take ~275 and ~130 cycles however little they move). A layer also pays, once, its first load's and last
   store's latency and the closing fence.
+* Gemmini's own tiler (executor "library-auto": tiled_conv_auto) searches for its tile on the host inside the
+  run, before the first call and with the accelerator idle: every candidate it sizes costs two evaluations of
+  tiled_conv_total_spad_rows (`tile_search_evaluations`, counted by replaying the search in
+  tileplan.mappers.gemmini_auto). Layers whose channels shrink 16 at a time from 2048 size ~1,000 candidates,
+  as many cycles as the accelerator's own work on a 7x7 layer (FireSim: the library's runs of small layers take
+  up to twice what their calls cost). tiled_matmul_auto's search is a few candidates and is not counted.
 * Loop iterators are 16-bit: a tile whose input window lies entirely in the zero padding (possible only
   with padded convolutions and kernel tiles no taller/wider than the stride) makes the input loader count
   ~2^16 rows, a pathological DMA storm that the model reproduces.
@@ -206,6 +215,9 @@ class Execution:
     # the software DIM (the longest row piece one compute instruction streams). 0: a square dim x dim array.
     dim_c: int = 0
     dim_k: int = 0
+    # Candidate tiles the host sizes before the first call (tiled_conv_auto's search for its tile, inside the run:
+    # executor "library-auto"); 0 when the tile is given (tiled_conv, Tileplan's code).
+    search: int = 0
 
     @property
     def rows(self) -> int:
@@ -216,7 +228,7 @@ class Execution:
         return self.dim_k or self.dim
 
 
-EXECUTORS = ("tileplan", "library")
+EXECUTORS = ("tileplan", "library", "library-auto")
 
 
 def kernel_fold(dim: int, c: int, t_c: int, t_s: int, dilation_w: int) -> int:
@@ -255,6 +267,8 @@ def execution_from_mapping(
     executor = executor or mapping.executor or "library"
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; use one of {EXECUTORS}")
+    auto = executor == "library-auto"  # the library's own tiler picked the tile, at run time
+    executor = "library" if auto else executor
     levels = gemmini_levels(arch)
     top = len(mapping.levels) - 1 if levels is None else levels[2]
     order = tuple(call_loop_order(mapping.levels[top].temporal, DIMS, REDUCTION_DIMS))
@@ -318,6 +332,7 @@ def execution_from_mapping(
         in_h, in_w = dims["P"], dims["Q"]
         pad = (0, 0)
     return Execution(
+        search=tile_search_evaluations(problem, arch) if auto else 0,
         kind="conv", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=dims["Q"], k=dims["K"],
         c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=pad, in_h=in_h, in_w=in_w,
         t_n=tile["N"], t_h=tile["P"], t_w=tile["Q"], t_k=tile["K"], t_c=tile["C"], t_r=tile["R"], t_s=tile["S"],
@@ -328,10 +343,30 @@ def execution_from_mapping(
     )
 
 
-# Per-call feature columns (all counts per call; `count` = how many calls share the row).
+def tile_search_evaluations(problem: Problem, arch: Architecture) -> int:
+    """Candidate tiles tiled_conv_auto sizes on the host before its first call (0 when the hardware is not a square
+    Gemmini, whose library has no such tiler). The search (gemmini.h, tiled_conv_auto: shrink the largest
+    argument until the tile fits half the scratchpad and accumulator, then grow each argument by one while it
+    fits) evaluates tiled_conv_total_spad_rows twice per candidate, divisions included, on the in-order core,
+    while the accelerator idles: for a layer whose channels must shrink by DIM at a time from 2048 that is ~1,000
+    candidates, as long as the accelerator's own work on a 7x7 layer."""
+    from tileplan.mappers.gemmini_auto import ConvGeometry, conv_tile_search, gemmini_shape
+
+    shape = gemmini_shape(arch)
+    if shape is None:
+        return 0
+    d = problem.dims
+    geometry = ConvGeometry(stride=problem.stride, kernel_dilation=problem.dilation)
+    return conv_tile_search(d["N"], d["P"], d["Q"], d["K"], d["R"], d["S"], d["C"], geometry, shape.dim,
+                            shape.spad_rows, shape.acc_rows)[1]
+
+
+# Per-call feature columns (all counts per call; `count` = how many calls share the row). `search` is a per-run
+# quantity (the host's tile search before the first call), carried by a run's first row and not multiplied by
+# `count`.
 FEATURE_COLUMNS = (
     "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
-    "overlap", "matmul", "part_ops", "part_rows",
+    "overlap", "matmul", "part_ops", "part_rows", "search",
 )
 
 
@@ -361,19 +396,20 @@ def _axis(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, 
     return np.array([(c, *k) for k, c in acc.items()], dtype=float)
 
 
-def _chunks(total: int, step: int, tile: int) -> np.ndarray:
+def _chunks(total: int, step: int, tile: int, elem_bytes: float = 0.0) -> np.ndarray:
     """Distinct chunks of a channel/batch loop stepping by `step` with `tile`-sized calls: rows
-    (count, size, last, first)."""
+    (count, size, last, first, byte offset of the chunk's start within a DMA request block). With `elem_bytes`
+    (the chunk indexes a contiguous DRAM row: channels), chunks starting at different offsets are kept apart,
+    since a misaligned row takes more requests (`_row_req`); otherwise the offset is 0."""
     acc: dict[tuple, int] = {}
     n = -(-total // step)
-    i_last = max(0, min(n, -(-(total - tile) // step)))  # first chunk whose tile reaches the end
-    if i_last > 0:
-        acc[(tile, False, True)] = 1
-        if i_last > 1:
-            acc[(tile, False, False)] = i_last - 1
-    for i in range(i_last, n):
+
+    def off(s0: int) -> float:
+        return float((s0 * elem_bytes) % REQUEST_BYTES) if elem_bytes else 0.0
+
+    for i in range(n):
         s0 = i * step
-        key = (min(tile, total - s0), True, s0 == 0)
+        key = (min(tile, total - s0), s0 + tile >= total, s0 == 0, off(s0))
         acc[key] = acc.get(key, 0) + 1
     return np.array([(c, *k) for k, c in acc.items()], dtype=float)
 
@@ -391,15 +427,25 @@ def max_block_len(dim: int, elem_bytes: float = 1.0) -> int:
     return max(1, int(REQUEST_BYTES // (dim * elem_bytes)))
 
 
-def _mvin_req(elems, d: int, elem_bytes: float):  # type: ignore[no-untyped-def]
-    """DMA requests to move `elems` contiguous elements of one DRAM row into the scratchpad: mvin rows of
-    `max_block_len` blocks, each split into requests of at most 64 B. On a 16x16 int8 array one request
-    carries 4 blocks (64 B), on a 128x128 one a block needs two."""
-    return _mvin_rows(elems, d * max_block_len(d, elem_bytes), elem_bytes)
+@functools.lru_cache(maxsize=4096)
+def _row_req_one(elems: float, offset: float, row_stride: float, span: float, elem_bytes: float) -> float:
+    """Mean DMA requests per DRAM row (see `_row_req`) for scalars."""
+    # Rows start at offset + i x row_stride; their offsets within a 64-byte block repeat with this period
+    period = REQUEST_BYTES // math.gcd(int(row_stride) % REQUEST_BYTES or REQUEST_BYTES, REQUEST_BYTES)
+    total = 0.0
+    for i in range(period):
+        start = (offset + i * row_stride) % REQUEST_BYTES
+        done = 0.0
+        while done < elems:  # one mvin row per `span` elements
+            piece = min(span, elems - done) * elem_bytes
+            o = (start + done * elem_bytes) % REQUEST_BYTES
+            total += max(1.0, math.ceil((o + piece) / REQUEST_BYTES))
+            done += span
+    return total / period
 
 
 def _mvin_rows(elems, span, elem_bytes):  # type: ignore[no-untyped-def]
-    """`_mvin_req` with mvin rows of `span` elements."""
+    """DMA requests for a row of `elems` elements moved as mvin rows of `span` elements (`_req` of each)."""
     if isinstance(elems, int | float) and isinstance(span, int | float):  # numbers: as `_req`
         whole = float(math.floor(elems / span))
         left = elems - whole * span
@@ -407,6 +453,24 @@ def _mvin_rows(elems, span, elem_bytes):  # type: ignore[no-untyped-def]
     full = np.floor(elems / span)
     rest = elems - full * span
     return full * _req(span * elem_bytes) + np.where(rest > 0, _req(rest * elem_bytes), 0.0)
+
+
+def _row_req(elems, offset, row_stride: float, span: float, elem_bytes: float):  # type: ignore[no-untyped-def]
+    """DMA requests per DRAM row of `elems` contiguous elements: the row moves in mvin (mvout) rows of `span`
+    elements, and Gemmini's DMA reads each as aligned power-of-two packets of at most 64 B, one request per
+    64-byte block it touches (DMA.scala, StreamReader: the packet that covers the most bytes, aligned to its
+    size). A row starting `offset` bytes into a block therefore takes one more request than an aligned one when
+    it crosses a block boundary: a channel tile of 624 = 9 x 64 + 48 starting at byte 48 moves in 20 requests,
+    not 10. Rows follow each other `row_stride` bytes apart (pixels: the channel count), so the offsets cycle;
+    the answer is the mean over that cycle. Every argument may be a numpy array (they broadcast); the distinct
+    combinations are few, so each is worked out once."""
+    args = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (elems, offset, row_stride, span, elem_bytes)))
+    flat = np.stack([a.ravel() for a in args], axis=1)
+    if not len(flat):
+        return np.zeros(args[0].shape)
+    combos, inverse = np.unique(flat, axis=0, return_inverse=True)
+    per = np.array([_row_req_one(*map(float, c)) for c in combos])
+    return per[inverse.ravel()].reshape(args[0].shape)
 
 
 def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
@@ -422,8 +486,8 @@ def _axis_table(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad:
 
 
 @functools.lru_cache(maxsize=4096)
-def _chunk_table(total: int, step: int, tile: int) -> np.ndarray:
-    table = _chunks(total, step, tile)
+def _chunk_table(total: int, step: int, tile: int, elem_bytes: float = 0.0) -> np.ndarray:
+    table = _chunks(total, step, tile, elem_bytes)
     table.flags.writeable = False
     return table
 
@@ -438,8 +502,8 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
         [
             _axis_table(e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
             _axis_table(e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
-            _chunk_table(e.k, e.k_step, e.t_k),
-            _chunk_table(e.c, e.c_step, e.t_c),
+            _chunk_table(e.k, e.k_step, e.t_k, e.in_bytes),
+            _chunk_table(e.c, e.c_step, e.t_c, e.in_bytes),
             _chunk_table(e.batch, e.t_n, e.t_n),
         ]
         for e in es
@@ -458,7 +522,7 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
         offset = np.cumsum(lengths[:, i]) - lengths[:, i]
         idx = (local // strides[xid, i]) % lengths[xid, i] + offset[xid]
         cols.append([table[idx, j] for j in range(table.shape[1])])
-    (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, _, k0), (cn, cc, cf, c0), (nn, nb, _, n0) = cols
+    (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, _, k0, k_off), (cn, cc, cf, c0, c_off), (nn, nb, _, n0, _) = cols
 
     def each(values: list[float]) -> np.ndarray:  # one value per execution, per row
         return np.asarray(values, dtype=float)[xid]
@@ -489,31 +553,37 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
                 load *= np.where(kept[t][xid, j], first[dim], 1.0)
     kb = np.ceil(kk / cols_)
     cb = np.ceil(cc / rows)
-    w_req = _req(np.minimum(kk, cols_) * out_b)  # one mvout row: <= DIM output channels
     # per kernel-column block (folded): one input row of (up to fold) x C channels per (batch, input row, output
     # column), one preload per (output-channel block, kernel row) of up to fold x C array rows
     blocks = np.ceil(wk / fold)
     folded = fold > 1
     pre = np.where(folded, kb * hk * blocks, kb * hk * wk * cb)
-    in_req = np.where(folded, nb * hu * wo * blocks * _req(fold * cc * in_b), nb * hu * wu * _mvin_rows(cc, span_c, in_b))
+    c_row = each([e.c * e.in_bytes for e in es])  # DRAM bytes between pixels (input rows)
+    k_row_in, k_row_out = each([e.k * e.in_bytes for e in es]), each([e.k * e.out_bytes for e in es])
+    in_req = np.where(folded, nb * hu * wo * blocks * _req(fold * cc * in_b),
+                      nb * hu * wu * _row_req(cc, c_off, c_row, span_c, in_b))
     in_bytes = np.where(folded, nb * hu * wo * wk * cc, nb * hu * wu * cc)
     ops = pre * nb * ho * np.ceil(wo / d)
     ex_rows = pre * nb * ho * wo
     part_rows = wo % d  # the last compute of an output row streams fewer than DIM rows
     part_ops = pre * nb * ho * (part_rows > 0)
-    ld_req = load_i * in_req + load_w * hk * wk * cc * _mvin_rows(kk, span_k, in_b)
+    ld_req = load_i * in_req + load_w * hk * wk * cc * _row_req(kk, k_off, k_row_in, span_k, in_b)
     init = h0 * w0 * c0 * each([float(e.bias) for e in es])  # calls that initialise the accumulator
     ld_req = ld_req + init * nb * ho * wo * kb  # one accumulator row per output pixel and DIM output channels
     ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * in_b
     ld_bytes = ld_bytes + init * kb * nb * ho * np.ceil(wo / d) * cols_ * ACC_BYTES  # one DRAM row per mvin
     final = hf * wf * cf
-    st_req = final * nb * ho * wo * kb * w_req
+    st_req = final * nb * ho * wo * _row_req(kk, k_off * out_b / in_b, k_row_out, cols_, out_b)  # mvout rows: <= DIM
     st_bytes = final * nb * ho * wo * kk * out_b
     out = np.broadcast_arrays(
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
-        each([float(e.overlapped) for e in es]), 0.0, part_ops, part_rows,
+        each([float(e.overlapped) for e in es]), 0.0, part_ops, part_rows, 0.0,
     )
-    return np.stack(out, axis=1).astype(float), xid
+    x = np.stack(out, axis=1).astype(float)
+    # the host's tile search (a per-run quantity) rides on each execution's first row
+    starts = np.flatnonzero(np.r_[True, xid[1:] != xid[:-1]]) if len(xid) else np.zeros(0, dtype=int)
+    x[starts, FEATURE_COLUMNS.index("search")] = [float(es[i].search) for i in xid[starts]]
+    return x, xid
 
 
 def _kept_across(e: Execution, trips: dict[str, int], tensor: str) -> list[str]:
@@ -536,20 +606,28 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     d, rows, cols = e.dim, e.rows, e.cols
     rows_i = e.out_h * e.batch
 
-    def blocks(total: int, tile_blocks: int, d: int) -> Counter:
-        """Distinct tiles of `tile_blocks` DIM-blocks over `total` elements: (blocks, elements, last, first) ->
-        how many; in loop order: the first tile, the full ones between, the last (which holds the remainder)."""
+    def blocks(total: int, tile_blocks: int, d: int, row_elems: bool = False) -> Counter:
+        """Distinct tiles of `tile_blocks` DIM-blocks over `total` elements: (blocks, elements, last, first, byte
+        offset of the tile's start within a 64-byte DMA block when the tile runs along DRAM rows, else 0) -> how
+        many; in loop order: the first tile, the full ones between, the last (which holds the remainder)."""
         acc: Counter = Counter()
         nblk = -(-total // d)
         n = -(-nblk // tile_blocks)
+        step = (tile_blocks * d * e.in_bytes) % REQUEST_BYTES if row_elems else 0.0
+
+        def off(i: int) -> float:
+            return (i * step) % REQUEST_BYTES
+
         if n == 1:
-            acc[(nblk, min(nblk * d, total), True, True)] = 1
+            acc[(nblk, min(nblk * d, total), True, True, 0.0)] = 1
             return acc
-        acc[(tile_blocks, tile_blocks * d, False, True)] = 1
-        if n > 2:
-            acc[(tile_blocks, tile_blocks * d, False, False)] = n - 2
+        acc[(tile_blocks, tile_blocks * d, False, True, 0.0)] = 1
+        # the full tiles between: their offsets repeat with a period of at most 64 tiles
+        period = int(REQUEST_BYTES // math.gcd(int(step) or REQUEST_BYTES, REQUEST_BYTES)) if step else 1
+        for i0 in range(1, min(n - 1, 1 + period)):
+            acc[(tile_blocks, tile_blocks * d, False, False, off(i0))] += len(range(i0, n - 1, period))
         b0 = (n - 1) * tile_blocks
-        acc[(nblk - b0, min((nblk - b0) * d, total - b0 * d), True, False)] = 1
+        acc[(nblk - b0, min((nblk - b0) * d, total - b0 * d), True, False, off(n - 1))] = 1
         return acc
 
     def tiles(total: int, tile_blocks: int, d: int) -> int:  # DRAM-loop trips: tiles of whole DIM-blocks
@@ -558,12 +636,17 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     trips = {"P": tiles(rows_i, e.t_h, d), "K": tiles(e.k, e.t_k, cols), "C": tiles(e.c, e.t_c, rows), "G": e.groups}
     out = []
     kept = {t: _kept_across(e, trips, t) for t in ("I", "W")}  # the DRAM loops each operand is kept across
-    c_blocks, k_blocks = blocks(e.c, e.t_c, rows), blocks(e.k, e.t_k, cols)
-    a_req = {ke: _mvin_req(ke, rows, e.in_bytes) for (_, ke, _, _) in c_blocks}  # DMA requests per operand row
-    b_req = {je: _mvin_req(je, cols, e.in_bytes) for (_, je, _, _) in k_blocks}
-    for (ib, ie, _, i0), i_n in blocks(rows_i, e.t_h, d).items():
-        for (jb, je, _, j0), j_n in k_blocks.items():
-            for (kb, ke, kf, k0), k_n in c_blocks.items():
+    a_span, b_span = rows * max_block_len(rows, e.in_bytes), cols * max_block_len(cols, e.in_bytes)
+    c_blocks, k_blocks = blocks(e.c, e.t_c, rows, row_elems=True), blocks(e.k, e.t_k, cols, row_elems=True)
+    # DMA requests per operand row, worked out once per block: A rows are ke of a row of C elements, B rows je of
+    # a row of K elements, starting at the block's offset in its 64-byte block (`blocks`)
+    a_req = {(ke, k_off): float(_row_req(ke, k_off, e.c * e.in_bytes, a_span, e.in_bytes))
+             for (_, ke, _, _, k_off) in c_blocks}
+    b_req = {(je, j_off): float(_row_req(je, j_off, e.k * e.in_bytes, b_span, e.in_bytes))
+             for (_, je, _, _, j_off) in k_blocks}
+    for (ib, ie, _, i0, _), i_n in blocks(rows_i, e.t_h, d).items():
+        for (jb, je, _, j0, j_off), j_n in k_blocks.items():
+            for (kb, ke, kf, k0, k_off), k_n in c_blocks.items():
                 count = i_n * j_n * k_n * e.groups
                 pre = jb * kb
                 ops = ib * jb * kb
@@ -576,18 +659,19 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                     load_a = load_a * first[dim]
                 for dim in kept["W"]:
                     load_b = load_b * first[dim]
-                ld_req = load_a * ie * a_req[ke] + load_b * ke * b_req[je]
+                ld_req = load_a * ie * a_req[(ke, k_off)] + load_b * ke * b_req[(je, j_off)]
                 ld_bytes = (load_a * ie * ke + load_b * ke * je) * e.in_bytes
                 if k0 and e.bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * jb
                     ld_bytes += jb * np.ceil(ie / d) * cols * ACC_BYTES
                 st_req = st_bytes = 0.0
                 if kf:
-                    st_req = ie * jb * _req(cols * e.out_bytes)
+                    st_req = ie * float(_row_req(je, j_off * e.out_bytes / e.in_bytes, e.k * e.out_bytes, cols,
+                                                 e.out_bytes))
                     st_bytes = ie * je * e.out_bytes
                 out.append(
                     (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped), 1.0,
-                     part_ops, part_rows)
+                     part_ops, part_rows, 0.0)
                 )
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
@@ -661,6 +745,8 @@ def _totals(col, p, row_id: np.ndarray, n_rows: int):  # type: ignore[no-untyped
     matmul = per(col["matmul"] * col["count"])
     fill = np.where((overlapped > 0.5) & (matmul < 0.5), (1.0 - mean_loss) * np.minimum(mean_dma, mean_ex), 0.0)
     cycles = np.bincount(row_id, weights=total, minlength=n_rows) + fill + p["run_overhead_cycles"]
+    # tiled_conv_auto's tile search runs on the host before the first call; nothing overlaps it
+    cycles = cycles + np.bincount(row_id, weights=col["search"], minlength=n_rows) * p["tile_search_cycles"]
     return cycles, count * mean_dma, count * mean_ex, count
 
 
@@ -684,8 +770,16 @@ def gemmini_notes(arch: Architecture, mapping: Mapping, executor: str | None = N
     rows, cols = array_extent(arch)
     dim, used_r, used_c = occupied_array(arch, mapping)
     executor = executor or mapping.executor or "library"
-    runs = "Gemmini's library (tiled_conv / tiled_matmul)" if executor == "library" else "Tileplan's generated code"
+    runs = {
+        "library": "Gemmini's library (tiled_conv / tiled_matmul)",
+        "library-auto": "Gemmini's library through its own tiler (tiled_conv_auto / tiled_matmul_auto)",
+    }.get(executor, "Tileplan's generated code")
     notes = [f"calibrated Gemmini model (FireSim); calls run by {runs}"]
+    if executor == "library-auto":
+        notes.append(
+            f"tiled_conv_auto searches for its tile on the host first ({p['tile_search_cycles']:.0f} cycles per "
+            "candidate tile it sizes); tiled_matmul_auto's few candidates are not counted"
+        )
     if (used_r, used_c) != (rows, cols) and executor == "tileplan":
         notes.append(f"Tileplan's code runs blocks of the whole {rows}x{cols} array, whatever the spatial factors say")
     elif (used_r, used_c) != (rows, cols):

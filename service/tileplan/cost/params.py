@@ -25,7 +25,7 @@ class CostParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     dram_efficiency: float = Field(
-        default=0.6483, gt=0, description="Sustained DMA throughput as a fraction of the DMA's peak (dma_bytes_per_cycle)."
+        default=0.6968, gt=0, description="Sustained DMA throughput as a fraction of the DMA's peak (dma_bytes_per_cycle)."
     )
     dma_bytes_per_cycle: float = Field(
         default=16.0, gt=0,
@@ -36,44 +36,53 @@ class CostParams(BaseModel):
         ),
     )
     dma_request_cycles: float = Field(
-        default=0.979, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
+        default=1.0504, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
     )
     op_overhead_cycles: float = Field(
-        default=0.0, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
+        default=0.0404, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
     )
     compute_floor_dims: float = Field(
-        default=0.4116, ge=0,
+        default=0.419, ge=0,
         description="Shortest a compute instruction occupies the array, in DIM cycles (it streams up to DIM rows; "
         "one with fewer rows still takes this long).",
     )
     preload_dims: float = Field(
-        default=0.3739, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
+        default=0.3842, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
     )
     call_overhead_cycles: float = Field(
         default=0.0, ge=0,
         description="Cycles per library call (one scratchpad tile) that nothing hides, on top of its work or its floor.",
     )
     call_floor_cycles: float = Field(
-        default=274.7973, ge=0,
+        default=275.6096, ge=0,
         description=(
             "Shortest a convolution call (tiled_conv -> loop_conv_ws) can be: the host's time to set up and issue "
             "it, hidden behind the previous call's work when that is longer."
         ),
     )
     call_floor_matmul: float = Field(
-        default=129.9958, ge=0, description="The same for a matrix-multiplication call (tiled_matmul -> loop_ws)."
+        default=130.0172, ge=0, description="The same for a matrix-multiplication call (tiled_matmul -> loop_ws)."
     )
     run_overhead_cycles: float = Field(
-        default=869.0729, ge=0,
+        default=868.5062, ge=0,
         description="Cycles once per layer: the first load's and the last store's latency, the closing fence.",
     )
     overlap_loss: float = Field(
-        default=0.3503, ge=0, le=1,
+        default=0.291, ge=0, le=1,
         description="Share of the shorter of DMA and compute time per call that double buffering fails to hide (convolutions: loop_conv_ws).",
     )
     overlap_loss_matmul: float = Field(
-        default=0.0143, ge=0, le=1,
+        default=0.0221, ge=0, le=1,
         description="The same for matrix multiplications (loop_ws, a different FSM).",
+    )
+
+    tile_search_cycles: float = Field(
+        default=268.9572, ge=0,
+        description=(
+            "Host cycles per candidate tile of tiled_conv_auto's tile search (two evaluations of gemmini.h's "
+            "tiled_conv_total_spad_rows), paid before the first call when the library picks its own tile "
+            "(executor 'library-auto')."
+        ),
     )
 
     @classmethod
@@ -99,6 +108,7 @@ FITTED: tuple[str, ...] = (
     "call_floor_cycles",
     "call_floor_matmul",
     "run_overhead_cycles",
+    "tile_search_cycles",
 )
 
 DEFAULT_PARAMS = CostParams()

@@ -232,12 +232,26 @@ def conv_tiles(
     geometry: ConvGeometry, dim: int, spad_rows: int, acc_rows: int,
 ) -> tuple[int, int, int, int, int, int, int]:
     """tiled_conv_auto's tile (batches, orows, ocols, ochs, krows, kcols, kchs)."""
+    return conv_tile_search(batch, out_rows, out_cols, out_ch, k_rows, k_cols, in_ch, geometry, dim, spad_rows,
+                            acc_rows)[0]
+
+
+def conv_tile_search(
+    batch: int, out_rows: int, out_cols: int, out_ch: int, k_rows: int, k_cols: int, in_ch: int,
+    geometry: ConvGeometry, dim: int, spad_rows: int, acc_rows: int,
+) -> tuple[tuple[int, int, int, int, int, int, int], int]:
+    """tiled_conv_auto's tile and how many candidate tiles its search sized on the way (each one evaluation of
+    gemmini.h's tiled_conv_total_spad_rows for the scratchpad and one for the accumulator): the search runs on the
+    host every time tiled_conv_auto is called, so it is part of what the call costs (`tileplan.cost.gemmini`)."""
     max_spad, max_acc = spad_rows // 2, acc_rows // 2
     args = [batch, out_rows, out_cols, out_ch, k_rows, k_cols, in_ch]
     max_args = list(args)
     orows_i, ocols_i, och_i, ich_i = 1, 2, 3, 6
+    evaluations = 0
 
     def fits(a: list[int]) -> bool:
+        nonlocal evaluations
+        evaluations += 1
         s, c = conv_rows(a, geometry, dim)
         return s <= max_spad and c <= max_acc
 
@@ -276,7 +290,7 @@ def conv_tiles(
             if fits(cand):
                 args = cand
                 grew = True
-    return tuple(args)  # type: ignore[return-value]
+    return tuple(args), evaluations  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------------------------
