@@ -297,7 +297,8 @@ def main() -> None:
         "`POST /evaluate`: the configuration as DOSA's Timeloop-style architecture YAML (inline hardware, "
         "`{\"name\", \"format\": \"timeloop\", \"source\"}`, DRAM at DOSA's nominal 8 B/cycle), the layer, and DOSA's "
         "mapping string converted to a Mapping (`tileplan.cost.firesim`), or, for the library's own runs, the tile its "
-        "tiler chose (recorded as `dse.auto_tiling`) as a Mapping. What DOSA's harness did with a mapping (square "
+        "tiler chose (recorded as `dse.auto_tiling`) as a Mapping with `executor: library-auto` (the run went through "
+        "`tiled_conv_auto` / `tiled_matmul_auto`, whose tile search is part of the measured run). What DOSA's harness did with a mapping (square "
         "convolutions, matmul tiles in 16ths, Timeloop's width axis) is applied when the runs are read, not inside the "
         "model.",
         "",
@@ -369,12 +370,17 @@ def main() -> None:
         "Each DRAM-loop iteration is one Gemmini library call (`tiled_conv` -> `loop_conv_ws`, or `tiled_matmul` -> "
         "`loop_ws` for Q = R = S = 1 layers) on a tile = all factors below DRAM, on the array the mapping's spatial "
         "factors occupy (software DIM: the power of two covering them). Every call refetches its input and weight tiles "
-        "(DMA rows of up to 64 B; a strided 1x1 convolution its whole window), outputs leave after the last reduction "
+        "(DMA rows of up to 64 B, one request per 64-byte block a row touches, so a channel tile starting mid-block "
+        "costs more requests; a strided 1x1 convolution its whole window), outputs leave after the last reduction "
         "tile; a compute streams up to DIM output columns of one row and occupies the array at least a fitted share of "
         "DIM cycles; weights preload per DIM x DIM block; two calls overlap (the library double buffers); a call lasts "
         "at least the host's time to issue it; a layer pays once its first load's and last store's latency. DRAM runs "
         "at the DMA's 16 B/cycle peak times a fitted efficiency (the YAML's nominal figure is not used). A bias is "
-        "loaded only when the layer has one.",
+        "loaded only when the layer has one. Under `tiled_conv_auto` (executor `library-auto`) the host first "
+        "searches for the tile, inside the run, with the accelerator idle: the candidates it sizes are counted by "
+        "replaying gemmini.h's search (`tileplan.mappers.gemmini_auto.conv_tile_search`) and cost a fitted "
+        "`tile_search_cycles` each (two evaluations of `tiled_conv_total_spad_rows`, divisions included, on the "
+        "in-order core; ~1,000 candidates for a layer whose 2048 channels shrink 16 at a time).",
         "",
         "## Fitted parameters (the defaults of `CostParams`, and the catalog entries' `cost_params`)",
         "",

@@ -472,3 +472,46 @@ def test_library_matmul_keeps_only_whole_matrix_operands() -> None:
     assert loaded(2, 4, "library") - loaded(2, 4, "tileplan") == (8 - 2) * 32 * 64
     assert library_matmul_keeps(True, False, True) == (("P", "K", "C"), True)
     assert library_matmul_keeps(False, False, True)[1] is False and library_matmul_keeps(True, True, False)[1] is False
+
+
+def test_a_channel_tile_starting_mid_block_needs_more_dma_requests() -> None:
+    """Gemmini's DMA reads a row as aligned packets of at most 64 B, one request per 64-byte block it touches: a
+    624-channel tile of a 2048-channel layer takes 10 requests per pixel when it starts at channel 0, 20 when it
+    starts at channel 624 (byte 48 of a block), and the calls that load the misaligned tiles say so."""
+    from tileplan.cost.gemmini import Execution, _row_req
+
+    assert _row_req(624, 0, 2048, 64, 1.0) == 10
+    assert _row_req(624, 48, 2048, 64, 1.0) == 20
+    assert _row_req(64, 0, 3, 64, 1.0) == pytest.approx(1 + 63 / 64)  # rows 3 bytes apart cross a block 63/64 of the time
+
+    e = Execution(
+        kind="conv", dim=16, batch=1, groups=1, out_h=7, out_w=7, k=16, c=2048, r=1, s=1, stride=(1, 1),
+        pad=(0, 0), in_h=7, in_w=7, t_n=1, t_h=7, t_w=7, t_k=16, t_c=624, t_r=1, t_s=1, k_step=16, c_step=624,
+        bias=False,
+    )
+    calls = call_features(e, 8.0)
+    col = {c: i for i, c in enumerate(FEATURE_COLUMNS)}
+    full = calls[calls[:, col["ld_bytes"]] == 49 * 624 + 624 * 16]  # the three 624-channel tiles
+    inputs = sorted(full[:, col["ld_req"]] - 624)  # minus one request per 16-byte weight row
+    assert inputs == [49 * 10, 49 * 20, 49 * 20]  # channel 0: aligned; 624 and 1248: 48 and 32 bytes into a block
+
+
+def test_library_auto_pays_the_tilers_host_search() -> None:
+    """tiled_conv_auto searches for its tile on the host inside the run: the same calls as the library with that
+    tile, plus tile_search_cycles per candidate the search sizes (replayed from gemmini.h's search)."""
+    from tileplan.cost.gemmini import gemmini_cycles, tile_search_evaluations
+    from tileplan.mappers.gemmini_auto import gemmini_auto
+
+    hw = get_hardware("gemmini-16x16")
+    arch = hw.resolve("weight_stationary")
+    params = CostParams.for_descriptor(hw)
+    wide = Problem.from_layer(Conv2dLayer(in_channels=2048, out_channels=512, in_h=7, in_w=7, kernel=(1, 1)))
+    narrow = Problem.from_layer(Conv2dLayer(in_channels=64, out_channels=64, in_h=7, in_w=7, kernel=(1, 1)))
+    for problem, many in ((wide, True), (narrow, False)):
+        mapping = gemmini_auto(problem, hw).mapping
+        searched = tile_search_evaluations(problem, arch)
+        assert (searched > 500) == many  # 2048 channels shrink 16 at a time; 64 fit at once
+        lib = gemmini_cycles(problem, arch, mapping, "library").cycles
+        auto = gemmini_cycles(problem, arch, mapping, "library-auto").cycles
+        assert auto == pytest.approx(lib + searched * params.tile_search_cycles)
+    assert evaluate_mapping(wide, arch, gemmini_auto(wide, hw).mapping, "library-auto").executor == "library-auto"

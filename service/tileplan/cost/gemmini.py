@@ -455,7 +455,7 @@ def _mvin_rows(elems, span, elem_bytes):  # type: ignore[no-untyped-def]
     return full * _req(span * elem_bytes) + np.where(rest > 0, _req(rest * elem_bytes), 0.0)
 
 
-def _row_req(elems, offset, row_stride: float, span: float, elem_bytes: float):  # type: ignore[no-untyped-def]
+def _row_req(elems, offset, row_stride, span, elem_bytes):  # type: ignore[no-untyped-def]
     """DMA requests per DRAM row of `elems` contiguous elements: the row moves in mvin (mvout) rows of `span`
     elements, and Gemmini's DMA reads each as aligned power-of-two packets of at most 64 B, one request per
     64-byte block it touches (DMA.scala, StreamReader: the packet that covers the most bytes, aligned to its
@@ -579,11 +579,11 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
         each([float(e.overlapped) for e in es]), 0.0, part_ops, part_rows, 0.0,
     )
-    x = np.stack(out, axis=1).astype(float)
+    feats = np.stack(out, axis=1).astype(float)
     # the host's tile search (a per-run quantity) rides on each execution's first row
     starts = np.flatnonzero(np.r_[True, xid[1:] != xid[:-1]]) if len(xid) else np.zeros(0, dtype=int)
-    x[starts, FEATURE_COLUMNS.index("search")] = [float(es[i].search) for i in xid[starts]]
-    return x, xid
+    feats[starts, FEATURE_COLUMNS.index("search")] = [float(es[i].search) for i in xid[starts]]
+    return feats, xid
 
 
 def _kept_across(e: Execution, trips: dict[str, int], tensor: str) -> list[str]:

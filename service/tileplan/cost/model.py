@@ -71,7 +71,8 @@ class Metrics(BaseModel):
     executor: str | None = Field(
         default=None,
         description="Gemmini model: who runs the calls, 'tileplan' (Tileplan's code: tiles kept between calls that "
-        "share them) or 'library' (Gemmini's tiled_conv / tiled_matmul, the baseline's execution).",
+        "share them), 'library' (Gemmini's tiled_conv / tiled_matmul, the baseline's execution) or 'library-auto' "
+        "(tiled_conv_auto / tiled_matmul_auto: the same calls after the library's own tile search on the host).",
     )
     levels: list[LevelTraffic] = Field(default_factory=list)
     # (issue 13) what the calibrated Gemmini model can say about its own answer
