@@ -113,7 +113,7 @@ def test_cross_validated_mape_target(data, cv_random) -> None:
 def test_16x16_runs_are_predicted_out_of_file(data, cv_artifact) -> None:
     """DOSA's 16x16 FireSim runs (DOSA mappings and Gemmini's own tiler, 12 configuration-and-network files), each
     file predicted by a fit that never saw it: within 25% on average, biased by less than 15% (the library's own
-    convolutions come out ~20% fast, costmodel.md), and within 30% for each kind."""
+    runs come out ~10% fast, costmodel.md), and within 30% for each kind."""
     d = data[1]
     ape = np.abs(cv_artifact - d.y) / d.y
     assert len(d.y) == 444
@@ -122,14 +122,16 @@ def test_16x16_runs_are_predicted_out_of_file(data, cv_artifact) -> None:
     kinds = np.array(d.labels(lambda r: f"{r.kind} {r.op}"))
     for kind in ("mapping conv", "library conv", "mapping matmul", "library matmul"):
         assert ape[kinds == kind].mean() <= 0.30, kind
-    # DOSA's mappings, each configuration held out (through the user path): where the model stands now (14.2%,
-    # Spearman 0.992; bench/results/costmodel.md), so a regression shows
+    # each configuration held out (through the user path): where the model stands now (DOSA's mappings 13.3%,
+    # Spearman 0.992; the library's own runs 15.3%, with the DMA's 64-byte blocks and tiled_conv_auto's host search;
+    # bench/results/costmodel.md), so a regression shows
     mapping = np.char.startswith(kinds.astype(str), "mapping")
-    assert ape[mapping].mean() <= 0.15
+    assert ape[mapping].mean() <= 0.14
     assert spearmanr(cv_artifact[mapping], d.y[mapping]).statistic >= 0.99
+    assert ape[~mapping].mean() <= 0.17
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 targets not reached: DOSA mappings 14.2% (<= 12%), library 21.7% "
+@pytest.mark.xfail(strict=True, reason="issue 13 targets not reached: DOSA mappings 13.3% (<= 12%), library 15.3% "
                    "(<= 15%) held out; see costmodel.md")
 def test_issue_13_held_out_targets(data, cv_artifact) -> None:
     d = data[1]
