@@ -22,10 +22,11 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from fastapi import Response
+
+from tileplan.jobs.bytecache import ByteLRU
 
 log = logging.getLogger("tileplan.api")
 
@@ -60,9 +61,8 @@ class AnswerFromCache(Exception):  # (not an error: the answer, raised past Fast
 class KeptAnswers:
     def __init__(self, max_bytes: int = MAX_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[bytes, KeptAnswer] = OrderedDict()
+        self._entries: ByteLRU[bytes, KeptAnswer] = ByteLRU(max_bytes, on_evict=self._unindex)
         self._by_key: dict[str, set[bytes]] = {}  # plan key -> digests of the answers holding it
-        self._bytes = 0
         # True while every deletion reaches `forget` (PostgreSQL's listener is connected): hits need no lookup
         self.watched = False
         self.generation = 0  # bumped by every `forget`/`clear`: an answer built across one is not kept
@@ -72,33 +72,29 @@ class KeptAnswers:
         return hashlib.sha256(raw).digest() if len(raw) <= MAX_BODY else None
 
     def get(self, digest: bytes) -> KeptAnswer | None:
-        entry = self._entries.get(digest)
-        if entry is not None:
-            self._entries.move_to_end(digest)
-        return entry
+        return self._entries.get(digest)
 
     def put(self, digest: bytes, entry: KeptAnswer, generation: int | None = None) -> None:
         """Keep `entry`, unless a plan was deleted since `generation` (read before its plans were looked up)."""
         if entry.size > self.max_bytes or (generation is not None and generation != self.generation):
             return
         self.drop(digest)
-        self._entries[digest] = entry
-        self._bytes += entry.size
         for key in entry.keys:
             self._by_key.setdefault(key, set()).add(digest)
-        while self._bytes > self.max_bytes:
-            self.drop(next(iter(self._entries)))
+        self._entries.put(digest, entry, entry.size)  # may evict older answers (`_unindex`)
 
     def drop(self, digest: bytes) -> None:
-        old = self._entries.pop(digest, None)
+        old = self._entries.pop(digest)
         if old is not None:
-            self._bytes -= old.size
-            for key in old.keys:
-                held = self._by_key.get(key)
-                if held is not None:
-                    held.discard(digest)
-                    if not held:
-                        del self._by_key[key]
+            self._unindex(digest, old)
+
+    def _unindex(self, digest: bytes, entry: KeptAnswer) -> None:
+        for key in entry.keys:
+            held = self._by_key.get(key)
+            if held is not None:
+                held.discard(digest)
+                if not held:
+                    del self._by_key[key]
 
     def forget(self, key: str) -> None:
         """Plan `key` was deleted: drop every answer that holds it."""
@@ -110,7 +106,6 @@ class KeptAnswers:
         self.generation += 1
         self._entries.clear()
         self._by_key.clear()
-        self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
