@@ -16,6 +16,7 @@ is a max of the compute term and each tensor's DRAM-transfer term, modelled exac
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -209,15 +210,31 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     m.lat_compute = pyo.Constraint(expr=m.lat >= compute)
     byte_of = {v: arch.element_bytes(v, dram) for v in TENSORS}
     if dram.read_bandwidth:  # a DRAM without a stated bandwidth never sets the pace (Timeloop's reading too)
+        # (Timeloop: outputs are written to DRAM against its write budget, W and I read against its read budget)
+        budget = {v: (dram.write_bandwidth if timeloop and v == "O" and dram.write_bandwidth else dram.read_bandwidth)
+                  for v in TENSORS}
         m.lat_dram = pyo.Constraint(
-            TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / dram.read_bandwidth)
+            TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / budget[v])
         )
         if timeloop:
-            # The streams share the read port: W, I and O's partial sums read back add up (O's traffic stands in
-            # for its read-backs, an overestimate when nothing spills that steers plans away from spilling), so a
-            # plan is not free to refetch the smaller stream while the larger one sets the pace.
-            shared = TENSORS
-            total = add_log_sum(m, "dram_reads", [log_traffic[v] + log2(byte_of[v]) for v in shared], coarse=True)
+            # The streams share the read port: W, I and the partial sums of O read back add up, so a plan is not
+            # free to refetch the smaller stream while the larger one sets the pace. O's read-backs are its
+            # traffic t less its first touches s: t + log2(1 - 2^-(t-s)) in log space, none when t = s (no reduction
+            # loop above O's outermost on-chip tile brings it back). spill[k] is 1 once t - s >= k, so the term
+            # takes log2(1 - 2^-k) at the largest such k: a lower bound, exact at whole powers of two.
+            spill_excess = log_traffic["O"] - sum(ext(d, n - 1) for d in RELEVANT["O"])
+            steps = range(1, 6)
+            m.spill = pyo.Var(steps, within=pyo.Binary)
+            m.spill_on = pyo.Constraint(steps, rule=lambda m, k: big * m.spill[k] >= spill_excess - k + 1e-3)
+            m.spill_nested = pyo.Constraint(steps[1:], rule=lambda m, k: m.spill[k] <= m.spill[k - 1])
+            correction = -big * (1 - m.spill[1]) + sum(
+                (_readback(k) - _readback(k - 1 if k > 1 else None)) * m.spill[k] for k in steps)
+            reads = {v: log_traffic[v] + log2(byte_of[v]) for v in ("W", "I")}
+            reads["O"] = log_traffic["O"] + log2(byte_of["O"]) + correction
+            # O's writes have their own budget (the per-tensor row above).
+            # (fine planes: W's stream is often 90%+ of the reads, and the few percent I or O add on top are what
+            # separates the best plans)
+            total = add_log_sum(m, "dram_reads", list(reads.values()), fine=True)
             m.lat_dram_total = pyo.Constraint(expr=m.lat >= total - log2(dram.read_bandwidth))
     m.en_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.en >= log_traffic[v] + log2(byte_of[v]))
     if timeloop:
@@ -267,6 +284,11 @@ def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, ext, log_tile, tempo
         m.lat_onchip = pyo.Constraint(range(len(rows)), rule=lambda m, k: m.lat >= rows[k])
 
 
+def _readback(k: int | None) -> float:
+    """log2(1 - 2^-k): the share of k doublings of traffic that reads back partial sums (None: 0, no term)."""
+    return 0.0 if k is None else math.log2(1 - 2.0 ** -k)
+
+
 def _lse_planes(n: int) -> list[tuple[float, ...]]:
     """Weight vectors w at which log2(sum 2^a_i) is linearised: LSE(a) = max_w (w.a + H(w)) over the
     simplex (H = entropy in bits), so every w gives a valid lower bound and together they are tight to
@@ -303,13 +325,34 @@ def _dominant_planes() -> list[tuple[float, ...]]:
     return sorted({(1.0 - x, x) for x in shares} | {(1.0, 0.0), (0.0, 1.0)})
 
 
+def _fine_planes(n: int) -> list[tuple[float, ...]]:
+    """One dominant term and the others small (0-50% together, down to 1% each): the bound then resolves a stream
+    that adds a few percent to a dominant one, which the coarse planes leave invisible."""
+    shares = (0.0, 0.01, 0.02, 0.04, 0.07, 0.12, 0.2, 0.3, 0.5)
+    planes = set(_coarse_planes(n))
+    for major in range(n):
+        minors = [j for j in range(n) if j != major]
+        for combo in itertools.product(shares, repeat=len(minors)):
+            if sum(combo) > 0.5 + 1e-9:
+                continue
+            w = [0.0] * n
+            w[major] = 1.0 - sum(combo)
+            for j, x in zip(minors, combo):
+                w[j] = x
+            planes.add(tuple(round(x, 6) for x in w))
+    return sorted(planes)
+
+
 def add_log_sum(
-    m: pyo.ConcreteModel, name: str, args: list[Any], coarse: bool = False, dominant: bool = False
+    m: pyo.ConcreteModel, name: str, args: list[Any], coarse: bool = False, dominant: bool = False,
+    fine: bool = False,
 ) -> pyo.Var:
     """A variable bounded below by log2(sum_i 2^args_i), through tangent planes of the convex log-sum-exp."""
     v = pyo.Var(within=pyo.Reals)
     m.add_component(name, v)
-    if dominant and len(args) == 2:
+    if fine and len(args) <= 3:
+        planes = _fine_planes(len(args))
+    elif dominant and len(args) == 2:
         planes = _dominant_planes()
     else:
         planes = _coarse_planes(len(args)) if coarse else _lse_planes(len(args))
