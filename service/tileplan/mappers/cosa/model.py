@@ -16,7 +16,6 @@ is a max of the compute term and each tensor's DRAM-transfer term, modelled exac
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -325,22 +324,11 @@ def _dominant_planes() -> list[tuple[float, ...]]:
     return sorted({(1.0 - x, x) for x in shares} | {(1.0, 0.0), (0.0, 1.0)})
 
 
-def _fine_planes(n: int) -> list[tuple[float, ...]]:
-    """One dominant term and the others small (0-50% together, down to 1% each): the bound then resolves a stream
-    that adds a few percent to a dominant one, which the coarse planes leave invisible."""
-    shares = (0.0, 0.01, 0.02, 0.04, 0.07, 0.12, 0.2, 0.3, 0.5)
-    planes = set(_coarse_planes(n))
-    for major in range(n):
-        minors = [j for j in range(n) if j != major]
-        for combo in itertools.product(shares, repeat=len(minors)):
-            if sum(combo) > 0.5 + 1e-9:
-                continue
-            w = [0.0] * n
-            w[major] = 1.0 - sum(combo)
-            for j, x in zip(minors, combo):
-                w[j] = x
-            planes.add(tuple(round(x, 6) for x in w))
-    return sorted(planes)
+def _pair_planes() -> list[tuple[float, ...]]:
+    """Two terms, either one a small share of the sum (0.5% up): the bound resolves a stream that adds a few
+    percent to a dominant one, which the coarse planes leave invisible."""
+    shares = (0.0, 0.005, 0.01, 0.02, 0.035, 0.06, 0.1, 0.17, 0.3, 0.5)
+    return sorted({(1.0 - x, x) for x in shares} | {(x, 1.0 - x) for x in shares})
 
 
 def add_log_sum(
@@ -348,10 +336,13 @@ def add_log_sum(
     fine: bool = False,
 ) -> pyo.Var:
     """A variable bounded below by log2(sum_i 2^args_i), through tangent planes of the convex log-sum-exp."""
+    if fine and len(args) > 2:
+        # log-sum-exp is associative: bound the first two, then that bound and the next (few planes each)
+        args = [add_log_sum(m, name + "_head", args[:-1], fine=True), args[-1]]
     v = pyo.Var(within=pyo.Reals)
     m.add_component(name, v)
-    if fine and len(args) <= 3:
-        planes = _fine_planes(len(args))
+    if fine:
+        planes = _pair_planes() if len(args) == 2 else [(1.0,)]
     elif dominant and len(args) == 2:
         planes = _dominant_planes()
     else:
