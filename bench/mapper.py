@@ -207,7 +207,10 @@ def against_reference(results: dict[str, dict], reference: dict[str, dict]) -> s
     lines = ["### cosa now vs the reference release (`bench/results/mapper_reference.json`)", "",
              "Plan quality: cosa's cycles per layer against the reference's (must stay within 1%). Solve time: CPU "
              "seconds of the solving process per layer (wall seconds where the reference has no CPU times): on a "
-             "shared machine the wall clock follows whatever else runs, CPU time much less.", "",
+             "shared machine the wall clock follows whatever else runs, CPU time much less. The reference's simba "
+             "cycles were scored by the first-order model on the descriptor before issue 17 (a 64 B/cycle global "
+             "buffer, 20 B/cycle of shared DRAM bandwidth): on simba the cycle columns compare different hardware "
+             "and models, by design; the times still compare.", "",
              "| network | layers | worst cycles now / ref | layers > 1% worse | median s now (ref) | now / ref "
              "| p95 s now (ref) | now / ref |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for net, layers in results.items():
