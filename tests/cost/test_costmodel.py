@@ -517,3 +517,21 @@ def test_library_auto_pays_the_tilers_host_search() -> None:
         auto = gemmini_cycles(problem, arch, mapping, "library-auto").cycles
         assert auto == pytest.approx(lib + searched * params.tile_search_cycles)
     assert evaluate_mapping(wide, arch, gemmini_auto(wide, hw).mapping, "library-auto").executor == "library-auto"
+
+
+def test_merging_identical_call_rows_keeps_every_runs_cycles(data) -> None:
+    """The calibration merges call rows that differ only in their count (FeatureSet): each run's predicted cycles
+    are those of its unmerged rows, for the shipped parameters and for perturbed ones."""
+    from tileplan.cost.calibrate import FeatureSet
+    from tileplan.cost.gemmini import cycles_vectorised
+
+    runs = data[1].runs[:60]
+    raw = [call_features(ex(r), 8.0) for r in runs]
+    merged = FeatureSet(raw)
+    unmerged = FeatureSet(raw, merged=True)  # taken as they are
+    assert len(merged.x) < len(unmerged.x)
+    for scale in (1.0, 1.7):
+        theta = {k: (v * scale if isinstance(v, float) else v) for k, v in CostParams().model_dump().items()}
+        a = cycles_vectorised(merged.x, merged.row_id, merged.n_rows, theta)
+        b = cycles_vectorised(unmerged.x, unmerged.row_id, unmerged.n_rows, theta)
+        np.testing.assert_allclose(a, b, rtol=1e-9)

@@ -36,6 +36,7 @@ from tileplan.cost.gemmini import (
     cycles_vectorised,
     gemmini_calls,
     gemmini_levels,
+    merge_identical_calls,
 )
 from tileplan.cost.model import first_order_metrics
 from tileplan.cost.params import DEFAULT_PARAMS, FITTED, CostParams
@@ -90,14 +91,16 @@ class CalibrationReport(BaseModel):
 class FeatureSet:
     """Per-call feature rows of many runs, stacked (`row_id` says which run a call belongs to)."""
 
-    def __init__(self, blocks: list[np.ndarray]):
+    def __init__(self, blocks: list[np.ndarray], merged: bool = False):
+        if not merged:
+            blocks = [merge_identical_calls(b) for b in blocks]  # the same cycles from far fewer rows
         self.blocks = blocks
         self.n_rows = len(blocks)
         self.x = np.concatenate(blocks) if blocks else np.zeros((0, len(FEATURE_COLUMNS)))
         self.row_id = np.concatenate([np.full(len(b), i) for i, b in enumerate(blocks)]).astype(int) if blocks else np.zeros(0, int)
 
     def subset(self, mask: np.ndarray) -> FeatureSet:
-        return FeatureSet([b for b, m in zip(self.blocks, mask) if m])
+        return FeatureSet([b for b, m in zip(self.blocks, mask) if m], merged=True)
 
 
 @dataclass
