@@ -20,8 +20,8 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
@@ -43,6 +43,49 @@ RETRY_STATUS = {429, 502, 503, 504}
 MODULE_FORMATS = ("c", "tvmscript", "tar")
 ProgressFn = Callable[[Job], None]
 CompileProgressFn = Callable[[Compile], None]
+Polled = TypeVar("Polled", Job, Compile)
+Done = TypeVar("Done")
+
+
+def _timed_out(current: Job | Compile, timeout: float | None) -> WaitTimeout:
+    kind = "job" if isinstance(current, Job) else "compile"
+    return WaitTimeout(f"{kind} {current.id} not done after {timeout:g} s", current if isinstance(current, Job) else None)
+
+
+def _poll(current: Polled, fetch: Callable[[str], Polled], done: Callable[[Polled], Done | None], *,
+          timeout: float | None, on_progress: Callable[[Polled], None] | None, max_interval: float) -> Done:
+    """Fetch `current` again (backing off from 0.1 s to `max_interval`) until `done` gives an answer."""
+    end = None if timeout is None else time.monotonic() + timeout
+    interval = min(0.1, max_interval)
+    while True:
+        if on_progress:
+            on_progress(current)
+        result = done(current)
+        if result is not None:
+            return result
+        if end is not None and time.monotonic() > end:
+            raise _timed_out(current, timeout)
+        time.sleep(interval)
+        interval = min(interval * 1.5, max_interval)
+        current = fetch(current.id)
+
+
+async def _apoll(current: Polled, fetch: Callable[[str], Awaitable[Polled]], done: Callable[[Polled], Done | None], *,
+                 timeout: float | None, on_progress: Callable[[Polled], None] | None, max_interval: float) -> Done:
+    """`_poll` for the async client."""
+    end = None if timeout is None else time.monotonic() + timeout
+    interval = min(0.1, max_interval)
+    while True:
+        if on_progress:
+            on_progress(current)
+        result = done(current)
+        if result is not None:
+            return result
+        if end is not None and time.monotonic() > end:
+            raise _timed_out(current, timeout)
+        await asyncio.sleep(interval)
+        interval = min(interval * 1.5, max_interval)
+        current = await fetch(current.id)
 PlanRef = Plan | str  # a Plan, or a plan key
 CompileRef = Compile | str  # a Compile, or a compile id
 ModelRef = bytes | str | os.PathLike[str]  # the ONNX bytes, or a path to the file
@@ -212,20 +255,9 @@ class TileplanClient(_Api):
     def wait(self, job: Job | str, *, timeout: float | None = 600.0, on_progress: ProgressFn | None = None
              ) -> ScheduleResult:
         """Poll a job until it is done: its plans. Raises `JobFailed`, or `WaitTimeout` after `timeout` s."""
-        end = None if timeout is None else time.monotonic() + timeout
         current = job if isinstance(job, Job) else self.job(job)
-        interval = min(0.1, self.poll_interval)
-        while True:
-            if on_progress:
-                on_progress(current)
-            result = self.done_or_raise(current)
-            if result is not None:
-                return result
-            if end is not None and time.monotonic() > end:
-                raise WaitTimeout(f"job {current.id} not done after {timeout:g} s", current)
-            time.sleep(interval)
-            interval = min(interval * 1.5, self.poll_interval)
-            current = self.job(current.id)
+        return _poll(current, self.job, self.done_or_raise, timeout=timeout, on_progress=on_progress,
+                     max_interval=self.poll_interval)
 
     def schedule(self, hardware: str | dict[str, Any], layers: Sequence[dict[str, Any]] | None = None, *,
                  model: bytes | None = None, mapper: str | None = None, options: dict[str, Any] | None = None,
@@ -303,20 +335,9 @@ class TileplanClient(_Api):
                      on_progress: CompileProgressFn | None = None) -> Compile:
         """Poll a compile until it is done. Raises `CompileFailed` (its `error` names the node at fault), or
         `WaitTimeout` after `timeout` s."""
-        end = None if timeout is None else time.monotonic() + timeout
         current = compile if isinstance(compile, Compile) else self.get_compile(compile)
-        interval = min(0.1, self.poll_interval)
-        while True:
-            if on_progress:
-                on_progress(current)
-            done = self.compile_done_or_raise(current)
-            if done is not None:
-                return done
-            if end is not None and time.monotonic() > end:
-                raise WaitTimeout(f"compile {current.id} not done after {timeout:g} s")
-            time.sleep(interval)
-            interval = min(interval * 1.5, self.poll_interval)
-            current = self.get_compile(current.id)
+        return _poll(current, self.get_compile, self.compile_done_or_raise, timeout=timeout,
+                     on_progress=on_progress, max_interval=self.poll_interval)
 
     def compile(self, hardware: str | dict[str, Any], model: ModelRef, *,
                 input_shapes: Mapping[str, Sequence[int]] | None = None, mapper: str | None = None,
@@ -431,20 +452,9 @@ class AsyncTileplanClient(_Api):
 
     async def wait(self, job: Job | str, *, timeout: float | None = 600.0, on_progress: ProgressFn | None = None
                    ) -> ScheduleResult:
-        end = None if timeout is None else time.monotonic() + timeout
         current = job if isinstance(job, Job) else await self.job(job)
-        interval = min(0.1, self.poll_interval)
-        while True:
-            if on_progress:
-                on_progress(current)
-            result = self.done_or_raise(current)
-            if result is not None:
-                return result
-            if end is not None and time.monotonic() > end:
-                raise WaitTimeout(f"job {current.id} not done after {timeout:g} s", current)
-            await asyncio.sleep(interval)
-            interval = min(interval * 1.5, self.poll_interval)
-            current = await self.job(current.id)
+        return await _apoll(current, self.job, self.done_or_raise, timeout=timeout, on_progress=on_progress,
+                            max_interval=self.poll_interval)
 
     async def schedule(self, hardware: str | dict[str, Any], layers: Sequence[dict[str, Any]] | None = None, *,
                        model: bytes | None = None, mapper: str | None = None, options: dict[str, Any] | None = None,
@@ -500,20 +510,9 @@ class AsyncTileplanClient(_Api):
 
     async def wait_compile(self, compile: CompileRef, *, timeout: float | None = 900.0,
                            on_progress: CompileProgressFn | None = None) -> Compile:
-        end = None if timeout is None else time.monotonic() + timeout
         current = compile if isinstance(compile, Compile) else await self.get_compile(compile)
-        interval = min(0.1, self.poll_interval)
-        while True:
-            if on_progress:
-                on_progress(current)
-            done = self.compile_done_or_raise(current)
-            if done is not None:
-                return done
-            if end is not None and time.monotonic() > end:
-                raise WaitTimeout(f"compile {current.id} not done after {timeout:g} s")
-            await asyncio.sleep(interval)
-            interval = min(interval * 1.5, self.poll_interval)
-            current = await self.get_compile(current.id)
+        return await _apoll(current, self.get_compile, self.compile_done_or_raise, timeout=timeout,
+                            on_progress=on_progress, max_interval=self.poll_interval)
 
     async def compile(self, hardware: str | dict[str, Any], model: ModelRef, *,
                       input_shapes: Mapping[str, Sequence[int]] | None = None, mapper: str | None = None,
