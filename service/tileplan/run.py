@@ -4,7 +4,6 @@ emulated cycles.  Exit codes: 0 success, 2 bad input (one line naming the field)
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -13,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tileplan.errors import InputError, TileplanError
+from tileplan.errors import InputError
 
 
 def _read_inputs(specs: list[str]) -> dict[str, np.ndarray]:
@@ -67,20 +66,10 @@ def run_command(artifact: str, inputs: list[str], output: str | None, as_json: b
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tileplan.run", description=__doc__.splitlines()[0])
-    p.add_argument("artifact")
-    p.add_argument("--input", action="append", required=True, metavar="[NAME=]FILE.npy")
-    p.add_argument("--output")
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    try:
-        return run_command(args.artifact, args.input, args.output, args.json)
-    except InputError as exc:
-        print(f"tileplan: error: {exc}", file=sys.stderr)
-        return 2
-    except TileplanError as exc:
-        print(f"tileplan: error: {exc}", file=sys.stderr)
-        return 1
+    """`python -m tileplan.run ...` is `tileplan run ...`: one parser and one error convention for the verb."""
+    from tileplan.cli import main as cli_main
+
+    return cli_main(["run", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
