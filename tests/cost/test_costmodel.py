@@ -498,6 +498,25 @@ def test_a_channel_tile_starting_mid_block_needs_more_dma_requests() -> None:
     assert inputs == [49 * 10, 49 * 20, 49 * 20]  # channel 0: aligned; 624 and 1248: 48 and 32 bytes into a block
 
 
+def test_dma_requests_per_chunk_equal_the_general_row_count() -> None:
+    """conv_calls_many counts DMA requests once per distinct channel chunk (`_chunk_row_req`) and matmul_calls once
+    per number (`_row_req` on scalars): both must equal `_row_req` on arrays (every row worked out on its own),
+    misaligned chunks and narrower outputs included."""
+    from tileplan.cost.gemmini import _chunk_row_req, _chunk_table, _row_req
+
+    for total, tile, in_b, out_b, span in ((2048, 624, 1.0, 1.0, 64), (1000, 48, 1.0, 4.0, 16), (96, 40, 2.0, 1.0, 32),
+                                           (3, 3, 1.0, 1.0, 64), (577, 577, 1.0, 1.0, 16)):
+        table = _chunk_table(total, tile, tile, in_b)
+        sizes, offsets = table[:, 1], table[:, 4]
+        for mul, div, req_b in ((1.0, 1.0, in_b), (out_b, in_b, out_b)):
+            row = float(total * req_b)
+            general = _row_req(sizes, offsets * mul / div, row, float(span), req_b)
+            chunked = _chunk_row_req(total, tile, tile, in_b, row, float(span), req_b, mul, div)
+            assert np.array_equal(chunked, general)
+            assert [_row_req(float(z), float(o) * mul / div, row, float(span), req_b) for z, o in zip(sizes, offsets)] \
+                == list(general)
+
+
 def test_library_auto_pays_the_tilers_host_search() -> None:
     """tiled_conv_auto searches for its tile on the host inside the run: the same calls as the library with that
     tile, plus tile_search_cycles per candidate the search sizes (replayed from gemmini.h's search)."""

@@ -464,6 +464,9 @@ def _row_req(elems, offset, row_stride, span, elem_bytes):  # type: ignore[no-un
     not 10. Rows follow each other `row_stride` bytes apart (pixels: the channel count), so the offsets cycle;
     the answer is the mean over that cycle. Every argument may be a numpy array (they broadcast); the distinct
     combinations are few, so each is worked out once."""
+    scalars = (elems, offset, row_stride, span, elem_bytes)
+    if all(isinstance(a, int | float) for a in scalars):  # numbers (matmul_calls): no numpy round trip, ~60x faster
+        return _row_req_one(*map(float, scalars))
     args = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (elems, offset, row_stride, span, elem_bytes)))
     flat = np.stack([a.ravel() for a in args], axis=1)
     if not len(flat):
@@ -492,6 +495,19 @@ def _chunk_table(total: int, step: int, tile: int, elem_bytes: float = 0.0) -> n
     return table
 
 
+@functools.lru_cache(maxsize=4096)
+def _chunk_row_req(total: int, step: int, tile: int, elem_bytes: float, row_stride: float, span: float,
+                   req_bytes: float, off_mul: float = 1.0, off_div: float = 1.0) -> np.ndarray:
+    """`_row_req` of each row of `_chunk_table(total, step, tile, elem_bytes)` (its chunk size, its offset x
+    off_mul / off_div), per distinct chunk: conv_calls_many gathers these rather than asking `_row_req` for
+    every call row (the same numbers, worked out on a few rows instead of sorting thousands)."""
+    table = _chunk_table(total, step, tile, elem_bytes)
+    out = np.array([_row_req_one(float(size), float(off) * off_mul / off_div, row_stride, span, req_bytes)
+                    for size, off in zip(table[:, 1], table[:, 4])], dtype=float)
+    out.flags.writeable = False
+    return out
+
+
 def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np.ndarray]:
     """Feature rows of the distinct tiled_conv calls of several executions, stacked, and the execution each row
     belongs to. Per execution: every combination of the distinct tiles of its loops (output rows, output columns,
@@ -517,11 +533,26 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     xid = np.repeat(np.arange(n), per)
     local = np.arange(len(xid)) - np.repeat(np.cumsum(per) - per, per)
     cols = []
+    idxs = []
     for i in range(5):
         table = np.concatenate([ax[i] for ax in axes])
         offset = np.cumsum(lengths[:, i]) - lengths[:, i]
         idx = (local // strides[xid, i]) % lengths[xid, i] + offset[xid]
+        idxs.append(idx)
         cols.append([table[idx, j] for j in range(table.shape[1])])
+    # DMA requests per DRAM row (`_row_req`) of each chunk of input channels (input rows) and output channels
+    # (weight rows loaded, output rows stored), per execution, gathered like the chunk tables' own columns
+    # (input rows: pixels c x in_bytes apart, mvin rows of `rows` x MAX_BLOCK_LEN channels; weight rows: k x in_bytes
+    # apart, mvin rows of `cols` x MAX_BLOCK_LEN; output rows: k x out_bytes apart, mvout rows of at most `cols`)
+    c_req = np.concatenate([np.zeros(0)] + [_chunk_row_req(
+        e.c, e.c_step, e.t_c, e.in_bytes, float(e.c * e.in_bytes), float(e.rows * max_block_len(e.rows, e.in_bytes)),
+        float(e.in_bytes)) for e in es])[idxs[3]]
+    k_req_in = np.concatenate([np.zeros(0)] + [_chunk_row_req(
+        e.k, e.k_step, e.t_k, e.in_bytes, float(e.k * e.in_bytes), float(e.cols * max_block_len(e.cols, e.in_bytes)),
+        float(e.in_bytes)) for e in es])[idxs[2]]
+    k_req_out = np.concatenate([np.zeros(0)] + [_chunk_row_req(
+        e.k, e.k_step, e.t_k, e.in_bytes, float(e.k * e.out_bytes), float(e.cols), float(e.out_bytes),
+        float(e.out_bytes), float(e.in_bytes)) for e in es])[idxs[2]]
     (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, _, k0, k_off), (cn, cc, cf, c0, c_off), (nn, nb, _, n0, _) = cols
 
     def each(values: list[float]) -> np.ndarray:  # one value per execution, per row
@@ -531,8 +562,6 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     rows, cols_ = each([e.rows for e in es]), each([e.cols for e in es])
     in_b, out_b = each([e.in_bytes for e in es]), each([e.out_bytes for e in es])
     fold = each([e.fold for e in es])
-    span_c = each([e.rows * max_block_len(e.rows, e.in_bytes) for e in es])  # elements per mvin row
-    span_k = each([e.cols * max_block_len(e.cols, e.in_bytes) for e in es])
     count = hn * wn * kn * cn * nn * each([e.groups for e in es])
     first = {"P": p0, "Q": q0, "K": k0, "C": c0, "N": n0, "R": h0, "S": w0}
     # (input, weight) load indicators: with tiles kept, an operand loads only on the first iteration of the DRAM
@@ -558,22 +587,20 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     blocks = np.ceil(wk / fold)
     folded = fold > 1
     pre = np.where(folded, kb * hk * blocks, kb * hk * wk * cb)
-    c_row = each([e.c * e.in_bytes for e in es])  # DRAM bytes between pixels (input rows)
-    k_row_in, k_row_out = each([e.k * e.in_bytes for e in es]), each([e.k * e.out_bytes for e in es])
     in_req = np.where(folded, nb * hu * wo * blocks * _req(fold * cc * in_b),
-                      nb * hu * wu * _row_req(cc, c_off, c_row, span_c, in_b))
+                      nb * hu * wu * c_req)
     in_bytes = np.where(folded, nb * hu * wo * wk * cc, nb * hu * wu * cc)
     ops = pre * nb * ho * np.ceil(wo / d)
     ex_rows = pre * nb * ho * wo
     part_rows = wo % d  # the last compute of an output row streams fewer than DIM rows
     part_ops = pre * nb * ho * (part_rows > 0)
-    ld_req = load_i * in_req + load_w * hk * wk * cc * _row_req(kk, k_off, k_row_in, span_k, in_b)
+    ld_req = load_i * in_req + load_w * hk * wk * cc * k_req_in
     init = h0 * w0 * c0 * each([float(e.bias) for e in es])  # calls that initialise the accumulator
     ld_req = ld_req + init * nb * ho * wo * kb  # one accumulator row per output pixel and DIM output channels
     ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * in_b
     ld_bytes = ld_bytes + init * kb * nb * ho * np.ceil(wo / d) * cols_ * ACC_BYTES  # one DRAM row per mvin
     final = hf * wf * cf
-    st_req = final * nb * ho * wo * _row_req(kk, k_off * out_b / in_b, k_row_out, cols_, out_b)  # mvout rows: <= DIM
+    st_req = final * nb * ho * wo * k_req_out  # mvout rows: <= DIM
     st_bytes = final * nb * ho * wo * kk * out_b
     out = np.broadcast_arrays(
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
