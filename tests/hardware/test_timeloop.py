@@ -169,3 +169,26 @@ def test_gemmini_legacy_keeps_its_one_accumulator_for_timeloop(examples):
     doc = to_timeloop_arch(hw, hint=False)
     chip = doc["architecture"]["subtree"][0]["subtree"][0]
     assert [(c["name"], c["attributes"]["instances"]) for c in chip["local"]] == [("Scratchpad", 1), ("Accumulator", 1)]
+
+
+def test_block_and_cluster_sizes_follow_timeloops_rules(examples):
+    """block-size / cluster-size as timeloop-model derives them: stated (Simba), or from the array's width in bits
+    (Gemmini: a 128-bit scratchpad row of 8-bit words is a 16-word block); exported and read back unchanged."""
+    simba = {lv.name: (lv.block_size, lv.cluster_size) for lv in _load(examples, "simba_arch_legacy.yaml").memory_levels}
+    assert simba == {"Registers": (None, 64), "AccumulationBuffer": (None, 8), "WeightBuffer": (8, None),
+                     "InputBuffer": (8, None), "GlobalBuffer": (8, None), "DRAM": (64, None)}
+    gem = _load(examples, "gemmini_arch_legacy.yaml")
+    assert [(lv.block_size, lv.cluster_size) for lv in gem.memory_levels] == [
+        (None, None), (16, None), (16, None), (64, None)]  # Accumulator: width 512 / 32-bit words
+    back = load_descriptor(dump_yaml(to_timeloop_arch(gem, hint=False)), name="back")
+    assert [(lv.block_size, lv.cluster_size) for lv in back.memory_levels] == [
+        (lv.block_size, lv.cluster_size) for lv in gem.memory_levels]
+
+
+def test_width_that_contradicts_block_and_cluster_is_an_error():
+    doc = {"arch": {"arithmetic": {"instances": 16, "word-bits": 8}, "storage": [
+        {"name": "Registers", "entries": 64, "instances": 16, "word-bits": 8, "block-size": 2, "cluster-size": 2,
+         "width": 64},
+        {"name": "DRAM", "technology": "DRAM", "instances": 1, "word-bits": 8}]}}
+    with pytest.raises(InputError, match="block-size x word-bits x cluster-size is 32"):
+        load_descriptor(yaml.safe_dump(doc), name="bad")

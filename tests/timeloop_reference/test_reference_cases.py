@@ -8,6 +8,7 @@ import yaml
 
 from tests.conftest import BENCH_DATA
 from tileplan.check import check
+from tileplan.cost.timeloop import timeloop_counts
 from tileplan.hardware.catalog import load_descriptor
 from tileplan.interop.timeloop_map import from_timeloop_mapping, timeloop_verdict, to_timeloop_bundle
 from tileplan.interop.timeloop_reference import Judged, case_problem, judge, load_cases
@@ -63,6 +64,37 @@ def test_cycles_agree_with_timeloop(judged, arch):
     assert within >= CYCLES_WITHIN_5PCT[arch], f"{arch}: {within:.3f} of {len(ratios)} within 5%"
     # timeloop-model rounds its slowdown in floating point: a cycle off here and there, nothing more
     assert sum(abs(r - 1) <= 1e-3 for r in ratios) >= len(ratios) - 2
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_energy_agrees_with_timeloop(judged, arch):
+    """Timeloop's built-in energy table on each level's geometry (cost/timeloop_energy.py) times exact counts: every
+    accepted case's energy to within 1e-4 (the issue asks for 15% on 95%)."""
+    off = [(j.case["id"], j.energy_ratio) for j in judged[arch]
+           if j.case["timeloop"]["accepted"] and not abs(j.energy_ratio - 1) <= 1e-4]
+    assert off == []
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_access_counts_agree_with_timeloop(judged, arch):
+    """Per level and tensor, the reads, fills, updates (per instance), utilized instances and tile sizes are
+    timeloop-model's, including the legacy Gemmini file's one accumulator and inputs shared by an unrolled P and R."""
+    hw = load_descriptor((DATA / "archs" / f"{arch}.yaml").read_text(), name=arch)
+    wrong = []
+    for j in judged[arch]:
+        tl = j.case["timeloop"]
+        if not tl["accepted"]:
+            continue
+        problem = case_problem(j.case)
+        mapping = from_timeloop_mapping(j.case["map_yaml"], hw, problem)
+        counts = timeloop_counts(problem.for_hardware("bounding_box"), hw.resolve(mapping.dataflow), mapping)
+        for lc in counts.levels:
+            ours = {t: [c.reads, c.fills, c.updates, c.instances, c.capacity] for t, c in lc.tensors.items()}
+            theirs = {t: [v[k] for k in ("reads", "fills", "updates", "instances", "capacity")]
+                      for t, v in tl["levels"][lc.name].items() if t in "WIO"}
+            if ours != theirs:
+                wrong.append((j.case["id"], lc.name, ours, theirs))
+    assert wrong == []
 
 
 def _bundle_verdict(text: str, hw, name: str):

@@ -13,6 +13,8 @@ Eyeriss energy ratios (register : on-chip SRAM : DRAM ~ 1 : 6 : 200 relative to 
 
 Per word = per byte x the level's word width (an int32 accumulator word costs 4 x its per-byte figure).
 A descriptor's own `energy:` on a level, or `pe_array.mac_energy_pj`, replaces the default.
+The Timeloop-semantics model prices levels without their own `energy:` by Timeloop's built-in table instead
+(`cost/timeloop_energy.py`), as timeloop-model does without Accelergy.
 Metrics report energy per level (`energy_breakdown_pj`) and per level and tensor
 (`energy_by_tensor_pj`); both sum to `energy_pj`.
 """

@@ -15,8 +15,13 @@ plan is scored the way timeloop-model scores its exported map. What differs from
 - per level, cycles = ceil(max(reads / read words per cycle, writes / write words per cycle)), with the
   per-instance counts of the busiest instance; the answer is the largest of those and the compute cycles
   (one cycle per temporal iteration).
+- inputs fed over a fan-out: instances whose windows coincide (an unrolled R next to an unrolled P) share one read
+  (Timeloop multicasts equal deltas); overlapping windows do not, except within what one child instance fetches;
+- a level Tileplan splits where the source file does not (Gemmini's one accumulator, `source_instances`) is
+  counted as the source has it: one instance over the level above's fan-out.
 Counts are per instance, and `instances` is how many instances of a level the mapping uses, as in
-timeloop-model's stats ("Scalar reads (per-instance)", "Utilized instances (max)").
+timeloop-model's stats ("Scalar reads (per-instance)", "Utilized instances (max)"); on the 398 accepted reference
+cases every count is timeloop-model's. Energy: Timeloop's built-in table on them (`cost/timeloop_energy.py`).
 """
 
 from __future__ import annotations
@@ -25,10 +30,10 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tileplan.cost.energy import MAC_PJ, level_energy
+from tileplan.cost.timeloop_energy import mac_pj, storage_pj
 from tileplan.dims import DIMS, RELEVANT, TENSORS
 from tileplan.hardware import Architecture
-from tileplan.hardware.model import mesh_split
+from tileplan.hardware.model import DTYPE_BITS, mesh_split
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 
@@ -138,6 +143,44 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
         """Spatial factors of levels lo+1..hi (fan-outs between instance of hi and of lo), relevant ones only."""
         return math.prod(f for j in range(lo + 1, hi + 1) for d, f in levels[j].spatial if rel is None or d in rel)
 
+    def split(k: int) -> bool:
+        src = arch.levels[k].source_instances if k >= 0 else None
+        return src is not None and src < arch.levels[k].instances
+
+    def distinct_inputs(lo: int, hi: int) -> float:
+        """How many child tiles' worth of inputs the parent `hi` reads per tile the child `lo` (-1: a MAC) takes, over
+        the spatial factors of levels lo+1..hi. The instances fed by `hi`'s own fan-out share a read only when their
+        windows are the same (Timeloop multicasts equal deltas: offsets p * stride + r * dilation that coincide,
+        as for an unrolled R next to an unrolled P), not when they merely overlap; below that fan-out, an instance
+        fetches the union of its sub-instances' windows (overlaps read once)."""
+        inner: list[set[int]] = [{0}, {0}]
+        outer: list[set[int]] = [{0}, {0}]
+        count = 1
+        for j in range(lo + 1, hi + 1):
+            step = tiles[j - 1] if j > 0 else dict.fromkeys(DIMS, 1)
+            for d, f in levels[j].spatial:
+                if d not in RELEVANT["I"]:
+                    continue
+                if d not in ("P", "Q", "R", "S"):
+                    count *= f
+                    continue
+                axis = 0 if d in ("P", "R") else 1
+                unit = step[d] * (problem.stride[axis] if d in ("P", "Q") else problem.dilation[axis])
+                # a fan-out above a level Tileplan splits (Gemmini's accumulator) is that level's in Timeloop
+                sets = outer if j == hi and not split(j - 1) else inner
+                sets[axis] = {o + k * unit for o in sets[axis] for k in range(f)}
+        child = tiles[lo] if lo >= 0 else dict.fromkeys(DIMS, 1)
+        factor = float(count)
+        for axis, (p, r) in enumerate((("P", "R"), ("Q", "S"))):
+            extent = (child[p] - 1) * problem.stride[axis] + (child[r] - 1) * problem.dilation[axis] + 1
+            covered, end = 0, None
+            for o in sorted(inner[axis]):  # length of the union of the windows [o, o + extent)
+                start = o if end is None else max(o, end)
+                covered += o + extent - start
+                end = o + extent
+            factor *= covered / extent * len(outer[axis])
+        return factor
+
     for t in TENSORS:
         rel = RELEVANT[t]
         chain = [i for i in range(n) if t in arch.levels[i].keeps]
@@ -150,7 +193,7 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
         for k, i in enumerate(chain):
             tc = out[i].tensors[t]
             child = chain[k - 1] if k > 0 else -1
-            distinct = spatial_between(child, i, rel)
+            distinct = distinct_inputs(child, i) if t == "I" else spatial_between(child, i, rel)
             if child == -1:
                 accesses = float(iters * distinct)  # the MACs keep nothing: one operand per iteration per child
             else:
@@ -162,6 +205,16 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
                 tc.reads = accesses - relevant_visits * tc.capacity
             else:
                 tc.reads = accesses
+    for i in range(n - 1):
+        if split(i):
+            # Timeloop's view of a level Tileplan splits (Gemmini's one accumulator over the columns): one instance
+            # spans the level above's fan-out, so it holds the union of the slices' tiles (the relevant spatial
+            # factors times one slice's) and partial sums of an irrelevant factor arrive reduced on the way
+            above = levels[i + 1]
+            for t, c in out[i].tensors.items():
+                f = math.prod(ff for d, ff in above.spatial if d in RELEVANT[t])
+                c.reads, c.fills, c.updates, c.capacity = c.reads * f, c.fills * f, c.updates * f, c.capacity * f
+                c.instances = max(1, c.instances // above.spatial_total)
     for rl, lc in zip(arch.levels, out):
         wb = rl.word_bytes
         lc.read_words_per_cycle = rl.read_bandwidth / wb if rl.read_bandwidth else None
@@ -183,8 +236,8 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
 
 
 def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> Metrics:
-    """Metrics of a legal mapping under timeloop-model's semantics. Energy: the words each level moves times the
-    descriptor's energy per byte (Tileplan's default table where it states none; Timeloop's own tables differ)."""
+    """Metrics of a legal mapping under timeloop-model's semantics. Energy: the descriptor's energy per byte where
+    it states one, else Timeloop's built-in table (`cost/timeloop_energy.py`) on the level's geometry."""
     from tileplan.cost.model import LevelTraffic, Metrics
 
     problem = problem.for_hardware("bounding_box")
@@ -197,7 +250,6 @@ def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> 
     bound, slowest = "compute", tc.compute_cycles
     dram_bytes = 0.0
     for i, (lv, lc) in enumerate(zip(arch.levels, tc.levels)):
-        e = level_energy(lv)
         wb = lv.word_bytes
         per: dict[str, dict[str, float]] = {}
         pj: dict[str, float] = {}
@@ -205,7 +257,10 @@ def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> 
             r = c.reads * c.instances * wb
             w = (c.fills + c.updates) * c.instances * wb
             per[t] = {"reads": r, "writes": w}
-            pj[t] = r * e.read_pj_per_byte + w * e.write_pj_per_byte
+            if lv.energy is not None:  # the descriptor's own figures
+                pj[t] = r * lv.energy.read_pj_per_byte + w * lv.energy.write_pj_per_byte
+            else:
+                pj[t] = storage_pj(lv, c.reads, c.fills, c.updates, c.instances)
         r_all = sum(v["reads"] for v in per.values())
         w_all = sum(v["writes"] for v in per.values())
         if i == top:
@@ -217,9 +272,11 @@ def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> 
         rows.append(LevelTraffic(level=lv.name, reads_bytes=r_all, writes_bytes=w_all,
                                  cycles=lc.cycles if lc.cycles > tc.compute_cycles else 0.0,
                                  energy_pj=energy_levels[lv.name], by_tensor=per))
-    mac_pj = arch.hardware.pe_array.mac_energy_pj
+    pe = arch.hardware.pe_array
+    per_mac = mac_pj(DTYPE_BITS[pe.input_dtype], DTYPE_BITS[pe.weight_dtype]) if pe.mac_energy_pj is None \
+        else pe.mac_energy_pj
     padded_macs = math.prod(mapping.bounds().values())
-    energy_levels["MAC"] = padded_macs * (MAC_PJ if mac_pj is None else mac_pj)
+    energy_levels["MAC"] = padded_macs * per_mac
     by_tensor_pj["MAC"] = {"MAC": energy_levels["MAC"]}
     return Metrics(
         cycles=float(cycles),

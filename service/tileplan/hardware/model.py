@@ -36,6 +36,7 @@ DTYPE_BITS: dict[str, int] = {"int4": 4, "int8": 8, "int16": 16, "int32": 32, "f
 MAX_PES = 1 << 24  # PEs in the array (rows x cols)
 MAX_INSTANCES = 1 << 24
 MAX_CAPACITY = 1 << 50  # bytes of one level
+MAX_BLOCK = 1 << 16  # words per access (Timeloop block-size)
 MIN_BANDWIDTH, MAX_BANDWIDTH = 1e-6, 1e12  # bytes per cycle per instance
 MAX_ENERGY_PJ = 1e6
 
@@ -85,6 +86,17 @@ class MemoryLevel(_Strict):
         description="Instances the Timeloop source file declares, where Tileplan splits the level differently "
         "(Gemmini's one accumulator becomes one slice per array column); Timeloop bundles follow the source.",
     )
+    block_size: Int | None = Field(
+        default=None, gt=0, le=MAX_BLOCK,
+        description="Timeloop block-size: words one access of an instance moves (one row of its array). Under "
+        "Timeloop's energy table an access costs one block's energy and a run's words count as ceil(words / block) "
+        "accesses. None: 1.",
+    )
+    cluster_size: Int | None = Field(
+        default=None, gt=0, le=MAX_INSTANCES,
+        description="Timeloop cluster-size: instances built as one physical array, so one access serves the whole "
+        "cluster (Simba's 64 PE registers per PE). Must divide the (source) instances. None: 1.",
+    )
 
     @field_validator("keeps")
     @classmethod
@@ -109,6 +121,11 @@ class MemoryLevel(_Strict):
             raise ValueError(f"mesh_x {self.mesh_x} does not divide the {self.instances} instances")
         if self.capacity is not None and self.capacity % self.instances:
             raise ValueError(f"capacity {self.capacity} B does not divide into {self.instances} instances")
+        if self.cluster_size is not None and (self.source_instances or self.instances) % self.cluster_size:
+            raise ValueError(f"cluster_size {self.cluster_size} does not divide the "
+                             f"{self.source_instances or self.instances} instances")
+        if self.cluster_size not in (None, 1) and self.capacity is None:
+            raise ValueError("cluster_size: the backing store is one array (Timeloop allows no cluster for DRAM)")
         return self
 
 
@@ -275,6 +292,9 @@ class HardwareDescriptor(_Strict):
                     is_backing_store=lv.capacity is None,
                     array_axis=lv.array_axis,
                     mesh_x=lv.mesh_x or lv.instances,
+                    block_size=lv.block_size or 1,
+                    cluster_size=lv.cluster_size or 1,
+                    source_instances=lv.source_instances,
                 )
             )
             below = lv.instances
@@ -332,6 +352,9 @@ class ResolvedLevel:
     is_backing_store: bool
     array_axis: str | None
     mesh_x: int = 1  # instances along the mesh's X axis (all of them unless the descriptor says otherwise)
+    block_size: int = 1  # words per access (Timeloop block-size)
+    cluster_size: int = 1  # instances one access serves (Timeloop cluster-size)
+    source_instances: int | None = None  # instances as the Timeloop source declares them, where Tileplan splits
 
 
 @dataclass(frozen=True)

@@ -232,14 +232,39 @@ def _word_bits(st: _Storage, default: int) -> int:
     return default if wb is None else _int(wb, st.loc + ("word-bits",))
 
 
+def _block_cluster(st: _Storage, word_bits: int) -> tuple[int, int]:
+    """Timeloop's block-size (words per access) and cluster-size (instances per physical array), as timeloop-model
+    derives them: stated, or from the array's `width` in bits = word-bits x block-size x cluster-size."""
+    b, c = _attr(st.attrs, "block-size", "n_words"), _attr(st.attrs, "cluster-size")
+    block = _int(b, st.loc + ("block-size",)) if b is not None else 1
+    cluster = _int(c, st.loc + ("cluster-size",)) if c is not None else 1
+    w = _attr(st.attrs, "width", "memory_width", "data_storage_width")
+    if w is None:
+        return block, cluster
+    width = _int(w, st.loc + ("width",))
+    if width % (word_bits * block):
+        raise InputError(st.loc + ("width",), f"{width} bits is not a whole number of {block}-word blocks of "
+                         f"{word_bits} bits")
+    if b is not None and c is not None:
+        if block * word_bits * cluster != width:
+            raise InputError(st.loc + ("width",), f"{width} bits, but block-size x word-bits x cluster-size is "
+                             f"{block * word_bits * cluster}")
+    elif c is not None:
+        block = width // cluster // word_bits
+    elif b is not None:
+        cluster = width // (word_bits * block)
+    else:
+        block = width // word_bits
+    return block, cluster
+
+
 def _entries(st: _Storage, word_bits: int) -> int | None:
     e = _attr(st.attrs, "entries")
     if e is not None:
         return _int(e, st.loc + ("entries",))
     depth, width = _attr(st.attrs, "depth"), _attr(st.attrs, "width")
     if depth is not None and width is not None:
-        bits = _int(depth, st.loc + ("depth",)) * _int(width, st.loc + ("width",))
-        return bits // word_bits
+        return _int(depth, st.loc + ("depth",)) * _block_cluster(st, word_bits)[0]
     kb = _attr(st.attrs, "sizeKB", "size-kb")
     if kb is not None:
         return int(_number(kb, st.loc + ("sizeKB",)) * 1024 * 8 // word_bits)
@@ -307,6 +332,11 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             if entries is None:
                 raise InputError(st.loc + ("entries",), f"missing for on-chip level {st.name!r} (or depth and width)")
             lv["capacity"] = math.ceil(entries * wb / 8) * inst
+        block, cluster = _block_cluster(st, wb)
+        if block != 1:
+            lv["block_size"] = block
+        if cluster != 1:
+            lv["cluster_size"] = cluster
         word_bytes = wb / 8
         shared = _attr(st.attrs, "shared_bandwidth")
         legacy = _attr(st.attrs, "bandwidth")
@@ -433,11 +463,16 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
         attrs: dict[str, Any] = {"instances": instances, "word-bits": lv.word_bits}
         if lv.mesh_x is not None:
             attrs["meshX"] = lv.mesh_x
+        block, cluster = lv.block_size or 1, lv.cluster_size or 1
         if lv.capacity is not None:
             per = lv.capacity // instances
             attrs["entries"] = per * 8 // lv.word_bits
-            attrs["depth"] = attrs["entries"]
-            attrs["width"] = lv.word_bits
+            attrs["depth"] = -(-attrs["entries"] // block)
+            attrs["width"] = lv.word_bits * block * cluster
+        if block != 1:
+            attrs["block-size"] = block
+        if cluster != 1:
+            attrs["cluster-size"] = cluster
         if lv.bandwidth is not None:
             attrs["shared_bandwidth"] = _words(lv.bandwidth, lv.word_bits)
         if lv.read_bandwidth is not None:

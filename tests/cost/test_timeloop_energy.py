@@ -1,0 +1,37 @@
+"""Timeloop's built-in energy table (timeloop-model without Accelergy) on a level's geometry."""
+
+import math
+
+import pytest
+
+from tileplan.cost.timeloop_energy import block_access_pj, dram_access_pj, mac_pj, sram_access_pj, storage_pj
+from tileplan.hardware.catalog import get_hardware
+
+
+def test_table_points():
+    # the two Eyeriss points the line goes through, for a 16-bit access: 0.5 KiB -> 1.0 pJ, 100 KiB -> 6.0 pJ
+    assert sram_access_pj(256, 16) == pytest.approx(1.0)
+    assert sram_access_pj(51200, 16) == pytest.approx(6.0)
+    # twice as wide an access of the same array costs twice (and the array is twice as big)
+    assert sram_access_pj(256, 32) == pytest.approx(2 * (1.0 + 5 / 99.5 * 0.5))
+    assert dram_access_pj(8) == 100.0 and dram_access_pj(512) == 6400.0
+    assert mac_pj(8, 8) == 0.25 and mac_pj(16, 16) == 1.0
+
+
+def test_simba_levels():
+    """Simba's registers: one 8-bit entry in each of 1024 PEs, 64 PEs to a 512-bit-wide array; one access costs a
+    64th of that array's; its DRAM moves 64-word blocks at 100 pJ a word."""
+    levels = {lv.name: lv for lv in get_hardware("simba").resolve().levels}
+    assert block_access_pj(levels["Registers"]) == pytest.approx(sram_access_pj(1, 512) / 64)
+    assert block_access_pj(levels["DRAM"]) == 6400.0
+    assert block_access_pj(levels["GlobalBuffer"]) == pytest.approx(sram_access_pj(8192, 64))
+
+
+def test_storage_counts_blocks_per_action_and_clusters_not_instances():
+    levels = {lv.name: lv for lv in get_hardware("simba").resolve().levels}
+    gb = levels["GlobalBuffer"]  # 8-word blocks: 9 words read is 2 accesses, 8 filled is 1, no updates
+    assert storage_pj(gb, 9, 8, 0, 1) == pytest.approx(3 * block_access_pj(gb))
+    reg = levels["Registers"]  # 1024 instances in 16 clusters of 64: 896 used are charged as 16 clusters
+    assert storage_pj(reg, 10, 1, 0, 896) == pytest.approx(11 * block_access_pj(reg) * 16)
+    assert storage_pj(reg, 10, 1, 0, 4) == pytest.approx(11 * block_access_pj(reg) * 4)
+    assert math.isclose(storage_pj(reg, 0, 0, 0, 896), 0.0)
