@@ -12,6 +12,7 @@ from tileplan.mappers.retile import (
     DRAM_ORDER_KEEP_W,
     call_tiles,
     dram_order,
+    execution_for_tiles,
     mapping_for_tiles,
     refine,
     tile_options,
@@ -162,3 +163,20 @@ def test_unvalidated_candidates_equal_validated_mappings():
         db = {"Accumulator": ["O"], "Scratchpad": ["I", "W"]}
         fast = mapping_for_tiles(CONV1, shape, t, db, validate=False)
         assert fast.model_dump() == mapping_for_tiles(CONV1, shape, t, db).model_dump()
+
+
+def test_tilings_ranked_without_a_mapping_run_as_their_mapping_does():
+    """retile ranks tilings from their executions alone (`execution_for_tiles`) and builds a Mapping only for the
+    ones it scores: each execution must be the one its canonical mapping runs as."""
+    from tileplan.cost.gemmini import execution_from_mapping
+
+    shape = gemmini_shape(ARCH)
+    conv3 = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 56,
+                                            "in_w": 56, "kernel": 3, "padding": 1}))
+    mm = Problem.from_layer(parse_layer({"op": "matmul", "M": 100, "K": 768, "N": 3072}))
+    for problem in (CONV1, conv3, mm):
+        for t in _some_tilings(problem):
+            for db in ({}, {"Accumulator": ["O"], "Scratchpad": ["I", "W"]}, {"Scratchpad": ["I", "W"]}):
+                mapping = mapping_for_tiles(problem, shape, t, db)
+                assert execution_for_tiles(problem, shape, t, db) == execution_from_mapping(problem, ARCH, mapping,
+                                                                                             "tileplan")

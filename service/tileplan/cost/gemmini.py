@@ -81,6 +81,7 @@ vectorisable over the whole data set for calibration.
 
 from __future__ import annotations
 
+import collections.abc as abc
 import functools
 import math
 from collections import Counter
@@ -265,19 +266,38 @@ def execution_from_mapping(
     always overlap, while Tileplan's code overlaps only what the plan double buffers; the accumulator is loaded
     with a bias only when the layer has one (Tileplan's code loads zeros the same way when it has none)."""
     executor = executor or mapping.executor or "library"
-    if executor not in EXECUTORS:
-        raise ValueError(f"unknown executor {executor!r}; use one of {EXECUTORS}")
-    auto = executor == "library-auto"  # the library's own tiler picked the tile, at run time
-    executor = "library" if auto else executor
     levels = gemmini_levels(arch)
     top = len(mapping.levels) - 1 if levels is None else levels[2]
-    order = tuple(call_loop_order(mapping.levels[top].temporal, DIMS, REDUCTION_DIMS))
     tile = {d: 1 for d in DIMS}
     for lv in mapping.levels[:top]:
         for d, f in lv.temporal:
             tile[d] *= f
         for d, f in lv.spatial:
             tile[d] *= f
+    occupied = occupied_array(arch, mapping) if levels is not None and executor in ("library", "library-auto") else None
+    return execution_from_tiles(problem, arch, tile, mapping.levels[top].temporal, mapping.double_buffered, executor,
+                                occupied)
+
+
+def execution_from_tiles(
+    problem: Problem,
+    arch: Architecture,
+    tile: dict[str, int],
+    dram_temporal: abc.Sequence[tuple[str, int]],
+    double_buffered: abc.Mapping[str, abc.Sequence[str]],
+    executor: str,
+    occupied: tuple[int, int, int] | None = None,
+) -> Execution:
+    """`execution_from_mapping` from what it reads of a mapping: the call tile (per dimension, the product of the
+    factors below DRAM), the DRAM level's loops and the double buffering, and for the library on Gemmini-like
+    hardware the occupied array (`occupied_array`). Mappers that rank thousands of tilings (retile) start here
+    rather than build a Mapping for each."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; use one of {EXECUTORS}")
+    auto = executor == "library-auto"  # the library's own tiler picked the tile, at run time
+    executor = "library" if auto else executor
+    levels = gemmini_levels(arch)
+    order = tuple(call_loop_order(dram_temporal, DIMS, REDUCTION_DIMS))
     dims = problem.dims
     tile = {d: min(tile[d], dims[d]) for d in DIMS}
     if levels is None:
@@ -287,10 +307,12 @@ def execution_from_mapping(
         dim_c, dim_k = array_extent(arch)
         dim = max(dim_c, dim_k)
     else:
-        dim, dim_c, dim_k = occupied_array(arch, mapping)
+        if occupied is None:
+            raise ValueError("the library's execution on Gemmini-like hardware needs the occupied array")
+        dim, dim_c, dim_k = occupied
     overlapped = True
     if levels is not None and executor == "tileplan":
-        db = mapping.double_buffered
+        db = double_buffered
         overlapped = {"I", "W"} <= set(db.get(arch.levels[levels[1]].name, [])) and "O" in db.get(
             arch.levels[levels[0]].name, []
         )

@@ -19,7 +19,13 @@ import itertools
 import time
 
 from tileplan.check import call_violations, check_arch, level_violations
-from tileplan.cost.gemmini import call_features_many, cycles_vectorised, execution_from_mapping, nominal_dram_bandwidth
+from tileplan.cost.gemmini import (
+    Execution,
+    call_features_many,
+    cycles_vectorised,
+    execution_from_tiles,
+    nominal_dram_bandwidth,
+)
 from tileplan.cost.model import evaluate_mapping
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS
@@ -86,14 +92,27 @@ def mapping_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, in
     sp = {"C": _unroll(tiles["C"], shape.dim), "K": _unroll(tiles["K"], shape.dim)}
     for d in CALL_ORDER:
         temporal[shape.acc].append((d, tiles[d] // sp.get(d, 1)))
-    for d in dram_order(problem, tiles):
-        count = -(-problem.dims[d] // tiles[d])
-        temporal[shape.dram].append((d, count))
+    temporal[shape.dram] = _dram_loops(problem, tiles)
+    for d, count in temporal[shape.dram]:
         if count * tiles[d] != problem.dims[d]:
             padded[d] = count * tiles[d]
     spatial[shape.acc] = [("C", sp["C"])]
     spatial[shape.spad] = [("K", sp["K"])]
     return build_mapping(shape.arch, temporal, spatial, padded_dims=padded, double_buffered=db, validate=validate)
+
+
+def _dram_loops(problem: Problem, tiles: dict[str, int]) -> list[tuple[str, int]]:
+    """The DRAM level's loops (innermost first) of the canonical mapping with these call tiles: the tile counts."""
+    return [(d, -(-problem.dims[d] // tiles[d])) for d in dram_order(problem, tiles)]
+
+
+def execution_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, int],
+                        db: abc.Mapping[str, abc.Sequence[str]]) -> Execution:
+    """How Tileplan's code runs `mapping_for_tiles(problem, shape, tiles, db)`, without building the mapping: its
+    call tiles are `tiles` (the factors below DRAM multiply to them), its DRAM loops `_dram_loops` (a Mapping drops
+    the loops of one trip, which change no call order)."""
+    dram = [(d, n) for d, n in _dram_loops(problem, tiles) if n > 1]
+    return execution_from_tiles(problem, shape.arch, tiles, dram, db, TILEPLAN)
 
 
 def _near(opts: list[int], tile: int, reach: int) -> list[int]:
@@ -114,13 +133,12 @@ def _candidates(tiles: dict[str, int], options: dict[str, list[int]], reach: int
     return out
 
 
-def _cycles_of(problem: Problem, arch: Architecture, mappings: list[Mapping], params: CostParams) -> list[float]:
+def _cycles_of(arch: Architecture, es: list[Execution], params: CostParams) -> list[float]:
     """The call cycle model alone (no traffic, energy or legality), cheap enough to rank thousands: the call rows of
-    all `mappings` stacked and costed in one vectorised pass (per mapping the same arithmetic, summed in the same
+    all executions stacked and costed in one vectorised pass (per execution the same arithmetic, summed in the same
     order, as costing each alone)."""
-    if not mappings:
+    if not es:
         return []
-    es = [execution_from_mapping(problem, arch, m, TILEPLAN) for m in mappings]
     x, row_id = call_features_many(es, nominal_dram_bandwidth(arch))
     return [float(c) for c in cycles_vectorised(x, row_id, len(es), params.model_dump())]
 
@@ -134,7 +152,9 @@ class _Tilings:
 
     def __init__(self, problem: Problem, shape: GemminiShape, params: CostParams, objective: Objective) -> None:
         self.problem, self.shape, self.params, self.objective = problem, shape, params, objective
-        self.mapping: dict[TileKey, Mapping | None] = {}  # None: cannot fit (`_may_fit`)
+        self.fits: dict[TileKey, bool] = {}  # False: cannot fit (`_may_fit`)
+        self.tiling: dict[TileKey, tuple[dict[str, int], abc.Mapping[str, abc.Sequence[str]]]] = {}
+        self.built: dict[TileKey, Mapping] = {}  # built only when scored or handed out (`mapping`)
         self.cycles: dict[TileKey, float] = {}
         self.score: dict[TileKey, float | None] = {}  # None: illegal (`check_arch`)
 
@@ -142,23 +162,29 @@ class _Tilings:
         """The tilings that may fit, fastest first by the call cycle model (ties: in the given order)."""
         db_key = tuple(sorted((lv, tuple(ts)) for lv, ts in db.items()))
         keys = [(tuple(t[d] for d in DIMS), db_key) for t in tiles]
-        new = {}
+        costed = []
         for key, t in zip(keys, tiles):
-            if key not in self.mapping and key not in new:
-                fits = _may_fit(self.problem, self.shape, t, db)
-                new[key] = mapping_for_tiles(self.problem, self.shape, t, db, validate=False) if fits else None
-        self.mapping.update(new)
-        costed = [k for k, m in new.items() if m is not None]
-        mappings = [new[k] for k in costed]
-        self.cycles.update(zip(costed, _cycles_of(self.problem, self.shape.arch, mappings, self.params)))  # type: ignore[arg-type]
-        fit = [(self.cycles[k], i, k) for i, k in enumerate(keys) if self.mapping[k] is not None]
+            if key not in self.fits:
+                self.fits[key] = _may_fit(self.problem, self.shape, t, db)
+                self.tiling[key] = (t, db)
+                if self.fits[key]:
+                    costed.append(key)
+        es = [execution_for_tiles(self.problem, self.shape, *self.tiling[k]) for k in costed]
+        self.cycles.update(zip(costed, _cycles_of(self.shape.arch, es, self.params)))
+        fit = [(self.cycles[k], i, k) for i, k in enumerate(keys) if self.fits[k]]
         return [k for _, _, k in sorted(fit)]
+
+    def mapping(self, key: TileKey) -> Mapping:
+        """The canonical mapping of a tiling that may fit (unvalidated, `mapping_for_tiles`)."""
+        if key not in self.built:
+            assert self.fits[key]
+            self.built[key] = mapping_for_tiles(self.problem, self.shape, *self.tiling[key], validate=False)
+        return self.built[key]
 
     def legal_score(self, key: TileKey) -> float | None:
         """The objective's score of a tiling, None when it is illegal."""
         if key not in self.score:
-            m = self.mapping[key]
-            assert m is not None
+            m = self.mapping(key)
             arch = self.shape.arch
             self.score[key] = None if check_arch(self.problem, arch, m) else score_mapping(
                 self.problem, arch, m, evaluate_mapping(self.problem, arch, m, TILEPLAN), self.objective)
@@ -240,8 +266,7 @@ def refine(
     for key in known.rank(whole, starts[0].double_buffered):
         s = known.legal_score(key)
         if s is not None:
-            m = known.mapping[key]
-            assert m is not None
+            m = known.mapping(key)
             scored.append((s, len(scored), m))
             if s < best_score:
                 best_score, best = s, m
@@ -267,9 +292,7 @@ def refine(
                     step = (s, key)
             if step is None:
                 break
-            cur_score, found = step[0], known.mapping[step[1]]
-            assert found is not None
-            cur = found
+            cur_score, cur = step[0], known.mapping(step[1])
             tiles = call_tiles(cur, shape.dram)
         if cur_score < best_score - 1e-12:
             best_score, best = cur_score, cur
@@ -277,4 +300,4 @@ def refine(
     return Mapping.model_validate(best.model_dump()), best_score, ranked
 
 
-__all__ = ["call_tiles", "dram_order", "mapping_for_tiles", "refine", "tile_options"]
+__all__ = ["call_tiles", "dram_order", "execution_for_tiles", "mapping_for_tiles", "refine", "tile_options"]
