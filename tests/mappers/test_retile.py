@@ -180,3 +180,23 @@ def test_tilings_ranked_without_a_mapping_run_as_their_mapping_does():
                 mapping = mapping_for_tiles(problem, shape, t, db)
                 assert execution_for_tiles(problem, shape, t, db) == execution_from_mapping(problem, ARCH, mapping,
                                                                                              "tileplan")
+
+
+def test_tilings_sharing_an_execution_are_costed_once_and_alike():
+    """Row tiles of 17 and 20 on a 16-wide array both run as two blocks: retile costs that execution once
+    (`_Tilings.execution_cycles`) and each tiling still gets exactly the cycles it gets alone."""
+    from tileplan.cost.gemmini import cycles_from_calls, gemmini_calls
+    from tileplan.cost.params import CostParams
+    from tileplan.mappers.retile import _Tilings
+
+    mm = Problem.from_layer(parse_layer({"op": "matmul", "M": 100, "K": 768, "N": 3072}))
+    shape = gemmini_shape(ARCH)
+    params = CostParams.for_descriptor(HW)
+    known = _Tilings(mm, shape, params, Objective())
+    db = {"Accumulator": ["O"], "Scratchpad": ["I", "W"]}
+    tilings = [{**t, "P": p} for t in _some_tilings(mm) for p in (17, 20, 32)]
+    ranked = known.rank(tilings, db)
+    assert len(known.execution_cycles) < len(ranked)
+    for key in ranked:
+        alone = cycles_from_calls(gemmini_calls(mm, ARCH, known.mapping(key), "tileplan"), params).cycles
+        assert known.cycles[key] == alone
