@@ -375,7 +375,10 @@ def main() -> None:
         "tile; a compute streams up to DIM output columns of one row and occupies the array at least a fitted share of "
         "DIM cycles; weights preload per DIM x DIM block; two calls overlap (the library double buffers); a call lasts "
         "at least the host's time to issue it; a layer pays once its first load's and last store's latency. DRAM runs "
-        "at the DMA's 16 B/cycle peak times a fitted efficiency (the YAML's nominal figure is not used). A bias is "
+        "at the DMA's 16 B/cycle peak times a fitted efficiency (the YAML's nominal figure is not used); a request on a "
+        "tensor larger than the SoC's L2 (512 KiB: the L2 no longer holds it when the library refetches it) whose row "
+        "is strided (a channel tile narrower than the tensor's rows) waits on DRAM a fitted `dram_request_cycles` more "
+        "(counting contiguous rows too, or ignoring the L2, fits worse). A bias is "
         "loaded only when the layer has one. Under `tiled_conv_auto` (executor `library-auto`) the host first "
         "searches for the tile, inside the run, with the accelerator idle: the candidates it sizes are counted by "
         "replaying gemmini.h's search (`tileplan.mappers.gemmini_auto.conv_tile_search`) and cost a fitted "
@@ -388,6 +391,7 @@ def main() -> None:
         "|---|---:|---:|",
         *[f"| {n} | {getattr(params, n):.4g} | {getattr(shipped, n):.4g} |" for n in FITTED],
         f"| dma_bytes_per_cycle (hardware fact, not fitted) | {params.dma_bytes_per_cycle:g} | |",
+        f"| l2_bytes (hardware fact, not fitted) | {params.l2_bytes:g} | |",
         "",
         f"Fit: both sets weighted equally, soft-L1 on relative error; {len(set(art.labels(lambda r: r.config)))} + 4 + "
         f"{len(set(rand.keys))} + 2 cross-validation fits took {cv_s:.0f} s (whole bench "

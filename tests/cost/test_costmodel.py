@@ -122,17 +122,17 @@ def test_16x16_runs_are_predicted_out_of_file(data, cv_artifact) -> None:
     kinds = np.array(d.labels(lambda r: f"{r.kind} {r.op}"))
     for kind in ("mapping conv", "library conv", "mapping matmul", "library matmul"):
         assert ape[kinds == kind].mean() <= 0.30, kind
-    # each configuration held out (through the user path): where the model stands now (DOSA's mappings 13.3%,
-    # Spearman 0.992; the library's own runs 15.3%, with the DMA's 64-byte blocks and tiled_conv_auto's host search;
-    # bench/results/costmodel.md), so a regression shows
+    # each configuration held out (through the user path): where the model stands now (DOSA's mappings 12.2%,
+    # Spearman 0.993; the library's own runs 14.7%, with the DMA's 64-byte blocks, tiled_conv_auto's host search and
+    # strided requests on tensors beyond the L2; bench/results/costmodel.md), so a regression shows
     mapping = np.char.startswith(kinds.astype(str), "mapping")
-    assert ape[mapping].mean() <= 0.14
+    assert ape[mapping].mean() <= 0.13
     assert spearmanr(cv_artifact[mapping], d.y[mapping]).statistic >= 0.99
-    assert ape[~mapping].mean() <= 0.17
+    assert ape[~mapping].mean() <= 0.155
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 targets not reached: DOSA mappings 13.3% (<= 12%), library 15.3% "
-                   "(<= 15%) held out; see costmodel.md")
+@pytest.mark.xfail(strict=True, reason="issue 13 target not reached: DOSA mappings 12.2% (<= 12%) held out by "
+                   "configuration (library 14.7%, <= 15%, met); see costmodel.md")
 def test_issue_13_held_out_targets(data, cv_artifact) -> None:
     d = data[1]
     ape = np.abs(cv_artifact - d.y) / d.y
@@ -554,3 +554,30 @@ def test_merging_identical_call_rows_keeps_every_runs_cycles(data) -> None:
         a = cycles_vectorised(merged.x, merged.row_id, merged.n_rows, theta)
         b = cycles_vectorised(unmerged.x, unmerged.row_id, unmerged.n_rows, theta)
         np.testing.assert_allclose(a, b, rtol=1e-9)
+
+
+def test_strided_requests_on_tensors_beyond_the_l2_wait_on_dram() -> None:
+    """A request pays dram_request_cycles when its tensor is larger than the L2 (512 KiB) and its row is narrower than
+    the tensor's: U-Net's 3x3 1024->1024 weights (9.4 MB) in 16-channel tiles (16-byte rows 1 KB apart) do, the same
+    tile of a layer with only 16 output channels (whole, contiguous rows) or of a small layer does not, nor a
+    descriptor with a larger L2."""
+    from tileplan.cost.gemmini import Execution
+
+    col = FEATURE_COLUMNS.index("dram_req")
+
+    def dram_requests(c: int, k: int, t_k: int, l2: float = 512 * 1024) -> float:
+        e = Execution(
+            kind="conv", dim=16, batch=1, groups=1, out_h=28, out_w=28, k=k, c=c, r=3, s=3, stride=(1, 1),
+            pad=(1, 1), in_h=28, in_w=28, t_n=1, t_h=4, t_w=28, t_k=t_k, t_c=c, t_r=3, t_s=3, k_step=t_k, c_step=c,
+            bias=False, l2_bytes=l2,
+        )
+        calls = call_features(e, 8.0)
+        return float((calls[:, col] * calls[:, 0]).sum())
+
+    weight_rows = 9 * 1024  # per call: one 16-byte row per (kernel row, kernel col, input channel)
+    assert dram_requests(1024, 1024, 16) == 7 * 64 * weight_rows + 7 * 64 * 4 * 28  # weights + the 16-channel stores
+    assert dram_requests(1024, 16, 16) == 0  # whole rows of a 147 KB weight tensor, 50 KB of outputs
+    assert dram_requests(64, 64, 16) == 0  # 37 KB of weights: the L2 keeps them
+    assert dram_requests(1024, 1024, 16, l2=64 << 20) == 0
+    hw = get_hardware("gemmini-16x16")
+    assert CostParams.for_descriptor(hw).dram_request_cycles > 0

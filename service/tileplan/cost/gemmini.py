@@ -47,6 +47,13 @@ software library per iteration of the DRAM-level loops:
   convolution loads its whole strided window under the library (FireSim says so) and only the pixels it uses
   in Tileplan's code. DRAM runs at the DMA's peak (16 B per cycle) times a fitted efficiency; the descriptor's
   nominal DRAM figure is not used (`effective_dram_bandwidth`).
+* The DMA reads and writes through the SoC's L2 (512 KiB on Gemmini's SoCs, `CostParams.l2_bytes`). The library
+  refetches a tile call after call; a tensor that fits the L2 is still there at the next refetch, one larger than
+  it has been evicted, so a request on it waits on DRAM, `dram_request_cycles` more, when its row is strided (a
+  channel tile narrower than the tensor's rows; whole rows stream) (`_beyond_l2`; fitted: ~1 cycle, which takes
+  held-out MAPE of DOSA's mappings on the 16x16 runs from 13.1% to 12.2%). FireSim's U-Net layers of 2-20 MB
+  tensors and small DMA rows (1 input channel, 2 output channels, 16-channel weight rows 1 KB apart) still
+  measure 2-3x the model: something more than a per-request DRAM wait (not modelled; costmodel.md).
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
   overlap the current call's compute, so a call's work is about max(DMA, compute) + a fitted share of the
   shorter (one share for loop_conv_ws, one for loop_ws); in a convolution the first call's loads and the last
@@ -219,6 +226,9 @@ class Execution:
     # Candidate tiles the host sizes before the first call (tiled_conv_auto's search for its tile, inside the run:
     # executor "library-auto"); 0 when the tile is given (tiled_conv, Tileplan's code).
     search: int = 0
+    # The SoC's shared L2 (bytes): the DMA's requests go through it, so a tensor that fits is refetched from it and
+    # one that does not from DRAM (`l2_bytes` in CostParams, a hardware fact).
+    l2_bytes: float = 512 * 1024
 
     @property
     def rows(self) -> int:
@@ -317,6 +327,7 @@ def execution_from_tiles(
             arch.levels[levels[0]].name, []
         )
     bias = problem.bias or executor == "tileplan"
+    l2 = CostParams.for_descriptor(arch.hardware).l2_bytes
     kind = "matmul" if dims["Q"] == 1 and dims["R"] == 1 and dims["S"] == 1 else "conv"
     sh, sw = problem.stride
     dh, dw = problem.dilation
@@ -338,7 +349,7 @@ def execution_from_tiles(
             c=dims["C"], r=1, s=1, stride=(1, 1), pad=(0, 0), in_h=dims["P"], in_w=1,
             t_n=1, t_h=-(-tile["P"] * tile["N"] // dim), t_w=1, t_k=-(-tile["K"] // dim_k), t_c=-(-tile["C"] // dim_c),
             t_r=1, t_s=1, k_step=0, c_step=0, in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
-            overlapped=overlapped, bias=bias, order=mm_order, reuse=reuse, dim_c=dim_c, dim_k=dim_k,
+            overlapped=overlapped, bias=bias, order=mm_order, reuse=reuse, dim_c=dim_c, dim_k=dim_k, l2_bytes=l2,
         )
     # Gemmini's library makes the zero padding on chip (the loaders skip it, and a window wholly inside it makes
     # the 16-bit iterator wrap); Tileplan's code runs on an input the host has padded.
@@ -361,7 +372,7 @@ def execution_from_tiles(
         k_step=tile["K"], c_step=tile["C"], in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
         overlapped=overlapped, bias=bias, order=order, reuse=executor == "tileplan",
         fold=kernel_fold(dim_c, dims["C"], tile["C"], tile["S"], dw) if executor == "tileplan" else 1,
-        dim_c=dim_c, dim_k=dim_k,
+        dim_c=dim_c, dim_k=dim_k, l2_bytes=l2,
     )
 
 
@@ -385,10 +396,10 @@ def tile_search_evaluations(problem: Problem, arch: Architecture) -> int:
 
 # Per-call feature columns (all counts per call; `count` = how many calls share the row). `search` is a per-run
 # quantity (the host's tile search before the first call), carried by a run's first row and not multiplied by
-# `count`.
+# `count`. `dram_req`: the DMA requests (of ld_req and st_req) on tensors larger than the L2 (`_beyond_l2`).
 FEATURE_COLUMNS = (
     "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
-    "overlap", "matmul", "part_ops", "part_rows", "search",
+    "overlap", "matmul", "part_ops", "part_rows", "search", "dram_req",
 )
 
 
@@ -616,7 +627,8 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     ex_rows = pre * nb * ho * wo
     part_rows = wo % d  # the last compute of an output row streams fewer than DIM rows
     part_ops = pre * nb * ho * (part_rows > 0)
-    ld_req = load_i * in_req + load_w * hk * wk * cc * k_req_in
+    w_req = hk * wk * cc * k_req_in
+    ld_req = load_i * in_req + load_w * w_req
     init = h0 * w0 * c0 * each([float(e.bias) for e in es])  # calls that initialise the accumulator
     ld_req = ld_req + init * nb * ho * wo * kb  # one accumulator row per output pixel and DIM output channels
     ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * in_b
@@ -624,15 +636,34 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     final = hf * wf * cf
     st_req = final * nb * ho * wo * k_req_out  # mvout rows: <= DIM
     st_bytes = final * nb * ho * wo * kk * out_b
+    big = {t: each([float(_beyond_l2(e, t)) for e in es]) for t in ("I", "W", "O")}
+    # only rows narrower than the tensor's (a channel tile short of all channels): whole rows stream contiguously
+    c_all, k_all = each([e.c for e in es]), each([e.k for e in es])
+    dram_req = (load_i * in_req * big["I"] * (cc < c_all) + load_w * w_req * big["W"] * (kk < k_all)
+                + st_req * big["O"] * (kk < k_all))
     out = np.broadcast_arrays(
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
-        each([float(e.overlapped) for e in es]), 0.0, part_ops, part_rows, 0.0,
+        each([float(e.overlapped) for e in es]), 0.0, part_ops, part_rows, 0.0, dram_req,
     )
     feats = np.stack(out, axis=1).astype(float)
     # the host's tile search (a per-run quantity) rides on each execution's first row
     starts = np.flatnonzero(np.r_[True, xid[1:] != xid[:-1]]) if len(xid) else np.zeros(0, dtype=int)
     feats[starts, FEATURE_COLUMNS.index("search")] = [float(es[i].search) for i in xid[starts]]
     return feats, xid
+
+
+def _beyond_l2(e: Execution, tensor: str) -> bool:
+    """Whether a whole operand tensor ("I", "W", "O") is larger than the L2 the DMA reads and writes through. The
+    library refetches its tiles call after call; a tensor that fits stays in the L2 between refetches, one that
+    does not is evicted before it is needed again, so its requests go to DRAM. The callers count only the requests
+    of rows narrower than the tensor's own (a channel tile short of all channels), which jump from row to row;
+    whole rows stream contiguously (counting those too fits worse: costmodel.md)."""
+    size = {
+        "I": e.batch * e.in_h * e.in_w * e.c * e.groups,
+        "W": e.r * e.s * e.c * e.k * e.groups,
+        "O": e.batch * e.out_h * e.out_w * e.k * e.groups,
+    }[tensor] * (e.out_bytes if tensor == "O" else e.in_bytes)
+    return size > e.l2_bytes
 
 
 def _kept_across(e: Execution, trips: dict[str, int], tensor: str) -> list[str]:
@@ -684,6 +715,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
 
     trips = {"P": tiles(rows_i, e.t_h, d), "K": tiles(e.k, e.t_k, cols), "C": tiles(e.c, e.t_c, rows), "G": e.groups}
     out = []
+    big = {t: float(_beyond_l2(e, t)) for t in ("I", "W", "O")}
     kept = {t: _kept_across(e, trips, t) for t in ("I", "W")}  # the DRAM loops each operand is kept across
     a_span, b_span = rows * max_block_len(rows, e.in_bytes), cols * max_block_len(cols, e.in_bytes)
     c_blocks, k_blocks = blocks(e.c, e.t_c, rows, row_elems=True), blocks(e.k, e.t_k, cols, row_elems=True)
@@ -709,6 +741,8 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                 for dim in kept["W"]:
                     load_b = load_b * first[dim]
                 ld_req = load_a * ie * a_req[(ke, k_off)] + load_b * ke * b_req[(je, j_off)]
+                dram_req = (load_a * ie * a_req[(ke, k_off)] * big["I"] * (ke < e.c)
+                            + load_b * ke * b_req[(je, j_off)] * big["W"] * (je < e.k))
                 ld_bytes = (load_a * ie * ke + load_b * ke * je) * e.in_bytes
                 if k0 and e.bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * jb
@@ -718,9 +752,10 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                     st_req = ie * float(_row_req(je, j_off * e.out_bytes / e.in_bytes, e.k * e.out_bytes, cols,
                                                  e.out_bytes))
                     st_bytes = ie * je * e.out_bytes
+                    dram_req += st_req * big["O"] * (je < e.k)
                 out.append(
                     (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped), 1.0,
-                     part_ops, part_rows, 0.0)
+                     part_ops, part_rows, 0.0, dram_req)
                 )
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
@@ -757,6 +792,8 @@ def _cycle_terms(col: Any, p: Any) -> Any:
     """Per-call cycles over numpy columns (same code for evaluation and calibration)."""
     bw = effective_dram_bandwidth(col["dram_bw"], p)
     dma = (col["ld_req"] + col["st_req"]) * p["dma_request_cycles"] + (col["ld_bytes"] + col["st_bytes"]) / bw
+    # a request on a tensor the L2 cannot hold waits on DRAM (`_beyond_l2`)
+    dma = dma + col["dram_req"] * p["dram_request_cycles"]
     # A compute instruction streams its rows (up to DIM) through the array, and occupies it for at least a fitted
     # share of DIM cycles however few rows it has (FireSim: tiles of 1-4 output columns run 2-4x slower per row
     # than full ones). Only a row's last piece can be short: `part_ops` computes of `part_rows` rows each.
@@ -841,7 +878,8 @@ def gemmini_notes(arch: Architecture, mapping: Mapping, executor: str | None = N
     notes.append(
         f"DRAM: the calibrated DMA rate, {rate:.2f} B/cycle ({p['dma_bytes_per_cycle']:g} B/cycle peak x "
         f"{p['dram_efficiency']:.3f}); the descriptor's nominal {nominal:g} B/cycle is not used by this model "
-        "(set cost_params.dram_efficiency or dma_bytes_per_cycle to model another memory system)"
+        "(set cost_params.dram_efficiency or dma_bytes_per_cycle to model another memory system); requests on a "
+        f"tensor larger than the {p['l2_bytes'] / 1024:g} KiB L2 wait {p['dram_request_cycles']:.2f} cycles more"
     )
     default = CostParams().as_dict()
     own = sorted(k for k, v in arch.hardware.cost_params.items() if k in default and abs(v - default[k]) > 1e-9)
