@@ -117,7 +117,8 @@ def test_refine_reaches_tiles_covering_the_whole_reduction():
     assert call_tiles(start, 3)["C"] < 1024
     best, _, _ = refine(layer, ARCH, [start], LATENCY)
     assert check_arch(layer, ARCH, best) == [] and call_tiles(best, 3)["C"] == 1024
-    assert evaluate_mapping(layer, ARCH, best, "tileplan").cycles < 0.9 * evaluate_mapping(layer, ARCH, start, "tileplan").cycles
+    # 0.91x under the model with the L2-miss request term (0.87x before it): the saving is the input re-reads
+    assert evaluate_mapping(layer, ARCH, best, "tileplan").cycles < 0.95 * evaluate_mapping(layer, ARCH, start, "tileplan").cycles
 
 
 def _some_tilings(problem: Problem) -> list[dict[str, int]]:
