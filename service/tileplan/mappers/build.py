@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from tileplan.dims import DIMS, RELEVANT
 from tileplan.hardware import Architecture
 from tileplan.mapping import LevelMapping, Mapping
 
@@ -53,3 +54,11 @@ def max_double_buffering(arch: Architecture) -> dict[str, list[str]]:
     return {
         lv.name: sorted(lv.keeps) for lv in arch.levels if lv.buffer_count == 2 and not lv.is_backing_store
     }
+
+
+def stationary_order(factors: dict[str, int], tensor: str | None) -> list[tuple[str, int]]:
+    """Loops of one level, innermost first: those that do not index `tensor` first, so it stays put."""
+    items = [(d, f) for d, f in factors.items() if f > 1]
+    if tensor is None:
+        return sorted(items, key=lambda x: DIMS.index(x[0]))
+    return sorted(items, key=lambda x: (x[0] in RELEVANT[tensor], DIMS.index(x[0])))

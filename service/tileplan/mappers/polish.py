@@ -16,8 +16,10 @@ from typing import cast
 
 from tileplan.check import check_arch
 from tileplan.cost.model import evaluate_mapping
+from tileplan.dims import RELEVANT, TENSORS
 from tileplan.hardware import Architecture
 from tileplan.mappers.base import TILEPLAN, Objective
+from tileplan.mappers.build import stationary_order
 from tileplan.mappers.score import score_mapping
 from tileplan.mapping import Factor, LevelMapping, Mapping
 from tileplan.problem import Problem, prime_factors
@@ -51,6 +53,37 @@ def neighbours(mapping: Mapping) -> list[Mapping]:
                     dst = levels[j]
                     new[j] = LevelMapping(name=dst.name, temporal=_with_factor(dst.temporal, d, p, 1), spatial=dst.spatial)
                     out.append(mapping.model_copy(update={"levels": new}))
+    out += _regroupings(mapping)
+    return out
+
+
+def _regroupings(mapping: Mapping) -> list[Mapping]:
+    """Moves no single factor move improves on its own: a level's loops reordered so one tensor stays put (those
+    that leave it alone innermost), and all of a level's loops over one tensor's dimensions lifted to a level
+    above, outermost there (DianNao's one-word partial-sum registers are rewritten once per visit of an output:
+    the output's loops belong outside every reduction loop above them, which takes two or more moves)."""
+    out = []
+    levels = mapping.levels
+    for i, src in enumerate(levels):
+        for t in TENSORS:
+            if len(src.temporal) > 1:
+                order = stationary_order(dict(src.temporal), t)
+                if order != list(src.temporal):
+                    new = list(levels)
+                    new[i] = LevelMapping(name=src.name, temporal=cast("list[Factor]", order), spatial=src.spatial)
+                    out.append(mapping.model_copy(update={"levels": new}))
+            lift = [(d, f) for d, f in src.temporal if d in RELEVANT[t]]
+            if not lift:
+                continue
+            for j in range(i + 1, len(levels)):
+                new = list(levels)
+                new[i] = LevelMapping(name=src.name, temporal=[(d, f) for d, f in src.temporal if d not in RELEVANT[t]],
+                                      spatial=src.spatial)
+                loops: list[Factor] = list(levels[j].temporal)
+                for d, f in lift:
+                    loops = _with_factor(loops, d, f, 1)
+                new[j] = LevelMapping(name=levels[j].name, temporal=loops, spatial=levels[j].spatial)
+                out.append(mapping.model_copy(update={"levels": new}))
     return out
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 
-from tileplan.dims import DIMS, RELEVANT, TENSORS
-from tileplan.mappers.build import build_mapping
+from tileplan.dims import DIMS, TENSORS
+from tileplan.mappers.build import build_mapping, stationary_order
 from tileplan.mappers.cosa.model import CosaModel
 from tileplan.mappers.cosa.solve import value
 from tileplan.mapping import Mapping
@@ -34,14 +34,6 @@ def decode_factors(model: CosaModel) -> tuple[list[dict[str, int]], list[dict[st
         if value(m.db[i, v]) > 0.5:
             db[spec.arch.levels[i].name].append(v)
     return [dict(t) for t in temporal], [dict(s) for s in spatial], padded, dict(db)
-
-
-def stationary_order(factors: dict[str, int], tensor: str | None) -> list[tuple[str, int]]:
-    """Loops of one level, innermost first: those that do not index `tensor` first, so it stays put."""
-    items = [(d, f) for d, f in factors.items() if f > 1]
-    if tensor is None:
-        return sorted(items, key=lambda x: DIMS.index(x[0]))
-    return sorted(items, key=lambda x: (x[0] in RELEVANT[tensor], DIMS.index(x[0])))
 
 
 def candidate_mappings(
