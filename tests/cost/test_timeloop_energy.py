@@ -5,6 +5,7 @@ import math
 import pytest
 
 from tileplan.cost.timeloop_energy import block_access_pj, dram_access_pj, mac_pj, sram_access_pj, storage_pj
+from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import get_hardware
 
 
@@ -22,16 +23,28 @@ def test_simba_levels():
     """Simba's registers: one 8-bit entry in each of 1024 PEs, 64 PEs to a 512-bit-wide array; one access costs a
     64th of that array's; its DRAM moves 64-word blocks at 100 pJ a word."""
     levels = {lv.name: lv for lv in get_hardware("simba").resolve().levels}
-    assert block_access_pj(levels["Registers"]) == pytest.approx(sram_access_pj(1, 512) / 64)
-    assert block_access_pj(levels["DRAM"]) == 6400.0
-    assert block_access_pj(levels["GlobalBuffer"]) == pytest.approx(sram_access_pj(8192, 64))
+    assert block_access_pj(levels["Registers"])[0] == pytest.approx(sram_access_pj(1, 512) / 64)
+    assert block_access_pj(levels["DRAM"]) == (6400.0, 6400.0)
+    assert block_access_pj(levels["GlobalBuffer"])[1] == pytest.approx(sram_access_pj(8192, 64))
 
 
 def test_storage_counts_blocks_per_action_and_clusters_not_instances():
     levels = {lv.name: lv for lv in get_hardware("simba").resolve().levels}
     gb = levels["GlobalBuffer"]  # 8-word blocks: 9 words read is 2 accesses, 8 filled is 1, no updates
-    assert storage_pj(gb, 9, 8, 0, 1) == pytest.approx(3 * block_access_pj(gb))
+    assert storage_pj(gb, 9, 8, 0, 1) == pytest.approx(3 * block_access_pj(gb)[0])
     reg = levels["Registers"]  # 1024 instances in 16 clusters of 64: 896 used are charged as 16 clusters
-    assert storage_pj(reg, 10, 1, 0, 896) == pytest.approx(11 * block_access_pj(reg) * 16)
-    assert storage_pj(reg, 10, 1, 0, 4) == pytest.approx(11 * block_access_pj(reg) * 4)
+    assert storage_pj(reg, 10, 1, 0, 896) == pytest.approx(11 * block_access_pj(reg)[0] * 16)
+    assert storage_pj(reg, 10, 1, 0, 4) == pytest.approx(11 * block_access_pj(reg)[0] * 4)
     assert math.isclose(storage_pj(reg, 0, 0, 0, 896), 0.0)
+
+
+def test_stated_energy_is_counted_per_block_like_the_table():
+    """A level's own energy (per byte) prices its block accesses the same way: 9 words read in 8-word blocks of
+    8-bit words at 2 pJ a byte are 2 accesses of 16 pJ."""
+    hw = get_hardware("simba")
+    doc = hw.model_dump()
+    next(lv for lv in doc["memory_levels"] if lv["name"] == "GlobalBuffer")["energy"] = {
+        "read_pj_per_byte": 2.0, "write_pj_per_byte": 3.0}
+    gb = next(lv for lv in HardwareDescriptor.model_validate(doc).resolve().levels if lv.name == "GlobalBuffer")
+    assert block_access_pj(gb) == (16.0, 24.0)
+    assert storage_pj(gb, 9, 8, 0, 1) == pytest.approx(2 * 16.0 + 1 * 24.0)

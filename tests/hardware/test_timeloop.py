@@ -192,3 +192,24 @@ def test_width_that_contradicts_block_and_cluster_is_an_error():
         {"name": "DRAM", "technology": "DRAM", "instances": 1, "word-bits": 8}]}}
     with pytest.raises(InputError, match="block-size x word-bits x cluster-size is 32"):
         load_descriptor(yaml.safe_dump(doc), name="bad")
+
+
+def test_stated_energies_replace_timeloops_table(examples):
+    """A file's `vector-access-energy` (pJ per block access) and arithmetic `energy` (pJ per MAC) are what Timeloop
+    charges instead of its table: the descriptor keeps them, per byte and per MAC."""
+    doc = yaml.safe_load((examples / EXAMPLES / "simba_arch_legacy.yaml").read_text())
+    doc["arch"]["arithmetic"]["energy"] = 0.5
+    gb = next(s for s in doc["arch"]["storage"] if s["name"] == "GlobalBuffer")
+    gb["vector-access-energy"] = 16.0  # 8-word blocks of 8-bit words: 2 pJ per byte
+    hw = load_descriptor(yaml.safe_dump(doc), name="simba-stated")
+    assert hw.pe_array.mac_energy_pj == 0.5
+    level = next(lv for lv in hw.memory_levels if lv.name == "GlobalBuffer")
+    assert (level.energy.read_pj_per_byte, level.energy.write_pj_per_byte) == (2.0, 2.0)
+
+
+def test_depth_alone_counts_rows_of_blocks():
+    doc = {"arch": {"arithmetic": {"instances": 16, "word-bits": 8}, "storage": [
+        {"name": "Registers", "depth": 32, "block-size": 4, "instances": 16, "word-bits": 8},
+        {"name": "DRAM", "technology": "DRAM", "instances": 1, "word-bits": 8}]}}
+    hw = load_descriptor(yaml.safe_dump(doc), name="depth")
+    assert hw.memory_levels[0].capacity == 32 * 4 * 16 and hw.memory_levels[0].block_size == 4

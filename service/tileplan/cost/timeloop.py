@@ -236,8 +236,8 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
 
 
 def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> Metrics:
-    """Metrics of a legal mapping under timeloop-model's semantics. Energy: the descriptor's energy per byte where
-    it states one, else Timeloop's built-in table (`cost/timeloop_energy.py`) on the level's geometry."""
+    """Metrics of a legal mapping under timeloop-model's semantics. Energy: per block access, at the descriptor's
+    energy where it states one, else Timeloop's built-in table (`cost/timeloop_energy.py`) on the level's geometry."""
     from tileplan.cost.model import LevelTraffic, Metrics
 
     problem = problem.for_hardware("bounding_box")
@@ -257,10 +257,7 @@ def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> 
             r = c.reads * c.instances * wb
             w = (c.fills + c.updates) * c.instances * wb
             per[t] = {"reads": r, "writes": w}
-            if lv.energy is not None:  # the descriptor's own figures
-                pj[t] = r * lv.energy.read_pj_per_byte + w * lv.energy.write_pj_per_byte
-            else:
-                pj[t] = storage_pj(lv, c.reads, c.fills, c.updates, c.instances)
+            pj[t] = storage_pj(lv, c.reads, c.fills, c.updates, c.instances)
         r_all = sum(v["reads"] for v in per.values())
         w_all = sum(v["writes"] for v in per.values())
         if i == top:

@@ -17,6 +17,9 @@ access energy is shared by the `cluster_size` instances of the array. A run's re
 instance count ceil(words / block_size) accesses each; a clustered level is charged per cluster used
 (`min(instances used, instances / cluster_size)`), not per instance.
 
+A level's own `energy:` (per byte, e.g. from a Timeloop file's `vector-access-energy`) replaces the table's
+figure and is counted the same way; so does `pe_array.mac_energy_pj` (a file's arithmetic `energy`).
+
 Checked against the recorded timeloop-model runs (bench/data/timeloop_reference): with the recorded per-level
 counts these rules give each of the 398 accepted cases' total energy to within 1e-4.
 """
@@ -48,20 +51,25 @@ def mac_pj(bits_a: int, bits_b: int) -> float:
     return MULT16_PJ * (bits_a / 16) * (bits_b / 16)
 
 
-def block_access_pj(level: ResolvedLevel) -> float:
-    """Energy of one access (one block) at one instance of `level`."""
+def block_access_pj(level: ResolvedLevel) -> tuple[float, float]:
+    """Energy of one read and of one write (fill or update) of one block at one instance of `level`: the
+    descriptor's own figures where it states them (per byte, so a block costs block_size words of them), else
+    Timeloop's table on the level's geometry."""
     word_bits = round(level.word_bytes * 8)
+    if level.energy is not None:
+        block_bytes = level.word_bytes * level.block_size
+        return level.energy.read_pj_per_byte * block_bytes, level.energy.write_pj_per_byte * block_bytes
     if level.capacity is None:
-        return dram_access_pj(word_bits * level.block_size)
+        e = dram_access_pj(word_bits * level.block_size)
+        return e, e
     # entries per instance as the source file declares its instances (Gemmini's one accumulator, not its slices)
     entries = round(level.capacity / level.word_bytes)
     if level.source_instances:
         entries = entries * level.instances // level.source_instances
-    if entries == 0:
-        return 0.0
     width = word_bits * level.block_size * level.cluster_size
     height = -(-entries // level.block_size)
-    return sram_access_pj(height, width) / level.cluster_size
+    e = sram_access_pj(height, width) / level.cluster_size if entries else 0.0
+    return e, e
 
 
 def accesses(words: float, block_size: int) -> int:
@@ -71,7 +79,8 @@ def accesses(words: float, block_size: int) -> int:
 
 def storage_pj(level: ResolvedLevel, reads: float, fills: float, updates: float, instances_used: int) -> float:
     """One tensor's energy at a level: reads, fills and updates per instance, on `instances_used` instances."""
-    n = sum(accesses(w, level.block_size) for w in (reads, fills, updates))
+    read_pj, write_pj = block_access_pj(level)
+    b = level.block_size
+    per_instance = accesses(reads, b) * read_pj + (accesses(fills, b) + accesses(updates, b)) * write_pj
     total_instances = level.source_instances or level.instances
-    charged = min(instances_used, total_instances // level.cluster_size)
-    return n * block_access_pj(level) * charged
+    return per_instance * min(instances_used, total_instances // level.cluster_size)

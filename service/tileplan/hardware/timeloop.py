@@ -6,8 +6,12 @@ Import (`from_timeloop`) reads both forms Timeloop has used:
   (outer to inner) and compute (`class: intmac`, ...) components with their `attributes`.
 - legacy `arch: {arithmetic: {...}, storage: [...]}`: storage listed innermost first, attributes inline.
 
-Per storage level: entries (or depth x width / word-bits, or sizeKB), word-bits, instances (stated, or
+Per storage level: entries (or depth x block-size, or sizeKB), word-bits, instances (stated, or
 the product of the enclosing `[a..b]` counts); capacity = entries x word-bits / 8 x instances bytes.
+block-size and cluster-size are stated or follow from `width` = word-bits x block-size x cluster-size, as
+timeloop-model derives them; they, the array's size and the technology (DRAM for the backing store) price
+accesses under Timeloop's energy table, unless the file states `vector-access-energy` (pJ per block access;
+arithmetic `energy`: pJ per MAC), which then replaces the table, as in Timeloop.
 Bandwidths are words per cycle per instance in Timeloop (`shared_bandwidth`, `read_bandwidth`,
 `write_bandwidth`; legacy `bandwidth`) and bytes in Tileplan. The outermost level is the backing store.
 
@@ -262,8 +266,8 @@ def _entries(st: _Storage, word_bits: int) -> int | None:
     e = _attr(st.attrs, "entries")
     if e is not None:
         return _int(e, st.loc + ("entries",))
-    depth, width = _attr(st.attrs, "depth"), _attr(st.attrs, "width")
-    if depth is not None and width is not None:
+    depth = _attr(st.attrs, "depth", "memory_depth", "data_storage_depth")
+    if depth is not None:  # rows of blocks, as Timeloop reads it
         return _int(depth, st.loc + ("depth",)) * _block_cluster(st, word_bits)[0]
     kb = _attr(st.attrs, "sizeKB", "size-kb")
     if kb is not None:
@@ -337,6 +341,10 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             lv["block_size"] = block
         if cluster != 1:
             lv["cluster_size"] = cluster
+        vae = _attr(st.attrs, "vector-access-energy")
+        if vae is not None:  # pJ per block access, the figure Timeloop then uses instead of its table
+            per_byte = _number(vae, st.loc + ("vector-access-energy",), positive=False) / (block * wb / 8)
+            lv["energy"] = {"read_pj_per_byte": per_byte, "write_pj_per_byte": per_byte}
         word_bytes = wb / 8
         shared = _attr(st.attrs, "shared_bandwidth")
         legacy = _attr(st.attrs, "bandwidth")
@@ -359,6 +367,9 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
         mesh_x = _int(arith_mesh, ("arithmetic", "meshX"))
     pe: dict[str, Any] = {"input_dtype": _dtype(op_bits, ("arithmetic", "word-bits")),
                           "weight_dtype": _dtype(op_bits, ("arithmetic", "word-bits"))}
+    mac_energy = _attr(arith, "energy")
+    if mac_energy is not None:  # pJ per MAC, instead of Timeloop's table
+        pe["mac_energy_pj"] = _number(mac_energy, ("arithmetic", "energy"), positive=False)
     dataflows: list[dict[str, Any]]
     gem = _gemmini_roles(mem)
     if gem is not None:
