@@ -29,7 +29,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "service"))
 
+from tileplan.cost.timeloop_energy import block_access_pj, mac_pj  # noqa: E402
 from tileplan.hardware.catalog import load_descriptor  # noqa: E402
+from tileplan.hardware.model import DTYPE_BITS  # noqa: E402
 from tileplan.interop.timeloop_map import timeloop_verdict, to_timeloop_bundle  # noqa: E402
 from tileplan.interop.timeloop_reference import judge, load_cases  # noqa: E402
 from tileplan.plan import ScheduleOptions, make_plan  # noqa: E402
@@ -69,6 +71,37 @@ def agreement(cases: list[dict]) -> str:
             f"| {max(abs(r - 1) for r in cyc):.3f} | {sum(abs(r - 1) <= 0.15 for r in en)}/{len(acc)} "
             f"| {sum(abs(r - 1) <= 1e-4 for r in en)}/{len(acc)} | {max(abs(r - 1) for r in en):.1e} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def energy_table() -> str:
+    """The per-access energies the Timeloop-semantics model charges on each file (Timeloop's built-in table on the
+    level's geometry): what Accelergy's plug-ins would replace, had the reference runs used them."""
+    lines = [
+        "### Energy per access, as charged (Timeloop's built-in table)",
+        "",
+        "Per level: words per access (block), instances per physical array (cluster), rows x bits of that array, and "
+        "pJ per access and per word (an access serves a whole cluster); per MAC: (bits/16)^2 pJ. Network transfers, "
+        "address generation and reductions cost nothing in this table. With Accelergy (CACTI-like SRAM, table-based "
+        "DRAM and MAC plug-ins) the figures would differ, the action counts not.",
+        "",
+        "| arch | level | block | cluster | array (rows x bits) | pJ / access | pJ / word |",
+        "|---|---|--:|--:|---|--:|--:|",
+    ]
+    for arch in ARCHS:
+        hw = load_descriptor((DATA / "archs" / f"{arch}.yaml").read_text(), name=arch)
+        for lv in hw.resolve().levels:
+            pj = block_access_pj(lv)[0]
+            bits = round(lv.word_bytes * 8)
+            if lv.capacity is None:
+                shape = "DRAM"
+            else:
+                entries = round(lv.capacity / lv.word_bytes) * lv.instances // (lv.source_instances or lv.instances)
+                shape = f"{-(-entries // lv.block_size)} x {bits * lv.block_size * lv.cluster_size}"
+            lines.append(f"| {arch} | {lv.name} | {lv.block_size} | {lv.cluster_size} | {shape} | {pj:.3f} "
+                         f"| {pj / lv.block_size:.3f} |")
+        bits_in = DTYPE_BITS[hw.pe_array.input_dtype]
+        lines.append(f"| {arch} | MAC ({bits_in}-bit) | | | | {mac_pj(bits_in, bits_in):.3f} | |")
     return "\n".join(lines) + "\n"
 
 
@@ -184,8 +217,9 @@ def main() -> int:
         "data: `bench/data/timeloop_reference` (684 recorded timeloop-model runs, see its README).",
         "",
         agreement(cases),
+        energy_table(),
     ]
-    print(parts[-1], flush=True)
+    print(parts[-2] + "\n" + parts[-1], flush=True)
     acceptance, versus = plan_all(cases, args.archs.split(","), args.time_limit)
     parts += [acceptance, versus, f"Total bench time {time.perf_counter() - t0:.0f} s.\n"]
     Path(args.out).write_text("\n".join(parts))
