@@ -1,0 +1,38 @@
+"""Polish's compound moves: what single prime-factor moves cannot reach from a local optimum of theirs."""
+
+from tests.conftest import BENCH_DATA
+
+from tileplan.check import check_arch
+from tileplan.cost.model import evaluate_mapping
+from tileplan.hardware.catalog import load_descriptor
+from tileplan.mappers.base import Objective
+from tileplan.mappers.build import build_mapping
+from tileplan.mappers.polish import neighbours, polish
+from tileplan.problem import Problem
+
+LATENCY = Objective(latency=1, energy=0, memory_utilization=0)
+
+
+def _diannao_stuck():
+    """cosa's old DianNao plan for a 7x7 conv (K 36, C 256, 2x2 outputs): an output loop (K3, Q2 at InputBuffer)
+    below a reduction loop (C2 at OutputBuffer) above the one-word PsumRegFile, so every output is rewritten on each
+    visit: 168 fills per register instead of 12, 9576 cycles against the 9408 of the MACs."""
+    hw = load_descriptor((BENCH_DATA / "timeloop_reference" / "archs" / "diannao_arch_v02.yaml").read_text(),
+                         name="diannao")
+    arch = hw.resolve()
+    problem = Problem(dims={"N": 1, "G": 1, "K": 36, "C": 256, "P": 2, "Q": 2, "R": 7, "S": 7})
+    mapping = build_mapping(arch, [[("C", 8), ("S", 7)], [], [("K", 3), ("Q", 2)], [("C", 2), ("P", 2), ("R", 7)], []],
+                            [[], [("C", 16)], [("K", 12)], [], []])
+    return problem, arch, mapping
+
+
+def test_single_moves_are_stuck_and_the_regroupings_are_not():
+    problem, arch, mapping = _diannao_stuck()
+    assert check_arch(problem, arch, mapping) == []
+    start = evaluate_mapping(problem, arch, mapping, "timeloop").cycles
+    assert start == 9576
+    legal = [m for m in neighbours(mapping) if not check_arch(problem, arch, m)]
+    assert min(evaluate_mapping(problem, arch, m, "timeloop").cycles for m in legal) >= start
+    best, _, _ = polish(problem, arch, mapping, LATENCY)
+    # every output visited once: 9408 MAC cycles plus one fill per output word of a register
+    assert evaluate_mapping(problem, arch, best, "timeloop").cycles == 9420
