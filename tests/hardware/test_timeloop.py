@@ -213,3 +213,16 @@ def test_depth_alone_counts_rows_of_blocks():
         {"name": "DRAM", "technology": "DRAM", "instances": 1, "word-bits": 8}]}}
     hw = load_descriptor(yaml.safe_dump(doc), name="depth")
     assert hw.memory_levels[0].capacity == 32 * 4 * 16 and hw.memory_levels[0].block_size == 4
+
+
+def test_word_bits_default_to_timeloops_16():
+    """timeloop-model takes 16 bits for any component that states no word-bits (arithmetic and each storage level on
+    its own); `word_width` is its other spelling."""
+    doc = {"arch": {"arithmetic": {"instances": 16}, "storage": [
+        {"name": "Registers", "entries": 64, "instances": 16},
+        {"name": "GlobalBuffer", "entries": 1024, "instances": 1, "word_width": 8},
+        {"name": "DRAM", "technology": "DRAM", "instances": 1}]}}
+    hw = load_descriptor(yaml.safe_dump(doc), name="defaults")
+    assert hw.pe_array.input_dtype == "int16"
+    assert [lv.word_bits for lv in hw.memory_levels] == [16, 8, 16]
+    assert hw.memory_levels[0].capacity == 64 * 2 * 16

@@ -6,7 +6,7 @@ Import (`from_timeloop`) reads both forms Timeloop has used:
   (outer to inner) and compute (`class: intmac`, ...) components with their `attributes`.
 - legacy `arch: {arithmetic: {...}, storage: [...]}`: storage listed innermost first, attributes inline.
 
-Per storage level: entries (or depth x block-size, or sizeKB), word-bits, instances (stated, or
+Per storage level: entries (or depth x block-size, or sizeKB), word-bits (16 unless stated, as in Timeloop), instances (stated, or
 the product of the enclosing `[a..b]` counts); capacity = entries x word-bits / 8 x instances bytes.
 block-size and cluster-size are stated or follow from `width` = word-bits x block-size x cluster-size, as
 timeloop-model derives them; they, the array's size and the technology (DRAM for the backing store) price
@@ -231,9 +231,12 @@ def _parse_legacy(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
     return out, arith, macs
 
 
-def _word_bits(st: _Storage, default: int) -> int:
-    wb = _attr(st.attrs, "word-bits", "datawidth", "data-width")
-    return default if wb is None else _int(wb, st.loc + ("word-bits",))
+DEFAULT_WORD_BITS = 16  # what timeloop-model assumes for a component that states no word-bits
+
+
+def _word_bits(st: _Storage) -> int:
+    wb = _attr(st.attrs, "word-bits", "word_width", "datawidth", "data-width")
+    return DEFAULT_WORD_BITS if wb is None else _int(wb, st.loc + ("word-bits",))
 
 
 def _block_cluster(st: _Storage, word_bits: int) -> tuple[int, int]:
@@ -313,13 +316,13 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
     if len(set(names)) != len(names):
         raise InputError(levels[0].loc[:-1], f"level names must be unique, got {names}")
 
-    op_bits = _word_bits(_Storage("arithmetic", arith, ("arithmetic",), None, None), 8)
+    op_bits = _word_bits(_Storage("arithmetic", arith, ("arithmetic",), None, None))
     n = len(levels)
     mem: list[dict[str, Any]] = []
     for i, st in enumerate(levels):
         h = level_hints.get(st.name) or {}
         top = i == n - 1
-        wb = _word_bits(st, op_bits)
+        wb = _word_bits(st)
         keeps = h.get("keeps") or (["W", "I", "O"] if top else infer_keeps(st.name))
         if keeps is None:
             raise InputError(
