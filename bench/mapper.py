@@ -57,6 +57,7 @@ def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> 
     times: dict[str, list[float]] = {m: [] for m in mappers}
     cpu: dict[str, list[float]] = {m: [] for m in mappers}  # this process's CPU seconds: what other load leaves alone
     illegal = 0
+    load_start = os.getloadavg()[0]  # CPU seconds still stretch on a loaded machine (caches, turbo): say how loaded
     plans: list = []  # (problem, count, cosa mapping)
     per_layer: dict[str, dict[str, float]] = {}  # cosa's cycles, wall and CPU seconds per layer
     for layer in layers:
@@ -117,7 +118,8 @@ def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> 
     if cpu.get("cosa"):
         c = cpu["cosa"]
         lines.append(f"cosa CPU seconds per layer (this process only, whatever else loads the machine): median "
-                     f"{statistics.median(c):.2f} / p95 {pct(c, 0.95):.2f} / max {max(c):.2f}")
+                     f"{statistics.median(c):.2f} / p95 {pct(c, 0.95):.2f} / max {max(c):.2f} (1-minute load average "
+                     f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} cores)")
     lines.append(f"Illegal plans: {illegal}.")
     if plans and totals.get("gemmini-auto"):
         lines += ["", *execution_ablation(hw, plans, totals["gemmini-auto"])]
