@@ -572,7 +572,7 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
         offset = np.cumsum(lengths[:, i]) - lengths[:, i]
         idx = (local // strides[xid, i]) % lengths[xid, i] + offset[xid]
         idxs.append(idx)
-        cols.append([table[idx, j] for j in range(table.shape[1])])
+        cols.append(list(table.T.take(idx, axis=1)))  # one gather per table, a contiguous row per column
     # DMA requests per DRAM row (`_row_req`) of each chunk of input channels (input rows) and output channels
     # (weight rows loaded, output rows stored), per execution, gathered like the chunk tables' own columns
     # (input rows: pixels c x in_bytes apart, mvin rows of `rows` x MAX_BLOCK_LEN channels; weight rows: k x in_bytes
@@ -645,7 +645,7 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
         each([float(e.overlapped) for e in es]), 0.0, part_ops, part_rows, 0.0, dram_req,
     )
-    feats = np.stack(out, axis=1).astype(float)
+    feats = np.stack(out, axis=1).astype(float, copy=False)  # a new array already (stack), of floats
     # the host's tile search (a per-run quantity) rides on each execution's first row
     starts = np.flatnonzero(np.r_[True, xid[1:] != xid[:-1]]) if len(xid) else np.zeros(0, dtype=int)
     feats[starts, FEATURE_COLUMNS.index("search")] = [float(es[i].search) for i in xid[starts]]

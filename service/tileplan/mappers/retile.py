@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections.abc as abc
 import itertools
+import operator
 import time
 
 from tileplan.check import call_violations, check_arch, level_violations
@@ -164,7 +165,8 @@ class _Tilings:
     def rank(self, tiles: list[dict[str, int]], db: abc.Mapping[str, abc.Sequence[str]]) -> list[TileKey]:
         """The tilings that may fit, fastest first by the call cycle model (ties: in the given order)."""
         db_key = tuple(sorted((lv, tuple(ts)) for lv, ts in db.items()))
-        keys = [(tuple(t[d] for d in DIMS), db_key) for t in tiles]
+        per_dim = operator.itemgetter(*DIMS)
+        keys = [(per_dim(t), db_key) for t in tiles]
         costed = []
         for key, t in zip(keys, tiles):
             if key not in self.fits:
