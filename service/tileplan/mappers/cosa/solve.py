@@ -28,7 +28,11 @@ class Session:
     def __init__(self, model: CosaModel, mip_rel_gap: float = 1e-3) -> None:
         self.model = model
         self.solver = Highs()
-        self.options = {"mip_rel_gap": mip_rel_gap, "random_seed": 0, "threads": 1, "output_flag": False}
+        # The incumbent is found at the root (a MIP start at the optimum does not shorten a solve); the time goes into
+        # closing the last tenths of a percent of gap. HiGHS's sub-MIP heuristics (RINS, RENS) and root restarts
+        # spent a third of it there without changing a bench plan for the worse (issue 15: bench/results/mapper.md)
+        self.options = {"mip_rel_gap": mip_rel_gap, "random_seed": 0, "threads": 1, "output_flag": False,
+                        "mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False, "mip_allow_restart": False}
         self.cuts = pyo.ConstraintList()
         model.m.nogood = self.cuts
 
