@@ -393,7 +393,7 @@ def main() -> None:
         f"| dma_bytes_per_cycle (hardware fact, not fitted) | {params.dma_bytes_per_cycle:g} | |",
         f"| l2_bytes (hardware fact, not fitted) | {params.l2_bytes:g} | |",
         "",
-        f"Fit: both sets weighted equally, soft-L1 on relative error; {len(set(art.labels(lambda r: r.config)))} + 4 + "
+        f"Fit: both sets weighted equally, soft-L1 on relative error (f_scale 0.1: about linear above 10%); {len(set(art.labels(lambda r: r.config)))} + 4 + "
         f"{len(set(rand.keys))} + 2 cross-validation fits took {cv_s:.0f} s (whole bench "
         f"{time.perf_counter() - t0:.0f} s, machine shared with other work).",
         "",

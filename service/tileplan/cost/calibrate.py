@@ -207,7 +207,9 @@ def fit(data: Sequence[Dataset], start: CostParams = DEFAULT_PARAMS, max_nfev: i
         ])
 
     sol = least_squares(
-        residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.3, x_scale=np.maximum(np.abs(x0), 1e-2),
+        # f_scale: relative errors above 10% count about linearly, as in the MAPE the model is judged by (0.3, i.e.
+        # quadratic up to 30%, gave held-out MAPE of DOSA's mappings 12.2% by configuration instead of 12.1%)
+        residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale=np.maximum(np.abs(x0), 1e-2),
         max_nfev=max_nfev,
     )
     return start.model_copy(update={n: float(v) for n, v in zip(FITTED, sol.x)})

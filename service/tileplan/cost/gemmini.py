@@ -51,7 +51,7 @@ software library per iteration of the DRAM-level loops:
   refetches a tile call after call; a tensor that fits the L2 is still there at the next refetch, one larger than
   it has been evicted, so a request on it waits on DRAM, `dram_request_cycles` more, when its row is strided (a
   channel tile narrower than the tensor's rows; whole rows stream) (`_beyond_l2`; fitted: ~1 cycle, which takes
-  held-out MAPE of DOSA's mappings on the 16x16 runs from 13.1% to 12.2%). FireSim's U-Net layers of 2-20 MB
+  held-out MAPE of DOSA's mappings on the 16x16 runs from 13.1% to 12.2% by configuration). FireSim's U-Net layers of 2-20 MB
   tensors and small DMA rows (1 input channel, 2 output channels, 16-channel weight rows 1 KB apart) still
   measure 2-3x the model: something more than a per-request DRAM wait (not modelled; costmodel.md).
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
