@@ -2,7 +2,10 @@
 
 Per layer: cycles by the cost model for each mapper, cosa's speedup over the baseline, utilisation vs ideal,
 and cosa's solve time; per network: count-weighted totals and solve time median / p95 / max.
-Writes bench/results/mapper.md.   Run: .venv/bin/python bench/mapper.py [--quick]
+Writes bench/results/mapper.md.   Run: .venv/bin/python bench/mapper.py [--quick] [--against REV]
+(`--against REV` measures cosa of an earlier release, a git revision of this repository, in the same run and
+compares plans under today's cost model and CPU seconds per layer; `--record-reference` stores this run as the
+reference used when no release is named.)
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,14 +26,19 @@ sys.path.insert(0, str(REPO / "service"))
 
 from tileplan.check import check  # noqa: E402
 from tileplan.cost import evaluate_mapping  # noqa: E402
-from tileplan.plan import executor_for  # noqa: E402
 from tileplan.cost.gemmini import (  # noqa: E402
-    call_features, cycles_from_calls, effective_dram_bandwidth, execution_from_mapping, nominal_dram_bandwidth,
+    call_features,
+    cycles_from_calls,
+    effective_dram_bandwidth,
+    execution_from_mapping,
+    nominal_dram_bandwidth,
 )
 from tileplan.cost.params import CostParams  # noqa: E402
 from tileplan.errors import TileplanError  # noqa: E402
 from tileplan.hardware.catalog import get_hardware  # noqa: E402
 from tileplan.mappers.base import MapperOptions, available_mappers, get_mapper  # noqa: E402
+from tileplan.mapping import Mapping  # noqa: E402
+from tileplan.plan import executor_for  # noqa: E402
 from tileplan.problem import Problem  # noqa: E402
 from tileplan.workload import load_workload  # noqa: E402
 
@@ -87,7 +96,8 @@ def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> 
             res[m] = (met.cycles, dt, met.utilization)
             if m == "cosa":
                 plans.append((problem, layer.count, out.mapping))
-                per_layer[layer.name] = {"cycles": met.cycles, "seconds": dt, "cpu": cpu[m][-1]}
+                per_layer[layer.name] = {"cycles": met.cycles, "seconds": dt, "cpu": cpu[m][-1],
+                                         "mapping": out.mapping.model_dump(mode="json")}
         ideal = problem.macs / hw.pe_array.macs
         ideal_total += ideal * layer.count
         for m in mappers:
@@ -203,32 +213,83 @@ def small_vs_exhaustive(hw_name: str) -> str:
 REFERENCE = REPO / "bench/results/mapper_reference.json"
 
 
-def against_reference(results: dict[str, dict], reference: dict[str, dict]) -> str:
-    """This run's cosa against the reference run (an earlier release, same machine): plan quality (cycles per
-    layer, which must stay within 1%) and solve time (median / p95 per layer, as ratios)."""
-    lines = ["### cosa now vs the reference release (`bench/results/mapper_reference.json`)", "",
-             "Plan quality: cosa's cycles per layer against the reference's (must stay within 1%). Solve time: CPU "
-             "seconds of the solving process per layer (wall seconds where the reference has no CPU times): on a "
-             "shared machine the wall clock follows whatever else runs, CPU time much less. The reference's simba "
-             "cycles were scored by the first-order model on the descriptor before issue 17 (a 64 B/cycle global "
-             "buffer, 20 B/cycle of shared DRAM bandwidth): on simba the cycle columns compare different hardware "
-             "and models, by design; the times still compare.", "",
-             "| network | layers | worst cycles now / ref | layers > 1% worse | median s now (ref) | now / ref "
-             "| p95 s now (ref) | now / ref |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+def release_reference(rev: str, time_limit: float) -> dict[str, dict]:
+    """cosa's plans and solve times from release `rev` of this repository, measured now, on this machine: its
+    `service/` and `hw_catalog/` exported by `git archive` and run by `bench/mapper_release.py` in a subprocess."""
+    import io
+    import tarfile
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tileplan-release-") as tmp:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "service", "hw_catalog"], capture_output=True, check=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        cmd = [sys.executable, str(REPO / "bench/mapper_release.py"), str(Path(tmp) / "service"),
+               *map(str, WORKLOADS), "--hardware", *HARDWARE, "--latency-only", *sorted(LATENCY_ONLY),
+               "--time-limit", str(time_limit)]
+        done = subprocess.run(cmd, capture_output=True, text=True,
+                              env={k: v for k, v in os.environ.items() if k != "TILEPLAN_CATALOG_DIR"})
+    if done.returncode:
+        raise SystemExit(f"release {rev}: cosa failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def rescored(reference: dict[str, dict]) -> dict[str, dict]:
+    """The reference's cosa cycles under today's cost model: each layer's recorded mapping scored again as this run
+    scores its own (the mapping's executor, else Tileplan's code), so a model change moves both sides alike. Layers
+    recorded without a mapping (older reference files) keep their recorded cycles."""
+    problems = {}
+    for wl in WORKLOADS:
+        _, layers = load_workload(wl)
+        problems[wl.stem] = {layer.name: Problem.from_layer(layer) for layer in layers}
+    out: dict[str, dict] = {}
+    for net, layers in reference.items():
+        wl_name, hw_name = net.split(" on ")
+        hw = get_hardware(hw_name)
+        out[net] = {}
+        for name, rec in layers.items():
+            rec = dict(rec)
+            if "mapping" in rec and name in problems.get(wl_name, {}):
+                mapping = Mapping.model_validate(rec["mapping"])
+                rec["cycles"] = evaluate_mapping(problems[wl_name][name], hw.resolve(mapping.dataflow), mapping,
+                                                 mapping.executor or executor_for("cosa")).cycles
+                rec["rescored"] = True
+            out[net][name] = rec
+    return out
+
+
+def against_reference(results: dict[str, dict], reference: dict[str, dict], label: str) -> str:
+    """This run's cosa against a reference (an earlier release, same machine): plan quality (cycles per layer,
+    which must stay within 1%) and solve time (median / p95 per layer, as ratios)."""
+    reference = rescored(reference)
+    all_rescored = all(rec.get("rescored") for layers in reference.values() for rec in layers.values())
+    quality = ("both sides' plans scored by today's cost model (the reference's recorded mappings re-scored), so the "
+               "ratio compares plans, not models" if all_rescored else
+               "the reference's recorded cycles (it holds no mappings to re-score): where the cost model changed "
+               "since, the ratio mixes plan and model changes")
+    lines = [f"### cosa now vs {label}", "",
+             f"Plan quality: cosa's cycles per layer against the reference's, {quality}; must stay within 1%. Solve "
+             "time: CPU seconds of the solving process per layer (wall seconds where the reference has no CPU "
+             "times): on a shared machine the wall clock follows whatever else runs, CPU time much less.", "",
+             "| network | layers | worst cycles now / ref | total cycles now / ref | layers > 1% worse | layers > 1% "
+             "better | median s now (ref) | now / ref | p95 s now (ref) | now / ref |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for net, layers in results.items():
         ref = reference.get(net)
         if not ref:
             continue
         common = [name for name in layers if name in ref]
         ratios = [layers[n]["cycles"] / ref[n]["cycles"] for n in common]
-        worse = sum(r > 1.01 for r in ratios)
+        total = sum(layers[n]["cycles"] for n in common) / sum(ref[n]["cycles"] for n in common)
+        worse, better = sum(r > 1.01 for r in ratios), sum(r < 0.99 for r in ratios)
         clock = "cpu" if all("cpu" in layers[n] and "cpu" in ref[n] for n in common) else "seconds"
         now_t = [layers[n][clock] for n in common]
         ref_t = [ref[n][clock] for n in common]
         med, med_ref = statistics.median(now_t), statistics.median(ref_t)
         p95, p95_ref = pct(now_t, 0.95), pct(ref_t, 0.95)
-        lines.append(f"| {net} | {len(common)} | {max(ratios):.4f} | {worse} | {med:.2f} ({med_ref:.2f}) | "
-                     f"{med / med_ref:.2f} | {p95:.2f} ({p95_ref:.2f}) | {p95 / p95_ref:.2f} |")
+        lines.append(f"| {net} | {len(common)} | {max(ratios):.4f} | {total:.4f} | {worse} | {better} | "
+                     f"{med:.2f} ({med_ref:.2f}) | {med / med_ref:.2f} | {p95:.2f} ({p95_ref:.2f}) | "
+                     f"{p95 / p95_ref:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -240,6 +301,9 @@ def main() -> int:
     ap.add_argument("--reference", default=str(REFERENCE),
                     help="cosa's per-layer cycles and seconds of an earlier release, compared with this run's")
     ap.add_argument("--record-reference", action="store_true", help="write this run's cosa results as the reference")
+    ap.add_argument("--against", metavar="REV",
+                    help="measure release REV (a git revision of this repository) in this run and compare with it "
+                    "instead of the stored reference")
     ap.add_argument("--profile", action="store_true",
                     help="where cosa's time goes (cProfile by phase) on every bench layer; writes mapper_profile.md")
     args = ap.parse_args()
@@ -254,7 +318,7 @@ def main() -> int:
     parts = [
         "# Mapper benchmark",
         "",
-        f"`python bench/mapper.py{' --quick' if args.quick else ''}` on {platform.machine()} ({os.cpu_count()} cores), "
+        f"`python bench/mapper.py{' --quick' if args.quick else ''}{f' --against {args.against}' if args.against else ''}` on {platform.machine()} ({os.cpu_count()} cores), "
         f"{time.strftime('%Y-%m-%d')}. Cycles by Tileplan's cost model (`tileplan.cost`: calibrated Gemmini model on "
         "gemmini-16x16, timeloop-model's semantics on simba, which is CoSA's Simba as Timeloop reads it); default "
         "objective (latency 0.6, energy 0.3, memory 0.1) on gemmini-16x16, latency only on simba; `random` = best "
@@ -273,8 +337,16 @@ def main() -> int:
             parts.append(text)
     if args.record_reference:
         Path(args.reference).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    elif Path(args.reference).exists():
-        text = against_reference(results, json.loads(Path(args.reference).read_text()))
+    if args.against:
+        sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.against], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        text = against_reference(results, release_reference(args.against, args.time_limit),
+                                 f"release {args.against} ({sha}), measured in this run")
+        print(text)
+        parts.append(text)
+    elif Path(args.reference).exists() and not args.record_reference:
+        text = against_reference(results, json.loads(Path(args.reference).read_text()),
+                                 "the reference release (`bench/results/mapper_reference.json`)")
         print(text)
         parts.append(text)
     if not args.quick:
