@@ -760,8 +760,14 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
 
+@functools.lru_cache(maxsize=512)
 def call_features(e: Execution, dram_bw: float) -> np.ndarray:
-    return matmul_calls(e, dram_bw) if e.kind == "matmul" else conv_calls(e, dram_bw)
+    """Feature rows of an execution's calls (read-only: kept per execution, since searches cost the same one many
+    times: polish moves factors below DRAM without changing a call, retile's shortlist repeats what it ranked; a
+    few hundred cover one layer's search and stay a few MB in a long-running service)."""
+    rows = matmul_calls(e, dram_bw) if e.kind == "matmul" else conv_calls(e, dram_bw)
+    rows.flags.writeable = False
+    return rows
 
 
 def call_features_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np.ndarray]:
