@@ -11,8 +11,9 @@ Per layer:
    Timeloop), one word per element at every level (a 24-bit accumulator word holds one partial sum), DRAM's
    separate read / write words per cycle as action throughputs, unlimited on-chip bandwidth, one MAC a cycle;
    the layer is one convolution Einsum (a matmul is a 1x1 convolution, as Tileplan's Problem has it);
-2. AccelForge's mapper (latency objective, one process, its own `time_limit` per layer: --af-time-limit,
-   default 180 s; it took 18-613 s a layer for a peer) returns its best mapping as a loop tree;
+2. AccelForge's mapper (latency objective, its defaults otherwise, one process) returns its best mapping as a
+   loop tree; its search is capped at --af-cpu-cap CPU seconds per layer (default 600; it took 18-613 s a
+   layer for a peer), past which the layer has no AccelForge plan (AccelForge keeps no best-so-far to return);
 3. that tree becomes a Tileplan Mapping: spatial loops go to the level whose fan-out they unroll, temporal loops
    to the innermost level whose tile they lie outside of. A level whose tensors AccelForge keeps at different
    depths of the tree (its loop tree can, Timeloop's per-level form cannot) has each of those depths tried as
@@ -21,7 +22,8 @@ Per layer:
    `tileplan.plan.evaluate(..., model="timeloop")`, which also checks Timeloop's legality.
 CPU seconds: cosa's in this process; AccelForge's as the child process's user+system time (its Python start
 and spec parsing included). Writes bench/results/accelforge.md and accelforge.json (AccelForge's trees, so
-`--reuse` re-scores them without re-running AccelForge).
+`--reuse` re-scores them without re-running AccelForge, except for layers it had no plan for when
+--accelforge-python is given).
 """
 
 from __future__ import annotations
@@ -52,9 +54,12 @@ from tileplan.workload import load_workload  # noqa: E402
 
 DRIVER = Path(__file__).with_name("accelforge_driver.py")
 WORKLOADS = [REPO / "examples/workloads/resnet50_unique.yaml", REPO / "examples/workloads/bert_base_matmuls.yaml"]
-# a 1x1 and 3x3 at each ResNet-50 stage size that keeps AccelForge's search short, two strided 3x3s, a matmul
-LAYERS = ["conv_64_256_1x1_s1_56", "conv_128_128_3x3_s2_28", "conv_128_512_1x1_s1_28", "conv_256_256_3x3_s1_14",
-          "conv_512_512_3x3_s2_7", "conv_512_2048_1x1_s1_7", "attn_scores"]
+# ResNet-50: the 1x1s where cosa's plan (bench/results/mapper.md) is furthest above the larger of the compute
+# ideal and DRAM's compulsory traffic (the room a better mapper has), 1x1s and 3x3s where it is at a bound, the
+# strided 3x3s; and a BERT matmul. AccelForge needs the most CPU on the 3x3s.
+LAYERS = ["conv_64_64_1x1_s1_56", "conv_256_64_1x1_s1_56", "conv_64_256_1x1_s1_56", "conv_128_512_1x1_s1_28",
+          "conv_256_512_1x1_s2_28", "conv_512_1024_1x1_s2_14", "conv_1024_2048_1x1_s2_7", "conv_512_2048_1x1_s1_7",
+          "attn_scores", "conv_512_512_3x3_s2_7", "conv_128_128_3x3_s2_28", "conv_256_256_3x3_s1_14"]
 ROLE = {"I": "input", "W": "weight", "O": "output"}
 NAME = {"I": "I", "W": "Wt", "O": "O"}  # AccelForge tensor names (a rank of I is called W)
 
@@ -134,18 +139,18 @@ def mapping_yaml(mapping: Mapping, problem: Problem, arch: Architecture) -> str 
     return "\n".join(lines) + "\n"
 
 
-def run_accelforge(python: str, problem: Problem, arch: Architecture, time_limit: float,
+def run_accelforge(python: str, problem: Problem, arch: Architecture, cpu_cap: float,
                    evaluate_yaml: str | None) -> dict[str, Any]:
     """AccelForge's best mapping for the problem, and its latency for `evaluate_yaml` (cosa's plan) if given."""
-    job = json.dumps({"spec": arch_yaml(arch) + workload_yaml(problem), "time_limit": time_limit,
+    job = json.dumps({"spec": arch_yaml(arch) + workload_yaml(problem), "time_limit": cpu_cap,
                       "evaluate": evaluate_yaml})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         # -P: the script's folder holds this file, accelforge.py, which would shadow the package
         proc = subprocess.run([python, "-P", str(DRIVER)], input=job, capture_output=True, text=True,
-                              timeout=3 * time_limit + 300)
+                              timeout=3 * cpu_cap + 300)
     except subprocess.TimeoutExpired:
-        return {"error": f"no answer within {3 * time_limit + 300:.0f} s"}
+        return {"error": f"no answer within {3 * cpu_cap + 300:.0f} s"}
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     lines = proc.stdout.strip().splitlines()
@@ -199,6 +204,24 @@ def translate(nodes: list[list], problem: Problem, arch: Architecture) -> list[t
     return out
 
 
+def lower_bound(problem: Problem, arch: Architecture) -> int:
+    """Cycles no mapping can beat under Timeloop's semantics: the compute ideal on every MAC, and DRAM's reads
+    (every weight and every input element some output uses, once) and writes (every output, once) at its
+    words per cycle. Assumes DRAM has separate read and write budgets, as catalog simba's."""
+    d = problem.dims
+    (sh, sw), (dh, dw) = problem.stride, problem.dilation
+    rows = len({p * sh + r * dh for p in range(d["P"]) for r in range(d["R"])})
+    cols = len({q * sw + s * dw for q in range(d["Q"]) for s in range(d["S"])})
+    reads = d["N"] * d["G"] * d["C"] * rows * cols + d["G"] * d["K"] * d["C"] * d["R"] * d["S"]
+    writes = d["N"] * d["G"] * d["K"] * d["P"] * d["Q"]
+    dram = arch.levels[-1]
+    bound = math.ceil(problem.macs / arch.macs)
+    if dram.read_bandwidth and dram.write_bandwidth:
+        bound = max(bound, math.ceil(reads * dram.word_bytes / dram.read_bandwidth),
+                    math.ceil(writes * dram.word_bytes / dram.write_bandwidth))
+    return bound
+
+
 def judge(layer: Any, hw: Any, mapping: Mapping) -> tuple[float | None, list[str]]:
     ev = evaluate(layer, hw, mapping, model="timeloop")
     return (ev.metrics.cycles if ev.valid and ev.metrics else None), list(ev.violations or [])
@@ -224,7 +247,7 @@ def main() -> int:
                     help="AccelForge's interpreter (or env TILEPLAN_ACCELFORGE_PYTHON)")
     ap.add_argument("--hw", default="simba")
     ap.add_argument("--layers", default=",".join(LAYERS), help="layer names from the ResNet-50 / BERT workloads")
-    ap.add_argument("--af-time-limit", type=float, default=180.0, help="AccelForge's time_limit per layer (s)")
+    ap.add_argument("--af-cpu-cap", type=float, default=600.0, help="AccelForge's CPU seconds per layer")
     ap.add_argument("--cosa-time-limit", type=float, default=10.0)
     ap.add_argument("--reuse", action="store_true", help="re-score the AccelForge trees in accelforge.json")
     ap.add_argument("--out", default=str(REPO / "bench/results/accelforge.md"))
@@ -238,7 +261,8 @@ def main() -> int:
     arch = hw.resolve(None)
     layers = {lay.name: lay for w in WORKLOADS for lay in load_workload(w)[1]}
     objective = Objective(latency=1, energy=0, memory_utilization=0)
-    rows, raw = [], {}
+    rows: list[dict[str, Any]] = []
+    raw = dict(kept)  # layers not run this time keep their trees
     for name in args.layers.split(","):
         layer = layers[name]
         problem = Problem.from_layer(layer)
@@ -247,15 +271,17 @@ def main() -> int:
                                                                   objective=objective))
         cosa_cpu = time.process_time() - c0
         cosa_cycles, cosa_violations = judge(layer, hw, cosa.mapping)
-        if name in kept:
+        if name in kept and ("nodes" in kept[name] or not args.accelforge_python):
             af = kept[name]
+        elif not args.accelforge_python:
+            af = {"error": "not run (no --accelforge-python)"}
         else:
             print(f"{name}: AccelForge ...", file=sys.stderr, flush=True)
-            af = run_accelforge(args.accelforge_python, problem, arch, args.af_time_limit,
+            af = run_accelforge(args.accelforge_python, problem, arch, args.af_cpu_cap,
                                 mapping_yaml(cosa.mapping, problem, arch))
         raw[name] = af
         tr = best_translation(layer, hw, arch, af["nodes"]) if "nodes" in af else {"cycles": None}
-        rows.append({"layer": layer, "problem": problem, "cosa": cosa_cycles, "cosa_violations": cosa_violations,
+        rows.append({"layer": layer, "problem": problem, "bound": lower_bound(problem, arch), "cosa": cosa_cycles, "cosa_violations": cosa_violations,
                      "cosa_cpu": cosa_cpu, "cosa_map": cosa.mapping.describe(), "af": af, "tr": tr})
         print(f"{name}: cosa {cosa_cycles} ({cosa_cpu:.1f} s), AccelForge {tr.get('cycles')} "
               f"(own {af.get('latency')}, {af.get('process_cpu_s', 0):.1f} s) {af.get('error', '')}",
@@ -266,22 +292,24 @@ def main() -> int:
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    head = ("| layer | x | cosa cycles | AccelForge cycles | AccelForge / cosa | AccelForge's own latency "
-            "| split levels | cosa CPU s | AccelForge CPU s |")
+    head = ("| layer | x | bound | cosa cycles | AccelForge cycles | AccelForge / cosa | AccelForge's latency: of cosa's "
+            "plan | of its own | split levels | cosa CPU s | AccelForge CPU s |")
     lines = [
         f"# cosa vs AccelForge 1.0.467 on {args.hw}, judged by Tileplan's Timeloop-semantics model",
         "",
         f"`python bench/accelforge.py --accelforge-python ...` on {platform.machine()} ({os.cpu_count()} cores, "
-        f"load average {os.getloadavg()[0]:.1f} at the end), AccelForge's time_limit {args.af_time_limit:.0f} s "
-        f"per layer, cosa's {args.cosa_time_limit:.0f} s; both latency-only. How the spec and the plans are "
+        f"load average {os.getloadavg()[0]:.1f} at the end), AccelForge's search capped at {args.af_cpu_cap:.0f} "
+        f"CPU s per layer, cosa's {args.cosa_time_limit:.0f} s; both latency-only. How the spec and the plans are "
         "translated: the module doc of bench/accelforge.py. Cycles: `tileplan.plan.evaluate(..., "
         "model=\"timeloop\")` of each tool's plan (within 1% of timeloop-model on every accepted reference case); "
         "a ratio above 1 means cosa's plan is faster. AccelForge's own latency is its model's number for its own "
-        "plan. Split levels: levels whose tensors AccelForge keeps at different depths of its loop tree (not "
+        "plan. Bound: cycles no mapping can beat (compute on every MAC; each DRAM word read and written once at "
+        "DRAM's words per cycle); a plan at the bound cannot be beaten. Split levels: levels whose tensors "
+        "AccelForge keeps at different depths of its loop tree (not "
         "expressible per level as Timeloop maps are; the best legal boundary is scored).",
         "",
         head,
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     tot = {"cosa": 0.0, "af": 0.0}
     complete = True
@@ -293,18 +321,23 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         else:
             tot["cosa"] += c * n
             tot["af"] += a * n
-        own = r["af"].get("latency")
+        own, of_cosa = r["af"].get("latency"), r["af"].get("evaluated_latency")
         lines.append(
-            f"| {r['layer'].name} | {n} | {f'{c:,.0f}' if c else 'illegal'} "
+            f"| {r['layer'].name} | {n} | {r['bound']:,} | {f'{c:,.0f}' if c else 'illegal'} "
             f"| {f'{a:,.0f}' if a else r['af'].get('error', 'illegal')} | {f'{a / c:.3f}' if a and c else '-'} "
-            f"| {f'{own:,.0f}' if own else '-'} | {r['tr'].get('split_levels', '-')} "
-            f"| {r['cosa_cpu']:.1f} | {r['af'].get('process_cpu_s', 0):.0f} |")
+            f"| {f'{of_cosa:,.0f}' if of_cosa else '-'} | {f'{own:,.0f}' if own else '-'} "
+            f"| {r['tr'].get('split_levels', '-')} | {r['cosa_cpu']:.1f} | {r['af'].get('cpu_s', 0):.0f} |")
     if rows:
-        ratio = f"{tot['af'] / tot['cosa']:.3f}" if tot["cosa"] and complete else "-"
+        ratio = f"{tot['af'] / tot['cosa']:.3f}" if tot["cosa"] else "-"
         cpu_c = sum(r["cosa_cpu"] for r in rows)
-        cpu_a = sum(r["af"].get("process_cpu_s", 0) for r in rows)
-        lines.append(f"| **total (x count)** | | {tot['cosa']:,.0f} | {tot['af']:,.0f} | **{ratio}** | | "
+        cpu_a = sum(r["af"].get("cpu_s", 0) for r in rows)
+        lines.append(f"| **total (x count)** | | | {tot['cosa']:,.0f} | {tot['af']:,.0f} | **{ratio}** | | | "
                      f"| {cpu_c:.1f} | {cpu_a:.0f} |")
+        lines += ["", "Totals over the layers where both tools have a legal plan" + ("." if complete else
+                  " (not every layer: see the rows without one).") + " AccelForge CPU s: its search "
+                  "(the driver's process time in `map_workload_to_arch`); with its Python start, spec parsing "
+                  "and the evaluation of cosa's plan the child processes took "
+                  f"{sum(r['af'].get('process_cpu_s', 0) for r in rows):.0f} s in all."]
     lines += ["", "## Plans (outermost level first; loops outermost first, `X` = spatial)", ""]
     for r in rows:
         lines.append(f"- {r['layer'].name}: cosa `{r['cosa_map']}`")

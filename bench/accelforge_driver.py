@@ -2,7 +2,7 @@
 
 bench/accelforge.py writes the spec (arch + workload YAML, built from a Tileplan descriptor and layer) and
 starts this script with AccelForge's interpreter, so Tileplan itself never imports AccelForge.
-Reads JSON on stdin: {"spec": <YAML text>, "time_limit": <seconds>, "evaluate": <a mapping's YAML, or null>}.
+Reads JSON on stdin: {"spec": <YAML text>, "time_limit": <CPU seconds for the search>, "evaluate": <a mapping's YAML, or null>}.
 Prints JSON on stdout: {"evaluated_latency": AccelForge's latency of the given mapping (when one is given),
 "latency": AccelForge's latency of its best mapping, "nodes": the mapping's loop tree, outermost first, as
 ["storage", memory, [tensors]] / ["temporal", rank variable, tile shape] / ["spatial", rank variable, tile
@@ -13,8 +13,10 @@ Only the standard library and accelforge are imported here.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -51,6 +53,22 @@ def _evaluate(af, spec_text: str, mapping_text: str) -> dict:  # type: ignore[no
         return {"evaluate_error": f"{type(exc).__name__}: {exc}"}
 
 
+def _cap_cpu(seconds: float, head: dict) -> None:
+    """Give up after `seconds` of this process's CPU: print why and exit. Not AccelForge's own `time_limit`,
+    which sets RLIMIT_CPU per pmapping job: in a single process that kills the whole process, which then
+    returns nothing (and the limit is reset to infinity after each job)."""
+    start = time.process_time()
+
+    def watch() -> None:
+        while time.process_time() - start < seconds:
+            time.sleep(1.0)
+        print(json.dumps(head | {"error": f"no mapping within the cap of {seconds:.0f} CPU seconds",
+                                 "cpu_s": time.process_time() - start}), flush=True)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main() -> int:
     job = json.load(sys.stdin)
     import accelforge as af
@@ -60,8 +78,8 @@ def main() -> int:
     head = _evaluate(af, job["spec"], job["evaluate"]) if job.get("evaluate") else {}
     spec = _load(af, job["spec"])
     spec.mapper.metrics = af.Metrics.LATENCY
-    spec.mapper.time_limit = float(job["time_limit"])
     c0 = time.process_time()
+    _cap_cpu(float(job["time_limit"]), head)
     try:
         # eval_in_detail=False: the detailed pass renders an SVG through graphviz, which is not needed here
         found = map_workload_to_arch(spec, print_progress=False, eval_in_detail=False)
