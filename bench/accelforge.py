@@ -44,6 +44,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "service"))
 
+from tileplan.dims import RELEVANT  # noqa: E402
 from tileplan.hardware import Architecture  # noqa: E402
 from tileplan.hardware.catalog import get_hardware  # noqa: E402
 from tileplan.mappers.base import MapperOptions, Objective, get_mapper  # noqa: E402
@@ -115,35 +116,44 @@ def workload_yaml(problem: Problem) -> str:
 
 def mapping_yaml(mapping: Mapping, problem: Problem, arch: Architecture) -> str | None:
     """A Tileplan mapping as AccelForge's loop tree (None for a padded one: AccelForge maps the real bounds).
-    Per level, outermost first: its tensors' storage, its temporal loops (outermost first), its spatial loops."""
+    Per level, outermost first: its tensors' storage, its temporal loops (outermost first), its spatial loops.
+    Timeloop keeps a tile across the loops directly above it that leave its tensor alone; AccelForge refetches
+    a tile under every loop above its storage node, so each tensor's storage node is raised above such loops
+    (not past a spatial loop or another level's storage node, which Timeloop's rule crosses but a loop tree
+    cannot)."""
     if mapping.padded_dims:
         return None
     shape = dict(problem.dims)
-    lines = ["mapping:", "  nodes:"]
-
-    def loop(kind: str, dim: str, factor: int, extra: str = "") -> None:
-        shape[dim] //= factor
-        lines.append(f"  - !{kind} {{rank_variable: {dim.lower()}, tile_shape: {shape[dim]}{extra}}}")
-
+    nodes: list[tuple[str, str, str]] = []  # (kind, tensor or dim, the rest of the YAML entry)
     for i in range(len(arch.levels) - 1, -1, -1):
         lv, m = arch.levels[i], mapping.levels[i]
-        lines.append(f"  - !Storage {{tensors: [{', '.join(NAME[t] for t in sorted(lv.keeps))}], "
-                     f"component: {lv.name}}}")
-        for d, f in reversed(m.temporal):
+        for t in sorted(lv.keeps):
+            node = ("Storage", t, f"tensors: [{NAME[t]}], component: {lv.name}")
+            at = len(nodes)
+            while i < len(arch.levels) - 1 and at > 0 and (
+                    (nodes[at - 1][0] == "Temporal" and nodes[at - 1][1] not in RELEVANT[t])
+                    or nodes[at - 1][2].endswith(f"component: {lv.name}")):  # this level's other tensors
+                at -= 1
+            while nodes[at:] and nodes[at][0] == "Storage" and at < len(nodes) and (
+                    nodes[at][2].endswith(f"component: {lv.name}")):
+                at += 1  # no loop to pass: stay below this level's other tensors
+            nodes.insert(at, node)
+        loops = [("Temporal", d, f, "") for d, f in reversed(m.temporal)]
+        loops += [("Spatial", d, f, f", name: X, component: {fanout_container(lv.name)}") for d, f in m.spatial]
+        for kind, d, f, extra in loops:
             if f > 1:
-                loop("Temporal", d, f)
-        for d, f in m.spatial:
-            if f > 1:
-                loop("Spatial", d, f, f", name: X, component: {fanout_container(lv.name)}")
-    lines.append("  - !Compute {einsum: O, component: MAC}")
-    return "\n".join(lines) + "\n"
+                shape[d] //= f
+                nodes.append((kind, d, f"rank_variable: {d.lower()}, tile_shape: {shape[d]}{extra}"))
+    body = [f"  - !{kind} {{{rest}}}" for kind, _, rest in nodes]
+    return "\n".join(["mapping:", "  nodes:", *body, "  - !Compute {einsum: O, component: MAC}"]) + "\n"
 
 
 def run_accelforge(python: str, problem: Problem, arch: Architecture, cpu_cap: float,
-                   evaluate_yaml: str | None) -> dict[str, Any]:
-    """AccelForge's best mapping for the problem, and its latency for `evaluate_yaml` (cosa's plan) if given."""
+                   evaluate_yaml: str | None, search: bool = True) -> dict[str, Any]:
+    """AccelForge's best mapping for the problem (unless not `search`), and its latency for `evaluate_yaml`
+    (cosa's plan) if given."""
     job = json.dumps({"spec": arch_yaml(arch) + workload_yaml(problem), "time_limit": cpu_cap,
-                      "evaluate": evaluate_yaml})
+                      "evaluate": evaluate_yaml, "search": search})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         # -P: the script's folder holds this file, accelforge.py, which would shadow the package
@@ -272,7 +282,11 @@ def main() -> int:
         cosa_cpu = time.process_time() - c0
         cosa_cycles, cosa_violations = judge(layer, hw, cosa.mapping)
         if name in kept and ("nodes" in kept[name] or not args.accelforge_python):
-            af = kept[name]
+            af = dict(kept[name])
+            if args.accelforge_python:  # today's cosa plan, as AccelForge's model sees it
+                ev = run_accelforge(args.accelforge_python, problem, arch, args.af_cpu_cap,
+                                    mapping_yaml(cosa.mapping, problem, arch), search=False)
+                af["evaluated_latency"] = ev.get("evaluated_latency")
         elif not args.accelforge_python:
             af = {"error": "not run (no --accelforge-python)"}
         else:
@@ -280,13 +294,13 @@ def main() -> int:
             af = run_accelforge(args.accelforge_python, problem, arch, args.af_cpu_cap,
                                 mapping_yaml(cosa.mapping, problem, arch))
         raw[name] = af
+        raw_path.write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")  # a stopped run keeps what it has
         tr = best_translation(layer, hw, arch, af["nodes"]) if "nodes" in af else {"cycles": None}
         rows.append({"layer": layer, "problem": problem, "bound": lower_bound(problem, arch), "cosa": cosa_cycles, "cosa_violations": cosa_violations,
                      "cosa_cpu": cosa_cpu, "cosa_map": cosa.mapping.describe(), "af": af, "tr": tr})
         print(f"{name}: cosa {cosa_cycles} ({cosa_cpu:.1f} s), AccelForge {tr.get('cycles')} "
               f"(own {af.get('latency')}, {af.get('process_cpu_s', 0):.1f} s) {af.get('error', '')}",
               file=sys.stderr, flush=True)
-    raw_path.write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")
     Path(args.out).write_text(report(rows, args))
     return 0
 

@@ -2,7 +2,8 @@
 
 bench/accelforge.py writes the spec (arch + workload YAML, built from a Tileplan descriptor and layer) and
 starts this script with AccelForge's interpreter, so Tileplan itself never imports AccelForge.
-Reads JSON on stdin: {"spec": <YAML text>, "time_limit": <CPU seconds for the search>, "evaluate": <a mapping's YAML, or null>}.
+Reads JSON on stdin: {"spec": <YAML text>, "time_limit": <CPU seconds for the search>, "evaluate": <a mapping's
+YAML, or null>, "search": <false to only evaluate>}.
 Prints JSON on stdout: {"evaluated_latency": AccelForge's latency of the given mapping (when one is given),
 "latency": AccelForge's latency of its best mapping, "nodes": the mapping's loop tree, outermost first, as
 ["storage", memory, [tensors]] / ["temporal", rank variable, tile shape] / ["spatial", rank variable, tile
@@ -76,6 +77,9 @@ def main() -> int:
 
     af.set_n_parallel_jobs(1)  # one process: its CPU time is this process's, and the machine is shared
     head = _evaluate(af, job["spec"], job["evaluate"]) if job.get("evaluate") else {}
+    if not job.get("search", True):
+        print(json.dumps(head))
+        return 0
     spec = _load(af, job["spec"])
     spec.mapper.metrics = af.Metrics.LATENCY
     c0 = time.process_time()
