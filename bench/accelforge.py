@@ -19,7 +19,8 @@ Per layer:
    depths of the tree (its loop tree can, Timeloop's per-level form cannot) has each of those depths tried as
    the level's tile boundary, and the best Timeloop-legal one is kept (the table says how many levels split);
 4. cosa's plan (latency-only objective) and the translated AccelForge plan are both scored by
-   `tileplan.plan.evaluate(..., model="timeloop")`, which also checks Timeloop's legality.
+   `tileplan.plan.evaluate(..., model="timeloop")`, which also checks Timeloop's legality; AccelForge's own
+   model scores both too (cosa's plan as a loop tree: `mapping_yaml`), with its DRAM word counts.
 CPU seconds: cosa's in this process; AccelForge's as the child process's user+system time (its Python start
 and spec parsing included). Writes bench/results/accelforge.md and accelforge.json (AccelForge's trees, so
 `--reuse` re-scores them without re-running AccelForge, except for layers it had no plan for when
@@ -148,12 +149,26 @@ def mapping_yaml(mapping: Mapping, problem: Problem, arch: Architecture) -> str 
     return "\n".join(["mapping:", "  nodes:", *body, "  - !Compute {einsum: O, component: MAC}"]) + "\n"
 
 
-def run_accelforge(python: str, problem: Problem, arch: Architecture, cpu_cap: float,
-                   evaluate_yaml: str | None, search: bool = True) -> dict[str, Any]:
-    """AccelForge's best mapping for the problem (unless not `search`), and its latency for `evaluate_yaml`
-    (cosa's plan) if given."""
-    job = json.dumps({"spec": arch_yaml(arch) + workload_yaml(problem), "time_limit": cpu_cap,
-                      "evaluate": evaluate_yaml, "search": search})
+def tree_yaml(nodes: list[list]) -> str:
+    """AccelForge's loop tree as the driver returned it, as a mapping YAML to evaluate again."""
+    lines = ["mapping:", "  nodes:"]
+    for node in nodes:
+        if node[0] == "storage":
+            lines.append(f"  - !Storage {{tensors: [{', '.join(node[2])}], component: {node[1]}}}")
+        elif node[0] == "temporal":
+            lines.append(f"  - !Temporal {{rank_variable: {node[1]}, tile_shape: {node[2]}}}")
+        else:
+            lines.append(f"  - !Spatial {{rank_variable: {node[1]}, tile_shape: {node[2]}, name: X, "
+                         f"component: {node[3]}}}")
+    return "\n".join([*lines, "  - !Compute {einsum: O, component: MAC}"]) + "\n"
+
+
+def run_accelforge(python: str, problem: Problem, arch: Architecture, cpu_cap: float, search: bool = True,
+                   evaluated: str | None = None, best: str | None = None) -> dict[str, Any]:
+    """AccelForge's best mapping for the problem (if `search`), and its model's latency and DRAM words for the
+    mappings given as YAML: `evaluated` (cosa's plan) and `best` (its own earlier best)."""
+    job = json.dumps({"spec": arch_yaml(arch) + workload_yaml(problem), "time_limit": cpu_cap, "search": search,
+                      "evaluated": evaluated, "best": best, "outer": arch.levels[-1].name})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         # -P: the script's folder holds this file, accelforge.py, which would shadow the package
@@ -260,6 +275,8 @@ def main() -> int:
     ap.add_argument("--af-cpu-cap", type=float, default=600.0, help="AccelForge's CPU seconds per layer")
     ap.add_argument("--cosa-time-limit", type=float, default=10.0)
     ap.add_argument("--reuse", action="store_true", help="re-score the AccelForge trees in accelforge.json")
+    ap.add_argument("--no-search", action="store_true",
+                    help="with --reuse: only re-evaluate, never search (layers without a tree stay without)")
     ap.add_argument("--out", default=str(REPO / "bench/results/accelforge.md"))
     args = ap.parse_args()
     raw_path = Path(args.out).with_suffix(".json")
@@ -281,18 +298,19 @@ def main() -> int:
                                                                   objective=objective))
         cosa_cpu = time.process_time() - c0
         cosa_cycles, cosa_violations = judge(layer, hw, cosa.mapping)
-        if name in kept and ("nodes" in kept[name] or not args.accelforge_python):
+        if name in kept and ("nodes" in kept[name] or not args.accelforge_python or args.no_search):
             af = dict(kept[name])
-            if args.accelforge_python:  # today's cosa plan, as AccelForge's model sees it
-                ev = run_accelforge(args.accelforge_python, problem, arch, args.af_cpu_cap,
-                                    mapping_yaml(cosa.mapping, problem, arch), search=False)
-                af["evaluated_latency"] = ev.get("evaluated_latency")
-        elif not args.accelforge_python:
-            af = {"error": "not run (no --accelforge-python)"}
+        elif not args.accelforge_python or args.no_search:
+            af = {"error": "not searched"}
         else:
             print(f"{name}: AccelForge ...", file=sys.stderr, flush=True)
-            af = run_accelforge(args.accelforge_python, problem, arch, args.af_cpu_cap,
-                                mapping_yaml(cosa.mapping, problem, arch))
+            af = run_accelforge(args.accelforge_python, problem, arch, args.af_cpu_cap)
+        if args.accelforge_python:  # both plans as AccelForge's model sees them (today's cosa plan)
+            ev = run_accelforge(args.accelforge_python, problem, arch, args.af_cpu_cap, search=False,
+                                evaluated=mapping_yaml(cosa.mapping, problem, arch),
+                                best=tree_yaml(af["nodes"]) if "nodes" in af else None)
+            af = {k: v for k, v in af.items() if not k.startswith(("evaluated", "best"))}
+            af |= {k: v for k, v in ev.items() if k.startswith(("evaluated", "best"))}
         raw[name] = af
         raw_path.write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")  # a stopped run keeps what it has
         tr = best_translation(layer, hw, arch, af["nodes"]) if "nodes" in af else {"cycles": None}
@@ -303,6 +321,45 @@ def main() -> int:
               file=sys.stderr, flush=True)
     Path(args.out).write_text(report(rows, args))
     return 0
+
+
+def findings(rows: list[dict[str, Any]]) -> list[str]:
+    """What the table says, counted from it."""
+    both = [r for r in rows if r["cosa"] and r["tr"].get("cycles")]
+    faster = [r for r in both if r["tr"]["cycles"] > r["cosa"] * 1.001]
+    slower = [r for r in both if r["tr"]["cycles"] < r["cosa"] * 0.999]
+    at_bound = [r for r in rows if r["cosa"] and r["cosa"] <= r["bound"] * 1.001]
+    gaps = [abs(own / tl - 1) for r in rows for own, tl in ((r["af"].get("latency"), r["tr"].get("cycles")),
+                                                            (r["af"].get("evaluated_latency"), r["cosa"]))
+            if own and tl]
+    reached = [r for r in faster if r["af"].get("evaluated_latency")
+               and abs(r["af"]["evaluated_latency"] / r["cosa"] - 1) < 0.001]
+    out = ["## Findings", "",
+           f"- Of {len(both)} layers both tools planned: cosa faster on {len(faster)}, equal (within 0.1%) on "
+           f"{len(both) - len(faster) - len(slower)}, slower on {len(slower)}"
+           + (f" ({', '.join(r['layer'].name for r in slower)})." if slower else ".")
+           + f" cosa is at the bound on {len(at_bound)} of {len(rows)} layers (no mapper can beat it there).",
+           f"- AccelForge's model against Tileplan's Timeloop-semantics model, on both tools' plans ({len(gaps)} "
+           f"plans): largest difference {max(gaps, default=0):.2%}: the two agree on what the plans cost, so the "
+           "comparison is between searches, not models."]
+    if reached:
+        out.append(
+            f"- Where cosa is faster ({', '.join(r['layer'].name for r in reached)}), its plan written as an "
+            "AccelForge loop tree gets cosa's cycles from AccelForge's own model: AccelForge can express and "
+            "evaluate it, but its mapper (which searches a pruned space of loop placements) did not return it or "
+            "anything as fast; which of its pruning rules drops cosa's plan was not isolated. DRAM words by "
+            "AccelForge's count (reads are the bound: 10 words a cycle):")
+        for r in reached:
+            out.append(f"  - {r['layer'].name}: cosa {words(r['af'].get('evaluated_outer_words'))}; AccelForge "
+                       f"{words(r['af'].get('best_outer_words'))}")
+    return out
+
+
+def words(counts: dict[str, float] | None) -> str:
+    if not counts:
+        return "-"
+    reads = sum(v for k, v in counts.items() if k.endswith("read"))
+    return ", ".join(f"{k} {v:,.0f}" for k, v in sorted(counts.items())) + f" (reads {reads:,.0f})"
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
@@ -352,6 +409,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
                   "(the driver's process time in `map_workload_to_arch`); with its Python start, spec parsing "
                   "and the evaluation of cosa's plan the child processes took "
                   f"{sum(r['af'].get('process_cpu_s', 0) for r in rows):.0f} s in all."]
+    lines += ["", *findings(rows)]
     lines += ["", "## Plans (outermost level first; loops outermost first, `X` = spatial)", ""]
     for r in rows:
         lines.append(f"- {r['layer'].name}: cosa `{r['cosa_map']}`")

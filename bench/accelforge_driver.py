@@ -2,9 +2,10 @@
 
 bench/accelforge.py writes the spec (arch + workload YAML, built from a Tileplan descriptor and layer) and
 starts this script with AccelForge's interpreter, so Tileplan itself never imports AccelForge.
-Reads JSON on stdin: {"spec": <YAML text>, "time_limit": <CPU seconds for the search>, "evaluate": <a mapping's
-YAML, or null>, "search": <false to only evaluate>}.
-Prints JSON on stdout: {"evaluated_latency": AccelForge's latency of the given mapping (when one is given),
+Reads JSON on stdin: {"spec": <YAML text>, "time_limit": <CPU seconds for the search>, "search": <false: only
+evaluate>, "evaluated" / "best": <a mapping's YAML to evaluate, or null>, "outer": <outermost memory's name>}.
+Prints JSON on stdout: {"evaluated_latency" / "best_latency": AccelForge's latency of a given mapping,
+"evaluated_outer_words" / "best_outer_words": its words moved at the outermost memory ("I read": ...),
 "latency": AccelForge's latency of its best mapping, "nodes": the mapping's loop tree, outermost first, as
 ["storage", memory, [tensors]] / ["temporal", rank variable, tile shape] / ["spatial", rank variable, tile
 shape, fan-out container], "cpu_s": this process's CPU seconds in the mapper}, or {"error": message}.
@@ -45,13 +46,20 @@ def _load(af, *texts: str):  # type: ignore[no-untyped-def]
         return af.Spec.from_yaml(*map(str, paths))
 
 
-def _evaluate(af, spec_text: str, mapping_text: str) -> dict:  # type: ignore[no-untyped-def]
+def _evaluate(af, spec_text: str, mapping_text: str, prefix: str, outer: str) -> dict:  # type: ignore[no-untyped-def]
+    """AccelForge's latency of a mapping and its word counts at the outermost memory (per tensor and action)."""
     spec = _load(af, spec_text, mapping_text)
-    spec.model.metrics = af.Metrics.LATENCY
+    spec.model.metrics = af.Metrics.LATENCY | af.Metrics.ACTIONS
     try:
-        return {"evaluated_latency": float(spec.evaluate_mapping().data.iloc[0]["Total<SEP>latency"])}
+        row = spec.evaluate_mapping().data.iloc[0]
     except Exception as exc:  # noqa: BLE001 - reported to the bench as data
-        return {"evaluate_error": f"{type(exc).__name__}: {exc}"}
+        return {f"{prefix}_error": f"{type(exc).__name__}: {exc}"}
+    words = {}
+    for key, value in row.items():
+        parts = str(key).split("<SEP>")  # einsum, "action", memory, tensor, action
+        if len(parts) == 5 and parts[1] == "action" and parts[2] == outer and value:
+            words[f"{parts[3]} {parts[4]}"] = float(value)
+    return {f"{prefix}_latency": float(row["Total<SEP>latency"]), f"{prefix}_outer_words": words}
 
 
 def _cap_cpu(seconds: float, head: dict) -> None:
@@ -76,7 +84,10 @@ def main() -> int:
     from accelforge.mapper.FFM.main import map_workload_to_arch
 
     af.set_n_parallel_jobs(1)  # one process: its CPU time is this process's, and the machine is shared
-    head = _evaluate(af, job["spec"], job["evaluate"]) if job.get("evaluate") else {}
+    head: dict = {}
+    for prefix in ("evaluated", "best"):  # cosa's plan, AccelForge's best plan (from an earlier search)
+        if job.get(prefix):
+            head |= _evaluate(af, job["spec"], job[prefix], prefix, job["outer"])
     if not job.get("search", True):
         print(json.dumps(head))
         return 0
