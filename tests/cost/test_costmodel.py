@@ -122,22 +122,25 @@ def test_16x16_runs_are_predicted_out_of_file(data, cv_artifact) -> None:
     kinds = np.array(d.labels(lambda r: f"{r.kind} {r.op}"))
     for kind in ("mapping conv", "library conv", "mapping matmul", "library matmul"):
         assert ape[kinds == kind].mean() <= 0.30, kind
-    # each configuration held out (through the user path): where the model stands now (DOSA's mappings 12.1%,
-    # Spearman 0.993; the library's own runs 14.6%, with the DMA's 64-byte blocks, tiled_conv_auto's host search and
-    # strided requests on tensors beyond the L2; bench/results/costmodel.md), so a regression shows
+    # each configuration held out (through the user path): issue 13's targets (test below) with some margin for
+    # refits (DOSA's mappings 11.9%, Spearman 0.993; the library's own runs 14.5%, with the DMA's 64-byte blocks,
+    # tiled_conv_auto's host search, strided requests on tensors beyond the L2 and loop_ws's pipeline fill;
+    # bench/results/costmodel.md)
     mapping = np.char.startswith(kinds.astype(str), "mapping")
-    assert ape[mapping].mean() <= 0.13
+    assert ape[mapping].mean() <= 0.125
     assert spearmanr(cv_artifact[mapping], d.y[mapping]).statistic >= 0.99
     assert ape[~mapping].mean() <= 0.155
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13 target not reached: DOSA mappings 12.1% (<= 12%) held out by "
-                   "configuration (library 14.6%, <= 15%, met); see costmodel.md")
 def test_issue_13_held_out_targets(data, cv_artifact) -> None:
+    """Issue 13's targets, each 16x16 configuration predicted by a fit that never saw it (through the user path):
+    DOSA's mappings within 12% MAPE with Spearman >= 0.99, the library's own runs within 15% (11.9% / 0.993 /
+    14.5% now, bench/results/costmodel.md)."""
     d = data[1]
     ape = np.abs(cv_artifact - d.y) / d.y
     mapping = np.char.startswith(np.array(d.labels(lambda r: r.kind)).astype(str), "mapping")
     assert ape[mapping].mean() <= 0.12 and ape[~mapping].mean() <= 0.15
+    assert spearmanr(cv_artifact[mapping], d.y[mapping]).statistic >= 0.99
 
 
 def test_artifact_library_runs_use_the_recorded_tiles() -> None:

@@ -25,7 +25,7 @@ class CostParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     dram_efficiency: float = Field(
-        default=0.7034, gt=0, description="Sustained DMA throughput as a fraction of the DMA's peak (dma_bytes_per_cycle)."
+        default=0.717, gt=0, description="Sustained DMA throughput as a fraction of the DMA's peak (dma_bytes_per_cycle)."
     )
     dma_bytes_per_cycle: float = Field(
         default=16.0, gt=0,
@@ -36,10 +36,10 @@ class CostParams(BaseModel):
         ),
     )
     dma_request_cycles: float = Field(
-        default=0.9892, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
+        default=0.9832, ge=0, description="Cycles each DMA request (<= 64 B of one row) occupies the DMA, on top of its bytes."
     )
     dram_request_cycles: float = Field(
-        default=0.9699, ge=0,
+        default=0.9863, ge=0,
         description=(
             "Extra cycles of a DMA request on a tensor larger than the L2 (l2_bytes): it is served by DRAM, not by "
             "the L2 that keeps a smaller tensor between the library's refetches of its tiles."
@@ -53,36 +53,36 @@ class CostParams(BaseModel):
         ),
     )
     op_overhead_cycles: float = Field(
-        default=0.0546, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
+        default=0.0207, ge=0, description="Issue cycles per compute instruction on top of one cycle per streamed row."
     )
     compute_floor_dims: float = Field(
-        default=0.4225, ge=0,
+        default=0.4253, ge=0,
         description="Shortest a compute instruction occupies the array, in DIM cycles (it streams up to DIM rows; "
         "one with fewer rows still takes this long).",
     )
     preload_dims: float = Field(
-        default=0.33, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
+        default=0.308, ge=0, description="Weight preload per DIM x DIM block, in DIM cycles (not hidden by the FSM)."
     )
     call_overhead_cycles: float = Field(
         default=0.0, ge=0,
         description="Cycles per library call (one scratchpad tile) that nothing hides, on top of its work or its floor.",
     )
     call_floor_cycles: float = Field(
-        default=274.2175, ge=0,
+        default=274.2749, ge=0,
         description=(
             "Shortest a convolution call (tiled_conv -> loop_conv_ws) can be: the host's time to set up and issue "
             "it, hidden behind the previous call's work when that is longer."
         ),
     )
     call_floor_matmul: float = Field(
-        default=128.7875, ge=0, description="The same for a matrix-multiplication call (tiled_matmul -> loop_ws)."
+        default=129.4407, ge=0, description="The same for a matrix-multiplication call (tiled_matmul -> loop_ws)."
     )
     run_overhead_cycles: float = Field(
-        default=927.9637, ge=0,
+        default=780.4348, ge=0,
         description="Cycles once per layer: the first load's and the last store's latency, the closing fence.",
     )
     overlap_loss: float = Field(
-        default=0.2486, ge=0, le=1,
+        default=0.2662, ge=0, le=1,
         description="Share of the shorter of DMA and compute time per call that double buffering fails to hide (convolutions: loop_conv_ws).",
     )
     overlap_loss_matmul: float = Field(
@@ -91,7 +91,7 @@ class CostParams(BaseModel):
     )
 
     tile_search_cycles: float = Field(
-        default=274.4279, ge=0,
+        default=275.1523, ge=0,
         description=(
             "Host cycles per candidate tile of tiled_conv_auto's tile search (two evaluations of gemmini.h's "
             "tiled_conv_total_spad_rows), paid before the first call when the library picks its own tile "
@@ -135,8 +135,8 @@ DEFAULT_PARAMS = CostParams()
 # reported with [c x exp(q10), c x exp(q90)]: 80% of held-out runs of that kind measured within it.
 INTERVAL_CONFIDENCE = 0.8
 INTERVAL_LOG_QUANTILES: dict[tuple[str, str], tuple[float, float]] = {
-    ("conv", "DRAM"): (-0.149, 0.511),
-    ("conv", "compute"): (-0.109, 0.201),
-    ("matmul", "DRAM"): (-0.312, 0.45),
-    ("matmul", "compute"): (-0.02, 0.365),
+    ("conv", "DRAM"): (-0.141, 0.514),
+    ("conv", "compute"): (-0.113, 0.202),
+    ("matmul", "DRAM"): (-0.298, 0.54),
+    ("matmul", "compute"): (-0.164, 0.153),
 }

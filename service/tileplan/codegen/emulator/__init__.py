@@ -47,24 +47,24 @@ class TimingParams:
     calibrated cost model (`CostParams.for_descriptor(hw)`) and the descriptor.  The defaults here are that
     mapping for the shipped 16x16 Gemmini (the fitted parameters; a test keeps them equal)."""
 
-    dram_bytes_per_cycle: float = 16 * 0.7034  # the DMA's peak x dram_efficiency
+    dram_bytes_per_cycle: float = 16 * 0.717  # the DMA's peak x dram_efficiency
     dma_request_bytes: float = 64.0
-    dma_request_cycles: float = 0.9892
+    dma_request_cycles: float = 0.9832
     dma_latency: float = 0.0
     issue_cycles: float = 0.0
     config_cycles: float = 0.0
     call_cycles: float = 0.0
-    preload_cycles: float = 0.33 * 16
+    preload_cycles: float = 0.308 * 16
     compute_row_cycles: float = 1.0
-    compute_op_cycles: float = 0.0546
+    compute_op_cycles: float = 0.0207
     compute_latency: float = 0.0
-    overlap_loss: float = 0.2486
+    overlap_loss: float = 0.2662
     queue_load: float = 0.0  # 0: unbounded (double-buffered halves bound the run-ahead)
     queue_exec: float = 0.0
     queue_store: float = 0.0
-    call_floor_cycles: float = 274.2175  # tiled_conv's issue time (a matmul's is CostParams.call_floor_matmul)
-    run_cycles: float = 927.9637
-    compute_floor_cycles: float = 0.4225 * 16  # CostParams.compute_floor_dims x DIM
+    call_floor_cycles: float = 274.2749  # tiled_conv's issue time (a matmul's is CostParams.call_floor_matmul)
+    run_cycles: float = 780.4348
+    compute_floor_cycles: float = 0.4253 * 16  # CostParams.compute_floor_dims x DIM
 
     @classmethod
     def for_dim(cls, dim: int, **overrides: float) -> TimingParams:
