@@ -370,7 +370,8 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "",
         f"`python bench/accelforge.py --accelforge-python ...` on {platform.machine()} ({os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f} at the end), AccelForge's search capped at {args.af_cpu_cap:.0f} "
-        f"CPU s per layer, cosa's {args.cosa_time_limit:.0f} s; both latency-only. How the spec and the plans are "
+        "CPU s per layer (trees kept with --reuse from runs under another cap: a row without a plan names its "
+        f"cap), cosa's {args.cosa_time_limit:.0f} s; both latency-only. How the spec and the plans are "
         "translated: the module doc of bench/accelforge.py. Cycles: `tileplan.plan.evaluate(..., "
         "model=\"timeloop\")` of each tool's plan (within 1% of timeloop-model on every accepted reference case); "
         "a ratio above 1 means cosa's plan is faster. AccelForge's own latency is its model's number for its own "
