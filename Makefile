@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml client/pyproject.toml
 install: $(VENV)/.installed
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check service client
+	$(VENV)/bin/ruff check service client tests bench
 	$(VENV)/bin/mypy
 
 test: lint

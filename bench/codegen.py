@@ -175,7 +175,7 @@ def main() -> None:
                 key = (gname, layer.name, m)
                 try:
                     r = run_one(layer, hw, m, epi, args.cosa_time, seed=len(rows))
-                except Exception as exc:  # recorded, not hidden
+                except Exception as exc:  # noqa: BLE001 -- recorded in the table, not hidden
                     failures.append(f"{gname} / {layer.name} / {m}: {type(exc).__name__}: {str(exc)[:200]}")
                     print("FAIL", failures[-1], flush=True)
                     continue

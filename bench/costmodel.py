@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
+
 from tileplan.cost import evaluate_mapping
 from tileplan.cost.calibrate import (
     Dataset,
@@ -65,6 +66,7 @@ def through_the_api(runs: list[FireSimRun], expected: np.ndarray) -> tuple[int, 
     """POST /evaluate every run (in-process app, shipped parameters): (answered, worst relative difference from
     the calibration's cycles, ms per request)."""
     from fastapi.testclient import TestClient
+
     from tileplan.api.app import create_app
     from tileplan.settings import Settings
 
@@ -282,7 +284,9 @@ def main() -> None:
     def target_row(what: str, pred: np.ndarray) -> str:
         m_mape, m_rho, l_mape = mape(pred[mapping_runs], art.y[mapping_runs]), rho(pred[mapping_runs], art.y[mapping_runs]), \
             mape(pred[library_runs], art.y[library_runs])
-        ok = lambda b: "yes" if b else "NO"
+        def ok(b: bool) -> str:
+            return "yes" if b else "NO"
+
         return (f"| {what} | {m_mape * 100:.1f}% | {ok(m_mape <= 0.12)} | {m_rho:.4f} | {ok(m_rho >= 0.99)} | "
                 f"{l_mape * 100:.1f}% | {ok(l_mape <= 0.15)} |")
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import yaml
+
 from tileplan.cost.firesim import FireSimRun, load_artifact
 from tileplan.cost.model import evaluate_mapping
 from tileplan.mappers.base import MapperOptions, get_mapper

@@ -33,15 +33,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "service"))
 sys.path.insert(0, str(ROOT / "tests" / "codegen"))
 
-from plans import random_case
-from tileplan.codegen.emulator.build import (
+from plans import random_case  # noqa: E402
+
+from tileplan.codegen.emulator.build import (  # noqa: E402
     EMU_SONAME,
     compiler,
     emulator_library,
     riscv_compiler,
     rocc_words,
 )
-from tileplan.codegen.pipeline import (
+from tileplan.codegen.pipeline import (  # noqa: E402
     Epilogue,
     build_module,
     emulator_for,
@@ -50,7 +51,7 @@ from tileplan.codegen.pipeline import (
     reference,
     run,
 )
-from tileplan.hardware.catalog import get_hardware
+from tileplan.hardware.catalog import get_hardware  # noqa: E402
 
 # rocc-software's xcustom.h, as far as gemmini.h uses it: on the host, Tileplan's emulator receives the words.
 HOST_XCUSTOM = """\

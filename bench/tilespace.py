@@ -74,7 +74,7 @@ def optimum(problem: Problem, hw_name: str) -> tuple[float, dict[str, int], int,
                 ranked.append((c, tuple(tiles[x] for x in DIMS)))
                 n += 1
     ranked.sort()
-    for c, key in ranked:
+    for _, key in ranked:
         tiles = dict(zip(DIMS, key))
         mp = mapping_for_tiles(problem, shape, tiles, db)
         if not check_arch(problem, arch, mp):

@@ -236,7 +236,6 @@ def test_async_twin() -> None:
 def test_client_loop_nest_matches_the_service() -> None:
     """The client prints a loop nest exactly as the service's tileplan.loopnest does."""
     from tileplan.loopnest import legend, loop_nest_text, used_dims
-
     from tileplan_client import nest
 
     mappings = [

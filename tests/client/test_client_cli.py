@@ -95,7 +95,7 @@ class _Canned(BaseHTTPRequestHandler):
     status = 200
     body: dict = {}
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
         data = json.dumps(self.body).encode()
         self.send_response(self.status)
@@ -233,7 +233,7 @@ def test_the_readme_sdk_example_runs(service: str, tmp_path: Path, monkeypatch: 
     assert r.returncode == 0, r.stderr
     monkeypatch.chdir(tmp_path)
     scope: dict[str, object] = {}
-    exec(compile(code.replace("http://127.0.0.1:8000", service), "README.md", "exec"), scope)  # noqa: S102
+    exec(compile(code.replace("http://127.0.0.1:8000", service), "README.md", "exec"), scope)
     compiled = scope["compiled"]
     assert compiled.status == "done" and compiled.ops and (tmp_path / "small_cnn_int8.tar").stat().st_size > 0  # type: ignore[attr-defined]
     result, done = scope["result"], scope["done"]

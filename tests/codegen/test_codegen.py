@@ -7,19 +7,18 @@ import random
 
 import numpy as np
 import pytest
+from plans import random_case, random_layer, random_mapping
 
+from tileplan.check import check
 from tileplan.codegen import registry
 from tileplan.codegen.emulator import HEADER_DIR
 from tileplan.codegen.pipeline import Epilogue, generate, random_inputs, reference, run
 from tileplan.codegen.registry import CodegenError
 from tileplan.hardware.catalog import get_hardware
-from tileplan.check import check
-from tileplan.plan import evaluate
 from tileplan.mapping import Mapping
+from tileplan.plan import evaluate
 from tileplan.problem import Problem
 from tileplan.workload import parse_layer
-
-from plans import random_case, random_layer, random_mapping
 
 HW16 = get_hardware("gemmini-16x16")
 N_RANDOM = 210  # random (layer, mapping, epilogue) cases, split over the chunks below

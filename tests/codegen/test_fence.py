@@ -13,6 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 from plans import random_mapping
+
 from tileplan.codegen.emulator import HEADER_DIR, Emulator, GemminiTrap, TimingParams
 from tileplan.codegen.emulator.build import EMU_SONAME, compiler, emulator_library
 from tileplan.codegen.pipeline import (

@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 from plans import random_layer, random_mapping
+
 from tileplan.codegen.emulator import HEADER_DIR, GemminiConfig
 from tileplan.codegen.emulator.build import (
     BuildError,

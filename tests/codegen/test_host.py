@@ -11,6 +11,7 @@ import tarfile
 
 import numpy as np
 import pytest
+from plans import random_mapping
 
 from tileplan.codegen import host
 from tileplan.codegen.emulator.build import NoCompiler, compiler, riscv_compiler
@@ -18,8 +19,6 @@ from tileplan.codegen.host import run_host
 from tileplan.codegen.pipeline import Epilogue, generate, random_inputs, reference, run
 from tileplan.hardware.catalog import get_hardware
 from tileplan.workload import parse_layer
-
-from plans import random_mapping
 
 HW16 = get_hardware("gemmini-16x16")
 LAYERS = {

@@ -11,6 +11,7 @@ import math
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+
 from tileplan.check import check
 from tileplan.cost import evaluate_mapping
 from tileplan.execution import array_extent, occupied_array
@@ -131,6 +132,7 @@ def test_the_issue_examples() -> None:
 
 def test_hardware_validate_says_what_is_extrapolated(tmp_path, capsys) -> None:
     import yaml
+
     from tileplan import cli
 
     f = tmp_path / "g32x8.yaml"

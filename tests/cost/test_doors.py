@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+
 from tileplan import cli
 from tileplan.api.app import create_app
 from tileplan.cost import CostParams

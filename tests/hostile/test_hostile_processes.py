@@ -94,7 +94,7 @@ def alias_bomb(levels: int = 6) -> str:
     lines = ["x0: &x0 [a, a, a, a, a, a, a, a, a, a]"]
     for i in range(1, levels + 1):
         lines.append(f"x{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * 10) + "]")
-    return "name: bomb\npe_array: *x%d\n" % levels + "\n".join(lines)
+    return f"name: bomb\npe_array: *x{levels}\n" + "\n".join(lines)
 
 
 def test_descriptors_cannot_stall_the_api(api: Proc) -> None:

@@ -135,7 +135,9 @@ def test_resnet50_all_legal_on_all_gemminis(examples):
             assert check(p, hw, lit.mapping) == []
             if not lit.resized and not bal.resized:
                 assert lit.calls == bal.calls and lit.tile == bal.tile
-            padded = lambda m: math.prod(m.padded_dims.get(d, v) for d, v in p.dims.items())  # noqa: E731
+            def padded(m, p=p):  # type: ignore[no-untyped-def]
+                return math.prod(m.padded_dims.get(d, v) for d, v in p.dims.items())
+
             assert padded(bal.mapping) <= padded(lit.mapping)
     # Literal tiles of a channel count that is not a whole number of DIM blocks pad the weight tile beyond
     # gemmini.h's own row count; on the default Gemmini that happens for the two 1024->N 1x1 @14 layers,

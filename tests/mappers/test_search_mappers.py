@@ -75,8 +75,9 @@ def test_random_is_legal_deterministic_and_seeded(hw, layer):
 
 
 def test_random_samples_are_all_legal():
-    from tileplan.mappers.random_search import sample_mapping
     import random
+
+    from tileplan.mappers.random_search import sample_mapping
     p = _problem(op="conv2d", in_channels=64, out_channels=128, in_h=28, in_w=28, kernel=3, padding=1)
     for name in ("gemmini-16x16", "simba", "eyeriss-os"):
         hw = get_hardware(name)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import service_procs  # noqa: E402
+import service_procs
 
 
 @pytest.fixture(scope="session")

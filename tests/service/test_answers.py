@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import onnx
 import pytest
 from fastapi.testclient import TestClient
 from onnx import TensorProto, helper, numpy_helper

@@ -166,7 +166,7 @@ def test_plan_page(client: TestClient, plans: dict[str, dict]) -> None:
             assert f == 1 or f"| for {d} in [0:{f})" in nest
         for d, f in lv["spatial"]:
             assert f == 1 or f"| par-for {d} in [0:{f})" in nest
-    for lv, tensors in plan["mapping"]["double_buffered"].items():
+    for tensors in plan["mapping"]["double_buffered"].values():
         assert f"double-buffered {' '.join(tensors)}" in nest
     assert 'id="nest-baseline"' in text and f"Baseline ({plan['baseline']['mapper']})" in text
     legend = dict(re.findall(r"<dt>(\w)</dt><dd>([^<]+)</dd>", text))

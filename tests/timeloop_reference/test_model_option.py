@@ -1,8 +1,8 @@
 """Naming the cost model: `"model": "timeloop"` in /evaluate and schedule options."""
 
 import pytest
-
 from tests.conftest import BENCH_DATA
+
 from tileplan.errors import InputError
 from tileplan.hardware.catalog import get_hardware, load_descriptor
 from tileplan.interop.timeloop_map import from_timeloop_mapping

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from tests.conftest import BENCH_DATA
+
 from tileplan.check import check, footprint
 from tileplan.hardware.catalog import get_hardware, load_descriptor
 from tileplan.interop.timeloop_reference import load_cases

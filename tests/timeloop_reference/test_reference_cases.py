@@ -5,8 +5,8 @@ from collections import defaultdict
 
 import pytest
 import yaml
-
 from tests.conftest import BENCH_DATA
+
 from tileplan.check import check
 from tileplan.cost.timeloop import timeloop_counts
 from tileplan.hardware.catalog import load_descriptor

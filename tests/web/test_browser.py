@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-from service_procs import start_api  # noqa: E402
+from service_procs import start_api
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -59,7 +59,7 @@ def _driver(profile: Path) -> Any:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A served cache holding a solved layer list and a solved model."""
-    from test_workload_onnx import quantized_cnn  # noqa: PLC0415 - tests/ is on the path via conftest
+    from test_workload_onnx import quantized_cnn
 
     api = start_api(tmp_path_factory.mktemp("browser"), solvers=1)
     try:
