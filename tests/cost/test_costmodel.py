@@ -584,3 +584,15 @@ def test_strided_requests_on_tensors_beyond_the_l2_wait_on_dram() -> None:
     assert dram_requests(1024, 1024, 16, l2=64 << 20) == 0
     hw = get_hardware("gemmini-16x16")
     assert CostParams.for_descriptor(hw).dram_request_cycles > 0
+
+
+def test_descriptor_params_are_the_stored_values_and_shared_between_equal_descriptors():
+    """The mappers ask for a descriptor's parameters once per candidate: equal stored values give one frozen
+    instance (no re-validation), and a descriptor's own values still override the defaults, key by key."""
+    hw = get_hardware("gemmini-16x16")
+    a = CostParams.for_descriptor(hw)
+    assert a == CostParams(**{k: v for k, v in hw.cost_params.items() if k in CostParams.model_fields})
+    assert CostParams.for_descriptor(hw.model_copy(deep=True)) is a
+    slower = hw.model_copy(update={"cost_params": {**hw.cost_params, "dma_request_cycles": 7.0}})
+    b = CostParams.for_descriptor(slower)
+    assert b.dma_request_cycles == 7.0 and b.preload_dims == a.preload_dims and b is not a

@@ -16,6 +16,8 @@ bench/results/costmodel.md);
 
 from __future__ import annotations
 
+import functools
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from tileplan.hardware import HardwareDescriptor
@@ -101,9 +103,11 @@ class CostParams(BaseModel):
 
     @classmethod
     def for_descriptor(cls, hw: HardwareDescriptor) -> CostParams:
-        """Defaults overlaid with the descriptor's stored `cost_params` (unknown keys are ignored)."""
-        stored = {k: v for k, v in hw.cost_params.items() if k in cls.model_fields}
-        return cls(**stored) if stored else DEFAULT_PARAMS
+        """Defaults overlaid with the descriptor's stored `cost_params` (unknown keys are ignored). The mappers cost
+        tens of thousands of candidates per layer, each asking for its descriptor's parameters: equal stored values
+        give the one (frozen) instance instead of a validation each time."""
+        stored = tuple(sorted((k, float(v)) for k, v in hw.cost_params.items() if k in cls.model_fields))
+        return _params_from(stored) if stored else DEFAULT_PARAMS
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in self.model_dump().items()}
@@ -127,6 +131,11 @@ FITTED: tuple[str, ...] = (
 )
 
 DEFAULT_PARAMS = CostParams()
+
+
+@functools.lru_cache(maxsize=256)
+def _params_from(stored: tuple[tuple[str, float], ...]) -> CostParams:
+    return CostParams(**dict(stored))
 
 
 # Prediction intervals: quantiles (10%, 90%) of log(measured / predicted) over the cross-validated FireSim runs
