@@ -1,7 +1,9 @@
 """cosa's plans and solve times from another release of Tileplan, for `bench/mapper.py --against REV`.
 
-`bench/mapper.py` exports REV's `service/` (`git archive`) into a temporary directory and runs this script in a
-subprocess with that tree first on the path, so the reference is measured on the same machine in the same run.
+`bench/mapper.py` exports REV's `service/` and `hw_catalog/` (`git archive`) into a temporary directory and runs
+this script in a subprocess with that tree first on the path, so the reference is measured on the same machine in
+the same run; it runs this script on the current tree too, so both sides are timed alike (a process doing nothing
+but cosa).
 This script therefore uses only the long-stable entry points (catalog, workload loader, `get_mapper("cosa")`,
 `MapperOptions`) and prints, per network and layer, cosa's mapping (JSON) with its wall and CPU seconds. The
 caller re-scores those mappings under the current cost model, so a model change between the releases moves
