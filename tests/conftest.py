@@ -21,10 +21,5 @@ def fresh_pg() -> Iterator[str]:
     sys.path.insert(0, str(REPO / "tests" / "service"))
     import service_procs
 
-    if not service_procs.pg_available():
-        pytest.skip(f"PostgreSQL not reachable at {service_procs.PG_ADMIN}")
-    url = service_procs.create_database()
-    try:
+    with service_procs.scratch_database() as url:
         yield url
-    finally:
-        service_procs.drop_database(url)

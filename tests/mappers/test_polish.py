@@ -7,7 +7,7 @@ from tileplan.cost.model import evaluate_mapping
 from tileplan.hardware.catalog import load_descriptor
 from tileplan.mappers.base import Objective
 from tileplan.mappers.build import build_mapping
-from tileplan.mappers.polish import neighbours, polish
+from tileplan.mappers.polish import neighbours, polish, regroupings
 from tileplan.problem import Problem
 
 LATENCY = Objective(latency=1, energy=0, memory_utilization=0)
@@ -36,3 +36,12 @@ def test_single_moves_are_stuck_and_the_regroupings_are_not():
     best, _, _ = polish(problem, arch, mapping, LATENCY)
     # every output visited once: 9408 MAC cycles plus one fill per output word of a register
     assert evaluate_mapping(problem, arch, best, "timeloop").cycles == 9420
+
+
+def test_regroupings_are_each_a_new_plan_once():
+    """Reordering for different tensors often gives the same loop order: each candidate is evaluated once, and never
+    the start again (polish costs every candidate it is handed)."""
+    _, _, mapping = _diannao_stuck()
+    keys = [tuple(tuple(lv.temporal) for lv in m.levels) for m in regroupings(mapping)]
+    assert keys and len(keys) == len(set(keys))
+    assert tuple(tuple(lv.temporal) for lv in mapping.levels) not in keys

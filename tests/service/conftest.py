@@ -13,12 +13,7 @@ import service_procs
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database for this run, dropped at the end."""
-    if not service_procs.pg_available():
-        pytest.skip(f"PostgreSQL not reachable at {service_procs.PG_ADMIN}")
-    url = service_procs.create_database()
-    try:
+    with service_procs.scratch_database() as url:
         yield url
-    finally:
-        service_procs.drop_database(url)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,3 +152,18 @@ def drop_database(url: str) -> None:
     name = url.rsplit("/", 1)[1]
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def scratch_database() -> Iterator[str]:
+    """A fresh database (its URL) for the `with` block, dropped after it; the test is skipped when PostgreSQL is
+    not reachable. One recipe for the suites' database fixtures, whatever their scope."""
+    import pytest
+
+    if not pg_available():
+        pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN}")
+    url = create_database()
+    try:
+        yield url
+    finally:
+        drop_database(url)

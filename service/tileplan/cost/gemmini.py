@@ -50,8 +50,8 @@ software library per iteration of the DRAM-level loops:
 * The DMA reads and writes through the SoC's L2 (512 KiB on Gemmini's SoCs, `CostParams.l2_bytes`). The library
   refetches a tile call after call; a tensor that fits the L2 is still there at the next refetch, one larger than
   it has been evicted, so a request on it waits on DRAM, `dram_request_cycles` more, when its row is strided (a
-  channel tile narrower than the tensor's rows; whole rows stream) (`_beyond_l2`; fitted: ~1 cycle, which takes
-  held-out MAPE of DOSA's mappings on the 16x16 runs from 13.1% to 12.2% by configuration). FireSim's U-Net layers of 2-20 MB
+  channel tile narrower than the tensor's rows; whole rows stream) (`_beyond_l2`; fitted: ~1 cycle; its effect on
+  held-out error is in bench/results/costmodel.md). FireSim's U-Net layers of 2-20 MB
   tensors and small DMA rows (1 input channel, 2 output channels, 16-channel weight rows 1 KB apart) still
   measure 2-3x the model: something more than a per-request DRAM wait (not modelled; costmodel.md).
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
@@ -97,7 +97,7 @@ from typing import Any
 
 import numpy as np
 
-from tileplan.cost.params import CostParams
+from tileplan.cost.params import DEFAULT_PARAMS, CostParams
 from tileplan.dims import DIMS
 from tileplan.execution import (
     array_extent,
@@ -228,7 +228,7 @@ class Execution:
     search: int = 0
     # The SoC's shared L2 (bytes): the DMA's requests go through it, so a tensor that fits is refetched from it and
     # one that does not from DRAM (`l2_bytes` in CostParams, a hardware fact).
-    l2_bytes: float = 512 * 1024
+    l2_bytes: float = DEFAULT_PARAMS.l2_bytes
 
     @property
     def rows(self) -> int:

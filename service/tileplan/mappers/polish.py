@@ -63,7 +63,15 @@ def regroupings(mapping: Mapping) -> list[Mapping]:
     that leave it alone innermost), and all of a level's loops over one tensor's dimensions lifted to a level
     above, outermost there (DianNao's one-word partial-sum registers are rewritten once per visit of an output:
     the output's loops belong outside every reduction loop above them, which takes two or more moves)."""
-    out = []
+    out: list[Mapping] = []
+    seen = {tuple(tuple(lv.temporal) for lv in mapping.levels)}  # the start, and each candidate once
+
+    def add(new: list[LevelMapping]) -> None:
+        key = tuple(tuple(lv.temporal) for lv in new)
+        if key not in seen:
+            seen.add(key)
+            out.append(mapping.model_copy(update={"levels": new}))
+
     levels = mapping.levels
     for i, src in enumerate(levels):
         for t in TENSORS:
@@ -72,7 +80,7 @@ def regroupings(mapping: Mapping) -> list[Mapping]:
                 if order != list(src.temporal):
                     new = list(levels)
                     new[i] = LevelMapping(name=src.name, temporal=cast("list[Factor]", order), spatial=src.spatial)
-                    out.append(mapping.model_copy(update={"levels": new}))
+                    add(new)
             lift = [(d, f) for d, f in src.temporal if d in RELEVANT[t]]
             if not lift:
                 continue
@@ -84,7 +92,7 @@ def regroupings(mapping: Mapping) -> list[Mapping]:
                 for d, f in lift:
                     loops = _with_factor(loops, d, f, 1)
                 new[j] = LevelMapping(name=levels[j].name, temporal=loops, spatial=levels[j].spatial)
-                out.append(mapping.model_copy(update={"levels": new}))
+                add(new)
     return out
 
 
@@ -117,9 +125,9 @@ def polish(
                     continue
                 spent += 1
                 m = evaluate_mapping(problem, arch, cand, TILEPLAN)
-                s = score_mapping(problem, arch, cand, m, objective)
                 if moves is regroupings and m.cycles >= best_cycles:
                     continue
+                s = score_mapping(problem, arch, cand, m, objective)
                 if s < best_score - 1e-9 and (step_best is None or s < step_best[0]):
                     step_best = (s, m.cycles, cand)
             if step_best is not None:
