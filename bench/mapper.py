@@ -281,6 +281,7 @@ def against_reference(results: dict[str, dict], reference: dict[str, dict], labe
              "| network | layers | worst cycles now / ref | total cycles now / ref | layers > 1% worse | layers > 1% "
              "better | median s now (ref) | now / ref | p95 s now (ref) | now / ref |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    moved: list[str] = []  # the layers behind the > 1% columns, so a regression names itself
     for net, layers in results.items():
         ref = reference.get(net)
         if not ref:
@@ -289,6 +290,8 @@ def against_reference(results: dict[str, dict], reference: dict[str, dict], labe
         ratios = [layers[n]["cycles"] / ref[n]["cycles"] for n in common]
         total = sum(layers[n]["cycles"] for n in common) / sum(ref[n]["cycles"] for n in common)
         worse, better = sum(r > 1.01 for r in ratios), sum(r < 0.99 for r in ratios)
+        moved += [f"- {net}, {n}: {r:.4f} ({layers[n]['cycles']:,.0f} vs {ref[n]['cycles']:,.0f} cycles)"
+                  for n, r in zip(common, ratios) if not 0.99 <= r <= 1.01]
         clock = "cpu" if all("cpu" in layers[n] and "cpu" in ref[n] for n in common) else "seconds"
         now_t = [layers[n][clock] for n in common]
         ref_t = [ref[n][clock] for n in common]
@@ -297,6 +300,8 @@ def against_reference(results: dict[str, dict], reference: dict[str, dict], labe
         lines.append(f"| {net} | {len(common)} | {max(ratios):.4f} | {total:.4f} | {worse} | {better} | "
                      f"{med:.2f} ({med_ref:.2f}) | {med / med_ref:.2f} | {p95:.2f} ({p95_ref:.2f}) | "
                      f"{p95 / p95_ref:.2f} |")
+    if moved:
+        lines += ["", "Layers more than 1% away from the reference (cycles now / ref):", *moved]
     return "\n".join(lines) + "\n"
 
 
