@@ -20,10 +20,10 @@ def decode_factors(model: CosaModel) -> tuple[list[dict[str, int]], list[dict[st
     temporal: list[defaultdict[str, int]] = [defaultdict(lambda: 1) for _ in range(n)]
     spatial: list[defaultdict[str, int]] = [defaultdict(lambda: 1) for _ in range(n)]
     for key in model.x_keys:
-        if value(m.X[key]) > 0.5:
-            d, a, k, i, s = key
-            f = spec.alternatives[d][a].factors[k]
-            (spatial if s == 0 else temporal)[i][d] *= f
+        copies = round(value(m.X[key]))
+        if copies:
+            d, _a, f, i, s = key
+            (spatial if s == 0 else temporal)[i][d] *= f**copies
     padded: dict[str, int] = {}
     for d in DIMS:
         for a, alt in enumerate(spec.alternatives[d]):

@@ -2,10 +2,9 @@
 with the hardware's hand-written tiling where one exists (Gemmini's), and the winner polished by local
 search on the cost model.
 
-For each dataflow the MIP is solved, then re-solved after a no-good cut up to `CANDIDATES` times (while
-time remains and the proxy objective stays within `PROXY_SLACK` of the best): the log-space objective
-is a proxy with many near-ties, so the cost model decides among the factorisations it ranks highest. For
-each factorisation, every combination of stationary loop orders and double-buffering choices is scored;
+For each dataflow the MIP is solved once (asking it for next-best factorisations after no-good cuts cost more time
+than it won plan quality). For its factorisation, every combination of stationary loop orders and double-buffering
+choices is scored;
 the winner is polished (prime-factor moves, `polish`) and, on library-executed hardware, retiled (`retile`).
 While latency has any weight, the answer is never slower than the hand-written tiling (`_not_slower_than`).
 """
@@ -31,9 +30,7 @@ from tileplan.mappers.score import score_mapping
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 
-CANDIDATES = 1  # factorisations per dataflow handed to the cost model (re-solves after no-good cuts)
 POLISH_BUDGET = 400  # cost-model evaluations spent polishing the best candidate
-PROXY_SLACK = 1.0  # log2 units: stop asking for more once the proxy is 2x worse than the best
 
 
 def trivial_mapping(problem: Problem, arch: Architecture) -> Mapping:
@@ -97,25 +94,16 @@ class CosaMapper:
             arch = hw.resolve(df)
             session = Session(build_model(build_spec(problem, arch), Weights(wl, we, wm)))
             share = (deadline - time.perf_counter()) / (len(dataflows) - i)
-            df_deadline = time.perf_counter() + max(share, 0.05)
             outcome = session.solve(max(share, 0.05))
             first_status.append(outcome.status)
             if outcome.objective is None:
                 continue
             gaps.append(outcome.gap or 0.0)
             objectives.append(outcome.objective)
-            top = outcome.objective
-            for c in range(CANDIDATES):
-                temporal, spatial, padded, db = decode_factors(session.model)
-                full = max_double_buffering(arch)
-                for mp in candidate_mappings(session.model, temporal, spatial, padded, [db] if db == full else [db, full]):
-                    consider(arch, mp)
-                left = df_deadline - time.perf_counter()
-                if c + 1 == CANDIDATES or left < 0.05 or not session.exclude_current():
-                    break
-                nxt = session.solve(left)
-                if nxt.objective is None or nxt.objective > top + PROXY_SLACK:
-                    break
+            temporal, spatial, padded, db = decode_factors(session.model)
+            full = max_double_buffering(arch)
+            for mp in candidate_mappings(session.model, temporal, spatial, padded, [db] if db == full else [db, full]):
+                consider(arch, mp)
 
         seeds = _heuristic_seeds(problem, hw, options)
         for seed in seeds:

@@ -1,7 +1,7 @@
 """Solving a CosaModel with HiGHS through Pyomo's persistent solver interface.
 
-A `Session` keeps the HiGHS instance between solves, so asking for the next-best factorisation (after a
-no-good cut on the factor placements) re-solves incrementally instead of rebuilding the model.
+A `Session` keeps the HiGHS instance (Pyomo's persistent interface), so a model changed after a solve is re-solved
+incrementally instead of rebuilt.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ class Session:
         # spent a third of it there without changing a bench plan for the worse (issue 15: bench/results/mapper.md)
         self.options = {"mip_rel_gap": mip_rel_gap, "random_seed": 0, "threads": 1, "output_flag": False,
                         "mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False, "mip_allow_restart": False}
-        self.cuts = pyo.ConstraintList()
-        model.m.nogood = self.cuts
 
     def solve(self, time_limit_s: float) -> SolveOutcome:
         t0 = time.perf_counter()
@@ -55,17 +53,6 @@ class Session:
         gap = None if bound is None else abs(obj - bound) / max(abs(obj), 1e-9)
         status = "optimal" if tc == TerminationCondition.convergenceCriteriaSatisfied else "time_limit"
         return SolveOutcome(status, seconds, obj, gap)
-
-    def exclude_current(self) -> bool:
-        """No-good cut: the next solution must place at least one prime factor differently.
-        False when there is nothing to place (every bound is 1): no other solution exists."""
-        if not self.model.x_keys:
-            return False
-        X = self.model.m.X
-        on = [q for q in self.model.x_keys if value(X[q]) > 0.5]
-        off = [q for q in self.model.x_keys if value(X[q]) <= 0.5]
-        self.cuts.add(sum(1 - X[q] for q in on) + sum(X[q] for q in off) >= 1)
-        return True
 
 
 def value(var: pyo.Var) -> float:
