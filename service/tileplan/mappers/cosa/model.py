@@ -46,6 +46,16 @@ class CosaModel:
     m: pyo.ConcreteModel
     x_keys: list[Key]
     coef: dict[Key, float]
+    fill: Any = None  # the memory-use term (mean log fill of the on-chip tiles), kept to re-weigh the objective
+    tie: Any = None  # the tie-break term
+
+    def weigh(self, w: Weights) -> None:
+        """Replace the objective by one with these weights (a persistent solver re-solves without rebuilding)."""
+        m = self.m
+        if hasattr(m, "obj"):
+            m.del_component(m.obj)
+        m.obj = pyo.Objective(expr=w.latency * m.lat + w.energy * m.en - w.memory * self.fill + self.tie,
+                              sense=pyo.minimize)
 
 
 def log2(v: float) -> float:
@@ -239,8 +249,9 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     # toward inner levels breaks the remaining ties deterministically.
     fill = sum(tiles.values()) / max(len(tiles), 1)
     tie = sum(q[3] * coef[q] * X[q] for q in x_keys if q[4] == 1) * 1e-4
-    m.obj = pyo.Objective(expr=w.latency * m.lat + w.energy * m.en - w.memory * fill + tie, sense=pyo.minimize)
-    return CosaModel(spec=spec, m=m, x_keys=x_keys, coef=coef)
+    model = CosaModel(spec=spec, m=m, x_keys=x_keys, coef=coef, fill=fill, tie=tie)
+    model.weigh(w)
+    return model
 
 
 def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, ext, log_tile, temporal_at, spatial_at) -> None:  # type: ignore[no-untyped-def]
