@@ -2,7 +2,7 @@
 
 Per layer: cycles by the cost model for each mapper, cosa's speedup over the baseline, utilisation vs ideal,
 and cosa's solve time; per network: count-weighted totals and solve time median / p95 / max.
-Writes bench/results/mapper.md.   Run: .venv/bin/python bench/mapper.py [--quick] [--against REV]
+Writes bench/results/mapper.md.   Run: .venv/bin/python bench/mapper.py [--quick] [--hardware NAME...] [--against REV]
 (`--against REV` measures cosa of an earlier release, a git revision of this repository, in the same run and
 compares plans under today's cost model and CPU seconds per layer; `--record-reference` stores this run as the
 reference used when no release is named.)
@@ -213,12 +213,12 @@ def small_vs_exhaustive(hw_name: str) -> str:
 REFERENCE = REPO / "bench/results/mapper_reference.json"
 
 
-def cosa_alone(service: Path, time_limit: float, label: str) -> dict[str, dict]:
+def cosa_alone(service: Path, time_limit: float, label: str, hardware: list[str] = HARDWARE) -> dict[str, dict]:
     """cosa's plans and solve times from the package in `service`, each layer solved by `bench/mapper_release.py`
     in a fresh process that does nothing else (the bench's own process also runs the baselines and holds every
     result, which costs cosa CPU time: garbage collection over more objects, shared caches)."""
     cmd = [sys.executable, str(REPO / "bench/mapper_release.py"), str(service),
-           *map(str, WORKLOADS), "--hardware", *HARDWARE, "--latency-only", *sorted(LATENCY_ONLY),
+           *map(str, WORKLOADS), "--hardware", *hardware, "--latency-only", *sorted(LATENCY_ONLY),
            "--time-limit", str(time_limit)]
     done = subprocess.run(cmd, capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != "TILEPLAN_CATALOG_DIR"})
@@ -227,7 +227,7 @@ def cosa_alone(service: Path, time_limit: float, label: str) -> dict[str, dict]:
     return json.loads(done.stdout)
 
 
-def release_reference(rev: str, time_limit: float) -> dict[str, dict]:
+def release_reference(rev: str, time_limit: float, hardware: list[str] = HARDWARE) -> dict[str, dict]:
     """cosa's plans and solve times from release `rev` of this repository, measured now, on this machine: its
     `service/` and `hw_catalog/` exported by `git archive` and run alone (`cosa_alone`)."""
     import io
@@ -238,7 +238,7 @@ def release_reference(rev: str, time_limit: float) -> dict[str, dict]:
         archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "service", "hw_catalog"], capture_output=True, check=True)
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(tmp, filter="data")
-        return cosa_alone(Path(tmp) / "service", time_limit, f"release {rev}")
+        return cosa_alone(Path(tmp) / "service", time_limit, f"release {rev}", hardware)
 
 
 def rescored(reference: dict[str, dict]) -> dict[str, dict]:
@@ -316,13 +316,17 @@ def main() -> int:
     ap.add_argument("--against", metavar="REV",
                     help="measure release REV (a git revision of this repository) in this run and compare with it "
                     "instead of the stored reference")
+    ap.add_argument("--hardware", nargs="+", choices=HARDWARE, default=HARDWARE, metavar="NAME",
+                    help=f"run only on these bench hardware ({', '.join(HARDWARE)}; default: all of them)")
     ap.add_argument("--profile", action="store_true",
                     help="where cosa's time goes (cProfile by phase) on every bench layer; writes mapper_profile.md")
     args = ap.parse_args()
+    if args.record_reference and args.hardware != HARDWARE:
+        ap.error("--record-reference records every bench hardware; drop --hardware")
     if args.profile:
         from mapper_profile import profile_main
 
-        return profile_main(HARDWARE, WORKLOADS, args.time_limit)
+        return profile_main(args.hardware, WORKLOADS, args.time_limit)
     wanted = ["cosa", "gemmini-auto", "random", "exhaustive"]
     mappers = [m for m in wanted if m in available_mappers()]
     if args.quick:
@@ -330,7 +334,9 @@ def main() -> int:
     parts = [
         "# Mapper benchmark",
         "",
-        f"`python bench/mapper.py{' --quick' if args.quick else ''}{f' --against {args.against}' if args.against else ''}` on {platform.machine()} ({os.cpu_count()} cores), "
+        f"`python bench/mapper.py{' --quick' if args.quick else ''}"
+        f"{' --hardware ' + ' '.join(args.hardware) if args.hardware != HARDWARE else ''}"
+        f"{f' --against {args.against}' if args.against else ''}` on {platform.machine()} ({os.cpu_count()} cores), "
         f"{time.strftime('%Y-%m-%d')}. Cycles by Tileplan's cost model (`tileplan.cost`: calibrated Gemmini model on "
         "gemmini-16x16, timeloop-model's semantics on simba, which is CoSA's Simba as Timeloop reads it); default "
         "objective (latency 0.6, energy 0.3, memory 0.1) on gemmini-16x16, latency only on simba; `random` = best "
@@ -338,7 +344,7 @@ def main() -> int:
         "",
     ]
     results: dict[str, dict] = {}
-    for hw_name in HARDWARE:
+    for hw_name in args.hardware:
         for wl in WORKLOADS:
             # Exhaustive search refuses every layer of these networks (> 50,000 candidates); its comparison
             # is on small layers below.
@@ -353,8 +359,8 @@ def main() -> int:
         sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.against], capture_output=True,
                              text=True, check=True).stdout.strip()
         # both sides measured the same way, each in a process of its own running cosa alone
-        ref = release_reference(args.against, args.time_limit)
-        now = cosa_alone(REPO / "service", args.time_limit, "this tree")
+        ref = release_reference(args.against, args.time_limit, args.hardware)
+        now = cosa_alone(REPO / "service", args.time_limit, "this tree", args.hardware)
         text = against_reference(now, ref, f"release {args.against} ({sha}), measured in this run, both sides in "
                                  "processes running cosa alone (`bench/mapper_release.py`)")
         print(text)
