@@ -35,6 +35,21 @@ def gemmini_levels(arch: Architecture) -> tuple[int, int, int] | None:
     view of the same array is not executed this way).
     Level names do not matter, so a Timeloop-imported Gemmini qualifies like the catalog entries.
     """
+    seen = _LEVELS.get(id(arch))
+    if seen is not None and seen[0] is arch:  # (asked per candidate by the cost model, the checker, the mappers)
+        return seen[1]
+    found = _gemmini_levels(arch)
+    if len(_LEVELS) >= 64:
+        _LEVELS.clear()
+    _LEVELS[id(arch)] = (arch, found)
+    return found
+
+
+# id(arch) -> (that architecture, its gemmini_levels): an Architecture is frozen, its levels a tuple of frozen levels
+_LEVELS: dict[int, tuple[Architecture, tuple[int, int, int] | None]] = {}
+
+
+def _gemmini_levels(arch: Architecture) -> tuple[int, int, int] | None:
     n = len(arch.levels)
     if n < 3:
         return None

@@ -596,3 +596,14 @@ def test_descriptor_params_are_the_stored_values_and_shared_between_equal_descri
     slower = hw.model_copy(update={"cost_params": {**hw.cost_params, "dma_request_cycles": 7.0}})
     b = CostParams.for_descriptor(slower)
     assert b.dma_request_cycles == 7.0 and b.preload_dims == a.preload_dims and b is not a
+
+
+def test_descriptor_params_follow_stored_values_changed_in_place():
+    """`for_descriptor` remembers its last answer per descriptor; a descriptor whose stored dict was changed in place
+    since (a frozen model's dict can be) gets the new values, not the remembered ones."""
+    hw = get_hardware("gemmini-16x16").model_copy(deep=True)
+    assert CostParams.for_descriptor(hw).dma_request_cycles == hw.cost_params["dma_request_cycles"]
+    hw.cost_params["dma_request_cycles"] = 5.5
+    assert CostParams.for_descriptor(hw).dma_request_cycles == 5.5
+    hw.cost_params.clear()
+    assert CostParams.for_descriptor(hw) == CostParams()

@@ -183,6 +183,39 @@ def test_tilings_ranked_without_a_mapping_run_as_their_mapping_does():
                                                                                              "tileplan")
 
 
+def test_one_builder_for_many_tilings_builds_what_a_fresh_one_does():
+    """retile keeps one `ExecutionBuilder` per search, whose builds after the first copy a template instead of
+    running Execution's constructor: every build must equal (and hash like) the execution of the tiling's own
+    mapping, for every executor, across layers of both kinds."""
+    import random
+
+    from tileplan.cost.gemmini import ExecutionBuilder, execution_from_mapping, occupied_array
+
+    shape = gemmini_shape(ARCH)
+    conv3 = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 56,
+                                            "in_w": 56, "kernel": 3, "padding": 1, "bias": True}))
+    strided = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 256, "out_channels": 512, "in_h": 28,
+                                              "in_w": 28, "kernel": 1, "stride": 2}))
+    mm = Problem.from_layer(parse_layer({"op": "matmul", "M": 100, "K": 768, "N": 3072}))
+    rng = random.Random(15)
+    dbs = ({}, {"Accumulator": ["O"], "Scratchpad": ["I", "W"]}, {"Scratchpad": ["I", "W"]})
+    for problem in (CONV1, conv3, strided, mm):
+        options = {d: tile_options(problem.dims[d], 16 if d in "CK" else None) for d in problem.dims}
+        tilings = _some_tilings(problem) + [{d: rng.choice(o) for d, o in options.items()} for _ in range(40)]
+        mappings = [(mapping_for_tiles(problem, shape, t, db), db) for t in tilings for db in dbs]
+        for executor in ("tileplan", "library", "library-auto"):
+            builders = {}
+            for mapping, db in mappings:
+                occupied = None if executor == "tileplan" else occupied_array(ARCH, mapping)
+                builder = builders.setdefault(occupied, ExecutionBuilder(problem, ARCH, executor, occupied))
+                built = builder.build(call_tiles(mapping, shape.dram), mapping.levels[shape.dram].temporal, db)
+                alone = execution_from_mapping(problem, ARCH, mapping, executor)
+                assert built == alone and hash(built) == hash(alone) and vars(built) == vars(alone)
+        kept = ExecutionBuilder(problem, ARCH, "tileplan")
+        for t in tilings:
+            assert execution_for_tiles(problem, shape, t, dbs[1], kept) == execution_for_tiles(problem, shape, t, dbs[1])
+
+
 def test_tilings_sharing_an_execution_are_costed_once_and_alike():
     """Row tiles of 17 and 20 on a 16-wide array both run as two blocks: retile costs that execution once
     (`_Tilings.execution_cycles`) and each tiling still gets exactly the cycles it gets alone."""

@@ -300,80 +300,127 @@ def execution_from_tiles(
 ) -> Execution:
     """`execution_from_mapping` from what it reads of a mapping: the call tile (per dimension, the product of the
     factors below DRAM), the DRAM level's loops and the double buffering, and for the library on Gemmini-like
-    hardware the occupied array (`occupied_array`). Mappers that rank thousands of tilings (retile) start here
-    rather than build a Mapping for each."""
-    if executor not in EXECUTORS:
-        raise ValueError(f"unknown executor {executor!r}; use one of {EXECUTORS}")
-    auto = executor == "library-auto"  # the library's own tiler picked the tile, at run time
-    executor = "library" if auto else executor
-    levels = gemmini_levels(arch)
-    order = tuple(call_loop_order(dram_temporal, DIMS, REDUCTION_DIMS))
-    dims = problem.dims
-    tile = {d: min(tile[d], dims[d]) for d in DIMS}
-    if levels is None:
-        dim = dim_c = dim_k = arch.hardware.pe_array.rows
-    elif executor == "tileplan":
-        # Tileplan's code is generated for the array it runs on: DIM-wide blocks of the whole array
-        dim_c, dim_k = array_extent(arch)
-        dim = max(dim_c, dim_k)
-    else:
-        if occupied is None:
-            raise ValueError("the library's execution on Gemmini-like hardware needs the occupied array")
-        dim, dim_c, dim_k = occupied
-    overlapped = True
-    if levels is not None and executor == "tileplan":
-        db = double_buffered
-        overlapped = {"I", "W"} <= set(db.get(arch.levels[levels[1]].name, [])) and "O" in db.get(
-            arch.levels[levels[0]].name, []
-        )
-    bias = problem.bias or executor == "tileplan"
-    l2 = CostParams.for_descriptor(arch.hardware).l2_bytes
-    kind = "matmul" if dims["Q"] == 1 and dims["R"] == 1 and dims["S"] == 1 else "conv"
-    sh, sw = problem.stride
-    dh, dw = problem.dilation
-    in_h = (dims["P"] - 1) * sh + (dims["R"] - 1) * dh + 1
-    in_w = (dims["Q"] - 1) * sw + (dims["S"] - 1) * dw + 1
-    if kind == "matmul":
-        if executor == "library":
-            mm_order, reuse = library_matmul_keeps(
-                tile["P"] >= dims["P"] and tile["N"] >= dims["N"], tile["K"] >= dims["K"], tile["C"] >= dims["C"]
+    hardware the occupied array (`occupied_array`). Mappers that rank thousands of tilings (retile) keep an
+    `ExecutionBuilder` instead, which works out what does not depend on the tiling once."""
+    return ExecutionBuilder(problem, arch, executor, occupied).build(tile, dram_temporal, double_buffered)
+
+
+class ExecutionBuilder:
+    """`execution_from_tiles` for one layer, hardware and executor (and occupied array): what depends on those
+    alone (geometry, array, padding, bias, the L2, the library's tile search) is worked out once, in `__init__`;
+    `build` adds a tiling's call tile, DRAM loops and double buffering."""
+
+    def __init__(self, problem: Problem, arch: Architecture, executor: str,
+                 occupied: tuple[int, int, int] | None = None) -> None:
+        if executor not in EXECUTORS:
+            raise ValueError(f"unknown executor {executor!r}; use one of {EXECUTORS}")
+        auto = executor == "library-auto"  # the library's own tiler picked the tile, at run time
+        executor = "library" if auto else executor
+        self.problem, self.arch, self.executor = problem, arch, executor
+        levels = gemmini_levels(arch)
+        dims = self.dims = problem.dims
+        if levels is None:
+            dim = dim_c = dim_k = arch.hardware.pe_array.rows
+        elif executor == "tileplan":
+            # Tileplan's code is generated for the array it runs on: DIM-wide blocks of the whole array
+            dim_c, dim_k = array_extent(arch)
+            dim = max(dim_c, dim_k)
+        else:
+            if occupied is None:
+                raise ValueError("the library's execution on Gemmini-like hardware needs the occupied array")
+            dim, dim_c, dim_k = occupied
+        self.dim, self.dim_c, self.dim_k = dim, dim_c, dim_k
+        # Calls overlap only when the scratchpad double buffers I and W and the accumulator O (Tileplan's code)
+        self.db_levels = (None if levels is None or executor != "tileplan"
+                          else (arch.levels[levels[1]].name, arch.levels[levels[0]].name))
+        self.bias = problem.bias or executor == "tileplan"
+        self.l2 = CostParams.for_descriptor(arch.hardware).l2_bytes
+        self.kind = "matmul" if dims["Q"] == 1 and dims["R"] == 1 and dims["S"] == 1 else "conv"
+        sh, sw = problem.stride
+        dh, dw = problem.dilation
+        in_h = (dims["P"] - 1) * sh + (dims["R"] - 1) * dh + 1
+        in_w = (dims["Q"] - 1) * sw + (dims["S"] - 1) * dw + 1
+        # Gemmini's library makes the zero padding on chip (the loaders skip it, and a window wholly inside it makes
+        # the 16-bit iterator wrap); Tileplan's code runs on an input the host has padded.
+        pad = problem.padding if executor == "library" else (0, 0)
+        if any(pad):
+            in_h, in_w = problem.in_hw or (max(1, in_h - 2 * pad[0]), max(1, in_w - 2 * pad[1]))
+        if dims["R"] == 1 and dims["S"] == 1 and (sh, sw) != (1, 1) and executor == "tileplan":
+            # A strided 1x1 conv reads only every stride-th pixel in Tileplan's generated code, i.e. runs a stride-1
+            # conv over the subsampled input. Gemmini's library, as FireSim measured it, loads the whole strided
+            # window (every strided 1x1 layer of both data sets runs 1.5-3x slower than the subsampled load
+            # predicts, under DOSA's mappings and the library's own tiles alike; costmodel.md, "Readings").
+            sh = sw = 1
+            in_h, in_w = dims["P"], dims["Q"]
+            pad = (0, 0)
+        self.dw = dw
+        self._orders: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # every field but those a tiling sets (`build`'s `varying`)
+        self._fixed: dict[str, Any]
+        if self.kind == "matmul":
+            self._fixed = dict(
+                kind="matmul", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=1, k=dims["K"],
+                c=dims["C"], r=1, s=1, stride=(1, 1), pad=(0, 0), in_h=dims["P"], in_w=1, t_n=1, t_w=1, t_r=1, t_s=1,
+                k_step=0, c_step=0, in_bytes=arch.input_bytes, out_bytes=arch.output_bytes, bias=self.bias,
+                dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2,
             )
         else:
-            # batch and rows are one row dimension here; the generated code runs them as two loops, so only
-            # claim reuse when at most one of them has several tiles
-            rows = [d for d in order if d in ("N", "P") and dims[d] > 1][:1]
-            mm_order = tuple("P" if d == "N" else d for d in order if d in ("G", "K", "C") or d in rows)
-            reuse = dims["N"] == 1 or dims["P"] == 1
-        return Execution(
-            kind="matmul", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=1, k=dims["K"],
-            c=dims["C"], r=1, s=1, stride=(1, 1), pad=(0, 0), in_h=dims["P"], in_w=1,
-            t_n=1, t_h=-(-tile["P"] * tile["N"] // dim), t_w=1, t_k=-(-tile["K"] // dim_k), t_c=-(-tile["C"] // dim_c),
-            t_r=1, t_s=1, k_step=0, c_step=0, in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
-            overlapped=overlapped, bias=bias, order=mm_order, reuse=reuse, dim_c=dim_c, dim_k=dim_k, l2_bytes=l2,
-        )
-    # Gemmini's library makes the zero padding on chip (the loaders skip it, and a window wholly inside it makes
-    # the 16-bit iterator wrap); Tileplan's code runs on an input the host has padded.
-    pad = problem.padding if executor == "library" else (0, 0)
-    if any(pad):
-        in_h, in_w = problem.in_hw or (max(1, in_h - 2 * pad[0]), max(1, in_w - 2 * pad[1]))
-    if dims["R"] == 1 and dims["S"] == 1 and (sh, sw) != (1, 1) and executor == "tileplan":
-        # A strided 1x1 conv reads only every stride-th pixel in Tileplan's generated code, i.e. runs a stride-1
-        # conv over the subsampled input. Gemmini's library, as FireSim measured it, loads the whole strided
-        # window (every strided 1x1 layer of both data sets runs 1.5-3x slower than the subsampled load
-        # predicts, under DOSA's mappings and the library's own tiles alike; costmodel.md, "Readings").
-        sh = sw = 1
-        in_h, in_w = dims["P"], dims["Q"]
-        pad = (0, 0)
-    return Execution(
-        search=tile_search_evaluations(problem, arch) if auto else 0,
-        kind="conv", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=dims["Q"], k=dims["K"],
-        c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=pad, in_h=in_h, in_w=in_w,
-        t_n=tile["N"], t_h=tile["P"], t_w=tile["Q"], t_k=tile["K"], t_c=tile["C"], t_r=tile["R"], t_s=tile["S"],
-        k_step=tile["K"], c_step=tile["C"], in_bytes=arch.input_bytes, out_bytes=arch.output_bytes,
-        overlapped=overlapped, bias=bias, order=order, reuse=executor == "tileplan",
-        fold=kernel_fold(dim_c, dims["C"], tile["C"], tile["S"], dw) if executor == "tileplan" else 1,
-        dim_c=dim_c, dim_k=dim_k, l2_bytes=l2,
-    )
+            self._fixed = dict(
+                search=tile_search_evaluations(problem, arch) if auto else 0,
+                kind="conv", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=dims["Q"], k=dims["K"],
+                c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=pad, in_h=in_h, in_w=in_w,
+                in_bytes=arch.input_bytes, out_bytes=arch.output_bytes, bias=self.bias, reuse=executor == "tileplan",
+                dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2,
+            )
+        self._template: dict[str, Any] | None = None
+
+    def overlapped(self, double_buffered: abc.Mapping[str, abc.Sequence[str]]) -> bool:
+        if self.db_levels is None:
+            return True
+        spad, acc = self.db_levels
+        return {"I", "W"} <= set(double_buffered.get(spad, [])) and "O" in double_buffered.get(acc, [])
+
+    def build(self, tile: abc.Mapping[str, int], dram_temporal: abc.Sequence[tuple[str, int]],
+              double_buffered: abc.Mapping[str, abc.Sequence[str]]) -> Execution:
+        dims = self.dims
+        loops = tuple(d for d, _ in dram_temporal)
+        order = self._orders.get(loops)
+        if order is None:  # (a layer's tilings share a few DRAM orders)
+            order = self._orders[loops] = tuple(call_loop_order(dram_temporal, DIMS, REDUCTION_DIMS))
+        tile = {d: min(tile[d], dims[d]) for d in DIMS}
+        overlapped = self.overlapped(double_buffered)
+        dim, dim_c, dim_k = self.dim, self.dim_c, self.dim_k
+        varying: dict[str, Any]
+        if self.kind == "matmul":
+            if self.executor == "library":
+                mm_order, reuse = library_matmul_keeps(
+                    tile["P"] >= dims["P"] and tile["N"] >= dims["N"], tile["K"] >= dims["K"], tile["C"] >= dims["C"]
+                )
+            else:
+                # batch and rows are one row dimension here; the generated code runs them as two loops, so only
+                # claim reuse when at most one of them has several tiles
+                rows = [d for d in order if d in ("N", "P") and dims[d] > 1][:1]
+                mm_order = tuple("P" if d == "N" else d for d in order if d in ("G", "K", "C") or d in rows)
+                reuse = dims["N"] == 1 or dims["P"] == 1
+            varying = {"t_h": -(-tile["P"] * tile["N"] // dim), "t_k": -(-tile["K"] // dim_k),
+                       "t_c": -(-tile["C"] // dim_c), "overlapped": overlapped, "order": mm_order, "reuse": reuse}
+        else:
+            varying = {
+                "t_n": tile["N"], "t_h": tile["P"], "t_w": tile["Q"], "t_k": tile["K"], "t_c": tile["C"],
+                "t_r": tile["R"], "t_s": tile["S"], "k_step": tile["K"], "c_step": tile["C"], "overlapped": overlapped,
+                "order": order,
+                "fold": kernel_fold(dim_c, dims["C"], tile["C"], tile["S"], self.dw) if self.executor == "tileplan" else 1,
+            }
+        if self._template is None:
+            e = Execution(**self._fixed, **varying)
+            self._template = dict(e.__dict__)
+            return e
+        # The object Execution(**self._fixed, **varying) is (a frozen dataclass without __post_init__: its fields are
+        # its __dict__), without the ~35 object.__setattr__ calls of its __init__: retile builds tens of thousands
+        e = object.__new__(Execution)
+        e.__dict__.update(self._template)
+        e.__dict__.update(varying)
+        return e
 
 
 def tile_search_evaluations(problem: Problem, arch: Architecture) -> int:

@@ -106,8 +106,20 @@ class CostParams(BaseModel):
         """Defaults overlaid with the descriptor's stored `cost_params` (unknown keys are ignored). The mappers cost
         tens of thousands of candidates per layer, each asking for its descriptor's parameters: equal stored values
         give the one (frozen) instance instead of a validation each time."""
-        stored = tuple(sorted((k, float(v)) for k, v in hw.cost_params.items() if k in cls.model_fields))
-        return _params_from(stored) if stored else DEFAULT_PARAMS
+        if not hw.cost_params:
+            return DEFAULT_PARAMS
+        seen = _BY_DESCRIPTOR.get(id(hw))
+        # the descriptor asked last time, its stored values unchanged (a frozen model whose dict could still be
+        # mutated in place): the same answer, without sorting and converting them again
+        if seen is not None and seen[0] is hw and seen[1] == hw.cost_params:
+            return seen[2]
+        fields = cls.model_fields  # (a class property: read once, not per item)
+        stored = tuple(sorted((k, float(v)) for k, v in hw.cost_params.items() if k in fields))
+        params = _params_from(stored) if stored else DEFAULT_PARAMS
+        if len(_BY_DESCRIPTOR) >= 64:
+            _BY_DESCRIPTOR.clear()
+        _BY_DESCRIPTOR[id(hw)] = (hw, dict(hw.cost_params), params)
+        return params
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in self.model_dump().items()}
@@ -131,6 +143,11 @@ FITTED: tuple[str, ...] = (
 )
 
 DEFAULT_PARAMS = CostParams()
+
+
+# id(descriptor) -> (that descriptor, its cost_params when asked, the answer): the mappers ask tens of thousands of
+# times per layer for the same descriptor
+_BY_DESCRIPTOR: dict[int, tuple[HardwareDescriptor, dict[str, float], CostParams]] = {}
 
 
 @functools.lru_cache(maxsize=256)

@@ -22,9 +22,9 @@ import time
 from tileplan.check import call_violations, check_arch, level_violations
 from tileplan.cost.gemmini import (
     Execution,
+    ExecutionBuilder,
     call_features_many,
     cycles_vectorised,
-    execution_from_tiles,
     nominal_dram_bandwidth,
 )
 from tileplan.cost.model import evaluate_mapping
@@ -47,11 +47,12 @@ DRAM_ORDER = ("C", "S", "R", "K", "Q", "P", "N", "G")
 DRAM_ORDER_KEEP_W = ("C", "S", "R", "Q", "P", "N", "K", "G")
 
 
-def dram_order(problem: Problem, tiles: dict[str, int]) -> tuple[str, ...]:
+def dram_order(problem: Problem, tiles: dict[str, int], count: dict[str, int] | None = None) -> tuple[str, ...]:
     """The DRAM loop order that saves more loads: when the calls cover the whole reduction (one tile of C, R
     and S) either the input tile stays across the output-channel tiles or the weight tile across the pixel
-    tiles; keep the one whose repeated loads weigh more."""
-    count = {d: -(-problem.dims[d] // tiles[d]) for d in DIMS}
+    tiles; keep the one whose repeated loads weigh more. (`count`: the tile counts per dimension, if known.)"""
+    if count is None:
+        count = {d: -(-problem.dims[d] // tiles[d]) for d in DIMS}
     if count["C"] * count["R"] * count["S"] > 1:
         return DRAM_ORDER  # consecutive calls walk the reduction: they share no tile
     pixels = count["N"] * count["P"] * count["Q"]
@@ -104,16 +105,19 @@ def mapping_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, in
 
 def _dram_loops(problem: Problem, tiles: dict[str, int]) -> list[tuple[str, int]]:
     """The DRAM level's loops (innermost first) of the canonical mapping with these call tiles: the tile counts."""
-    return [(d, -(-problem.dims[d] // tiles[d])) for d in dram_order(problem, tiles)]
+    dims = problem.dims
+    count = {d: -(-dims[d] // tiles[d]) for d in DIMS}
+    return [(d, count[d]) for d in dram_order(problem, tiles, count)]
 
 
 def execution_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, int],
-                        db: abc.Mapping[str, abc.Sequence[str]]) -> Execution:
+                        db: abc.Mapping[str, abc.Sequence[str]], builder: ExecutionBuilder | None = None) -> Execution:
     """How Tileplan's code runs `mapping_for_tiles(problem, shape, tiles, db)`, without building the mapping: its
     call tiles are `tiles` (the factors below DRAM multiply to them), its DRAM loops `_dram_loops` (a Mapping drops
-    the loops of one trip, which change no call order)."""
+    the loops of one trip, which change no call order). `builder`: `ExecutionBuilder(problem, shape.arch, TILEPLAN)`,
+    kept by a caller that asks for many tilings."""
     dram = [(d, n) for d, n in _dram_loops(problem, tiles) if n > 1]
-    return execution_from_tiles(problem, shape.arch, tiles, dram, db, TILEPLAN)
+    return (builder or ExecutionBuilder(problem, shape.arch, TILEPLAN)).build(tiles, dram, db)
 
 
 def _near(opts: list[int], tile: int, reach: int) -> list[int]:
@@ -153,6 +157,7 @@ class _Tilings:
 
     def __init__(self, problem: Problem, shape: GemminiShape, params: CostParams, objective: Objective) -> None:
         self.problem, self.shape, self.params, self.objective = problem, shape, params, objective
+        self.builder = ExecutionBuilder(problem, shape.arch, TILEPLAN)
         self.fits: dict[TileKey, bool] = {}  # False: cannot fit (`_may_fit`)
         self.tiling: dict[TileKey, tuple[dict[str, int], abc.Mapping[str, abc.Sequence[str]]]] = {}
         self.built: dict[TileKey, Mapping] = {}  # built only when scored or handed out (`mapping`)
@@ -174,7 +179,7 @@ class _Tilings:
                 self.tiling[key] = (t, db)
                 if self.fits[key]:
                     costed.append(key)
-        es = [execution_for_tiles(self.problem, self.shape, *self.tiling[k]) for k in costed]
+        es = [execution_for_tiles(self.problem, self.shape, *self.tiling[k], self.builder) for k in costed]
         new = list(dict.fromkeys(e for e in es if e not in self.execution_cycles))
         self.execution_cycles.update(zip(new, _cycles_of(self.shape.arch, new, self.params)))
         self.cycles.update((k, self.execution_cycles[e]) for k, e in zip(costed, es))
