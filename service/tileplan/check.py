@@ -11,7 +11,6 @@ from tileplan.execution import library_levels
 from tileplan.hardware import Architecture, HardwareDescriptor
 from tileplan.hardware.model import mesh_split
 from tileplan.mapping import Mapping
-from tileplan.nest import analyse
 from tileplan.problem import Problem
 from tileplan.units import format_size
 
@@ -21,10 +20,7 @@ def footprint(problem: Problem, arch: Architecture, mapping: Mapping, level: int
     memory-utilisation scores."""
     problem = problem.for_hardware(arch.hardware.input_tiles)
     lv = arch.levels[level]
-    tiles = {d: 1 for d in DIMS}
-    for m in mapping.levels[: level + 1]:
-        for d in DIMS:
-            tiles[d] *= m.temporal_factor(d) * m.spatial_factor(d)
+    tiles = mapping.level_tiles()[level]
     db = set(mapping.double_buffered.get(lv.name, []))
     return {
         t: problem.tile_elements(t, tiles) * arch.element_bytes(t, lv) * (2 if t in db else 1)
@@ -90,7 +86,7 @@ def check_arch(problem: Problem, arch: Architecture, mapping: Mapping) -> list[s
     if out:
         return out  # capacities are meaningless while the factors are wrong
 
-    tiles = analyse(problem, arch, mapping).tiles
+    tiles = mapping.level_tiles()  # (what `nest.analyse` reads as each level's tile)
     db: dict[int, frozenset[str]] = {i: frozenset(mapping.double_buffered.get(lv.name, [])) for i, lv in enumerate(arch.levels)}
     for i in range(len(arch.levels)):
         out += level_violations(problem, arch, i, tiles[i], db[i])

@@ -64,7 +64,21 @@ class Mapping(BaseModel):
 
     def bounds(self) -> dict[str, int]:
         """Product of every dimension's factors over all levels."""
-        return {d: math.prod(lv.temporal_factor(d) * lv.spatial_factor(d) for lv in self.levels) for d in DIMS}
+        tiles = self.level_tiles()
+        return dict(tiles[-1]) if tiles else dict.fromkeys(DIMS, 1)
+
+    def level_tiles(self) -> list[dict[str, int]]:
+        """Per level, innermost first: the tile it spans per dimension (the product of every temporal and spatial
+        factor at and below it). The checker, the cost model and the mappers ask this of every candidate."""
+        running = dict.fromkeys(DIMS, 1)
+        out = []
+        for lv in self.levels:
+            for d, f in lv.temporal:
+                running[d] *= f
+            for d, f in lv.spatial:
+                running[d] *= f
+            out.append(dict(running))
+        return out
 
     def canonical(self) -> Mapping:
         """Drop factors of 1 so equal mappings compare and hash equal."""

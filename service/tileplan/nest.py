@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tileplan.dims import DIMS, RELEVANT, TENSORS
+from tileplan.dims import RELEVANT, TENSORS
 from tileplan.hardware import Architecture
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
@@ -68,13 +68,8 @@ def analyse(problem: Problem, arch: Architecture, mapping: Mapping) -> NestAnaly
     problem = problem.for_hardware(arch.hardware.input_tiles)
     levels = mapping.levels
     n = len(levels)
+    tiles = mapping.level_tiles()
     bounds = mapping.bounds()
-    tiles: list[dict[str, int]] = []
-    running = {d: 1 for d in DIMS}
-    for lv in levels:
-        for d in DIMS:
-            running[d] *= lv.temporal_factor(d) * lv.spatial_factor(d)
-        tiles.append(dict(running))
     tile_elems = [
         {t: problem.tile_elements(t, tiles[i]) for t in TENSORS if t in arch.levels[i].keeps} for i in range(n)
     ]

@@ -607,3 +607,22 @@ def test_descriptor_params_follow_stored_values_changed_in_place():
     assert CostParams.for_descriptor(hw).dma_request_cycles == 5.5
     hw.cost_params.clear()
     assert CostParams.for_descriptor(hw) == CostParams()
+
+
+def test_notes_follow_the_mapping_and_the_descriptors_stored_values():
+    """The model's notes are remembered per (architecture, occupied array, executor); a different occupied array or
+    executor, or cost_params changed in place, give the notes worked out afresh."""
+    from tileplan.cost.gemmini import _notes, gemmini_notes, occupied_array
+    from tileplan.mappers.gemmini_auto import gemmini_auto
+
+    hw = get_hardware("gemmini-16x16").model_copy(deep=True)
+    arch = hw.resolve("weight_stationary")
+    problem = Problem.from_layer(MatmulLayer(name="mm", M=64, K=64, N=64))
+    mapping = gemmini_auto(problem, hw).mapping
+    for executor in ("library", "tileplan", "library-auto"):
+        assert gemmini_notes(arch, mapping, executor) == _notes(arch, occupied_array(arch, mapping), executor)
+    before = gemmini_notes(arch, mapping, "tileplan")
+    hw.cost_params["dram_efficiency"] = 0.5
+    after = gemmini_notes(arch, mapping, "tileplan")
+    assert after != before and any("8.00 B/cycle" in n for n in after)
+    assert after == _notes(arch, occupied_array(arch, mapping), "tileplan")

@@ -232,5 +232,26 @@ def test_tilings_sharing_an_execution_are_costed_once_and_alike():
     ranked = known.rank(tilings, db)
     assert len(known.execution_cycles) < len(ranked)
     for key in ranked:
-        alone = cycles_from_calls(gemmini_calls(mm, ARCH, known.mapping(key), "tileplan"), params).cycles
-        assert known.cycles[key] == alone
+        alone = cycles_from_calls(gemmini_calls(mm, ARCH, known.mapping(key), "tileplan"), params)
+        assert known.cycles[key] == alone.cycles and known.calls[key] == alone
+
+
+def test_scored_candidates_get_the_metrics_their_mappings_get():
+    """retile hands the call model's answer from its ranking to `evaluate_mapping` (`gemmini=`) instead of costing
+    each scored candidate's calls again: the metrics must be exactly those of evaluating the mapping alone."""
+    from tileplan.cost.params import CostParams
+    from tileplan.mappers.retile import _Tilings
+
+    shape = gemmini_shape(ARCH)
+    conv3 = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 56,
+                                            "in_w": 56, "kernel": 3, "padding": 1}))
+    mm = Problem.from_layer(parse_layer({"op": "matmul", "M": 100, "K": 768, "N": 3072}))
+    for problem in (CONV1, conv3, mm):
+        known = _Tilings(problem, shape, CostParams.for_descriptor(HW), Objective())
+        for db in ({}, {"Accumulator": ["O"], "Scratchpad": ["I", "W"]}):
+            ranked = known.rank(_some_tilings(problem), db)
+            assert ranked
+            for key in ranked:
+                m = known.mapping(key)
+                fast = evaluate_mapping(problem, ARCH, m, "tileplan", gemmini=known.calls[key])
+                assert fast.model_dump() == evaluate_mapping(problem, ARCH, m, "tileplan").model_dump()

@@ -21,6 +21,7 @@ Metrics report energy per level (`energy_breakdown_pj`) and per level and tensor
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -37,11 +38,17 @@ SRAM_WRITE_FACTOR = 1.2
 def level_energy(level: ResolvedLevel) -> AccessEnergy:
     if level.energy is not None:
         return level.energy
-    if level.capacity is None:
+    return _default_energy(level.capacity)
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_energy(capacity: int | None) -> AccessEnergy:
+    """The default table's figures for a level of `capacity` bytes per instance (a frozen model, shared)."""
+    if capacity is None:
         return AccessEnergy(read_pj_per_byte=DRAM_PJ_PER_BYTE, write_pj_per_byte=DRAM_PJ_PER_BYTE)
-    if level.capacity <= 1024:
+    if capacity <= 1024:
         return AccessEnergy(read_pj_per_byte=REGISTER_PJ_PER_BYTE, write_pj_per_byte=REGISTER_PJ_PER_BYTE)
-    read = SRAM_BASE_PJ_PER_BYTE + SRAM_SQRT_KIB_PJ_PER_BYTE * math.sqrt(level.capacity / 1024)
+    read = SRAM_BASE_PJ_PER_BYTE + SRAM_SQRT_KIB_PJ_PER_BYTE * math.sqrt(capacity / 1024)
     return AccessEnergy(read_pj_per_byte=read, write_pj_per_byte=SRAM_WRITE_FACTOR * read)
 
 

@@ -905,11 +905,27 @@ def prediction_interval(cycles: float, op: str, bound: str) -> tuple[float, floa
 def gemmini_notes(arch: Architecture, mapping: Mapping, executor: str | None = None) -> list[str]:
     """How the calibrated model read this hardware and mapping, and which of its parameters are extrapolated
     (measured only on square 16x16 and 128x128 int8 Gemminis with a 16-byte DMA beat)."""
+    occupied = occupied_array(arch, mapping)
+    executor = executor or mapping.executor or "library"
+    # the same for every mapping that occupies the same array (every candidate a mapper scores, as a rule)
+    key = (id(arch), occupied, executor)
+    seen = _NOTES.get(key)
+    if seen is None or seen[0] is not arch or seen[1] != arch.hardware.cost_params:
+        if len(_NOTES) >= 256:
+            _NOTES.clear()
+        seen = _NOTES[key] = (arch, dict(arch.hardware.cost_params), _notes(arch, occupied, executor))
+    return list(seen[2])
+
+
+# (id(arch), occupied array, executor) -> (that architecture, its descriptor's cost_params then, the notes)
+_NOTES: dict[tuple[int, tuple[int, int, int], str], tuple[Architecture, dict[str, float], list[str]]] = {}
+
+
+def _notes(arch: Architecture, occupied: tuple[int, int, int], executor: str) -> list[str]:
     params = CostParams.for_descriptor(arch.hardware)
     p = params.as_dict()
     rows, cols = array_extent(arch)
-    dim, used_r, used_c = occupied_array(arch, mapping)
-    executor = executor or mapping.executor or "library"
+    dim, used_r, used_c = occupied
     runs = {
         "library": "Gemmini's library (tiled_conv / tiled_matmul)",
         "library-auto": "Gemmini's library through its own tiler (tiled_conv_auto / tiled_matmul_auto)",
@@ -1007,6 +1023,18 @@ def cycles_from_calls(x: np.ndarray, p: CostParams) -> GemminiCycles:
     return GemminiCycles(total, dma, ex, calls, "DRAM" if dma >= ex else "compute")
 
 
+def cycles_many(es: list[Execution], dram_bw: float, params: CostParams) -> list[GemminiCycles]:
+    """`cycles_from_calls(call_features(e, dram_bw), params)` of each execution, all costed in one vectorised pass
+    (per execution the same arithmetic, summed in the same order, as costing it alone): mappers rank thousands."""
+    if not es:
+        return []
+    x, row_id = call_features_many(es, dram_bw)
+    col = {name: x[:, i] for i, name in enumerate(FEATURE_COLUMNS)}
+    totals = _totals(col, params.model_dump(), row_id, len(es))
+    return [GemminiCycles(total, dma, ex, calls, "DRAM" if dma >= ex else "compute")
+            for total, dma, ex, calls in zip(*(v.tolist() for v in totals))]
+
+
 def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dict) -> np.ndarray:
     """Total cycles per data row; `x` stacks the call features of all rows, `row_id` says whose they are."""
     col = {name: x[:, i] for i, name in enumerate(FEATURE_COLUMNS)}
@@ -1014,7 +1042,7 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 
 
 __all__ = [
-    "Execution", "FEATURE_COLUMNS", "GemminiCycles", "merge_identical_calls", "call_features", "call_features_many", "cycles_from_calls", "cycles_vectorised", "kernel_fold",
+    "Execution", "FEATURE_COLUMNS", "GemminiCycles", "merge_identical_calls", "call_features", "call_features_many", "cycles_from_calls", "cycles_many", "cycles_vectorised", "kernel_fold",
     "execution_from_mapping", "effective_dram_bandwidth", "gemmini_calls", "gemmini_cycles", "gemmini_levels", "library_matmul_keeps", "LibraryTerms", "library_terms",
     "max_block_len", "nominal_dram_bandwidth",
 ]

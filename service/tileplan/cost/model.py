@@ -27,7 +27,7 @@ from collections import defaultdict
 from pydantic import BaseModel, Field
 
 from tileplan.cost.energy import MAC_PJ, level_energy, tensor_energy_breakdown
-from tileplan.cost.gemmini import gemmini_cycles, gemmini_levels, gemmini_notes, prediction_interval
+from tileplan.cost.gemmini import GemminiCycles, gemmini_cycles, gemmini_levels, gemmini_notes, prediction_interval
 from tileplan.cost.params import INTERVAL_CONFIDENCE
 from tileplan.cost.timeloop import timeloop_metrics
 from tileplan.dims import RELEVANT
@@ -104,12 +104,15 @@ def model_for(arch: Architecture, model: str | None = None) -> str:
 
 
 def evaluate_mapping(
-    problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None, model: str | None = None
+    problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None, model: str | None = None,
+    gemmini: GemminiCycles | None = None,
 ) -> Metrics:
     """Metrics of a mapping the checker has accepted, by the cost model `model_for(arch, model)` picks. On library
     hardware `executor` says who runs the calls: Tileplan's generated code ("tileplan", which keeps tiles that
     consecutive calls share) or Gemmini's own library ("library", the hand-written baseline's execution); unset,
-    the mapping's own `executor` field decides, and a mapping without one runs as the library."""
+    the mapping's own `executor` field decides, and a mapping without one runs as the library. `gemmini`: the
+    calibrated model's `gemmini_cycles(problem, arch, mapping, executor)`, when the caller has it already (retile
+    costs its candidates' executions together, `cycles_many`); used only where that model scores the mapping."""
     chosen = model_for(arch, model)
     if chosen == "timeloop":
         return timeloop_metrics(problem, arch, mapping)
@@ -118,7 +121,7 @@ def evaluate_mapping(
     levels = gemmini_levels(arch)
     if levels is None or chosen == "first-order":
         return base
-    g = gemmini_cycles(problem, arch, mapping, executor)
+    g = gemmini if gemmini is not None else gemmini_cycles(problem, arch, mapping, executor)
     dram = arch.levels[levels[2]].name
     op = "matmul" if problem.dims["Q"] == problem.dims["R"] == problem.dims["S"] == 1 else "conv"
     return base.model_copy(

@@ -23,8 +23,8 @@ from tileplan.check import call_violations, check_arch, level_violations
 from tileplan.cost.gemmini import (
     Execution,
     ExecutionBuilder,
-    call_features_many,
-    cycles_vectorised,
+    GemminiCycles,
+    cycles_many,
     nominal_dram_bandwidth,
 )
 from tileplan.cost.model import evaluate_mapping
@@ -63,11 +63,7 @@ def dram_order(problem: Problem, tiles: dict[str, int], count: dict[str, int] | 
 
 def call_tiles(mapping: Mapping, dram: int) -> dict[str, int]:
     """Per dimension, the product of every factor below the DRAM level (the tile one library call works on)."""
-    tiles = {d: 1 for d in DIMS}
-    for lv in mapping.levels[:dram]:
-        for d in DIMS:
-            tiles[d] *= lv.temporal_factor(d) * lv.spatial_factor(d)
-    return tiles
+    return mapping.level_tiles()[dram - 1] if dram else dict.fromkeys(DIMS, 1)
 
 
 def tile_options(bound: int, width: int | None) -> list[int]:
@@ -138,14 +134,10 @@ def _candidates(tiles: dict[str, int], options: dict[str, list[int]], reach: int
     return out
 
 
-def _cycles_of(arch: Architecture, es: list[Execution], params: CostParams) -> list[float]:
+def _cycles_of(arch: Architecture, es: list[Execution], params: CostParams) -> list[GemminiCycles]:
     """The call cycle model alone (no traffic, energy or legality), cheap enough to rank thousands: the call rows of
-    all executions stacked and costed in one vectorised pass (per execution the same arithmetic, summed in the same
-    order, as costing each alone)."""
-    if not es:
-        return []
-    x, row_id = call_features_many(es, nominal_dram_bandwidth(arch))
-    return [float(c) for c in cycles_vectorised(x, row_id, len(es), params.model_dump())]
+    all executions stacked and costed in one vectorised pass (`cycles_many`: each gets what it gets alone)."""
+    return cycles_many(es, nominal_dram_bandwidth(arch), params)
 
 
 TileKey = tuple[tuple[int, ...], tuple[tuple[str, tuple[str, ...]], ...]]
@@ -164,7 +156,8 @@ class _Tilings:
         self.cycles: dict[TileKey, float] = {}
         # tilings that differ only within an array block or a padding run alike (a matmul's row tiles of 17 and 20
         # on a 16-wide array: both two blocks): 70% of a matmul's candidates repeat an execution already costed
-        self.execution_cycles: dict[Execution, float] = {}
+        self.execution_cycles: dict[Execution, GemminiCycles] = {}
+        self.calls: dict[TileKey, GemminiCycles] = {}  # the call model's answer, handed to `evaluate_mapping`
         self.score: dict[TileKey, float | None] = {}  # None: illegal (`check_arch`)
 
     def rank(self, tiles: list[dict[str, int]], db: abc.Mapping[str, abc.Sequence[str]]) -> list[TileKey]:
@@ -182,7 +175,9 @@ class _Tilings:
         es = [execution_for_tiles(self.problem, self.shape, *self.tiling[k], self.builder) for k in costed]
         new = list(dict.fromkeys(e for e in es if e not in self.execution_cycles))
         self.execution_cycles.update(zip(new, _cycles_of(self.shape.arch, new, self.params)))
-        self.cycles.update((k, self.execution_cycles[e]) for k, e in zip(costed, es))
+        for k, e in zip(costed, es):
+            g = self.calls[k] = self.execution_cycles[e]
+            self.cycles[k] = g.cycles
         fit = [(self.cycles[k], i, k) for i, k in enumerate(keys) if self.fits[k]]
         return [k for _, _, k in sorted(fit)]
 
@@ -198,8 +193,10 @@ class _Tilings:
         if key not in self.score:
             m = self.mapping(key)
             arch = self.shape.arch
+            # (the call model's answer is the ranking's: the mapping runs as the execution ranked, `execution_for_tiles`)
             self.score[key] = None if check_arch(self.problem, arch, m) else score_mapping(
-                self.problem, arch, m, evaluate_mapping(self.problem, arch, m, TILEPLAN), self.objective)
+                self.problem, arch, m, evaluate_mapping(self.problem, arch, m, TILEPLAN, gemmini=self.calls[key]),
+                self.objective)
         return self.score[key]
 
 
