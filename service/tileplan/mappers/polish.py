@@ -50,7 +50,7 @@ def neighbours(mapping: Mapping) -> list[Mapping]:
                 for j in range(len(levels)):
                     if j == i:
                         continue
-                    new = [lv.model_copy() for lv in levels]
+                    new = list(levels)  # the levels left alone are shared, never changed in place
                     new[i] = LevelMapping(name=src.name, temporal=_with_factor(src.temporal, d, 1, p), spatial=src.spatial)
                     dst = levels[j]
                     new[j] = LevelMapping(name=dst.name, temporal=_with_factor(dst.temporal, d, p, 1), spatial=dst.spatial)
