@@ -103,6 +103,7 @@ class CosaMapper:
             arch = hw.resolve(df)
             session = Session(build_model(build_spec(problem, arch), Weights(wl, we, wm)))
             share = (deadline - time.perf_counter()) / (len(dataflows) - i)
+            df_deadline = time.perf_counter() + max(share, 0.05)  # this dataflow's share of the time, both solves
             outcome = session.solve(max(share, 0.05))
             first_status.append(outcome.status)
             if outcome.objective is None:
@@ -113,9 +114,9 @@ class CosaMapper:
             # The proxy's energy (DRAM traffic) and memory-use (log fill) terms are cruder than its latency, and the
             # fill term pulls towards big tiles the cost model may not reward (a BERT matmul on Gemmini: 4% slower
             # and more energy than the latency optimum). Where they weigh, the latency optimum competes too.
-            if (we > 0 or wm > 0) and wl > 0 and deadline - time.perf_counter() > 0.05:
+            if (we > 0 or wm > 0) and wl > 0 and df_deadline - time.perf_counter() > 0.05:
                 session.model.weigh(Weights(1.0, 0.0, 0.0))
-                if session.solve(deadline - time.perf_counter()).objective is not None:
+                if session.solve(df_deadline - time.perf_counter()).objective is not None:
                     _consider_solution(session, arch, consider)
 
         seeds = _heuristic_seeds(problem, hw, options)
