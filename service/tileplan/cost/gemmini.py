@@ -594,17 +594,61 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     output channels, input channels, batch; the first loop varies slowest), each row costed by the same arithmetic
     whether it is alone or among thousands (mappers rank many tilings at once)."""
     n = len(es)
-    axes = [
-        [
-            _axis_table(e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
-            _axis_table(e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
+    # Each loop's table of distinct tiles (and, for the channel loops, DMA requests per DRAM row of each chunk: input
+    # rows are pixels c x in_bytes apart in mvin rows of `rows` x MAX_BLOCK_LEN channels; weight rows k x in_bytes
+    # apart in mvin rows of `cols` x MAX_BLOCK_LEN; output rows k x out_bytes apart in mvout rows of at most `cols`)
+    # is looked up once per distinct loop among the executions (a mapper's candidates share most of them), and each
+    # execution's rows are gathered from the distinct tables stacked.
+    def _h(e: Execution) -> tuple[np.ndarray, ...]:
+        return (_axis_table(e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),)
+
+    def _w(e: Execution) -> tuple[np.ndarray, ...]:
+        return (_axis_table(e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),)
+
+    def _k(e: Execution) -> tuple[np.ndarray, ...]:
+        return (
             _chunk_table(e.k, e.k_step, e.t_k, e.in_bytes),
+            _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float(e.k * e.in_bytes),
+                           float(e.cols * max_block_len(e.cols, e.in_bytes)), float(e.in_bytes)),
+            _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float(e.k * e.out_bytes), float(e.cols),
+                           float(e.out_bytes), float(e.out_bytes), float(e.in_bytes)),
+        )
+
+    def _c(e: Execution) -> tuple[np.ndarray, ...]:
+        return (
             _chunk_table(e.c, e.c_step, e.t_c, e.in_bytes),
-            _chunk_table(e.batch, e.t_n, e.t_n),
-        ]
-        for e in es
-    ]
-    lengths = np.array([[len(a) for a in ax] for ax in axes], dtype=np.int64).reshape(n, 5)
+            _chunk_row_req(e.c, e.c_step, e.t_c, e.in_bytes, float(e.c * e.in_bytes),
+                           float(e.rows * max_block_len(e.rows, e.in_bytes)), float(e.in_bytes)),
+        )
+
+    def _n(e: Execution) -> tuple[np.ndarray, ...]:
+        return (_chunk_table(e.batch, e.t_n, e.t_n),)
+
+    loop_keys = (
+        lambda e: (e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
+        lambda e: (e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
+        lambda e: (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols),
+        lambda e: (e.c, e.c_step, e.t_c, e.in_bytes, e.rows),
+        lambda e: (e.batch, e.t_n),
+    )
+    which = np.empty((n, 5), dtype=np.int64)  # per execution, per loop: its distinct table
+    lengths = np.empty((n, 5), dtype=np.int64)
+    stacked: list[list[np.ndarray]] = []  # per loop: the distinct tables (and request columns), stacked
+    table_starts: list[np.ndarray] = []  # per loop: where each distinct table starts in the stack
+    for i, (key_of, tables_of) in enumerate(zip(loop_keys, (_h, _w, _k, _c, _n))):
+        seen: dict[tuple, int] = {}
+        distinct: list[tuple[np.ndarray, ...]] = []
+        for x, e in enumerate(es):
+            key = key_of(e)
+            j = seen.get(key)
+            if j is None:
+                j = seen[key] = len(distinct)
+                distinct.append(tables_of(e))
+            which[x, i] = j
+        size = np.array([len(t[0]) for t in distinct], dtype=np.int64)
+        lengths[:, i] = size[which[:, i]]
+        table_starts.append(np.cumsum(size) - size)
+        stacked.append([np.concatenate([t[m] for t in distinct]) for m in range(len(distinct[0]))] if distinct else [])
     # row r of execution x: its tile of loop i is (r // stride_i) % length_i, loop 0 slowest
     strides = np.ones_like(lengths)
     for i in range(3, -1, -1):
@@ -615,46 +659,46 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     cols = []
     idxs = []
     for i in range(5):
-        table = np.concatenate([ax[i] for ax in axes])
-        offset = np.cumsum(lengths[:, i]) - lengths[:, i]
+        table = stacked[i][0] if n else np.zeros((0, 7 if i < 2 else 5))
+        offset = table_starts[i][which[:, i]] if n else np.zeros(0, dtype=np.int64)
         idx = (local // strides[xid, i]) % lengths[xid, i] + offset[xid]
         idxs.append(idx)
         cols.append(list(table.T.take(idx, axis=1)))  # one gather per table, a contiguous row per column
-    # DMA requests per DRAM row (`_row_req`) of each chunk of input channels (input rows) and output channels
-    # (weight rows loaded, output rows stored), per execution, gathered like the chunk tables' own columns
-    # (input rows: pixels c x in_bytes apart, mvin rows of `rows` x MAX_BLOCK_LEN channels; weight rows: k x in_bytes
-    # apart, mvin rows of `cols` x MAX_BLOCK_LEN; output rows: k x out_bytes apart, mvout rows of at most `cols`)
-    c_req = np.concatenate([np.zeros(0)] + [_chunk_row_req(
-        e.c, e.c_step, e.t_c, e.in_bytes, float(e.c * e.in_bytes), float(e.rows * max_block_len(e.rows, e.in_bytes)),
-        float(e.in_bytes)) for e in es])[idxs[3]]
-    k_req_in = np.concatenate([np.zeros(0)] + [_chunk_row_req(
-        e.k, e.k_step, e.t_k, e.in_bytes, float(e.k * e.in_bytes), float(e.cols * max_block_len(e.cols, e.in_bytes)),
-        float(e.in_bytes)) for e in es])[idxs[2]]
-    k_req_out = np.concatenate([np.zeros(0)] + [_chunk_row_req(
-        e.k, e.k_step, e.t_k, e.in_bytes, float(e.k * e.out_bytes), float(e.cols), float(e.out_bytes),
-        float(e.out_bytes), float(e.in_bytes)) for e in es])[idxs[2]]
+    c_req = stacked[3][1][idxs[3]] if n else np.zeros(0)
+    k_req_in = stacked[2][1][idxs[2]] if n else np.zeros(0)
+    k_req_out = stacked[2][2][idxs[2]] if n else np.zeros(0)
     (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, _, k0, k_off), (cn, cc, cf, c0, c_off), (nn, nb, _, n0, _) = cols
 
-    def each(values: list[float]) -> np.ndarray:  # one value per execution, per row
-        return np.asarray(values, dtype=float)[xid]
+    # one value per execution, per row: the executions' scalars read once each (`_conv_scalars`)
+    scalars = np.array([_conv_scalars(e) for e in es], dtype=float).reshape(n, len(_CONV_SCALARS))
 
-    d = each([e.dim for e in es])
-    rows, cols_ = each([e.rows for e in es]), each([e.cols for e in es])
-    in_b, out_b = each([e.in_bytes for e in es]), each([e.out_bytes for e in es])
-    fold = each([e.fold for e in es])
-    count = hn * wn * kn * cn * nn * each([e.groups for e in es])
+    def each(name: str) -> np.ndarray:
+        return scalars[:, _CONV_SCALARS.index(name)][xid]
+
+    d = each("dim")
+    rows, cols_ = each("rows"), each("cols")
+    in_b, out_b = each("in_bytes"), each("out_bytes")
+    fold = each("fold")
+    count = hn * wn * kn * cn * nn * each("groups")
     first = {"P": p0, "Q": q0, "K": k0, "C": c0, "N": n0, "R": h0, "S": w0}
     # (input, weight) load indicators: with tiles kept, an operand loads only on the first iteration of the DRAM
-    # loops it is kept across (`_kept_across`)
+    # loops it is kept across (`_kept_across`); executions with the same reuse, order and loops of several trips
+    # keep alike
     kept = {t: np.zeros((n, len(first)), dtype=bool) for t in ("I", "W")}
+    position = {dim: j for j, dim in enumerate(first)}
+    keeps: dict[tuple, tuple[list[int], list[int]]] = {}
     for x, e in enumerate(es):
         trips = {
             "P": -(-e.out_h // e.t_h), "Q": -(-e.out_w // e.t_w), "K": -(-e.k // e.k_step), "C": -(-e.c // e.c_step),
             "N": -(-e.batch // e.t_n), "R": -(-e.r // e.t_r), "S": -(-e.s // e.t_s), "G": e.groups,
         }
-        for t in kept:
-            for dim in _kept_across(e, trips, t):
-                kept[t][x, list(first).index(dim)] = True
+        key = (e.reuse, e.order, tuple(v > 1 for v in trips.values()))
+        found = keeps.get(key)
+        if found is None:
+            found = keeps[key] = ([position[dim] for dim in _kept_across(e, trips, "I")],
+                                  [position[dim] for dim in _kept_across(e, trips, "W")])
+        kept["I"][x, found[0]] = True
+        kept["W"][x, found[1]] = True
     load_i, load_w = (np.ones(len(xid)) for _ in range(2))
     for t, load in (("I", load_i), ("W", load_w)):
         for j, dim in enumerate(first):
@@ -676,27 +720,51 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     part_ops = pre * nb * ho * (part_rows > 0)
     w_req = hk * wk * cc * k_req_in
     ld_req = load_i * in_req + load_w * w_req
-    init = h0 * w0 * c0 * each([float(e.bias) for e in es])  # calls that initialise the accumulator
+    init = h0 * w0 * c0 * each("bias")  # calls that initialise the accumulator
     ld_req = ld_req + init * nb * ho * wo * kb  # one accumulator row per output pixel and DIM output channels
     ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * in_b
     ld_bytes = ld_bytes + init * kb * nb * ho * np.ceil(wo / d) * cols_ * ACC_BYTES  # one DRAM row per mvin
     final = hf * wf * cf
     st_req = final * nb * ho * wo * k_req_out  # mvout rows: <= DIM
     st_bytes = final * nb * ho * wo * kk * out_b
-    big = {t: each([float(_beyond_l2(e, t)) for e in es]) for t in ("I", "W", "O")}
+    big = {t: each("big_" + t) for t in ("I", "W", "O")}
     # only rows narrower than the tensor's (a channel tile short of all channels): whole rows stream contiguously
-    c_all, k_all = each([e.c for e in es]), each([e.k for e in es])
+    c_all, k_all = each("c"), each("k")
     dram_req = (load_i * in_req * big["I"] * (cc < c_all) + load_w * w_req * big["W"] * (kk < k_all)
                 + st_req * big["O"] * (kk < k_all))
     out = np.broadcast_arrays(
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
-        each([float(e.overlapped) for e in es]), 0.0, part_ops, part_rows, 0.0, dram_req,
+        each("overlapped"), 0.0, part_ops, part_rows, 0.0, dram_req,
     )
     feats = np.stack(out, axis=1).astype(float, copy=False)  # a new array already (stack), of floats
     # the host's tile search (a per-run quantity) rides on each execution's first row
     starts = np.flatnonzero(np.r_[True, xid[1:] != xid[:-1]]) if len(xid) else np.zeros(0, dtype=int)
     feats[starts, FEATURE_COLUMNS.index("search")] = [float(es[i].search) for i in xid[starts]]
     return feats, xid
+
+
+
+
+_CONV_SCALARS = ("dim", "rows", "cols", "in_bytes", "out_bytes", "fold", "groups", "bias", "overlapped", "c", "k",
+                 "big_I", "big_W", "big_O")
+
+
+def _conv_scalars(e: Execution) -> tuple[float, ...]:
+    """The per-execution values conv_calls_many spreads over an execution's rows, in _CONV_SCALARS order."""
+    big = _tensors_beyond_l2(e.batch, e.in_h, e.in_w, e.c, e.groups, e.r, e.s, e.k, e.out_h, e.out_w, e.in_bytes,
+                             e.out_bytes, e.l2_bytes)
+    return (e.dim, e.rows, e.cols, e.in_bytes, e.out_bytes, e.fold, e.groups, float(e.bias), float(e.overlapped),
+            e.c, e.k, *big)
+
+
+@functools.lru_cache(maxsize=1024)
+def _tensors_beyond_l2(*geometry: Any) -> tuple[float, float, float]:
+    """`_beyond_l2` of I, W and O, for every execution of one geometry (as 0.0 / 1.0)."""
+    (batch, in_h, in_w, c, groups, r, s, k, out_h, out_w, in_bytes, out_bytes, l2_bytes) = geometry
+    e = Execution(kind="conv", dim=1, batch=batch, groups=groups, out_h=out_h, out_w=out_w, k=k, c=c, r=r, s=s,
+                  stride=(1, 1), pad=(0, 0), in_h=in_h, in_w=in_w, t_n=1, t_h=1, t_w=1, t_k=1, t_c=1, t_r=1, t_s=1,
+                  k_step=1, c_step=1, in_bytes=in_bytes, out_bytes=out_bytes, l2_bytes=l2_bytes)
+    return float(_beyond_l2(e, "I")), float(_beyond_l2(e, "W")), float(_beyond_l2(e, "O"))
 
 
 def _beyond_l2(e: Execution, tensor: str) -> bool:
