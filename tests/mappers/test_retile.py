@@ -216,6 +216,39 @@ def test_one_builder_for_many_tilings_builds_what_a_fresh_one_does():
             assert execution_for_tiles(problem, shape, t, dbs[1], kept) == execution_for_tiles(problem, shape, t, dbs[1])
 
 
+def test_precomputed_capacity_rules_agree_with_the_checkers():
+    """retile drops tilings that cannot fit with `_Fits` (the checker's capacity rules with the per-layer constants
+    worked out once): it must say exactly what `_may_fit` (the checker's own functions) says, fitting or not, on
+    random tilings of several layers, double bufferings and Gemmini sizes (one with a tile limit on the
+    scratchpad)."""
+    import random
+
+    from tileplan.mappers.retile import _Fits, _may_fit
+
+    conv3 = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 56,
+                                            "in_w": 56, "kernel": 3, "padding": 1}))
+    strided = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 256, "out_channels": 512, "in_h": 28,
+                                              "in_w": 28, "kernel": 1, "stride": 2}))
+    mm = Problem.from_layer(parse_layer({"op": "matmul", "M": 100, "K": 768, "N": 3072}))
+    limited = HW.model_copy(update={"constraints": HW.constraints.model_copy(
+        update={"max_tile": {HW.memory_levels[2].name: {"P": 20, "K": 64}}})})
+    rng = random.Random(15)
+    seen = set()
+    for hw in (HW, get_hardware("gemmini-8x8"), get_hardware("gemmini-32x32"), limited):
+        shape = gemmini_shape(hw.resolve("weight_stationary"))
+        for problem in (CONV1, conv3, strided, mm):
+            options = {d: tile_options(problem.dims[d], shape.dim if d in "CK" else None) for d in problem.dims}
+            tilings = _some_tilings(problem) + [{d: rng.choice(o) for d, o in options.items()} for _ in range(150)]
+            for db in ({}, {"Accumulator": ["O"], "Scratchpad": ["I", "W"]}, {"Scratchpad": ["W"]}):
+                fits = _Fits(problem, shape, db)
+                assert fits.exact
+                for t in tilings:
+                    answer = fits(t)
+                    assert answer == _may_fit(problem, shape, t, db)
+                    seen.add(answer)
+    assert seen == {True, False}
+
+
 def test_tilings_sharing_an_execution_are_costed_once_and_alike():
     """Row tiles of 17 and 20 on a 16-wide array both run as two blocks: retile costs that execution once
     (`_Tilings.execution_cycles`) and each tiling still gets exactly the cycles it gets alone."""

@@ -29,7 +29,8 @@ from tileplan.cost.gemmini import (
 )
 from tileplan.cost.model import evaluate_mapping
 from tileplan.cost.params import CostParams
-from tileplan.dims import DIMS
+from tileplan.dims import DIMS, TENSORS
+from tileplan.execution import library_levels
 from tileplan.hardware import Architecture
 from tileplan.mappers.base import TILEPLAN, Objective
 from tileplan.mappers.build import build_mapping
@@ -151,6 +152,7 @@ class _Tilings:
         self.problem, self.shape, self.params, self.objective = problem, shape, params, objective
         self.builder = ExecutionBuilder(problem, shape.arch, TILEPLAN)
         self.fits: dict[TileKey, bool] = {}  # False: cannot fit (`_may_fit`)
+        self.fitters: dict[tuple[tuple[str, tuple[str, ...]], ...], _Fits] = {}  # per double buffering
         self.tiling: dict[TileKey, tuple[dict[str, int], abc.Mapping[str, abc.Sequence[str]]]] = {}
         self.built: dict[TileKey, Mapping] = {}  # built only when scored or handed out (`mapping`)
         self.cycles: dict[TileKey, float] = {}
@@ -166,9 +168,12 @@ class _Tilings:
         per_dim = operator.itemgetter(*DIMS)
         keys = [(per_dim(t), db_key) for t in tiles]
         costed = []
+        fits = self.fitters.get(db_key)
+        if fits is None:
+            fits = self.fitters[db_key] = _Fits(self.problem, self.shape, db)
         for key, t in zip(keys, tiles):
             if key not in self.fits:
-                self.fits[key] = _may_fit(self.problem, self.shape, t, db)
+                self.fits[key] = fits(t)
                 self.tiling[key] = (t, db)
                 if self.fits[key]:
                     costed.append(key)
@@ -211,6 +216,49 @@ def _may_fit(problem: Problem, shape: GemminiShape, tiles: dict[str, int], db: a
     acc_db = frozenset(db.get(arch.levels[shape.acc].name, []))
     below = [tiles] * (shape.spad + 1)
     return not call_violations(problem, arch, below, {shape.acc: acc_db, shape.spad: spad_db})
+
+
+class _Fits:
+    """`_may_fit` for one layer, shape and double buffering, with what depends on those alone worked out once: the
+    same capacity rules (`level_violations` on the scratchpad, `call_violations`), the same arithmetic in the same
+    order, without building their messages; retile asks it of ~1,500 candidates per layer. Hierarchies whose
+    library levels are not the shape's own fall back to `_may_fit` itself."""
+
+    def __init__(self, problem: Problem, shape: GemminiShape, db: abc.Mapping[str, abc.Sequence[str]]) -> None:
+        arch = shape.arch
+        self.problem, self.shape, self.db = problem.for_hardware(arch.hardware.input_tiles), shape, db
+        spad, acc = arch.levels[shape.spad], arch.levels[shape.acc]
+        lib = library_levels(arch)
+        self.exact = lib is not None and (lib.accumulator, lib.scratchpad) == (shape.acc, shape.spad) \
+            and acc.capacity is not None
+        spad_db = frozenset(db.get(spad.name, []))
+        acc_db = frozenset(db.get(acc.name, []))
+        self.max_tile = list(spad.max_tile.items())
+        self.capacity = spad.capacity
+        self.partition = list(spad.partition.items()) if spad.partition else None
+        # per tensor the scratchpad keeps: bytes per element, copies (level_violations' footprint)
+        self.kept = [(t, arch.element_bytes(t, spad), 2 if t in spad_db else 1) for t in TENSORS if t in spad.keeps]
+        self.out_bytes = arch.element_bytes("O", acc)
+        self.out_copies = 2 if "O" in acc_db else 1
+        self.room = (acc.capacity or 0) * acc.instances
+
+    def __call__(self, tiles: dict[str, int]) -> bool:
+        if not self.exact:
+            return _may_fit(self.problem, self.shape, tiles, self.db)
+        for d, limit in self.max_tile:
+            if tiles[d] > limit:
+                return False
+        if self.capacity is not None:
+            elements = self.problem.tile_elements
+            fp = {t: elements(t, tiles) * b * copies for t, b, copies in self.kept}
+            if self.partition:
+                for t, share in self.partition:
+                    if fp[t] > self.capacity * share + 1e-9:
+                        return False
+            elif sum(fp.values()) > self.capacity + 1e-9:
+                return False
+        need = self.problem.tile_elements("O", tiles) * self.out_bytes * self.out_copies
+        return not need > self.room + 1e-9
 
 
 def _whole_reduction(problem: Problem, shape: GemminiShape, options: dict[str, list[int]]) -> list[dict[str, int]]:
