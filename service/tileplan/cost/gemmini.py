@@ -624,31 +624,55 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     def _n(e: Execution) -> tuple[np.ndarray, ...]:
         return (_chunk_table(e.batch, e.t_n, e.t_n),)
 
-    loop_keys = (
-        lambda e: (e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
-        lambda e: (e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
-        lambda e: (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols),
-        lambda e: (e.c, e.c_step, e.t_c, e.in_bytes, e.rows),
-        lambda e: (e.batch, e.t_n),
-    )
-    which = np.empty((n, 5), dtype=np.int64)  # per execution, per loop: its distinct table
+    tables_of = (_h, _w, _k, _c, _n)
+    seen: list[dict[tuple, int]] = [{} for _ in range(5)]
+    distinct: list[list[tuple[np.ndarray, ...]]] = [[] for _ in range(5)]
+    which_rows = []  # per execution, per loop: its distinct table
+    scalar_rows = []  # per execution: `_conv_scalars`
+    # how an execution keeps tiles (`_kept_across`) depends on its reuse, order and which loops have several trips
+    keeps: dict[tuple, int] = {}
+    keep_rows: list[tuple[list[bool], list[bool]]] = []
+    keep_idx = []
+    for e in es:
+        loops = ((e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
+                 (e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
+                 (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols),
+                 (e.c, e.c_step, e.t_c, e.in_bytes, e.rows),
+                 (e.batch, e.t_n))
+        row = []
+        for i, key in enumerate(loops):
+            j = seen[i].get(key)
+            if j is None:
+                j = seen[i][key] = len(distinct[i])
+                distinct[i].append(_loop_tables(i, key, tables_of[i], e))
+            row.append(j)
+        which_rows.append(row)
+        scalar_rows.append(_conv_scalars(e))
+        # (a loop has several trips when its extent exceeds its step)
+        several = (e.out_h > e.t_h, e.out_w > e.t_w, e.k > e.k_step, e.c > e.c_step, e.batch > e.t_n, e.r > e.t_r,
+                   e.s > e.t_s, e.groups > 1)
+        kkey = (e.reuse, e.order, several)
+        k = keeps.get(kkey)
+        if k is None:
+            k = keeps[kkey] = len(keep_rows)
+            trips = {
+                "P": -(-e.out_h // e.t_h), "Q": -(-e.out_w // e.t_w), "K": -(-e.k // e.k_step),
+                "C": -(-e.c // e.c_step), "N": -(-e.batch // e.t_n), "R": -(-e.r // e.t_r), "S": -(-e.s // e.t_s),
+                "G": e.groups,
+            }
+            kept_i, kept_w = _kept_across(e, trips, "I"), _kept_across(e, trips, "W")
+            keep_rows.append(([d in kept_i for d in _FIRST], [d in kept_w for d in _FIRST]))
+        keep_idx.append(k)
+    which = np.array(which_rows, dtype=np.int64).reshape(n, 5)
     lengths = np.empty((n, 5), dtype=np.int64)
     stacked: list[list[np.ndarray]] = []  # per loop: the distinct tables (and request columns), stacked
     table_starts: list[np.ndarray] = []  # per loop: where each distinct table starts in the stack
-    for i, (key_of, tables_of) in enumerate(zip(loop_keys, (_h, _w, _k, _c, _n))):
-        seen: dict[tuple, int] = {}
-        distinct: list[tuple[np.ndarray, ...]] = []
-        for x, e in enumerate(es):
-            key = key_of(e)
-            j = seen.get(key)
-            if j is None:
-                j = seen[key] = len(distinct)
-                distinct.append(tables_of(e))
-            which[x, i] = j
-        size = np.array([len(t[0]) for t in distinct], dtype=np.int64)
+    for i in range(5):
+        size = np.array([len(t[0]) for t in distinct[i]], dtype=np.int64)
         lengths[:, i] = size[which[:, i]]
         table_starts.append(np.cumsum(size) - size)
-        stacked.append([np.concatenate([t[m] for t in distinct]) for m in range(len(distinct[0]))] if distinct else [])
+        stacked.append([np.concatenate([t[m] for t in distinct[i]]) for m in range(len(distinct[i][0]))]
+                       if distinct[i] else [])
     # row r of execution x: its tile of loop i is (r // stride_i) % length_i, loop 0 slowest
     strides = np.ones_like(lengths)
     for i in range(3, -1, -1):
@@ -670,7 +694,7 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, _, k0, k_off), (cn, cc, cf, c0, c_off), (nn, nb, _, n0, _) = cols
 
     # one value per execution, per row: the executions' scalars read once each (`_conv_scalars`)
-    scalars = np.array([_conv_scalars(e) for e in es], dtype=float).reshape(n, len(_CONV_SCALARS))
+    scalars = np.array(scalar_rows, dtype=float).reshape(n, len(_CONV_SCALARS))
 
     def each(name: str) -> np.ndarray:
         return scalars[:, _CONV_SCALARS.index(name)][xid]
@@ -682,23 +706,9 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     count = hn * wn * kn * cn * nn * each("groups")
     first = {"P": p0, "Q": q0, "K": k0, "C": c0, "N": n0, "R": h0, "S": w0}
     # (input, weight) load indicators: with tiles kept, an operand loads only on the first iteration of the DRAM
-    # loops it is kept across (`_kept_across`); executions with the same reuse, order and loops of several trips
-    # keep alike
-    kept = {t: np.zeros((n, len(first)), dtype=bool) for t in ("I", "W")}
-    position = {dim: j for j, dim in enumerate(first)}
-    keeps: dict[tuple, tuple[list[int], list[int]]] = {}
-    for x, e in enumerate(es):
-        trips = {
-            "P": -(-e.out_h // e.t_h), "Q": -(-e.out_w // e.t_w), "K": -(-e.k // e.k_step), "C": -(-e.c // e.c_step),
-            "N": -(-e.batch // e.t_n), "R": -(-e.r // e.t_r), "S": -(-e.s // e.t_s), "G": e.groups,
-        }
-        key = (e.reuse, e.order, tuple(v > 1 for v in trips.values()))
-        found = keeps.get(key)
-        if found is None:
-            found = keeps[key] = ([position[dim] for dim in _kept_across(e, trips, "I")],
-                                  [position[dim] for dim in _kept_across(e, trips, "W")])
-        kept["I"][x, found[0]] = True
-        kept["W"][x, found[1]] = True
+    # loops it is kept across (`_kept_across`, worked out above per distinct way of keeping)
+    table = np.array(keep_rows, dtype=bool).reshape(len(keep_rows), 2, len(_FIRST))[np.array(keep_idx, dtype=np.int64)]
+    kept = {"I": table[:, 0, :], "W": table[:, 1, :]}
     load_i, load_w = (np.ones(len(xid)) for _ in range(2))
     for t, load in (("I", load_i), ("W", load_w)):
         for j, dim in enumerate(first):
@@ -743,6 +753,22 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     return feats, xid
 
 
+
+
+_FIRST = ("P", "Q", "K", "C", "N", "R", "S")  # the loops conv_calls_many's load indicators read, in its order
+
+# (loop, its key in conv_calls_many) -> its tables: a mapper's batches share most loops
+_LOOP_TABLES: dict[tuple[int, tuple], tuple[np.ndarray, ...]] = {}
+
+
+def _loop_tables(i: int, key: tuple, tables_of: abc.Callable[[Execution], tuple[np.ndarray, ...]],
+                 e: Execution) -> tuple[np.ndarray, ...]:
+    found = _LOOP_TABLES.get((i, key))
+    if found is None:
+        if len(_LOOP_TABLES) >= 8192:
+            _LOOP_TABLES.clear()
+        found = _LOOP_TABLES[(i, key)] = tables_of(e)
+    return found
 
 
 _CONV_SCALARS = ("dim", "rows", "cols", "in_bytes", "out_bytes", "fold", "groups", "bias", "overlapped", "c", "k",
