@@ -626,3 +626,29 @@ def test_notes_follow_the_mapping_and_the_descriptors_stored_values():
     after = gemmini_notes(arch, mapping, "tileplan")
     assert after != before and any("8.00 B/cycle" in n for n in after)
     assert after == _notes(arch, occupied_array(arch, mapping), "tileplan")
+
+
+def test_calls_costed_together_are_what_each_mapping_costs_alone():
+    """`gemmini_cycles_many` (polish costs its moves' calls in one pass) gives each mapping exactly its own
+    `gemmini_cycles`, mappings that run alike included, and None where another model scores the hardware."""
+    from tileplan.cost.gemmini import gemmini_cycles
+    from tileplan.cost.model import gemmini_cycles_many
+    from tileplan.mappers.gemmini_auto import gemmini_auto
+    from tileplan.mappers.polish import neighbours
+
+    hw = get_hardware("gemmini-16x16")
+    arch = hw.resolve("weight_stationary")
+    for layer in (Conv2dLayer(name="c", in_channels=64, out_channels=64, in_h=28, in_w=28, kernel=3, padding=1),
+                  MatmulLayer(name="mm", M=100, K=768, N=512)):
+        problem = Problem.from_layer(layer)
+        start = gemmini_auto(problem, hw).mapping
+        moves = [m for m in neighbours(start) if not check(problem, hw, m)]
+        assert len(moves) > 5
+        for executor in ("tileplan", "library"):
+            together = gemmini_cycles_many(problem, arch, moves + moves[:2], executor)
+            assert together == [gemmini_cycles(problem, arch, m, executor) for m in moves + moves[:2]]
+            assert [evaluate_mapping(problem, arch, m, executor, gemmini=g).model_dump() for m, g in
+                    zip(moves, together)] == [evaluate_mapping(problem, arch, m, executor).model_dump() for m in moves]
+    simba = get_hardware("simba")
+    problem = Problem.from_layer(MatmulLayer(name="mm", M=64, K=64, N=64))
+    assert gemmini_cycles_many(problem, simba.resolve(), [Mapping(levels=[])], "tileplan") == [None]

@@ -27,8 +27,17 @@ from collections import defaultdict
 from pydantic import BaseModel, Field
 
 from tileplan.cost.energy import MAC_PJ, level_energy, tensor_energy_breakdown
-from tileplan.cost.gemmini import GemminiCycles, gemmini_cycles, gemmini_levels, gemmini_notes, prediction_interval
-from tileplan.cost.params import INTERVAL_CONFIDENCE
+from tileplan.cost.gemmini import (
+    GemminiCycles,
+    cycles_many,
+    execution_from_mapping,
+    gemmini_cycles,
+    gemmini_levels,
+    gemmini_notes,
+    nominal_dram_bandwidth,
+    prediction_interval,
+)
+from tileplan.cost.params import INTERVAL_CONFIDENCE, CostParams
 from tileplan.cost.timeloop import timeloop_metrics
 from tileplan.dims import RELEVANT
 from tileplan.hardware import Architecture
@@ -138,6 +147,21 @@ def evaluate_mapping(
             "executor": executor or mapping.executor or "library",
         }
     )
+
+
+def gemmini_cycles_many(
+    problem: Problem, arch: Architecture, mappings: list[Mapping], executor: str | None = None
+) -> list[GemminiCycles | None]:
+    """Per mapping, what `evaluate_mapping(problem, arch, mapping, executor, gemmini=...)` may be handed: the calibrated
+    Gemmini model's `gemmini_cycles`, all costed in one vectorised pass (`cycles_many`; mappings that run alike, once),
+    or None for every mapping when another model scores `arch`. For mappers that score many candidates at a time."""
+    if not mappings or model_for(arch) != "gemmini":
+        return [None] * len(mappings)
+    es = [execution_from_mapping(problem, arch, m, executor) for m in mappings]
+    distinct = list(dict.fromkeys(es))
+    answers = dict(zip(distinct, cycles_many(distinct, nominal_dram_bandwidth(arch),
+                                             CostParams.for_descriptor(arch.hardware))))
+    return [answers[e] for e in es]
 
 
 def first_order_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> Metrics:

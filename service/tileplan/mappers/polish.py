@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from tileplan.check import check_arch
-from tileplan.cost.model import evaluate_mapping
+from tileplan.cost.model import Metrics, evaluate_mapping, gemmini_cycles_many
 from tileplan.dims import RELEVANT, TENSORS
 from tileplan.hardware import Architecture
 from tileplan.mappers.base import TILEPLAN, Objective
@@ -114,6 +114,20 @@ def polish(
     def in_time() -> bool:
         return spent < budget and (deadline is None or time.perf_counter() < deadline)
 
+    def evaluated(cands: list[Mapping]) -> list[tuple[Mapping, Metrics]]:
+        """The legal ones of `cands` the budget still allows, in order, with their metrics (their calls costed
+        together, `gemmini_cycles_many`); counted as spent."""
+        nonlocal spent
+        legal: list[Mapping] = []
+        for cand in cands:
+            if spent + len(legal) >= budget:
+                break
+            if not check_arch(problem, arch, cand):
+                legal.append(cand)
+        spent += len(legal)
+        return [(cand, evaluate_mapping(problem, arch, cand, TILEPLAN, gemmini=g))
+                for cand, g in zip(legal, gemmini_cycles_many(problem, arch, legal, TILEPLAN))]
+
     while improved and in_time():
         improved = False
         # Single factor moves first; the regroupings only where none of them improves (a local optimum of theirs),
@@ -123,13 +137,7 @@ def polish(
         sideways: list[Mapping] = []  # single moves that change nothing the objective or the energy sees
         for moves in (neighbours, regroupings):
             step_best: tuple[float, float, float, Mapping] | None = None
-            for cand in moves(best):
-                if spent >= budget:
-                    break
-                if check_arch(problem, arch, cand):
-                    continue
-                spent += 1
-                m = evaluate_mapping(problem, arch, cand, TILEPLAN)
+            for cand, m in evaluated(moves(best)):
                 if moves is regroupings and m.cycles >= best_cycles:
                     continue
                 s = score_mapping(problem, arch, cand, m, objective)
@@ -146,14 +154,10 @@ def polish(
         # channel loop into the global buffer: 2.2%). Look one move past each sideways move, in order, while the
         # budget lasts; the first that finds a saving is taken, so the search never cycles (the score only drops).
         for side in sideways if not improved else []:
+            if not in_time():
+                break
             step_best = None
-            for cand in neighbours(side):
-                if not in_time():
-                    break
-                if check_arch(problem, arch, cand):
-                    continue
-                spent += 1
-                m = evaluate_mapping(problem, arch, cand, TILEPLAN)
+            for cand, m in evaluated(neighbours(side)):
                 s = score_mapping(problem, arch, cand, m, objective)
                 if s < best_score - 1e-9 and (step_best is None or s < step_best[0]):
                     step_best = (s, m.cycles, m.energy_pj, cand)
