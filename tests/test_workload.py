@@ -95,3 +95,19 @@ def test_strided_input_tile_counts_only_touched_rows():
     assert touched(4, 2, 3, 1) == 8  # 2 taps, stride 3: pairs with gaps
     assert touched(3, 3, 1, 2) == 7  # dilated taps 0,2,4 at stride 1: 0..6 with no gap
     assert touched(2, 2, 5, 2) == 4  # {0,2} and {5,7}
+
+
+def test_tile_elements_count_what_each_tensors_dimensions_span():
+    """Weights and outputs span the product of their own dimensions (RELEVANT), whatever the tile."""
+    import math
+    import random
+
+    from tileplan.dims import DIMS, RELEVANT
+    from tileplan.problem import Problem
+
+    rng = random.Random(15)
+    problem = Problem(dims=dict.fromkeys(DIMS, 64))
+    for _ in range(200):
+        tile = {d: rng.randint(1, 64) for d in DIMS}
+        for t in ("W", "O"):
+            assert problem.tile_elements(t, tile) == math.prod(tile[d] for d in RELEVANT[t])

@@ -100,6 +100,10 @@ class Problem:
             h = self.input_extent(tile["P"], tile["R"], 0)
             w = self.input_extent(tile["Q"], tile["S"], 1)
             return tile["N"] * tile["G"] * tile["C"] * h * w
+        if tensor == "W":  # (RELEVANT["W"], as plain products: asked for every candidate of every search)
+            return tile["G"] * tile["K"] * tile["C"] * tile["R"] * tile["S"]
+        if tensor == "O":
+            return tile["N"] * tile["G"] * tile["K"] * tile["P"] * tile["Q"]
         return math.prod(tile[d] for d in RELEVANT[tensor])
 
     def tensor_elements(self, tensor: str) -> int:

@@ -354,6 +354,7 @@ class ExecutionBuilder:
             in_h, in_w = dims["P"], dims["Q"]
             pad = (0, 0)
         self.dw = dw
+        self.dim_bounds = tuple(dims[d] for d in DIMS)
         self._orders: dict[tuple[str, ...], tuple[str, ...]] = {}
         # every field but those a tiling sets (`build`'s `varying`)
         self._fixed: dict[str, Any]
@@ -383,11 +384,11 @@ class ExecutionBuilder:
     def build(self, tile: abc.Mapping[str, int], dram_temporal: abc.Sequence[tuple[str, int]],
               double_buffered: abc.Mapping[str, abc.Sequence[str]]) -> Execution:
         dims = self.dims
-        loops = tuple(d for d, _ in dram_temporal)
+        loops = tuple([d for d, _ in dram_temporal])
         order = self._orders.get(loops)
         if order is None:  # (a layer's tilings share a few DRAM orders)
             order = self._orders[loops] = tuple(call_loop_order(dram_temporal, DIMS, REDUCTION_DIMS))
-        tile = {d: min(tile[d], dims[d]) for d in DIMS}
+        tile = {d: t if t <= n else n for d, t, n in zip(DIMS, map(tile.__getitem__, DIMS), self.dim_bounds)}
         overlapped = self.overlapped(double_buffered)
         dim, dim_c, dim_k = self.dim, self.dim_c, self.dim_k
         varying: dict[str, Any]

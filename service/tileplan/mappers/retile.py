@@ -177,12 +177,20 @@ class _Tilings:
                 self.tiling[key] = (t, db)
                 if self.fits[key]:
                     costed.append(key)
-        es = [execution_for_tiles(self.problem, self.shape, *self.tiling[k], self.builder) for k in costed]
-        new = list(dict.fromkeys(e for e in es if e not in self.execution_cycles))
-        self.execution_cycles.update(zip(new, _cycles_of(self.shape.arch, new, self.params)))
-        for k, e in zip(costed, es):
-            g = self.calls[k] = self.execution_cycles[e]
-            self.cycles[k] = g.cycles
+        known = self.execution_cycles
+        waiting: dict[Execution, list[TileKey]] = {}  # executions not costed yet -> the tilings that run as each
+        for k in costed:
+            e = execution_for_tiles(self.problem, self.shape, *self.tiling[k], self.builder)
+            g = known.get(e)
+            if g is None:
+                waiting.setdefault(e, []).append(k)
+            else:
+                self.calls[k], self.cycles[k] = g, g.cycles
+        new = list(waiting)
+        for e, g in zip(new, _cycles_of(self.shape.arch, new, self.params)):
+            known[e] = g
+            for k in waiting[e]:
+                self.calls[k], self.cycles[k] = g, g.cycles
         fit = [(self.cycles[k], i, k) for i, k in enumerate(keys) if self.fits[k]]
         return [k for _, _, k in sorted(fit)]
 
