@@ -867,36 +867,47 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
              for (_, ke, _, _, k_off) in c_blocks}
     b_req = {(je, j_off): float(_row_req(je, j_off, e.k * e.in_bytes, b_span, e.in_bytes))
              for (_, je, _, _, j_off) in k_blocks}
+    # and per output row (stores): je of a row of K output elements
+    s_req = {(je, j_off): float(_row_req(je, j_off * e.out_bytes / e.in_bytes, e.k * e.out_bytes, cols, e.out_bytes))
+             for (_, je, kf, _, j_off) in k_blocks}
+    # an operand loads only on the first iteration of the loops it is kept across (`first` is 0.0 or 1.0 per loop)
+    keep_a = [{"P": 0, "K": 1, "C": 2}[dim] for dim in kept["I"]]
+    keep_b = [{"P": 0, "K": 1, "C": 2}[dim] for dim in kept["W"]]
+    groups, in_bytes, out_bytes, bias = e.groups, e.in_bytes, e.out_bytes, e.bias
+    c_all, k_all, overlapped = e.c, e.k, float(e.overlapped)
+    big_i, big_w, big_o = big["I"], big["W"], big["O"]
     for (ib, ie, _, i0, _), i_n in blocks(rows_i, e.t_h, d).items():
+        ceil_i = np.ceil(ie / d)
+        part_rows = ie % d
         for (jb, je, _, j0, j_off), j_n in k_blocks.items():
+            b_row, st_row = b_req[(je, j_off)], s_req[(je, j_off)]
             for (kb, ke, kf, k0, k_off), k_n in c_blocks.items():
-                count = i_n * j_n * k_n * e.groups
+                count = i_n * j_n * k_n * groups
                 pre = jb * kb
                 ops = ib * jb * kb
                 ex_rows = ie * jb * kb
-                part_rows = ie % d
                 part_ops = jb * kb * float(part_rows > 0)
-                first = {"P": float(i0), "K": float(j0), "C": float(k0)}
+                first = (float(i0), float(j0), float(k0))
                 load_a = load_b = 1.0
-                for dim in kept["I"]:
-                    load_a = load_a * first[dim]
-                for dim in kept["W"]:
-                    load_b = load_b * first[dim]
-                ld_req = load_a * ie * a_req[(ke, k_off)] + load_b * ke * b_req[(je, j_off)]
-                dram_req = (load_a * ie * a_req[(ke, k_off)] * big["I"] * (ke < e.c)
-                            + load_b * ke * b_req[(je, j_off)] * big["W"] * (je < e.k))
-                ld_bytes = (load_a * ie * ke + load_b * ke * je) * e.in_bytes
-                if k0 and e.bias:  # accumulator initialisation, as in conv_calls
+                for j in keep_a:
+                    load_a = load_a * first[j]
+                for j in keep_b:
+                    load_b = load_b * first[j]
+                a_row = a_req[(ke, k_off)]
+                ld_req = load_a * ie * a_row + load_b * ke * b_row
+                dram_req = (load_a * ie * a_row * big_i * (ke < c_all)
+                            + load_b * ke * b_row * big_w * (je < k_all))
+                ld_bytes = (load_a * ie * ke + load_b * ke * je) * in_bytes
+                if k0 and bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * jb
-                    ld_bytes += jb * np.ceil(ie / d) * cols * ACC_BYTES
+                    ld_bytes += jb * ceil_i * cols * ACC_BYTES
                 st_req = st_bytes = 0.0
                 if kf:
-                    st_req = ie * float(_row_req(je, j_off * e.out_bytes / e.in_bytes, e.k * e.out_bytes, cols,
-                                                 e.out_bytes))
-                    st_bytes = ie * je * e.out_bytes
-                    dram_req += st_req * big["O"] * (je < e.k)
+                    st_req = ie * st_row
+                    st_bytes = ie * je * out_bytes
+                    dram_req += st_req * big_o * (je < k_all)
                 out.append(
-                    (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, float(e.overlapped), 1.0,
+                    (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, overlapped, 1.0,
                      part_ops, part_rows, 0.0, dram_req)
                 )
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
