@@ -135,6 +135,7 @@ def test_tilings_ranked_together_cost_what_each_costs_alone():
         call_features,
         call_features_many,
         cycles_from_calls,
+        cycles_many,
         cycles_vectorised,
         execution_from_mapping,
         nominal_dram_bandwidth,
@@ -156,6 +157,9 @@ def test_tilings_ranked_together_cost_what_each_costs_alone():
         assert np.array_equal(x, np.concatenate(alone))
         together = cycles_vectorised(x, row_id, len(es), params.model_dump())
         assert [float(c) for c in together] == [cycles_from_calls(a, params).cycles for a in alone]
+        # (convolutions: costed from conv_calls_many's columns, unstacked)
+        assert cycles_many(es, bw, params) == [cycles_from_calls(a, params) for a in alone]
+        assert cycles_many(es[:1], bw, params) == [cycles_from_calls(alone[0], params)]
 
 
 def test_unvalidated_candidates_equal_validated_mappings():

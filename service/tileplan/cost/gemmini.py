@@ -594,6 +594,14 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     belongs to. Per execution: every combination of the distinct tiles of its loops (output rows, output columns,
     output channels, input channels, batch; the first loop varies slowest), each row costed by the same arithmetic
     whether it is alone or among thousands (mappers rank many tilings at once)."""
+    columns, xid = _conv_columns(es, dram_bw)
+    feats = np.stack([columns[name] for name in FEATURE_COLUMNS], axis=1).astype(float, copy=False)
+    return feats, xid
+
+
+def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """`conv_calls_many`'s feature rows as columns (FEATURE_COLUMNS, each as long as the rows: read-only
+    broadcasts where every row has the same value), and the execution each row belongs to."""
     n = len(es)
     # Each loop's table of distinct tiles (and, for the channel loops, DMA requests per DRAM row of each chunk: input
     # rows are pixels c x in_bytes apart in mvin rows of `rows` x MAX_BLOCK_LEN channels; weight rows k x in_bytes
@@ -697,8 +705,12 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     # one value per execution, per row: the executions' scalars read once each (`_conv_scalars`)
     scalars = np.array(scalar_rows, dtype=float).reshape(n, len(_CONV_SCALARS))
 
-    def each(name: str) -> np.ndarray:
-        return scalars[:, _CONV_SCALARS.index(name)][xid]
+    # (a value every execution shares stays one number: the same arithmetic, broadcast, without a gather per row)
+    uniform = (scalars == scalars[:1]).all(axis=0) if n else np.zeros(len(_CONV_SCALARS), dtype=bool)
+
+    def each(name: str) -> Any:
+        j = _CONV_SCALARS.index(name)
+        return scalars[0, j] if uniform[j] else scalars[:, j][xid]
 
     d = each("dim")
     rows, cols_ = each("rows"), each("cols")
@@ -743,15 +755,15 @@ def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np
     c_all, k_all = each("c"), each("k")
     dram_req = (load_i * in_req * big["I"] * (cc < c_all) + load_w * w_req * big["W"] * (kk < k_all)
                 + st_req * big["O"] * (kk < k_all))
+    # the host's tile search (a per-run quantity) rides on each execution's first row
+    search = np.zeros(len(xid))
+    starts = np.flatnonzero(np.r_[True, xid[1:] != xid[:-1]]) if len(xid) else np.zeros(0, dtype=int)
+    search[starts] = [float(es[i].search) for i in xid[starts]]
     out = np.broadcast_arrays(
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
-        each("overlapped"), 0.0, part_ops, part_rows, 0.0, dram_req,
+        each("overlapped"), 0.0, part_ops, part_rows, search, dram_req,
     )
-    feats = np.stack(out, axis=1).astype(float, copy=False)  # a new array already (stack), of floats
-    # the host's tile search (a per-run quantity) rides on each execution's first row
-    starts = np.flatnonzero(np.r_[True, xid[1:] != xid[:-1]]) if len(xid) else np.zeros(0, dtype=int)
-    feats[starts, FEATURE_COLUMNS.index("search")] = [float(es[i].search) for i in xid[starts]]
-    return feats, xid
+    return dict(zip(FEATURE_COLUMNS, out)), xid
 
 
 
@@ -1134,8 +1146,11 @@ def cycles_many(es: list[Execution], dram_bw: float, params: CostParams) -> list
     (per execution the same arithmetic, summed in the same order, as costing it alone): mappers rank thousands."""
     if not es:
         return []
-    x, row_id = call_features_many(es, dram_bw)
-    col = {name: x[:, i] for i, name in enumerate(FEATURE_COLUMNS)}
+    if all(e.kind == "conv" for e in es):  # the rows' columns as conv_calls_many works them out, unstacked
+        col, row_id = _conv_columns(es, dram_bw)
+    else:
+        x, row_id = call_features_many(es, dram_bw)
+        col = {name: x[:, i] for i, name in enumerate(FEATURE_COLUMNS)}
     totals = _totals(col, params.model_dump(), row_id, len(es))
     return [GemminiCycles(total, dma, ex, calls, "DRAM" if dma >= ex else "compute")
             for total, dma, ex, calls in zip(*(v.tolist() for v in totals))]
