@@ -69,7 +69,7 @@ def analyse(problem: Problem, arch: Architecture, mapping: Mapping) -> NestAnaly
     levels = mapping.levels
     n = len(levels)
     tiles = mapping.level_tiles()
-    bounds = mapping.bounds()
+    bounds = dict(tiles[-1]) if tiles else mapping.bounds()  # (bounds: the outermost level's tile)
     tile_elems = [
         {t: problem.tile_elements(t, tiles[i]) for t in TENSORS if t in arch.levels[i].keeps} for i in range(n)
     ]

@@ -691,16 +691,18 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     local = np.arange(len(xid)) - np.repeat(np.cumsum(per) - per, per)
     cols = []
     idxs = []
+    # the columns of each loop's table that the rows read (the chunks' offsets are in their request columns)
+    used = ((0, 1, 2, 3, 4, 5, 6), (0, 1, 2, 3, 4, 5, 6), (0, 1, 3), (0, 1, 2, 3), (0, 1, 3))
     for i in range(5):
         table = stacked[i][0] if n else np.zeros((0, 7 if i < 2 else 5))
         offset = table_starts[i][which[:, i]] if n else np.zeros(0, dtype=np.int64)
         idx = (local // strides[xid, i]) % lengths[xid, i] + offset[xid]
         idxs.append(idx)
-        cols.append(list(table.T.take(idx, axis=1)))  # one gather per table, a contiguous row per column
+        cols.append(list(table.T[list(used[i])].take(idx, axis=1)))  # one gather per table, a row per column
     c_req = stacked[3][1][idxs[3]] if n else np.zeros(0)
     k_req_in = stacked[2][1][idxs[2]] if n else np.zeros(0)
     k_req_out = stacked[2][2][idxs[2]] if n else np.zeros(0)
-    (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, _, k0, k_off), (cn, cc, cf, c0, c_off), (nn, nb, _, n0, _) = cols
+    (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, k0), (cn, cc, cf, c0), (nn, nb, n0) = cols
 
     # one value per execution, per row: the executions' scalars read once each (`_conv_scalars`)
     scalars = np.array(scalar_rows, dtype=float).reshape(n, len(_CONV_SCALARS))

@@ -186,10 +186,9 @@ class _Tilings:
                 waiting.setdefault(e, []).append(k)
             else:
                 self.calls[k], self.cycles[k] = g, g.cycles
-        new = list(waiting)
-        for e, g in zip(new, _cycles_of(self.shape.arch, new, self.params)):
+        for (e, waited), g in zip(waiting.items(), _cycles_of(self.shape.arch, list(waiting), self.params)):
             known[e] = g
-            for k in waiting[e]:
+            for k in waited:
                 self.calls[k], self.cycles[k] = g, g.cycles
         fit = [(self.cycles[k], i, k) for i, k in enumerate(keys) if self.fits[k]]
         return [k for _, _, k in sorted(fit)]
