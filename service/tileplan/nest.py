@@ -76,11 +76,14 @@ def analyse(problem: Problem, arch: Architecture, mapping: Mapping) -> NestAnaly
     out = NestAnalysis(problem, arch, mapping, bounds, tiles, tile_elems)
 
     # Loops above each level, innermost first: level i+1's temporal loops, then level i+2's, ...
+    temporal = [[(d, f) for d, f in lv.temporal if f > 1] for lv in levels]
+    spatial = [lv.spatial for lv in levels]
+    spatial_total = [math.prod(f for _, f in sp) for sp in spatial]
     for t in TENSORS:
         chain = [-1] + [i for i in range(n) if t in arch.levels[i].keeps]
         rel = RELEVANT[t]
         for lower, upper in zip(chain, chain[1:]):
-            loops = [(d, f) for j in range(lower + 1, n) for d, f in levels[j].temporal if f > 1]
+            loops = [loop for j in range(lower + 1, n) for loop in temporal[j]]
             if lower == -1:
                 refills = math.prod(f for _, f in loops)  # the MAC array keeps nothing between iterations
             else:
@@ -93,11 +96,13 @@ def analyse(problem: Problem, arch: Architecture, mapping: Mapping) -> NestAnaly
             tile = 1 if lower == -1 else tile_elems[lower][t]
             # Distinct transfers across the fan-out between lower and upper (irrelevant factors multicast /
             # reduce), times every instance of upper in use.
-            between = math.prod(
-                f for j in range(lower + 1, upper + 1) for d, f in levels[j].spatial if d in rel
-            )
-            between_all = math.prod(f for j in range(lower + 1, upper + 1) for _, f in levels[j].spatial)
-            above = math.prod(f for j in range(upper + 1, n) for _, f in levels[j].spatial)
+            between = between_all = 1
+            for j in range(lower + 1, upper + 1):
+                for d, f in spatial[j]:
+                    between_all *= f
+                    if d in rel:
+                        between *= f
+            above = math.prod(spatial_total[upper + 1:])
             moved = tile * refills * between * above
             tr = Transfer(tensor=t, upper=upper, lower=lower)
             tr.lower_copies = tile * refills * between_all * above

@@ -14,6 +14,7 @@ ones are scored with the objective like any other plan. Deterministic.
 
 from __future__ import annotations
 
+import bisect
 import collections.abc as abc
 import itertools
 import operator
@@ -119,7 +120,7 @@ def execution_for_tiles(problem: Problem, shape: GemminiShape, tiles: dict[str, 
 
 def _near(opts: list[int], tile: int, reach: int) -> list[int]:
     """The options within `reach` positions of `tile` (which need not be an option itself)."""
-    i = next((j for j, o in enumerate(opts) if o >= tile), len(opts))
+    i = bisect.bisect_left(opts, tile)  # the first option >= tile (the options are sorted)
     return opts[max(0, i - reach) : i + reach + 1]
 
 
