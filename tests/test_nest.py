@@ -67,3 +67,14 @@ def test_analyse_moves_what_the_rules_say_on_random_mappings():
                     assert len(nest.transfers) == len(want) and got == want
                     checked += 1
     assert checked >= 100
+
+
+def test_spatial_used_is_every_levels_unrolling():
+    rng = random.Random(3)
+    hw = get_hardware("simba")
+    problem = Problem.from_layer(parse_layer({"op": "matmul", "M": 64, "K": 256, "N": 128}))
+    arch = hw.resolve()
+    space = MappingSpace(problem, arch)
+    for _ in range(20):
+        mapping = sample_mapping(space, rng)
+        assert analyse(problem, arch, mapping).spatial_used == math.prod(lv.spatial_total for lv in mapping.levels)

@@ -57,7 +57,11 @@ class NestAnalysis:
 
     @property
     def spatial_used(self) -> int:
-        return math.prod(lv.spatial_total for lv in self.mapping.levels)
+        used = 1
+        for lv in self.mapping.levels:
+            for _, f in lv.spatial:
+                used *= f
+        return used
 
     def level_transfers(self, level: int) -> list[Transfer]:
         return [t for t in self.transfers if t.upper == level or t.lower == level]
