@@ -688,7 +688,6 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
         strides[:, i] = strides[:, i + 1] * lengths[:, i + 1]
     per = strides[:, 0] * lengths[:, 0]
     xid = np.repeat(np.arange(n), per)
-    local = np.arange(len(xid)) - np.repeat(np.cumsum(per) - per, per)
     cols = []
     idxs = []
     # the columns of each loop's table that the rows read (the chunks' offsets are in their request columns)
@@ -696,7 +695,12 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     for i in range(5):
         table = stacked[i][0] if n else np.zeros((0, 7 if i < 2 else 5))
         offset = table_starts[i][which[:, i]] if n else np.zeros(0, dtype=np.int64)
-        idx = (local // strides[xid, i]) % lengths[xid, i] + offset[xid]
+        # row r of execution x reads tile (r // stride) % length of loop i: the tile sequence of the slower loops'
+        # iterations (r // stride, one entry per `stride` rows), each entry repeated `stride` times
+        runs = per // strides[:, i]
+        run_x = np.repeat(np.arange(n), runs)
+        run = np.arange(len(run_x)) - np.repeat(np.cumsum(runs) - runs, runs)
+        idx = np.repeat(run % lengths[run_x, i] + offset[run_x], np.repeat(strides[:, i], runs))
         idxs.append(idx)
         cols.append(list(table.T[list(used[i])].take(idx, axis=1)))  # one gather per table, a row per column
     c_req = stacked[3][1][idxs[3]] if n else np.zeros(0)
