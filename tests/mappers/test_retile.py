@@ -201,6 +201,10 @@ def test_one_builder_for_many_tilings_builds_what_a_fresh_one_does():
     strided = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 256, "out_channels": 512, "in_h": 28,
                                               "in_w": 28, "kernel": 1, "stride": 2}))
     mm = Problem.from_layer(parse_layer({"op": "matmul", "M": 100, "K": 768, "N": 3072}))
+    from tileplan.cost.gemmini import Execution
+
+    # the template copy stands for Execution's constructor only while that sets the fields and nothing else
+    assert "__slots__" not in vars(Execution) and not hasattr(Execution, "__post_init__")
     rng = random.Random(15)
     dbs = ({}, {"Accumulator": ["O"], "Scratchpad": ["I", "W"]}, {"Scratchpad": ["I", "W"]})
     for problem in (CONV1, conv3, strided, mm):
