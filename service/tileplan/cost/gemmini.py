@@ -887,7 +887,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
              for (_, je, _, _, j_off) in k_blocks}
     # and per output row (stores): je of a row of K output elements
     s_req = {(je, j_off): float(_row_req(je, j_off * e.out_bytes / e.in_bytes, e.k * e.out_bytes, cols, e.out_bytes))
-             for (_, je, kf, _, j_off) in k_blocks}
+             for (_, je, _, _, j_off) in k_blocks}
     # an operand loads only on the first iteration of the loops it is kept across (`first` is 0.0 or 1.0 per loop)
     keep_a = [{"P": 0, "K": 1, "C": 2}[dim] for dim in kept["I"]]
     keep_b = [{"P": 0, "K": 1, "C": 2}[dim] for dim in kept["W"]]
