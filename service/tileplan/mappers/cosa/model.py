@@ -50,7 +50,7 @@ class CosaModel:
     tie: Any = None  # the tie-break term
 
     def weigh(self, w: Weights) -> None:
-        """Replace the objective by one with these weights (a persistent solver re-solves without rebuilding)."""
+        """Replace the objective by one with these weights (solve.Session re-solves with the new costs, the rows as they were)."""
         m = self.m
         if hasattr(m, "obj"):
             m.del_component(m.obj)
