@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 PHASES = [
     ("MIP spec (descriptor -> factor alternatives, capacities)", "mappers/cosa/spec.py", "build_spec"),
     ("MIP construction (Pyomo model)", "mappers/cosa/model.py", "build_model"),
-    ("HiGHS: Pyomo -> HiGHS translation (standard-form compiler)", "mappers/cosa/solve.py", "pass_model"),
+    ("HiGHS: Pyomo -> HiGHS translation (linear visitor, passModel)", "mappers/cosa/solve.py", "pass_model"),
     ("HiGHS: branch and bound (highspy run)", "~", "<built-in method highspy._core.run>"),
     ("decode + re-rank the MIP's factorisations (cost model)", "mappers/cosa/mapper.py", "consider"),
     ("hand-written tiling (gemmini-auto seed)", "mappers/cosa/mapper.py", "_heuristic_seeds"),
