@@ -2,8 +2,9 @@
 
 Variables (all binary unless noted):
   X[d, a, p, i, s]  integer: how many copies of prime p in alternative a of dimension d sit at level i, s=0 spatial,
-                    1 temporal (one binary per copy, as in CoSA's paper, leaves branch and bound to tell apart
-                    placements that differ only in which copy goes where: Simba's solves took 2.5x as long)
+                    1 temporal (with one binary per copy, as in CoSA's paper, branch and bound refutes placements that
+                    differ only in which copy goes where: HiGHS reported a full orbitope over 176 columns of a 3x3
+                    conv's model on Simba)
   u[d, a]           dimension d uses factorisation a (its exact bound or a padded one)
   db[i, v]          tensor v is double buffered at level i (costs one bit of log-capacity)
   split[i, o]       a shared buffer gives its tensors the capacities of option o
@@ -46,8 +47,8 @@ class CosaModel:
     m: pyo.ConcreteModel
     x_keys: list[Key]
     coef: dict[Key, float]
-    fill: Any = None  # the memory-use term (mean log fill of the on-chip tiles), kept to re-weigh the objective
-    tie: Any = None  # the tie-break term
+    fill: Any  # the memory-use term (mean log fill of the on-chip tiles), kept to re-weigh the objective
+    tie: Any  # the tie-break term
 
     def weigh(self, w: Weights) -> None:
         """Replace the objective by one with these weights (solve.Session re-solves with the new costs, the rows as they were)."""

@@ -1,7 +1,8 @@
 """Solving a CosaModel with HiGHS: the Pyomo model compiled to arrays by Pyomo's linear visitor, handed to HiGHS in
 one call.
 
-Pyomo's persistent HiGHS interface cost a third of the MIP time (issue 15): it walks every constraint with
+Pyomo's persistent HiGHS interface cost 15% of cosa's time on Simba (issue 15; bench/mapper.py --profile before
+this change): it walks every constraint with
 generate_standard_repn, keeps per-variable bookkeeping for incremental changes, re-checks the whole model for
 changes before each solve and captures the file descriptors around it. Pyomo's linear visitor (the walk behind its
 LP writers and standard-form compiler) reads each constraint once; HiGHS gets the same rows, bounds, integrality
@@ -50,11 +51,11 @@ def _sense(objective: ObjectiveData) -> highspy.ObjSense:
 
 
 def pass_model(h: highspy.Highs, m: pyo.ConcreteModel) -> list[VarData]:
-    """Compile the Pyomo model with Pyomo's linear visitor and hand it to HiGHS in one call; the Pyomo variable of
-    each HiGHS column.
+    """Compile the Pyomo model's constraints with Pyomo's linear visitor and hand them to HiGHS in one call; the Pyomo
+    variable of each HiGHS column (every variable of the objective is in some constraint).
 
     Rows and columns as the persistent interface passed them: one row per constraint in declaration order (constant
-    terms moved to its bounds), columns numbered in order of first appearance, the objective's last. Fixed variables
+    terms moved to its bounds), columns numbered in order of first appearance. Fixed variables
     (db forced on under library execution, reuse where no loop order saves anything) are constants to the visitor:
     they get no column (the persistent interface gave them an empty one, which HiGHS's presolve dropped) and keep
     their fixed values for decode. (Pyomo's LinearStandardFormCompiler does the same walk but builds scipy matrices,
@@ -80,14 +81,10 @@ def pass_model(h: highspy.Highs, m: pyo.ConcreteModel) -> list[VarData]:
         index += cols
         value += coefs
         start.append(len(index))
-    objective = m.obj
-    offset, obj_cols, obj_coefs = terms(objective.expr)
-    cost = np.zeros(len(columns))
-    cost[obj_cols] = obj_coefs
     n = len(columns)
-    h.passModel(
-        n, len(row_lower), len(index), int(highspy.MatrixFormat.kRowwise), int(_sense(objective)), float(offset),
-        cost,
+    h.passModel(  # the objective's costs come after (`Session._load_objective`, also what a re-weighing changes)
+        n, len(row_lower), len(index), int(highspy.MatrixFormat.kRowwise), int(highspy.ObjSense.kMinimize), 0.0,
+        np.zeros(n),
         np.fromiter((-INF if v.lb is None else v.lb for v in columns), np.float64, n),
         np.fromiter((INF if v.ub is None else v.ub for v in columns), np.float64, n),
         np.array(row_lower, dtype=np.float64), np.array(row_upper, dtype=np.float64),
@@ -109,13 +106,14 @@ class Session:
         self.h = QuietHighs()
         for name, value in self.options.items():
             self.h.setOptionValue(name, value)
-        self.objective = model.m.obj  # the objective HiGHS holds
         self.columns = pass_model(self.h, model.m)
         self.column = {id(v): j for j, v in enumerate(self.columns)}
+        self._load_objective()
 
-    def _sync_objective(self) -> None:
-        """After `CosaModel.weigh` replaced the objective: only its costs and offset change in HiGHS."""
-        self.objective = self.model.m.obj
+    def _load_objective(self) -> None:
+        """The model's objective into HiGHS: its costs, offset and sense (after `CosaModel.weigh` replaced it, only
+        these change)."""
+        self.objective = self.model.m.obj  # the objective HiGHS holds
         repn = LinearRepnVisitor({}).walk_expression(self.objective.expr)  # fixed variables land in the constant
         cost = np.zeros(len(self.columns))
         for var_id, coef in repn.linear.items():
@@ -128,7 +126,7 @@ class Session:
         h = self.h
         t0 = time.perf_counter()
         if self.model.m.obj is not self.objective:
-            self._sync_objective()
+            self._load_objective()
         h.setOptionValue("time_limit", max(time_limit_s, 0.05))
         h.run()
         status, info = h.getModelStatus(), h.getInfo()
