@@ -34,7 +34,7 @@ def test_cosa_fills_diannaos_array_and_matches_timeloop_mapper(layer):
     assert plan.metrics.cycles <= _mapper_cycles("diannao_arch_v02", layer)
 
 
-@pytest.mark.parametrize("layer", ["conv_256_36_7x7_s1_2x2", "conv_160_96_3x3_s1_8x8", "conv_192_96_3x3_s1_9x9",
+@pytest.mark.parametrize("layer", ["conv_256_36_7x7_s1_2x2", "conv_160_96_3x3_s1_8x8", "conv_192_96_3x3_s1_9x9", "conv_320_24_3x3_s2_32x25",
                                    "conv_128_160_3x3_s1_14x14"])
 def test_cosa_keeps_diannaos_partial_sums_in_the_psum_registers(layer):
     """DianNao's one-word PsumRegFile writes one word a cycle: every revisit of an output costs a cycle beyond the

@@ -61,7 +61,7 @@ def neighbours(mapping: Mapping) -> list[Mapping]:
 def regroupings(mapping: Mapping) -> list[Mapping]:
     """Moves no single factor move improves on its own: a level's loops reordered so one tensor stays put (those
     that leave it alone innermost), and all of a level's loops over one tensor's dimensions lifted to a level
-    above, outermost there (DianNao's one-word partial-sum registers are rewritten once per visit of an output:
+    above, outermost there, or with that level then ordered to keep the tensor put (DianNao's one-word partial-sum registers are rewritten once per visit of an output:
     the output's loops belong outside every reduction loop above them, which takes two or more moves)."""
     out: list[Mapping] = []
     seen = {tuple(tuple(lv.temporal) for lv in mapping.levels)}  # the start, and each candidate once
@@ -93,6 +93,14 @@ def regroupings(mapping: Mapping) -> list[Mapping]:
                     loops = _with_factor(loops, d, f, 1)
                 new[j] = LevelMapping(name=levels[j].name, temporal=loops, spatial=levels[j].spatial)
                 add(new)
+                # and with the level above ordered to keep the tensor put there too: the lifted loops land outside
+                # that level's own loops over the tensor's dimensions, but its reduction loops may still sit above
+                # them (a DianNao conv's K2 lifted onto P8 Q5 R3 saves only once R3 goes innermost)
+                kept = cast("list[Factor]", stationary_order(dict(loops), t))
+                if kept != loops:
+                    new = list(new)
+                    new[j] = LevelMapping(name=levels[j].name, temporal=kept, spatial=levels[j].spatial)
+                    add(new)
     return out
 
 
