@@ -75,6 +75,47 @@ def test_a_deleted_plan_is_never_answered_from_a_kept_answer(client: TestClient)
     assert len(kept) == held - 1
 
 
+def test_on_sqlite_a_hit_looks_its_plans_up_only_after_another_connection_committed(client: TestClient) -> None:
+    """A repeated hit with nothing committed to the file since its last check skips the lookup (SQLite's
+    `data_version` says so); a commit by another connection (here an unrelated plan, as a solver would insert)
+    makes the next hit look its plans up again, and as they are unchanged the kept answer still serves."""
+    from tileplan.store import Store
+
+    state = client.app.state  # type: ignore[attr-defined]
+    kept: KeptAnswers = state.kept_answers
+    body = {"hardware": "gemmini-16x16", "layers": [{**MM, "N": 48}], "options": FAST}
+    schedule(client, body)
+    schedule(client, body)  # assembled from the cache, kept from now on
+    lookups: list[list[str]] = []
+    real = state.scheduler.cached_rows
+
+    async def counted(keys: list[str]):
+        lookups.append(keys)
+        return await real(keys)
+
+    state.scheduler.cached_rows = counted
+    try:
+        schedule(client, body)  # the first hit checks (the entry was kept at the assembly's own lookup)
+        checks = len(lookups)
+        for _ in range(3):
+            assert schedule(client, body)["plans"][0]["cached"] is True
+        assert len(lookups) == checks  # nothing committed since: no lookups
+        other = Store(state.store.url, migrate=False)
+        try:
+            unrelated = schedule(client, {**body, "layers": [{**MM, "N": 80}]})["plans"][0]["key"]
+            assert other.delete_plan(unrelated)  # a commit by another connection, not touching this answer's plan
+        finally:
+            other.close()
+        held = len(kept)
+        assert schedule(client, body)["plans"][0]["cached"] is True
+        mine = [k for k in lookups if k != [unrelated]]  # (the unrelated request looked its own plan up)
+        assert len(mine) == checks + 1 and len(kept) == held  # looked up once, still kept
+        schedule(client, body)
+        assert len([k for k in lookups if k != [unrelated]]) == checks + 1
+    finally:
+        state.scheduler.cached_rows = real
+
+
 def test_bad_bodies_still_fail_validation(client: TestClient) -> None:
     r = client.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [MM], "options": {"time_limit_s": -1}})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", "options"]

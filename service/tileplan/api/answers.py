@@ -7,9 +7,11 @@ the request body, and a repeated body skips FastAPI's body validation, keying it
 
 Whether its plans are still there: on PostgreSQL every deletion is announced on commit (`pg_notify`, see
 `Store.delete_plan`) and each API process listens (`watch_deletions`), forgetting the answers that hold a deleted
-plan, so a kept answer costs no query at all; while the listener is not connected (and on SQLite) each hit looks up
-its plans' row numbers (`seq`: a plan deleted and solved again is a new row) in one batched query instead. A plan
-deleted since drops the entry and the request goes the ordinary way.
+plan, so a kept answer costs no query at all. On SQLite a hit first reads the file's `data_version` (no table is
+touched): while nothing was committed since the entry's last check, its plans are the same rows. Otherwise (and on
+PostgreSQL while the listener is not connected) the hit looks up its plans' row numbers (`seq`: a plan deleted
+and solved again is a new row) in one batched query. A plan deleted since drops the entry and the request goes the
+ordinary way.
 
 Only answers that cannot change while the server runs are kept: catalog hardware or a descriptor given in the
 body (a registered name can be replaced), layers rather than a model, no code generation (its warnings depend on
@@ -22,7 +24,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Response
 
@@ -35,13 +37,16 @@ MAX_BODY = 256 << 10  # longer request bodies are not kept (hashing them costs a
 ENTRY_BYTES = 300  # an entry's bookkeeping besides its keys and answer bytes
 
 
-@dataclass(frozen=True)
+@dataclass
 class KeptAnswer:
     keys: tuple[str, ...]  # the request's unique plan keys
     seqs: tuple[int, ...]  # their rows' `seq` when the answer was built
     head: bytes  # the answer up to summary.seconds' value
     tail: bytes  # and after it
     layers: int  # plans in the answer (cache hits it counts)
+    # the store's version token (`Scheduler.plans_version`) read before the last lookup that found `seqs`; a hit
+    # seeing the same token needs no lookup. None: look up
+    checked: object = field(default=None, compare=False)
 
     @property
     def size(self) -> int:

@@ -178,6 +178,14 @@ class Scheduler:
             return self.store.get_plans(keys)  # a local indexed read (WAL: never waits for writers)
         return await asyncio.to_thread(self.store.get_plans, keys)
 
+    def plans_version(self) -> object | None:
+        """A token that two calls return equal only if no plan was inserted or deleted in between (by any process),
+        or None where there is none that costs less than looking the plans up (PostgreSQL: the API's own reads and
+        its deletion listener cover it)."""
+        if self.reader is not None:
+            return None
+        return self.store.data_version()
+
     # -- the request ----------------------------------------------------------------------------
 
     async def schedule(self, hardware: Any, layers: list[Any], options: ScheduleOptions, *, wait: bool,

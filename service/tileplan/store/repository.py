@@ -288,6 +288,15 @@ class Store:
             self._readers.append(conn)
         return conn
 
+    def data_version(self) -> tuple[int, int] | None:
+        """SQLite: a token that two calls from the same thread return equal only if no other connection (thread or
+        process; this thread's reader never writes) committed to the file in between — SQLite's `data_version`,
+        read without touching a table. None on PostgreSQL, which has no such cheap counter."""
+        if self.dialect != "sqlite":
+            return None
+        conn = self._sqlite_reader()
+        return id(conn), conn.execute("PRAGMA data_version").fetchone()[0]
+
     def _insert(self, table: Any) -> Any:
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
 

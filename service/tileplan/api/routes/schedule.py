@@ -33,10 +33,13 @@ async def kept_answer(request: Request) -> bytes | None:
         return digest
     start = time.perf_counter()
     if not kept.watched:  # (watched: a deleted plan would have dropped the entry already)
-        rows = await state.scheduler.cached_rows(list(entry.keys))
-        if tuple(rows[k].seq if k in rows else -1 for k in entry.keys) != entry.seqs:
-            kept.drop(digest)  # a plan was deleted (or deleted and solved again) since: answer the ordinary way
-            return digest
+        version = state.scheduler.plans_version()  # read before the lookup: a commit after it changes the next one
+        if version is None or version != entry.checked:
+            rows = await state.scheduler.cached_rows(list(entry.keys))
+            if tuple(rows[k].seq if k in rows else -1 for k in entry.keys) != entry.seqs:
+                kept.drop(digest)  # a plan was deleted (or deleted and solved again) since: answer the ordinary way
+                return digest
+            entry.checked = version
     state.metrics.cache_hits.inc(entry.layers)
     body = entry.body(time.perf_counter() - start)
     raise AnswerFromCache(Response(body, status_code=200, media_type="application/json"))
@@ -85,10 +88,11 @@ async def _keep(state: Any, digest: bytes, body: ScheduleRequest, layers: list[d
     p = state.scheduler.prepare(body.hardware, hw, layers, body.options)  # keyed before: a memo lookup per layer
     keys = [k for k, _ in p.unique]
     generation = state.kept_answers.generation
+    version = state.scheduler.plans_version()
     rows = await state.scheduler.cached_rows(keys)
     if len(rows) == len(keys):
         state.kept_answers.put(digest, KeptAnswer(tuple(keys), tuple(rows[k].seq for k in keys), *parts,
-                                                  layers=len(p.keys)), generation)
+                                                  layers=len(p.keys), checked=version), generation)
 
 
 def _model_layers(model_b64: str) -> tuple[list[dict[str, Any]], list[str], str]:
