@@ -86,8 +86,8 @@ def run_one(layer, hw, mapper: str, epi: Epilogue, cosa_time: float, seed: int) 
 
 
 def one_call_orders(hw) -> list[str]:
-    """matmul_64 is one call whose tile both plans share, so the plans differ only in the order of the call's
-    instructions.  The same instructions (64 B input / weight rows, one bias row per DIM outputs, DIM-wide stores)
+    """matmul_64 as one call (gemmini-auto's tile, the whole 64 x 64 x 64 problem), so the orders differ only in
+    the order of the call's instructions.  The same instructions (64 B input / weight rows, one bias row per DIM outputs, DIM-wide stores)
     in the orders Gemmini's loop_ws FSM can issue (LdD outranks LdA / LdB and Ex waits for all of D; Ex runs k, j,
     i), the baseline order and Tileplan's, run on the emulator; plus the DMA-only bound (the call plus every
     transfer once, nothing else)."""
