@@ -62,11 +62,23 @@ def test_riscv_target_compiles_with_only_gemmini_h(resnet_block, tmp_path):
     shutil.rmtree(root / "emulator")  # the RISC-V build must not need the emulator
     proc = subprocess.run(["make", "-s", "riscv"], cwd=root, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "warning:" not in proc.stderr, proc.stderr[-3000:]  # -Wall: what a user's build log would show
     objs = sorted(p.name for p in (root / "build" / "riscv").rglob("*.o"))
     assert "model.o" in objs and "weights.o" in objs and len(objs) >= 3
     out = subprocess.run(["riscv64-linux-gnu-readelf", "-h", str(root / "build" / "riscv" / "model.o")],
                          capture_output=True, text=True).stdout
     assert "RISC-V" in out
+
+
+def test_host_target_builds_without_warnings(resnet_block, tmp_path):
+    """`make host` (-Wall) of the program and its emulator runtime: a clean build log, as a user's CI sees it."""
+    _, res = resnet_block
+    with tarfile.open(fileobj=io.BytesIO(res.artifact)) as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = next(tmp_path.iterdir())
+    proc = subprocess.run(["make", "-s", "-j2", "host"], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "warning:" not in proc.stderr, proc.stderr[-3000:]
 
 
 def test_run_door_writes_the_output(resnet_block, tmp_path):
