@@ -4,7 +4,8 @@ hand-written tiling where one exists (Gemmini's), and the winner polished by loc
 For each dataflow the MIP is solved under the objective's weights and, where energy or memory use weigh, once more
 for latency alone (asking it instead for next-best factorisations after no-good cuts cost more time than it won plan
 quality). For each answer, every combination of stationary loop orders and double-buffering choices is scored;
-the winner is polished (prime-factor moves, `polish`) and, on library-executed hardware, retiled (`retile`).
+the winner is polished (prime-factor moves, `polish`; the MIP's best answer too where the hand-written tiling won)
+and, on library-executed hardware, retiled (`retile`).
 While latency has any weight, the answer is never slower than the hand-written tiling (`_not_slower_than`).
 """
 
