@@ -92,17 +92,19 @@ static inline acc_scale_t_bits acc_scale_t_to_acc_scale_t_bits(acc_scale_t x) {
   return u.b;
 }
 
-/* One RoCC instruction with two source registers and no result. */
+/* One RoCC instruction with two source registers and no result.  Spelled `asm`, the GNU keyword, as Gemmini's
+   gemmini.h and xcustom.h spell it: a build that works against this stand-in must be GNU C (-std=gnu11, not
+   -std=c11) as a build against the real header must. */
 #if defined(__riscv)
 #define TILEPLAN_ROCC_OPCODE(x) ((x) == 0 ? 0x0b : (x) == 1 ? 0x2b : (x) == 2 ? 0x5b : 0x7b)
 #define ROCC_INSTRUCTION_RS1_RS2(x, rs1, rs2, funct)                                                      \
   {                                                                                                       \
-    __asm__ volatile(".insn r %2, 3, %3, x0, %0, %1"                                                      \
-                     :                                                                                    \
-                     : "r"((uint64_t)(rs1)), "r"((uint64_t)(rs2)), "i"(TILEPLAN_ROCC_OPCODE(x)), "i"(funct) \
-                     : "memory");                                                                         \
+    asm volatile(".insn r %2, 3, %3, x0, %0, %1"                                                          \
+                 :                                                                                        \
+                 : "r"((uint64_t)(rs1)), "r"((uint64_t)(rs2)), "i"(TILEPLAN_ROCC_OPCODE(x)), "i"(funct)     \
+                 : "memory");                                                                             \
   }
-#define gemmini_fence() __asm__ volatile("fence" ::: "memory")
+#define gemmini_fence() asm volatile("fence" ::: "memory")
 #else
 #ifdef __cplusplus
 extern "C" {
