@@ -15,6 +15,10 @@ for gemmini-16x16, whose configuration is the checkout's default gemmini_params.
    `emu_rocc(funct7, rs1, rs2)` and gemmini_fence() to `emu_fence()`, i.e. Tileplan's emulator decodes the words
    Gemmini's header packs.  The outputs must be bit-exact against NumPy, and the instruction counts and cycles
    equal to those of the same kernel built against the stand-in: the two headers send the same instructions.
+3. Whole programs: models of Tileplan's zoo compiled by `tileplan compile` (`compile_model`), their tar's stand-in
+   gemmini.h and gemmini_params.h replaced by the checkout's, `make riscv` with the Makefile's own flags
+   (today `-O2 -std=gnu11 -Wall -ffp-contract=off`): every object must build with no diagnostic in the program's own files
+   (model.c, kernels/, host/), and the kernels' objects hold the RoCC instructions.
 """
 
 from __future__ import annotations
@@ -131,12 +135,49 @@ def check(art, inc: dict[str, list[str]], work: Path, seed: int) -> dict:
                 cycles=real.cycles)
 
 
+MODELS = ["cnn_small", "resnet_block", "mobilenet_block", "mlp", "attention", "resnet18", "bert_encoder"]
+FULL_SIZE = {"resnet18": dict(size=224, classes=1000, width=64),  # as bench/network.py compiles them
+             "bert_encoder": dict(seq=128, d=768, heads=12, ffn=3072)}
+
+
+def check_program(name: str, repo: Path, inc: dict[str, list[str]], work: Path) -> dict:
+    """A zoo model compiled whole, its RISC-V target built against the checkout's headers."""
+    import io
+    import shutil
+    import tarfile
+
+    from tileplan.frontend import zoo
+    from tileplan.frontend.compile import compile_model
+
+    compiled = compile_model(zoo.build(name, "qdq", **FULL_SIZE.get(name, {})), get_hardware("gemmini-16x16"))
+    with tarfile.open(fileobj=io.BytesIO(compiled.artifact)) as tar:
+        tar.extractall(work / f"prog-{name}", filter="data")
+    root = next((work / f"prog-{name}").iterdir())
+    for f in ("gemmini.h", "gemmini_params.h"):  # the stand-in's, replaced by Gemmini's own
+        shutil.copy(repo / "include" / f, root / f)
+    shutil.rmtree(root / "emulator")  # the RISC-V build must not need Tileplan's emulator
+    # the include paths ride on the compiler's name, so the Makefile's own CFLAGS are the ones used
+    cc = " ".join([riscv_compiler(), *(f"-I{p}" for p in inc["riscv"][1::2])])
+    proc = subprocess.run(["make", "-s", "-j2", "riscv", f"RISCV_CC={cc}"], cwd=root, capture_output=True,
+                          text=True, check=False)
+    own = [line for line in proc.stderr.splitlines()
+           if line.startswith(("model.c:", "kernels/", "host/")) and ("warning:" in line or "error:" in line)]
+    objs = sorted((root / "build" / "riscv").rglob("*.o")) if proc.returncode == 0 else []
+    kernels = [o for o in objs if o.parent.name == "kernels"]
+    words = [w for o in kernels for w in rocc_words(o)]
+    return dict(name=name, ok=proc.returncode == 0 and not own, objects=len(objs), kernels=len(kernels),
+                rocc=len(words), kernels_with_rocc=sum(1 for o in kernels if rocc_words(o)),
+                diag="; ".join(own or proc.stderr.splitlines()[-1:]),
+                steps=compiled.summary["total"].get("accelerator_ops", 0))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gemmini-rocc-tests", required=True, type=Path, help="a checkout of ucb-bar/gemmini-rocc-tests")
     ap.add_argument("--random", type=int, default=210, help="random shapes of the test set (default: all 210)")
     ap.add_argument("--no-bench-set", action="store_true", help="skip bench/codegen.py's layers (they need CoSA)")
     ap.add_argument("--cosa-time", type=float, default=10.0)
+    ap.add_argument("--models", nargs="*", default=MODELS, help=f"zoo models built whole (default: {MODELS})")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "gemmini_header.md"))
     args = ap.parse_args()
     repo = args.gemmini_rocc_tests.resolve()
@@ -167,6 +208,10 @@ def main() -> None:
                                        name=f"{layer.name}_{mapper.replace('-', '_')}", stream=bench.STREAM[mapper])
                     rows.append(("benchmark set", check(art, inc, work, len(rows))))
                     print(rows[-1][1], flush=True)
+        programs = []
+        for name in args.models:
+            programs.append(check_program(name, repo, inc, work))
+            print(programs[-1], flush=True)
     total = time.time() - t0
     lines = ["# The generated C against Gemmini's own gemmini.h", "",
              f"Command: `python bench/gemmini_header.py --gemmini-rocc-tests PATH` with ucb-bar/gemmini-rocc-tests "
@@ -194,6 +239,16 @@ def main() -> None:
                   "|---|---:|---:|---:|"]
         lines += [f"| {r['name']} | {r['rocc']} | {r['instrs']:,} | {r['cycles']:,} |"
                   for g, r in rows if g == "benchmark set"] + [""]
+    if programs:
+        lines += [f"## whole programs: {len(programs)} models", "",
+                  f"- RISC-V, Gemmini's header, the artifact's `make riscv`: {sum(p['ok'] for p in programs)} / "
+                  f"{len(programs)} build with no diagnostic in the program's files; "
+                  f"{sum(p['kernels_with_rocc'] for p in programs)} / {sum(p['kernels'] for p in programs)} kernel "
+                  f"objects hold RoCC custom-3 instructions", "",
+                  "| model | builds clean | objects | kernel objects | RoCC instrs | accelerator ops | diagnostic |",
+                  "|---|---|---:|---:|---:|---:|---|"]
+        lines += [f"| {p['name']} | {'yes' if p['ok'] else 'NO'} | {p['objects']} | {p['kernels']} | {p['rocc']} | "
+                  f"{p['steps']} | {p['diag'][:120] if not p['ok'] else ''} |" for p in programs] + [""]
     text = "\n".join(lines) + "\n"
     if args.out == "-":
         print(text)
