@@ -18,7 +18,8 @@ for gemmini-16x16, whose configuration is the checkout's default gemmini_params.
 3. Whole programs: models of Tileplan's zoo compiled by `tileplan compile` (`compile_model`), their tar's stand-in
    gemmini.h and gemmini_params.h replaced by the checkout's, `make riscv` with the Makefile's own flags
    (today `-O2 -std=gnu11 -Wall -ffp-contract=off`): every object must build with no diagnostic in the program's own files
-   (model.c, kernels/, host/), and the kernels' objects hold the RoCC instructions.
+   (model.c, kernels/, host/), the kernels' objects hold the RoCC instructions, and the objects link into a
+   static executable entered at tileplan_run (no symbol left unresolved).
 """
 
 from __future__ import annotations
@@ -165,7 +166,12 @@ def check_program(name: str, repo: Path, inc: dict[str, list[str]], work: Path) 
     objs = sorted((root / "build" / "riscv").rglob("*.o")) if proc.returncode == 0 else []
     kernels = [o for o in objs if o.parent.name == "kernels"]
     words = [w for o in kernels for w in rocc_words(o)]
+    # every symbol the program uses resolves: the objects linked into a static executable entered at tileplan_run
+    link = subprocess.run([riscv_compiler(), "-static", "-nostartfiles", "-Wl,-e,tileplan_run", "-o",
+                           str(root / "program.elf"), *map(str, objs), "-lm"], capture_output=True, text=True,
+                          check=False) if objs else None
     return dict(name=name, ok=proc.returncode == 0 and not own, objects=len(objs), kernels=len(kernels),
+                linked=link is not None and link.returncode == 0,
                 rocc=len(words), kernels_with_rocc=sum(1 for o in kernels if rocc_words(o)),
                 diag="; ".join(own or proc.stderr.splitlines()[-1:]),
                 steps=compiled.summary["total"].get("accelerator_ops", 0))
@@ -244,11 +250,14 @@ def main() -> None:
                   f"- RISC-V, Gemmini's header, the artifact's `make riscv`: {sum(p['ok'] for p in programs)} / "
                   f"{len(programs)} build with no diagnostic in the program's files; "
                   f"{sum(p['kernels_with_rocc'] for p in programs)} / {sum(p['kernels'] for p in programs)} kernel "
-                  f"objects hold RoCC custom-3 instructions", "",
-                  "| model | builds clean | objects | kernel objects | RoCC instrs | accelerator ops | diagnostic |",
-                  "|---|---|---:|---:|---:|---:|---|"]
-        lines += [f"| {p['name']} | {'yes' if p['ok'] else 'NO'} | {p['objects']} | {p['kernels']} | {p['rocc']} | "
-                  f"{p['steps']} | {p['diag'][:120] if not p['ok'] else ''} |" for p in programs] + [""]
+                  f"objects hold RoCC custom-3 instructions; {sum(p['linked'] for p in programs)} / "
+                  f"{len(programs)} link into a static RISC-V executable entered at tileplan_run (no unresolved "
+                  "symbol)", "",
+                  "| model | builds clean | links | objects | kernel objects | RoCC instrs | accelerator ops | "
+                  "diagnostic |", "|---|---|---|---:|---:|---:|---:|---|"]
+        lines += [f"| {p['name']} | {'yes' if p['ok'] else 'NO'} | {'yes' if p['linked'] else 'NO'} | {p['objects']} | "
+                  f"{p['kernels']} | {p['rocc']} | {p['steps']} | {p['diag'][:120] if not p['ok'] else ''} |"
+                  for p in programs] + [""]
     text = "\n".join(lines) + "\n"
     if args.out == "-":
         print(text)
