@@ -47,6 +47,9 @@ HARDWARE = ["gemmini-16x16", "simba"]
 # simba is scored by Timeloop's semantics and compared with its random baseline, issue 17's test: both mappers
 # optimise cycles alone there, so the cycle ratio compares searches, not trade-offs between cycles and energy
 LATENCY_ONLY = {"simba"}
+# `--objective default`: every hardware under the default weights, what a user of the service gets (on simba the
+# weighted MIP and the latency-only re-solve of cosa.mapper both run, which the latency-only bench never times)
+OBJECTIVES = ("bench", "default")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -54,11 +57,17 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
 
 
-def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> tuple[str, dict]:
+def latency_only(objective: str) -> set[str]:
+    """The bench hardware planned for latency alone under `--objective` (none under the default weights)."""
+    return LATENCY_ONLY if objective == "bench" else set()
+
+
+def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float, objective_mode: str = "bench") -> tuple[str, dict]:
     from tileplan.mappers.base import Objective
 
     hw = get_hardware(hw_name)
-    objective = Objective(latency=1, energy=0, memory_utilization=0) if hw_name in LATENCY_ONLY else Objective()
+    lat_only = hw_name in latency_only(objective_mode)
+    objective = Objective(latency=1, energy=0, memory_utilization=0) if lat_only else Objective()
     network, layers = load_workload(workload)
     rows = []
     totals = {m: 0.0 for m in mappers}
@@ -108,7 +117,7 @@ def run(hw_name: str, workload: Path, mappers: list[str], time_limit: float) -> 
         rows.append((layer, ideal, res))
     base = "gemmini-auto" if "gemmini-auto" in mappers and totals.get("gemmini-auto") else "random"
     head = ["layer", "x", "ideal"] + [f"{m} cycles" for m in mappers] + [f"cosa vs {base}", "cosa util", "cosa s"]
-    title = f"### {network} on {hw_name}" + (" (latency-only objective)" if hw_name in LATENCY_ONLY else "")
+    title = f"### {network} on {hw_name}" + (" (latency-only objective)" if lat_only else " (default objective)")
     lines = [title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for layer, ideal, res in rows:
         cells = [layer.name, str(layer.count), f"{ideal:,.0f}"]
@@ -213,12 +222,13 @@ def small_vs_exhaustive(hw_name: str) -> str:
 REFERENCE = REPO / "bench/results/mapper_reference.json"
 
 
-def cosa_alone(service: Path, time_limit: float, label: str, hardware: list[str] = HARDWARE) -> dict[str, dict]:
+def cosa_alone(service: Path, time_limit: float, label: str, hardware: list[str] = HARDWARE,
+               objective: str = "bench") -> dict[str, dict]:
     """cosa's plans and solve times from the package in `service`, each layer solved by `bench/mapper_release.py`
     in a fresh process that does nothing else (the bench's own process also runs the baselines and holds every
     result, which costs cosa CPU time: garbage collection over more objects, shared caches)."""
     cmd = [sys.executable, str(REPO / "bench/mapper_release.py"), str(service),
-           *map(str, WORKLOADS), "--hardware", *hardware, "--latency-only", *sorted(LATENCY_ONLY),
+           *map(str, WORKLOADS), "--hardware", *hardware, "--latency-only", *sorted(latency_only(objective)),
            "--time-limit", str(time_limit)]
     done = subprocess.run(cmd, capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != "TILEPLAN_CATALOG_DIR"})
@@ -227,7 +237,8 @@ def cosa_alone(service: Path, time_limit: float, label: str, hardware: list[str]
     return json.loads(done.stdout)
 
 
-def release_reference(rev: str, time_limit: float, hardware: list[str] = HARDWARE) -> dict[str, dict]:
+def release_reference(rev: str, time_limit: float, hardware: list[str] = HARDWARE,
+                      objective: str = "bench") -> dict[str, dict]:
     """cosa's plans and solve times from release `rev` of this repository, measured now, on this machine: its
     `service/` and `hw_catalog/` exported by `git archive` and run alone (`cosa_alone`)."""
     import io
@@ -238,7 +249,7 @@ def release_reference(rev: str, time_limit: float, hardware: list[str] = HARDWAR
         archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "service", "hw_catalog"], capture_output=True, check=True)
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(tmp, filter="data")
-        return cosa_alone(Path(tmp) / "service", time_limit, f"release {rev}", hardware)
+        return cosa_alone(Path(tmp) / "service", time_limit, f"release {rev}", hardware, objective)
 
 
 def rescored(reference: dict[str, dict]) -> dict[str, dict]:
@@ -279,27 +290,38 @@ def against_reference(results: dict[str, dict], reference: dict[str, dict], labe
              "time: CPU seconds of the solving process per layer (wall seconds where the reference has no CPU "
              "times): on a shared machine the wall clock follows whatever else runs, CPU time much less.", "",
              "| network | layers | worst cycles now / ref | total cycles now / ref | layers > 1% worse | layers > 1% "
-             "better | median s now (ref) | now / ref | p95 s now (ref) | now / ref |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "better | median s now (ref) | now / ref | p95 s now (ref) | now / ref | wall median / p95 s now (ref) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     moved: list[str] = []  # the layers behind the > 1% columns, so a regression names itself
+    by_hw: dict[str, list[tuple[dict, dict]]] = {}  # every layer of each hardware, for its all-networks row
+
+    def row(label: str, pairs: list[tuple[dict, dict]]) -> str:
+        ratios = [now["cycles"] / ref["cycles"] for now, ref in pairs]
+        total = sum(now["cycles"] for now, _ in pairs) / sum(ref["cycles"] for _, ref in pairs)
+        worse, better = sum(r > 1.01 for r in ratios), sum(r < 0.99 for r in ratios)
+        clock = "cpu" if all("cpu" in now and "cpu" in ref for now, ref in pairs) else "seconds"
+        now_t, ref_t = [now[clock] for now, _ in pairs], [ref[clock] for _, ref in pairs]
+        med, med_ref = statistics.median(now_t), statistics.median(ref_t)
+        p95, p95_ref = pct(now_t, 0.95), pct(ref_t, 0.95)
+        wall, wall_ref = [now["seconds"] for now, _ in pairs], [ref["seconds"] for _, ref in pairs]
+        return (f"| {label} | {len(pairs)} | {max(ratios):.4f} | {total:.4f} | {worse} | {better} | "
+                f"{med:.2f} ({med_ref:.2f}) | {med / med_ref:.2f} | {p95:.2f} ({p95_ref:.2f}) | {p95 / p95_ref:.2f} | "
+                f"{statistics.median(wall):.2f} / {pct(wall, 0.95):.2f} ({statistics.median(wall_ref):.2f} / "
+                f"{pct(wall_ref, 0.95):.2f}) |")
+
     for net, layers in results.items():
         ref = reference.get(net)
         if not ref:
             continue
         common = [name for name in layers if name in ref]
-        ratios = [layers[n]["cycles"] / ref[n]["cycles"] for n in common]
-        total = sum(layers[n]["cycles"] for n in common) / sum(ref[n]["cycles"] for n in common)
-        worse, better = sum(r > 1.01 for r in ratios), sum(r < 0.99 for r in ratios)
-        moved += [f"- {net}, {n}: {r:.4f} ({layers[n]['cycles']:,.0f} vs {ref[n]['cycles']:,.0f} cycles)"
-                  for n, r in zip(common, ratios) if not 0.99 <= r <= 1.01]
-        clock = "cpu" if all("cpu" in layers[n] and "cpu" in ref[n] for n in common) else "seconds"
-        now_t = [layers[n][clock] for n in common]
-        ref_t = [ref[n][clock] for n in common]
-        med, med_ref = statistics.median(now_t), statistics.median(ref_t)
-        p95, p95_ref = pct(now_t, 0.95), pct(ref_t, 0.95)
-        lines.append(f"| {net} | {len(common)} | {max(ratios):.4f} | {total:.4f} | {worse} | {better} | "
-                     f"{med:.2f} ({med_ref:.2f}) | {med / med_ref:.2f} | {p95:.2f} ({p95_ref:.2f}) | "
-                     f"{p95 / p95_ref:.2f} |")
+        pairs = [(layers[n], ref[n]) for n in common]
+        moved += [f"- {net}, {n}: {now['cycles'] / old['cycles']:.4f} ({now['cycles']:,.0f} vs {old['cycles']:,.0f} "
+                  "cycles)" for n, (now, old) in zip(common, pairs) if not 0.99 <= now["cycles"] / old["cycles"] <= 1.01]
+        by_hw.setdefault(net.split(" on ")[1], []).extend(pairs)
+        lines.append(row(net, pairs))
+    for hw_name, pairs in by_hw.items():
+        if sum(net.endswith(f" on {hw_name}") for net in results) > 1:  # (issue 15 asks per layer of a hardware)
+            lines.append(row(f"**all layers on {hw_name}**", pairs))
     if moved:
         lines += ["", "Layers more than 1% away from the reference (cycles now / ref):", *moved]
     return "\n".join(lines) + "\n"
@@ -309,7 +331,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="cosa and the baseline only")
     ap.add_argument("--time-limit", type=float, default=10.0)
-    ap.add_argument("--out", default=str(REPO / "bench/results/mapper.md"))
+    ap.add_argument("--out", help="default bench/results/mapper.md (mapper_default_objective.md under "
+                    "--objective default)")
+    ap.add_argument("--objective", choices=OBJECTIVES, default="bench",
+                    help="bench: latency only on simba (issue 17's comparison with random), the default weights "
+                    "elsewhere; default: the default weights (latency 0.6, energy 0.3, memory 0.1) on every "
+                    "hardware, as the service plans; --against then measures the release under them too")
     ap.add_argument("--reference", default=str(REFERENCE),
                     help="cosa's per-layer cycles and seconds of an earlier release, compared with this run's")
     ap.add_argument("--record-reference", action="store_true", help="write this run's cosa results as the reference")
@@ -321,11 +348,16 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true",
                     help="where cosa's time goes (cProfile by phase) on every bench layer; writes mapper_profile.md")
     args = ap.parse_args()
-    if args.record_reference and args.hardware != HARDWARE:
-        ap.error("--record-reference records every bench hardware; drop --hardware")
+    if args.record_reference and (args.hardware != HARDWARE or args.objective != "bench"):
+        ap.error("--record-reference records every bench hardware under the bench's objectives; drop --hardware "
+                 "and --objective")
+    if args.out is None:
+        args.out = str(REPO / "bench/results" / ("mapper.md" if args.objective == "bench" else
+                                                 "mapper_default_objective.md"))
     if args.profile:
         from mapper_profile import profile_main
 
+        # (the profile plans under the default objective on every hardware, whatever --objective says)
         return profile_main(args.hardware, WORKLOADS, args.time_limit)
     wanted = ["cosa", "gemmini-auto", "random", "exhaustive"]
     mappers = [m for m in wanted if m in available_mappers()]
@@ -336,11 +368,15 @@ def main() -> int:
         "",
         f"`python bench/mapper.py{' --quick' if args.quick else ''}"
         f"{' --hardware ' + ' '.join(args.hardware) if args.hardware != HARDWARE else ''}"
+        f"{' --objective ' + args.objective if args.objective != 'bench' else ''}"
         f"{f' --against {args.against}' if args.against else ''}` on {platform.machine()} ({os.cpu_count()} cores), "
         f"{time.strftime('%Y-%m-%d')}. Cycles by Tileplan's cost model (`tileplan.cost`: calibrated Gemmini model on "
-        "gemmini-16x16, timeloop-model's semantics on simba, which is CoSA's Simba as Timeloop reads it); default "
-        "objective (latency 0.6, energy 0.3, memory 0.1) on gemmini-16x16, latency only on simba; `random` = best "
-        "of 200 legal random mappings under the same objective. Speedup = baseline cycles / cosa cycles.",
+        "gemmini-16x16, timeloop-model's semantics on simba, which is CoSA's Simba as Timeloop reads it); "
+        + ("default objective (latency 0.6, energy 0.3, memory 0.1) on gemmini-16x16, latency only on simba"
+           if args.objective == "bench" else "default objective (latency 0.6, energy 0.3, memory 0.1) on every "
+           "hardware, as the service plans")
+        + "; `random` = best of 200 legal random mappings under the same objective. Speedup = baseline cycles / "
+        "cosa cycles.",
         "",
     ]
     results: dict[str, dict] = {}
@@ -349,7 +385,7 @@ def main() -> int:
             # Exhaustive search refuses every layer of these networks (> 50,000 candidates); its comparison
             # is on small layers below.
             ms = [m for m in mappers if m != "exhaustive" and not (m == "gemmini-auto" and not hw_name.startswith("gemmini"))]
-            text, summary = run(hw_name, wl, ms, args.time_limit)
+            text, summary = run(hw_name, wl, ms, args.time_limit, args.objective)
             results[f"{wl.stem} on {hw_name}"] = summary["cosa"]
             print(text)
             parts.append(text)
@@ -359,13 +395,15 @@ def main() -> int:
         sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.against], capture_output=True,
                              text=True, check=True).stdout.strip()
         # both sides measured the same way, each in a process of its own running cosa alone
-        ref = release_reference(args.against, args.time_limit, args.hardware)
-        now = cosa_alone(REPO / "service", args.time_limit, "this tree", args.hardware)
+        ref = release_reference(args.against, args.time_limit, args.hardware, args.objective)
+        now = cosa_alone(REPO / "service", args.time_limit, "this tree", args.hardware, args.objective)
         text = against_reference(now, ref, f"release {args.against} ({sha}), measured in this run, both sides in "
-                                 "processes running cosa alone (`bench/mapper_release.py`)")
+                                 "processes running cosa alone (`bench/mapper_release.py`)"
+                                 + (", default objective on every hardware" if args.objective == "default" else ""))
         print(text)
         parts.append(text)
-    elif Path(args.reference).exists() and not args.record_reference:
+    elif Path(args.reference).exists() and not args.record_reference and args.objective == "bench":
+        # (the stored reference holds plans under the bench's objectives: under others it would compare trade-offs)
         text = against_reference(results, json.loads(Path(args.reference).read_text()),
                                  "the reference release (`bench/results/mapper_reference.json`)")
         print(text)

@@ -106,7 +106,8 @@ def profile_main(hardware: list[str], workloads: list[Path], time_limit: float) 
         "",
         f"`python bench/mapper.py --profile` on {platform.machine()} ({os.cpu_count()} cores, shared), "
         f"{time.strftime('%Y-%m-%d %H:%M')}; load average at the start {os.getloadavg()[0]:.1f}. cProfile around "
-        "`CosaMapper.map` (the profiler itself slows Python-heavy phases more than HiGHS).",
+        "`CosaMapper.map` (the profiler itself slows Python-heavy phases more than HiGHS), default objective (latency 0.6, "
+        "energy 0.3, memory 0.1) on every hardware, as the service plans.",
         "",
         f"Start-up, once per solver process: interpreter {bare:.2f} s; interpreter + `tileplan.plan` + the cosa "
         f"mapper (Pyomo, highspy, numpy) {with_mapper:.2f} s, i.e. {with_mapper - bare:.2f} s of imports "
