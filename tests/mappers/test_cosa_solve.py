@@ -116,3 +116,17 @@ def test_a_row_without_variables_that_cannot_hold_is_infeasible():
     m.m.impossible = pyo.Constraint(expr=db >= 2)
     outcome = Session(m).solve(1.0)
     assert outcome.status == "infeasible" and outcome.objective is None
+
+
+def test_presolve_is_chosen_per_solve():
+    """cosa.mapper skips HiGHS's presolve for the weighted MIP only (it slows that MIP on Simba); the next solve on
+    the same instance (the latency re-solve) presolves again, and skipping presolve keeps the optimum."""
+    m = model(CONV, "simba")
+    session = Session(m)
+    without = session.solve(10.0, presolve=False)
+    assert session.h.getOptionValue("presolve")[1] == "off"
+    again = session.solve(10.0)
+    assert session.h.getOptionValue("presolve")[1] == "choose"
+    fresh = Session(model(CONV, "simba")).solve(10.0)
+    assert without.status == again.status == fresh.status == "optimal"
+    assert without.objective == pytest.approx(fresh.objective, rel=1e-4)

@@ -122,11 +122,14 @@ class Session:
         self.h.changeObjectiveOffset(float(repn.constant))
         self.h.changeObjectiveSense(_sense(self.objective))
 
-    def solve(self, time_limit_s: float) -> SolveOutcome:
+    def solve(self, time_limit_s: float, presolve: bool = True) -> SolveOutcome:
+        """Solve with the model's current objective. `presolve=False` skips HiGHS's presolve for this solve only
+        (see cosa.mapper: it slows the weighted MIP whose memory-use term weighs)."""
         h = self.h
         t0 = time.perf_counter()
         if self.model.m.obj is not self.objective:
             self._load_objective()
+        h.setOptionValue("presolve", "choose" if presolve else "off")
         h.setOptionValue("time_limit", max(time_limit_s, 0.05))
         h.run()
         status, info = h.getModelStatus(), h.getInfo()
