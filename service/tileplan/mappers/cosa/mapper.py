@@ -106,10 +106,10 @@ class CosaMapper:
             session = Session(build_model(build_spec(problem, arch), Weights(wl, we, wm)))
             share = (deadline - time.perf_counter()) / (len(dataflows) - i)
             df_deadline = time.perf_counter() + max(share, 0.05)  # this dataflow's share of the time, both solves
-            # HiGHS's presolve makes the MIP whose memory-use (fill) term weighs harder: on the 30 simba bench layers
-            # under the default weights that solve took 7.0 s CPU with it and 5.4 s without (the slowest layer 1.2 ->
-            # 0.4 s), with the same optima (ties aside; plans: the same cycles on all 60 bench pairs, two simba scores
-            # better). Without the fill term presolve pays or is neutral, so the latency-only solves keep it.
+            # HiGHS's presolve makes the MIP whose memory-use (fill) term weighs harder to solve: without it, simba's
+            # p95 CPU per layer under the default weights fell 0.75 -> 0.57 s (bench/mapper.py --quick --objective
+            # default --against the commit before), with the same optima but for ties and the same cycles on all 60
+            # bench pairs. Without the fill term presolve pays or is neutral, so the latency-only solves keep it.
             outcome = session.solve(max(share, 0.05), presolve=wm == 0)
             first_status.append(outcome.status)
             if outcome.objective is None:
