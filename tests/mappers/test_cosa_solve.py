@@ -119,7 +119,7 @@ def test_a_row_without_variables_that_cannot_hold_is_infeasible():
 
 
 def test_presolve_is_chosen_per_solve():
-    """cosa.mapper skips HiGHS's presolve for the weighted MIP only (it slows that MIP on Simba); the next solve on
+    """cosa.mapper skips HiGHS's presolve for simba's weighted MIP only (it slows that MIP); the next solve on
     the same instance (the latency re-solve) presolves again, and skipping presolve keeps the optimum."""
     m = model(CONV, "simba")
     session = Session(m)

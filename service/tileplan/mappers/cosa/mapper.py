@@ -106,11 +106,13 @@ class CosaMapper:
             session = Session(build_model(build_spec(problem, arch), Weights(wl, we, wm)))
             share = (deadline - time.perf_counter()) / (len(dataflows) - i)
             df_deadline = time.perf_counter() + max(share, 0.05)  # this dataflow's share of the time, both solves
-            # HiGHS's presolve makes the MIP whose memory-use (fill) term weighs harder to solve: without it, simba's
-            # p95 CPU per layer under the default weights fell 0.75 -> 0.57 s (bench/mapper.py --quick --objective
-            # default --against the commit before), with the same optima but for ties and the same cycles on all 60
-            # bench pairs. Without the fill term presolve pays or is neutral, so the latency-only solves keep it.
-            outcome = session.solve(max(share, 0.05), presolve=wm == 0)
+            # HiGHS's presolve makes the MIP with timeloop-model's terms (simba) harder to solve where the memory-use
+            # (fill) term weighs: without it, simba's p95 CPU per layer under the default weights fell 0.75 -> 0.57 s
+            # (bench/mapper.py --quick --objective default --against the commit before), with the same optima but
+            # for ties and the same cycles on all 60 bench pairs. Elsewhere it pays: without it the default-weights
+            # MIPs of gemmini-32x32, eyeriss-os and gemmini-8x8 took 16%, 14% and 7% more CPU over the 30 bench
+            # layers, and gemmini-32x32's fc 2% more cycles; the latency-only solves keep it everywhere.
+            outcome = session.solve(max(share, 0.05), presolve=not (wm > 0 and session.model.timeloop))
             first_status.append(outcome.status)
             if outcome.objective is None:
                 continue

@@ -49,6 +49,7 @@ class CosaModel:
     coef: dict[Key, float]
     fill: Any  # the memory-use term (mean log fill of the on-chip tiles), kept to re-weigh the objective
     tie: Any  # the tie-break term
+    timeloop: bool  # the MIP carries timeloop-model's terms (shared DRAM read budget, O's spills, on-chip bandwidth)
 
     def weigh(self, w: Weights) -> None:
         """Replace the objective by one with these weights (solve.Session re-solves with the new costs, the rows as they were)."""
@@ -250,7 +251,7 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     # toward inner levels breaks the remaining ties deterministically.
     fill = sum(tiles.values()) / max(len(tiles), 1)
     tie = sum(q[3] * coef[q] * X[q] for q in x_keys if q[4] == 1) * 1e-4
-    model = CosaModel(spec=spec, m=m, x_keys=x_keys, coef=coef, fill=fill, tie=tie)
+    model = CosaModel(spec=spec, m=m, x_keys=x_keys, coef=coef, fill=fill, tie=tie, timeloop=timeloop)
     model.weigh(w)
     return model
 
