@@ -130,3 +130,20 @@ def test_presolve_is_chosen_per_solve():
     fresh = Session(model(CONV, "simba")).solve(10.0)
     assert without.status == again.status == fresh.status == "optimal"
     assert without.objective == pytest.approx(fresh.objective, rel=1e-4)
+
+
+def test_a_re_solve_can_start_from_the_last_answer():
+    """`from_last` hands HiGHS the previous answer after the new objective's costs (a start set before them is
+    dropped by HiGHS): with a gap too loose to search further the re-solve returns that answer itself; the next solve
+    is back on the session's gap and searches again."""
+    m = model(CONV, "simba")
+    session = Session(m)
+    session.solve(10.0)
+    weighted = {v.name: v.value for v in session.columns}
+    m.weigh(Weights(1.0, 0.0, 0.0))
+    started = session.solve(10.0, from_last=True, mip_rel_gap=0.5)
+    assert {v.name: v.value for v in session.columns} == pytest.approx(weighted, abs=1e-6)
+    assert session.h.getOptionValue("mip_rel_gap")[1] == 0.5
+    again = session.solve(10.0)
+    assert session.h.getOptionValue("mip_rel_gap")[1] == 1e-4
+    assert again.objective < started.objective - 1e-3  # the weighted answer was not the latency optimum

@@ -108,6 +108,8 @@ class Session:
             self.h.setOptionValue(name, value)
         self.columns = pass_model(self.h, model.m)
         self.column = {id(v): j for j, v in enumerate(self.columns)}
+        self.integer = np.fromiter((v.is_integer() for v in self.columns), bool, len(self.columns))
+        self.last: np.ndarray | None = None  # the last solve's answer, per column
         self._load_objective()
 
     def _load_objective(self) -> None:
@@ -122,14 +124,21 @@ class Session:
         self.h.changeObjectiveOffset(float(repn.constant))
         self.h.changeObjectiveSense(_sense(self.objective))
 
-    def solve(self, time_limit_s: float, presolve: bool = True) -> SolveOutcome:
-        """Solve with the model's current objective. `presolve=False` skips HiGHS's presolve for this solve only
-        (see cosa.mapper: it slows the weighted MIP whose memory-use term weighs)."""
+    def solve(self, time_limit_s: float, presolve: bool = True, from_last: bool = False,
+              mip_rel_gap: float | None = None) -> SolveOutcome:
+        """Solve with the model's current objective. For this solve only: `presolve=False` skips HiGHS's presolve,
+        `from_last` starts branch and bound from the last solve's answer (feasible under any objective: only the
+        costs changed), `mip_rel_gap` replaces the session's gap (see cosa.mapper for where each pays)."""
         h = self.h
         t0 = time.perf_counter()
         if self.model.m.obj is not self.objective:
             self._load_objective()
+        if from_last and self.last is not None:
+            # after the objective's costs: a change to the model drops a start HiGHS holds (so a start set before
+            # `weigh`'s new costs reach HiGHS is silently lost)
+            h.setSolution(len(self.last), np.arange(len(self.last), dtype=np.int32), self.last)
         h.setOptionValue("presolve", "choose" if presolve else "off")
+        h.setOptionValue("mip_rel_gap", self.options["mip_rel_gap"] if mip_rel_gap is None else mip_rel_gap)
         h.setOptionValue("time_limit", max(time_limit_s, 0.05))
         h.run()
         status, info = h.getModelStatus(), h.getInfo()
@@ -137,8 +146,12 @@ class Session:
         if info.primal_solution_status != highspy.kSolutionStatusFeasible:
             return SolveOutcome("time_limit" if status == highspy.HighsModelStatus.kTimeLimit else "infeasible",
                                 seconds, None, None)
-        for v, x in zip(self.columns, h.getSolution().col_value):
-            v.set_value(x, skip_validation=True)
+        x = np.array(h.getSolution().col_value)
+        # integer columns come back within HiGHS's integrality tolerance (0.999999...): rounded, so that as a start
+        # the answer is exactly feasible
+        self.last = np.where(self.integer, np.round(x), x)
+        for v, xv in zip(self.columns, x):
+            v.set_value(xv, skip_validation=True)
         obj = info.objective_function_value
         # no branch and bound (presolve or the root LP settled it): the incumbent is its own bound once optimal
         optimal = status == highspy.HighsModelStatus.kOptimal
