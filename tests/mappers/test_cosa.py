@@ -203,7 +203,7 @@ def test_the_latency_optimum_competes_when_other_terms_weigh():
 def test_weighted_timeloop_mips_skip_presolve_and_the_re_solve_starts_from_the_weighted_answer(
         monkeypatch, hw_name, weights, solves):
     """issue 15: simba's weighted MIP is faster without HiGHS's presolve, and its latency re-solve started from the
-    weighted answer (CPU per layer median 0.30 -> 0.22 s under the default weights, cycles equal or better on every
+    weighted answer (CPU per layer median 0.30 -> 0.23 s under the default weights, cycles equal or better on every
     bench layer); neither paid on the other catalog hardware, whose solves stay as they were."""
     from tileplan.mappers.base import Objective
     from tileplan.mappers.cosa import mapper as cosa_mapper

@@ -89,7 +89,6 @@ class CosaMapper:
         wl, we, wm = options.objective.normalised()
         dataflows = searched_dataflows(hw, options.dataflow)
         best: tuple[float, Mapping] | None = None
-        best_mip: Mapping | None = None  # the best of the MIP's answers (`best` may be the hand-written tiling)
         first_status: list[str] = []
         gaps, objectives, n_cands = [], [], 0
 
@@ -110,9 +109,9 @@ class CosaMapper:
             # HiGHS's presolve makes the MIP with timeloop-model's terms (simba) harder to solve where the memory-use
             # (fill) term weighs: without it, simba's p95 CPU per layer under the default weights fell 0.75 -> 0.57 s
             # (bench/mapper.py --quick --objective default --against the commit before), with the same optima but
-            # for ties and the same cycles on all 60 bench pairs. Elsewhere it pays: without it the default-weights
-            # MIPs of gemmini-32x32, eyeriss-os and gemmini-8x8 took 16%, 14% and 7% more CPU over the 30 bench
-            # layers, and gemmini-32x32's fc 2% more cycles; the latency-only solves keep it everywhere.
+            # for ties and the same cycles on all 60 bench pairs. Elsewhere it pays (in uncommitted runs on the other
+            # catalog hardware the default-weights MIPs took more CPU without it, and one gemmini-32x32 plan got
+            # slower); the latency-only solves keep it everywhere.
             outcome = session.solve(max(share, 0.05), presolve=not (wm > 0 and session.model.timeloop))
             first_status.append(outcome.status)
             if outcome.objective is None:
@@ -120,27 +119,27 @@ class CosaMapper:
             gaps.append(outcome.gap or 0.0)
             objectives.append(outcome.objective)
             _consider_solution(session, arch, consider)
-            best_mip = best[1] if best is not None else None
             # The proxy's energy (DRAM traffic) and memory-use (log fill) terms are cruder than its latency, and the
             # fill term pulls towards big tiles the cost model may not reward (a BERT matmul on Gemmini: 4% slower
             # and more energy than the latency optimum). Where they weigh, the latency optimum competes too.
             if (we > 0 or wm > 0) and wl > 0 and df_deadline - time.perf_counter() > 0.05:
                 session.model.weigh(Weights(1.0, 0.0, 0.0))
-                # With timeloop-model's terms (simba) the weighted answer is latency-optimal to within 1e-4 on 27 of
-                # the 30 bench layers, yet the plans come from the latency answer's tie-break, not from its fill-driven
-                # inner tiles (a re-solve that just hands the weighted answer back changes 27 plans, scores up to 23%
+                # With timeloop-model's terms (simba) the weighted answer is mostly latency-optimal to within 1e-4,
+                # yet the plans come from the latency answer's tie-break, not from its fill-driven inner tiles (a
+                # re-solve that just hands the weighted answer back, tried and dropped, left most plans' scores
                 # worse). So the re-solve starts from the weighted answer (an incumbent at once, where HiGHS otherwise
                 # spends its root finding one) with a gap of 2e-6, too tight for that start to be handed back as it
-                # is. Simba under the default weights (scratch harness, 30 layers): CPU per layer median 0.29 -> 0.22
-                # s, the same cycles but one layer's 5% fewer, scores better on 13 layers and 0.5% worse on one.
-                # Elsewhere it did not pay: on gemmini-16x16 no faster, and fc 24% slower.
+                # is. Simba under the default weights (bench/mapper.py --quick --objective default --against the
+                # commit before, with the presolve change): CPU per layer median 0.30 -> 0.23 s, p95 0.75 -> 0.67 s,
+                # no layer slower, conv_256_64_1x1 5% faster. Elsewhere it did not pay: on gemmini-16x16 no faster,
+                # and fc 24% slower.
                 from_weighted = session.model.timeloop
                 outcome2 = session.solve(df_deadline - time.perf_counter(), from_last=from_weighted,
                                          mip_rel_gap=RESOLVE_GAP if from_weighted else None)
                 if outcome2.objective is not None:
                     _consider_solution(session, arch, consider)
-                    best_mip = best[1] if best is not None else None
 
+        best_mip = best[1] if best is not None else None  # the best of the MIP's answers (the seeds come next)
         seeds = _heuristic_seeds(problem, hw, options)
         for seed in seeds:
             # The hardware's own hand-written tiling competes too: a plan never scores worse than it.

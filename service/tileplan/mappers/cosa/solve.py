@@ -50,9 +50,10 @@ def _sense(objective: ObjectiveData) -> highspy.ObjSense:
     return highspy.ObjSense.kMinimize if objective.sense == pyo.minimize else highspy.ObjSense.kMaximize
 
 
-def pass_model(h: highspy.Highs, m: pyo.ConcreteModel) -> list[VarData]:
+def pass_model(h: highspy.Highs, m: pyo.ConcreteModel) -> tuple[list[VarData], np.ndarray]:
     """Compile the Pyomo model's constraints with Pyomo's linear visitor and hand them to HiGHS in one call; the Pyomo
-    variable of each HiGHS column (every variable of the objective is in some constraint).
+    variable of each HiGHS column (every variable of the objective is in some constraint) and which columns are
+    integer.
 
     Rows and columns as the persistent interface passed them: one row per constraint in declaration order (constant
     terms moved to its bounds), columns numbered in order of first appearance. Fixed variables
@@ -82,6 +83,7 @@ def pass_model(h: highspy.Highs, m: pyo.ConcreteModel) -> list[VarData]:
         value += coefs
         start.append(len(index))
     n = len(columns)
+    integer = np.fromiter((v.is_integer() for v in columns), bool, n)
     h.passModel(  # the objective's costs come after (`Session._load_objective`, also what a re-weighing changes)
         n, len(row_lower), len(index), int(highspy.MatrixFormat.kRowwise), int(highspy.ObjSense.kMinimize), 0.0,
         np.zeros(n),
@@ -89,9 +91,9 @@ def pass_model(h: highspy.Highs, m: pyo.ConcreteModel) -> list[VarData]:
         np.fromiter((INF if v.ub is None else v.ub for v in columns), np.float64, n),
         np.array(row_lower, dtype=np.float64), np.array(row_upper, dtype=np.float64),
         np.array(start, dtype=np.int32), np.array(index, dtype=np.int32), np.array(value, dtype=np.float64),
-        np.fromiter((v.is_integer() for v in columns), np.int32, n),  # HighsVarType: 0 continuous, 1 integer
+        integer.astype(np.int32),  # HighsVarType: 0 continuous, 1 integer
     )
-    return columns
+    return columns, integer
 
 
 class Session:
@@ -106,9 +108,8 @@ class Session:
         self.h = QuietHighs()
         for name, value in self.options.items():
             self.h.setOptionValue(name, value)
-        self.columns = pass_model(self.h, model.m)
+        self.columns, self.integer = pass_model(self.h, model.m)
         self.column = {id(v): j for j, v in enumerate(self.columns)}
-        self.integer = np.fromiter((v.is_integer() for v in self.columns), bool, len(self.columns))
         self.last: np.ndarray | None = None  # the last solve's answer, per column
         self._load_objective()
 
