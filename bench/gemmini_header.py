@@ -25,9 +25,12 @@ for gemmini-16x16, whose configuration is the checkout's default gemmini_params.
 from __future__ import annotations
 
 import argparse
+import io
 import platform
+import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -143,10 +146,6 @@ FULL_SIZE = {"resnet18": dict(size=224, classes=1000, width=64),  # as bench/net
 
 def check_program(name: str, repo: Path, inc: dict[str, list[str]], work: Path) -> dict:
     """A zoo model compiled whole, its RISC-V target built against the checkout's headers."""
-    import io
-    import shutil
-    import tarfile
-
     from tileplan.frontend import zoo
     from tileplan.frontend.compile import compile_model
 
@@ -165,14 +164,14 @@ def check_program(name: str, repo: Path, inc: dict[str, list[str]], work: Path) 
            if line.startswith(("model.c:", "kernels/", "host/")) and ("warning:" in line or "error:" in line)]
     objs = sorted((root / "build" / "riscv").rglob("*.o")) if proc.returncode == 0 else []
     kernels = [o for o in objs if o.parent.name == "kernels"]
-    words = [w for o in kernels for w in rocc_words(o)]
+    per_kernel = [rocc_words(o) for o in kernels]  # (one objdump per object)
     # every symbol the program uses resolves: the objects linked into a static executable entered at tileplan_run
     link = subprocess.run([riscv_compiler(), "-static", "-nostartfiles", "-Wl,-e,tileplan_run", "-o",
                            str(root / "program.elf"), *map(str, objs), "-lm"], capture_output=True, text=True,
                           check=False) if objs else None
     return dict(name=name, ok=proc.returncode == 0 and not own, objects=len(objs), kernels=len(kernels),
                 linked=link is not None and link.returncode == 0,
-                rocc=len(words), kernels_with_rocc=sum(1 for o in kernels if rocc_words(o)),
+                rocc=sum(map(len, per_kernel)), kernels_with_rocc=sum(1 for w in per_kernel if w),
                 diag="; ".join(own or proc.stderr.splitlines()[-1:]),
                 steps=compiled.summary["total"].get("accelerator_ops", 0))
 
