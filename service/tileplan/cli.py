@@ -412,7 +412,7 @@ def cmd_codegen(args: argparse.Namespace) -> int:
 
 def _calibration(path: str) -> list[dict[str, Any]]:
     """`--calibration FILE.npz`: one array per model input, samples along the first axis -> a list of feeds."""
-    from tileplan.frontend.onnx_import import read_calibration
+    from tileplan.frontend.calibration import read_calibration
 
     try:
         data = Path(path).read_bytes()

@@ -131,12 +131,10 @@ def _matmul(node: Any, a_shape: list[int | None], b_shape: list[int | None], wei
 def load_onnx(data: bytes) -> OnnxWorkload:
     """The layers of an ONNX model given as bytes; errors name the model (loc ["model", ...])."""
     import onnx
-    from google.protobuf.message import DecodeError
 
-    try:
-        model = onnx.load_model_from_string(data)
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise InputError(("model",), f"not an ONNX model: {exc}") from None
+    from tileplan.frontend.onnx_bytes import parse_model
+
+    model = parse_model(data)
     if not model.graph.node:
         raise InputError(("model",), "not an ONNX model: the graph has no nodes")
     from tileplan.frontend.onnx_import import name_nodes

@@ -64,14 +64,10 @@ class ImportedModel:
 def decode(data: bytes) -> Any:
     """Bytes -> ModelProto, checked by ONNX's checker; errors name the model or the node."""
     import onnx
-    from google.protobuf.message import DecodeError
 
-    if not data:
-        raise InputError(("model",), "empty: expected the bytes of an ONNX model")
-    try:
-        model = onnx.load_model_from_string(bytes(data))
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise InputError(("model",), f"not an ONNX model: {exc}") from None
+    from tileplan.frontend.onnx_bytes import parse_model
+
+    model = parse_model(data)  # never with external data: the checker below would stat the file it names
     if not model.graph.node:
         raise InputError(("model",), "not an ONNX model: the graph has no nodes")
     name_nodes(model)
@@ -248,24 +244,6 @@ def quantize_static_qdq(model: Any, calibration: list[dict[str, np.ndarray]] | N
 
     feeds = calibration if calibration is not None else random_calibration(model, samples, seed)
     return onnx.load_model_from_string(quantize(model, "qdq", feeds))
-
-
-def read_calibration(data: bytes, loc: tuple[str, ...] = ("calibration",)) -> list[dict[str, np.ndarray]]:
-    """An .npz with one array per model input, samples along the first axis -> a list of feeds (`options.quantize`'s
-    calibration data: `tileplan compile --calibration`, POST /compile's `calibration`)."""
-    import io
-    import zipfile
-
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(loc, f"not an .npz of arrays: {exc}") from None
-    counts = {len(a) if a.ndim else 0 for a in arrays.values()}
-    if not arrays or len(counts) != 1 or 0 in counts:
-        raise InputError(loc, "expected one array per input, all with the same number (> 0) of samples along the "
-                         "first axis")
-    return [{k: a[i] for k, a in arrays.items()} for i in range(counts.pop())]
 
 
 def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, quantize: bool = False,

@@ -118,8 +118,8 @@ class Compiler:
         `input_shapes.<input>`, `calibration`). `ops`: the operators a compile can import (`supported_ops`)."""
         import hashlib
 
+        from tileplan.frontend.calibration import calibration_index
         from tileplan.frontend.compile import CompileOptions, model_digest
-        from tileplan.frontend.onnx_import import read_calibration
 
         try:
             opts = CompileOptions.model_validate(options or {})
@@ -130,14 +130,15 @@ class Compiler:
                              "server", "less_than_equal")
         get_mapper(opts.mapper)  # unknown or not installed -> InputError at options.mapper
         shapes = _input_shapes(input_shapes)
-        feeds = None
+        calibration_names = None
         if calibration is not None:
             if not opts.quantize:
                 raise InputError(("calibration",), "calibration data is what options.quantize quantizes a float "
                                  "model on: give it with options.quantize=true (or leave it out)")
-            feeds = read_calibration(calibration)
+            # the zip's directory and the arrays' headers only: the compile process loads the data
+            calibration_names = set(calibration_index(calibration))
         hw = self._resolve_hardware(hardware)
-        name = _read_model(model, shapes, opts.quantize, feeds, ops)
+        name = _read_model(model, shapes, opts.quantize, calibration_names, ops)
         digest = model_digest(model, hw, opts, shapes or None)
         if calibration is not None:  # other calibration data is another compile
             digest = hashlib.sha256(f"{digest}:{hashlib.sha256(calibration).hexdigest()}".encode()).hexdigest()
@@ -265,7 +266,7 @@ def _input_shapes(value: Any) -> dict[str, list[int]]:
 
 
 def _read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
-                calibration: list[dict[str, Any]] | None = None, ops: set[str] | None = None) -> str:
+                calibration: set[str] | None = None, ops: set[str] | None = None) -> str:
     """Read the model with ONNX alone (no TVM, no compile): the errors `compile_model` would raise first, before
     anything is stored (with `ops`, an operator no compile can import too). Returns the model's name."""
     from tileplan.frontend import onnx_import
@@ -276,8 +277,8 @@ def _read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool
         onnx_import.apply_input_shapes(decoded, input_shapes)
         if calibration is not None:
             inputs = {i.name: i for i in onnx_import.graph_inputs(decoded)}
-            if set(calibration[0]) != set(inputs):
-                raise InputError(("calibration",), f"arrays {sorted(calibration[0])}; the model's inputs are "
+            if calibration != set(inputs):
+                raise InputError(("calibration",), f"arrays {sorted(calibration)}; the model's inputs are "
                                  f"{sorted(inputs)}")
         if onnx_import.is_float_model(decoded):
             onnx_import.infer_shapes(decoded)

@@ -106,8 +106,8 @@ def compile_in_process(db_url: str, compile_id: str, hardware: dict[str, Any], m
     {"ok": True, "summary", "artifact"} or {"ok": False, "error": {loc, msg, type}} (an InputError names the
     node or input at fault; anything else is the compiler's fault and says so without a traceback)."""
     from tileplan.errors import InputError
+    from tileplan.frontend.calibration import read_calibration
     from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
-    from tileplan.frontend.onnx_import import read_calibration
     from tileplan.hardware import HardwareDescriptor
 
     store = _process_store(db_url)
