@@ -315,6 +315,13 @@ def cmd_compiles(args: argparse.Namespace, client: TileplanClient) -> int:
     return OK
 
 
+def cmd_delete_compile(args: argparse.Namespace, client: TileplanClient) -> int:
+    for compile_id in args.ids:
+        client.delete_compile(compile_id)
+        print(f"deleted {compile_id}", file=sys.stderr)
+    return OK
+
+
 def cmd_job(args: argparse.Namespace, client: TileplanClient) -> int:
     job = client.job(args.id)
     if args.wait and not job.finished:
@@ -504,6 +511,10 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--cursor", help="next_cursor of the previous page")
     _json_out(cs, "the page")
     cs.set_defaults(func=cmd_compiles)
+
+    dc = sub.add_parser("delete-compile", help="delete compiles you asked for (their model and artifact)")
+    dc.add_argument("ids", nargs="+", metavar="ID", help="a compile's id (GET /compiles)")
+    dc.set_defaults(func=cmd_delete_compile)
 
     j = sub.add_parser("job", help="a job's status (and plans, once done)")
     j.add_argument("id")

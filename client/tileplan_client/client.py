@@ -374,6 +374,11 @@ class TileplanClient(_Api):
             f.write(data)
         return os.fspath(path)
 
+    def delete_compile(self, compile: CompileRef) -> None:
+        """Let go of a compile you asked for: its model, summary and artifact are deleted, unless other owners asked
+        for the same compile (they keep it); it no longer counts against your quota. An admin token deletes any."""
+        self._request("DELETE", f"/compiles/{self.compile_id(compile)}")
+
     # -- hardware and health ----------------------------------------------------------------------------------
 
     def hardware(self) -> list[Hardware]:
@@ -538,6 +543,9 @@ class AsyncTileplanClient(_Api):
         with open(path, "wb") as f:
             f.write(data)
         return os.fspath(path)
+
+    async def delete_compile(self, compile: CompileRef) -> None:
+        await self._request("DELETE", f"/compiles/{self.compile_id(compile)}")
 
     async def hardware(self) -> list[Hardware]:
         return [Hardware.from_dict(h) for h in (await self._json("GET", "/hardware"))[1]["hardware"]]

@@ -16,7 +16,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TILEPLAN_", extra="ignore")
+    # (hide_input_in_errors: a bad setting's error names the variable and why, never echoes tokens into a log)
+    model_config = SettingsConfigDict(env_prefix="TILEPLAN_", extra="ignore", hide_input_in_errors=True)
 
     data_dir: Path = Field(default=Path("data"), description="Where the default SQLite cache lives (relative: to the working directory).")
     database_url: str | None = Field(
@@ -66,10 +67,27 @@ class Settings(BaseSettings):
         "Largest size of any layer field (channels, image sides, M/K/N, kernel, stride, ...); past it: 422."))
 
     # Access
-    tokens: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Comma-separated API tokens; empty: no tokens needed."
-    )
+    tokens: Annotated[list[str], NoDecode] = Field(default_factory=list, description=(
+        "Comma-separated API tokens, each `token` or `token:scope` with scope read, write or admin (a plain token "
+        "is write: what every token could do before scopes); empty: no tokens needed."))
     protect_reads: bool = Field(default=False, description="With tokens set, require one on every endpoint.")
+
+    # Storage and fairness (per owner: a token's fingerprint, or the client's address without tokens)
+    compile_quota_bytes: int = Field(default=1 << 30, gt=0, description=(
+        "Bytes of stored compiles (model, request, summary, artifact) one owner may hold; a new compile past it: 409."))
+    compile_max_age_s: float = Field(default=30 * 86400.0, gt=0, description=(
+        "A finished compile nobody has asked for (POST, GET .../artifact) for this long is deleted."))
+    compile_store_max_bytes: int = Field(default=8 << 30, gt=0, description=(
+        "Total bytes of stored compiles; past it the least recently used finished ones are deleted."))
+    job_max_age_s: float = Field(default=7 * 86400.0, gt=0, description=(
+        "Finished /schedule jobs are deleted this long after they finished (their plans stay cached)."))
+    retention_interval_s: float = Field(default=300.0, gt=0, description=(
+        "How often the server applies the retention settings (also after each compile it stores)."))
+    owner_max_layers: int = Field(default=4, ge=1, description=(
+        "Layers of one owner solved at once (local: at most the solver processes; procrastinate: over all "
+        "workers); the rest wait, served round robin with other owners' layers."))
+    owner_max_compiles: int = Field(default=1, ge=1, description=(
+        "Compiles of one owner run at once; the rest wait, served round robin with other owners' compiles."))
 
     # Durability of distributed work
     claim_ttl_s: float = Field(default=30.0, gt=0, description="A solve claim not renewed for this long is free.")
@@ -89,10 +107,37 @@ class Settings(BaseSettings):
             return [t.strip() for t in v.split(",") if t.strip()]
         return v
 
+    @field_validator("tokens")
+    @classmethod
+    def _known_scopes(cls, v: list[str]) -> list[str]:
+        token_scopes(v)  # a misspelt scope fails at start, not as a silently different token
+        return v
+
     def db_url(self) -> str:
         if self.database_url:
             return normalise_db_url(self.database_url)
         return f"sqlite:///{self.data_dir / 'tileplan.db'}"
+
+
+SCOPES = ("read", "write", "admin")  # each allows what the ones before it allow
+
+
+def token_scopes(tokens: list[str]) -> list[tuple[str, str]]:
+    """(token, scope) of each `TILEPLAN_TOKENS` entry: `token:scope` with a scope of SCOPES, or a plain token,
+    which is `write` (before scopes every token could write; none could act on others' hardware, as admin may).
+    A `:` followed by anything else is refused (naming the entry by position, never the token)."""
+    out = []
+    for i, entry in enumerate(tokens, 1):
+        token, sep, scope = entry.rpartition(":")
+        if not sep:
+            token, scope = entry, "write"
+        elif scope not in SCOPES:
+            raise ValueError(f"entry {i}: unknown scope {scope[:20]!r} after ':' (read, write or admin; "
+                             "a token without a scope is write)")
+        if not token.strip():
+            raise ValueError(f"entry {i}: an empty token")
+        out.append((token.strip(), scope))
+    return out
 
 
 def normalise_db_url(url: str) -> str:

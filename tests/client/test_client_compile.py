@@ -161,3 +161,22 @@ def test_sdk_and_cli_take_calibration_data(service: str, tmp_path: Path) -> None
                 "--calibration", str(calib), "--time-limit", "2", url=service)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["id"] == c.id and "note: float model quantized by Tileplan" in r.stderr
+
+
+def test_sdk_and_cli_delete_compiles(service: str) -> None:
+    """Deleting a compile you asked for (not waited for: a queued or running one is stopped)."""
+    from tileplan_client import NotFound
+
+    model = zoo.build("mlp", "qdq")
+    with TileplanClient(service, timeout=300) as client:
+        first = client.submit_compile(HW, model, options={"time_limit_s": 1, "emulate": False})
+        client.delete_compile(first)
+        with pytest.raises(NotFound):
+            client.get_compile(first)
+        with pytest.raises(NotFound):
+            client.delete_compile(first)
+        again = client.submit_compile(HW, model, options={"time_limit_s": 1, "emulate": False})
+        assert again.id == first.id  # the same request, stored again
+    r = run_cli("delete-compile", again.id, url=service)
+    assert r.returncode == 0 and f"deleted {again.id}" in r.stderr, r.stderr
+    assert run_cli("delete-compile", again.id, url=service).returncode == 2  # no such compile: bad input

@@ -18,7 +18,8 @@ TOKENS = {"alice": {"authorization": "Bearer alice-token"}, "bob": {"authorizati
 
 
 def _client(settings: Settings) -> TestClient:
-    return TestClient(create_app(settings), raise_server_exceptions=False)
+    """Writing as alice unless a request says otherwise (with tokens configured every write needs one)."""
+    return TestClient(create_app(settings), raise_server_exceptions=False, headers=TOKENS["alice"])
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,11 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         yield c
 
 
+WRITE = {"authorization": "Bearer s3cret"}  # with tokens configured every write needs one
+
+
 def schedule(client: TestClient, layers: list[dict], hardware: object = "gemmini-16x16", **body: object):
-    return client.post("/schedule", json={"hardware": hardware, "layers": layers, **body})
+    return client.post("/schedule", json={"hardware": hardware, "layers": layers, **body}, headers=WRITE)
 
 
 def test_schedule_returns_plans_in_contract_shape(client: TestClient) -> None:

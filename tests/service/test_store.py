@@ -116,7 +116,7 @@ def test_compiles_dedupe_progress_finish_and_retry(store: Store) -> None:
                                     deadline=time.time() + 60)
     c = store.get_compile("c1")
     assert (c.status, c.model_name, c.request, c.artifact_bytes) == ("queued", "m1", req, None)
-    assert store.compile_model_bytes("c1") == b"onnx-1" and store.unfinished_compiles() == ["c1"]
+    assert store.compile_model_bytes("c1") == b"onnx-1" and store.unfinished_compiles() == [("c1", None)]
     assert store.start_compile("c1") == 1
     store.compile_progress("c1", 2, 5)
     c = store.get_compile("c1")

@@ -24,6 +24,7 @@ from tileplan.api.routes import compiles, hardware, plans, schedule, system
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.compiles import Compiler
 from tileplan.jobs.modules import ModuleBuilder
+from tileplan.jobs.retention import Retention
 from tileplan.jobs.sandbox import Sandbox
 from tileplan.jobs.scheduler import Scheduler
 from tileplan.settings import Settings, get_settings, is_postgres
@@ -75,15 +76,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         warming = asyncio.ensure_future(sandbox.warm())  # (not awaited: the API answers while it starts)
         # compiles run in the module builders' processes (apart from the solvers', at a lower priority); unfinished
         # ones are resumed where one server owns the work
+        retention = Retention(store, settings)  # (compiles past their age or the total, old jobs; never plans)
+        app.state.retention = retention
         compiler = Compiler(store, settings, lambda: modules.pool, app.state.scheduler.resolve_hardware,
-                            resume=queue.kind == "local", on_finish=metrics.on_compile)
+                            resume=queue.kind == "local", on_finish=metrics.on_compile, on_stored=retention.soon)
         app.state.compiler = compiler
         await queue.start()
         await compiler.start()
+        await retention.start()
         log.info("event=api_started db=%s queue=%s", store.dialect, queue.kind)
         try:
             yield
         finally:
+            await retention.stop()
             await compiler.stop()
             warming.cancel()
             sandbox.close()

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 from tileplan.api.answers import AnswerFromCache
 from tileplan.errors import InputError, MappingInfeasible
 from tileplan.jobs.disconnect import ClientGone
+from tileplan.store.repository import QuotaExceeded
 
 log = logging.getLogger("tileplan.api")
 
@@ -71,6 +72,12 @@ def install(app: FastAPI) -> None:
         status = 413 if exc.type == "too_many_layers" else (404 if exc.type == "not_found" else 422)
         items = getattr(exc, "all_details", None) or [exc.to_detail()]
         return JSONResponse({"detail": [_body_item(d) for d in items]}, status_code=status)
+
+    @app.exception_handler(QuotaExceeded)
+    async def _quota(request: Request, exc: QuotaExceeded) -> JSONResponse:
+        msg = (f"your stored compiles hold {exc.used} bytes; this one would add {exc.need}, over the quota of "
+               f"{exc.quota} bytes per owner (DELETE /compiles/{{id}} frees yours)")
+        return JSONResponse(detail(["body", "model"], msg, "quota_exceeded"), status_code=409)
 
     @app.exception_handler(MappingInfeasible)
     async def _infeasible(request: Request, exc: MappingInfeasible) -> JSONResponse:

@@ -50,4 +50,5 @@ def serve(
         loop="auto",
         http="auto",
         timeout_graceful_shutdown=10,
+        proxy_headers=False,  # a client's address is its TCP peer's: without tokens it is the owner (api.auth)
     )

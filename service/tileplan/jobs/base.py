@@ -22,7 +22,8 @@ class JobQueue:
     async def stop(self) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    async def submit(self, job_id: str, keys: list[str]) -> None:  # pragma: no cover - interface
+    async def submit(self, job_id: str, keys: list[str], owner: str | None = None) -> None:  # pragma: no cover
+        """Queue the layers `keys` of job `job_id` in `owner`'s share of the solvers (`tileplan.jobs.fair`)."""
         raise NotImplementedError
 
     async def cancel(self, job_id: str) -> None:

@@ -10,6 +10,8 @@ process (`SolverPool.compile`, the pool /schedule's solves and module builds use
 and writes its progress to the compile's row; the summary and the tar are stored in one write when it is done.
 A failure the model is at fault for that only the compile finds (a node TVM's importer fails on) is kept with
 its reason; a failure of the server's (a crash, the time limit) is tried again by the next identical request.
+Each compile is held by the owners that asked for it (quota: `Store.create_compile`; `delete`) and runs in the
+turn of the owner that asked first, round robin with other owners' compiles (`tileplan.jobs.fair`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tileplan.errors import InputError, from_validation_error
+from tileplan.jobs.fair import FairShare
 from tileplan.jobs.solve import SolverCrashed, SolverPool, SolveTimeout
 from tileplan.mappers.base import get_mapper
 from tileplan.settings import Settings
@@ -56,12 +59,16 @@ class CompileRequest:
 class Compiler:
     def __init__(self, store: Store, settings: Settings, pool_of: Callable[[], SolverPool],
                  resolve_hardware: Callable[[Any], Any], *, resume: bool = True,
-                 on_finish: Callable[[float, str], None] | None = None) -> None:
+                 on_finish: Callable[[float, str], None] | None = None,
+                 on_stored: Callable[[], None] | None = None) -> None:
         """`pool_of`: the solver pool to compile in (the local queue's, or a pool of one process);
         `resolve_hardware`: the scheduler's (catalog, registered and inline descriptors, as /schedule takes);
         `resume`: run the unfinished compiles found at start (one server owns them: the local queue);
-        `on_finish(seconds, outcome)`: told of every compile run here (the metrics)."""
+        `on_finish(seconds, outcome)`: told of every compile run here (the metrics); `on_stored`: told when a
+        compile's artifact was stored (retention)."""
         self._on_finish = on_finish
+        self._on_stored = on_stored
+        self.fair = FairShare(settings.module_processes, settings.owner_max_compiles)
         self.store = store
         self.settings = settings
         self._pool_of = pool_of
@@ -75,9 +82,9 @@ class Compiler:
         self._ops = asyncio.ensure_future(self._supported_ops())
         await asyncio.to_thread(self.store.expire_compiles)
         if self._resume:
-            for compile_id in await asyncio.to_thread(self.store.unfinished_compiles):
+            for compile_id, owner in await asyncio.to_thread(self.store.unfinished_compiles):
                 log.info("event=compile_resumed id=%s", compile_id[:12])
-                self._spawn(compile_id)
+                self._spawn(compile_id, owner)
 
     async def _supported_ops(self) -> set[str] | None:
         """The operators a compile can import, asked once of a solver process (TVM stays out of the API
@@ -144,31 +151,41 @@ class Compiler:
             digest = hashlib.sha256(f"{digest}:{hashlib.sha256(calibration).hexdigest()}".encode()).hexdigest()
         return CompileRequest(digest, model, name, hw, opts, shapes, calibration)
 
-    async def submit(self, req: CompileRequest) -> Compile:
+    async def submit(self, req: CompileRequest, owner: str | None = None) -> Compile:
         """The compile of `req`: the stored one if there is one (a failure of the server's is tried again),
-        else a new one, queued."""
+        else a new one, queued. `owner` comes to hold it; `QuotaExceeded` (store) if that would take it past
+        `compile_quota_bytes`."""
         deadline = time.time() + self.settings.job_time_limit_s
         doc = {"hardware": req.hardware.model_dump(mode="json"), "options": req.options.model_dump(mode="json"),
                "input_shapes": req.input_shapes,
                "calibration": base64.b64encode(req.calibration).decode() if req.calibration is not None else None}
         created = await asyncio.to_thread(
             self.store.create_compile, req.id, model=req.model, model_name=req.model_name,
-            hardware=req.hardware.name, request=doc, deadline=deadline)
+            hardware=req.hardware.name, request=doc, deadline=deadline, owner=owner,
+            quota=self.settings.compile_quota_bytes)
         found = await self.get(req.id)
-        assert found is not None  # compiles are never deleted
+        if found is None:  # deleted (by its other owner, an admin or retention) as it was asked for again
+            return await self.submit(req, owner)
         if created:
             log.info("event=compile_queued id=%s model=%s hardware=%s", req.id[:12], req.model_name,
                      req.hardware.name)
-            self._spawn(req.id)
+            self._spawn(req.id, owner)
         elif (found.status == "failed" and (found.error or {}).get("type") in SERVER_FAULTS
               and await asyncio.to_thread(self.store.retry_compile, req.id, deadline)):
             log.info("event=compile_retried id=%s", req.id[:12])
-            self._spawn(req.id)
-            found = await self.get(req.id)
-            assert found is not None
+            self._spawn(req.id, owner)
+            found = await self.get(req.id) or found
         elif not found.finished and req.id not in self._tasks and self._resume:
-            self._spawn(req.id)  # recorded, but nobody here runs it (e.g. its server stopped before it began)
+            self._spawn(req.id, found.owner)  # recorded, but nobody here runs it (its server stopped before it began)
         return found
+
+    async def delete(self, compile_id: str, owner: str, *, admin: bool = False) -> str:
+        """`owner` lets go of the compile (`Store.delete_compile`'s outcome); when it is gone, its run here stops."""
+        outcome: str = await asyncio.to_thread(self.store.delete_compile, compile_id, owner, admin=admin)
+        task = self._tasks.get(compile_id)
+        if outcome == "deleted" and task is not None:
+            task.cancel()  # (a compile running in another API process finds its row gone and stores nothing)
+        return outcome
 
     async def get(self, compile_id: str) -> Compile | None:
         found = await asyncio.to_thread(self.store.get_compile, compile_id)
@@ -196,21 +213,26 @@ class Compiler:
 
     # -- running --------------------------------------------------------------------------------
 
-    def _spawn(self, compile_id: str) -> None:
+    def _spawn(self, compile_id: str, owner: str | None) -> None:
         if compile_id in self._tasks:
             return
-        task = asyncio.ensure_future(self._run(compile_id))
+        task = asyncio.ensure_future(self._run(compile_id, owner))
         self._tasks[compile_id] = task
         task.add_done_callback(lambda _t: self._tasks.pop(compile_id, None))
 
-    async def _run(self, compile_id: str) -> None:
+    async def _run(self, compile_id: str, owner: str | None) -> None:
+        async with self.fair.turn(owner):  # (queued until then: its owner's other compiles, or others', run)
+            await self._compile(compile_id)
+
+    async def _compile(self, compile_id: str) -> None:
         try:
             attempt = await asyncio.to_thread(self.store.start_compile, compile_id)
             if not attempt:
                 return
             found = await asyncio.to_thread(self.store.get_compile, compile_id)
             model = await asyncio.to_thread(self.store.compile_model_bytes, compile_id)
-            assert found is not None and model is not None
+            if found is None or model is None:
+                return  # deleted as it started
             req = found.request
             start = time.perf_counter()
             try:
@@ -224,6 +246,8 @@ class Compiler:
                 out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_crashed"}}
             if out["ok"]:
                 await asyncio.to_thread(self.store.finish_compile, compile_id, out["summary"], out["artifact"])
+                if self._on_stored is not None:
+                    self._on_stored()
             else:  # the model's fault: kept with its reason (asked again, answered again), without the model
                 await asyncio.to_thread(self.store.fail_compile, compile_id, out["error"],
                                         final=out["error"].get("type") not in SERVER_FAULTS)

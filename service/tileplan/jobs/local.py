@@ -1,7 +1,8 @@
 """The embedded job queue of `tileplan serve`: layers run as asyncio tasks over a local process pool.
 
 Jobs are recorded in the database like deployed ones, so a restarted server resumes the unfinished
-ones it finds (their cached layers are not solved again).
+ones it finds (their cached layers are not solved again). Layers take turns at the solver processes per owner,
+round robin (`tileplan.jobs.fair`): one owner's flood does not hold back another's layer.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from tileplan.jobs.base import JobQueue
+from tileplan.jobs.fair import FairShare
 from tileplan.jobs.runner import LayerRunner
 from tileplan.jobs.solve import SolverPool
 from tileplan.settings import Settings
@@ -32,16 +34,17 @@ class LocalQueue(JobQueue):
         self.runner = LayerRunner(store, self.pool, settings, on_solve=on_solve, on_job_final=self._job_final)
         self._tasks: set[asyncio.Task[None]] = set()
         self._layers: dict[tuple[str, str], asyncio.Task[None]] = {}  # (job, key) -> its task, while it runs
+        self.fair = FairShare(settings.solver_processes, settings.owner_max_layers)
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.runner.start()
         self._spawn(self.pool.warm())
         self._sweeper = asyncio.create_task(self._sweep())
-        for job_id in await asyncio.to_thread(self.store.unfinished_jobs):
+        for job_id, owner in await asyncio.to_thread(self.store.unfinished_jobs):
             keys = await asyncio.to_thread(self.store.pending_layers, job_id)
             log.info("event=job_resumed job=%s layers=%d", job_id, len(keys))
-            await self.submit(job_id, keys)
+            await self.submit(job_id, keys, owner)
 
     async def stop(self) -> None:
         if self._sweeper:
@@ -54,9 +57,9 @@ class LocalQueue(JobQueue):
         await self.runner.stop()
         self.pool.close()
 
-    async def submit(self, job_id: str, keys: list[str]) -> None:
+    async def submit(self, job_id: str, keys: list[str], owner: str | None = None) -> None:
         for key in keys:
-            task = self._spawn(self._run(job_id, key))
+            task = self._spawn(self._run(job_id, key, owner))
             self._layers[(job_id, key)] = task
             task.add_done_callback(functools.partial(self._layer_done, (job_id, key)))
 
@@ -79,11 +82,12 @@ class LocalQueue(JobQueue):
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _run(self, job_id: str, key: str) -> None:
+    async def _run(self, job_id: str, key: str, owner: str | None) -> None:
         attempts = self.settings.max_attempts
         for attempt in range(1, attempts + 1):
             try:
-                await self.runner.run_layer(job_id, key, give_up=attempt == attempts)
+                async with self.fair.turn(owner):
+                    await self.runner.run_layer(job_id, key, give_up=attempt == attempts)
                 return
             except asyncio.CancelledError:
                 raise

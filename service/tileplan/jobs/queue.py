@@ -5,6 +5,14 @@ A task whose worker dies stays `doing` in procrastinate's table; every worker sw
 worker stopped sending heartbeats and puts them back in the queue, so a killed worker's layers are
 solved by another. Tasks that fail with an exception are retried by procrastinate's retry strategy;
 after the last attempt the layer is failed with the reason.
+
+Fair shares of the workers per owner, with what procrastinate offers (its `procrastinate_fetch_job` picks the todo
+job of highest priority, then lowest id, whose `lock` no doing job holds and no todo job of higher priority holds):
+- priority: an owner's n-th waiting layer gets priority -n (n counted from its layers still todo or doing when it
+  is deferred), so each fetch takes the layer that is earliest in its owner's line, across owners: round robin by
+  position, and one owner's flood of 1,000 ranks behind another's first layer;
+- lock: an owner's layers are spread over `owner_max_layers` locks (`tileplan:<owner>:<lane>`), so at most that
+  many of them are doing at once over all workers.
 """
 
 from __future__ import annotations
@@ -16,9 +24,11 @@ from typing import Any
 
 import procrastinate
 import psycopg
+from procrastinate.jobs import Job
 from procrastinate.schema import SchemaManager
 
 from tileplan.jobs.base import JobQueue
+from tileplan.jobs.fair import ANONYMOUS
 from tileplan.settings import Settings, libpq_url
 from tileplan.store import Store
 
@@ -61,7 +71,7 @@ def make_app(db_url: str, settings: Settings) -> procrastinate.App:
 
     @app.task(name=TASK, queue=QUEUE, pass_context=True,
               retry=procrastinate.RetryStrategy(max_attempts=max_attempts, wait=1))
-    async def solve_layer(context: procrastinate.JobContext, job_id: str, key: str) -> None:
+    async def solve_layer(context: procrastinate.JobContext, job_id: str, key: str, owner: str | None = None) -> None:
         runner = context.additional_context["runner"]
         attempt = (context.job.attempts or 0) + 1
         await runner.run_layer(job_id, key, give_up=attempt >= max_attempts)
@@ -97,10 +107,18 @@ class ProcrastinateQueue(JobQueue):
     async def stop(self) -> None:
         await self.app.close_async()
 
-    async def submit(self, job_id: str, keys: list[str]) -> None:
-        deferrer = self.app.configure_task(TASK, queue=QUEUE)
-        jobs: list[dict[str, Any]] = [{"job_id": job_id, "key": key} for key in keys]
-        await deferrer.batch_defer_async(*jobs)
+    async def submit(self, job_id: str, keys: list[str], owner: str | None = None) -> None:
+        who = owner or ANONYMOUS
+        rows = await self.app.connector.execute_query_all_async(
+            "SELECT count(*) AS n FROM procrastinate_jobs WHERE queue_name = %(q)s AND status IN ('todo', 'doing') "
+            "AND args->>'owner' = %(o)s", q=QUEUE, o=who)
+        ahead = int(rows[0]["n"]) if rows else 0
+        lanes = self.settings.owner_max_layers
+        jobs = [Job(id=None, queue=QUEUE, task_name=TASK, priority=-(ahead + i),
+                    lock=f"tileplan:{who}:{(ahead + i) % lanes}", queueing_lock=None,
+                    task_kwargs={"job_id": job_id, "key": key, "owner": who})
+                for i, key in enumerate(keys)]
+        await self.app.job_manager.batch_defer_jobs_async(jobs)
 
     async def depth(self) -> dict[str, Any]:
         rows = await self.app.connector.execute_query_all_async(

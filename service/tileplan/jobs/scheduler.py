@@ -189,11 +189,13 @@ class Scheduler:
     # -- the request ----------------------------------------------------------------------------
 
     async def schedule(self, hardware: Any, layers: list[Any], options: ScheduleOptions, *, wait: bool,
-                       notes: list[str] | None = None, model: str | None = None, gone: Gone | None = None) -> Answer:
+                       notes: list[str] | None = None, model: str | None = None, gone: Gone | None = None,
+                       owner: str | None = None) -> Answer:
         """`notes`: what the request's reading left out (e.g. the ONNX operators of a model that were not
         planned); they are part of every answer to it, the job's too. `model`: the name of the ONNX model the
         layers come from (the browser view groups a model's layers by it). `gone`: whether the client has left; if
-        it leaves while waiting for its job, the job is abandoned (`_abandon`)."""
+        it leaves while waiting for its job, the job is abandoned (`_abandon`). `owner`: whose share of the solvers
+        the layers to solve take (`tileplan.jobs.fair`)."""
         start = time.perf_counter()
         hw = await self.hardware(hardware)
         p = self.prepare(hardware, hw, layers, options)
@@ -227,9 +229,9 @@ class Scheduler:
         deadline = time.time() + self.settings.job_time_limit_s
         await asyncio.to_thread(
             self.store.create_job, job_id, hardware=p.hw.name, request=request, layers=p.unique,
-            cached=set(cached), deadline=deadline,
+            cached=set(cached), deadline=deadline, owner=owner,
         )
-        await self.queue.submit(job_id, missing)
+        await self.queue.submit(job_id, missing, owner)
         misses = len(p.keys) - hits
         limit = self.settings.wait_limit_s if wait else 0.0
         try:

@@ -30,11 +30,27 @@ def upgrade(engine: Engine) -> None:
     """Apply every pending migration (idempotent)."""
     cfg = alembic_config(engine.url.render_as_string(hide_password=False))
     with _migration_lock(engine):
+        if engine.dialect.name == "sqlite":
+            _incremental_vacuum(engine)
         with engine.begin() as conn:
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_KEY})
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+
+
+def _incremental_vacuum(engine: Engine) -> None:
+    """A SQLite file whose deleted rows' pages can be given back (`Store.reclaim`): auto_vacuum=INCREMENTAL, set
+    set by one VACUUM (a rewrite of the file: instant for a new one, once for a file made before)."""
+    conn = engine.raw_connection()
+    try:
+        cur = conn.cursor()
+        if cur.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            cur.execute("VACUUM")  # (needed even for a new file: WAL mode, set on connect, has written its header)
+        cur.close()
+    finally:
+        conn.close()
 
 
 @contextlib.contextmanager

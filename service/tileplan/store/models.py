@@ -81,8 +81,9 @@ class JobRow(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON list of {loc, msg, type}
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True, index=True)
     deadline: Mapped[float] = mapped_column(Float)  # epoch seconds
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)  # whose share of the solvers it runs in
 
 
 class JobLayerRow(Base):
@@ -137,3 +138,17 @@ class CompileRow(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     deadline: Mapped[float] = mapped_column(Float)  # epoch seconds
+    stored_bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # model + request + summary + artifact
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True, index=True)
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)  # who asked first: whose share it runs in
+
+
+class CompileOwnerRow(Base):
+    """An owner holding a compile: each owner that asked for it (the same request is one compile). Quotas count
+    every compile an owner holds; the compile goes when the last holder deletes it (or by retention)."""
+
+    __tablename__ = "compile_owners"
+
+    compile_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

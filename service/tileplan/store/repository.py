@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,19 @@ from sqlalchemy import Connection, Engine, create_engine, delete, event, func, i
 from sqlalchemy.dialects import postgresql, sqlite
 
 from tileplan.store.migrate import upgrade
-from tileplan.store.models import ClaimRow, CompileRow, HardwareRow, JobLayerRow, JobRow, ModuleRow, PlanRow
+from tileplan.store.models import (
+    ClaimRow,
+    CompileOwnerRow,
+    CompileRow,
+    HardwareRow,
+    JobLayerRow,
+    JobRow,
+    ModuleRow,
+    PlanRow,
+)
 
 FINAL = ("done", "failed")
+WAL_LIMIT_BYTES = 64 * 1024 * 1024  # what a checkpointed SQLite WAL file is truncated back to
 
 # Layer ops that name the same computation (workload.MatmulLayer accepts both).
 OP_ALIASES: dict[str, tuple[str, ...]] = {"matmul": ("matmul", "dense"), "dense": ("matmul", "dense")}
@@ -133,10 +143,21 @@ class Compile:
     updated_at: datetime
     finished_at: datetime | None
     deadline: float
+    stored_bytes: int = 0
+    used_at: datetime | None = None
+    owner: str | None = None  # who asked first (whose share of the compile processes it runs in)
 
     @property
     def finished(self) -> bool:
         return self.status in FINAL
+
+
+class QuotaExceeded(Exception):
+    """A new compile would take its owner past its quota of stored bytes."""
+
+    def __init__(self, used: int, need: int, quota: int) -> None:
+        super().__init__(f"{used} + {need} > {quota}")
+        self.used, self.need, self.quota = used, need, quota
 
 
 def make_engine(url: str, *, pool_size: int = 16) -> Engine:
@@ -158,6 +179,7 @@ def make_engine(url: str, *, pool_size: int = 16) -> Engine:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")  # a big write's WAL does not stay big
             cur.close()
 
         @event.listens_for(engine, "begin")
@@ -504,8 +526,10 @@ class Store:
         layers: Sequence[tuple[str, int]],
         cached: set[str],
         deadline: float,
+        owner: str | None = None,
     ) -> None:
-        """A job over the unique layers `(key, first index)`; the `cached` ones count as done already."""
+        """A job over the unique layers `(key, first index)`; the `cached` ones count as done already. `owner`: whose
+        share of the solvers its layers take (`tileplan.jobs.fair`)."""
         ts = now_utc()
         done = sum(1 for key, _ in layers if key in cached)
         with self._write() as conn, conn.begin():
@@ -513,7 +537,7 @@ class Store:
                 insert(JobRow).values(
                     id=job_id, status="queued", hardware=hardware, request=json.dumps(request, separators=(",", ":")),
                     total=len(layers), done=done, failed=0, error=None, created_at=ts, updated_at=ts,
-                    finished_at=None, deadline=deadline,
+                    finished_at=None, deadline=deadline, owner=owner,
                 )
             )
             conn.execute(
@@ -650,11 +674,11 @@ class Store:
             if self.fail_job(i, {"loc": [], "msg": "the job exceeded its time limit", "type": "time_limit"})
         ]
 
-    def unfinished_jobs(self) -> list[str]:
+    def unfinished_jobs(self) -> list[tuple[str, str | None]]:
+        """(id, owner) of every unfinished job, oldest first."""
         with self.engine.connect() as conn:
-            return list(
-                conn.execute(select(JobRow.id).where(JobRow.status.not_in(FINAL)).order_by(JobRow.created_at)).scalars()
-            )
+            return [(i, o) for i, o in conn.execute(
+                select(JobRow.id, JobRow.owner).where(JobRow.status.not_in(FINAL)).order_by(JobRow.created_at))]
 
     def queue_depth(self) -> int:
         with self.engine.connect() as conn:
@@ -669,30 +693,106 @@ class Store:
         CompileRow.hardware, CompileRow.request, CompileRow.ops_done, CompileRow.ops_total, CompileRow.summary,
         CompileRow.artifact_sha256, func.length(CompileRow.artifact), CompileRow.error, CompileRow.attempts,
         CompileRow.created_at, CompileRow.updated_at, CompileRow.finished_at, CompileRow.deadline,
+        CompileRow.stored_bytes, CompileRow.used_at, CompileRow.owner,
     )
 
     @staticmethod
     def _compile(row: Any) -> Compile:
         (seq, id_, status, name, sha, hw, request, done, total, summary, art_sha, art_len, error, attempts,
-         created, updated, finished, deadline) = row
+         created, updated, finished, deadline, stored, used, owner) = row
         return Compile(seq, id_, status, name, sha, hw, json.loads(request), done, total,
                        json.loads(summary) if summary else None, art_sha, art_len,
-                       json.loads(error) if error else None, attempts, created, updated, finished, deadline)
+                       json.loads(error) if error else None, attempts, created, updated, finished, deadline,
+                       int(stored or 0), used, owner)
 
     def create_compile(self, compile_id: str, *, model: bytes, model_name: str, hardware: str,
-                       request: dict[str, Any], deadline: float) -> bool:
+                       request: dict[str, Any], deadline: float, owner: str | None = None,
+                       quota: int | None = None) -> bool:
         """Record an accepted compile (queued); False if one with this id exists already (a second asker of the
-        same compile shares the first one's)."""
+        same compile shares the first one's). `owner` comes to hold it (`compile_owners`); with `quota`, unless it
+        holds it already, QuotaExceeded if what it holds and this compile's bytes would be over `quota` (checked
+        and recorded in one write, so an owner's concurrent requests cannot both slip under it)."""
         ts = now_utc()
+        body = json.dumps(request, separators=(",", ":"))
+        size = len(model) + len(body)
         values = dict(
             id=compile_id, status="queued", model_name=model_name[:200], model_sha256=hashlib.sha256(model).hexdigest(),
-            hardware=hardware[:200], request=json.dumps(request, separators=(",", ":")), model=model, ops_done=0,
+            hardware=hardware[:200], request=body, model=model, ops_done=0,
             ops_total=0, summary=None, artifact=None, artifact_sha256=None, error=None, attempts=0, created_at=ts,
-            updated_at=ts, finished_at=None, deadline=deadline,
+            updated_at=ts, finished_at=None, deadline=deadline, stored_bytes=size, used_at=ts,
+            owner=owner,
         )
         stmt = self._insert(CompileRow).values(**values).on_conflict_do_nothing(index_elements=["id"])
         with self._write() as conn, conn.begin():
-            return conn.execute(stmt.returning(CompileRow.seq)).first() is not None
+            if owner is not None and quota is not None:
+                self._check_quota(conn, compile_id, owner, size, quota)
+            created = conn.execute(stmt.returning(CompileRow.seq)).first() is not None
+            if not created:
+                conn.execute(update(CompileRow).where(CompileRow.id == compile_id).values(used_at=ts))
+            if owner is not None:
+                conn.execute(self._insert(CompileOwnerRow).values(compile_id=compile_id, owner=owner, created_at=ts)
+                             .on_conflict_do_nothing(index_elements=["compile_id", "owner"]))
+        return created
+
+    def _check_quota(self, conn: Connection, compile_id: str, owner: str, new_bytes: int, quota: int) -> None:
+        if self.dialect == "postgresql":  # an owner's submissions one at a time (SQLite: BEGIN IMMEDIATE is)
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:o, 7))"), {"o": owner})
+        held = conn.execute(select(CompileOwnerRow.owner).where(
+            CompileOwnerRow.compile_id == compile_id, CompileOwnerRow.owner == owner)).first()
+        if held is not None:
+            return
+        existing = conn.execute(select(CompileRow.stored_bytes).where(CompileRow.id == compile_id)).scalar()
+        need = int(existing) if existing is not None else new_bytes
+        used = self._owner_bytes(conn, owner)
+        if used + need > quota:
+            raise QuotaExceeded(used, need, quota)
+
+    @staticmethod
+    def _owner_bytes(conn: Connection, owner: str) -> int:
+        return int(conn.execute(
+            select(func.coalesce(func.sum(CompileRow.stored_bytes), 0))
+            .join(CompileOwnerRow, CompileOwnerRow.compile_id == CompileRow.id)
+            .where(CompileOwnerRow.owner == owner)
+        ).scalar_one())
+
+    def owner_compile_bytes(self, owner: str) -> int:
+        """Bytes of the compiles `owner` holds (what its quota counts)."""
+        with self.engine.connect() as conn:
+            return self._owner_bytes(conn, owner)
+
+    def compile_holders(self, compile_id: str) -> set[str]:
+        with self.engine.connect() as conn:
+            return set(conn.execute(
+                select(CompileOwnerRow.owner).where(CompileOwnerRow.compile_id == compile_id)).scalars())
+
+    def touch_compile(self, compile_id: str) -> None:
+        """The compile was used now (retention deletes the least recently used first)."""
+        with self._write() as conn, conn.begin():
+            conn.execute(update(CompileRow).where(CompileRow.id == compile_id).values(used_at=now_utc()))
+
+    def delete_compile(self, compile_id: str, owner: str, *, admin: bool = False) -> str:
+        """`owner` lets go of a compile: "deleted" (it held it alone, or `admin`, or nobody held it: a compile stored
+        before owners), "released" (other owners still hold it: it stays for them), "forbidden" (it does not hold
+        it), "missing"."""
+        with self._write() as conn, conn.begin():
+            if conn.execute(select(CompileRow.seq).where(CompileRow.id == compile_id)).first() is None:
+                return "missing"
+            holders = set(conn.execute(
+                select(CompileOwnerRow.owner).where(CompileOwnerRow.compile_id == compile_id)).scalars())
+            if holders and not admin:
+                if owner not in holders:
+                    return "forbidden"
+                if holders != {owner}:
+                    conn.execute(delete(CompileOwnerRow).where(CompileOwnerRow.compile_id == compile_id,
+                                                               CompileOwnerRow.owner == owner))
+                    return "released"
+            self._delete_compiles(conn, [compile_id])
+        return "deleted"
+
+    @staticmethod
+    def _delete_compiles(conn: Connection, ids: list[str]) -> None:
+        conn.execute(delete(CompileOwnerRow).where(CompileOwnerRow.compile_id.in_(ids)))
+        conn.execute(delete(CompileRow).where(CompileRow.id.in_(ids)))
 
     def get_compile(self, compile_id: str) -> Compile | None:
         with self.engine.connect() as conn:
@@ -748,12 +848,14 @@ class Store:
         """Store a compile's summary and artifact and mark it done, in one write; False if it had finished."""
         ts = now_utc()
         ops = len(summary.get("ops", []))
+        text_ = json.dumps(summary, separators=(",", ":"))
         with self._write() as conn, conn.begin():
             return conn.execute(
                 update(CompileRow).where(CompileRow.id == compile_id, CompileRow.status.not_in(FINAL))
-                .values(status="done", summary=json.dumps(summary, separators=(",", ":")), artifact=artifact,
+                .values(status="done", summary=text_, artifact=artifact,
                         artifact_sha256=hashlib.sha256(artifact).hexdigest(), error=None, updated_at=ts,
-                        finished_at=ts, ops_done=ops, ops_total=ops)
+                        finished_at=ts, ops_done=ops, ops_total=ops, used_at=ts,
+                        stored_bytes=CompileRow.stored_bytes + len(artifact) + len(text_))
             ).rowcount > 0
 
     def fail_compile(self, compile_id: str, error: dict[str, Any], *, final: bool = False) -> bool:
@@ -761,8 +863,8 @@ class Store:
         the model is at fault, so the compile is never run again and its model's bytes are dropped."""
         ts = now_utc()
         values: dict[str, Any] = dict(status="failed", error=json.dumps(error), updated_at=ts, finished_at=ts)
-        if final:
-            values["model"] = b""
+        if final:  # (SET expressions read the row as it was: the model's length before it is emptied)
+            values.update(model=b"", stored_bytes=CompileRow.stored_bytes - func.length(CompileRow.model))
         with self._write() as conn, conn.begin():
             return conn.execute(
                 update(CompileRow).where(CompileRow.id == compile_id, CompileRow.status.not_in(FINAL))
@@ -779,11 +881,11 @@ class Store:
                         deadline=deadline)
             ).rowcount > 0
 
-    def unfinished_compiles(self) -> list[str]:
+    def unfinished_compiles(self) -> list[tuple[str, str | None]]:
+        """(id, owner who asked first) of every unfinished compile, oldest first."""
         with self.engine.connect() as conn:
-            return list(conn.execute(
-                select(CompileRow.id).where(CompileRow.status.not_in(FINAL)).order_by(CompileRow.seq)
-            ).scalars())
+            return [(i, o) for i, o in conn.execute(
+                select(CompileRow.id, CompileRow.owner).where(CompileRow.status.not_in(FINAL)).order_by(CompileRow.seq))]
 
     def expire_compiles(self, now: float | None = None) -> list[str]:
         """Fail every unfinished compile past its deadline; returns their ids."""
@@ -794,6 +896,71 @@ class Store:
             ).scalars())
         return [i for i in ids if self.fail_compile(
             i, {"loc": [], "msg": "the compile exceeded its time limit", "type": "time_limit"})]
+
+    # -- retention ------------------------------------------------------------------------------
+
+    def apply_retention(self, *, compile_max_age_s: float, compile_max_bytes: int, job_max_age_s: float,
+                        batch: int = 200) -> dict[str, int]:
+        """Delete finished compiles unused for `compile_max_age_s`, then the least recently used finished ones while
+        all compiles together are over `compile_max_bytes` (queued and running ones are never deleted), and
+        /schedule jobs finished over `job_max_age_s` ago (their plans stay). SQLite then gives the space back
+        (`reclaim`). Returns how many of each went."""
+        now = now_utc()
+        finished = CompileRow.status.in_(FINAL)
+        used = func.coalesce(CompileRow.used_at, CompileRow.updated_at)
+        with self.engine.connect() as conn:
+            old = list(conn.execute(select(CompileRow.id).where(
+                finished, used < now - timedelta(seconds=compile_max_age_s))).scalars())
+            total = int(conn.execute(select(func.coalesce(func.sum(CompileRow.stored_bytes), 0))).scalar_one())
+            by_use = conn.execute(select(CompileRow.id, CompileRow.stored_bytes).where(finished)
+                                  .order_by(used, CompileRow.seq)).all() if total > compile_max_bytes else []
+        gone = set(old)
+        total -= sum(int(b) for i, b in by_use if i in gone)
+        for compile_id, size in by_use:
+            if total <= compile_max_bytes:
+                break
+            if compile_id not in gone:
+                gone.add(compile_id)
+                total -= int(size)
+        ids = sorted(gone)
+        for i in range(0, len(ids), batch):
+            with self._write() as conn, conn.begin():
+                self._delete_compiles(conn, ids[i:i + batch])
+        jobs = 0
+        while True:
+            with self._write() as conn, conn.begin():
+                stale = list(conn.execute(select(JobRow.id).where(
+                    JobRow.finished_at < now - timedelta(seconds=job_max_age_s)).limit(batch)).scalars())
+                if stale:
+                    conn.execute(delete(JobLayerRow).where(JobLayerRow.job_id.in_(stale)))
+                    conn.execute(delete(JobRow).where(JobRow.id.in_(stale)))
+            jobs += len(stale)
+            if len(stale) < batch:
+                break
+        if ids or jobs:
+            self.reclaim()
+        return {"compiles": len(ids), "jobs": jobs}
+
+    def reclaim(self) -> None:
+        """SQLite: return free pages to the file system (incremental vacuum; the file is created with
+        auto_vacuum=INCREMENTAL, `migrate.upgrade`) and truncate the WAL. PostgreSQL reuses deleted rows' space
+        after its autovacuum; nothing to do here."""
+        if self.dialect != "sqlite":
+            return
+        conn = self.engine.raw_connection()
+        try:
+            cur = conn.cursor()
+            # (executescript steps the pragma to its end; execute() steps it once: one page freed)
+            cur.executescript("PRAGMA incremental_vacuum;")
+            cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            cur.close()
+        finally:
+            conn.close()
+
+    def compile_bytes(self) -> int:
+        """What every stored compile holds together."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.coalesce(func.sum(CompileRow.stored_bytes), 0))).scalar_one())
 
     # -- claims: one solver per key across processes -------------------------------------------
 
@@ -831,4 +998,5 @@ def open_store(url: str, *, migrate: bool = True) -> Store:
     return Store(url, migrate=migrate)
 
 
-__all__ = ["AsyncPlanReader", "CachedPlan", "Compile", "Job", "StoredModule", "Store", "open_store", "make_engine"]
+__all__ = ["AsyncPlanReader", "CachedPlan", "Compile", "Job", "QuotaExceeded", "StoredModule", "Store", "open_store",
+           "make_engine"]

@@ -1,4 +1,4 @@
-"""POST /compile, GET /compiles, GET /compiles/{id}, GET /compiles/{id}/artifact: whole models compiled."""
+"""POST /compile, GET /compiles, GET|DELETE /compiles/{id}, GET /compiles/{id}/artifact: whole models compiled."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
-from tileplan.api.auth import require_read
+from tileplan.api.auth import caller_of, require_read, require_write
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, CompileBody, CompilePage, CompileView, ErrorBody
 from tileplan.errors import InputError, from_validation_error
@@ -65,11 +65,14 @@ def compile_view(c: Compile, *, summary: bool = True) -> dict[str, Any]:
 @router.post(
     "/compile",
     response_model=None,
+    dependencies=[Depends(require_write)],
     openapi_extra=_BODY,
     responses={
         200: {"model": CompileView, "description": "Compiled (now, within the wait limit, or before: the same request "
                                                    "is the same compile)"},
         202: {"model": CompileView, "description": "Compiling: poll `links.self`"},
+        409: {"model": ErrorBody, "description": "A new compile would take its owner's stored compiles past "
+                                                 "`TILEPLAN_COMPILE_QUOTA_BYTES` (`type` quota_exceeded)"},
         500: {"model": ErrorBody, "description": "The compiler failed (not the model's fault); asking again retries"},
         **ERRORS,
         422: {"model": ErrorBody, "description": (
@@ -89,7 +92,7 @@ async def compile_model(request: Request) -> Response:
     ops = await compiler.supported_ops()
     req = await asyncio.to_thread(compiler.check, model, body.hardware, body.options, body.input_shapes, calibration,
                                   ops)
-    found = await compiler.submit(req)
+    found = await compiler.submit(req, caller_of(request).owner)
     if body.wait and not found.finished and state.settings.wait_limit_s > 0:
         found = await compiler.wait(req.id, state.settings.wait_limit_s) or found
     return _answer(found)
@@ -222,11 +225,31 @@ async def get_compile_artifact(request: Request, compile_id: str) -> Response:
             f"it is {found.status}; poll /compiles/{compile_id}")
         raise ApiError(409, ["path", "compile_id"], f"compile {compile_id} has no artifact: {why}", "not_ready")
     data = await asyncio.to_thread(request.app.state.store.compile_artifact, compile_id)
+    if data is not None:
+        await asyncio.to_thread(request.app.state.store.touch_compile, compile_id)  # (retention: recently used)
     if data is None:
         raise ApiError(404, ["path", "compile_id"], f"no artifact for compile {compile_id!r}", "not_found")
     headers = {"Content-Disposition": f'attachment; filename="{_filename(found.model_name)}.tar"',
                "ETag": f'"{found.artifact_sha256}"'}
     return Response(data, media_type="application/x-tar", headers=headers)
+
+
+@router.delete("/compiles/{compile_id}", status_code=204, dependencies=[Depends(require_write)],
+               responses={403: {"model": ErrorBody, "description": "Held by other owners only"},
+                          404: {"model": ErrorBody}, **ERRORS})
+async def delete_compile(request: Request, compile_id: str) -> Response:
+    """Let go of a compile you asked for: its model, summary and artifact are deleted (a running one is stopped),
+    unless other owners asked for the same compile too, who keep it (your quota no longer counts it either way).
+    An admin token deletes any compile outright."""
+    who = caller_of(request)
+    outcome = await request.app.state.compiler.delete(compile_id, who.owner, admin=who.admin) \
+        if len(compile_id) <= 64 else "missing"
+    if outcome == "missing":
+        raise ApiError(404, ["path", "compile_id"], f"no compile {compile_id!r}", "not_found")
+    if outcome == "forbidden":
+        raise ApiError(403, ["path", "compile_id"], f"compile {compile_id} was asked for by other owners only; "
+                       "only they (or an admin token) may delete it", "forbidden")
+    return Response(status_code=204)
 
 
 def _filename(name: str) -> str:

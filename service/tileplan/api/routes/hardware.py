@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from tileplan.api.auth import require_read, require_write
+from tileplan.api.auth import caller_of, require_read, require_write
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, HardwareList
 from tileplan.errors import InputError
@@ -46,7 +45,7 @@ def _registered(entry: RegisteredHardware) -> dict[str, Any]:
 @router.get("/hardware/{name}", responses={200: {"description": "The descriptor"}, 404: {"model": ErrorBody}})
 def get_hardware(name: str, request: Request) -> dict[str, Any]:
     """One descriptor (Tileplan format, as JSON); a registered one with its owner (a fingerprint of the token that
-    registered it) and version."""
+    registered it, or without tokens the client's address) and version."""
     hw = catalog().get(name)
     if hw is not None:
         return {**hw.model_dump(mode="json"), "source": "catalog"}
@@ -101,13 +100,13 @@ async def register_hardware(request: Request, name: str | None = NAME_QUERY) -> 
 @router.put(
     "/hardware/{name}",
     dependencies=[Depends(require_write)],
-    responses={403: {"model": ErrorBody, "description": "Registered with another token"},
+    responses={403: {"model": ErrorBody, "description": "Registered by another owner"},
                409: {"model": ErrorBody, "description": "A catalog descriptor has that name"}, **ERRORS},
     openapi_extra=BODY_DOC,
 )
 async def replace_hardware(name: str, request: Request) -> dict[str, Any]:
-    """Register or replace the descriptor `name` (its version goes up by one). Only the token that registered it
-    may replace it. Plans solved for the old descriptor stay cached under their own keys."""
+    """Register or replace the descriptor `name` (its version goes up by one). Only its owner (the token, or
+    without tokens the address, that registered it) or an admin token may replace it. Plans solved for the old descriptor stay cached under their own keys."""
     check_name(name, ("path", "name"))
     hw = await _descriptor_of(request, name, path_name=True)
     store = request.app.state.store
@@ -150,25 +149,23 @@ async def _descriptor_of(request: Request, name: str | None, path_name: bool = F
     return hw
 
 
-def owner_of(request: Request) -> str | None:
-    """Who is writing: a fingerprint of the bearer token (the token itself is never stored); None without tokens."""
-    if not request.app.state.settings.tokens:
-        return None
-    given = request.headers.get("authorization", "").partition(" ")[2].strip()
-    return hashlib.sha256(given.encode()).hexdigest()[:16]
+def owner_of(request: Request) -> str:
+    """Who is writing: a fingerprint of the bearer token (the token itself is never stored), or without tokens the
+    client's address (`tileplan.api.auth`)."""
+    return caller_of(request).owner
 
 
 def _check_owner(request: Request, entry: RegisteredHardware, what: str) -> None:
-    if entry.owner is not None and entry.owner != owner_of(request):
-        raise ApiError(403, ["path", "name"], f"{entry.name!r} was registered with another token; only it may {what} "
-                       "it", "forbidden")
+    if not caller_of(request).may_act_on(entry.owner):
+        raise ApiError(403, ["path", "name"], f"{entry.name!r} was registered by another owner; only it (or an admin "
+                       f"token) may {what} it", "forbidden")
 
 
 @router.delete("/hardware/{name}", status_code=204, dependencies=[Depends(require_write)],
                responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}, **ERRORS})
 async def delete_hardware(name: str, request: Request) -> Response:
-    """Remove a registered descriptor (catalog ones cannot be removed; a registered one only with the token that
-    registered it)."""
+    """Remove a registered descriptor (catalog ones cannot be removed; a registered one only by its owner or an
+    admin token)."""
     if name in catalog():
         raise ApiError(409, ["path", "name"], f"{name!r} is a catalog descriptor", "conflict")
     store = request.app.state.store

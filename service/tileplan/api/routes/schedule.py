@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from tileplan.api.answers import AnswerFromCache, KeptAnswer, KeptAnswers, split_at_seconds
-from tileplan.api.auth import require_read
+from tileplan.api.auth import caller_of, require_read, require_write
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, JobAccepted, JobView, ScheduleDone, ScheduleRequest
 from tileplan.errors import InputError
@@ -48,6 +48,7 @@ async def kept_answer(request: Request) -> bytes | None:
 @router.post(
     "/schedule",
     response_model=None,
+    dependencies=[Depends(require_write)],  # (before kept_answer: a kept answer is a write's answer too)
     responses={
         200: {"model": ScheduleDone, "description": "Every plan, from the cache or solved within the wait limit"},
         202: {"model": JobAccepted, "description": "Still solving: poll `links.self`"},
@@ -71,7 +72,7 @@ async def schedule(body: ScheduleRequest, request: Request,
     state = request.app.state
     answer = await state.scheduler.schedule(body.hardware, layers, body.options, wait=body.wait,
                                             notes=[f"model: {n}" for n in notes], model=model,
-                                            gone=request.is_disconnected)
+                                            gone=request.is_disconnected, owner=caller_of(request).owner)
     state.metrics.cache_hits.inc(answer.cache_hits)
     state.metrics.cache_misses.inc(answer.cache_misses)
     if digest is not None and answer.status_code == 200 and answer.cache_misses == 0 and model is None \

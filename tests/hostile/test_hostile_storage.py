@@ -1,0 +1,123 @@
+"""Case 6 of issue 23: nothing was ever deleted (each compile could store 128 MiB forever; one 90 MB model left a
+266 MB database and a 181 MB WAL). Now: a per-owner quota on stored compiles (409), DELETE /compiles/{id} for its
+owners (an admin: any), and retention by age and total size, least recently used first, applied by the server,
+with SQLite's space given back to the file system."""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tileplan.api.app import create_app
+from tileplan.api.auth import fingerprint
+from tileplan.frontend import zoo
+from tileplan.settings import Settings
+from tileplan.store import Store
+
+TOKENS = ["alice-token", "bob-token", "root-token:admin"]
+ALICE, BOB, ROOT = ({"authorization": f"Bearer {t}-token"} for t in ("alice", "bob", "root"))
+MiB = 1 << 20
+
+
+def put(store: Store, compile_id: str, size: int, *owners: str, done: bool = True) -> None:
+    """A finished compile of `size` model bytes (plus as many of artifact), held by `owners`."""
+    request = {"hardware": {"name": "hw"}, "options": {}, "input_shapes": {}}
+    for owner in owners or (None,):
+        store.create_compile(compile_id, model=os.urandom(size), model_name="m", hardware="hw", request=request,
+                             deadline=time.time() + 600, owner=owner)
+    if done:
+        store.start_compile(compile_id)
+        store.finish_compile(compile_id, {"ops": []}, os.urandom(size))
+
+
+def files_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.suffix != ".migrate-lock")
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("storage"), solver_processes=1, tokens=TOKENS,
+                        compile_quota_bytes=3 * MiB)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_a_new_compile_over_the_owner_quota_is_a_409_storing_nothing(client: TestClient) -> None:
+    store: Store = client.app.state.store  # type: ignore[attr-defined]
+    put(store, "q" * 64, MiB + MiB // 2, fingerprint("alice-token"))  # 3 MiB held: at the quota
+    before = store.compile_bytes()
+    model = zoo.build("mlp", "qdq")
+    body = {"hardware": "gemmini-16x16", "model": base64.b64encode(model).decode(), "wait": False,
+            "options": {"time_limit_s": 1, "emulate": False}}
+    r = client.post("/compile", json=body, headers=ALICE)
+    assert r.status_code == 409, r.text
+    err = r.json()["detail"][0]
+    assert err["type"] == "quota_exceeded" and err["loc"] == ["body", "model"] and "quota" in err["msg"]
+    assert store.compile_bytes() == before and len(store.list_compiles()) == 1
+    assert client.delete("/compiles/" + "q" * 64, headers=ALICE).status_code == 204  # frees the quota
+    assert store.owner_compile_bytes(fingerprint("alice-token")) == 0
+
+
+def test_delete_is_for_the_owners_and_an_admin(client: TestClient) -> None:
+    store: Store = client.app.state.store  # type: ignore[attr-defined]
+    alice, bob = fingerprint("alice-token"), fingerprint("bob-token")
+    put(store, "a" * 64, 1000, alice)
+    put(store, "s" * 64, 1000, alice, bob)  # the same request from both: one compile, held by both
+    put(store, "b" * 64, 1000, bob)
+    assert client.delete("/compiles/" + "a" * 64).status_code == 401
+    r = client.delete("/compiles/" + "a" * 64, headers=BOB)
+    assert r.status_code == 403 and r.json()["detail"][0]["loc"] == ["path", "compile_id"]
+    assert client.delete("/compiles/" + "a" * 64, headers=ALICE).status_code == 204
+    assert client.get("/compiles/" + "a" * 64).status_code == 404
+    assert client.delete("/compiles/" + "a" * 64, headers=ALICE).status_code == 404
+    assert client.delete("/compiles/" + "s" * 64, headers=ALICE).status_code == 204  # bob still holds it
+    assert client.get("/compiles/" + "s" * 64).status_code == 200
+    assert store.owner_compile_bytes(alice) == 0 and store.owner_compile_bytes(bob) > 0
+    assert client.delete("/compiles/" + "s" * 64, headers=BOB).status_code == 204
+    assert client.get("/compiles/" + "s" * 64).status_code == 404
+    assert client.delete("/compiles/" + "b" * 64, headers=ROOT).status_code == 204  # an admin: any
+    assert client.get("/compiles/" + "b" * 64).status_code == 404
+
+
+def test_retention_deletes_least_recently_used_and_sqlite_gives_the_space_back(tmp_path: Path) -> None:
+    db = tmp_path / "retention.db"
+    store = Store(f"sqlite:///{db}")
+    for i in range(6):
+        put(store, f"c{i}", 2 * MiB, "o")  # ~4 MiB each
+    put(store, "running", 2 * MiB, "o", done=False)  # never deleted while it is not finished
+    store.touch_compile("c0")  # used again: now the most recently used
+    store.create_job("old", hardware="hw", request={}, layers=[("k", 0)], cached={"k"}, deadline=time.time() + 60)
+    store.finish_layer("old", "k")  # (a job of all-cached layers is finished by its first progress)
+    full = files_bytes(db)
+    assert full > 24 * MiB
+    gone = store.apply_retention(compile_max_age_s=3600, compile_max_bytes=13 * MiB, job_max_age_s=1e-6)
+    left = {c.id for c in store.list_compiles()}
+    assert left == {"running", "c5", "c0"}, left  # c1..c4 were the least recently used
+    assert gone == {"compiles": 4, "jobs": 1} and store.get_job("old") is None
+    assert store.compile_bytes() <= 13 * MiB
+    assert files_bytes(db) < full - 14 * MiB  # 16 MiB deleted: the file and its WAL shrank with them
+    time.sleep(0.01)
+    store.apply_retention(compile_max_age_s=1e-6, compile_max_bytes=1 << 40, job_max_age_s=3600)
+    assert {c.id for c in store.list_compiles()} == {"running"}  # by age: every finished one
+    store.close()
+
+
+def test_the_server_applies_retention(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, solver_processes=1, compile_store_max_bytes=5 * MiB)
+    store = Store(settings.db_url())
+    for i in range(3):
+        put(store, f"c{i}", MiB, "addr:testclient")
+    store.close()
+    with TestClient(create_app(settings)) as c:
+        end = time.monotonic() + 60
+        while len(c.get("/compiles").json()["compiles"]) > 2 and time.monotonic() < end:
+            time.sleep(0.1)
+        assert [x["id"] for x in c.get("/compiles").json()["compiles"]] == ["c2", "c1"]
+        # without tokens the owner is the client's address: this client's compile is its to delete
+        assert c.delete("/compiles/c1").status_code == 204
