@@ -121,3 +121,31 @@ def test_the_server_applies_retention(tmp_path: Path) -> None:
         assert [x["id"] for x in c.get("/compiles").json()["compiles"]] == ["c2", "c1"]
         # without tokens the owner is the client's address: this client's compile is its to delete
         assert c.delete("/compiles/c1").status_code == 204
+
+
+def test_quota_delete_and_retention_on_postgresql(fresh_pg: str) -> None:
+    """The same store operations on PostgreSQL (the quota's check under an advisory lock, bytea lengths)."""
+    from tileplan.settings import normalise_db_url
+    from tileplan.store.repository import QuotaExceeded
+
+    store = Store(normalise_db_url(fresh_pg))
+    try:
+        put(store, "p1", MiB, "alice", "bob")
+        held = store.owner_compile_bytes("alice")
+        assert held == store.owner_compile_bytes("bob") > 2 * MiB
+        request = {"hardware": {"name": "hw"}, "options": {}, "input_shapes": {}}
+        with pytest.raises(QuotaExceeded):
+            store.create_compile("p2", model=b"x" * MiB, model_name="m", hardware="hw", request=request,
+                                 deadline=time.time() + 60, owner="alice", quota=held + MiB)
+        assert store.get_compile("p2") is None
+        assert store.create_compile("p2", model=b"x" * 1000, model_name="m", hardware="hw", request=request,
+                                    deadline=time.time() + 60, owner="alice", quota=held + MiB)
+        store.fail_compile("p2", {"loc": [], "msg": "bad", "type": "value_error"}, final=True)
+        assert store.get_compile("p2").stored_bytes < 1000  # the dropped model no longer counts
+        assert store.delete_compile("p1", "carol") == "forbidden"
+        assert store.delete_compile("p1", "alice") == "released" and store.owner_compile_bytes("alice") < MiB
+        assert store.apply_retention(compile_max_age_s=3600, compile_max_bytes=MiB, job_max_age_s=3600) == {
+            "compiles": 1, "jobs": 0}
+        assert [c.id for c in store.list_compiles()] == ["p2"]
+    finally:
+        store.close()
