@@ -14,6 +14,13 @@ client for `--seconds`:
 The table goes to bench/results/hostile.md with the API's RSS budget (README, "Budgets"), the /healthz percentiles and
 the normal requests' success rate. Case 5 (PostgreSQL going away) needs PostgreSQL and is left to
 tests/hostile/test_hostile_database.py.
+
+The flood probe (its own section of the file, `--flood-only` runs just it): a fresh `tileplan serve` (SQLite, 2 solver
+processes, two tokens: two owners, default settings and options); a second client's one-layer request (a distinct,
+uncached conv each time, `wait`) is timed alone (the reference, same run), then while the first client floods 1,000
+distinct uncached layers (10 requests of 100, not waited for); how far the flood had got when each probe was
+answered says it was still running. With `--pg-admin URL` it runs again on the deployed form: PostgreSQL, the API
+with TILEPLAN_QUEUE=procrastinate and two `tileplan worker` processes (concurrency 1), in a scratch database.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import itertools
 import os
 import platform
+import socket
 import subprocess
 import sys
 import tempfile
@@ -245,14 +253,218 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
     return out
 
 
+FLOODER, SECOND = "flooder-token", "second-token"  # two owners
+FLOOD_LAYERS, FLOOD_REQUESTS = 1000, 10
+
+
+def flood_layer(i: int) -> dict[str, Any]:
+    return {"name": f"flood{i}", "op": "matmul", "M": 64, "K": 64 + 16 * i, "N": 96}
+
+
+def probe_layer(i: int) -> dict[str, Any]:
+    return {"name": f"probe{i}", "op": "conv2d", "in_channels": 24 + 8 * i, "out_channels": 64, "in_h": 28,
+            "in_w": 28, "kernel": 3, "padding": 1}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], seconds: float = 120.0) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with {proc.returncode}")
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("the server did not become healthy")
+
+
+class Flood:
+    """What one flood probe measured."""
+
+    def __init__(self, form: str) -> None:
+        self.form = form
+        self.alone: list[float] = []  # the second client's probes, seconds, on the idle server
+        self.during: list[tuple[float, int, int]] = []  # (seconds, status, flood layers done when it was answered)
+        self.submit_s = 0.0
+        self.health: list[float] = []
+
+
+def flood_probe(url: str, form: str, probes: int = 5) -> Flood:
+    out = Flood(form)
+    first = {"authorization": f"Bearer {FLOODER}"}
+    second = {"authorization": f"Bearer {SECOND}"}
+    with httpx.Client(base_url=url, timeout=120) as c:
+        def probe(i: int) -> tuple[float, int]:
+            t = time.perf_counter()
+            r = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [probe_layer(i)]}, headers=second)
+            return time.perf_counter() - t, r.status_code
+
+        c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [probe_layer(99)]}, headers=second)  # warm
+        for i in range(probes):
+            seconds, code = probe(i)
+            assert code == 200, code
+            out.alone.append(seconds)
+        stop = threading.Event()
+
+        def prober() -> None:
+            with httpx.Client(timeout=5.0) as h:
+                while not stop.is_set():
+                    t = time.perf_counter()
+                    try:
+                        ok = h.get(url + "/healthz").status_code == 200
+                    except httpx.TransportError:
+                        ok = False
+                    out.health.append((time.perf_counter() - t) * 1000 if ok else 5000.0)
+                    time.sleep(0.05)
+
+        health = threading.Thread(target=prober, daemon=True)
+        health.start()
+        t0 = time.perf_counter()
+        per = FLOOD_LAYERS // FLOOD_REQUESTS
+        jobs = []
+        for part in range(FLOOD_REQUESTS):
+            r = c.post("/schedule", json={"hardware": "gemmini-16x16", "wait": False,
+                                          "layers": [flood_layer(part * per + i) for i in range(per)]}, headers=first)
+            assert r.status_code == 202, r.text
+            jobs.append(r.json()["links"]["self"])
+        out.submit_s = time.perf_counter() - t0
+        time.sleep(1.0)
+        for i in range(probes):
+            seconds, code = probe(probes + i)
+            done = sum(c.get(link, headers=first).json()["progress"]["done"] for link in jobs)
+            out.during.append((seconds, code, done))
+            time.sleep(2.0)
+        stop.set()
+        health.join(10)
+    return out
+
+
+def run_flood(pg_admin: str | None) -> list[Flood]:
+    """The flood probe on `tileplan serve` (SQLite, local queue), and with `pg_admin` on the deployed form."""
+    results = []
+    forms = ["local"] + (["procrastinate"] if pg_admin else [])
+    for form in forms:
+        work = Path(tempfile.mkdtemp(prefix="tileplan-flood-"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TILEPLAN_")}
+        env.update(PYTHONPATH=os.pathsep.join([str(REPO / "service"), str(REPO / "client")]),
+                   TILEPLAN_DATA_DIR=str(work / "data"), TILEPLAN_TOKENS=f"{FLOODER},{SECOND}",
+                   TILEPLAN_LOG_LEVEL="warning")
+        database = None
+        if form == "procrastinate":
+            import psycopg
+
+            assert pg_admin is not None
+            name = f"tileplan_flood_{os.getpid()}"
+            with psycopg.connect(pg_admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                conn.execute(f'CREATE DATABASE "{name}"')
+            database = pg_admin.rsplit("/", 1)[0] + "/" + name
+            env.update(TILEPLAN_DATABASE_URL=database, TILEPLAN_QUEUE="procrastinate")
+        port = free_port()
+        procs = []
+        logs = []
+        try:
+            log = open(work / "api.log", "wb")
+            logs.append(log)
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "tileplan.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                 "--workers", "2"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work))
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url, procs[0])
+            if form == "procrastinate":
+                for i in range(2):
+                    wlog = open(work / f"worker{i}.log", "wb")
+                    logs.append(wlog)
+                    procs.append(subprocess.Popen([sys.executable, "-m", "tileplan.cli", "worker", "--concurrency",
+                                                   "1"], env=env, stdout=wlog, stderr=subprocess.STDOUT, cwd=work))
+            results.append(flood_probe(url, form))
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+            for f in logs:
+                f.close()
+            if database is not None and pg_admin is not None:
+                import psycopg
+
+                with psycopg.connect(pg_admin, autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{database.rsplit("/", 1)[1]}" WITH (FORCE)')
+    return results
+
+
+def flood_section(results: list[Flood], command: str, load: tuple[float, float]) -> str:
+    lines = [
+        "## Flood: one client's 1,000 distinct layers, another client's one layer",
+        "",
+        f"`{command}`: a fresh `tileplan serve` (2 solver processes, tokens `{FLOODER}` and `{SECOND}`: two owners, "
+        "default settings and options). The second client POSTs one distinct, uncached conv (`wait`), first alone "
+        f"(the reference, same run), then 1 s after the first client sent {FLOOD_LAYERS:,} distinct uncached layers "
+        f"({FLOOD_REQUESTS} requests of {FLOOD_LAYERS // FLOOD_REQUESTS}, not waited for), every 2 s; `flood done` is "
+        "how many of the 1,000 were solved when the probe was answered (the flood was still running). "
+        f"{platform.machine()}, {os.cpu_count()} cores shared with other work (load average {load[0]:.1f} before, "
+        f"{load[1]:.1f} after). Target: answered within 5 s.",
+        "",
+        "| queue | second client alone: each (s) | during the flood: each (s), flood done | max during / alone | "
+        "/healthz p99 during | flood submitted in |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        alone = ", ".join(f"{s:.2f}" for s in r.alone)
+        during = ", ".join(f"{s:.2f} ({done})" + ("" if code == 200 else f" [{code}]") for s, code, done in r.during)
+        worst = max(s for s, _, _ in r.during)
+        form = {"local": "local (SQLite)", "procrastinate": "procrastinate (PostgreSQL, 2 workers)"}[r.form]
+        lines.append(f"| {form} | {alone} | {during} | {worst:.2f} s / {max(r.alone):.2f} s = "
+                     f"{worst / max(r.alone):.1f}x | {pct(r.health, .99):.1f} ms | {r.submit_s:.1f} s |")
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, heading: str, text: str) -> None:
+    """Replace the `heading` section of `path` (up to the next `## ` heading) with `text`, or append it."""
+    old = path.read_text() if path.exists() else ""
+    start = old.find(heading)
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + text if old else text
+    else:
+        end = old.find("\n## ", start + len(heading))
+        new = old[:start] + text + (old[end + 1:] if end >= 0 else "")
+    path.write_text(new)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--baseline-seconds", type=float, default=30.0, help="normal traffic alone, first")
     ap.add_argument("--rate", type=float, default=3.0, help="hostile requests per second")
     ap.add_argument("--out", default=str(REPO / "bench/results/hostile.md"))
+    ap.add_argument("--flood-only", action="store_true", help="only the flood probe (its section of --out)")
+    ap.add_argument("--pg-admin", help="a PostgreSQL URL to make a scratch database in: the flood probe runs on the "
+                    "deployed form (procrastinate) too")
     args = ap.parse_args()
+    if not args.flood_only:
+        mix(args)
+    load0 = os.getloadavg()[0]
+    floods = run_flood(args.pg_admin)
+    command = "python bench/hostile.py" + (" --flood-only" if args.flood_only else "") + (
+        " --pg-admin URL" if args.pg_admin else "")
+    section = flood_section(floods, command, (load0, os.getloadavg()[0]))
+    write_section(Path(args.out), "## Flood", section)
+    print(section)
 
+
+def mix(args: argparse.Namespace) -> None:
+    """The hostile mix next to normal traffic (the file's first part)."""
     work = Path(tempfile.mkdtemp(prefix="tileplan-hostile-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILEPLAN_")}
     env.update(PYTHONPATH=os.pathsep.join([str(REPO / "service"), str(REPO / "client")]),
@@ -326,7 +538,10 @@ def main() -> None:
     lines += ["", "Case 5 (PostgreSQL going away) is not in this SQLite mix: tests/hostile/test_hostile_database.py "
               "replays it."]
     text = "\n".join(lines) + "\n"
-    Path(args.out).write_text(text)
+    out = Path(args.out)
+    kept = out.read_text() if out.exists() else ""
+    flood = kept.find("## Flood")
+    out.write_text(text + ("\n" + kept[flood:] if flood >= 0 else ""))  # (the flood's section is rewritten after)
     print(text)
 
 
