@@ -60,14 +60,14 @@ class Compiler:
     def __init__(self, store: Store, settings: Settings, pool_of: Callable[[], SolverPool],
                  resolve_hardware: Callable[[Any], Any], *, resume: bool = True,
                  on_finish: Callable[[float, str], None] | None = None,
-                 on_stored: Callable[[], None] | None = None) -> None:
+                 on_storage: Callable[[], None] | None = None) -> None:
         """`pool_of`: the solver pool to compile in (the local queue's, or a pool of one process);
         `resolve_hardware`: the scheduler's (catalog, registered and inline descriptors, as /schedule takes);
         `resume`: run the unfinished compiles found at start (one server owns them: the local queue);
-        `on_finish(seconds, outcome)`: told of every compile run here (the metrics); `on_stored`: told when a
-        compile's artifact was stored (retention)."""
+        `on_finish(seconds, outcome)`: told of every compile run here (the metrics); `on_storage`: told when a
+        compile's artifact was stored or a compile deleted (retention: gives the space back)."""
         self._on_finish = on_finish
-        self._on_stored = on_stored
+        self._on_storage = on_storage
         self.fair = FairShare(settings.module_processes, settings.owner_max_compiles)
         self.store = store
         self.settings = settings
@@ -185,6 +185,8 @@ class Compiler:
         task = self._tasks.get(compile_id)
         if outcome == "deleted" and task is not None:
             task.cancel()  # (a compile running in another API process finds its row gone and stores nothing)
+        if outcome == "deleted" and self._on_storage is not None:
+            self._on_storage()
         return outcome
 
     async def get(self, compile_id: str) -> Compile | None:
@@ -246,8 +248,8 @@ class Compiler:
                 out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_crashed"}}
             if out["ok"]:
                 await asyncio.to_thread(self.store.finish_compile, compile_id, out["summary"], out["artifact"])
-                if self._on_stored is not None:
-                    self._on_stored()
+                if self._on_storage is not None:
+                    self._on_storage()
             else:  # the model's fault: kept with its reason (asked again, answered again), without the model
                 await asyncio.to_thread(self.store.fail_compile, compile_id, out["error"],
                                         final=out["error"].get("type") not in SERVER_FAULTS)
