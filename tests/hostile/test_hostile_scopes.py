@@ -53,7 +53,8 @@ def test_writes_need_a_write_token(client: TestClient) -> None:
     r = client.post("/schedule", json=body, headers=ALICE)  # a plain token is write
     assert r.status_code == 200, r.text
     key = r.json()["plans"][0]["key"]
-    # a kept (cached) answer is a write's answer too: still no token, no answer
+    assert client.post("/schedule", json=body, headers=BOB).status_code == 200  # all cached: its answer is kept
+    # a kept answer is a write's answer too: still no token, no answer
     assert client.post("/schedule", json=body).status_code == 401
     assert client.post("/schedule", json=body, headers=READER).status_code == 403
     # reads are open here (protect_reads is off); /evaluate is a read
