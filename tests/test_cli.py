@@ -276,3 +276,21 @@ def test_progress_bar_on_a_terminal(tmp_path):
     assert proc.returncode == 0
     assert b"planning" in seen and b"2/2" in seen
     assert b"planning" not in out  # the table on stdout stays clean
+
+
+def test_group_packing_option(capsys):
+    """A depthwise layer's plan packs 16 channels per array pass unless --group-packing off; the two plans have
+    different cache keys (the default's key is the one requests without the option always had)."""
+    layer = "conv2d:in_channels=32,out_channels=32,groups=32,in_h=8,in_w=8,kernel=3,padding=1"
+    plans = {}
+    for how in ("auto", "off"):
+        code, out, _ = run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", layer, "--json", "--no-baseline",
+                           "--time-limit", "5", "--group-packing", how)
+        assert code == 0
+        (plans[how],) = json.loads(out)
+    assert plans["auto"]["mapping"]["group_pack"] == 16 and plans["off"]["mapping"]["group_pack"] is None
+    assert plans["auto"]["metrics"]["cycles"] < plans["off"]["metrics"]["cycles"]
+    assert plans["auto"]["key"] != plans["off"]["key"]
+    with pytest.raises(SystemExit) as exc:  # argparse's usage error: one line naming the flag, exit 2
+        run(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", layer, "--group-packing", "maybe")
+    assert exc.value.code == 2 and "--group-packing" in capsys.readouterr().err

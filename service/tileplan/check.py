@@ -18,7 +18,7 @@ from tileplan.units import format_size
 def footprint(problem: Problem, arch: Architecture, mapping: Mapping, level: int) -> dict[str, float]:
     """Bytes per instance each kept tensor occupies at `level` (doubled where double buffered); for
     memory-utilisation scores."""
-    problem = problem.for_hardware(arch.hardware.input_tiles)
+    problem = problem.mapped_by(mapping.group_pack).for_hardware(arch.hardware.input_tiles)
     lv = arch.levels[level]
     tiles = mapping.level_tiles()[level]
     db = set(mapping.double_buffered.get(lv.name, []))
@@ -44,6 +44,10 @@ def check_arch(problem: Problem, arch: Architecture, mapping: Mapping) -> list[s
     got = [lv.name for lv in mapping.levels]
     if got != names:
         return [f"levels must be {names} (innermost first), got {got}"]
+    try:
+        problem = problem.mapped_by(mapping.group_pack)  # packed groups: the factors are the packed layer's
+    except ValueError as exc:
+        return [f"group_pack: {exc}"]
 
     bounds = mapping.bounds()
     padded_dims: dict[str, int] = dict(mapping.padded_dims.items())

@@ -205,6 +205,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             "dataflow": args.dataflow,
             "baseline": not args.no_baseline,
             "model": args.cost_model,
+            "group_packing": args.group_packing,
         })
     except ValidationError as exc:
         raise from_validation_error(exc, ("options",)) from None
@@ -450,7 +451,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     try:
         opts = CompileOptions(mapper=args.mapper, time_limit_s=args.time_limit, quantize=args.quantize,
                               offload=not args.host_only, emulate=not args.no_emulate,
-                              baseline=not args.no_baseline)
+                              baseline=not args.no_baseline, group_packing=args.group_packing)
     except ValidationError as exc:
         raise from_validation_error(exc, ("options",)) from None
     calibration = _calibration(args.calibration) if args.calibration else None
@@ -585,6 +586,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--objective", help="weights, e.g. latency=0.6,energy=0.3,memory_utilization=0.1")
     s.add_argument("--dataflow", help="fix the dataflow instead of letting the mapper choose")
     s.add_argument("--no-baseline", action="store_true", help="skip the hand-written baseline")
+    s.add_argument("--group-packing", choices=["auto", "off"], default="auto",
+                   help="grouped / depthwise layers: also plan several groups per array pass (auto, default) or not")
     s.add_argument("--cost-model", choices=["gemmini", "timeloop", "first-order"], default=None,
                    help="score and search with this cost model (default: the hardware's; 'timeloop' = "
                         "timeloop-model's semantics)")
@@ -651,6 +654,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--host-only", action="store_true", help="run every op on the host (a reference build)")
     m.add_argument("--no-emulate", action="store_true", help="skip the emulated run (no per-op emulated cycles)")
     m.add_argument("--no-baseline", action="store_true", help="skip planning the hand-written baseline")
+    m.add_argument("--group-packing", choices=["auto", "off"], default="auto",
+                   help="grouped / depthwise convolutions: also plan several groups per array pass (auto, "
+                        "default) or one group at a time (off)")
     m.add_argument("--no-cache", action="store_true", help="do not read or store plans in the plan cache")
     m.add_argument("--plans-db", help="plan cache URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")
     m.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),

@@ -62,6 +62,15 @@ class Mapping(BaseModel):
         ),
     )
 
+    group_pack: int | None = Field(
+        default=None, ge=1,
+        description=(
+            "Groups packed into one (grouped and depthwise convolutions): the factors describe the layer with "
+            "G / group_pack groups of group_pack x C input and group_pack x K output channels, whose weight tiles "
+            "are block-diagonal, so several groups share the array at once; the zeros off the diagonal are "
+            "multiplied and moved like any weight. Unset or 1: the layer's own groups."),
+    )
+
     def bounds(self) -> dict[str, int]:
         """Product of every dimension's factors over all levels."""
         tiles = self.level_tiles()
@@ -95,6 +104,7 @@ class Mapping(BaseModel):
             double_buffered={k: sorted(v) for k, v in sorted(self.double_buffered.items()) if v},
             dataflow=self.dataflow,
             executor=self.executor,
+            group_pack=self.group_pack if self.group_pack != 1 else None,
         )
 
     def describe(self) -> str:
@@ -104,7 +114,8 @@ class Mapping(BaseModel):
             loops = " ".join(f"{d}{f}" for d, f in reversed(lv.temporal))
             sp = " ".join(f"{d}{f}X" for d, f in lv.spatial)
             rows.append(f"{lv.name}: {loops} {sp}".rstrip())
-        return " | ".join(rows)
+        packed = f" ({self.group_pack} groups packed per block)" if self.group_pack and self.group_pack > 1 else ""
+        return " | ".join(rows) + packed
 
 
 def parse_mapping(data: Any, loc: tuple[str | int, ...] = ("mapping",)) -> Mapping:

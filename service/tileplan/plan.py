@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlencode
@@ -23,12 +24,14 @@ from tileplan.errors import InputError, MappingInfeasible
 from tileplan.execution import library_levels
 from tileplan.hardware import HardwareDescriptor
 from tileplan.mappers.base import MapperOptions, Objective, SolverInfo, get_mapper
+from tileplan.mappers.packing import group_packs
+from tileplan.mappers.score import score_mapping
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc
 
 # Bumped whenever a change to mappers or the cost model can change a plan: part of every cache key.
-SOLVER_VERSION = f"{__version__}+cosa20"
+SOLVER_VERSION = f"{__version__}+cosa21"
 
 MapperName = Literal["cosa", "gemmini-auto", "random", "exhaustive"]
 CostModelName = Literal["gemmini", "timeloop", "first-order"]
@@ -51,6 +54,11 @@ class ScheduleOptions(BaseModel):
         "(the calibrated model on Gemmini-like hardware, Timeloop's semantics on hardware imported from Timeloop YAML).",
     )
 
+    group_packing: Literal["auto", "off"] = Field(default="auto", description=(
+        "Grouped and depthwise convolutions: 'auto' also plans them with several groups packed onto the array "
+        "(block-diagonal weight tiles; the plan's mapping.group_pack says how many) and keeps whichever scores "
+        "better; 'off' plans one group at a time, as Gemmini's library runs them."))
+
     def mapper_options(self) -> MapperOptions:
         return MapperOptions(
             objective=self.objective, time_limit_s=self.time_limit_s, seed=self.seed, dataflow=self.dataflow
@@ -58,8 +66,10 @@ class ScheduleOptions(BaseModel):
 
     def key_doc(self) -> dict[str, Any]:
         """The options that change the answer (codegen adds an artifact, not a different plan)."""
-        # (an unset model is left out, so requests that do not name one keep their keys)
-        return self.model_dump(mode="json", exclude={"codegen"} | ({"model"} if self.model is None else set()))
+        # (an unset model and the default group packing are left out, so requests that do not name them keep their
+        # keys)
+        return self.model_dump(mode="json", exclude={"codegen"} | ({"model"} if self.model is None else set())
+                               | ({"group_packing"} if self.group_packing == "auto" else set()))
 
 
 class Baseline(BaseModel):
@@ -110,9 +120,42 @@ def links_for(key: str, name: str | None = None) -> dict[str, str]:
 
 
 def run_mapper(
+    name: str, problem: Problem, hw: HardwareDescriptor, options: MapperOptions, group_packing: bool = True
+) -> tuple[Mapping, SolverInfo, Metrics, list[str]]:
+    """One mapper's mapping, checked and costed, with the mapper's notes. With `group_packing` a grouped layer is
+    planned as it is and with its groups packed onto the array (`tileplan.mappers.packing`), each in its share of
+    the time limit; the best by the objective wins (its mapping's `group_pack` says how the groups run)."""
+    packs = group_packs(problem, hw, name, options.dataflow) if group_packing else []
+    if not packs:
+        return _run_one_mapper(name, problem, hw, options)
+    t0 = time.perf_counter()
+    deadline = t0 + options.time_limit_s
+    tries: list[tuple[float, int, tuple[Mapping, SolverInfo, Metrics, list[str]]]] = []
+    for i, pack in enumerate([1, *packs]):
+        share = max((deadline - time.perf_counter()) / (len(packs) + 1 - i), 0.05)
+        try:
+            got = _run_one_mapper(name, problem.packed(pack), hw, options.model_copy(update={"time_limit_s": share}))
+        except MappingInfeasible:
+            if pack == 1:
+                raise
+            continue  # (a packing that admits no plan: the others still compete)
+        mapping = got[0] if pack == 1 else got[0].model_copy(update={"group_pack": pack})
+        s = score_mapping(problem, hw.resolve(mapping.dataflow), mapping, got[2], options.objective)
+        tries.append((s, pack, (mapping, *got[1:])))
+    s, pack, (mapping, solver, metrics, notes) = min(tries, key=lambda t: t[0])  # the first of equals: unpacked
+    unpacked = tries[0][2][2].cycles
+    if pack > 1:
+        notes = [*notes, f"{pack} groups packed per block (block-diagonal weight tiles): {metrics.cycles:,.0f} "
+                 f"cycles, {unpacked:,.0f} one group at a time"]
+    solver = solver.model_copy(update={
+        "seconds": time.perf_counter() - t0, "candidates": sum(t[2][1].candidates for t in tries),
+        "status": "optimal" if all(t[2][1].status == "optimal" for t in tries) else solver.status})
+    return mapping, solver, metrics, notes
+
+
+def _run_one_mapper(
     name: str, problem: Problem, hw: HardwareDescriptor, options: MapperOptions
 ) -> tuple[Mapping, SolverInfo, Metrics, list[str]]:
-    """One mapper's mapping, checked and costed, with the mapper's notes."""
     result = get_mapper(name).map(problem, hw, options)
     violations = check(problem, hw, result.mapping)
     if violations:
@@ -156,7 +199,7 @@ def make_plan(
     key = plan_key(hw, problem, options)
     hw = with_cost_model(hw, options.model, ("options", "model"))
     mopts = options.mapper_options()
-    mapping, solver, metrics, notes = run_mapper(options.mapper, problem, hw, mopts)
+    mapping, solver, metrics, notes = run_mapper(options.mapper, problem, hw, mopts, options.group_packing == "auto")
     baseline = None
     if options.baseline:
         bname = baseline_mapper_for(hw)
@@ -216,6 +259,10 @@ def evaluate(
             arch = hw.resolve(mapping.dataflow)
         except ValueError as exc:
             return Evaluation(valid=False, violations=[f"dataflow: {exc}"])
+        try:
+            problem = problem.mapped_by(mapping.group_pack)
+        except ValueError as exc:
+            return Evaluation(valid=False, violations=[f"group_pack: {exc}"])
         padded = replace(problem, dims={**problem.dims, **{str(d): v for d, v in mapping.padded_dims.items()}})
         violations = timeloop_violations(padded, arch, mapping)
         if violations:

@@ -59,6 +59,9 @@ class Problem:
     # "exact": a strided tile holds only the rows its taps touch; "bounding_box": the whole span, as Timeloop
     # sizes it (the hardware descriptor's `input_tiles`; see `for_hardware`).
     input_tiles: str = "exact"
+    # Groups packed into one (`packed`): the dims are then those of the packed problem, whose weight tiles are
+    # block-diagonal; its loop nest runs `group_pack` times the layer's MACs, the rest multiplies zeros.
+    group_pack: int = 1
 
     @classmethod
     def from_layer(cls, layer: Conv2dLayer | MatmulLayer) -> Problem:
@@ -70,7 +73,42 @@ class Problem:
 
     @cached_property
     def macs(self) -> int:
+        """MACs of the loop nest (a packed problem's include its block-diagonal zeros)."""
         return math.prod(self.dims.values())
+
+    @cached_property
+    def useful_macs(self) -> int:
+        """The layer's own MACs (a packed problem's loop nest runs `group_pack` times as many)."""
+        return self.macs // self.group_pack
+
+    def packed(self, pack: int) -> Problem:
+        """`pack` groups run as one: G / pack groups of pack x C input and pack x K output channels, each weight
+        tile block-diagonal (group i's C x K block on the diagonal, zeros elsewhere). A grouped or depthwise layer
+        then fills the array's rows and columns with several groups at once; the zeros are multiplied like any
+        weight, so the packed problem's loop nest, traffic and cycles charge them. Channels keep their order
+        (group g' of the packed layer holds groups g' * pack ... g' * pack + pack - 1), so the layer's input,
+        output and bias layouts are unchanged."""
+        if pack == self.group_pack:
+            return self
+        if self.group_pack != 1 or pack < 1:
+            raise ValueError(f"cannot pack {pack} groups of a problem packed {self.group_pack} ways")
+        g = self.dims["G"]
+        if g % pack:
+            raise ValueError(f"group_pack={pack} does not divide the {g} groups")
+        if pack not in self._packs:  # (asked by the checker and the cost model for every packed plan)
+            dims = {**self.dims, "G": g // pack, "C": self.dims["C"] * pack, "K": self.dims["K"] * pack}
+            self._packs[pack] = replace(self, dims=dims, group_pack=pack)
+        return self._packs[pack]
+
+    @cached_property
+    def _packs(self) -> dict[int, Problem]:
+        return {}
+
+    def mapped_by(self, group_pack: int | None) -> Problem:
+        """The problem a mapping's factors describe (`Mapping.group_pack`: unset or 1, the layer's own)."""
+        if not group_pack or group_pack == self.group_pack:
+            return self
+        return self.packed(group_pack)
 
     @cached_property
     def factors(self) -> dict[str, list[int]]:
@@ -118,4 +156,6 @@ class Problem:
             key["bias"] = True
         if any(self.padding):
             key["padding"] = list(self.padding)
+        if self.group_pack != 1:
+            key["group_pack"] = self.group_pack
         return key

@@ -75,3 +75,20 @@ def random_case(seed: int) -> tuple:
     epi = Epilogue(scale=rng.choice([1.0, 0.5, 0.05, 0.0031, 1 / 3, 2.5e-4]), relu=rng.random() < 0.5,
                    bias=rng.random() < 0.7)
     return layer, mapping, epi
+
+
+def random_packed_case(rng: random.Random) -> tuple:
+    """A random grouped or depthwise convolution and a random mapping of it with its groups packed onto the array
+    (Mapping.group_pack: a random mapping of the packed problem, C / K padding included)."""
+    from tileplan.problem import Problem
+    from tileplan.workload import parse_layer
+
+    dw = rng.random() < 0.6
+    c, k = (1, 1) if dw else (rng.randint(1, 4), rng.randint(1, 4))
+    pack = rng.choice([b for b in (2, 3, 4, 8, 16) if b * c <= 16 and b * k <= 16])
+    groups = pack * rng.randint(1, 3)
+    layer = parse_layer(dict(op="conv2d", in_channels=groups * c, out_channels=groups * k, in_h=rng.randint(3, 12),
+                             in_w=rng.randint(3, 12), kernel=rng.choice([1, 3]), stride=rng.randint(1, 2),
+                             padding=rng.randint(0, 1), groups=groups, batch=rng.choice([1, 1, 2])))
+    packed = Problem.from_layer(layer).packed(pack)
+    return layer, random_mapping(packed.dims, rng).model_copy(update={"group_pack": pack})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tileplan.codegen.pipeline import Epilogue, emulator_for, generate
-from tileplan.codegen.targets.gemmini import KernelABI
+from tileplan.codegen.targets.gemmini import KernelABI, pack_weights
 from tileplan.hardware.catalog import get_hardware
 from tileplan.plan import ScheduleOptions, make_plan
 from tileplan.workload import parse_layer
@@ -38,8 +38,10 @@ def _reference_nchw(I, W, bias, stride, pad, pad_value, groups, scale):
 
 
 def _prelay(art, W_gkcrs_to_grsck, bias):
+    """W_p / bias_p as the kernel reads them (groups packed as the plan packs them: block-diagonal weights)."""
     pd = art.layout.padded
     Wp = np.zeros((pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), np.int8)
+    W_gkcrs_to_grsck = pack_weights(W_gkcrs_to_grsck, art.geometry.pack)
     g, r, s, c, k = W_gkcrs_to_grsck.shape
     Wp[:g, :r, :s, :c, :k] = W_gkcrs_to_grsck
     bp = np.zeros((pd["G"], pd["K"]), np.int32)
@@ -137,3 +139,4 @@ def test_default_abi_unchanged():
         in art.c_source
     with pytest.raises(ValueError):
         KernelABI("NHCW")
+

@@ -39,6 +39,9 @@ def test_model_matches_onnxruntime(name, params, fmt):
     for o in accel:
         assert o["plan_key"] and o["cycles_emulated"] > 0 and o["cycles_model"] > 0
     assert s["total"]["cycles_emulated"] == sum(o["cycles_emulated"] for o in accel)
+    if name == "mobilenet_block":  # the depthwise and the grouped convolution run several groups per pass
+        assert sorted((o["op"], o["group_pack"]) for o in accel if o["group_pack"]) == [
+            ("conv2d", 4), ("depthwise_conv2d", 16)]
     assert sum(c for c, st in zip(run.cycles, run.steps) if st["kind"] == "accel") == pytest.approx(
         s["total"]["cycles_emulated"], abs=len(accel))
     # convolutions and matrix products with constant weights run on the accelerator in these models

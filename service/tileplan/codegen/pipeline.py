@@ -107,7 +107,7 @@ class Artifact:
                     acc_rows=c.acc_rows, max_bytes=c.max_bytes,
                     store=("straight into `out` (no CPU copy)" if lay and lay.store_direct else
                            "into a padded workspace copy that the CPU copies into `out` after the fence"),
-                    i_shape=(g.N, g.H, g.W, g.G * g.C), w_shape=(g.G, g.R, g.S, g.C, g.K), b_shape=(g.G * g.K,),
+                    i_shape=(g.N, g.H, g.W, g.G * g.C), w_shape=g.weight_shape, b_shape=(g.G * g.K,),
                     o_shape=(g.N, g.P, g.Q, g.G * g.K), bp_shape=(lay.padded["G"], lay.padded["K"]) if lay else "?",
                     notes="; ".join(self.notes) or "none")
 
@@ -329,13 +329,15 @@ def random_inputs(geo: G.ConvGeometry, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {
         "I": rng.integers(-128, 128, size=(geo.N, geo.H, geo.W, geo.G * geo.C), dtype=np.int8),
-        "W": rng.integers(-128, 128, size=(geo.G, geo.R, geo.S, geo.C, geo.K), dtype=np.int8),
+        "W": rng.integers(-128, 128, size=geo.weight_shape, dtype=np.int8),
         "bias": rng.integers(-5000, 5000, size=(geo.G * geo.K,), dtype=np.int32),
     }
 
 
 def reference(geo: G.ConvGeometry, epi: G.Epilogue, I: np.ndarray, W: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """NumPy model of the layer: int32 grouped convolution + bias, then Gemmini's requantize."""
+    """NumPy model of the layer: int32 grouped convolution + bias, then Gemmini's requantize (W in the layer's own
+    grouping, `geo.weight_shape`)."""
+    geo = geo.unpacked()
     sh, sw = geo.stride
     dh, dw = geo.dilation
     ph, pw = geo.padding

@@ -89,17 +89,20 @@ class TargetSpec:
 # Layer -> geometry
 
 
-def layer_geometry(layer: Any) -> tuple[str, G.ConvGeometry, dict[str, str]]:
-    """(compute tag, geometry, canonical dim -> internal dim) of a tileplan.workload layer."""
+def layer_geometry(layer: Any, pack: int = 1) -> tuple[str, G.ConvGeometry, dict[str, str]]:
+    """(compute tag, geometry, canonical dim -> internal dim) of a tileplan.workload layer; `pack` groups packed
+    into one (Mapping.group_pack: the geometry is the packed layer's)."""
+    if pack != 1 and (layer.op in ("matmul", "dense") or layer.dims()["G"] % pack):
+        raise CodegenError(f"group_pack={pack} does not divide the layer's groups")
     if layer.op in ("matmul", "dense"):
         geo = G.ConvGeometry(N=1, G=1, K=layer.N, C=layer.K, H=1, W=layer.M, P=1, Q=layer.M, R=1, S=1)
         return "gemmini.matmul", geo, {"N": "n", "G": "g", "K": "k", "C": "c", "P": "q", "Q": "p", "R": "r",
                                         "S": "s"}
     d = layer.dims()
-    geo = G.ConvGeometry(N=d["N"], G=d["G"], K=d["K"], C=d["C"], H=layer.in_h, W=layer.in_w, P=d["P"], Q=d["Q"],
-                         R=d["R"], S=d["S"], stride=tuple(layer.stride), dilation=tuple(layer.dilation),
-                         padding=tuple(layer.padding))
     tag = "gemmini.depthwise_conv2d" if d["G"] > 1 and d["C"] == 1 and d["K"] == 1 else "gemmini.conv2d"
+    geo = G.ConvGeometry(N=d["N"], G=d["G"] // pack, K=d["K"] * pack, C=d["C"] * pack, H=layer.in_h, W=layer.in_w,
+                         P=d["P"], Q=d["Q"], R=d["R"], S=d["S"], stride=tuple(layer.stride),
+                         dilation=tuple(layer.dilation), padding=tuple(layer.padding), pack=pack)
     return tag, geo, {"N": "n", "G": "g", "K": "k", "C": "c", "P": "p", "Q": "q", "R": "r", "S": "s"}
 
 
@@ -412,16 +415,17 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     abi = abi or G.KernelABI()
     if stream not in STREAMS:
         raise CodegenError(f"unknown instruction stream {stream!r}; use one of {STREAMS}")
-    tag, geo0, names = layer_geometry(layer)
+    pack = getattr(mapping, "group_pack", None) or 1
+    tag, geo0, names = layer_geometry(layer, pack)
     if epilogue.zero_point:
         raise CodegenError("Gemmini's mvout cannot add an output zero point; requantize with zero_point=0")
-    r = realize(mapping, arch, names, layer.dims(), target, matmul=tag == "gemmini.matmul")
+    problem = Problem.from_layer(layer).packed(pack)
+    r = realize(mapping, arch, names, problem.dims, target, matmul=tag == "gemmini.matmul")
     if (mapping.dataflow or arch.dataflow or "weight_stationary") == "output_stationary":
         r.deviations.append("output-stationary mapping run weight stationary (the library's loop_conv_ws)")
     if not double_buffer:
         r.double_buffer = False
         r.deviations.append("single buffered on request")
-    problem = Problem.from_layer(layer)
     # Tileplan's stream keeps tiles between calls; the baseline runs as Gemmini's library would (which keeps
     # only tiled_matmul's whole-matrix operands: the same rule, since its loops then repeat the operand's tile)
     executor = "tileplan" if stream == "tileplan" else "library"

@@ -123,6 +123,7 @@ def evaluate_mapping(
     calibrated model's `gemmini_cycles(problem, arch, mapping, executor)`, when the caller has it already (retile
     costs its candidates' executions together, `cycles_many`); used only where that model scores the mapping."""
     chosen = model_for(arch, model)
+    problem = problem.mapped_by(mapping.group_pack)  # packed groups: the factors are the packed layer's
     if chosen == "timeloop":
         return timeloop_metrics(problem, arch, mapping)
     nest = analyse(problem, arch, mapping)
@@ -244,7 +245,7 @@ def metrics_from_nest(nest: NestAnalysis) -> Metrics:
     cycles = slowest + stall
     mac_pj = arch.hardware.pe_array.mac_energy_pj
     energy_levels["MAC"] = nest.padded_macs * (MAC_PJ if mac_pj is None else mac_pj)
-    macs = nest.problem.macs
+    macs = nest.problem.useful_macs  # (a packed problem's block-diagonal zeros are padding)
     return Metrics(
         cycles=cycles,
         energy_pj=sum(energy_levels.values()),

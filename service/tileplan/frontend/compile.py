@@ -114,12 +114,13 @@ class KernelCode:
     model_cycles: float
     notes: list[str]
     target: tuple[int, int, int]  # dim, scratchpad rows, accumulator rows
+    pack: int = 1  # groups packed per group (Mapping.group_pack): W_p is block-diagonal
 
     @classmethod
     def of(cls, art: Any) -> KernelCode:
         t = art.target
         return cls(art.name, art.entry, art.c_source, art.workspace_bytes, dict(art.layout.padded), art.timing,
-                   float(art.model_cycles), list(art.notes), (t.dim, t.spad_rows, t.acc_rows))
+                   float(art.model_cycles), list(art.notes), (t.dim, t.spad_rows, t.acc_rows), art.geometry.pack)
 
     def to_json(self) -> str:
         from dataclasses import asdict
@@ -253,7 +254,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         symbols[cname] = sym
         if a.art.timing not in timings:
             timings.append(a.art.timing)
-        wp, bp = _prelay(a.spec, a.art.padded)
+        wp, bp = _prelay(a.spec, a.art.padded, a.art.pack)
         templates[sym] = Step("accel", a.qop.name, a.art.name, [], [],
                               Tensor(0, "uint8", (a.art.workspace_bytes,), "workspace") if a.art.workspace_bytes
                               else None, _const_tensor(wp), _const_tensor(bp), a.spec.clamp,
@@ -503,11 +504,15 @@ def _const_tensor(a: np.ndarray) -> Any:
     return t
 
 
-def _prelay(spec: Any, pd: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """W_p[G_p, R_p, S_p, C_p, K_p] int8 and bias_p[G_p, K_p] int32, zero-padded: what the kernel reads."""
-    g, r, s, c, k = spec.weights.shape
+def _prelay(spec: Any, pd: dict[str, int], pack: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """W_p[G_p, R_p, S_p, C_p, K_p] int8 and bias_p[G_p, K_p] int32, zero-padded: what the kernel reads (`pack`
+    groups packed per group: block-diagonal weights, the bias in the same order)."""
+    from tileplan.codegen.targets.gemmini import pack_weights
+
+    weights = pack_weights(spec.weights, pack)
+    g, r, s, c, k = weights.shape
     wp = np.zeros((pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), np.int8)
-    wp[:g, :r, :s, :c, :k] = spec.weights
+    wp[:g, :r, :s, :c, :k] = weights
     bp = np.zeros((pd["G"], pd["K"]), np.int32)
     bp[:g, :k] = spec.bias.reshape(g, k)
     return wp, bp
@@ -587,8 +592,10 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
             macs_acc += macs
             ops.append({
                 "name": node.name, "op": a.spec.tag, "onnx_op": node.op_type, "where": "accelerator",
-                "reason": partition.describe(a.qop, a.spec), "plan_key": a.plan.key if a.plan else None,
+                "reason": partition.describe(a.qop, a.spec) + _packing(a.art.pack),
+                "plan_key": a.plan.key if a.plan else None,
                 "kernel": a.art.name, "layer": a.spec.layer.model_dump(mode="json", exclude={"count"}),
+                "group_pack": a.art.pack if a.art.pack > 1 else None,
                 "macs": macs, "cycles_emulated": None, "cycles_model": round(float(a.art.model_cycles), 1),
                 "baseline_cycles_model": (round(float(a.plan.baseline.metrics.cycles), 1)
                                           if a.plan and a.plan.baseline else None),
@@ -632,6 +639,10 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
         },
         "notes": notes,
     }
+
+
+def _packing(pack: int) -> str:
+    return f"; {pack} groups per array pass (block-diagonal weight tiles)" if pack > 1 else ""
 
 
 def _add_cycles(summary: dict[str, Any], prog: Any, cycles: list[float]) -> None:

@@ -386,13 +386,19 @@ def to_timeloop_bundle(
     notes: list[str] | None = None,
 ) -> str:
     """Architecture, problem and mapping in one YAML document, as timeloop-model takes them. A padded plan's
-    problem is the padded one, and the bundle's first line says so (a YAML comment: Timeloop reads no such field)."""
+    problem is the padded one, and the bundle's first line says so (a YAML comment: Timeloop reads no such field);
+    so is a plan that packs groups (`Mapping.group_pack`: the problem is the packed one, block-diagonal weights
+    counted as dense)."""
+    problem = problem.mapped_by(mapping.group_pack)
     doc = to_timeloop_arch(hw, hint=False)
     doc.update(to_timeloop_problem(problem, mapping, fold_groups))
     doc.update(to_timeloop_mapping(mapping, hw, fold_groups, notes))
     head = ""
+    if problem.group_pack > 1:
+        head += (f"# packed problem: {problem.group_pack} groups per group, each weight tile block-diagonal (Timeloop "
+                 "counts its zeros as MACs, as the plan's array runs them)\n")
     if mapping.padded_dims:
-        head = "# padded problem: " + ", ".join(
+        head += "# padded problem: " + ", ".join(
             f"{d} {problem.dims[d]} -> {v}" for d, v in sorted(mapping.padded_dims.items())
         ) + " (the plan pads these bounds; Timeloop has no padding, so the problem below is the padded one)\n"
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)

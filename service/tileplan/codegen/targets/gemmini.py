@@ -31,7 +31,7 @@ does not name, are the kernel's own TP_* macros.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tvm import te, tirx
@@ -83,6 +83,22 @@ class ConvGeometry:
     dilation: tuple[int, int] = (1, 1)
     padding: tuple[int, int] = (0, 0)
     padded: dict[str, int] = field(default_factory=dict)  # loop bounds after padding, per dim (N,G,K,C,P,Q,R,S)
+    # Groups packed into one (Mapping.group_pack): G, C and K above are then the packed layer's (G / pack groups
+    # of pack x C input and pack x K output channels, block-diagonal weights); the caller's weights keep the
+    # layer's own grouping (`weight_shape`), the input, output and bias layouts are the same either way.
+    pack: int = 1
+
+    @property
+    def weight_shape(self) -> tuple[int, int, int, int, int]:
+        """The caller's weights [G, R, S, C, K] in the layer's own grouping."""
+        return (self.G * self.pack, self.R, self.S, self.C // self.pack, self.K // self.pack)
+
+    def unpacked(self) -> ConvGeometry:
+        """The layer's own geometry (one group per group), without the padded bounds."""
+        if self.pack == 1:
+            return self
+        g, r, s, c, k = self.weight_shape
+        return replace(self, G=g, C=c, K=k, pack=1, padded={})
 
     def bound(self, d: str) -> int:
         return self.padded.get(d, getattr(self, d))
@@ -133,6 +149,22 @@ class KernelABI:
             raise ValueError(f"layout must be NHWC or NCHW, got {self.layout!r}")
         if not -128 <= self.pad_value <= 127:
             raise ValueError(f"pad_value must be an int8, got {self.pad_value}")
+
+
+def pack_weights(weights: Any, pack: int) -> Any:
+    """Weights [G, R, S, C, K] (numpy) as the packed layer's [G / pack, R, S, pack x C, pack x K]: group i of each
+    pack on the diagonal, zeros elsewhere (ConvGeometry.pack; what the kernel's W_p stage computes)."""
+    import numpy as np
+
+    if pack == 1:
+        return weights
+    g, r, s, c, k = weights.shape
+    if g % pack:
+        raise ValueError(f"{pack} does not divide the {g} groups")
+    out = np.zeros((g // pack, r, s, pack * c, pack * k), weights.dtype)
+    for i in range(pack):
+        out[:, :, :, i * c:(i + 1) * c, i * k:(i + 1) * k] = weights[i::pack]
+    return out
 
 
 @dataclass
@@ -205,16 +237,27 @@ def build_conv(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = None) -
         b_p = te.placeholder((G, K), "int32", name="bias_p")
         inputs = [I, W_p, b_p]
     else:
-        Wt = te.placeholder((geo.G, geo.R, geo.S, geo.C, geo.K), "int8", name="Wt")
+        Wt = te.placeholder(geo.weight_shape, "int8", name="Wt")
         bias = te.placeholder((geo.G * geo.K,), "int32", name="bias")
-        W_p = te.compute(
-            (G, R, S, C, K),
-            lambda g, r, s, c, k: tirx.if_then_else(
-                tirx.all(g < geo.G, r < geo.R, s < geo.S, c < geo.C, k < geo.K),
-                Wt[tirx.min(g, geo.G - 1), tirx.min(r, geo.R - 1), tirx.min(s, geo.S - 1), tirx.min(c, geo.C - 1),
-                   tirx.min(k, geo.K - 1)],
-                zero8),
-            name="W_p")
+        if geo.pack == 1:
+            W_p = te.compute(
+                (G, R, S, C, K),
+                lambda g, r, s, c, k: tirx.if_then_else(
+                    tirx.all(g < geo.G, r < geo.R, s < geo.S, c < geo.C, k < geo.K),
+                    Wt[tirx.min(g, geo.G - 1), tirx.min(r, geo.R - 1), tirx.min(s, geo.S - 1), tirx.min(c, geo.C - 1),
+                       tirx.min(k, geo.K - 1)],
+                    zero8),
+                name="W_p")
+        else:  # block-diagonal: packed channel c of group g is channel c % C1 of the layer's group g * pack + c // C1
+            _, _, _, c1, k1 = geo.weight_shape
+            W_p = te.compute(
+                (G, R, S, C, K),
+                lambda g, r, s, c, k: tirx.if_then_else(
+                    tirx.all(g < geo.G, r < geo.R, s < geo.S, c < geo.C, k < geo.K, c // c1 == k // k1),
+                    Wt[tirx.min(g, geo.G - 1) * geo.pack + tirx.min(c, geo.C - 1) // c1, tirx.min(r, geo.R - 1),
+                       tirx.min(s, geo.S - 1), tirx.min(c, geo.C - 1) % c1, tirx.min(k, geo.K - 1) % k1],
+                    zero8),
+                name="W_p")
         stages.append("W_p")
         b_p = te.compute(
             (G, K),
@@ -253,7 +296,7 @@ def conv2d_compute(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = Non
 
 @register_core_compute(tag="gemmini.depthwise_conv2d")
 def depthwise_compute(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = None) -> ComputeDef:
-    if geo.C != 1 or geo.K != 1:
+    if geo.C != geo.pack or geo.K != geo.pack:
         raise ValueError("a depthwise convolution has one input and one output channel per group")
     return build_conv(geo, epi, abi)
 
