@@ -38,7 +38,10 @@ def test_model_matches_onnxruntime(name, params, fmt):
     assert accel, "nothing offloaded"
     for o in accel:
         assert o["plan_key"] and o["cycles_emulated"] > 0 and o["cycles_model"] > 0
+        assert o["dram_bytes_emulated"] > 0 and o["scratchpad_bytes"] > 0 and o["accumulator_bytes"] > 0
     assert s["total"]["cycles_emulated"] == sum(o["cycles_emulated"] for o in accel)
+    assert s["total"]["dram_bytes_emulated"] == pytest.approx(sum(o["dram_bytes_emulated"] for o in accel),
+                                                              abs=len(accel))
     if name == "mobilenet_block":  # the depthwise and the grouped convolution run several groups per pass
         assert sorted((o["op"], o["group_pack"]) for o in accel if o["group_pack"]) == [
             ("conv2d", 4), ("depthwise_conv2d", 16)]

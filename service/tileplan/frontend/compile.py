@@ -115,12 +115,14 @@ class KernelCode:
     notes: list[str]
     target: tuple[int, int, int]  # dim, scratchpad rows, accumulator rows
     pack: int = 1  # groups packed per group (Mapping.group_pack): W_p is block-diagonal
+    local_rows: tuple[int, int] = (0, 0)  # scratchpad and accumulator rows the kernel uses (both halves)
 
     @classmethod
     def of(cls, art: Any) -> KernelCode:
         t = art.target
         return cls(art.name, art.entry, art.c_source, art.workspace_bytes, dict(art.layout.padded), art.timing,
-                   float(art.model_cycles), list(art.notes), (t.dim, t.spad_rows, t.acc_rows), art.geometry.pack)
+                   float(art.model_cycles), list(art.notes), (t.dim, t.spad_rows, t.acc_rows), art.geometry.pack,
+                   (art.spad_rows_used, art.acc_rows_used))
 
     def to_json(self) -> str:
         from dataclasses import asdict
@@ -134,6 +136,7 @@ class KernelCode:
         d = json.loads(text)
         d["timing"] = TimingParams(**d["timing"])
         d["target"] = tuple(d["target"])
+        d["local_rows"] = tuple(d["local_rows"])  # (an entry written before a field existed is made again)
         return cls(**d)
 
 
@@ -329,7 +332,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         try:
             feeds = _random_feeds(imported.inputs, options.seed + 1)
             run = emulate_files(files, feeds, cache=True)
-            _add_cycles(summary, prog, run.cycles)
+            _add_cycles(summary, prog, run.cycles, run.dram_bytes)
         except NoToolchain as exc:
             summary["notes"].append(f"not emulated: {exc}")
         files = files_with(summary)
@@ -596,7 +599,10 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
                 "plan_key": a.plan.key if a.plan else None,
                 "kernel": a.art.name, "layer": a.spec.layer.model_dump(mode="json", exclude={"count"}),
                 "group_pack": a.art.pack if a.art.pack > 1 else None,
-                "macs": macs, "cycles_emulated": None, "cycles_model": round(float(a.art.model_cycles), 1),
+                "scratchpad_bytes": a.art.local_rows[0] * a.art.target[0],
+                "accumulator_bytes": a.art.local_rows[1] * a.art.target[0] * 4,
+                "macs": macs, "cycles_emulated": None, "dram_bytes_emulated": None,
+                "cycles_model": round(float(a.art.model_cycles), 1),
                 "baseline_cycles_model": (round(float(a.plan.baseline.metrics.cycles), 1)
                                           if a.plan and a.plan.baseline else None),
                 "speedup": round(a.plan.speedup, 4) if a.plan and a.plan.speedup else None,
@@ -631,7 +637,7 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
             "qdq_nodes": qdq, "steps": len(prog.steps),
             "macs": macs_total, "accelerator_macs": macs_acc,
             "accelerator_mac_share": round(macs_acc / macs_total, 6) if macs_total else 0.0,
-            "cycles_emulated": None, "cycles_model": round(model_cycles, 1),
+            "cycles_emulated": None, "dram_bytes_emulated": None, "cycles_model": round(model_cycles, 1),
             "baseline_cycles_model": round(sum(base), 1) if base and None not in base else None,
             "speedup_model": round(sum(base) / model_cycles, 4) if base and None not in base and model_cycles
             else None,
@@ -645,15 +651,19 @@ def _packing(pack: int) -> str:
     return f"; {pack} groups per array pass (block-diagonal weight tiles)" if pack > 1 else ""
 
 
-def _add_cycles(summary: dict[str, Any], prog: Any, cycles: list[float]) -> None:
+def _add_cycles(summary: dict[str, Any], prog: Any, cycles: list[float], dram: list[float]) -> None:
     by_name: dict[str, float] = {}
-    for st, c in zip(prog.steps, cycles):
+    bytes_by_name: dict[str, float] = {}
+    for i, (st, c) in enumerate(zip(prog.steps, cycles)):
         if st.kind == "accel":
             by_name[st.name] = by_name.get(st.name, 0.0) + float(c)
+            bytes_by_name[st.name] = bytes_by_name.get(st.name, 0.0) + (float(dram[i]) if i < len(dram) else 0.0)
     for o in summary["ops"]:
         if o["name"] in by_name and o.get("kernel"):
             o["cycles_emulated"] = int(round(by_name[o["name"]]))
+            o["dram_bytes_emulated"] = int(round(bytes_by_name[o["name"]]))
     summary["total"]["cycles_emulated"] = int(round(sum(by_name.values())))
+    summary["total"]["dram_bytes_emulated"] = int(round(sum(bytes_by_name.values())))
 
 
 def _readme(model_name: str, hw: str, prog: Any, imported: Any, summary: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,10 @@ class RunResult:
     cycles: list[float]  # per step (0 for host steps)
     steps: list[dict[str, Any]]  # the manifest's steps
     manifest: dict[str, Any]
+    dram_bytes: list[float] = field(default_factory=list)  # per step: DRAM bytes the accelerator moved (0: host)
+
+    def accelerator_dram_bytes(self) -> float:
+        return float(sum(self.dram_bytes))
 
     def accelerator_cycles(self) -> float:
         return float(sum(c for c, s in zip(self.cycles, self.steps) if s["kind"] == "accel"))
@@ -175,7 +179,8 @@ def emulate_files(files: dict[str, bytes], inputs: dict[str, np.ndarray], cache:
         if memo.exists():
             with np.load(memo) as z:
                 outs_c = {o["name"]: z[f"out{i}"] for i, o in enumerate(manifest["outputs"])}
-                return RunResult(outs_c, [float(c) for c in z["cycles"]], manifest["steps"], manifest)
+                moved = [float(b) for b in z["dram"]] if "dram" in z else []
+                return RunResult(outs_c, [float(c) for c in z["cycles"]], manifest["steps"], manifest, moved)
     lib = _load(path)
     outs = [np.zeros(o["shape"], dtype=o["dtype"]) for o in manifest["outputs"]]
     steps = manifest["steps"]
@@ -185,15 +190,18 @@ def emulate_files(files: dict[str, bytes], inputs: dict[str, np.ndarray], cache:
     trap = ctypes.create_string_buffer(512)
     if lib.tileplan_emu_run(ins, outp, cycles, trap, len(trap)):
         raise ArtifactError(f"the emulator trapped: {trap.value.decode(errors='replace')}")
+    dram = (ctypes.c_double * max(1, len(steps)))()
+    lib.tileplan_emu_dram_bytes(dram)
     if memo is not None:
         tmp = memo.with_name(f".{memo.stem}.{os.getpid()}.npz")
         arrays: dict[str, Any] = {f"out{i}": a for i, a in enumerate(outs)}
         arrays["cycles"] = np.array(list(cycles)[:len(steps)])
+        arrays["dram"] = np.array(list(dram)[:len(steps)])
         savez: Any = np.savez
         savez(tmp, **arrays)
         os.replace(tmp, memo)
     return RunResult({o["name"]: a for o, a in zip(manifest["outputs"], outs)}, list(cycles)[:len(steps)], steps,
-                     manifest)
+                     manifest, list(dram)[:len(steps)])
 
 
 def run_artifact(data: bytes, inputs: dict[str, np.ndarray]) -> RunResult:
