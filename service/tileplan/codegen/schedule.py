@@ -176,10 +176,15 @@ def realised_mapping(r: Realization, arch: Any) -> Mapping:
         double_buffered={names[spad]: ["I", "W"], names[acc]: ["O"]} if r.double_buffer else {})
 
 
-def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "tileplan") -> float:
+def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "tileplan",
+                 out_bytes: float | None = None) -> float:
     """The calibrated cost model's cycles (tileplan.cost.gemmini) for the realised tiles, so the prediction
-    matches what the code runs rather than the plan it came from (`executor`: see CallLayout.reuse)."""
+    matches what the code runs rather than the plan it came from (`executor`: see CallLayout.reuse; `out_bytes`:
+    bytes per stored output element where the kernel does not store the hardware's output type, e.g. the int32
+    accumulators of KernelABI.acc_output)."""
     e = execution_from_mapping(problem, arch, realised_mapping(r, arch), executor)
+    if out_bytes is not None:
+        e = dataclasses.replace(e, out_bytes=float(out_bytes))
     calls = call_features(e, nominal_dram_bandwidth(arch))
     return cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
 
@@ -468,4 +473,5 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     if lay.store_direct:
         func = store_into_output(func, "tp_host_store" if host else "tp_store")
     sch = s_tir.Schedule(with_fence(func, "tp_host_end" if host else "tp_fence"))
-    return Scheduled(tag, cd, r, lay, sch, model_cycles(r, problem, arch, executor))
+    # the model counts the bytes the stores write: int32 accumulators are four per element
+    return Scheduled(tag, cd, r, lay, sch, model_cycles(r, problem, arch, executor, 4.0 if abi.acc_output else None))
