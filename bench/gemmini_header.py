@@ -4,9 +4,10 @@
     python bench/gemmini_header.py --gemmini-rocc-tests PATH --random 20 --no-bench-set --out -   # a quick look
 
 The header is not shipped with Tileplan; point the script at a checkout (its `rocc-software` submodule may be
-missing: a shim of its xcustom.h with the RoCC encoding is written here).  For every kernel of the test set (the
-random shapes of tests/codegen/test_codegen.py) and of the benchmark set (bench/codegen.py, both plans), generated
-for gemmini-16x16, whose configuration is the checkout's default gemmini_params.h:
+missing: a shim of its xcustom.h with the RoCC encoding is written here). For every kernel of the test set (the
+random shapes of tests/codegen/test_codegen.py), of random grouped and depthwise layers whose plans pack groups onto
+the array (tests/codegen/test_packed_groups_code.py's generator) and of the benchmark set (bench/codegen.py, both
+plans), generated for gemmini-16x16, whose configuration is the checkout's default gemmini_params.h:
 
 1. RISC-V: `riscv64-linux-gnu-gcc -c -O2 -Wall` against the checkout's include/gemmini.h and gemmini_params.h.  It
    must build with no diagnostic in the kernel's own lines (the header warns about its own unused functions), and
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import io
 import platform
+import random
 import shutil
 import subprocess
 import sys
@@ -41,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "service"))
 sys.path.insert(0, str(ROOT / "tests" / "codegen"))
 
-from plans import random_case  # noqa: E402
+from plans import random_case, random_packed_case  # noqa: E402
 
 from tileplan.codegen.emulator.build import (  # noqa: E402
     EMU_SONAME,
@@ -180,6 +182,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gemmini-rocc-tests", required=True, type=Path, help="a checkout of ucb-bar/gemmini-rocc-tests")
     ap.add_argument("--random", type=int, default=210, help="random shapes of the test set (default: all 210)")
+    ap.add_argument("--packed", type=int, default=20,
+                    help="random grouped / depthwise layers with their groups packed onto the array (default 20)")
     ap.add_argument("--no-bench-set", action="store_true", help="skip bench/codegen.py's layers (they need CoSA)")
     ap.add_argument("--cosa-time", type=float, default=10.0)
     ap.add_argument("--models", nargs="*", default=MODELS, help=f"zoo models built whole (default: {MODELS})")
@@ -199,6 +203,12 @@ def main() -> None:
         for seed in range(args.random):
             layer, mapping, epi = random_case(seed)
             rows.append(("test set", check(generate(layer, hw, mapping, epi, name=f"rand{seed}"), inc, work, seed)))
+            print(rows[-1][1], flush=True)
+        packed_rng = random.Random(27)
+        for i in range(args.packed):
+            layer, mapping = random_packed_case(packed_rng)
+            art = generate(layer, hw, mapping, Epilogue(scale=0.01, relu=i % 2 == 0), name=f"packed{i}")
+            rows.append(("packed groups", check(art, inc, work, i)))
             print(rows[-1][1], flush=True)
         if not args.no_bench_set:
             import codegen as bench  # bench/codegen.py: its layers and plans
