@@ -107,3 +107,24 @@ def test_packed_whole_model_abi():
                 want[0, k] += np.einsum("chw,c->hw", win, W[k, :, dr, ds].astype(np.int64))
     want += bias[None, :, None, None]
     np.testing.assert_array_equal(res.buffers["out"], want.astype(np.int32))
+
+
+def test_host_library_runs_a_packed_kernel():
+    """The module's host library (TVM's llvm build, its W_p stage laying the weights out block-diagonally on the
+    host) gives the C kernel's outputs and instruction stream."""
+    from plans import random_mapping
+
+    from tileplan.codegen.host import run_host
+    from tileplan.problem import Problem
+
+    layer = parse_layer(dict(op="conv2d", in_channels=32, out_channels=32, groups=32, in_h=7, in_w=8, kernel=3,
+                             padding=1, name="dwp"))
+    packed = Problem.from_layer(layer).packed(16)
+    mapping = random_mapping(packed.dims, random.Random(3)).model_copy(update={"group_pack": 16})
+    art = generate(layer, HW, mapping, Epilogue(scale=0.02, relu=True), name="dwp")
+    inputs = random_inputs(art.geometry, 1)
+    want = reference(art.geometry, art.epilogue, **inputs)
+    kernel, lib = run(art, inputs), run_host(art, inputs)
+    np.testing.assert_array_equal(kernel.buffers["out"], want)
+    np.testing.assert_array_equal(lib.buffers["out"], want)
+    assert (lib.cycles, lib.counts) == (kernel.cycles, kernel.counts)
