@@ -226,3 +226,35 @@ def test_word_bits_default_to_timeloops_16():
     assert hw.pe_array.input_dtype == "int16"
     assert [lv.word_bits for lv in hw.memory_levels] == [16, 8, 16]
     assert hw.memory_levels[0].capacity == 64 * 2 * 16
+
+
+def test_keeps_come_from_the_files_own_constraints():
+    """A Timeloop file says which tensors a level keeps only in its mapspace constraints (`datatype` / `bypass`
+    entries, under architecture_constraints, mapspace_constraints or the legacy mapspace); the importer reads them
+    before guessing from names. A tensor neither kept nor bypassed stays (Timeloop keeps what a map does not
+    bypass)."""
+    arch = {"version": 0.3, "subtree": [{"name": "sys", "local": [
+        {"name": "DRAM", "class": "DRAM", "attributes": {"word-bits": 8}},
+        {"name": "Shared", "class": "SRAM", "attributes": {"entries": 1024, "word-bits": 8}}],
+        "subtree": [{"name": "PE[0..3]", "local": [
+            {"name": "Pad", "class": "regfile", "attributes": {"entries": 4, "word-bits": 8}},
+            {"name": "MAC", "class": "intmac", "attributes": {"datawidth": 8}}]}]}]}
+    targets = [{"target": "Shared", "type": "datatype", "keep": ["Weights", "Inputs"], "bypass": ["Outputs"]},
+               {"target": "Pad", "type": "bypass", "bypass": ["Weights", "Inputs"]},
+               {"target": "Shared", "type": "spatial", "factors": "R=1 S=1"}]
+    for doc in ({"architecture": arch, "architecture_constraints": {"targets": targets}},
+                {"architecture": arch, "mapspace_constraints": targets},
+                {"architecture": arch, "mapspace": {"constraints": targets}}):
+        hw = load_descriptor(copy.deepcopy(doc), name="c")
+        assert [lv.keeps for lv in hw.memory_levels] == [["O"], ["W", "I"], ["W", "I", "O"]]
+    with pytest.raises(InputError) as err:  # without them, "Pad" says nothing
+        load_descriptor({"architecture": arch}, name="c")
+    assert "Pad" in err.value.msg
+    bad = {"architecture": arch, "architecture_constraints": {"targets": [dict(targets[0], target="Nope")]}}
+    with pytest.raises(InputError) as err:
+        load_descriptor(bad, name="c")
+    assert err.value.loc == ("architecture_constraints", "targets", 0, "target")
+    bad = {"architecture": arch, "architecture_constraints": {"targets": [dict(targets[0], keep=["Psums"])]}}
+    with pytest.raises(InputError) as err:
+        load_descriptor(bad, name="c")
+    assert err.value.loc == ("architecture_constraints", "targets", 0, "keep") and "Psums" in err.value.msg

@@ -15,10 +15,12 @@ arithmetic `energy`: pJ per MAC), which then replaces the table, as in Timeloop.
 Bandwidths are words per cycle per instance in Timeloop (`shared_bandwidth`, `read_bandwidth`,
 `write_bandwidth`; legacy `bandwidth`) and bytes in Tileplan. The outermost level is the backing store.
 
-Timeloop does not say which tensor a level keeps (its mapping's bypass lists do); the importer infers
-keep-sets from level names, following the Gemmini and Simba conventions (Registers: W, Accumulator* /
-AccumulationBuffer: O, Scratchpad: I+W, WeightBuffer: W, InputBuffer: I, GlobalBuffer: I+O, the last
-level: all), and an optional top-level `tileplan:` block overrides or completes anything:
+Timeloop's architecture does not say which tensor a level keeps (its mapping's bypass lists do); the importer
+reads the file's own `datatype` / `bypass` constraints (`architecture_constraints`, `mapspace_constraints` or the
+legacy `mapspace: {constraints}`: a level keeps what they do not bypass), else infers keep-sets from level names,
+following the Gemmini and Simba conventions (Registers: W, Accumulator* / AccumulationBuffer: O, Scratchpad: I+W,
+WeightBuffer: W, InputBuffer: I, GlobalBuffer: I+O, the last level: all), and an optional top-level `tileplan:`
+block overrides or completes anything:
 
     tileplan:
       pe_array: {rows: 16, cols: 16, acc_dtype: int32}      # merged into the inferred pe_array
@@ -68,6 +70,59 @@ _KEEP_RULES: tuple[tuple[str, list[str]], ...] = (
     ("scratchpad", ["I", "W"]),
     ("register", ["W"]),
 )
+
+
+_TL_TENSORS = {"Weights": "W", "Inputs": "I", "Outputs": "O"}
+
+
+def _constraint_entries(data: dict[str, Any]) -> list[tuple[Loc, dict[str, Any]]]:
+    """The file's own mapspace constraints, wherever Timeloop reads them: `architecture_constraints` or
+    `mapspace_constraints` (a list, or `{targets: [...]}`), or the legacy `mapspace: {constraints: [...]}`."""
+    out: list[tuple[Loc, dict[str, Any]]] = []
+    for key in ("architecture_constraints", "mapspace_constraints", "mapspace"):
+        block = data.get(key)
+        loc: Loc = (key,)
+        if isinstance(block, dict):
+            inner = "constraints" if key == "mapspace" else "targets"
+            block, loc = block.get(inner), loc + (inner,)
+        if block is None:
+            continue
+        if not isinstance(block, list):
+            raise InputError(loc, "must be a list of constraints (target, type, ...)")
+        for i, entry in enumerate(block):
+            if not isinstance(entry, dict):
+                raise InputError(loc + (i,), "a constraint is a mapping with target and type")
+            out.append((loc + (i,), entry))
+    return out
+
+
+def file_keeps(data: dict[str, Any], names: list[str]) -> dict[str, list[str]]:
+    """Per level, the tensors the file's own `datatype` (or `bypass`) constraints keep there: those listed under
+    `keep`, and those listed nowhere (Timeloop keeps a tensor a mapping does not bypass); several constraints on one
+    level combine."""
+    keep: dict[str, set[str]] = {}
+    bypass: dict[str, set[str]] = {}
+    for loc, entry in _constraint_entries(data):
+        if entry.get("type") not in ("datatype", "bypass"):
+            continue
+        target = entry.get("target")
+        if target not in names:
+            raise InputError(loc + ("target",), f"no such storage level {target!r}; the file has {names}")
+        for key, into in (("keep", keep), ("bypass", bypass)):
+            value = entry.get(key) or []
+            if not isinstance(value, list):
+                raise InputError(loc + (key,), "must be a list of Weights / Inputs / Outputs")
+            for t in value:
+                if t not in _TL_TENSORS:
+                    raise InputError(loc + (key,), f"unknown data space {t!r}; one of Weights, Inputs, Outputs")
+                into.setdefault(target, set()).add(_TL_TENSORS[t])
+    out = {}
+    for name in set(keep) | set(bypass):
+        both = keep.get(name, set()) & bypass.get(name, set())
+        if both:
+            raise InputError(("architecture_constraints",), f"{name}: {sorted(both)} both kept and bypassed")
+        out[name] = [t for t in ("W", "I", "O") if t not in bypass.get(name, set())]
+    return out
 
 
 def _norm(name: str) -> str:
@@ -317,13 +372,19 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
         raise InputError(levels[0].loc[:-1], f"level names must be unique, got {names}")
 
     op_bits = _word_bits(_Storage("arithmetic", arith, ("arithmetic",), None, None))
+    constrained = file_keeps(data, names)
     n = len(levels)
     mem: list[dict[str, Any]] = []
     for i, st in enumerate(levels):
         h = level_hints.get(st.name) or {}
         top = i == n - 1
         wb = _word_bits(st)
-        keeps = h.get("keeps") or (["W", "I", "O"] if top else infer_keeps(st.name))
+        if h.get("keeps") is not None:
+            keeps = h["keeps"]
+        elif st.name in constrained:
+            keeps = constrained[st.name]
+        else:
+            keeps = ["W", "I", "O"] if top else infer_keeps(st.name)
         if keeps is None:
             raise InputError(
                 st.loc + ("name",),
