@@ -624,7 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--mapping", help="Mapping or Plan file (mapping export)")
     t.add_argument("--bundle", action="store_true", help="architecture, problem and mapping in one document")
     t.add_argument("--fold-groups", action="store_true",
-                   help="fold a grouped conv's G into N (Timeloop's CNN layer has no groups dimension)")
+                   help="fold a grouped conv's G into N (Timeloop's CNN layer; by default G is exported as a dimension of its own)")
     _out_and_json(t, "the export")
     t.set_defaults(func=cmd_timeloop)
 

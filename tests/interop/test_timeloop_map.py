@@ -78,12 +78,18 @@ def test_round_trip_random_orders(data):
     assert back.canonical() == m.canonical()
 
 
-def test_groups_must_be_folded():
+def test_groups_export_as_a_dimension_or_fold_when_asked():
+    """A grouped conv goes to Timeloop with a problem shape that has G (every data space indexed by it) and G factors
+    in the map, and reads back to the same mapping; with fold_groups, G is folded into N."""
     hw = get_hardware("gemmini-16x16")
     p = _problem(op="conv2d", in_channels=32, out_channels=32, in_h=8, in_w=8, kernel=3, padding=1, groups=32)
     m = gemmini_auto(p, hw).mapping
-    with pytest.raises(InputError, match="fold_groups"):
-        to_timeloop_mapping(m, hw)
+    exact = to_timeloop_mapping(m, hw)
+    assert all("G=" in e["factors"] and "G" in e["permutation"] for e in exact["mapping"] if "factors" in e)
+    prob = to_timeloop_problem(p, m)["problem"]
+    assert prob["instance"]["G"] == 32 and prob["instance"]["N"] == 1
+    assert all(ds["projection"][:2] in ([[["G"]], [["C"]]], [[["N"]], [["G"]]]) for ds in prob["shape"]["data-spaces"])
+    assert from_timeloop_mapping(dump_mapping_yaml(exact), hw, p).canonical().levels == m.canonical().levels
     notes: list[str] = []
     doc = to_timeloop_mapping(m, hw, fold_groups=True, notes=notes)
     assert any("G=32 folded into N" in n for n in notes)

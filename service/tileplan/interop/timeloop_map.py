@@ -12,10 +12,11 @@ Permutations: dimensions with a factor > 1 take their loop order; dimensions wit
 canonical R S P Q C K N positions (so CoSA's files, which write RSPQCKN everywhere, round-trip to the
 same text).
 
-Tileplan's groups dimension G has no counterpart in Timeloop's CNN layer. Exporting a mapping with G > 1
-raises unless `fold_groups=True`, which folds every G factor into N at the same level and place; the
-folded problem then treats the weights as shared across groups, so Timeloop under-counts weight
-capacity and traffic by up to G times (the returned notes say so). Timeloop has no padding either: a
+Tileplan's groups dimension G has no counterpart in Timeloop's CNN layer, so a grouped (or depthwise) conv is
+exported with a problem shape of its own, the CNN layer plus a dimension G that indexes all three data spaces, and
+its mappings carry G factors: Timeloop scores it exactly. `fold_groups=True` instead folds every G factor into N at
+the same level and place, for tools that only know the CNN layer; the folded problem treats the weights as shared
+across groups, so Timeloop under-counts weight capacity and traffic by up to G times (the returned notes say so). Timeloop has no padding either: a
 mapping with `padded_dims` describes the padded problem, and `to_timeloop_problem(problem, mapping)`
 writes those padded bounds.
 
@@ -46,16 +47,12 @@ _FACTOR = re.compile(r"^([A-Za-z])\s*=?\s*(\d+)$")  # "R=3" (CoSA) or "R3" (time
 
 
 def _fold(factors: list[tuple[str, int]], fold_groups: bool, where: str, notes: list[str]) -> list[tuple[str, int]]:
-    """G factors merged into N (at the innermost of the two positions), or an error."""
+    """G factors merged into N (at the innermost of the two positions) with `fold_groups`, else kept."""
     g = math.prod(f for d, f in factors if d == "G")
     if g == 1:
         return [(d, f) for d, f in factors if d != "G"]
     if not fold_groups:
-        raise InputError(
-            ("mapping",),
-            f"{where} has a groups factor G={g}; Timeloop's CNN layer has no groups dimension: export with "
-            "fold_groups=True to fold G into N",
-        )
+        return factors
     notes.append(f"{where}: G={g} folded into N (Timeloop then sees weights shared across groups)")
     out: list[tuple[str, int]] = []
     merged = False
@@ -69,19 +66,19 @@ def _fold(factors: list[tuple[str, int]], fold_groups: bool, where: str, notes: 
     return out
 
 
-def _factor_string(factors: list[tuple[str, int]]) -> str:
-    per = {d: 1 for d in TL_DIMS}
+def _factor_string(factors: list[tuple[str, int]], dims: tuple[str, ...] = TL_DIMS) -> str:
+    per = {d: 1 for d in dims}
     for d, f in factors:
         per[d] *= f
-    return " ".join(f"{d}={per[d]}" for d in TL_DIMS)
+    return " ".join(f"{d}={per[d]}" for d in dims)
 
 
-def _permutation(loops: list[tuple[str, int]]) -> str:
+def _permutation(loops: list[tuple[str, int]], dims: tuple[str, ...] = TL_DIMS) -> str:
     """Loop dims (innermost first) in the slots of the canonical order that non-unit dims occupy."""
     order = [d for d, f in loops if f > 1]
     active = set(order)
     it = iter(order)
-    return "".join(next(it) if d in active else d for d in TL_DIMS)
+    return "".join(next(it) if d in active else d for d in dims)
 
 
 def to_timeloop_mapping(
@@ -95,6 +92,7 @@ def to_timeloop_mapping(
     if got != names:
         raise InputError(("mapping", "levels"), f"levels must be {names} (innermost first), got {got}")
     entries: list[dict[str, Any]] = []
+    dims = TL_DIMS + ("G",) if mapping.bounds()["G"] > 1 and not fold_groups else TL_DIMS
     spatials = [_fold(list(m.spatial), fold_groups, f"{lv.name} spatial", notes)
                 for lv, m in zip(arch.levels, mapping.levels)]
     source_fanout = _source_fanouts(arch.hardware)
@@ -108,8 +106,8 @@ def to_timeloop_mapping(
             # accumulator per column): that fan-out is the X part of this level's entry, its own the Y part.
             xs = spatials[i + 1]
         if source_fanout[i] > 1:
-            entries.append(_spatial_entry(lv.name, xs, ys, split=fy > 1 or bool(ys)))
-        entries.append({"factors": _factor_string(temporal), "permutation": _permutation(temporal),
+            entries.append(_spatial_entry(lv.name, xs, ys, split=fy > 1 or bool(ys), dims=dims))
+        entries.append({"factors": _factor_string(temporal, dims), "permutation": _permutation(temporal, dims),
                         "target": lv.name, "type": "temporal"})
     for lv in arch.levels:
         entries.append({
@@ -142,15 +140,17 @@ def _along_mesh(
     return split
 
 
-def _spatial_entry(target: str, xs: list[tuple[str, int]], ys: list[tuple[str, int]], split: bool) -> dict[str, Any]:
-    """A spatial entry whose permutation lists the X factors first; with `split`, Timeloop's `split` puts exactly
+def _spatial_entry(target: str, xs: list[tuple[str, int]], ys: list[tuple[str, int]], split: bool,
+                   dims: tuple[str, ...] = TL_DIMS) -> dict[str, Any]:
+    """A spatial entry whose permutation lists the X factors first, in the mapping's order (the first varies fastest
+    across the instances, which decides Timeloop's mesh neighbours); with `split`, Timeloop's `split` puts exactly
     those along X and the rest along Y."""
-    entry: dict[str, Any] = {"factors": _factor_string(xs + ys), "permutation": "".join(TL_DIMS),
+    entry: dict[str, Any] = {"factors": _factor_string(xs + ys, dims), "permutation": _permutation(xs + ys, dims),
                              "target": target, "type": "spatial"}
     if split:
         first = [d for d, _ in xs]
         then = [d for d, _ in ys if d not in first]
-        entry["permutation"] = "".join(first + then + [d for d in TL_DIMS if d not in first and d not in then])
+        entry["permutation"] = "".join(first + then + [d for d in dims if d not in first and d not in then])
         entry["split"] = len(first)
     return entry
 
@@ -356,26 +356,28 @@ def timeloop_verdict(
 
 
 def to_timeloop_problem(problem: Problem, mapping: Mapping | None = None, fold_groups: bool = False) -> dict[str, Any]:
-    """The layer as a Timeloop CNN-Layer problem (padded bounds when a mapping pads)."""
+    """The layer as a Timeloop CNN-Layer problem (padded bounds when a mapping pads); a grouped conv as the CNN layer
+    plus a groups dimension G over all three data spaces (or, with `fold_groups`, G folded into N)."""
     dims: dict[str, int] = dict(problem.dims)
     if mapping is not None:
         dims.update(mapping.padded_dims.items())
-    if dims["G"] > 1:
-        if not fold_groups:
-            raise InputError(("layer", "groups"), f"Timeloop's CNN layer has no groups (G={dims['G']}); use fold_groups=True")
+    grouped = dims["G"] > 1 and not fold_groups
+    if dims["G"] > 1 and fold_groups:
         dims["N"] *= dims["G"]
-    instance = {d: dims[d] for d in ("C", "K", "R", "S", "N", "P", "Q")}
+    names = ["C", "K", "R", "S", "N", "P", "Q"] + (["G"] if grouped else [])
+    instance = {d: dims[d] for d in names}
     instance.update({"Wstride": problem.stride[0], "Hstride": problem.stride[1],
                      "Wdilation": problem.dilation[0], "Hdilation": problem.dilation[1]})
+    g: list[list[list[str]]] = [[["G"]]] if grouped else []
     shape = {
-        "name": "CNN-Layer",
-        "dimensions": ["C", "K", "R", "S", "N", "P", "Q"],
+        "name": "CNN-Layer-Grouped" if grouped else "CNN-Layer",
+        "dimensions": names,
         "coefficients": [{"name": c, "default": 1} for c in ("Wstride", "Hstride", "Wdilation", "Hdilation")],
         "data-spaces": [
-            {"name": "Weights", "projection": [[["C"]], [["K"]], [["R"]], [["S"]]]},
-            {"name": "Inputs", "projection": [[["N"]], [["C"]], [["R", "Wdilation"], ["P", "Wstride"]],
-                                              [["S", "Hdilation"], ["Q", "Hstride"]]]},
-            {"name": "Outputs", "projection": [[["N"]], [["K"]], [["Q"]], [["P"]]], "read-write": True},
+            {"name": "Weights", "projection": g + [[["C"]], [["K"]], [["R"]], [["S"]]]},
+            {"name": "Inputs", "projection": [[["N"]]] + g + [[["C"]], [["R", "Wdilation"], ["P", "Wstride"]],
+                                                              [["S", "Hdilation"], ["Q", "Hstride"]]]},
+            {"name": "Outputs", "projection": [[["N"]]] + g + [[["K"]], [["Q"]], [["P"]]], "read-write": True},
         ],
     }
     return {"problem": {"shape": shape, "instance": instance}}
