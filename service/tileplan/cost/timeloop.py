@@ -120,6 +120,72 @@ def _fills(problem: Problem, tensor: str, tile: dict[str, int], loops: list[tupl
     return total
 
 
+def _point(problem: Problem, tensor: str, c: dict[str, int]) -> tuple[int, ...]:
+    """The coordinates of `tensor` an operation point `c` touches (Timeloop's projection)."""
+    if tensor == "W":
+        return (c["G"], c["K"], c["C"], c["R"], c["S"])
+    if tensor == "O":
+        return (c["N"], c["G"], c["K"], c["P"], c["Q"])
+    return (c["N"], c["G"], c["C"], c["P"] * problem.stride[0] + c["R"] * problem.dilation[0],
+            c["Q"] * problem.stride[1] + c["S"] * problem.dilation[1])
+
+
+def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor: str, iters: int,
+                  loops: list[tuple[str, int, int]], distinct: float) -> float:
+    """Accesses of one innermost-level instance by its MACs for `tensor` over the run: one per distinct operand per
+    temporal iteration (`iters * distinct`), less what Timeloop's link transfers serve. Where the innermost level fans
+    out to the MACs, timeloop-model hands a MAC an operand over the mesh link when a neighbouring MAC (one step along
+    X or Y, no wrap-around) held that very operand at the previous iteration (a partial sum reduced across an
+    unrolled C or R stays in the array while the inner reduction loop runs; an input multicast over K stays while
+    an inner K loop runs; a sliding window passes along an unrolled Q), and uses the links at an iteration when they
+    leave fewer reads than plain multicast. Its nest analysis extrapolates each temporal loop from its first two
+    iterations, so "the previous iteration" of a loop's first one is the state with every inner loop at index 1.
+    `loops` are the temporal loops above the fan-out, innermost first (dimension, factor, step)."""
+    lv0 = mapping.levels[0]
+    spatial: list[tuple[str, int]] = [(d, f) for d, f in lv0.spatial if f > 1]
+    if not spatial or iters == 0:
+        return iters * distinct
+    rel = RELEVANT[tensor]
+    if tensor != "I" and all(d in rel for d, _ in spatial):
+        return iters * distinct  # distinct operands everywhere: a neighbour's previous one never matches (steps are
+        # multiples of the unrolled extent)
+    if tensor == "I" and all(d in ("N", "G", "C") for d, _ in spatial):
+        return iters * distinct
+    fx, fy = arch.fanout_xy(0)
+    split = mesh_split(spatial, fx, fy) if fy > 1 else (spatial, [])
+    xs, ys = split if split is not None else (spatial, [])
+    order = list(xs) + list(ys)  # Timeloop's spatial loops, innermost (fastest index) first
+    h_size = max(fx, math.prod(f for _, f in xs))
+    elements: dict[tuple[int, int], dict[str, int]] = {}
+    for idx in range(math.prod(f for _, f in order)):
+        coords, rest = dict.fromkeys(DIMS, 0), idx
+        for d, f in order:
+            coords[d], rest = rest % f, rest // f
+        elements[(idx % h_size, idx // h_size)] = coords
+    temporal = [(d, f, step) for d, f, step in loops if f > 1]
+
+    def at(offsets: dict[str, int]) -> dict[tuple[int, int], tuple[int, ...]]:
+        return {pos: _point(problem, tensor, {d: c[d] + offsets.get(d, 0) for d in DIMS})
+                for pos, c in elements.items()}
+
+    base = at({})
+    plain = len(set(base.values()))
+    total = float(plain)  # the first iteration: nothing to link from
+    weight_above = iters
+    for j, (d, f, step) in enumerate(temporal):
+        weight_above //= f
+        weight = (f - 1) * weight_above  # iterations at which loop j advances (all inner loops wrapping)
+        prev_off: dict[str, int] = {}
+        for dd, _, ss in temporal[:j]:
+            prev_off[dd] = prev_off.get(dd, 0) + ss
+        prev, new = at(prev_off), at({d: step})
+        kept = [pt for (h, v), pt in new.items()
+                if not any(prev.get(nb) == pt for nb in ((h - 1, v), (h + 1, v), (h, v - 1), (h, v + 1)))]
+        linked = len(set(kept))
+        total += weight * (linked if linked < plain else plain)
+    return total * distinct / plain
+
+
 def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> TimeloopCounts:
     levels = mapping.levels
     n = len(levels)
@@ -181,6 +247,8 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
             factor *= covered / extent * len(outer[axis])
         return factor
 
+    level0_loops: list[tuple[str, int, int]] = [
+        (d, f, tiles[j][d] // levels[j].temporal_factor(d)) for j in range(n) for d, f in levels[j].temporal]
     for t in TENSORS:
         rel = RELEVANT[t]
         chain = [i for i in range(n) if t in arch.levels[i].keeps]
@@ -194,8 +262,8 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
             tc = out[i].tensors[t]
             child = chain[k - 1] if k > 0 else -1
             distinct = distinct_inputs(child, i) if t == "I" else spatial_between(child, i, rel)
-            if child == -1:
-                accesses = float(iters * distinct)  # the MACs keep nothing: one operand per iteration per child
+            if child == -1:  # the MACs keep nothing: one operand per iteration per child, less link transfers
+                accesses = _mac_accesses(problem, arch, mapping, t, iters, level0_loops, distinct)
             else:
                 accesses = fills[child] * distinct
             if t == "O":
