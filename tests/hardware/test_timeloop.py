@@ -109,10 +109,8 @@ def test_keep_inference_and_hints(examples):
     assert infer_keeps("GlobalBuffer") == ["I", "O"]
     assert infer_keeps("PESpad") is None
     doc = yaml.safe_load((examples / EXAMPLES / "simba_arch_legacy.yaml").read_text())
-    doc["arch"]["storage"][4]["name"] = "SharedSRAM"
-    with pytest.raises(InputError) as err:
-        load_descriptor(copy.deepcopy(doc))
-    assert err.value.loc == ("arch", "storage", 4, "name") and "SharedSRAM" in err.value.msg
+    doc["arch"]["storage"][4]["name"] = "SharedSRAM"  # nothing says what it keeps: all, as timeloop-model would
+    assert load_descriptor(copy.deepcopy(doc)).memory_levels[4].keeps == ["W", "I", "O"]
     doc["tileplan"] = {"levels": {"SharedSRAM": {"keeps": ["I", "O"], "bandwidth": 64}}}
     hw = load_descriptor(doc)
     assert hw.memory_levels[4].keeps == ["I", "O"] and hw.memory_levels[4].bandwidth == 64
@@ -157,7 +155,7 @@ def test_mesh_x_must_divide_instances():
     bad = {"arch": {"arithmetic": {"instances": 256, "meshX": 16, "word-bits": 8},
                     "storage": [{"name": "Registers", "entries": 1, "instances": 256, "meshX": 12, "word-bits": 8},
                                 {"name": "DRAM", "word-bits": 8}]}}
-    with pytest.raises(InputError, match="mesh_x 12 does not divide the 256 instances"):
+    with pytest.raises(InputError, match="meshX 12 does not divide the 256 instances"):
         load_descriptor(bad, name="bad")
 
 
@@ -247,9 +245,8 @@ def test_keeps_come_from_the_files_own_constraints():
                 {"architecture": arch, "mapspace": {"constraints": targets}}):
         hw = load_descriptor(copy.deepcopy(doc), name="c")
         assert [lv.keeps for lv in hw.memory_levels] == [["O"], ["W", "I"], ["W", "I", "O"]]
-    with pytest.raises(InputError) as err:  # without them, "Pad" says nothing
-        load_descriptor({"architecture": arch}, name="c")
-    assert "Pad" in err.value.msg
+    # without them, "Pad" and "Shared" say nothing: they keep all three, as in a map without bypass entries
+    assert [lv.keeps for lv in load_descriptor({"architecture": arch}, name="c").memory_levels] == [["W", "I", "O"]] * 3
     bad = {"architecture": arch, "architecture_constraints": {"targets": [dict(targets[0], target="Nope")]}}
     with pytest.raises(InputError) as err:
         load_descriptor(bad, name="c")
@@ -258,3 +255,31 @@ def test_keeps_come_from_the_files_own_constraints():
     with pytest.raises(InputError) as err:
         load_descriptor(bad, name="c")
     assert err.value.loc == ("architecture_constraints", "targets", 0, "keep") and "Psums" in err.value.msg
+
+
+def test_components_and_attributes_are_read_as_timeloop_reads_them():
+    """Only the classes and spellings timeloop-model reads: a network (XY_NoC) or unknown class is passed over,
+    `word_bits` is not `word-bits` (16 then, Timeloop's default), meshY gives meshX, and a mesh that does not tile
+    the one below, or two subtrees side by side, are refused as Timeloop refuses them."""
+    def doc(pe_attrs=None, extra_local=(), two=False):
+        pe = {"name": "PE[0..15]", "local": [
+            {"name": "Reg", "class": "reg_storage", "attributes": {"entries": 1, "word_bits": 8, **(pe_attrs or {})}},
+            {"name": "MAC", "class": "intmac", "attributes": {"datawidth": 8, "meshX": 4}}]}
+        sys = {"name": "sys", "local": [
+            {"name": "DRAM", "class": "DRAM", "attributes": {"word-bits": 8}},
+            {"name": "GLB", "class": "smartbuffer_SRAM", "attributes": {"entries": 4096, "word-bits": 8}},
+            {"name": "NoC", "class": "XY_NoC", "attributes": {"datawidth": 8}}, *extra_local],
+            "subtree": [pe] * (2 if two else 1)}
+        return {"architecture": {"version": 0.3, "subtree": [sys]},
+                "architecture_constraints": {"targets": [{"target": "Reg", "type": "datatype", "keep": ["Weights"],
+                                                          "bypass": ["Inputs", "Outputs"]}]}}
+    hw = load_descriptor(doc({"meshY": 4}, [{"name": "wire", "class": "wire", "attributes": {}}]), name="t")
+    assert [lv.name for lv in hw.memory_levels] == ["Reg", "GLB", "DRAM"]
+    assert hw.memory_levels[0].word_bits == 16 and hw.memory_levels[0].capacity == 2 * 16
+    assert hw.memory_levels[0].mesh_x == 4 and hw.pe_array.mesh_x == 4
+    with pytest.raises(InputError) as err:
+        load_descriptor(doc({"meshX": 8}), name="t")  # an 8 x 2 mesh of registers over a 4 x 4 array
+    assert err.value.loc[-1] == "attributes" and "does not tile" in err.value.msg
+    with pytest.raises(InputError) as err:
+        load_descriptor(doc(two=True), name="t")
+    assert "one subtree per level" in err.value.msg

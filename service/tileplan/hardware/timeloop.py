@@ -19,8 +19,8 @@ Timeloop's architecture does not say which tensor a level keeps (its mapping's b
 reads the file's own `datatype` / `bypass` constraints (`architecture_constraints`, `mapspace_constraints` or the
 legacy `mapspace: {constraints}`: a level keeps what they do not bypass), else infers keep-sets from level names,
 following the Gemmini and Simba conventions (Registers: W, Accumulator* / AccumulationBuffer: O, Scratchpad: I+W,
-WeightBuffer: W, InputBuffer: I, GlobalBuffer: I+O, the last level: all), and an optional top-level `tileplan:`
-block overrides or completes anything:
+WeightBuffer: W, InputBuffer: I, GlobalBuffer: I+O), else keeps all three (timeloop-model's default: it keeps what
+a map does not bypass), and an optional top-level `tileplan:` block overrides or completes anything:
 
     tileplan:
       pe_array: {rows: 16, cols: 16, acc_dtype: int32}      # merged into the inferred pe_array
@@ -55,7 +55,6 @@ from tileplan.hardware.model import DTYPE_BITS, MAX_INSTANCES, MAX_PES, Hardware
 
 Loc = tuple[str | int, ...]
 
-_COMPUTE_CLASSES = ("mac", "compute", "adder", "multiplier", "alu")
 _RANGE = re.compile(r"^\s*(?P<base>[^\[\]]*?)\s*(\[\s*(?P<lo>\d+)\s*\.\.\s*(?P<hi>\d+)\s*\])?\s*$")
 
 # Keep-sets by level name (lower-case, letters and digits only), most specific first.
@@ -138,10 +137,11 @@ def infer_keeps(name: str) -> list[str] | None:
 
 
 def _attr(attrs: dict[str, Any], *names: str) -> Any:
+    """The first of `names` the attributes state: exactly the spellings timeloop-model reads (it ignores others, so
+    `word_bits` is not `word-bits` there either)."""
     for n in names:
-        for key in (n, n.replace("-", "_"), n.replace("_", "-")):
-            if key in attrs and attrs[key] is not None:
-                return attrs[key]
+        if attrs.get(n) is not None:
+            return attrs[n]
     return None
 
 
@@ -192,9 +192,35 @@ def _split_name(raw: Any, loc: Loc) -> tuple[str, int]:
     return m.group("base"), count
 
 
-def _is_compute(cls: str) -> bool:
-    c = cls.lower()
-    return any(k in c for k in _COMPUTE_CLASSES) and "sram" not in c and "dram" not in c
+# timeloop-model's component classes (case-sensitive substrings, storage first); anything else it ignores
+_BUFFER_CLASSES = ("DRAM", "SRAM", "regfile", "smartbuffer", "storage")
+_COMPUTE_CLASSES_TL = ("mac", "intmac", "fpmac", "compute")
+
+
+def _class_kind(cls: str) -> str | None:
+    """'storage', 'compute' or None (a network, a wire, an unknown class: timeloop-model passes over it)."""
+    if any(k in cls for k in _BUFFER_CLASSES):
+        return "storage"
+    if any(k in cls for k in _COMPUTE_CLASSES_TL):
+        return "compute"
+    return None
+
+
+def _mesh_x(attrs: dict[str, Any], instances: int, loc: Loc) -> int | None:
+    """meshX as timeloop-model derives it: stated, or instances / meshY; None when neither is stated (all along X).
+    A mesh that does not tile the instances is an error, as it is for Timeloop (an assertion there)."""
+    mx, my = _attr(attrs, "meshX"), _attr(attrs, "meshY")
+    x = _int(mx, loc + ("meshX",)) if mx is not None else None
+    y = _int(my, loc + ("meshY",)) if my is not None else None
+    if x is not None and y is not None and x * y != instances:
+        raise InputError(loc + ("meshY",), f"meshX {x} x meshY {y} is not the {instances} instances")
+    if x is None and y is not None:
+        if instances % y:
+            raise InputError(loc + ("meshY",), f"meshY {y} does not divide the {instances} instances")
+        x = instances // y
+    if x is not None and instances % x:
+        raise InputError(loc + ("meshX",), f"meshX {x} does not divide the {instances} instances")
+    return x
 
 
 def _parse_v03(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
@@ -210,6 +236,8 @@ def _parse_v03(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
             return
         if not isinstance(nodes, list):
             raise InputError(loc, "must be a list of subtrees")
+        if len(nodes) > 1:
+            raise InputError(loc, f"{len(nodes)} subtrees side by side; timeloop-model takes one subtree per level")
         for i, node in enumerate(nodes):
             here = loc + (i,)
             if not isinstance(node, dict):
@@ -231,16 +259,18 @@ def _parse_v03(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
                 if not isinstance(attrs, dict):
                     raise InputError(cl + ("attributes",), "must be a mapping")
                 cls = str(comp.get("class", "") or "")
+                kind = _class_kind(cls)
+                if kind is None:
+                    continue
                 inst = _attr(attrs, "instances")
                 n_inst = _int(inst, cl + ("attributes", "instances")) if inst is not None else m * ccount
                 if n_inst > MAX_PES:
                     raise InputError(cl + ("name",), f"{n_inst} instances; at most {MAX_PES}", "too_large")
-                if _is_compute(cls):
+                if kind == "compute":
                     computes.append((attrs, n_inst))
                     continue
                 st = _Storage(cname, {**attrs, "class": cls}, cl, n_inst, None)
-                mx = _attr(attrs, "meshX")
-                st.mesh_x = _int(mx, cl + ("attributes", "meshX")) if mx is not None else None
+                st.mesh_x = _mesh_x(attrs, n_inst, cl + ("attributes",))
                 outer_first.append(st)
             walk(node.get("subtree"), m, here + ("subtree",))
 
@@ -281,8 +311,7 @@ def _parse_legacy(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
         name, count = _split_name(st.get("name"), loc + ("name",))
         inst = _attr(st, "instances")
         n_inst = _int(inst, loc + ("instances",)) if inst is not None else count
-        mx = _attr(st, "meshX")
-        out.append(_Storage(name, dict(st), loc, n_inst, _int(mx, loc + ("meshX",)) if mx is not None else None))
+        out.append(_Storage(name, dict(st), loc, n_inst, _mesh_x(st, n_inst, loc)))
     return out, arith, macs
 
 
@@ -290,14 +319,14 @@ DEFAULT_WORD_BITS = 16  # what timeloop-model assumes for a component that state
 
 
 def _word_bits(st: _Storage) -> int:
-    wb = _attr(st.attrs, "word-bits", "word_width", "datawidth", "data-width")
+    wb = _attr(st.attrs, "word-bits", "word_width", "datawidth")
     return DEFAULT_WORD_BITS if wb is None else _int(wb, st.loc + ("word-bits",))
 
 
 def _block_cluster(st: _Storage, word_bits: int) -> tuple[int, int]:
     """Timeloop's block-size (words per access) and cluster-size (instances per physical array), as timeloop-model
     derives them: stated, or from the array's `width` in bits = word-bits x block-size x cluster-size."""
-    b, c = _attr(st.attrs, "block-size", "n_words"), _attr(st.attrs, "cluster-size")
+    b, c = _attr(st.attrs, "block-size", "block_size", "n_words"), _attr(st.attrs, "cluster-size")
     block = _int(b, st.loc + ("block-size",)) if b is not None else 1
     cluster = _int(c, st.loc + ("cluster-size",)) if c is not None else 1
     w = _attr(st.attrs, "width", "memory_width", "data_storage_width")
@@ -327,9 +356,9 @@ def _entries(st: _Storage, word_bits: int) -> int | None:
     depth = _attr(st.attrs, "depth", "memory_depth", "data_storage_depth")
     if depth is not None:  # rows of blocks, as Timeloop reads it
         return _int(depth, st.loc + ("depth",)) * _block_cluster(st, word_bits)[0]
-    kb = _attr(st.attrs, "sizeKB", "size-kb")
-    if kb is not None:
-        return int(_number(kb, st.loc + ("sizeKB",)) * 1024 * 8 // word_bits)
+    kb = _attr(st.attrs, "sizeKB")
+    if kb is not None:  # a whole number of KiB: timeloop-model reads it as an unsigned integer
+        return _int(kb, st.loc + ("sizeKB",)) * 1024 * 8 // word_bits
     return None
 
 
@@ -371,7 +400,8 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
     if len(set(names)) != len(names):
         raise InputError(levels[0].loc[:-1], f"level names must be unique, got {names}")
 
-    op_bits = _word_bits(_Storage("arithmetic", arith, ("arithmetic",), None, None))
+    ab = _attr(arith, "word-bits", "datawidth")  # the arithmetic's spellings (not word_width)
+    op_bits = DEFAULT_WORD_BITS if ab is None else _int(ab, ("arithmetic", "word-bits"))
     constrained = file_keeps(data, names)
     n = len(levels)
     mem: list[dict[str, Any]] = []
@@ -384,13 +414,8 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
         elif st.name in constrained:
             keeps = constrained[st.name]
         else:
-            keeps = ["W", "I", "O"] if top else infer_keeps(st.name)
-        if keeps is None:
-            raise InputError(
-                st.loc + ("name",),
-                f"cannot tell which tensors level {st.name!r} keeps; name it like the Gemmini/Simba levels or add "
-                f"tileplan: {{levels: {{{st.name}: {{keeps: [W, I, O]}}}}}}",
-            )
+            # a level nothing speaks for keeps all three, as timeloop-model keeps what a map does not bypass
+            keeps = (None if top else infer_keeps(st.name)) or ["W", "I", "O"]
         inst = 1 if top else (st.instances or 1)
         lv: dict[str, Any] = {"name": st.name, "word_bits": wb, "instances": inst, "keeps": list(keeps)}
         if st.mesh_x is not None and not top and st.mesh_x != inst:
@@ -425,10 +450,17 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             lv["write_bandwidth"] = _number(write, st.loc + ("write_bandwidth",)) * word_bytes
         mem.append(lv)
 
-    mesh_x = None
-    arith_mesh = _attr(arith, "meshX")
-    if arith_mesh is not None:
-        mesh_x = _int(arith_mesh, ("arithmetic", "meshX"))
+    mesh_x = _mesh_x(arith, macs, ("arithmetic",))
+    # timeloop-model asserts that each level's mesh tiles the one below it (fan-out X = inner meshX / outer meshX)
+    inner = (macs, mesh_x or macs, "the compute units")
+    for st in levels:
+        n_inst = st.instances or 1
+        x = st.mesh_x or n_inst
+        if inner[1] % x or (inner[0] // inner[1]) % (n_inst // x):
+            raise InputError(st.loc + ("attributes",) if "architecture" in data else st.loc,
+                             f"{st.name}: its {x} x {n_inst // x} mesh does not tile the {inner[1]} x "
+                             f"{inner[0] // inner[1]} mesh of {inner[2]} below it (Timeloop needs each to divide)")
+        inner = (n_inst, x, st.name)
     pe: dict[str, Any] = {"input_dtype": _dtype(op_bits, ("arithmetic", "word-bits")),
                           "weight_dtype": _dtype(op_bits, ("arithmetic", "word-bits"))}
     mac_energy = _attr(arith, "energy")
