@@ -6,9 +6,12 @@ plan is scored the way timeloop-model scores its exported map. What differs from
   partial sum spilled to an 8-bit DRAM moves as one 8-bit word), and bandwidths are words per cycle per
   instance with separate read and write budgets (a shared budget, Tileplan's `bandwidth`, counts both);
 - an input tile is its bounding box `(p-1)*stride + (r-1)*dilation + 1` rows (and columns);
-- an input tile that slides (the loop advancing is P, Q, R or S and is the innermost loop above the tile) only
-  fetches the rows / columns it did not already hold; after any inner loop wraps around, the whole tile is
-  fetched again (an inner loop that leaves the input alone only spares the refetch while it runs);
+- a tile moved by the same vector as its last move (or its first move) only fetches what it did not already hold;
+  a move by another vector (after an inner loop that left it in place, or a jump back when an inner loop wraps)
+  fetches it whole; and each loop is extrapolated from its first two iterations, as timeloop-model's nest
+  analysis does (`_fills`);
+- where the innermost level fans out to the MACs, an operand a neighbouring MAC held at the previous iteration
+  comes over the mesh link, not from the buffer (`_mac_accesses`);
 - outputs: a level holding outputs is "filled" once per tile visit (the first update of each element reads
   nothing), every update after the first of a visit is a read-modify-write, and the backing store reads
   back what a child fetches again as a partial sum;
@@ -16,7 +19,8 @@ plan is scored the way timeloop-model scores its exported map. What differs from
   per-instance counts of the busiest instance; the answer is the largest of those and the compute cycles
   (one cycle per temporal iteration).
 - inputs fed over a fan-out: instances whose windows coincide (an unrolled R next to an unrolled P) share one read
-  (Timeloop multicasts equal deltas); overlapping windows do not, except within what one child instance fetches;
+  (Timeloop multicasts equal deltas); overlapping windows do not, at every fan-out on the way (a bypassing level
+  passes its children's reads up as they are);
 - a level Tileplan splits where the source file does not (Gemmini's one accumulator, `source_instances`) is
   counted as the source has it: one instance over the level above's fan-out.
 Counts are per instance, and `instances` is how many instances of a level the mapping uses, as in
@@ -89,35 +93,69 @@ def box(problem: Problem, tensor: str, tile: dict[str, int]) -> int:
     return math.prod(tile[d] for d in RELEVANT[tensor])
 
 
-def _slide(problem: Problem, tile: dict[str, int], dim: str, step: int) -> int:
-    """Input words a tile newly needs when the loop over `dim` advances by `step` (its extent at that loop)."""
-    axis = 0 if dim in ("P", "R") else 1
-    p, r = ("P", "R") if axis == 0 else ("Q", "S")
-    h = (tile[p] - 1) * problem.stride[axis] + (tile[r] - 1) * problem.dilation[axis] + 1
-    shift = step * (problem.stride[axis] if dim == p else problem.dilation[axis])
-    other = box(problem, "I", tile) // h
-    return other * min(h, shift)
+def _extents(problem: Problem, tensor: str, tile: dict[str, int]) -> tuple[int, ...]:
+    """The tile's extent along each coordinate of `tensor` (see `_point`)."""
+    if tensor == "W":
+        return (tile["G"], tile["K"], tile["C"], tile["R"], tile["S"])
+    if tensor == "O":
+        return (tile["N"], tile["G"], tile["K"], tile["P"], tile["Q"])
+    h = (tile["P"] - 1) * problem.stride[0] + (tile["R"] - 1) * problem.dilation[0] + 1
+    w = (tile["Q"] - 1) * problem.stride[1] + (tile["S"] - 1) * problem.dilation[1] + 1
+    return (tile["N"], tile["G"], tile["C"], h, w)
 
 
 def _fills(problem: Problem, tensor: str, tile: dict[str, int], loops: list[tuple[str, int, int]]) -> float:
-    """Words fetched into one instance over the run for a tile under `loops` (innermost first: dimension,
-    factor, and how far one step of the loop moves along its dimension)."""
-    rel = RELEVANT[tensor]
+    """Words fetched into one instance over the run for a tile under `loops` (innermost first: dimension, factor,
+    and how far one step of the loop moves along its dimension), as timeloop-model's nest analysis counts them.
+
+    It walks each loop's first iteration and one more that stands for all the others (so the tile's previous
+    position, when a loop advances, has every inner loop at index 1), and per tile it remembers by how much the tile
+    last moved: a move by the same vector (or the first move after a reset) fetches only what the tile did not
+    already hold; a move by another vector (a slide after a loop that left the tile in place, a jump back after an
+    inner loop wraps) fetches the whole tile and forgets the vector. The calls form a binary counter over the loops
+    (a loop's advance comes with every inner loop wrapping from 1 to 0), walked here recursively, with the state
+    (the last vector, or none) carried along."""
     size = box(problem, tensor, tile)
-    total = float(size)
-    for j, (d, f, step) in enumerate(loops):
-        count = (f - 1) * math.prod(ff for _, ff, _ in loops[j + 1:])
-        inner_moves = any(dd in rel for dd, _, _ in loops[:j])
-        if inner_moves:
-            delta = size
-        elif d not in rel:
-            continue
-        elif tensor == "I" and d in ("P", "Q", "R", "S") and j == 0:
-            delta = _slide(problem, tile, d, step)
-        else:
-            delta = size
-        total += count * delta
-    return total
+    loops = [lp for lp in loops if lp[1] > 1]
+    if not loops or size == 0:
+        return float(size)
+    ext = _extents(problem, tensor, tile)
+    zero = dict.fromkeys(DIMS, 0)
+    moves: list[tuple[int, ...]] = []
+    for j, (d, _, step) in enumerate(loops):
+        prev = dict(zero)
+        for dd, _, ss in loops[:j]:
+            prev[dd] += ss
+        new = dict(zero)
+        new[d] += step
+        a, b = _point(problem, tensor, prev), _point(problem, tensor, new)
+        moves.append(tuple(y - x for x, y in zip(a, b)))
+
+    def fetched(t: tuple[int, ...]) -> int:
+        kept = math.prod(max(0, e - abs(x)) for e, x in zip(ext, t))
+        return size - kept
+
+    def step_in(j: int, last: tuple[int, ...] | None) -> tuple[int, tuple[int, ...] | None]:
+        t = moves[j]
+        if last is None or last == t:
+            return fetched(t), t
+        return size, None
+
+    memo: dict[tuple[int, tuple[int, ...] | None], tuple[float, tuple[int, ...] | None]] = {}
+
+    def sweep(j: int, last: tuple[int, ...] | None) -> tuple[float, tuple[int, ...] | None]:
+        """Words fetched over a sweep of loops 0..j-1 after the first call, and the state after it."""
+        if j == 0:
+            return 0.0, last
+        key = (j, last)
+        if key not in memo:
+            a1, s1 = sweep(j - 1, last)
+            d, s2 = step_in(j - 1, s1)
+            a2, s3 = sweep(j - 1, s2)
+            memo[key] = (a1 + (loops[j - 1][1] - 1) * (d + a2), s3)
+        return memo[key]
+
+    return size + sweep(len(loops), None)[0]
 
 
 def _point(problem: Problem, tensor: str, c: dict[str, int]) -> tuple[int, ...]:
@@ -215,28 +253,36 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
 
     def distinct_inputs(lo: int, hi: int) -> float:
         """How many child tiles' worth of inputs the parent `hi` reads per tile the child `lo` (-1: a MAC) takes, over
-        the spatial factors of levels lo+1..hi. The instances fed by `hi`'s own fan-out share a read only when their
-        windows are the same (Timeloop multicasts equal deltas: offsets p * stride + r * dilation that coincide,
-        as for an unrolled R next to an unrolled P), not when they merely overlap; below that fan-out, an instance
-        fetches the union of its sub-instances' windows (overlaps read once)."""
+        the spatial factors of levels lo+1..hi. timeloop-model compares, at each fan-out, the working sets of the
+        instances it feeds and multicasts only equal ones (offsets p * stride + r * dilation that coincide, as for an
+        unrolled R next to an unrolled P), not overlapping ones; a bypassing level in between passes its children's
+        accesses up as they are, so each fan-out counts its own distinct offsets. A fan-out above a level Tileplan
+        splits where the source file does not (Gemmini's accumulator) belongs to that one source instance, which
+        fetches the union of its slices' windows (overlaps read once)."""
         inner: list[set[int]] = [{0}, {0}]
-        outer: list[set[int]] = [{0}, {0}]
-        count = 1
+        factor = 1.0
+        groups: list[list[set[int]]] = []  # the offsets of each of Timeloop's fan-outs
         for j in range(lo + 1, hi + 1):
             step = tiles[j - 1] if j > 0 else dict.fromkeys(DIMS, 1)
+            if split(j - 1) and j - 1 == lo:
+                sets = inner  # lo's own source instance spans this fan-out: the union of its slices' windows
+            elif split(j - 1) and groups:
+                sets = groups[-1]  # with the one below, a single fan-out of the source's level j - 1
+            else:
+                sets = [{0}, {0}]
+                groups.append(sets)
             for d, f in levels[j].spatial:
                 if d not in RELEVANT["I"]:
                     continue
                 if d not in ("P", "Q", "R", "S"):
-                    count *= f
+                    factor *= f
                     continue
                 axis = 0 if d in ("P", "R") else 1
                 unit = step[d] * (problem.stride[axis] if d in ("P", "Q") else problem.dilation[axis])
-                # a fan-out above a level Tileplan splits (Gemmini's accumulator) is that level's in Timeloop
-                sets = outer if j == hi and not split(j - 1) else inner
                 sets[axis] = {o + k * unit for o in sets[axis] for k in range(f)}
+        for g in groups:
+            factor *= len(g[0]) * len(g[1])
         child = tiles[lo] if lo >= 0 else dict.fromkeys(DIMS, 1)
-        factor = float(count)
         for axis, (p, r) in enumerate((("P", "R"), ("Q", "S"))):
             extent = (child[p] - 1) * problem.stride[axis] + (child[r] - 1) * problem.dilation[axis] + 1
             covered, end = 0, None
@@ -244,7 +290,7 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
                 start = o if end is None else max(o, end)
                 covered += o + extent - start
                 end = o + extent
-            factor *= covered / extent * len(outer[axis])
+            factor *= covered / extent
         return factor
 
     level0_loops: list[tuple[str, int, int]] = [
