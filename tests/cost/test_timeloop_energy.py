@@ -4,9 +4,10 @@ import math
 
 import pytest
 
+from tileplan.cost.model import evaluate_mapping
 from tileplan.cost.timeloop_energy import block_access_pj, dram_access_pj, mac_pj, sram_access_pj, storage_pj
 from tileplan.hardware import HardwareDescriptor
-from tileplan.hardware.catalog import get_hardware
+from tileplan.hardware.catalog import get_hardware, load_descriptor
 
 
 def test_table_points():
@@ -48,3 +49,43 @@ def test_stated_energy_is_counted_per_block_like_the_table():
     gb = next(lv for lv in HardwareDescriptor.model_validate(doc).resolve().levels if lv.name == "GlobalBuffer")
     assert block_access_pj(gb) == (16.0, 24.0)
     assert storage_pj(gb, 9, 8, 0, 1) == pytest.approx(2 * 16.0 + 1 * 24.0)
+
+
+def test_a_backing_store_with_a_size_is_checked_and_priced_as_its_class():
+    """An outermost SRAM with a size (Timeloop's exercises: a 'MainMemory' of class SRAM): timeloop-model refuses a
+    problem that does not fit it and prices its accesses from its array, not as DRAM. Its numbers: 400.51 pJ for
+    C8 K4 P4 below; K16 refused ('mapped tile size 224 exceeds buffer capacity 128')."""
+    from tileplan.interop.timeloop_map import timeloop_verdict
+    from tileplan.problem import Problem
+
+    arch = """
+architecture:
+  version: 0.3
+  subtree:
+  - name: System
+    local:
+    - {name: MainMemory, class: SRAM, attributes: {depth: 16, width: 64, block-size: 8, word-bits: 8}}
+    subtree:
+    - name: PE
+      local:
+      - {name: Buffer, class: regfile, attributes: {depth: 64, word-bits: 8, width: 8, block-size: 1}}
+      - {name: MACC, class: intmac, attributes: {datawidth: 8}}
+architecture_constraints: {targets: [{target: Buffer, type: datatype, keep: [Weights], bypass: [Inputs, Outputs]}]}
+"""
+    hw = load_descriptor(arch, name="sram-backed")
+    assert hw.memory_levels[1].source_entries == 128 and hw.memory_levels[1].technology == "SRAM"
+    for k, energy in ((4, 400.51), (16, None)):
+        problem = Problem(dims={"N": 1, "G": 1, "C": 8, "K": k, "P": 4, "Q": 1, "R": 1, "S": 1}, stride=(1, 1),
+                          dilation=(1, 1))
+        mapping = {"mapping": [
+            {"target": "Buffer", "type": "temporal", "factors": "C=8", "permutation": "CRSPQKN"},
+            {"target": "MainMemory", "type": "temporal", "factors": f"P=4 K={k}", "permutation": "KPRSQCN"},
+            {"target": "Buffer", "type": "bypass", "keep": ["Weights"], "bypass": ["Inputs", "Outputs"]},
+            {"target": "MainMemory", "type": "bypass", "keep": ["Weights", "Inputs", "Outputs"], "bypass": []}]}
+        m, violations = timeloop_verdict(mapping, hw, problem)
+        if energy is None:
+            assert any("MainMemory: mapped tile size 224 exceeds buffer capacity 128" in v for v in violations)
+            continue
+        assert violations == []
+        got = evaluate_mapping(problem, hw.resolve(m.dataflow), m, model="timeloop")
+        assert got.cycles == 128 and got.energy_pj == pytest.approx(energy, abs=0.01)

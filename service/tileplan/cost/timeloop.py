@@ -419,7 +419,7 @@ def timeloop_violations(
     to the problem's bounds exactly (Timeloop has no padding), a level's spatial factors fit its fan-out and, on a
     2-D mesh, the factors along X (`along_x` per level, Timeloop's `split`; by default the best split) fit the
     mesh's X and the rest its Y, and the tiles a level keeps, in words and as bounding boxes, fit its entries
-    (no double buffering). Tileplan-only limits (spatial dimensions a level may unroll, library calls) are not
+    (no double buffering; the backing store too where the source file gives it a size). Tileplan-only limits (spatial dimensions a level may unroll, library calls) are not
     Timeloop's business and are not checked here."""
     out: list[str] = []
     names = [lv.name for lv in arch.levels]
@@ -459,9 +459,10 @@ def timeloop_violations(
     for i, (lv, m) in enumerate(zip(arch.levels, mapping.levels)):
         for d in DIMS:
             running[d] *= m.temporal_factor(d) * m.spatial_factor(d)
-        if lv.capacity is None:
+        if lv.capacity is None and lv.source_entries is None:
             continue
-        tile, entries = dict(running), lv.capacity / lv.word_bytes
+        tile = dict(running)
+        entries = lv.capacity / lv.word_bytes if lv.capacity is not None else float(lv.source_entries or 0)
         source = arch.hardware.memory_levels[i].source_instances
         if source is not None and i + 1 < len(arch.levels):
             # the source file's level spans the level above's fan-out (Gemmini's one accumulator, split per column)

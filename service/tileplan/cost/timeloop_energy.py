@@ -7,7 +7,7 @@ architecture is priced by the same rules and no constant is fitted to any refere
 | action | energy (pJ) |
 |---|---|
 | one access of an on-chip array (SRAM or register file) | `sram_access_pj(height, width)`: a line through the Eyeriss data points 1.0 at 0.5 KiB and 6.0 at 100 KiB for a 16-bit access, scaled by the access width in bits / 16 |
-| one access of DRAM | 200 per 16 bits of the access |
+| one access of DRAM (the backing store unless its class or `technology` says otherwise; an on-chip level whose class says DRAM) | 200 per 16 bits of the access |
 | one multiply-accumulate | 1.0 x (bits of A / 16) x (bits of B / 16) (int8: 0.25, 16-bit: 1.0) |
 | network hops, address generation, temporal and spatial reduction | 0 (Timeloop's table has no wire or adder energy) |
 
@@ -59,13 +59,16 @@ def block_access_pj(level: ResolvedLevel) -> tuple[float, float]:
     if level.energy is not None:
         block_bytes = level.word_bytes * level.block_size
         return level.energy.read_pj_per_byte * block_bytes, level.energy.write_pj_per_byte * block_bytes
-    if level.capacity is None:
+    if level.technology == "DRAM":
         e = dram_access_pj(word_bits * level.block_size)
         return e, e
-    # entries per instance as the source file declares its instances (Gemmini's one accumulator, not its slices)
-    entries = round(level.capacity / level.word_bytes)
-    if level.source_instances:
-        entries = entries * level.instances // level.source_instances
+    if level.capacity is None:  # an SRAM backing store: its stated size (none stated: Timeloop charges nothing)
+        entries = level.source_entries or 0
+    else:
+        # entries per instance as the source file declares its instances (Gemmini's one accumulator, not its slices)
+        entries = round(level.capacity / level.word_bytes)
+        if level.source_instances:
+            entries = entries * level.instances // level.source_instances
     width = word_bits * level.block_size * level.cluster_size
     height = -(-entries // level.block_size)
     e = sram_access_pj(height, width) / level.cluster_size if entries else 0.0

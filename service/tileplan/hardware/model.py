@@ -98,6 +98,18 @@ class MemoryLevel(_Strict):
         "cluster (Simba's 64 PE registers per PE). Must divide the (source) instances. None: 1.",
     )
 
+    technology: Literal["DRAM", "SRAM"] | None = Field(
+        default=None,
+        description="How Timeloop's energy table prices this level's accesses: 'DRAM' or 'SRAM' (an array by its "
+        "size). None: DRAM for the backing store, SRAM on chip.",
+    )
+    source_entries: Int | None = Field(
+        default=None, gt=0,
+        description="Words the Timeloop source file states for its outermost level (a backing store with a size, "
+        "e.g. an SRAM 'MainMemory'): timeloop-model checks the whole problem's tiles against them. Backing store "
+        "only; the mappers still treat it as unbounded.",
+    )
+
     @field_validator("keeps")
     @classmethod
     def _unique_keeps(cls, v: list[Tensor]) -> list[Tensor]:
@@ -126,6 +138,8 @@ class MemoryLevel(_Strict):
                              f"{self.source_instances or self.instances} instances")
         if self.cluster_size not in (None, 1) and self.capacity is None:
             raise ValueError("cluster_size: the backing store is one array (Timeloop allows no cluster for DRAM)")
+        if self.source_entries is not None and self.capacity is not None:
+            raise ValueError("source_entries: only for the backing store (an on-chip level states its capacity)")
         return self
 
 
@@ -295,6 +309,8 @@ class HardwareDescriptor(_Strict):
                     block_size=lv.block_size or 1,
                     cluster_size=lv.cluster_size or 1,
                     source_instances=lv.source_instances,
+                    technology=lv.technology or ("DRAM" if lv.capacity is None else "SRAM"),
+                    source_entries=lv.source_entries,
                 )
             )
             below = lv.instances
@@ -355,6 +371,8 @@ class ResolvedLevel:
     block_size: int = 1  # words per access (Timeloop block-size)
     cluster_size: int = 1  # instances one access serves (Timeloop cluster-size)
     source_instances: int | None = None  # instances as the Timeloop source declares them, where Tileplan splits
+    technology: str = "SRAM"  # Timeloop's energy table: "DRAM" or "SRAM"
+    source_entries: int | None = None  # the Timeloop source's size of its outermost level, in words
 
 
 @dataclass(frozen=True)

@@ -358,8 +358,18 @@ def _entries(st: _Storage, word_bits: int) -> int | None:
         return _int(depth, st.loc + ("depth",)) * _block_cluster(st, word_bits)[0]
     kb = _attr(st.attrs, "sizeKB")
     if kb is not None:  # a whole number of KiB: timeloop-model reads it as an unsigned integer
-        return _int(kb, st.loc + ("sizeKB",)) * 1024 * 8 // word_bits
+        size = _int(kb, st.loc + ("sizeKB",))
+        bits = size * 1024 * 8
+        if bits >= 2**32:  # timeloop-model multiplies in 32 bits: it would read (bits mod 2^32) / word-bits entries
+            raise InputError(st.loc + ("sizeKB",), f"{size} KiB overflows timeloop-model's 32-bit size arithmetic (it "
+                             f"reads {(bits % 2**32) // word_bits} entries); state entries instead")
+        return bits // word_bits
     return None
+
+
+def _technology(st: _Storage) -> str:
+    """Timeloop's energy table for the level: DRAM when its class names DRAM or it states technology DRAM."""
+    return "DRAM" if "DRAM" in st.cls or _attr(st.attrs, "technology") == "DRAM" else "SRAM"
 
 
 def _dtype(bits: int, loc: Loc) -> str:
@@ -420,12 +430,25 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
         lv: dict[str, Any] = {"name": st.name, "word_bits": wb, "instances": inst, "keeps": list(keeps)}
         if st.mesh_x is not None and not top and st.mesh_x != inst:
             lv["mesh_x"] = st.mesh_x
+        tech = _technology(st)
+        entries = _entries(st, wb)
         if not top:
-            entries = _entries(st, wb)
             if entries is None:
                 raise InputError(st.loc + ("entries",), f"missing for on-chip level {st.name!r} (or depth and width)")
+            if entries == 0:
+                raise InputError(st.loc + ("entries",), f"{st.name!r} holds no word (timeloop-model then refuses "
+                                 "every tile it keeps)")
             lv["capacity"] = math.ceil(entries * wb / 8) * inst
+            if tech == "DRAM":
+                lv["technology"] = "DRAM"
+        else:
+            if entries is not None:  # an outermost buffer with a size: Timeloop checks the problem against it
+                lv["source_entries"] = entries
+            if tech == "SRAM":
+                lv["technology"] = "SRAM"
         block, cluster = _block_cluster(st, wb)
+        if tech == "DRAM" and cluster != 1:  # timeloop-model asserts a DRAM is one array
+            raise InputError(st.loc + ("cluster-size",), f"{cluster}: a DRAM is one array (Timeloop allows no cluster)")
         if block != 1:
             lv["block_size"] = block
         if cluster != 1:
@@ -586,7 +609,11 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
             attrs["read_bandwidth"] = _words(lv.read_bandwidth, lv.word_bits)
         if lv.write_bandwidth is not None:
             attrs["write_bandwidth"] = _words(lv.write_bandwidth, lv.word_bits)
-        cls = "DRAM" if lv.capacity is None else ("regfile" if lv.capacity // instances <= 64 else "SRAM")
+        if lv.source_entries is not None:
+            attrs["entries"] = lv.source_entries
+        tech = lv.technology or ("DRAM" if lv.capacity is None else "SRAM")
+        cls = "DRAM" if tech == "DRAM" else (
+            "regfile" if lv.capacity is not None and lv.capacity // instances <= 64 else "SRAM")
         return {"name": lv.name, "class": cls, "attributes": attrs}
 
     in_bits = DTYPE_BITS[hw.pe_array.input_dtype]
