@@ -283,3 +283,12 @@ def test_components_and_attributes_are_read_as_timeloop_reads_them():
     with pytest.raises(InputError) as err:
         load_descriptor(doc(two=True), name="t")
     assert "one subtree per level" in err.value.msg
+
+
+def test_a_single_storage_level_is_refused_with_the_reason():
+    doc = {"architecture": {"version": 0.3, "subtree": [{"name": "sys", "local": [
+        {"name": "Buffer", "class": "regfile", "attributes": {"entries": 64, "word-bits": 8}},
+        {"name": "MAC", "class": "intmac", "attributes": {"datawidth": 8}}]}]}}
+    with pytest.raises(InputError) as err:
+        load_descriptor(doc, name="one")
+    assert "single storage level ('Buffer')" in err.value.msg and err.value.loc[-1] == 0

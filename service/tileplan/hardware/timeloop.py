@@ -404,6 +404,9 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
     else:
         raise InputError((), "a Timeloop architecture has a top-level 'architecture:' (v0.3) or 'arch:' (legacy)")
     names = [lv.name for lv in levels]
+    if len(levels) < 2:
+        raise InputError(levels[0].loc, f"a single storage level ({names[0]!r}): Tileplan plans for at least one "
+                         "level below the backing store")
     for hname in level_hints:
         if hname not in names:
             raise InputError(("tileplan", "levels", hname), f"no such level; the file has {names}")
