@@ -614,6 +614,9 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
             attrs["write_bandwidth"] = _words(lv.write_bandwidth, lv.word_bits)
         if lv.source_entries is not None:
             attrs["entries"] = lv.source_entries
+        if lv.energy is not None and lv.energy.read_pj_per_byte == lv.energy.write_pj_per_byte:
+            # Timeloop's one figure per block access (the importer reads it back per byte)
+            attrs["vector-access-energy"] = lv.energy.read_pj_per_byte * block * lv.word_bits / 8
         tech = lv.technology or ("DRAM" if lv.capacity is None else "SRAM")
         cls = "DRAM" if tech == "DRAM" else (
             "regfile" if lv.capacity is not None and lv.capacity // instances <= 64 else "SRAM")
@@ -624,6 +627,8 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
                             "attributes": {"instances": hw.pe_array.macs, "datawidth": in_bits, "word-bits": in_bits}}
     if hw.pe_array.mesh_x is not None:
         macc["attributes"]["meshX"] = hw.pe_array.mesh_x
+    if hw.pe_array.mac_energy_pj is not None:
+        macc["attributes"]["energy"] = hw.pe_array.mac_energy_pj
     root: dict[str, Any] = {"name": "System", "local": [], "subtree": []}
     node = root
     current = 1
