@@ -309,3 +309,24 @@ def test_export_keeps_the_files_own_energies_and_backing_store():
     back = load_descriptor(yaml.safe_load(dump_yaml(to_timeloop_arch(hw, hint=False))), name="vae")
     assert back.memory_levels == hw.memory_levels and back.pe_array.mac_energy_pj == 0.5
     assert hw.memory_levels[1].source_entries == 65536 and hw.memory_levels[1].technology == "SRAM"
+
+
+def test_a_level_of_no_entries_that_keeps_nothing_is_imported():
+    """Eyeriss' DummyBuffer: 0 entries, bypassing everything, there for its fan-out (the column of PEs under it);
+    timeloop-model runs such files. Keeping something in it is refused (Timeloop refuses every such tile)."""
+    def doc(bypass):
+        return {"architecture": {"version": 0.3, "subtree": [{"name": "sys", "local": [
+            {"name": "DRAM", "class": "DRAM", "attributes": {"word-bits": 16}},
+            {"name": "GLB", "class": "SRAM", "attributes": {"entries": 4096, "word-bits": 16}},
+            {"name": "DummyBuffer[0..3]", "class": "storage", "attributes": {"entries": 0, "depth": 0, "meshX": 4}}],
+            "subtree": [{"name": "PE[0..11]", "local": [
+                {"name": "spad", "class": "regfile", "attributes": {"entries": 16, "meshX": 4}},
+                {"name": "MAC", "class": "intmac", "attributes": {"datawidth": 16, "meshX": 4}}]}]}]},
+            "architecture_constraints": {"targets": [
+                {"target": "DummyBuffer", "type": "bypass", "bypass": bypass}]}}
+    hw = load_descriptor(doc(["Weights", "Inputs", "Outputs"]), name="dummy")
+    assert [(lv.name, lv.keeps, lv.instances) for lv in hw.memory_levels] == [
+        ("spad", ["W", "I", "O"], 12), ("DummyBuffer", [], 4), ("GLB", ["W", "I", "O"], 1), ("DRAM", ["W", "I", "O"], 1)]
+    with pytest.raises(InputError) as err:
+        load_descriptor(doc(["Weights"]), name="dummy")
+    assert "holds no word but keeps ['I', 'O']" in err.value.msg

@@ -156,8 +156,10 @@ def _number(value: Any, loc: Loc, positive: bool = True) -> float:
     return value
 
 
-def _int(value: Any, loc: Loc) -> int:
-    v = _number(value, loc)
+def _int(value: Any, loc: Loc, positive: bool = True) -> int:
+    v = _number(value, loc, positive)
+    if v < 0:
+        raise InputError(loc, f"must not be negative, got {value}")
     if not float(v).is_integer():
         raise InputError(loc, f"must be a whole number, got {value}")
     return int(v)
@@ -352,10 +354,10 @@ def _block_cluster(st: _Storage, word_bits: int) -> tuple[int, int]:
 def _entries(st: _Storage, word_bits: int) -> int | None:
     e = _attr(st.attrs, "entries")
     if e is not None:
-        return _int(e, st.loc + ("entries",))
+        return _int(e, st.loc + ("entries",), positive=False)
     depth = _attr(st.attrs, "depth", "memory_depth", "data_storage_depth")
     if depth is not None:  # rows of blocks, as Timeloop reads it
-        return _int(depth, st.loc + ("depth",)) * _block_cluster(st, word_bits)[0]
+        return _int(depth, st.loc + ("depth",), positive=False) * _block_cluster(st, word_bits)[0]
     kb = _attr(st.attrs, "sizeKB")
     if kb is not None:  # a whole number of KiB: timeloop-model reads it as an unsigned integer
         size = _int(kb, st.loc + ("sizeKB",))
@@ -438,10 +440,12 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
         if not top:
             if entries is None:
                 raise InputError(st.loc + ("entries",), f"missing for on-chip level {st.name!r} (or depth and width)")
-            if entries == 0:
-                raise InputError(st.loc + ("entries",), f"{st.name!r} holds no word (timeloop-model then refuses "
-                                 "every tile it keeps)")
-            lv["capacity"] = math.ceil(entries * wb / 8) * inst
+            if entries == 0 and keeps:
+                raise InputError(st.loc + ("entries",), f"{st.name!r} holds no word but keeps {keeps} (timeloop-model "
+                                 "refuses every tile it keeps); bypass them in the file's constraints")
+            # a level of no entries that keeps nothing (Eyeriss' DummyBuffer, there for its fan-out) is given one word
+            # per instance: it holds no tile either way, and an access to it never happens
+            lv["capacity"] = math.ceil(max(entries, 1) * wb / 8) * inst
             if tech == "DRAM":
                 lv["technology"] = "DRAM"
         else:
