@@ -78,3 +78,53 @@ def test_overlapping_windows_over_a_fan_out_are_fetched_each():
     got = _counts(TWO, {"P": 4, "R": 3}, [("PEBuf", {"temporal": [("P", 2), ("R", 3)]}),
                                           ("Buf", {"spatial": [("P", 2)]}), ("DRAM", {})])
     assert got["DRAM"]["I"] == (8, 0, 0) and got["PEBuf"]["I"] == (6, 4, 0)
+
+
+def test_windows_passed_along_a_fan_out_over_links():
+    """Three PEs under one buffer with R unrolled and P temporal above them: a PE's next input row is the row its
+    neighbour held a step before, so it comes over the link. timeloop-model: DRAM reads 6 (not 12), each PE 2 link
+    reads on top of its 4, its 4 fills half from the parent and half from the link."""
+    for keep_buf, buf_i in (("[Weights, Outputs], bypass: [Inputs]", None), ("[Weights, Inputs, Outputs], bypass: []",
+                                                                            (6, 6, 0))):
+        arch = TWO.replace("keep: [Weights, Outputs], bypass: [Inputs]", "keep: " + keep_buf)
+        got = _counts(arch, {"P": 4, "R": 3}, [("PEBuf", {}), ("Buf", {"spatial": [("R", 3)], "temporal": [("P", 4)]}),
+                                               ("DRAM", {})])
+        assert got["PEBuf"]["I"] == (6, 4, 0)
+        assert got["DRAM"]["I"] == (6, 0, 0)
+        assert got["Buf"].get("I") == buf_i
+
+
+def test_a_factor_beyond_a_levels_fan_out_passes_where_the_levels_above_use_less():
+    """fuzz1_013/L2/wild1: R 3 unrolled at a level whose own fan-out is 2 (a 3 x 3 mesh of Spad1 over a 6 x 3 mesh of
+    MACs): timeloop-model only checks the expansions against each mesh (X 3 <= 6) and accepted the map."""
+    from tileplan.cost.timeloop import timeloop_violations
+
+    arch = """
+architecture:
+  version: 0.3
+  subtree:
+  - name: system
+    local:
+    - {name: DRAM, class: DRAM, attributes: {}}
+    subtree:
+    - name: Row[0..2]
+      local:
+      - {name: RowBuf, class: smartbuffer, attributes: {entries: 128, meshY: 3}}
+      - {name: 'Spad[0..2]', class: regfile, attributes: {entries: 16, meshX: 3}}
+      subtree:
+      - name: PE[0..5]
+        local:
+        - {name: MAC, class: compute, attributes: {datawidth: 8, meshX: 6}}
+architecture_constraints:
+  targets:
+  - {target: RowBuf, type: bypass, keep: [Weights, Outputs], bypass: [Inputs]}
+  - {target: Spad, type: bypass, keep: [Inputs], bypass: [Weights, Outputs]}
+"""
+    hw = load_descriptor(arch, name="wide")
+    full = {"N": 1, "G": 1, "C": 9, "K": 32, "P": 3, "Q": 5, "R": 3, "S": 3}
+    mapping = Mapping(levels=[LevelMapping(name="Spad", spatial=[("R", 3)], temporal=[("S", 3), ("K", 2)]),
+                              LevelMapping(name="RowBuf", temporal=[("K", 2)]),
+                              LevelMapping(name="DRAM", temporal=[("C", 9), ("P", 3), ("K", 8), ("Q", 5)])],
+                      dataflow=hw.dataflow_names[0])
+    assert hw.resolve().levels[0].fanout == 2
+    assert timeloop_violations(Problem(dims=full, stride=(1, 1), dilation=(1, 1)), hw.resolve(), mapping) == []

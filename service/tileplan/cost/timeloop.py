@@ -224,6 +224,131 @@ def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor
     return total * distinct / plain
 
 
+def _mesh_elements(arch: Architecture, level: int, spatial: list[tuple[str, int]],
+                   unit: dict[str, int]) -> dict[tuple[int, int], dict[str, int]]:
+    """The instances a level's fan-out feeds, at their (X, Y) mesh positions as timeloop-model lays them out (its
+    spatial loops X first, the first varying fastest, row-major over the physical mesh width), each with its offset
+    along every dimension (loop index x `unit`, the child's extent)."""
+    fx, fy = arch.fanout_xy(level)
+    split = mesh_split(spatial, fx, fy) if fy > 1 else (spatial, [])
+    xs, ys = split if split is not None else (spatial, [])
+    order = list(xs) + list(ys)
+    h_size = max(fx, math.prod(f for _, f in xs))
+    elements: dict[tuple[int, int], dict[str, int]] = {}
+    for idx in range(math.prod(f for _, f in order)):
+        coords, rest = dict.fromkeys(DIMS, 0), idx
+        for d, f in order:
+            coords[d], rest = rest % f * unit[d], rest // f
+        elements[(idx % h_size, idx // h_size)] = coords
+    return elements
+
+
+def _fanout_links(problem: Problem, arch: Architecture, mapping: Mapping, tensor: str, child: int,
+                  tile: dict[str, int], loops: list[tuple[str, int, int]]) -> tuple[float, float, int, int]:
+    """Link transfers at the fan-out right above level `child` for a read-only tensor: (the share of the parent's
+    plain multicast reads that remain, the words one parent instance's children pass over links in the run, the
+    children of one parent instance, the child instances in use in all). A child takes
+    its new data from a mesh neighbour instead of the parent when the neighbour's previous delta is exactly its
+    current one (windows sliding along an unrolled P or Q under a temporal R or S); timeloop-model then charges the
+    neighbour a read and the child a fill, and uses the links at a call only when they leave fewer parent reads.
+    Deltas follow `_fills` (same vector: the new part; another: the whole tile; each loop from two iterations)."""
+    spatial: list[tuple[str, int]] = [(d, f) for d, f in mapping.levels[child + 1].spatial if f > 1]
+    loops = [lp for lp in loops if lp[1] > 1]
+    size = box(problem, tensor, tile)
+    if not spatial or not loops or size == 0 or tensor == "O":
+        return 1.0, 0.0, 1, 1
+    ext = _extents(problem, tensor, tile)
+    elements = _mesh_elements(arch, child + 1, spatial, tile)
+    zero = dict.fromkeys(DIMS, 0)
+    offset = {pos: _point(problem, tensor, c) for pos, c in elements.items()}
+    groups = len(set(offset.values()))
+    moves: list[tuple[int, ...]] = []
+    for j, (d, _, step) in enumerate(loops):
+        prev = dict(zero)
+        for dd, _, ss in loops[:j]:
+            prev[dd] += ss
+        new = dict(zero)
+        new[d] += step
+        a, b = _point(problem, tensor, prev), _point(problem, tensor, new)
+        moves.append(tuple(y - x for x, y in zip(a, b)))
+
+    Region = tuple[tuple[int, ...], tuple[int, ...]] | None  # one box [lo, hi) relative to the window, or none
+
+    def region(t: tuple[int, ...], whole: bool) -> tuple[Region, int]:
+        """The delta as a box relative to the new window, and its words (None, words: not one box)."""
+        kept = math.prod(max(0, e - abs(x)) for e, x in zip(ext, t))
+        if whole or kept == 0:
+            return (tuple(0 for _ in ext), tuple(ext)), size
+        moved = [a for a, x in enumerate(t) if x]
+        if not moved:
+            return None, 0
+        if len(moved) > 1:
+            return None, size - kept
+        a = moved[0]
+        lo, hi = [0] * len(ext), list(ext)
+        if t[a] > 0:
+            lo[a] = ext[a] - t[a]
+        else:
+            hi[a] = -t[a]
+        return (tuple(lo), tuple(hi)), size - kept
+
+    calls: dict[tuple[int, bool, int | None, bool], tuple[float, float, float]] = {}
+
+    def call(j: int, whole: bool, pj: int | None, pwhole: bool) -> tuple[float, float, float]:
+        """(parent reads, link words, plain reads) of one call where loop j advanced after the call of loop pj."""
+        key = (j, whole, pj, pwhole)
+        if key not in calls:
+            cur, words = region(moves[j], whole)
+            plain = groups * words
+            linked_words = 0.0
+            parent = float(plain)
+            if cur is not None and words and pj is not None:
+                # the previous call's delta (pj -1: the first call, the whole tile at the origin)
+                prev, _ = region(moves[pj], pwhole) if pj >= 0 else region(moves[0], True)
+                if prev is not None:
+                    t = moves[j]
+                    # my delta, in the previous window's frame: shifted by this move
+                    mine = {pos: (tuple(lo + x + o for lo, x, o in zip(cur[0], t, off)),
+                                  tuple(hi + x + o for hi, x, o in zip(cur[1], t, off))) for pos, off in offset.items()}
+                    theirs = {pos: (tuple(lo + o for lo, o in zip(prev[0], off)),
+                                    tuple(hi + o for hi, o in zip(prev[1], off))) for pos, off in offset.items()}
+                    reused = {pos for pos, r in mine.items() if any(
+                        theirs.get(nb) == r for nb in ((pos[0] - 1, pos[1]), (pos[0] + 1, pos[1]),
+                                                       (pos[0], pos[1] - 1), (pos[0], pos[1] + 1)))}
+                    left = len({offset[p] for p in offset if p not in reused}) * words
+                    if left < plain:
+                        parent, linked_words = float(left), float(len(reused) * words)
+            calls[key] = (parent, linked_words, float(plain))
+        return calls[key]
+
+    State = tuple[tuple[int, ...] | None, int | None, bool]  # last vector kept, last loop advanced, was it whole
+    memo: dict[tuple[int, State], tuple[float, float, float, State]] = {}
+
+    def sweep(j: int, st: State) -> tuple[float, float, float, State]:
+        if j == 0:
+            return 0.0, 0.0, 0.0, st
+        key = (j, st)
+        if key not in memo:
+            p1, l1, q1, s1 = sweep(j - 1, st)
+            last, pj, pwhole = s1
+            t = moves[j - 1]
+            whole = not (last is None or last == t)
+            p, lk, q = call(j - 1, whole, pj, pwhole)
+            s2: State = (None if whole else t, j - 1, whole)
+            p2, l2, q2, s3 = sweep(j - 1, s2)
+            w = loops[j - 1][1] - 1
+            memo[key] = (p1 + w * (p + p2), l1 + w * (lk + l2), q1 + w * (q + q2), s3)
+        return memo[key]
+
+    parent, links, plain, _ = sweep(len(loops), (None, -1, True))
+    first = groups * size
+    parent, plain = parent + first, plain + first
+    # timeloop-model spreads one parent instance's link words over every instance of the child level in use (all
+    # fan-outs above it), in whole words
+    used = math.prod(f for lv in mapping.levels[child + 1:] for _, f in lv.spatial)
+    return (parent / plain if plain else 1.0), links, len(elements), used
+
+
 def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> TimeloopCounts:
     levels = mapping.levels
     n = len(levels)
@@ -312,6 +437,17 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
                 accesses = _mac_accesses(problem, arch, mapping, t, iters, level0_loops, distinct)
             else:
                 accesses = fills[child] * distinct
+                if not split(child) and not split(child + 1):
+                    share, links, fed, used = _fanout_links(problem, arch, mapping, t, child, tiles[child],
+                                                            loops_above(child))
+                    if links:
+                        # what comes over a link is read from the neighbour and filled into the child; timeloop-model
+                        # spreads it (in whole words) over every child instance in use, while the parent's share of
+                        # the fills drops per child it feeds
+                        peer = float(int(links) // used)
+                        accesses *= share
+                        out[child].tensors[t].reads += peer
+                        out[child].tensors[t].fills += peer - links / fed
             if t == "O":
                 tc.updates = accesses
                 # Read-modify-write: every update but the first one an element ever gets reads the old value.
@@ -433,9 +569,12 @@ def timeloop_violations(
     expansion_x = expansion_y = 1
     for i in range(len(arch.levels) - 1, -1, -1):
         lv, m = arch.levels[i], mapping.levels[i]
-        if m.spatial_total > lv.fanout:
-            out.append(f"{lv.name}: spatial fan-out {m.spatial_total} exceeds the {lv.fanout} instances below it")
+        if m.spatial_total > 1 and lv.fanout == 1:
+            out.append(f"no spatial tiling level for storage level {lv.name}: the level below it has as many "
+                       "instances (no fan-out to unroll across)")
             continue
+        # no check of a level's own fan-out: timeloop-model checks the expansions, cumulative over the levels above,
+        # against each level's mesh, so a factor larger than a level's fan-out passes where those above use less
         fx, fy = arch.fanout_xy(i)
         if along_x is not None and lv.name in along_x:
             xs = along_x[lv.name]
