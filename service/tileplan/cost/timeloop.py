@@ -131,14 +131,18 @@ def _fills(problem: Problem, tensor: str, tile: dict[str, int], loops: list[tupl
         a, b = _point(problem, tensor, prev), _point(problem, tensor, new)
         moves.append(tuple(y - x for x, y in zip(a, b)))
 
-    def fetched(t: tuple[int, ...]) -> int:
-        kept = math.prod(max(0, e - abs(x)) for e, x in zip(ext, t))
-        return size - kept
+    fetched = []
+    for t in moves:
+        kept = size
+        for e, x in zip(ext, t):
+            if x:
+                kept = kept // e * max(0, e - abs(x))
+        fetched.append(size - kept)
 
     def step_in(j: int, last: tuple[int, ...] | None) -> tuple[int, tuple[int, ...] | None]:
         t = moves[j]
         if last is None or last == t:
-            return fetched(t), t
+            return fetched[j], t
         return size, None
 
     memo: dict[tuple[int, tuple[int, ...] | None], tuple[float, tuple[int, ...] | None]] = {}
@@ -255,7 +259,10 @@ def _fanout_links(problem: Problem, arch: Architecture, mapping: Mapping, tensor
     spatial: list[tuple[str, int]] = [(d, f) for d, f in mapping.levels[child + 1].spatial if f > 1]
     loops = [lp for lp in loops if lp[1] > 1]
     size = box(problem, tensor, tile)
-    if not spatial or not loops or size == 0 or tensor == "O":
+    if tensor != "I" or not loops or size == 0 or not any(d in ("P", "Q", "R", "S") for d, _ in spatial):
+        # only windows that slide past each other can be passed along: distinct operands of W, O or of unrolled C
+        # never sit where a neighbour's did (every move is a multiple of the unrolled extent), and multicast ones
+        # would have to be fetched twice in a row
         return 1.0, 0.0, 1, 1
     ext = _extents(problem, tensor, tile)
     elements = _mesh_elements(arch, child + 1, spatial, tile)
@@ -292,32 +299,54 @@ def _fanout_links(problem: Problem, arch: Architecture, mapping: Mapping, tensor
             hi[a] = -t[a]
         return (tuple(lo), tuple(hi)), size - kept
 
+    # per element, the offsets of its mesh neighbours relative to it (in the tensor's coordinates): a link needs the
+    # neighbour's previous delta to sit exactly where this element's current one does
+    diffs: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+    for (h, v), off in offset.items():
+        diffs[(h, v)] = {tuple(x - y for x, y in zip(offset[nb], off)) for nb in
+                         ((h - 1, v), (h + 1, v), (h, v - 1), (h, v + 1)) if nb in offset}
+    any_diff = set().union(*diffs.values())
+
+    regions = {(j, w): region(moves[j], w) for j in range(len(loops)) for w in (False, True)}
+    regions[(-1, True)] = regions[(-1, False)] = regions[(0, True)]  # the first call: the whole tile
+
+    def link_shift(j: int, whole: bool, pj: int | None, pwhole: bool) -> tuple[int, ...] | None:
+        """Where a neighbour's previous delta must sit, relative to this element, to equal its current one."""
+        if pj is None:
+            return None
+        cur, words = regions[(j, whole)]
+        prev, _ = regions[(pj, pwhole)]
+        if cur is None or prev is None or not words:
+            return None
+        if any(h1 - l1 != h2 - l2 for l1, h1, l2, h2 in zip(cur[0], cur[1], prev[0], prev[1])):
+            return None
+        return tuple(lo + x - plo for lo, x, plo in zip(cur[0], moves[j], prev[0]))
+
+    # the calls that occur: loop j > 0 advances right after loop 0 did; loop 0 after the first call or any other loop
+    combos = [(j, w, pj, pw) for j in range(len(loops)) for w in (False, True)
+              for pj in ([0] if j else [-1, *range(1, len(loops))]) for pw in (False, True)]
+    if not any(link_shift(*c) in any_diff for c in combos):
+        return 1.0, 0.0, len(elements), 1  # no call can pass data over a link
+
+    reused_at: dict[tuple[int, ...], int] = {}
+    left_at: dict[tuple[int, ...], int] = {}
     calls: dict[tuple[int, bool, int | None, bool], tuple[float, float, float]] = {}
 
     def call(j: int, whole: bool, pj: int | None, pwhole: bool) -> tuple[float, float, float]:
         """(parent reads, link words, plain reads) of one call where loop j advanced after the call of loop pj."""
         key = (j, whole, pj, pwhole)
         if key not in calls:
-            cur, words = region(moves[j], whole)
+            _, words = regions[(j, whole)]
             plain = groups * words
-            linked_words = 0.0
-            parent = float(plain)
-            if cur is not None and words and pj is not None:
-                # the previous call's delta (pj -1: the first call, the whole tile at the origin)
-                prev, _ = region(moves[pj], pwhole) if pj >= 0 else region(moves[0], True)
-                if prev is not None:
-                    t = moves[j]
-                    # my delta, in the previous window's frame: shifted by this move
-                    mine = {pos: (tuple(lo + x + o for lo, x, o in zip(cur[0], t, off)),
-                                  tuple(hi + x + o for hi, x, o in zip(cur[1], t, off))) for pos, off in offset.items()}
-                    theirs = {pos: (tuple(lo + o for lo, o in zip(prev[0], off)),
-                                    tuple(hi + o for hi, o in zip(prev[1], off))) for pos, off in offset.items()}
-                    reused = {pos for pos, r in mine.items() if any(
-                        theirs.get(nb) == r for nb in ((pos[0] - 1, pos[1]), (pos[0] + 1, pos[1]),
-                                                       (pos[0], pos[1] - 1), (pos[0], pos[1] + 1)))}
-                    left = len({offset[p] for p in offset if p not in reused}) * words
-                    if left < plain:
-                        parent, linked_words = float(left), float(len(reused) * words)
+            parent, linked_words = float(plain), 0.0
+            shift = link_shift(j, whole, pj, pwhole)
+            if shift is not None and shift in any_diff:
+                if shift not in reused_at:
+                    reused = {pos for pos, ds in diffs.items() if shift in ds}
+                    reused_at[shift] = len(reused)
+                    left_at[shift] = len({offset[p] for p in offset if p not in reused})
+                if left_at[shift] * words < plain:
+                    parent, linked_words = float(left_at[shift] * words), float(reused_at[shift] * words)
             calls[key] = (parent, linked_words, float(plain))
         return calls[key]
 
@@ -362,11 +391,11 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
     spatial_above = [math.prod(m.spatial_total for m in levels[i + 1:]) for i in range(n)]
     out = [LevelCounts(name=lv.name) for lv in arch.levels]
 
+    level_loops = [[(d, f, tiles[j][d] // levels[j].temporal_factor(d)) for d, f in levels[j].temporal if f > 1]
+                   for j in range(n)]
+
     def loops_above(i: int) -> list[tuple[str, int, int]]:
-        return [
-            (d, f, tiles[j][d] // levels[j].temporal_factor(d))
-            for j in range(i + 1, n) for d, f in levels[j].temporal if f > 1
-        ]
+        return [lp for j in range(i + 1, n) for lp in level_loops[j]]
 
     def spatial_between(lo: int, hi: int, rel: frozenset[str] | None) -> int:
         """Spatial factors of levels lo+1..hi (fan-outs between instance of hi and of lo), relevant ones only."""
@@ -418,8 +447,7 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
             factor *= covered / extent
         return factor
 
-    level0_loops: list[tuple[str, int, int]] = [
-        (d, f, tiles[j][d] // levels[j].temporal_factor(d)) for j in range(n) for d, f in levels[j].temporal]
+    level0_loops: list[tuple[str, int, int]] = [lp for j in range(n) for lp in level_loops[j]]
     for t in TENSORS:
         rel = RELEVANT[t]
         chain = [i for i in range(n) if t in arch.levels[i].keeps]
