@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from tileplan.cost.model import evaluate_mapping
+from tileplan.cost.timeloop import timeloop_counts
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import load_descriptor
-from tileplan.interop.timeloop_map import timeloop_verdict
+from tileplan.interop.timeloop_map import from_timeloop_mapping, timeloop_verdict
 from tileplan.problem import Problem
 
 
@@ -55,9 +56,26 @@ def case_problem(case: dict[str, Any]) -> Problem:
     """The case's Timeloop problem (padded bounds on `+padded` cases). Timeloop's W-axis pairs R with P."""
     p = case["problem"]
     dims = {d: int(p[d]) for d in ("N", "K", "C", "P", "Q", "R", "S")}
-    dims["G"] = 1
+    dims["G"] = int(p.get("G", 1))
     return Problem(dims=dims, stride=(p["Wstride"], p["Hstride"]), dilation=(p["Wdilation"], p["Hdilation"]),
                    name=case["id"])
+
+
+def access_mismatches(folder: Path, case: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Per level of an accepted case, where Tileplan's Timeloop-semantics counts (reads, fills, updates per instance,
+    utilized instances, tile words; per tensor) differ from timeloop-model's: (level, ours, theirs)."""
+    hw = _hardware(str(folder / case["arch"]))
+    problem = case_problem(case)
+    mapping = from_timeloop_mapping(case["map_yaml"], hw, problem)
+    counts = timeloop_counts(problem.for_hardware("bounding_box"), hw.resolve(mapping.dataflow), mapping)
+    keys = ("reads", "fills", "updates", "instances", "capacity")
+    out = []
+    for lc in counts.levels:
+        ours = {t: [c.reads, c.fills, c.updates, c.instances, c.capacity] for t, c in lc.tensors.items()}
+        theirs = {t: [v[k] for k in keys] for t, v in case["timeloop"]["levels"][lc.name].items() if t in "WIO"}
+        if ours != theirs:
+            out.append((lc.name, ours, theirs))
+    return out
 
 
 def judge(folder: Path, case: dict[str, Any]) -> Judged:

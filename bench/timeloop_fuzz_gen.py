@@ -1,0 +1,317 @@
+"""Random Timeloop v0.3 architectures, layers and mappings for the differential fuzzer (bench/timeloop_fuzz.py).
+
+Everything here is drawn from one `random.Random`, so a seed names a case set. Architectures are written the way
+people write Timeloop files: nested subtrees `Name[0..n-1]` or ranged component names for fan-outs, `meshX` (or
+`meshY`) for 2-D meshes, per-level `word-bits` / `datawidth`, sizes as `entries`, `depth` (+ `width` or
+`block-size`) or `sizeKB`, `block-size`, `cluster-size`, `network-word-bits`, `read_bandwidth` /
+`write_bandwidth` / `shared_bandwidth` / legacy `bandwidth`, SRAM-ish classes (SRAM, regfile, smartbuffer,
+storage) on chip and a DRAM backing store; which tensors each level keeps is stated as the file's own
+`architecture_constraints` (type datatype, keep / bypass), the only place a Timeloop file says it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+TL_NAMES = {"W": "Weights", "I": "Inputs", "O": "Outputs"}
+ONCHIP_CLASSES = ("SRAM", "regfile", "smartbuffer", "storage")
+
+
+@dataclass
+class GenLevel:
+    name: str
+    rows: int  # instance grid: rows x cols instances
+    cols: int
+    keeps: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    cls: str = "SRAM"
+
+    @property
+    def instances(self) -> int:
+        return self.rows * self.cols
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _grid(rng: random.Random) -> tuple[int, int]:
+    """The MAC array: rows x cols (X = columns)."""
+    shape = rng.random()
+    if shape < 0.15:
+        return 1, 1
+    sizes = [1, 2, 3, 4, 6, 8, 12, 16]
+    while True:
+        r, c = rng.choice(sizes), rng.choice(sizes)
+        if shape < 0.45:
+            r = 1  # a 1-D array
+        if 2 <= r * c <= 256:
+            return r, c
+
+
+def _bandwidth(rng: random.Random, attrs: dict[str, Any], dram: bool) -> None:
+    values = [0.5, 1, 2, 4, 8, 16, 32] if not dram else [1, 2, 4, 8, 16, 32, 64]
+    kind = rng.random()
+    if kind < 0.35:
+        return
+    if kind < 0.55:
+        attrs["shared_bandwidth"] = rng.choice(values)
+    elif kind < 0.7:
+        attrs["read_bandwidth"] = rng.choice(values)
+    elif kind < 0.8:
+        attrs["write_bandwidth"] = rng.choice(values)
+    elif kind < 0.92:
+        attrs["read_bandwidth"] = rng.choice(values)
+        attrs["write_bandwidth"] = rng.choice(values)
+    else:
+        attrs["bandwidth"] = rng.choice([v for v in values if v >= 1]) * 2  # deprecated: read = write = B/2
+
+
+def _word_bits(rng: random.Random, attrs: dict[str, Any], bits: int | None = None) -> int:
+    wb = bits if bits is not None else rng.choice([8, 8, 16, 16, 24, 32])
+    form = rng.random()
+    if form < 0.1 and wb == 16:
+        return 16  # unstated: Timeloop's default
+    attrs["datawidth" if form < 0.25 else "word-bits"] = wb
+    return wb
+
+
+def _size(rng: random.Random, attrs: dict[str, Any], entries: int, wb: int, instances: int) -> None:
+    """entries, depth (+ width / block-size), or sizeKB; plus block-size and cluster-size."""
+    block = rng.choice([1, 1, 1, 2, 4, 8]) if entries >= 8 else 1
+    clusters = [c for c in _divisors(instances) if c <= 16]
+    cluster = rng.choice(clusters) if rng.random() < 0.3 else 1
+    form = rng.random()
+    if form < 0.4:
+        attrs["entries"] = entries
+        if block > 1:
+            attrs["block-size"] = block
+        if cluster > 1:
+            attrs["cluster-size"] = cluster
+    elif form < 0.85:
+        depth = max(1, entries // block)
+        width = wb * block * cluster
+        key = rng.choice(["depth", "memory_depth"])
+        attrs[key] = depth
+        which = rng.random()
+        if which < 0.4:
+            attrs["width" if rng.random() < 0.5 else "memory_width"] = width
+            if block > 1 and rng.random() < 0.5:
+                attrs["block-size"] = block
+            if cluster > 1 and (block == 1 or "block-size" not in attrs):
+                attrs["cluster-size"] = cluster
+            if block > 1 and "block-size" not in attrs and cluster > 1:
+                attrs["block-size"] = block
+        else:
+            if block > 1:
+                attrs["block-size"] = block
+            if cluster > 1:
+                attrs["cluster-size"] = cluster
+    else:
+        kb = max(1, round(entries * wb / 8 / 1024))
+        attrs["sizeKB"] = kb
+        if block > 1:
+            attrs["block-size"] = block
+        if cluster > 1:
+            attrs["cluster-size"] = cluster
+
+
+def random_arch(rng: random.Random, name: str) -> tuple[str, dict[str, Any]]:
+    """(name, a Timeloop v0.3 document with architecture_constraints)."""
+    rows, cols = _grid(rng)
+    n_onchip = rng.randint(1, 5)  # 2..6 storage levels with DRAM
+    # instance grids, outer to inner, each dividing the next and the MAC grid
+    grids: list[tuple[int, int]] = []
+    r, c = 1, 1
+    for i in range(n_onchip):
+        left = n_onchip - i
+        if rng.random() < 0.5 or left == 1 and rng.random() < 0.5:
+            opts = [(rr, cc) for rr in _divisors(rows) for cc in _divisors(cols) if rr % r == 0 and cc % c == 0]
+            r, c = rng.choice(opts)
+        grids.append((r, c))
+    levels: list[GenLevel] = []
+    used: set[str] = set()
+    for i, (gr, gc) in enumerate(grids):
+        inner = i == n_onchip - 1
+        per_pe = gr * gc == rows * cols and rows * cols > 1
+        if per_pe and inner and rng.random() < 0.6:
+            kind = "Reg"
+            entries = 1 if rng.random() < 0.6 else rng.choice([2, 4, 8, 16])
+            keeps = [rng.choice("WIO")]
+        else:
+            kind = {1: "Buf", 0: "Spad"}[int(gr * gc == 1)] if not per_pe else "PEBuf"
+            if gr > 1 and gc == 1:
+                kind = "RowBuf"
+            elif gr == 1 and gc > 1 and rows > 1:
+                kind = "ColBuf"
+            depth_exp = 4 + 2 * (n_onchip - i) + rng.randint(-2, 3)
+            entries = 2 ** max(2, depth_exp)
+            if rng.random() < 0.2:
+                entries = entries * 3 // 2
+            keeps = [t for t in "WIO" if rng.random() < 0.55] or [rng.choice("WIO")]
+        nm = f"{kind}{i}"
+        while nm in used:
+            nm += "x"
+        used.add(nm)
+        attrs: dict[str, Any] = {}
+        wb = _word_bits(rng, attrs)
+        _size(rng, attrs, entries, wb, gr * gc)
+        _bandwidth(rng, attrs, dram=False)
+        if rng.random() < 0.2:
+            attrs["network-word-bits"] = rng.choice([8, 16, 32])
+        levels.append(GenLevel(nm, gr, gc, keeps, attrs, rng.choice(ONCHIP_CLASSES)))
+    first = levels[0].attrs
+    if len(levels) > 1 and rng.random() < 0.08 and not {"cluster-size", "width", "memory_width"} & set(first):
+        # an on-chip level of DRAM technology (an HBM-like stack; Timeloop allows it no cluster)
+        if rng.random() < 0.5:
+            levels[0].cls = "DRAM"
+        else:
+            first["technology"] = "DRAM"
+    dram_attrs: dict[str, Any] = {}
+    dram_wb = _word_bits(rng, dram_attrs, rng.choice([8, 8, 16, 32]))
+    if rng.random() < 0.5:
+        dram_block = rng.choice([1, 2, 4, 8])
+        if rng.random() < 0.5:
+            dram_attrs["width"] = dram_wb * dram_block
+        elif dram_block > 1:
+            dram_attrs["block-size"] = dram_block
+    _bandwidth(rng, dram_attrs, dram=True)
+    top_class = "DRAM"
+    if rng.random() < 0.12:  # a backing store that is an SRAM of a stated size (as in Timeloop's exercises)
+        top_class = rng.choice(["SRAM", "smartbuffer_SRAM", "storage"])
+        dram_attrs["entries"] = 2 ** rng.randint(14, 22)
+    mac_bits = rng.choice([8, 8, 16])
+    doc = _document(levels, dram_attrs, rows, cols, mac_bits, rng, top_class)
+    return name, doc
+
+
+def _mesh_attrs(rng: random.Random, lv_rows: int, lv_cols: int, attrs: dict[str, Any]) -> None:
+    """meshX / meshY where the grid is not one X row (Timeloop's default: all instances along X)."""
+    if lv_rows > 1:
+        if rng.random() < 0.8:
+            attrs["meshX"] = lv_cols
+        else:
+            attrs["meshY"] = lv_rows
+    elif rng.random() < 0.15 and lv_cols > 1:
+        attrs["meshX"] = lv_cols
+
+
+def _document(levels: list[GenLevel], dram_attrs: dict[str, Any], rows: int, cols: int, mac_bits: int,
+              rng: random.Random, top_class: str = "DRAM") -> dict[str, Any]:
+    root: dict[str, Any] = {"name": "system", "local": [{"name": "DRAM" if top_class == "DRAM" else "MainMemory",
+                                                         "class": top_class, "attributes": dram_attrs}]}
+    node = root
+    mult = 1  # instances of the current subtree
+    for lv in levels:
+        attrs = dict(lv.attrs)
+        _mesh_attrs(rng, lv.rows, lv.cols, attrs)
+        k = lv.instances // mult
+        comp_name = lv.name
+        if k > 1 and rng.random() < 0.35:
+            comp_name = f"{lv.name}[0..{k - 1}]"  # a ranged component in the current subtree
+        elif k > 1 or rng.random() < 0.3:
+            child: dict[str, Any] = {"name": f"{lv.name}_tile[0..{k - 1}]" if k > 1 else f"{lv.name}_tile",
+                                     "local": []}
+            node.setdefault("subtree", []).append(child)
+            node = child
+            mult = lv.instances
+        node.setdefault("local", []).append({"name": comp_name, "class": lv.cls, "attributes": attrs})
+    mac_attrs: dict[str, Any] = {}
+    mac_attrs["datawidth" if rng.random() < 0.5 else "word-bits"] = mac_bits
+    if rows > 1:
+        mac_attrs["meshX"] = cols
+    k = rows * cols // mult
+    mac = {"name": f"MAC[0..{k - 1}]" if k > 1 else "MAC", "class": rng.choice(["intmac", "compute", "mac"]),
+           "attributes": mac_attrs}
+    if k > 1 and rng.random() < 0.5:
+        child = {"name": f"PE[0..{k - 1}]", "local": [dict(mac, name="MAC")]}
+        node.setdefault("subtree", []).append(child)
+    else:
+        node.setdefault("local", []).append(mac)
+    targets = []
+    for lv in levels:
+        entry: dict[str, Any] = {"target": lv.name, "type": "datatype" if rng.random() < 0.7 else "bypass",
+                                 "keep": [TL_NAMES[t] for t in lv.keeps],
+                                 "bypass": [TL_NAMES[t] for t in "WIO" if t not in lv.keeps]}
+        targets.append(entry)
+    return {"architecture": {"version": 0.3, "subtree": [root]}, "architecture_constraints": {"targets": targets}}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Layers
+
+
+def random_layer(rng: random.Random, name: str) -> dict[str, Any]:
+    """A Tileplan layer: conv (strided, dilated, non-square, padded), depthwise / grouped conv, or matmul."""
+    kind = rng.random()
+    small = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32, 48, 64]
+    if kind < 0.2:
+        return {"name": name, "op": "matmul", "M": rng.choice(small + [96, 128]), "K": rng.choice(small + [96, 128]),
+                "N": rng.choice(small + [96])}
+    r, s = rng.choice([1, 1, 3, 3, 5, 7]), rng.choice([1, 3, 3, 5])
+    if rng.random() < 0.6:
+        s = r
+    stride = (rng.choice([1, 1, 1, 2, 3]), rng.choice([1, 1, 2]))
+    dilation = (1, 1) if rng.random() < 0.8 else (rng.choice([1, 2]), rng.choice([1, 2, 3]))
+    p, q = rng.choice([1, 2, 3, 4, 5, 7, 8, 13, 14, 16]), rng.choice([1, 2, 4, 5, 7, 8, 14, 16])
+    pad = (0, 0) if rng.random() < 0.7 else (r // 2, s // 2)
+    in_h = (p - 1) * stride[0] + (r - 1) * dilation[0] + 1 - 2 * pad[0]
+    in_w = (q - 1) * stride[1] + (s - 1) * dilation[1] + 1 - 2 * pad[1]
+    if in_h < 1 or in_w < 1:
+        pad = (0, 0)
+        in_h = (p - 1) * stride[0] + (r - 1) * dilation[0] + 1
+        in_w = (q - 1) * stride[1] + (s - 1) * dilation[1] + 1
+    layer: dict[str, Any] = {"name": name, "op": "conv2d", "kernel": [r, s], "stride": list(stride),
+                             "dilation": list(dilation), "padding": list(pad), "in_h": in_h, "in_w": in_w,
+                             "batch": rng.choice([1, 1, 1, 1, 2, 3])}
+    if kind < 0.35:
+        g = rng.choice([2, 3, 4, 8, 16, 32])
+        per_in, per_out = (1, 1) if rng.random() < 0.6 else (rng.choice([1, 2, 4]), rng.choice([1, 2, 4]))
+        layer.update(in_channels=g * per_in, out_channels=g * per_out, groups=g)
+    else:
+        layer.update(in_channels=rng.choice(small + [3, 96, 128]), out_channels=rng.choice(small + [96, 128]))
+    return layer
+
+
+def wild_factors(rng: random.Random, dims: dict[str, int], n_levels: int, fanouts: list[int]) -> list[
+        tuple[list[tuple[str, int]], list[tuple[str, int]]]]:
+    """A random factorization of every dimension over the levels' temporal and spatial slots, ignoring capacity
+    (and now and then the fan-outs): (temporal, spatial) per level, innermost first."""
+    temporal: list[list[tuple[str, int]]] = [[] for _ in range(n_levels)]
+    spatial: list[list[tuple[str, int]]] = [[] for _ in range(n_levels)]
+    room = list(fanouts)
+    for d, bound in dims.items():
+        for p in _primes(bound):
+            lvl = rng.randrange(n_levels)
+            if room[lvl] > 1 and (room[lvl] % p == 0 or rng.random() < 0.1) and rng.random() < 0.5:
+                spatial[lvl].append((d, p))
+                room[lvl] = max(1, room[lvl] // p)
+            else:
+                temporal[lvl].append((d, p))
+    out = []
+    for t, s in zip(temporal, spatial):
+        out.append((_merge(t, rng), _merge(s, rng)))
+    return out
+
+
+def _merge(fs: list[tuple[str, int]], rng: random.Random) -> list[tuple[str, int]]:
+    per: dict[str, int] = {}
+    for d, f in fs:
+        per[d] = per.get(d, 1) * f
+    items = list(per.items())
+    rng.shuffle(items)
+    return items
+
+
+def _primes(n: int) -> list[int]:
+    out, d = [], 2
+    while d * d <= n:
+        while n % d == 0:
+            out.append(d)
+            n //= d
+        d += 1
+    if n > 1:
+        out.append(n)
+    return out
