@@ -9,7 +9,10 @@ Re-measures the tables of that folder's README with the current code:
 3. cosa vs timeloop-mapper and vs random: Timeloop-semantics cycles of today's cosa plans (latency-only objective)
    against the recorded timeloop-mapper maps' timeloop-model cycles on the same layer, and against the best of
    200 random mappings (seed 1) scored the same way.
+4. with `--timeloop-bin DIR` (a build of NVlabs/timeloop at commit 019f107, without Accelergy): cosa's plans for
+   ResNet-50's 24 unique layers on the Simba file, run through real timeloop-model.
 Writes bench/results/timeloop.md.   Run: .venv/bin/python bench/timeloop.py [--archs simba_arch_legacy,...]
+[--timeloop-bin DIR]
 """
 
 from __future__ import annotations
@@ -202,10 +205,51 @@ def plan_all(cases: list[dict], archs: list[str], time_limit: float) -> tuple[st
     return acceptance, versus
 
 
+def resnet_by_timeloop(timeloop_bin: str, time_limit: float) -> str:
+    """cosa's plans for ResNet-50's 24 unique layers on the Simba file (the service's defaults: default objective,
+    the file's Timeloop semantics), each exported as a bundle and run through real timeloop-model."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from timeloop_fuzz import Timeloop
+
+    from tileplan.workload import load_workload
+
+    tl = Timeloop(timeloop_bin)
+    hw = load_descriptor((DATA / "archs" / "simba_arch_legacy.yaml").read_text(), name="simba_arch_legacy")
+    _, layers = load_workload(REPO / "examples/workloads/resnet50_unique.yaml")
+    rows, total, predicted, accepted = [], 0, 0.0, 0
+    for layer in layers:
+        plan = make_plan(layer, hw, ScheduleOptions(mapper="cosa", baseline=False, time_limit_s=time_limit))
+        doc = yaml.safe_load(to_timeloop_bundle(Problem.from_layer(layer), hw, plan.mapping))
+        arch = yaml.safe_dump({"architecture": doc["architecture"]}, sort_keys=False)
+        r = tl.run(arch, yaml.safe_dump({"problem": doc["problem"]}, sort_keys=False),
+                   yaml.safe_dump({"mapping": doc["mapping"]}, sort_keys=False))
+        accepted += r["accepted"]
+        if r["accepted"]:
+            total += r["cycles"]
+        predicted += plan.metrics.cycles
+        rows.append(f"| {layer.name} | {'accepted' if r['accepted'] else r['error']} | {r.get('cycles') or ''} "
+                    f"| {plan.metrics.cycles:.0f} |")
+        print(rows[-1], flush=True)
+    return "\n".join([
+        "## 4. ResNet-50 on Simba, judged by real timeloop-model",
+        "",
+        f"cosa's plan for each of the 24 unique layers (service defaults, time limit {time_limit:g} s) on "
+        "`simba_arch_legacy.yaml`, exported as a bundle (its own architecture, the padded problem where the plan "
+        f"pads) and run by timeloop-model (`--timeloop-bin`). Accepted: {accepted}/{len(layers)}; Timeloop's cycles "
+        f"summed over the 24 plans: **{total:,}** (Tileplan's prediction {predicted:,.0f}).",
+        "",
+        "| layer | timeloop-model | Timeloop cycles | Tileplan cycles |",
+        "|---|---|--:|--:|",
+        *rows,
+    ]) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--archs", default=",".join(ARCHS))
     ap.add_argument("--time-limit", type=float, default=6.0)
+    ap.add_argument("--timeloop-bin", help="folder with timeloop-model (NVlabs/timeloop@019f107, no Accelergy): "
+                    "also run ResNet-50's plans on Simba through it")
     ap.add_argument("--out", default=str(REPO / "bench/results/timeloop.md"))
     args = ap.parse_args()
     cases = load_cases(DATA)
@@ -221,7 +265,10 @@ def main() -> int:
     ]
     print(parts[-2] + "\n" + parts[-1], flush=True)
     acceptance, versus = plan_all(cases, args.archs.split(","), args.time_limit)
-    parts += [acceptance, versus, f"Total bench time {time.perf_counter() - t0:.0f} s.\n"]
+    parts += [acceptance, versus]
+    if args.timeloop_bin:
+        parts.append(resnet_by_timeloop(args.timeloop_bin, args.time_limit))
+    parts.append(f"Total bench time {time.perf_counter() - t0:.0f} s.\n")
     Path(args.out).write_text("\n".join(parts))
     print(acceptance + "\n" + versus)
     return 0
