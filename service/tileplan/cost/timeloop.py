@@ -11,7 +11,8 @@ plan is scored the way timeloop-model scores its exported map. What differs from
   fetches it whole; and each loop is extrapolated from its first two iterations, as timeloop-model's nest
   analysis does (`_fills`);
 - where the innermost level fans out to the MACs, an operand a neighbouring MAC held at the previous iteration
-  comes over the mesh link, not from the buffer (`_mac_accesses`);
+  comes over the mesh link, not from the buffer (`_mac_accesses`); above a level that keeps inputs, a window a
+  neighbouring instance fetched at the previous step comes over the link too (`_fanout_links`);
 - outputs: a level holding outputs is "filled" once per tile visit (the first update of each element reads
   nothing), every update after the first of a visit is a read-modify-write, and the backing store reads
   back what a child fetches again as a partial sum;
@@ -251,10 +252,10 @@ def _fanout_links(problem: Problem, arch: Architecture, mapping: Mapping, tensor
                   tile: dict[str, int], loops: list[tuple[str, int, int]]) -> tuple[float, float, int, int]:
     """Link transfers at the fan-out right above level `child` for a read-only tensor: (the share of the parent's
     plain multicast reads that remain, the words one parent instance's children pass over links in the run, the
-    children of one parent instance, the child instances in use in all). A child takes
-    its new data from a mesh neighbour instead of the parent when the neighbour's previous delta is exactly its
-    current one (windows sliding along an unrolled P or Q under a temporal R or S); timeloop-model then charges the
-    neighbour a read and the child a fill, and uses the links at a call only when they leave fewer parent reads.
+    children of one parent instance, the child instances in use in all). A child takes its new data from a mesh
+    neighbour instead of the parent when the neighbour's previous delta is exactly its current one (windows sliding
+    past each other: an unrolled R under a temporal P, an unrolled Q under a temporal S); timeloop-model then charges
+    the neighbour a read and the child a fill, and uses the links at a call only when they leave fewer parent reads.
     Deltas follow `_fills` (same vector: the new part; another: the whole tile; each loop from two iterations)."""
     spatial: list[tuple[str, int]] = [(d, f) for d, f in mapping.levels[child + 1].spatial if f > 1]
     loops = [lp for lp in loops if lp[1] > 1]
@@ -580,10 +581,11 @@ def timeloop_violations(
     problem: Problem, arch: Architecture, mapping: Mapping, along_x: dict[str, list[tuple[str, int]]] | None = None
 ) -> list[str]:
     """Why timeloop-model would reject `mapping` (empty: it accepts it), by Timeloop's own rules: factors multiply
-    to the problem's bounds exactly (Timeloop has no padding), a level's spatial factors fit its fan-out and, on a
-    2-D mesh, the factors along X (`along_x` per level, Timeloop's `split`; by default the best split) fit the
-    mesh's X and the rest its Y, and the tiles a level keeps, in words and as bounding boxes, fit its entries
-    (no double buffering; the backing store too where the source file gives it a size). Tileplan-only limits (spatial dimensions a level may unroll, library calls) are not
+    to the problem's bounds exactly (Timeloop has no padding), the spatial expansions, cumulative over the levels
+    above, fit each level's mesh: along X (`along_x` per level, Timeloop's `split`; by default the best split) its
+    meshX and the rest its Y (a level without a fan-out takes no spatial factor), and the tiles a level keeps, in
+    words and as bounding boxes, fit its entries (no double buffering; the backing store too where the source file
+    gives it a size). Tileplan-only limits (spatial dimensions a level may unroll, library calls) are not
     Timeloop's business and are not checked here."""
     out: list[str] = []
     names = [lv.name for lv in arch.levels]
