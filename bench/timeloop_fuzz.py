@@ -413,7 +413,8 @@ def _error_kind(err: str | None) -> str:
 def generate(args: argparse.Namespace, examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     tl = Timeloop(args.timeloop_bin)
     rng = random.Random(args.seed)
-    (DATA / "archs").mkdir(parents=True, exist_ok=True)
+    data = Path(args.data)
+    (data / "archs").mkdir(parents=True, exist_ok=True)
     cases: list[dict[str, Any]] = []
     for a in range(args.archs):
         name, doc = random_arch(rng, f"fuzz{args.seed}_{a:03d}")
@@ -424,7 +425,7 @@ def generate(args: argparse.Namespace, examples: list[dict[str, Any]]) -> list[d
             print(f"{name}: Tileplan refuses the generated file: {exc}", file=sys.stderr)
             continue
         rel = f"archs/{name}.yaml"
-        (DATA / rel).write_text(text)
+        (data / rel).write_text(text)
         for k in range(args.layers):
             layer = random_layer(rng, f"L{k}")
             new = make_cases(tl, rel, text, text, hw, layer, rng, args)
@@ -451,7 +452,7 @@ def generate(args: argparse.Namespace, examples: list[dict[str, Any]]) -> list[d
             continue
         export = dump_yaml(to_timeloop_arch(hw, hint=True))
         rel = f"archs/{name}.yaml"
-        (DATA / rel).write_text(f"# Tileplan's re-export of {label} (the upstream file is not committed)\n" + export)
+        (data / rel).write_text(f"# Tileplan's re-export of {label} (the upstream file is not committed)\n" + export)
         record["arch"] = rel
         for k in range(args.example_layers):
             layer = random_layer(rng, f"L{k}")
@@ -475,24 +476,26 @@ def main() -> int:
     ap.add_argument("--wild-maps", type=int, default=2)
     ap.add_argument("--cosa-time", type=float, default=3.0)
     ap.add_argument("--out", default=str(REPO / "bench/results/timeloop_fuzz.md"))
+    ap.add_argument("--data", default=str(DATA), help="where the cases are recorded (and read by --rejudge)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     examples: list[dict[str, Any]] = []
+    data = Path(args.data)
     if args.rejudge:
-        cases = load_cases(DATA)
-        if (DATA / "examples.jsonl").exists():
-            examples = [json.loads(x) for x in (DATA / "examples.jsonl").read_text().splitlines() if x.strip()]
+        cases = load_cases(data)
+        if (data / "examples.jsonl").exists():
+            examples = [json.loads(x) for x in (data / "examples.jsonl").read_text().splitlines() if x.strip()]
     else:
         if not args.timeloop_bin:
             ap.error("--timeloop-bin is required unless --rejudge")
         cases = generate(args, examples)
-        with open(DATA / "cases.jsonl", "w") as f:
+        with open(data / "cases.jsonl", "w") as f:
             for c in cases:
                 f.write(json.dumps(c, sort_keys=True) + "\n")
-        with open(DATA / "examples.jsonl", "w") as f:
+        with open(data / "examples.jsonl", "w") as f:
             for e in examples:
                 f.write(json.dumps(e, sort_keys=True) + "\n")
-    rows = judge_all(DATA, cases)
+    rows = judge_all(data, cases)
     command = "--rejudge" if args.rejudge else (
         f"--timeloop-bin DIR --seed {args.seed} --archs {args.archs} --layers {args.layers} "
         f"--example-layers {args.example_layers}" + (" --examples " + " ".join(
@@ -504,7 +507,8 @@ def main() -> int:
         f"`python bench/timeloop_fuzz.py {command}` on "
         f"{platform.machine()} ({os.cpu_count()} cores, shared), {time.strftime('%Y-%m-%d')}; timeloop-model "
         f"NVlabs/timeloop@{UPSTREAM_COMMIT} without Accelergy (built-in energy tables); data "
-        f"`bench/data/timeloop_fuzz` (seed {args.seed}); {time.perf_counter() - t0:.0f} s.",
+        f"`{Path(args.data).resolve().relative_to(REPO) if Path(args.data).resolve().is_relative_to(REPO) else args.data}`"
+        f" (seed {args.seed}); {time.perf_counter() - t0:.0f} s.",
     ]
     text = report(rows, header) + examples_table(examples, rows)
     Path(args.out).write_text(text)
