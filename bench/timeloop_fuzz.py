@@ -410,12 +410,19 @@ def _error_kind(err: str | None) -> str:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def generate(args: argparse.Namespace, examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def generate(args: argparse.Namespace, examples: list[dict[str, Any]]
+             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(cases on the random architectures, recorded under --data; cases on the example files, under
+    --examples-data: re-exports of upstream files are never written into the repository)."""
     tl = Timeloop(args.timeloop_bin)
     rng = random.Random(args.seed)
     data = Path(args.data)
     (data / "archs").mkdir(parents=True, exist_ok=True)
     cases: list[dict[str, Any]] = []
+    ex_cases: list[dict[str, Any]] = []
+    ex_data = Path(args.examples_data) if args.examples_data else None
+    if ex_data is not None:
+        (ex_data / "archs").mkdir(parents=True, exist_ok=True)
     for a in range(args.archs):
         name, doc = random_arch(rng, f"fuzz{args.seed}_{a:03d}")
         text = dump_yaml(doc)
@@ -452,21 +459,24 @@ def generate(args: argparse.Namespace, examples: list[dict[str, Any]]) -> list[d
             continue
         export = dump_yaml(to_timeloop_arch(hw, hint=True))
         rel = f"archs/{name}.yaml"
-        (data / rel).write_text(f"# Tileplan's re-export of {label} (the upstream file is not committed)\n" + export)
-        record["arch"] = rel
+        assert ex_data is not None
+        (ex_data / rel).write_text(f"# Tileplan's re-export of {label}\n" + export)
         for k in range(args.example_layers):
             layer = random_layer(rng, f"L{k}")
             new = make_cases(tl, rel, export, tl_text, hw, layer, rng, args, check_text=export)
             record["cases"] = record.get("cases", 0) + len(new)
-            cases += new
+            ex_cases += new
         print(f"example {label}: {record.get('cases', 0)} cases", flush=True)
-    return cases
+    return cases, ex_cases
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--timeloop-bin", help="folder with timeloop-model (commit 019f107, no Accelergy)")
     ap.add_argument("--examples", nargs="*", default=[], help="checkouts whose architecture files join the set")
+    ap.add_argument("--examples-data", help=(
+        "where the example files' re-exports and cases go (with --examples; outside the repository: they derive "
+        "from upstream files, which are not committed)"))
     ap.add_argument("--rejudge", action="store_true", help="judge the recorded cases only (no Timeloop)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--archs", type=int, default=60)
@@ -481,21 +491,30 @@ def main() -> int:
     t0 = time.perf_counter()
     examples: list[dict[str, Any]] = []
     data = Path(args.data)
+    ex_data = Path(args.examples_data) if args.examples_data else None
+    if args.examples and ex_data is None:
+        ap.error("--examples needs --examples-data DIR (outside the repository)")
+    ex_cases: list[dict[str, Any]] = []
     if args.rejudge:
         cases = load_cases(data)
         if (data / "examples.jsonl").exists():
             examples = [json.loads(x) for x in (data / "examples.jsonl").read_text().splitlines() if x.strip()]
+        if ex_data is not None and (ex_data / "cases.jsonl").exists():
+            ex_cases = load_cases(ex_data)
     else:
         if not args.timeloop_bin:
             ap.error("--timeloop-bin is required unless --rejudge")
-        cases = generate(args, examples)
-        with open(data / "cases.jsonl", "w") as f:
-            for c in cases:
-                f.write(json.dumps(c, sort_keys=True) + "\n")
+        cases, ex_cases = generate(args, examples)
+        for folder, recorded in ((data, cases), (ex_data, ex_cases)):
+            if folder is None:
+                continue
+            with open(folder / "cases.jsonl", "w") as f:
+                for c in recorded:
+                    f.write(json.dumps(c, sort_keys=True) + "\n")
         with open(data / "examples.jsonl", "w") as f:
             for e in examples:
                 f.write(json.dumps(e, sort_keys=True) + "\n")
-    rows = judge_all(data, cases)
+    rows = judge_all(data, cases) + (judge_all(ex_data, ex_cases) if ex_data is not None else [])
     command = "--rejudge" if args.rejudge else (
         f"--timeloop-bin DIR --seed {args.seed} --archs {args.archs} --layers {args.layers} "
         f"--example-layers {args.example_layers}" + (" --examples " + " ".join(

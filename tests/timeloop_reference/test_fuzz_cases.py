@@ -1,5 +1,5 @@
 """Tileplan against timeloop-model's recorded verdicts on the differential fuzzer's cases (bench/data/timeloop_fuzz:
-random v0.3 architectures and Timeloop's own example architectures, random layers, cosa's / random / wild maps;
+random v0.3 architectures, random layers, cosa's / random / wild maps;
 bench/timeloop_fuzz.py made them with a build of NVlabs/timeloop@019f107 and re-judges them with --rejudge)."""
 
 from collections import Counter
