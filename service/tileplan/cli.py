@@ -451,7 +451,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     try:
         opts = CompileOptions(mapper=args.mapper, time_limit_s=args.time_limit, quantize=args.quantize,
                               offload=not args.host_only, emulate=not args.no_emulate,
-                              baseline=not args.no_baseline, group_packing=args.group_packing)
+                              baseline=not args.no_baseline, group_packing=args.group_packing,
+                              fusion=args.fusion)
     except ValidationError as exc:
         raise from_validation_error(exc, ("options",)) from None
     calibration = _calibration(args.calibration) if args.calibration else None
@@ -657,6 +658,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--group-packing", choices=["auto", "off"], default="auto",
                    help="grouped / depthwise convolutions: also plan several groups per array pass (auto, "
                         "default) or one group at a time (off)")
+    m.add_argument("--fusion", choices=["auto", "off"], default="auto",
+                   help="fused-layer groups: plan them and fuse where bit-exact and faster (auto, default; the "
+                        "summary's groups say why a group keeps the per-layer program) or plan none (off)")
     m.add_argument("--no-cache", action="store_true", help="do not read or store plans in the plan cache")
     m.add_argument("--plans-db", help="plan cache URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")
     m.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
