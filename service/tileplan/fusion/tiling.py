@@ -39,7 +39,7 @@ class GroupTile:
     rows: int  # output rows of the last op per band
     bands: int
     members: list[Band]
-    strategy: str  # "keep" | "recompute"
+    strategy: str  # "keep" | "recompute" | "none" (a single band, or no halo)
     spad_bytes: int  # the group's scratchpad footprint
     acc_bytes: int  # accumulator footprint (one half)
     recompute_macs: int  # extra MACs of recomputed halos (0 when kept)
@@ -106,7 +106,7 @@ def choose(layers: list[Any], dim: int, spad_bytes: int, acc_bytes: int) -> Grou
         if spad <= spad_bytes // 2 and acc <= acc_bytes // 2:
             n = -(-last_rows // rows)
             extra = sum(b.halo * b.macs_per_row * (n - 1) for b in bs[:-1])
-            strategy = "keep" if extra else "recompute"  # (no halo: the two are the same)
+            strategy = "keep" if extra else "none"  # (no halo: nothing to keep or recompute)
             best = GroupTile(rows, n, bs, strategy, spad, acc, 0,
                              [f"recomputing the halos instead would add {extra:,} MACs"] if extra else [])
             break
