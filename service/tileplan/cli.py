@@ -508,6 +508,15 @@ def _summary_table(summary: dict[str, Any]) -> str:
     rows.append(f"{t['accelerator_ops']} of {t['ops']} ops on the accelerator ({t['accelerator_mac_share']:.1%} of "
                 f"the MACs); emulated {t['cycles_emulated']} cycles, modelled {t['cycles_model']:.0f} "
                 f"(library tiling {t['baseline_cycles_model'] or float('nan'):.0f})")
+    groups = summary.get("groups") or []
+    if groups:
+        rows.append(f"fused-layer groups: {len(groups)}, fused {sum(g['fused'] for g in groups)} "
+                    "(bytes and modelled cycles per-layer -> fused)")
+        for i, g in enumerate(groups):
+            tile = g.get("tile") or {}
+            rows.append(f"  [{i}] {' -> '.join(g['members'])[:60]}: {tile.get('rows', '-')} rows x "
+                        f"{tile.get('bands', '-')} bands, {g['bytes_unfused']} -> {g['bytes_fused']} B, "
+                        f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles; {g['reason'][:90]}")
     return "\n".join(rows)
 
 

@@ -85,6 +85,10 @@ def test_zero_points_keep_the_per_layer_program(chain_asymmetric: bytes) -> None
     by = {o["name"]: o for o in res.summary["ops"]}
     assert [by[n]["fusion_group"] for n in ("expand", "dw", "project", "fc")] == [0, 0, 0, None]
     assert res.summary["total"]["fusion"]["fused_groups"] == 0
+    from tileplan.cli import _summary_table  # tileplan compile's per-op table lists the groups after the ops
+
+    table = _summary_table(res.summary)
+    assert "fused-layer groups: 1, fused 0" in table and "[0] expand -> dw -> project" in table
 
 
 def test_symmetric_activations_are_exact_but_leave_the_chip(chain_symmetric: bytes) -> None:
