@@ -224,6 +224,12 @@ def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[f
                 "that load." if busy else f"The machine was otherwise idle ({cores} cores).")
                + " Cycles, bytes and outputs do not depend on the load.")
     out.append("")
+    out.append("Networks: " + ("`mobilenet_v2` and `resnet18` are onnx.helper builds of torchvision's architectures "
+                               "(bench/helper_models.py, `tileplan.frontend.zoo.resnet18`; random He-scaled weights, "
+                               "BatchNorm folded into random biases), not torchvision exports (`--torch-python`); "
+                               if "--helper" in argv else "")
+               + "quantized by onnxruntime's static quantizer (QDQ, int8 per-tensor, random calibration).")
+    out.append("")
     out.append("*today* = `group_packing: off, fusion: off` (every group of a grouped or depthwise convolution "
                "planned and run on its own, as before); *packed* = `group_packing: auto, fusion: off` (the planner "
                "also plans such layers with several groups on the array, block-diagonal weight tiles, and keeps "
