@@ -98,12 +98,25 @@ def test_symmetric_activations_are_exact_but_leave_the_chip(chain_symmetric: byt
     assert g["intermediate_bytes"] == 24 * 64 * 2 * 2  # int8 out of the mvout, read once
 
 
-def test_host_ops_between_two_offloaded_ops_are_reported() -> None:
+def test_an_exact_host_relu_between_symmetric_ops_is_absorbed() -> None:
+    """With symmetric activations onnxruntime keeps each Relu between two quantize / dequantize pairs of one
+    scale: max(q, 0) in int8, the producer's mvout RELU, so the chain holds."""
     res = compile_bytes(zoo.quantize(_chain("relu"), symmetric=True),
                         options=OPTIONS.model_copy(update={"emulate": False}))
-    assert res.summary["groups"] == []  # onnxruntime keeps the Relus between Q / DQ pairs
+    hosts = {o["name"] for o in res.summary["ops"] if o["where"] == "host" and o["onnx_op"] == "Relu"}
+    assert len(hosts) == 3  # (the per-layer program still runs them on the host)
+    (g,) = res.summary["groups"]
+    assert g["members"] == ["expand", "dw", "project"] and "writes to memory" in g["reason"]
+    assert res.summary["total"]["fusion_blocked"] == []
+
+
+def test_host_ops_between_two_offloaded_ops_are_reported() -> None:
+    """Relus kept with asymmetric activations (zero point -128) are not max(q, 0): the chain breaks there."""
+    res = compile_bytes(zoo.quantize(_chain("relu"), keep_activations=True),
+                        options=OPTIONS.model_copy(update={"emulate": False}))
+    assert res.summary["groups"] == []
     blocked = res.summary["total"]["fusion_blocked"]
-    assert {(b["from"], b["to"]) for b in blocked} >= {("expand", "dw"), ("dw", "project")}
+    assert {(b["from"], b["to"]) for b in blocked} == {("expand", "dw"), ("dw", "project")}
     assert all(b["host_ops"] == ["Relu"] for b in blocked)
 
 

@@ -4,6 +4,11 @@ A link A -> B exists when B's input is A's quantized output (A's QuantizeLinear 
 nothing else reads that tensor (no host op, no second accelerator op, not a model output): only then can the
 intermediate stay on chip without also being written to memory.  A residual add is a host op here (Gemmini's
 resadd has no zero points), so a group stops at it: the block's input and the add's operands are read from memory.
+
+With symmetric activations onnxruntime's quantizer keeps a Relu / Clip between two quantize / dequantize pairs of
+the same scale and zero point 0: `quantize(relu(dequantize(q)))` is then `max(q, 0)`, the mvout's RELU, and a
+Clip whose upper bound quantizes to 127 or more is that and the int8 saturation.  Such a host op is absorbed into
+the producer's output (`Member.absorbed`); any other host op between two offloaded ops breaks the chain.
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ class Member:
 
     name: str
     input: str  # the quantized tensor its DequantizeLinear reads
-    output: str  # the quantized tensor its QuantizeLinear writes
+    output: str  # the quantized tensor its QuantizeLinear writes (after an absorbed Relu / Clip)
     spec: Any  # frontend.partition.KernelSpec
     macs: int
+    absorbed: tuple[str, ...] = ()  # host Relu / Clip nodes its mvout would compute exactly
 
 
 def _ends(qop: Any, nodes: dict[str, Any]) -> tuple[str, str] | None:
@@ -41,13 +47,75 @@ def _ends(qop: Any, nodes: dict[str, Any]) -> tuple[str, str] | None:
     return (dq.input[0], outs[0]) if len(outs) == 1 else None
 
 
+def _constants(model: Any) -> dict[str, Any]:
+    from onnx import numpy_helper
+
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+
+def _qparams(node: Any, consts: dict[str, Any]) -> tuple[float, int] | None:
+    """(scale, zero point) of a QuantizeLinear / DequantizeLinear with constant per-tensor parameters."""
+    try:
+        scale = consts[node.input[1]]
+        zp = consts[node.input[2]] if len(node.input) > 2 and node.input[2] else 0
+    except KeyError:
+        return None
+    if getattr(scale, "size", 1) != 1 or getattr(zp, "size", 1) != 1:
+        return None
+    return float(scale), int(zp)
+
+
+def absorb(tensor: str, model: Any, readers: dict[str, list[str]], consts: dict[str, Any]
+           ) -> tuple[str, tuple[str, ...]]:
+    """Follow `tensor` (a QuantizeLinear's output) through DequantizeLinear -> Relu / Clip -> QuantizeLinear
+    chains that are exact in int8 (see the module's docstring): the last quantized tensor and the absorbed
+    activation nodes."""
+    import numpy as np
+
+    nodes = {n.name: n for n in model.graph.node}
+    made = {o: n for n in model.graph.node for o in n.output}
+    absorbed: list[str] = []
+
+    def only_reader(t: str, kinds: tuple[str, ...]) -> Any:
+        rs = readers.get(t, [])
+        n = nodes.get(rs[0]) if len(rs) == 1 else None  # (a model output's reader is not a node)
+        return n if n is not None and n.op_type in kinds else None
+
+    while True:
+        q0 = made.get(tensor)
+        dq = only_reader(tensor, ("DequantizeLinear",))
+        if q0 is None or q0.op_type != "QuantizeLinear" or dq is None:
+            break
+        act = only_reader(dq.output[0], ("Relu", "Clip"))
+        q1 = only_reader(act.output[0], ("QuantizeLinear",)) if act is not None else None
+        if act is None or q1 is None:
+            break
+        p0, p1 = _qparams(q0, consts), _qparams(q1, consts)
+        if p0 is None or p0 != p1 or p0[1] != 0:
+            break
+        if act.op_type == "Clip":
+            lo = consts.get(act.input[1]) if len(act.input) > 1 and act.input[1] else None
+            hi = consts.get(act.input[2]) if len(act.input) > 2 and act.input[2] else None
+            if lo is None or float(lo) != 0.0 or (hi is not None and
+                                                   np.rint(np.float32(hi) / np.float32(p0[0])) < 127):
+                break
+        absorbed.append(act.name)
+        tensor = q1.output[0]
+    return tensor, tuple(absorbed)
+
+
 def members(model: Any, qops: list[Any], specs: list[Any]) -> list[Member | None]:
     """A Member per offloaded op in program order (None where the composite's tensors cannot be told)."""
     nodes = {n.name: n for n in model.graph.node}
+    readers, consts = consumers(model), _constants(model)
     out: list[Member | None] = []
     for q, s in zip(qops, specs):
         ends = _ends(q, nodes)
-        out.append(None if ends is None else Member(q.name, ends[0], ends[1], s, int(q.macs)))
+        if ends is None:
+            out.append(None)
+            continue
+        output, absorbed = absorb(ends[1], model, readers, consts)
+        out.append(Member(q.name, ends[0], output, s, int(q.macs), absorbed))
     return out
 
 
