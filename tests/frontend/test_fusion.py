@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -49,6 +51,14 @@ def test_the_option_is_validated() -> None:
     with pytest.raises(ValidationError) as exc:
         CompileOptions(fusion="on")  # type: ignore[arg-type]
     assert exc.value.errors()[0]["loc"] == ("fusion",)
+
+
+def test_the_cli_flag_is_validated(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"unused")
+    proc = subprocess.run([sys.executable, "-m", "tileplan.cli", "compile", str(model), "--hw", "gemmini-16x16",
+                           "--out", str(tmp_path / "out"), "--fusion", "sometimes"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--fusion" in proc.stderr and not (tmp_path / "out").exists()
 
 
 def test_halos_walk_back_through_the_chain() -> None:
