@@ -321,9 +321,15 @@ def _why(reason: str) -> str:
         return "host clamp after the mvout"
     if "writes to memory" in reason or "shift" in reason:
         return "exact mvout, but no accumulator-to-scratchpad requantization among the kernels' instructions"
-    if "fits" in reason:
+    if "does not fit" in reason:
         return "does not fit"
     return reason
+
+
+def _short(name: str) -> str:
+    """features.3/conv.1.0 for torch's /features/features.3/conv/conv.1/conv.1.0/Conv."""
+    parts = [p for p in name.strip("/").split("/") if p not in ("Conv", "MatMul", "Gemm", "features", "conv")]
+    return "/".join(parts[:1] + parts[-1:]) if len(parts) > 1 else name
 
 
 def render_groups(results: list[dict[str, Any]]) -> list[str]:
@@ -371,7 +377,7 @@ def render_groups(results: list[dict[str, Any]]) -> list[str]:
         out.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
         for g in gs:
             tile = g["tile"] or {}
-            names = " -> ".join(m.strip("/").replace("/Conv", "").split("/")[-1] for m in g["members"])
+            names = " -> ".join(_short(m) for m in g["members"])
             halos = ", ".join(f"{v}" for v in (tile.get("halos") or {}).values()) or "-"
             out.append(f"| {names} | {g['kind']} | {tile.get('rows', '-')} x {tile.get('bands', '-')} | {halos} | "
                        f"{(tile.get('spad_bytes') or 0) / 1024:.0f} | {g['bytes_unfused']:,} | {g['bytes_fused']:,} | "

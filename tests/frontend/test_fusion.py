@@ -76,8 +76,10 @@ def test_a_small_budget_splits_the_output_into_bands_and_keeps_halos() -> None:
     convs = [Conv2dLayer(name=f"c{i}", in_channels=32, out_channels=32, in_h=32, in_w=32, kernel=(3, 3),
                          padding=(1, 1)) for i in range(2)]
     whole = tiling.choose(convs, 16, 256 * 1024, 64 * 1024)
-    assert whole is not None and whole.rows < 32  # 32 rows x 32 columns x 16 channels x 4 B: over half of 64 KiB
-    assert whole.spad_bytes <= 128 * 1024 and whole.acc_bytes <= 32 * 1024
+    # the accumulator holds 2 halves x 16 rows x 32 columns x 16 channels x 4 B = 64 KiB: c0's 16 rows (a band of
+    # 14 of the last op's rows and their halo of 2)
+    assert whole is not None and whole.rows == 14 and whole.bands == 3 and whole.members[0].rows_needed == 16
+    assert whole.spad_bytes <= 256 * 1024 and whole.acc_bytes == 64 * 1024
     assert whole.strategy == "keep" and whole.members[0].halo == 2 and "recomputing" in whole.notes[0]
     assert tiling.choose(convs, 16, 4 * 1024, 64 * 1024) is None  # the weights alone do not fit
 

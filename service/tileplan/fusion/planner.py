@@ -55,8 +55,8 @@ def plan_groups(model: Any, qops: list[Any], specs: list[Any], model_cycles: lis
         if not blockers:
             blockers = [r for m in group[:-1] for r in [numerics.route(m.name, m.spec)] if r]
         if tile is None:
-            blockers.append("not even one output row of the last op fits half the scratchpad and accumulator "
-                            "with every member's weights")
+            blockers.append("does not fit: every member's weights and one output row of the last op (with the "
+                            "rows it needs of the others) exceed the scratchpad or the accumulator")
         gc = cost.group_cost([m.spec for m in group], [cycles[m.name] for m in group], [m.macs for m in group],
                              tile.recompute_macs if tile else 0, target.dim, bw)
         if not blockers and gc.cycles_model_fused >= gc.cycles_model_unfused:

@@ -3,8 +3,9 @@ channel); each earlier op must produce the rows its successor's band reads, its 
 previous band also needed.  Two ways to have the halo: *recompute* it in every band (bands independent, extra
 MACs) or *keep* it from the previous band in the scratchpad (no extra MACs, the bands run in order and each
 intermediate's buffer is a ring of `rows_needed` rows).  The budget is shared by the whole group: every member's
-weights, the first op's input band (twice: the next band loads while this one computes) and every intermediate's
-band in the scratchpad; one member's output band for one DIM-block of output channels in each accumulator half.
+weights (loaded once, resident for the whole group), the first op's input band (twice: the next band loads while
+this one computes) and every intermediate's band in the scratchpad; one member's output band for one DIM-block of
+output channels in each accumulator half (the other half drains while it fills).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def bands(layers: list[Any], rows: int) -> list[Band]:
 
 
 def footprint(layers: list[Any], bs: list[Band], dim: int) -> tuple[int, int]:
-    """(scratchpad bytes, accumulator bytes of one half) of the group at this band size."""
+    """(scratchpad bytes, accumulator bytes, both halves) of the group at this band size."""
     spad = 0
     for layer in layers:  # every member's weights stay for the whole group
         d = layer.dims()
@@ -89,13 +90,13 @@ def footprint(layers: list[Any], bs: list[Band], dim: int) -> tuple[int, int]:
     spad += 2 * in_rows * w0 * _pad(c0, dim)  # the first input band, double-buffered
     for b in bs[:-1]:  # intermediates: a band (recompute) or a ring of as many rows (keep)
         spad += b.rows_needed * b.out_width * _pad(b.out_channels, dim)
-    acc = max(b.rows_needed * b.out_width * dim * 4 for b in bs)
+    acc = 2 * max(b.rows_needed * b.out_width * dim * 4 for b in bs)
     return spad, acc
 
 
 def choose(layers: list[Any], dim: int, spad_bytes: int, acc_bytes: int) -> GroupTile | None:
-    """The largest band (fewest bands, fewest halo rows) whose footprint fits half the scratchpad and half the
-    accumulator (the other halves keep the next band in flight, as the per-layer kernels double-buffer), and
+    """The largest band (fewest bands, fewest halo rows) whose footprint fits the scratchpad and the accumulator
+    (the streamed input band and the accumulator double-buffered, as the per-layer kernels do), and
     keep vs recompute for the halos: keeping needs no extra MACs and the same memory, so it is chosen whenever
     there is a halo; recompute's extra MACs are reported for comparison.  None if not even one row fits."""
     last_rows = _geometry(layers[-1])[0]
@@ -103,7 +104,7 @@ def choose(layers: list[Any], dim: int, spad_bytes: int, acc_bytes: int) -> Grou
     for rows in range(last_rows, 0, -1):
         bs = bands(layers, rows)
         spad, acc = footprint(layers, bs, dim)
-        if spad <= spad_bytes // 2 and acc <= acc_bytes // 2:
+        if spad <= spad_bytes and acc <= acc_bytes:
             n = -(-last_rows // rows)
             extra = sum(b.halo * b.macs_per_row * (n - 1) for b in bs[:-1])
             strategy = "keep" if extra else "none"  # (no halo: nothing to keep or recompute)
