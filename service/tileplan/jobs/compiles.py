@@ -20,6 +20,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,7 +137,7 @@ class Compiler:
             raise InputError(("options", "time_limit_s"), f"at most {self.settings.max_time_limit_s:g} s on this "
                              "server", "less_than_equal")
         get_mapper(opts.mapper)  # unknown or not installed -> InputError at options.mapper
-        shapes = _input_shapes(input_shapes)
+        shapes = _input_shapes(input_shapes, self.settings.max_layer_extent, self.settings.max_tensor_elements)
         calibration_names = None
         if calibration is not None:
             if not opts.quantize:
@@ -275,18 +276,27 @@ def input_fault(c: Compile) -> bool:
     return c.status == "failed" and (c.error or {}).get("type") not in SERVER_FAULTS
 
 
-def _input_shapes(value: Any) -> dict[str, list[int]]:
+def _input_shapes(value: Any, max_extent: int, max_elements: int) -> dict[str, list[int]]:
+    """`input_shapes` as JSON gave it: positive integers only (a bool, a string or a float is not a dimension, even
+    when it would coerce to one), each at most `max_extent`, at most `max_elements` per input. Refused here, before
+    the model is read, as the request's fault."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise InputError(("input_shapes",), 'an object {"<input name>": [1, 3, 224, 224]}')
     out: dict[str, list[int]] = {}
     for name, dims in value.items():
-        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and not isinstance(d, bool)
-                                                             for d in dims):
-            raise InputError(("input_shapes", name), f"a list of positive integers, got {dims!r}")
+        if not isinstance(dims, list) or not dims or not all(type(d) is int for d in dims):
+            raise InputError(("input_shapes", name), f"a list of positive integers, got {str(dims)[:100]}", "int_type")
         if any(d <= 0 for d in dims):
-            raise InputError(("input_shapes", name), f"dimensions must be positive, got {dims}")
+            raise InputError(("input_shapes", name), f"dimensions must be positive, got {dims}", "greater_than")
+        if any(d > max_extent for d in dims):
+            raise InputError(("input_shapes", name), f"a dimension is over this server's bound of {max_extent} "
+                             "(max_layer_extent)", "less_than_equal")
+        elements = math.prod(dims)
+        if elements > max_elements:
+            raise InputError(("input_shapes", name), f"{elements} elements ({dims}) is over this server's bound of "
+                             f"{max_elements} elements per tensor (max_tensor_elements)", "too_large")
         out[str(name)] = list(dims)
     return out
 
