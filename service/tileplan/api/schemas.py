@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from tileplan.plan import Evaluation, Plan, ScheduleOptions
 from tileplan.validation import check_storable
@@ -123,7 +123,9 @@ class CompileBody(BaseModel):
     hardware: str | dict[str, Any] = Field(description=HARDWARE_DOC, examples=["gemmini-16x16"])
     model: str | None = Field(default=None, description="The ONNX model (QDQ or QOperator int8; a float one with "
                               "options.quantize), base64.")
-    input_shapes: dict[str, list[Annotated[int, Field(strict=True, gt=0)]]] | None = Field(default=None, description=(
+    # checked by the compiler, strictly (no coercion) and against the server's bounds, each error at the input
+    input_shapes: Annotated[dict[str, Any], WithJsonSchema({"type": "object", "additionalProperties": {
+        "type": "array", "items": {"type": "integer", "minimum": 1}}})] | None = Field(default=None, description=(
         "Shapes to compile for, by input name: needed for symbolic dimensions. Positive JSON integers (not `true`, "
         "`\"16\"` or `1e3`), each at most the server's `max_layer_extent`, at most `max_tensor_elements` in all."),
         examples=[{"input": [1, 3, 32, 32]}])

@@ -41,6 +41,7 @@ log = logging.getLogger("tileplan.jobs")
 OPS_TIMEOUT_S = 120.0  # asking a solver process for the importable operators (it imports TVM first)
 OPS_WAIT_S = 30.0  # how long a POST /compile waits for that answer before leaving the check to the compile
 # Failures that are the server's, not the model's: the next identical request tries again.
+CRASHES_BEFORE_BLAME = 2  # attempts whose process died before a compile is failed for good
 SERVER_FAULTS = {"compile_error", "time_limit", "compile_timeout", "compile_crashed", "internal_error"}
 
 
@@ -128,6 +129,9 @@ class Compiler:
 
         from tileplan.frontend.calibration import calibration_index
         from tileplan.frontend.compile import CompileOptions, model_digest
+        from tileplan.frontend.onnx_bytes import set_max_tensor_elements
+
+        set_max_tensor_elements(self.settings.max_tensor_elements)
 
         try:
             opts = CompileOptions.model_validate(options or {})
@@ -246,7 +250,16 @@ class Compiler:
             except SolveTimeout as exc:
                 out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_timeout"}}
             except SolverCrashed as exc:
-                out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_crashed"}}
+                # once may be the server's (a worker killed from outside); a process that dies on every attempt
+                # at this model is the model's doing (native code aborting at the memory cap): final, not retried
+                # by every identical request forever
+                if attempt >= CRASHES_BEFORE_BLAME:
+                    out = {"ok": False, "error": {"loc": [], "type": "memory_limit", "msg": (
+                        f"the compiling process died on each of {attempt} attempts at this model (over this "
+                        f"server's memory cap of {self.settings.worker_memory_mb} MiB per worker process, "
+                        "worker_memory_mb?)")}}
+                else:
+                    out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_crashed"}}
             if out["ok"]:
                 await asyncio.to_thread(self.store.finish_compile, compile_id, out["summary"], out["artifact"])
                 if self._on_storage is not None:
