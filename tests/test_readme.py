@@ -139,3 +139,12 @@ def test_the_whole_model_walkthrough_runs_in_a_fresh_copy(fresh_copy: Path) -> N
     for line in lines:
         run_as_written(fresh_copy, line)
     assert (fresh_copy / "build" / "small_cnn_int8.tar").is_file() and (fresh_copy / "out.npy").is_file()
+
+
+def test_no_internal_issue_numbers_and_the_client_has_a_readme() -> None:
+    import re
+
+    for doc in (REPO / "README.md", REPO / "client" / "README.md"):
+        text = doc.read_text()
+        assert not re.search(r"\bissues? #?\d+", text, re.IGNORECASE), doc
+    assert "AsyncTileplanClient" in (REPO / "client" / "README.md").read_text()
