@@ -111,6 +111,7 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     m.fanout = pyo.Constraint(
         fan_levels, rule=lambda m, i: spatial_at(i, DIMS) <= log2(arch.levels[i].fanout) + 1e-9
     )
+    _mesh_axes(m, spec, fan_levels, spatial_at)
     lim = [(i, d) for i, lv in enumerate(arch.levels) for d in lv.max_tile]
     m.max_tile = pyo.Constraint(lim, rule=lambda m, i, d: ext(d, i) <= log2(arch.levels[i].max_tile[d]) + 1e-9)
 
@@ -254,6 +255,34 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     model = CosaModel(spec=spec, m=m, x_keys=x_keys, coef=coef, fill=fill, tie=tie, timeloop=timeloop)
     model.weigh(w)
     return model
+
+
+def _mesh_axes(m: pyo.ConcreteModel, spec: CosaSpec, fan_levels: list[int], spatial_at) -> None:  # type: ignore[no-untyped-def]
+    """A fan-out laid out as an X-by-Y mesh unrolls each dimension along one axis (Timeloop's `split`): the product
+    along X must fit X and the rest Y, not merely the total fit X*Y (an 8x8 mesh cannot take K=16 with C=4). One
+    binary per (level, dimension) says which axis; the dimension's log-extent counts against that axis's budget
+    (big-M: an extent never exceeds the whole fan-out)."""
+    keys: list[tuple[int, str]] = []
+    for i in fan_levels:
+        fx, fy = spec.arch.fanout_xy(i)
+        if fx > 1 and fy > 1:
+            keys += [(i, d) for d in DIMS if any(spec.spatial_ok(i, d, f) for alt in spec.alternatives[d]
+                                                 for f in set(alt.factors))]
+    if not keys:
+        return
+    levels = sorted({i for i, _ in keys})
+    big = {i: log2(spec.arch.levels[i].fanout) for i in levels}
+    m.mesh_on_x = pyo.Var(keys, within=pyo.Binary)
+    m.mesh_x_ext = pyo.Var(keys, within=pyo.NonNegativeReals)
+    m.mesh_y_ext = pyo.Var(keys, within=pyo.NonNegativeReals)
+    m.mesh_x_link = pyo.Constraint(keys, rule=lambda m, i, d: m.mesh_x_ext[i, d] >= spatial_at(i, (d,))
+                                   - big[i] * (1 - m.mesh_on_x[i, d]))
+    m.mesh_y_link = pyo.Constraint(keys, rule=lambda m, i, d: m.mesh_y_ext[i, d] >= spatial_at(i, (d,))
+                                   - big[i] * m.mesh_on_x[i, d])
+    m.mesh_x_fit = pyo.Constraint(levels, rule=lambda m, i: sum(m.mesh_x_ext[k] for k in keys if k[0] == i)
+                                  <= log2(spec.arch.fanout_xy(i)[0]) + 1e-9)
+    m.mesh_y_fit = pyo.Constraint(levels, rule=lambda m, i: sum(m.mesh_y_ext[k] for k in keys if k[0] == i)
+                                  <= log2(spec.arch.fanout_xy(i)[1]) + 1e-9)
 
 
 def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, ext, log_tile, temporal_at, spatial_at) -> None:  # type: ignore[no-untyped-def]
