@@ -491,16 +491,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from tileplan.errors import from_validation_error
-    from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
-    from tileplan.hardware.catalog import resolve_hardware
+    from tileplan.frontend.onnx_import import precheck
 
-    hw = resolve_hardware(args.hw)
     try:
         data = Path(args.model).read_bytes()
     except OSError as exc:
         raise InputError(("model",), f"cannot read {args.model}: {exc.strerror}") from None
     out = writable_dir(args.out, "out")
     plans_db = _db_url(args.plans_db, "plans_db") if args.plans_db else None
+    precheck(data, _input_shapes(args.input_shape), args.quantize)  # before the planner, TVM, the plan store load
+    from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
+    from tileplan.hardware.catalog import resolve_hardware
+
+    hw = resolve_hardware(args.hw)
     try:
         opts = CompileOptions(mapper=args.mapper, time_limit_s=_time_limit(args.time_limit), quantize=args.quantize,
                               offload=not args.host_only, emulate=not args.no_emulate,
