@@ -507,7 +507,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     try:
         opts = CompileOptions(mapper=args.mapper, time_limit_s=_time_limit(args.time_limit), quantize=args.quantize,
                               offload=not args.host_only, emulate=not args.no_emulate,
-                              baseline=not args.no_baseline, group_packing=args.group_packing)
+                              baseline=not args.no_baseline, group_packing=args.group_packing,
+                              fusion=args.fusion)
     except ValidationError as exc:
         raise from_validation_error(exc, ("options",)) from None
     calibration = _calibration(args.calibration) if args.calibration else None
@@ -561,6 +562,15 @@ def _summary_table(summary: dict[str, Any]) -> str:
     rows.append(f"{t['accelerator_ops']} of {t['ops']} ops on the accelerator ({t['accelerator_mac_share']:.1%} of "
                 f"the MACs); emulated {t['cycles_emulated']} cycles, modelled {t['cycles_model']:.0f} "
                 f"(library tiling {t['baseline_cycles_model'] or float('nan'):.0f})")
+    groups = summary.get("groups") or []
+    if groups:
+        rows.append(f"fused-layer groups: {len(groups)}, fused {sum(g['fused'] for g in groups)} "
+                    "(bytes and modelled cycles per-layer -> fused)")
+        for i, g in enumerate(groups):
+            tile = g.get("tile") or {}
+            rows.append(f"  [{i}] {' -> '.join(g['members'])[:60]}: {tile.get('rows', '-')} rows x "
+                        f"{tile.get('bands', '-')} bands, {g['bytes_unfused']} -> {g['bytes_fused']} B, "
+                        f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles; {g['reason'][:90]}")
     return "\n".join(rows)
 
 
@@ -729,6 +739,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--group-packing", choices=["auto", "off"], default="auto",
                    help="grouped / depthwise convolutions: also plan several groups per array pass (auto, "
                         "default) or one group at a time (off)")
+    m.add_argument("--fusion", choices=["auto", "off"], default="auto",
+                   help="fused-layer groups: plan them and fuse where bit-exact and faster (auto, default; the "
+                        "summary's groups say why a group keeps the per-layer program) or plan none (off)")
     m.add_argument("--no-cache", action="store_true", help="do not read or store plans in the plan cache")
     m.add_argument("--plans-db", help="plan cache URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")
     m.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
