@@ -47,7 +47,9 @@ def test_compile_unknown_option(client: TestClient) -> None:
     from test_workload_onnx import quantized_cnn
 
     model = base64.b64encode(quantized_cnn()).decode()
-    r = client.post("/compile", json={"hardware": "gemmini-16x16", "model": model, "options": {"fusion": "auto"}})
+    # ('fusion' itself became an option: tileplan.fusion's fused-layer groups)
+    r = client.post("/compile", json={"hardware": "gemmini-16x16", "model": model, "options": {"fuson": "auto"}})
     assert r.status_code == 422, r.text
     item = r.json()["detail"][0]
-    assert item["loc"] == ["body", "options", "fusion"] and "unknown option 'fusion'" in item["msg"]
+    assert item["loc"] == ["body", "options", "fuson"] and "unknown option 'fuson'" in item["msg"]
+    assert "did you mean 'fusion'" in item["msg"]
