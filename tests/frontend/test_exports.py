@@ -152,3 +152,23 @@ def test_every_host_op_has_a_specific_reason():
     assert by_op["Softmax"].startswith("Softmax needs per-row statistics")
     assert by_op["Transpose"].startswith("Transpose moves or selects values")
     assert by_op["Add"].startswith("elementwise Add")
+
+
+def test_host_lowering_is_cached_and_the_cached_program_is_the_same(tmp_path, monkeypatch):
+    import tempfile
+
+    from tileplan.frontend import host_ops
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a cold cache of kernels, builds and host parts
+    data = zoo.build("attention", "qdq")
+    opts = OPTIONS.model_copy(update={"emulate": False})
+    first = compile_bytes(data, options=opts)
+    entries = list(tmp_path.glob("tileplan-codegen-*/host/*.json"))
+    assert len(entries) == 1
+
+    def no_lowering(mod):
+        raise AssertionError("lowered again")
+
+    monkeypatch.setattr(host_ops, "lower_host", no_lowering)
+    second = compile_bytes(data, options=opts)
+    assert second.artifact == first.artifact

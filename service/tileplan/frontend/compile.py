@@ -272,19 +272,10 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                               timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant)
     compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols))
     notes += compat_notes
-    lowered = host_ops.lower_host(compat)
-    host_sources, host_ws, host_names, decls = {}, {}, {}, []
-    from tvm import tirx
-
-    for gv, func in lowered.functions.items():
-        if not isinstance(func, tirx.PrimFunc):
-            continue
-        cname = c_ident(gv.name_hint, "tp_host_")
-        n_out = _n_outputs(lowered["main"], gv.name_hint)
-        fn = host_ops.emit_host_function(func, cname, n_out)
-        host_sources[cname], host_ws[gv.name_hint], host_names[gv.name_hint] = fn.source, fn.workspace_bytes, cname
-        decls.append(_host_decl(fn, n_out))
-    prog = build_program(lowered["main"], templates, host_ws, host_names)
+    host = lower_host_cached(compat)
+    host_sources, host_ws, host_names = host.sources, host.workspace, host.names
+    decls = list(host.decls)
+    prog = build_program(host.main, templates, host_ws, host_names)
     phase("host")
     kernel_sources = {}
     for a in {id(a.art): a for a in accel.values()}.values():
@@ -350,6 +341,73 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     if progress:
         progress(total, total)
     return CompiledModel(summary, pack(files, c_ident(model_name)), summary["notes"])
+
+
+@dataclass
+class HostPart:
+    """The lowered host part of a program: its `main` (host calls and accelerator steps, in order) and each host
+    function's C source (by C name), workspace bytes and C name (by Relax function name), prototypes."""
+
+    main: Any
+    sources: dict[str, str]
+    workspace: dict[str, int]
+    names: dict[str, str]
+    decls: list[str]
+
+
+def _host_digest() -> str:
+    """Identifies the host lowering's code: its modules' sources and TVM's version."""
+    from pathlib import Path
+
+    import tvm
+
+    import tileplan.codegen.emit_c as emit_c
+    import tileplan.frontend.host_ops as host_ops
+
+    h = hashlib.sha256(str(tvm.__version__).encode())
+    for mod in (host_ops, emit_c):
+        h.update(Path(str(mod.__file__)).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def lower_host_cached(compat: Any) -> HostPart:
+    """host_ops.lower_host and the C of every host function, cached on disk by the module it starts from (TVM's
+    JSON of it) and the lowering's code: a warm compile of a transformer spends most of its time here
+    otherwise (bert_layer: 26 s of lowering on the shared machine, 0.3 s to key it)."""
+    import tvm
+
+    from tileplan.codegen.emulator.build import default_cache_dir
+    from tileplan.frontend import host_ops
+    from tileplan.frontend.program import c_ident
+
+    key = hashlib.sha256(tvm.ir.save_json(compat).encode() + _host_digest().encode()).hexdigest()[:32]
+    path = default_cache_dir() / "host" / f"{key}.json"
+    if path.exists():
+        try:
+            d = json.loads(path.read_text())
+            return HostPart(tvm.ir.load_json(d["main"]), d["sources"], d["workspace"], d["names"], d["decls"])
+        except (ValueError, KeyError, TypeError, RuntimeError):
+            pass  # a damaged entry is made again
+    from tvm import tirx
+
+    lowered = host_ops.lower_host(compat)
+    main = lowered["main"]
+    part = HostPart(main, {}, {}, {}, [])
+    for gv, func in lowered.functions.items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        cname = c_ident(gv.name_hint, "tp_host_")
+        n_out = _n_outputs(main, gv.name_hint)
+        fn = host_ops.emit_host_function(func, cname, n_out)
+        part.sources[cname], part.workspace[gv.name_hint], part.names[gv.name_hint] = (fn.source, fn.workspace_bytes,
+                                                                                       cname)
+        part.decls.append(_host_decl(fn, n_out))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"main": tvm.ir.save_json(main), "sources": part.sources, "workspace": part.workspace,
+                               "names": part.names, "decls": part.decls}))
+    os.replace(tmp, path)
+    return part
 
 
 def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
