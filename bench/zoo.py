@@ -13,6 +13,9 @@ outputs are judged against references built from onnxruntime, each named in the 
   session fuses what its QDQ selectors accept into integer kernels and runs the rest in float).
 - `ort-noopt`: onnxruntime with every graph optimisation off (ORT_DISABLE_ALL) on a QDQ file: each
   DequantizeLinear / float op / QuantizeLinear as the ONNX definition reads, the QDQ model's own semantics.
+- `ort-qop` (QDQ rows): onnxruntime's default session on the QOperator export of the same float model quantized
+  on the same calibration data (the same scales and zero points): the QDQ model converted to QOperator form by
+  onnxruntime's own quantizer, run by its integer QLinear* kernels.
 
 Agreement: the share of output elements equal, and within 1 quantisation step (LSB: the scale of the output's
 DequantizeLinear, or 1 for an integer output), and the largest difference; top-1: the argmax agrees (image
@@ -116,6 +119,9 @@ def judge(path: Path, artifact: Path, fmt: str, classifier: bool, seed: int) -> 
     refs = {"ort": dict(zip(names, sess.run(None, feeds)))}
     if fmt == "qdq":
         refs["ort-noopt"] = dict(zip(names, _session(path, False).run(None, feeds)))
+        qop = path.with_name(path.name.replace(".qdq.", ".qoperator."))
+        if qop.exists():  # the same float model and calibration in QOperator form: the same scales, integer ops
+            refs["ort-qop"] = dict(zip(names, _session(qop, True).run(None, feeds)))
     res: dict[str, Any] = {k: agreement(got, v, lsb) for k, v in refs.items()}
     if classifier:
         first = names[0]
@@ -197,22 +203,36 @@ def main() -> None:
 
 
 def write(args: argparse.Namespace, records: list[dict[str, Any]], reasons: dict[str, int], seconds: float) -> None:
+    """The table, merged with the rows of earlier runs kept in <out>.json (a run of a --models subset replaces
+    only its own rows: the whole zoo need not run at once on a shared machine)."""
+    store = args.out.with_suffix(".json")
+    runs = [f"--models {args.models} --formats {args.formats}: {seconds:.0f} s"]
+    if store.exists():
+        old = json.loads(store.read_text())
+        mine = {(r["model"], r["format"]) for r in records}
+        records = [r for r in old["records"] if (r["model"], r["format"]) not in mine] + records
+        runs = old["runs"] + runs
+        for r, n in old["reasons"].items():
+            reasons[r] = reasons.get(r, 0) + n
+    store.write_text(json.dumps({"records": records, "runs": runs, "reasons": reasons}, indent=1, default=str))
     lines = ["# Zoo: the models people run, compiled as exported", "",
-             f"`python bench/zoo.py --torch-python PY --work DIR --models {args.models} --hw {args.hw} "
-             f"--formats {args.formats}` ({seconds:.0f} s on the shared 2-core machine, under other helpers' load: "
-             "compile times are upper bounds of an idle machine's). Models: bench/zoo_export.py (torchvision, "
-             "seeded random weights, opset 17, batch 1, onnxruntime quantize_static per-tensor int8).", "",
+             f"`python bench/zoo.py --torch-python PY --work DIR --hw {args.hw} --models M --formats F`, runs: "
+             + "; ".join(runs) + " (the shared 2-core machine under other helpers' load, 13-18: compile times are "
+             "upper bounds of an idle machine's). Models: bench/zoo_export.py (torchvision, seeded random "
+             "weights, opset 17, batch 1, onnxruntime quantize_static per-tensor int8).", "",
              "Judges: `ort` = onnxruntime's default session on the same file; `ort-noopt` = onnxruntime with "
-             "graph optimisations off (the QDQ file's own float-between-Q/DQ semantics). Cells: equal / within 1 "
+             "graph optimisations off (the QDQ file's own float-between-Q/DQ semantics); `ort-qop` (QDQ rows) = "
+             "onnxruntime on the QOperator export of the same model and calibration (same scales; integer "
+             "QLinear* kernels). Cells: equal / within 1 "
              "LSB / max LSB. Cycles: modelled cycles of the offloaded ops, library's tiling of the same ops / "
              "Tileplan's (ops slower than the library: count). Compile: `tileplan compile --jobs 2` wall seconds, "
              "cold (empty caches) / warm.", "",
-             "| model | fmt | compiles | MACs offloaded | vs ort | vs ort-noopt | top-1 | library / Tileplan cycles "
+             "| model | fmt | compiles | MACs offloaded | vs ort | vs ort-noopt | vs ort-qop | top-1 | library / Tileplan cycles "
              "(slower ops) | emulated cycles | compile cold / warm s | host ops |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['format']} | no: {r['error'][:160]} | | | | | | | "
+            lines.append(f"| {r['model']} | {r['format']} | no: {r['error'][:160]} | | | | | | | | "
                          f"{r.get('cold_s', 0):.1f} | |")
             continue
         j = r["judge"]
@@ -220,7 +240,7 @@ def write(args: argparse.Namespace, records: list[dict[str, Any]], reasons: dict
         top1 = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in j.get("top1", {}).items()) or "-"
         sp = f"{r['speedup']:.2f}x ({r['slower']})" if r.get("speedup") else "-"
         lines.append(f"| {r['model']} | {r['format']} | yes | {_pct(r['share'])} | {_cell(j, 'ort')} | "
-                     f"{_cell(j, 'ort-noopt')} | {top1} | {sp} | {r['cycles_emulated'] or '-'} | "
+                     f"{_cell(j, 'ort-noopt')} | {_cell(j, 'ort-qop')} | {top1} | {sp} | {r['cycles_emulated'] or '-'} | "
                      f"{r['cold_s']:.1f} / {r['warm_s']:.1f} | {r['host']} |")
     lines += ["", "## Why ops stay on the host (all models, count)", ""]
     lines += [f"- {n} x {r}" for r, n in sorted(reasons.items(), key=lambda t: -t[1])]
