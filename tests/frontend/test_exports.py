@@ -152,6 +152,7 @@ def test_every_host_op_has_a_specific_reason():
     assert by_op["Softmax"].startswith("Softmax needs per-row statistics")
     assert by_op["Transpose"].startswith("Transpose moves or selects values")
     assert by_op["Add"].startswith("elementwise Add")
+    assert "residual add" not in by_op["Div"]
 
 
 def test_host_lowering_is_cached_and_the_cached_program_is_the_same(tmp_path, monkeypatch):

@@ -731,10 +731,13 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
     if op in REDUCES:
         return (f"{op} reduces or compares values without multiplying: the array only multiply-accumulates (its "
                 "mvout pooling applies to a conv the accelerator runs, which this input is not fused into)")
-    if op in ELEMENTWISE:
-        return (f"elementwise {op} on activations: no matrix product for the array; Tileplan has no kernel for "
+    if op == "Add":
+        return ("elementwise Add of activations: no matrix product for the array; Tileplan has no kernel for "
                 "Gemmini's accumulator-based residual add, so the host computes it (float between dequantize and "
                 "quantize, as onnxruntime does)")
+    if op in ELEMENTWISE:
+        return (f"elementwise {op}: no matrix product for the array (Gemmini's activations are only ReLU and "
+                "clipping on a result it computes); the host computes it in float between dequantize and quantize")
     if op in ROW_STATISTICS:
         return (f"{op} needs per-row statistics, exponentials or division: not a multiply-accumulate; computed on "
                 "the host")
