@@ -153,7 +153,7 @@ def _pct(v: float) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--torch-python", required=True, help="a Python with torch, torchvision, onnxruntime")
+    ap.add_argument("--torch-python", default="", help="a Python with torch, torchvision, onnxruntime")
     ap.add_argument("--work", type=Path, required=True, help="exported models are kept here")
     ap.add_argument("--models", default=DEFAULT, help=f"comma-separated (default: all: {DEFAULT})")
     ap.add_argument("--formats", default="qdq,qoperator")
@@ -161,7 +161,11 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "zoo.md")
+    ap.add_argument("--rewrite", action="store_true", help="only rewrite the table from <out>.json")
     args = ap.parse_args()
+    if args.rewrite:
+        write(args, [], {}, None)
+        return
     models = [m for m in args.models.split(",") if m]
     formats = [f for f in args.formats.split(",") if f]
     args.work.mkdir(parents=True, exist_ok=True)
@@ -202,11 +206,12 @@ def main() -> None:
     write(args, records, reasons_all, time.perf_counter() - t_start)
 
 
-def write(args: argparse.Namespace, records: list[dict[str, Any]], reasons: dict[str, int], seconds: float) -> None:
+def write(args: argparse.Namespace, records: list[dict[str, Any]], reasons: dict[str, int],
+          seconds: float | None) -> None:
     """The table, merged with the rows of earlier runs kept in <out>.json (a run of a --models subset replaces
     only its own rows: the whole zoo need not run at once on a shared machine)."""
     store = args.out.with_suffix(".json")
-    runs = [f"--models {args.models} --formats {args.formats}: {seconds:.0f} s"]
+    runs = [f"--models {args.models} --formats {args.formats}: {seconds:.0f} s"] if seconds is not None else []
     if store.exists():
         old = json.loads(store.read_text())
         mine = {(r["model"], r["format"]) for r in records}

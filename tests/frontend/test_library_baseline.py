@@ -30,13 +30,14 @@ def test_no_op_is_modelled_slower_than_the_library_and_the_ratio_is_true(hw_name
     assert t["speedup_model"] == pytest.approx(t["baseline_cycles_model"] / t["cycles_model"], rel=1e-3)
 
 
-def test_schedule_model_and_compile_see_the_same_layers():
-    data = zoo.build("cnn_small", "qdq")
+@pytest.mark.parametrize("model", ["cnn_small", "attention"])
+def test_schedule_model_and_compile_see_the_same_layers(model):
+    data = zoo.build(model, "qdq")
     res = compile_model(data, get_hardware("gemmini-16x16"), CompileOptions(time_limit_s=2.0, emulate=False),
                         planner=planner)
     compiled = {o["name"]: o["layer"] for o in res.summary["ops"] if o.get("kernel")}
     scheduled = {layer.name: layer.model_dump(mode="json", exclude={"count"}) for layer in load_onnx(data).layers}
-    assert set(compiled) == set(scheduled)
+    assert compiled and set(compiled) <= set(scheduled)  # (schedule also plans what the compile leaves on the host)
     for name, layer in compiled.items():
         assert {k: v for k, v in layer.items() if k != "name"} == {k: v for k, v in scheduled[name].items()
                                                                    if k != "name"}, name
