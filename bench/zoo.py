@@ -154,7 +154,7 @@ def _pct(v: float) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--torch-python", default="", help="a Python with torch, torchvision, onnxruntime")
-    ap.add_argument("--work", type=Path, required=True, help="exported models are kept here")
+    ap.add_argument("--work", type=Path, default=Path("zoo-models"), help="exported models are kept here")
     ap.add_argument("--models", default=DEFAULT, help=f"comma-separated (default: all: {DEFAULT})")
     ap.add_argument("--formats", default="qdq,qoperator")
     ap.add_argument("--hw", default="gemmini-16x16")
