@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tileplan.errors import InputError
+from tileplan.frontend.onnx_bytes import check_sizes
 
 # Operators that make a model "quantized" (anything else with MACs in a model without them is a float model)
 QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
@@ -182,6 +183,7 @@ def infer_shapes(model: Any) -> Any:
     known: dict[str, Any] = {}
     for info in [*g.input, *g.value_info, *g.output]:
         known[info.name] = info
+    check_sizes(inferred)  # shapes only inference could tell (Tile, Resize, computed shapes): bounded before any run
     inits = {t.name for t in g.initializer}
     for node in g.node:
         for out in node.output:
