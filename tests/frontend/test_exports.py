@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from frontend_helpers import assert_matches_onnxruntime, compile_bytes
+from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes
 
 from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
@@ -138,3 +138,38 @@ def test_a_bad_model_is_refused_before_tvm_or_the_plan_store_loads(tmp_path, kin
     assert run.stdout.split() == ["2", "False", "False"], run.stdout + run.stderr
     assert run.stderr.count("\n") == 1 and run.stderr.startswith("tileplan: error: model")
     assert "float model" in run.stderr if kind == "float" else "not" in run.stderr
+
+
+def test_every_host_op_has_a_specific_reason():
+    data = zoo.build("attention", "qdq")
+    res = compile_bytes(data, options=OPTIONS.model_copy(update={"emulate": False}))
+    host = [o for o in res.summary["ops"] if o["where"] == "host"]
+    assert host
+    for o in host:
+        assert not o["reason"].startswith("no accelerator op for"), (o["name"], o["reason"])
+    by_op = {o["onnx_op"]: o["reason"] for o in host}
+    assert "both operands are activations" in by_op["MatMul"]
+    assert by_op["Softmax"].startswith("Softmax needs per-row statistics")
+    assert by_op["Transpose"].startswith("Transpose moves or selects values")
+    assert by_op["Add"].startswith("elementwise Add")
+    assert "residual add" not in by_op["Div"]
+
+
+def test_host_lowering_is_cached_and_the_cached_program_is_the_same(tmp_path, monkeypatch):
+    import tempfile
+
+    from tileplan.frontend import host_ops
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a cold cache of kernels, builds and host parts
+    data = zoo.build("attention", "qdq")
+    opts = OPTIONS.model_copy(update={"emulate": False})
+    first = compile_bytes(data, options=opts)
+    entries = list(tmp_path.glob("tileplan-codegen-*/host/*.json"))
+    assert len(entries) == 1
+
+    def no_lowering(mod):
+        raise AssertionError("lowered again")
+
+    monkeypatch.setattr(host_ops, "lower_host", no_lowering)
+    second = compile_bytes(data, options=opts)
+    assert second.artifact == first.artifact

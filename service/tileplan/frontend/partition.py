@@ -188,6 +188,11 @@ def kernel_spec(op: QuantOp) -> KernelSpec:
     folded = b - zx * wsum
     if np.abs(folded).max(initial=0) >= INT32:
         raise ValueError("the bias with the input zero point folded in does not fit int32")
+    # the kernel loads a bias when the model has one or the input zero point left a correction: the layer says
+    # so, so that its plan (and the library's, its baseline) is costed with the bias load the kernel makes, as
+    # `tileplan schedule --model` costs the same conv (a bias input: bias true)
+    has_bias = op.bias is not None or bool(np.any(folded != 0))
+    layer = layer.model_copy(update={"bias": has_bias})
     qlo, qhi = -128, 127
     if op.act is not None:  # quantize(act(v)) = clamp(quantize(v), quantize(lo), quantize(hi))
         _, lo, hi = op.act
@@ -197,10 +202,10 @@ def kernel_spec(op: QuantOp) -> KernelSpec:
     if zy == 0 and ms.size == 1:  # Gemmini's mvout is the whole requantisation (a ReLU included)
         relu = op.act is not None and op.act[0] == "relu"
         clamp = None if (qlo, qhi) == (-128, 127) or (relu and qhi == 127) else (qlo, qhi)
-        return KernelSpec(layer, Epilogue(scale=m, zero_point=0, relu=relu, bias=True), abi, wl,
+        return KernelSpec(layer, Epilogue(scale=m, zero_point=0, relu=relu, bias=has_bias), abi, wl,
                           folded.astype(np.int32), clamp, m)
     abi = KernelABI(abi.layout, abi.pad_value, abi.prelaid, acc_output=True)
-    return KernelSpec(layer, Epilogue(scale=1.0, zero_point=0, relu=False, bias=True), abi, wl,
+    return KernelSpec(layer, Epilogue(scale=1.0, zero_point=0, relu=False, bias=has_bias), abi, wl,
                       folded.astype(np.int32), None, m, Requant(ms, zy, qlo, qhi, inner))
 
 
