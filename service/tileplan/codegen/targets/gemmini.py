@@ -36,6 +36,7 @@ from typing import Any
 
 from tvm import te, tirx
 
+from tileplan import emittable
 from tileplan.codegen.registry import register_core_compute, register_hw_intrinsic
 from tileplan.cost.gemmini import max_block_len
 
@@ -514,16 +515,16 @@ class CallLayout:
     def kb(self) -> int:
         return -(-self.tile.k // self.dim)
 
+    # (the rows a call takes are counted by tileplan.emittable, the rule the planner ranks tilings with)
     @property
     def in_tile_rows(self) -> int:
-        if self.fold > 1:
-            return -(-self.tile.s // self.fold) * self.tile.n * self.tile.h_win * self.tile.q
-        return self.cb * self.tile.n * self.tile.h_win * self.tile.w_win
+        t = self.tile
+        return emittable.input_rows(self.dim, t.n, t.p, t.q, t.r, t.s, t.c, (t.sh, t.sw), (t.dh, t.dw), self.fold)
 
     @property
     def w_tile_rows(self) -> int:
         t = self.tile
-        return self.kb * t.r * t.s * t.c
+        return emittable.weight_rows(self.dim, t.k, t.r, t.s, t.c)
 
     @property
     def spad_call_rows(self) -> int:
@@ -532,7 +533,7 @@ class CallLayout:
     @property
     def acc_tile_rows(self) -> int:
         t = self.tile
-        return self.kb * t.n * t.p * t.q
+        return emittable.acc_rows(self.dim, t.n, t.p, t.q, t.k)
 
     @property
     def halves(self) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from tileplan.check import check_arch
 from tileplan.cost.model import evaluate_mapping
 from tileplan.dims import DIMS
+from tileplan.emittable import emittable
 from tileplan.errors import InputError, MappingInfeasible
 from tileplan.hardware import Architecture, HardwareDescriptor
 from tileplan.mappers.base import TILEPLAN, MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
@@ -174,7 +175,9 @@ class CosaMapper:
             starts += [sd for sd in seeds if sd.dataflow == polished.dataflow and not check_arch(problem, arch, sd)]
             retiled, s2, ranked = refine(problem, arch, starts, options.objective, deadline=deadline)
             n_cands += ranked
-            best = (s2, retiled) if s2 < s else (s, polished)
+            # (a polished plan the code generator would shrink loses to an emittable one: tileplan.emittable)
+            keep_polished = s2 >= s and (emittable(problem, arch, polished) or not emittable(problem, arch, retiled))
+            best = (s, polished) if keep_polished else (s2, retiled)
         notes: list[str] = []
         if best is not None and seeds and wl > 0:
             mapping, note = _not_slower_than(problem, hw, best[1], seeds[0])
