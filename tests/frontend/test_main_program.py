@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from frontend_helpers import compile_bytes
+from frontend_helpers import OPTIONS, compile_bytes
 
 from tileplan.frontend import zoo
 from tileplan.frontend.program import c_string
@@ -111,6 +111,33 @@ def test_make_riscv_links_a_static_program(resnet_block, tmp_path):
     dump = subprocess.run(["riscv64-linux-gnu-objdump", "-d", str(root / "build" / "riscv" / "model.o")],
                           capture_output=True, text=True).stdout
     assert not re.search(r"\t(rdcycle|csrr\s+\w+,\s*cycle)\b", dump)
+
+
+def test_riscv_program_runs_under_linux_user_emulation(tmp_path):
+    """model.riscv on RISC-V Linux (QEMU's user-mode emulator, Debian's qemu-user; no Gemmini there, so the
+    program of the all-host build, offload off): it reads in.bin, writes out.bin byte for byte equal to the host
+    build's main over the same steps, and prints a rdcycle count for every step."""
+    _need_riscv()
+    if shutil.which("qemu-riscv64") is None:
+        pytest.skip("qemu-riscv64 is not installed (Debian: qemu-user; .ci/run installs it)")
+    data = zoo.build("resnet_block", "qdq")
+    res = compile_bytes(data, options=OPTIONS.model_copy(update={"offload": False}))
+    assert res.summary["total"]["accelerator_ops"] == 0
+    root = _extract(res.artifact, tmp_path)
+    proc = subprocess.run(["make", "-s", "-j2", "riscv", "host-main"], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0 and "warning:" not in proc.stderr, proc.stderr[-3000:]
+    _, raw = _in_bin(data, seed=4)
+    (root / "in.bin").write_bytes(raw)
+    host = subprocess.run(["build/host/model", "in.bin", "host.bin"], cwd=root, capture_output=True, text=True)
+    rv = subprocess.run(["qemu-riscv64", "build/riscv/model.riscv", "in.bin", "rv.bin"], cwd=root,
+                        capture_output=True, text=True)
+    assert host.returncode == 0 and rv.returncode == 0, (host.stderr, rv.stderr)
+    assert (root / "rv.bin").read_bytes() == (root / "host.bin").read_bytes()
+    rows = re.findall(r"^\s*(\d+) (accel|host)\s+(\d+)\s+(.*)$", rv.stdout, re.MULTILINE)
+    assert len(rows) == res.summary["total"]["steps"] and all(int(r[2]) > 0 for r in rows), rv.stdout
+    short = subprocess.run(["qemu-riscv64", "build/riscv/model.riscv", "host.bin", "x.bin"], cwd=root,
+                           capture_output=True, text=True)
+    assert short.returncode == 1 and "must hold exactly" in short.stderr
 
 
 def test_gemmini_include_without_full_width_reads_stops_the_build(resnet_block, tmp_path):
