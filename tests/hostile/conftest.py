@@ -18,9 +18,11 @@ PORTS = range(18200, 18300)  # this suite's share of loopback ports
 @pytest.fixture()
 def port() -> int:
     """A free port in the suite's range."""
+    import random
     import socket
 
-    for p in PORTS:
+    # a random order: other test runs on the machine (CI beside a developer's run) use the same range
+    for p in random.sample(PORTS, len(PORTS)):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", p))

@@ -99,12 +99,15 @@ def start_worker(workdir: Path, db: str, *, concurrency: int = 1, **settings: st
 
 
 def wait_healthy(proc: Proc, timeout: float) -> None:
+    # Healthy means *this* process answers: uvicorn logs its address only once it holds the socket, and another
+    # server on the same port (another test run on the machine) would answer /healthz just as well.
+    listening = f"running on {proc.url} "
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.popen.poll() is not None:
             raise RuntimeError(f"server exited with {proc.popen.returncode}:\n{proc.output()[-3000:]}")
         try:
-            if httpx.get(proc.url + "/healthz", timeout=2).status_code == 200:
+            if listening in proc.output() and httpx.get(proc.url + "/healthz", timeout=2).status_code == 200:
                 return
         except httpx.TransportError:
             pass
@@ -161,7 +164,9 @@ def scratch_database() -> Iterator[str]:
     import pytest
 
     if not pg_available():
-        pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN}")
+        pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN}: these tests need a PostgreSQL server whose database "
+                    "`test` accepts that URL (set TILEPLAN_TEST_PG to another; on Debian `bash .ci/run` installs "
+                    "and configures one)")
     url = create_database()
     try:
         yield url

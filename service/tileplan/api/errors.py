@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import uuid
 from typing import Any
 
@@ -11,11 +12,11 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError, ProgrammingError
 from starlette.exceptions import HTTPException
 
 from tileplan.api.answers import AnswerFromCache
-from tileplan.errors import InputError, MappingInfeasible
+from tileplan.errors import InputError, MappingInfeasible, error_loc
 from tileplan.jobs.disconnect import ClientGone
 from tileplan.store.repository import QuotaExceeded
 
@@ -60,7 +61,7 @@ def install(app: FastAPI) -> None:
             msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
             if err.get("type") == "json_invalid":
                 msg = f"malformed JSON: {err.get('ctx', {}).get('error', msg)}"
-            items.append({"loc": list(err.get("loc", [])), "msg": msg, "type": err.get("type", "value_error")})
+            items.append({"loc": list(error_loc(err)), "msg": msg, "type": err.get("type", "value_error")})
         return JSONResponse({"detail": items}, status_code=422)
 
     @app.exception_handler(AnswerFromCache)
@@ -94,13 +95,21 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(DBAPIError)
     @app.exception_handler(psycopg.OperationalError)
     @app.exception_handler(PoolTimeout)
+    @app.exception_handler(sqlite3.DatabaseError)
     async def _database_away(request: Request, exc: Exception) -> JSONResponse:
-        # the database is restarting or unreachable: say so, and when to retry, instead of an internal error
-        if isinstance(exc, DBAPIError) and not _connection_trouble(exc):
+        # the database is restarting or unreachable (say so, and when to retry), or its storage is damaged (a
+        # server fault the client cannot fix, but not an internal error of ours): a 503 either way. A bad
+        # statement or a broken constraint is a bug and stays a 500.
+        if isinstance(exc, (ProgrammingError, IntegrityError)):
             return await _unexpected(request, exc)
-        log.warning("event=database_unavailable path=%s error=%s", request.url.path, type(exc).__name__)
-        return JSONResponse(detail([], "the database is unavailable; retry shortly", "service_unavailable"),
-                            status_code=503, headers={"Retry-After": "2"})
+        if transient_storage_error(exc):
+            log.warning("event=database_unavailable path=%s error=%s", request.url.path, type(exc).__name__)
+            return JSONResponse(detail([], "the database is unavailable; retry shortly", "service_unavailable"),
+                                status_code=503, headers={"Retry-After": "2"})
+        log.error("event=storage_error path=%s error=%s: %s", request.url.path, type(exc).__name__,
+                  str(getattr(exc, "orig", exc))[:200])
+        return JSONResponse(detail([], "the server's storage cannot be read; this is the server's fault and has been "
+                                   "logged", "service_unavailable"), status_code=503)
 
     @app.exception_handler(ClientGone)
     async def _gone(request: Request, exc: ClientGone) -> Response:
@@ -113,8 +122,16 @@ def install(app: FastAPI) -> None:
         return JSONResponse(detail([], f"internal error (reference {ref})", "internal_error"), status_code=500)
 
 
-def _connection_trouble(exc: DBAPIError) -> bool:
-    """A lost or refused connection (not a bad statement, which is a bug and stays a 500)."""
+def transient_storage_error(exc: BaseException) -> bool:
+    """A lost or refused connection, a busy or locked database: worth retrying shortly (unlike damaged storage)."""
+    if isinstance(exc, (PoolTimeout, psycopg.OperationalError, TimeoutError, ConnectionError)):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    if isinstance(exc.orig, sqlite3.DatabaseError) and not isinstance(exc.orig, sqlite3.OperationalError):
+        return False  # "database disk image is malformed", "file is not a database"
+    if isinstance(exc.orig, sqlite3.OperationalError) and "no such" in str(exc.orig):
+        return False  # a table or column gone: not coming back by itself
     return bool(exc.connection_invalidated) or isinstance(exc, (OperationalError, InterfaceError)) or isinstance(
         exc.orig, (psycopg.OperationalError, psycopg.InterfaceError))
 

@@ -6,9 +6,9 @@ Layers, descriptors and mappings arrive as plain objects and are parsed by the c
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from tileplan.plan import Evaluation, Plan, ScheduleOptions
 from tileplan.validation import check_storable
@@ -123,8 +123,12 @@ class CompileBody(BaseModel):
     hardware: str | dict[str, Any] = Field(description=HARDWARE_DOC, examples=["gemmini-16x16"])
     model: str | None = Field(default=None, description="The ONNX model (QDQ or QOperator int8; a float one with "
                               "options.quantize), base64.")
-    input_shapes: dict[str, list[int]] | None = Field(default=None, description=(
-        "Shapes to compile for, by input name: needed for symbolic dimensions."), examples=[{"input": [1, 3, 32, 32]}])
+    # checked by the compiler, strictly (no coercion) and against the server's bounds, each error at the input
+    input_shapes: Annotated[dict[str, Any], WithJsonSchema({"type": "object", "additionalProperties": {
+        "type": "array", "items": {"type": "integer", "minimum": 1}}})] | None = Field(default=None, description=(
+        "Shapes to compile for, by input name: needed for symbolic dimensions. Positive JSON integers (not `true`, "
+        "`\"16\"` or `1e3`), each at most the server's `max_layer_extent`, at most `max_tensor_elements` in all."),
+        examples=[{"input": [1, 3, 32, 32]}])
     options: dict[str, Any] = Field(default_factory=dict, description=(
         "As POST /schedule's (mapper, objective, time_limit_s, baseline, seed; every offloaded op is planned with "
         "them) plus quantize (a float model quantized by onnxruntime's static quantizer on random calibration "

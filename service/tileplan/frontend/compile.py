@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -47,6 +47,10 @@ class CompileOptions(ScheduleOptions):
     offload: bool = Field(default=True, description="False: every op on the host (a reference build).")
     emulate: bool = Field(default=True, description=(
         "Run the program once on the emulator at compile time (random input) for per-op emulated cycles."))
+    fusion: Literal["auto", "off"] = Field(default="auto", description=(
+        "Fused-layer groups (tileplan.fusion): 'auto' finds the chains of offloaded ops whose intermediates could "
+        "stay on chip, plans each group's tile and budget and fuses it where that is bit-exact and pays (else the "
+        "per-layer program is kept, with the reason in the summary's groups); 'off' plans no groups."))
 
 
 @dataclass
@@ -193,27 +197,31 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     the accelerator cannot run it, with the reason in the summary).  `workers` > 1 plans distinct layers and
     generates distinct kernels in that many processes (the result is the same)."""
     t0 = time.perf_counter()
+    from tileplan.frontend import onnx_import
+
+    options = options or CompileOptions()
+    planner = planner or default_planner
+    # the model is read (and a float or broken one refused) before TVM is imported: 1.5 s of the startup
+    imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
+                                      options.calibration_samples, options.seed)
+    phases: dict[str, float] = {"load": round(time.perf_counter() - t0, 3)}
+    mark = [time.perf_counter()]
+
     import tvm
     import tvm.relax.frontend.onnx  # noqa: F401
 
     from tileplan.codegen.registry import CodegenError
     from tileplan.codegen.support import codegen_unsupported
-    from tileplan.frontend import host_ops, onnx_import, partition, patterns
+    from tileplan.frontend import host_ops, partition, patterns
     from tileplan.frontend.program import Step, Tensor, build_program, c_ident, pack, render
     from tileplan.frontend.runner import NoToolchain, emulate_files
-
-    options = options or CompileOptions()
-    planner = planner or default_planner
-    phases: dict[str, float] = {"startup": round(time.perf_counter() - t0, 3)}
-    mark = [time.perf_counter()]
 
     def phase(name: str) -> None:  # wall seconds per compile phase (in the summary)
         now = time.perf_counter()
         phases[name] = round(phases.get(name, 0.0) + now - mark[0], 3)
         mark[0] = now
 
-    imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
-                                      options.calibration_samples, options.seed)
+    phase("startup")
     notes = list(imported.notes)
     mod, onnx_nodes = onnx_import.to_relax(imported)
 
@@ -312,6 +320,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     out_names = [o.name for o in imported.outputs]
     model_name = imported.model.graph.name or "model"
     summary = _summary(imported, accel, reasons, onnx_nodes, prog, plans, hw, options)
+    _add_groups(summary, imported.model, accel, hw, options)
+    phase("fusion")
     summary["notes"] = notes + summary["notes"]
 
     def files_with(summary_doc: dict[str, Any]) -> dict[str, bytes]:
@@ -333,6 +343,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
             feeds = _random_feeds(imported.inputs, options.seed + 1)
             run = emulate_files(files, feeds, cache=True)
             _add_cycles(summary, prog, run.cycles, run.dram_bytes)
+            _add_group_cycles(summary)
         except NoToolchain as exc:
             summary["notes"].append(f"not emulated: {exc}")
         files = files_with(summary)
@@ -645,6 +656,45 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
         },
         "notes": notes,
     }
+
+
+def _add_groups(summary: dict[str, Any], model: Any, accel: dict[str, _Accel], hw: Any,
+                options: CompileOptions) -> None:
+    """The summary's fused-layer groups (`groups`, per op `fusion_group`, `total.fusion`); the program is the
+    per-layer one for every group not fused."""
+    from tileplan.fusion.planner import plan_groups
+
+    ops = [a for a in accel.values() if a.art is not None]
+    groups = (plan_groups(model, [a.qop for a in ops], [a.spec for a in ops],
+                          [float(a.art.model_cycles) for a in ops], hw)
+              if options.fusion == "auto" and ops else [])
+    summary["groups"] = [g.doc() for g in groups]
+    if options.fusion == "auto" and ops:
+        from tileplan.fusion.chains import blocked, members
+
+        summary["total"]["fusion_blocked"] = blocked(model, members(model, [a.qop for a in ops],
+                                                                    [a.spec for a in ops]))
+    member_of = {m: i for i, g in enumerate(groups) for m in g.members}
+    for o in summary["ops"]:
+        if o.get("kernel"):
+            o["fusion_group"] = member_of.get(o["name"])
+    summary["total"]["fusion"] = {
+        "mode": options.fusion, "groups": len(groups), "fused_groups": sum(g.fused for g in groups),
+        "intermediate_bytes": sum(g.cost.intermediate_bytes for g in groups),
+        "intermediate_bytes_fused": sum(g.cost.intermediate_bytes for g in groups if g.fused)}
+    if options.fusion == "auto" and groups and not any(g.fused for g in groups):
+        summary["notes"].append(
+            f"fusion: {len(groups)} candidate groups, none fused ({groups[0].reason}); the per-layer program runs")
+
+
+def _add_group_cycles(summary: dict[str, Any]) -> None:
+    """Each group's members' emulated cycles and DRAM bytes, summed (the per-layer program's)."""
+    by_name = {o["name"]: o for o in summary["ops"] if o.get("kernel")}
+    for g in summary.get("groups", []):
+        ms = [by_name[m] for m in g["members"] if m in by_name]
+        if ms and all(m.get("cycles_emulated") is not None for m in ms):
+            g["cycles_emulated_unfused"] = sum(m["cycles_emulated"] for m in ms)
+            g["dram_bytes_emulated_unfused"] = sum(m["dram_bytes_emulated"] for m in ms)
 
 
 def _packing(pack: int) -> str:

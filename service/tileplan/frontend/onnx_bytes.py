@@ -7,14 +7,34 @@ against the server's working directory, which holds the server's own files and d
 data anywhere in the model (initializers, sparse initializers, Constant attributes, subgraphs, functions, training
 graphs) is refused here, before any of those readers sees the model. Every path that decodes a client's model
 (`onnx_import.decode`, `workload_onnx.load_onnx`) goes through `parse_model`.
+
+The same pass bounds what a small model can make a reader allocate, before anything is allocated: the number of
+nodes (every graph, subgraphs and functions included), the elements of every tensor the model declares (an
+initializer, a Constant's value, a graph input's, output's or value_info's shape) and their bytes in all, and the
+constants an operator makes from a shape that is itself a constant (ConstantOfShape, Expand, Range: a 13 KB model
+asking for 5*10^8 elements grew a compile process to 4.3 GiB). Shapes only inference can tell are bounded after it
+(`onnx_import.infer_shapes`, `check_inferred_sizes`); whatever is left is bounded by the worker's memory cap.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
 from tileplan.errors import InputError
+
+MAX_NODES = 50_000  # ResNet-50: ~500 QDQ nodes; BERT-large: ~5,000
+MAX_TENSOR_ELEMENTS = 1 << 26  # elements of any one tensor (settings.max_tensor_elements: the same default)
+MAX_TENSOR_BYTES = 512 << 20  # every tensor the model declares, together
+_max_elements = MAX_TENSOR_ELEMENTS
+
+
+def set_max_tensor_elements(n: int) -> None:
+    """This process's bound on one tensor's elements (the service sets `settings.max_tensor_elements` in every
+    process that reads models)."""
+    global _max_elements
+    _max_elements = int(n)
 
 
 def parse_model(data: bytes, loc: tuple[str, ...] = ("model",)) -> Any:
@@ -29,7 +49,98 @@ def parse_model(data: bytes, loc: tuple[str, ...] = ("model",)) -> Any:
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise InputError(loc, f"not an ONNX model: {exc}") from None
     refuse_external_data(model, loc)
+    check_sizes(model, loc)
     return model
+
+
+def _elements(dims: Any) -> int:
+    return math.prod(max(int(d), 0) for d in dims)
+
+
+def _too_large(loc: tuple[str, ...], what: str, elements: int, limit: int) -> InputError:
+    return InputError(loc, f"{what} has {elements} elements, over this server's bound of {limit} per tensor",
+                      "too_large")
+
+
+def check_sizes(model: Any, loc: tuple[str, ...] = ("model",), max_elements: int | None = None) -> None:
+    """InputError if the model has too many nodes or declares a tensor (or a constant an operator would make from
+    constant inputs) over the bounds, before any reader allocates it."""
+    from onnx import helper
+
+    max_elements = max_elements or _max_elements
+
+    nodes = _count_nodes(model)
+    if nodes > MAX_NODES:
+        raise InputError(loc, f"{nodes} nodes, over this server's bound of {MAX_NODES}", "too_large")
+    total = 0
+    for where, t in _tensors(model):
+        n = _elements(t.dims)
+        if n > max_elements:
+            raise _too_large(loc, f"tensor {t.name or '(unnamed)'!r} ({where})", n, max_elements)
+        try:
+            total += n * max(helper.tensor_dtype_to_np_dtype(t.data_type).itemsize, 1)
+        except (KeyError, TypeError, ValueError):
+            total += n * 8
+        if total > MAX_TENSOR_BYTES:
+            raise InputError(loc, f"its tensors hold over {MAX_TENSOR_BYTES} bytes, this server's bound",
+                             "too_large")
+    _check_constant_ops(model.graph, loc, max_elements)  # (first: the node that makes a tensor is the one to name)
+    for info, where in _value_infos(model):
+        dims = info.type.tensor_type.shape.dim
+        n = _elements(d.dim_value for d in dims if d.HasField("dim_value"))
+        if n > max_elements:
+            raise _too_large(loc, f"{where} {info.name!r}'s declared shape", n, max_elements)
+
+
+def _count_nodes(model: Any) -> int:
+    def graph(g: Any) -> int:
+        return sum(1 + sum(graph(a.g) if a.HasField("g") else 0 for a in n.attribute)
+                   + sum(graph(sub) for a in n.attribute for sub in a.graphs) for n in g.node)
+
+    return graph(model.graph) + sum(len(fn.node) for fn in model.functions)
+
+
+def _value_infos(model: Any) -> Iterator[tuple[Any, str]]:
+    g = model.graph
+    yield from ((i, "input") for i in g.input)
+    yield from ((o, "output") for o in g.output)
+    yield from ((v, "value") for v in g.value_info)
+
+
+def _check_constant_ops(graph: Any, loc: tuple[str, ...], max_elements: int) -> None:
+    """ConstantOfShape / Expand / Range whose shape (or bounds) is a constant of the graph: the elements they would
+    make, counted from that constant (an initializer or a Constant node's value) without making them."""
+    from onnx import numpy_helper
+
+    consts: dict[str, Any] = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value" and a.HasField("t") and node.output:
+                    consts[node.output[0]] = a.t
+
+    def values(name: str) -> list[float] | None:
+        t = consts.get(name)
+        if t is None or _elements(t.dims) > 64:  # a shape or a bound is a handful of numbers
+            return None
+        try:
+            return [float(v) for v in numpy_helper.to_array(t).reshape(-1)]
+        except (ValueError, TypeError):
+            return None
+
+    for node in graph.node:
+        n = None
+        if node.op_type in ("ConstantOfShape", "Expand") and len(node.input) >= (1 if node.op_type ==
+                                                                                  "ConstantOfShape" else 2):
+            shape = values(node.input[0] if node.op_type == "ConstantOfShape" else node.input[1])
+            n = math.prod(max(int(v), 0) for v in shape) if shape is not None else None
+        elif node.op_type == "Range" and len(node.input) == 3:
+            start, limit, delta = (values(i) for i in node.input)
+            if start and limit and delta and delta[0] != 0:
+                n = max(math.ceil((limit[0] - start[0]) / delta[0]), 0)
+        if n is not None and n > max_elements:
+            raise _too_large((*loc, node.name) if node.name else loc,
+                             f"{node.op_type} node {node.name or '(unnamed)'!r}'s output", n, max_elements)
 
 
 def refuse_external_data(model: Any, loc: tuple[str, ...] = ("model",)) -> None:

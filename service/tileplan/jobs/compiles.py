@@ -20,6 +20,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ log = logging.getLogger("tileplan.jobs")
 OPS_TIMEOUT_S = 120.0  # asking a solver process for the importable operators (it imports TVM first)
 OPS_WAIT_S = 30.0  # how long a POST /compile waits for that answer before leaving the check to the compile
 # Failures that are the server's, not the model's: the next identical request tries again.
+CRASHES_BEFORE_BLAME = 2  # attempts whose process died before a compile is failed for good
 SERVER_FAULTS = {"compile_error", "time_limit", "compile_timeout", "compile_crashed", "internal_error"}
 
 
@@ -127,6 +129,9 @@ class Compiler:
 
         from tileplan.frontend.calibration import calibration_index
         from tileplan.frontend.compile import CompileOptions, model_digest
+        from tileplan.frontend.onnx_bytes import set_max_tensor_elements
+
+        set_max_tensor_elements(self.settings.max_tensor_elements)
 
         try:
             opts = CompileOptions.model_validate(options or {})
@@ -136,7 +141,7 @@ class Compiler:
             raise InputError(("options", "time_limit_s"), f"at most {self.settings.max_time_limit_s:g} s on this "
                              "server", "less_than_equal")
         get_mapper(opts.mapper)  # unknown or not installed -> InputError at options.mapper
-        shapes = _input_shapes(input_shapes)
+        shapes = _input_shapes(input_shapes, self.settings.max_layer_extent, self.settings.max_tensor_elements)
         calibration_names = None
         if calibration is not None:
             if not opts.quantize:
@@ -245,7 +250,16 @@ class Compiler:
             except SolveTimeout as exc:
                 out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_timeout"}}
             except SolverCrashed as exc:
-                out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_crashed"}}
+                # once may be the server's (a worker killed from outside); a process that dies on every attempt
+                # at this model is the model's doing (native code aborting at the memory cap): final, not retried
+                # by every identical request forever
+                if attempt >= CRASHES_BEFORE_BLAME:
+                    out = {"ok": False, "error": {"loc": [], "type": "memory_limit", "msg": (
+                        f"the compiling process died on each of {attempt} attempts at this model (over this "
+                        f"server's memory cap of {self.settings.worker_memory_mb} MiB per worker process, "
+                        "worker_memory_mb?)")}}
+                else:
+                    out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_crashed"}}
             if out["ok"]:
                 await asyncio.to_thread(self.store.finish_compile, compile_id, out["summary"], out["artifact"])
                 if self._on_storage is not None:
@@ -275,18 +289,27 @@ def input_fault(c: Compile) -> bool:
     return c.status == "failed" and (c.error or {}).get("type") not in SERVER_FAULTS
 
 
-def _input_shapes(value: Any) -> dict[str, list[int]]:
+def _input_shapes(value: Any, max_extent: int, max_elements: int) -> dict[str, list[int]]:
+    """`input_shapes` as JSON gave it: positive integers only (a bool, a string or a float is not a dimension, even
+    when it would coerce to one), each at most `max_extent`, at most `max_elements` per input. Refused here, before
+    the model is read, as the request's fault."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise InputError(("input_shapes",), 'an object {"<input name>": [1, 3, 224, 224]}')
     out: dict[str, list[int]] = {}
     for name, dims in value.items():
-        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and not isinstance(d, bool)
-                                                             for d in dims):
-            raise InputError(("input_shapes", name), f"a list of positive integers, got {dims!r}")
+        if not isinstance(dims, list) or not dims or not all(type(d) is int for d in dims):
+            raise InputError(("input_shapes", name), f"a list of positive integers, got {str(dims)[:100]}", "int_type")
         if any(d <= 0 for d in dims):
-            raise InputError(("input_shapes", name), f"dimensions must be positive, got {dims}")
+            raise InputError(("input_shapes", name), f"dimensions must be positive, got {dims}", "greater_than")
+        if any(d > max_extent for d in dims):
+            raise InputError(("input_shapes", name), f"a dimension is over this server's bound of {max_extent} "
+                             "(max_layer_extent)", "less_than_equal")
+        elements = math.prod(dims)
+        if elements > max_elements:
+            raise InputError(("input_shapes", name), f"{elements} elements ({dims}) is over this server's bound of "
+                             f"{max_elements} elements per tensor (max_tensor_elements)", "too_large")
         out[str(name)] = list(dims)
     return out
 

@@ -30,7 +30,7 @@ class LocalQueue(JobQueue):
     def __init__(self, store: Store, settings: Settings, *, on_solve: Callable[[float, str], None] | None = None) -> None:
         super().__init__(store)
         self.settings = settings
-        self.pool = SolverPool(settings.solver_processes)
+        self.pool = SolverPool.of(settings.solver_processes, settings)
         self.runner = LayerRunner(store, self.pool, settings, on_solve=on_solve, on_job_final=self._job_final)
         self._tasks: set[asyncio.Task[None]] = set()
         self._layers: dict[tuple[str, str], asyncio.Task[None]] = {}  # (job, key) -> its task, while it runs

@@ -44,7 +44,8 @@ class ModuleBuilder:
     @property
     def pool(self) -> SolverPool:
         if self._own_pool is None:
-            self._own_pool = SolverPool(self.settings.module_processes, name="modules", nice=MODULE_NICE)
+            self._own_pool = SolverPool.of(self.settings.module_processes, self.settings, name="modules",
+                                          nice=MODULE_NICE)
         return self._own_pool
 
     async def stop(self) -> None:

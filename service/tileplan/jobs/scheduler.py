@@ -39,7 +39,7 @@ from tileplan.workload import Conv2dLayer, MatmulLayer, check_extents, layer_doc
 Layer = Conv2dLayer | MatmulLayer
 log = logging.getLogger("tileplan.api")
 
-INPUT_ERRORS = {"infeasible", "value_error", "missing", "extra_forbidden", "solve_time_limit"}
+INPUT_ERRORS = {"infeasible", "value_error", "missing", "extra_forbidden", "solve_time_limit", "memory_limit"}
 KNOWN_LISTED = 20  # registered names an unknown-hardware 422 lists (then: how many more)
 MEMO_ENTRY_BYTES = 600  # a memo entry's parsed layer, key and bookkeeping, besides its echo text
 

@@ -121,9 +121,12 @@ class ProcessSlots:
         """Start every process now (each runs `warm`), so the first call is not slower."""
         await asyncio.gather(*(s.started() for s in self._slots), return_exceptions=True)
 
-    async def run(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
+    async def run(self, fn: Callable[..., Any], *args: Any, timeout: float,
+                  retire: Callable[[Any], bool] | None = None) -> Any:
         """`fn(*args)` in a free slot's process; SlotTimeout past `timeout` s, SlotCrashed if the process dies.
-        Cancelling the caller kills the call's process (the work was the caller's alone)."""
+        Cancelling the caller kills the call's process (the work was the caller's alone). `retire(result)`: true
+        if the process should not serve another call (it ran out of memory: native libraries may be left in a
+        broken state), so it is replaced."""
         free = self._queue()
         slot = await free.get()
         self.calls += 1
@@ -136,7 +139,12 @@ class ProcessSlots:
             start = time.perf_counter()
             try:
                 fut = asyncio.get_running_loop().run_in_executor(slot.executor, fn, *args)
-                return await asyncio.wait_for(fut, timeout)
+                result = await asyncio.wait_for(fut, timeout)
+                if retire is not None and retire(result):
+                    log.warning("event=slot_retired pool=%s reason=memory", self.name)
+                    self.killed += 1
+                    slot.kill()
+                return result
             except TimeoutError:
                 log.warning("event=slot_timeout pool=%s seconds=%.1f", self.name, time.perf_counter() - start)
                 self.killed += 1

@@ -9,6 +9,7 @@ killed, and only it) and recovery from a crashed solver process.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import signal
 import threading
@@ -27,6 +28,36 @@ class SolveTimeout(Exception):
 
 class SolverCrashed(Exception):
     """The solver process died (killed, out of memory); the layer may be retried."""
+
+
+MEMORY_MARKS = ("bad_alloc", "cannot allocate memory", "out of memory", "unable to allocate")
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """The call ran into its process's memory cap: Python's MemoryError (numpy's too), or a native library's
+    allocation failure surfacing as its own exception (TVM: `InternalError: std::bad_alloc`)."""
+    return isinstance(exc, MemoryError) or any(m in str(exc).lower() for m in MEMORY_MARKS)
+
+
+def memory_error(what: str) -> dict[str, Any]:
+    """The error of a call that hit this process's cap: the request's fault (a 422; a compile's final error)."""
+    import resource
+
+    cap = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    shown = f"{cap >> 20} MiB" if cap != resource.RLIM_INFINITY else "its memory"
+    return {"loc": [], "type": "memory_limit", "msg": (
+        f"{what} needed more memory than this server allows one worker process ({shown}, worker_memory_mb); "
+        "make it smaller (fewer or smaller tensors)")}
+
+
+def _retire(out: Any) -> bool:
+    """A process whose call hit the memory cap is replaced (native state may be half torn down)."""
+    error = out.get("error") if isinstance(out, dict) else None
+    return isinstance(error, dict) and error.get("type") == "memory_limit"
+
+
+def _retire_build(out: Any) -> bool:
+    return isinstance(out, dict) and bool(out.get("memory_limit"))
 
 
 class _OverBudget(BaseException):
@@ -84,6 +115,8 @@ def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[s
     except MappingInfeasible as exc:
         return {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "infeasible"}}
     except Exception as exc:  # a solver bug: logged here with its traceback, reported without it
+        if out_of_memory(exc):
+            return {"ok": False, "error": memory_error("planning this layer")}
         log.exception("solve failed")
         return {"ok": False, "error": {"loc": [], "msg": f"solver error: {type(exc).__name__}: {exc}", "type": "solver_error"}}
 
@@ -120,6 +153,8 @@ def compile_in_process(db_url: str, compile_id: str, hardware: dict[str, Any], m
     except InputError as exc:
         return {"ok": False, "error": {"loc": list(exc.loc), "msg": exc.msg, "type": exc.type}}
     except Exception as exc:  # a compiler bug: logged here with its traceback, reported without it
+        if out_of_memory(exc):
+            return {"ok": False, "error": memory_error("compiling this model")}
         log.exception("compile failed")
         return {"ok": False, "error": {"loc": [], "msg": f"compiler error: {type(exc).__name__}: {exc}",
                                        "type": "compile_error"}}
@@ -160,17 +195,24 @@ def _module(mapping: Any, layer: dict[str, Any], hw: Any) -> dict[str, Any]:
     except CodegenError as exc:
         return {"ok": False, "error": str(exc), "notes": [], "seconds": time.perf_counter() - start}
     except Exception as exc:  # a code generator bug: the plan stands, the module says why
+        if out_of_memory(exc):
+            return {"ok": False, "error": memory_error("generating this plan's code")["msg"], "notes": [],
+                    "seconds": time.perf_counter() - start, "memory_limit": True}
         # (and nothing like StopIteration may cross the pool: asyncio cannot put it in a future, the caller hangs)
         log.exception("codegen failed")
         return {"ok": False, "error": f"code generation failed: {type(exc).__name__}: {exc}", "notes": [],
                 "seconds": time.perf_counter() - start}
 
 
-def _warm() -> None:
-    """Slot initializer: import the solver stack once per process, not on the first request."""
+def _warm(max_tensor_elements: int | None = None) -> None:
+    """Slot initializer: import the solver stack once per process, not on the first request; the process's bound
+    on a model's tensors (`settings.max_tensor_elements`)."""
     import tileplan.plan  # noqa: F401
+    from tileplan.frontend.onnx_bytes import set_max_tensor_elements
     from tileplan.mappers.base import available_mappers
 
+    if max_tensor_elements:
+        set_max_tensor_elements(max_tensor_elements)
     available_mappers()
 
 
@@ -179,9 +221,19 @@ class SolverPool:
     own process only (`ProcessSlots`), so other jobs' layers solving next to it go on. `nice` lowers the
     processes' priority (module builds yield to solves)."""
 
-    def __init__(self, processes: int, *, name: str = "solver", nice: int = 0) -> None:
+    def __init__(self, processes: int, *, name: str = "solver", nice: int = 0, memory_mb: int | None = None,
+                 max_tensor_elements: int | None = None) -> None:
+        """`memory_mb`: each process's data-segment cap (`settings.worker_memory_mb`); a call past it returns a
+        `memory_limit` error and its process is replaced."""
         self.processes = processes
-        self.slots = ProcessSlots(processes, name=name, nice=nice, warm=_warm)
+        self.slots = ProcessSlots(processes, name=name, nice=nice, warm=functools.partial(_warm, max_tensor_elements),
+                                  memory_bytes=memory_mb * 1024 * 1024 if memory_mb else None)
+
+    @classmethod
+    def of(cls, processes: int, settings: Any, *, name: str = "solver", nice: int = 0) -> SolverPool:
+        """A pool under the settings' worker memory cap and tensor bound."""
+        return cls(processes, name=name, nice=nice, memory_mb=settings.worker_memory_mb,
+                   max_tensor_elements=settings.max_tensor_elements)
 
     @property
     def solves(self) -> int:
@@ -195,7 +247,8 @@ class SolverPool:
         """`budget`: seconds the whole solve may take (model building included) before it stops itself with a
         `solve_time_limit` error; `timeout`: the hard limit at which its process is killed."""
         try:
-            return dict(await self.slots.run(solve_layer, hardware, layer, options, budget, timeout=timeout))
+            return dict(await self.slots.run(solve_layer, hardware, layer, options, budget, timeout=timeout,
+                                             retire=_retire))
         except SlotTimeout:
             raise SolveTimeout(f"the solve ran past its hard limit of {timeout:.0f} s and was stopped") from None
         except SlotCrashed:
@@ -205,7 +258,8 @@ class SolverPool:
                     timeout: float) -> dict[str, Any]:
         """A stored plan's module (`build_layer_module`) in a solver process, under the same limits as a solve."""
         try:
-            return dict(await self.slots.run(build_layer_module, hardware, layer, mapping, timeout=timeout))
+            return dict(await self.slots.run(build_layer_module, hardware, layer, mapping, timeout=timeout,
+                                             retire=_retire_build))
         except SlotTimeout:
             raise SolveTimeout(f"code generation ran past its hard limit of {timeout:.0f} s and was stopped") from None
         except SlotCrashed:
@@ -217,7 +271,8 @@ class SolverPool:
         """A whole model's compile (`compile_in_process`) in a solver process, under a hard time limit."""
         try:
             return dict(await self.slots.run(compile_in_process, db_url, compile_id, hardware, model, options,
-                                             input_shapes, calibration, timeout=timeout))
+                                             input_shapes, calibration, timeout=timeout,
+                                             retire=_retire))
         except SlotTimeout:
             raise SolveTimeout(f"the compile ran past its hard limit of {timeout:.0f} s and was stopped") from None
         except SlotCrashed:

@@ -31,7 +31,7 @@ def run_worker(db_url: str | None = None, concurrency: int | None = None, *, set
 async def _main(url: str, concurrency: int, settings: Settings) -> None:
     store = await asyncio.to_thread(Store, url)
     await asyncio.to_thread(ensure_schema, url)
-    pool = SolverPool(concurrency)
+    pool = SolverPool.of(concurrency, settings)
     runner = LayerRunner(store, pool, settings)
     app = make_app(url, settings)
     async with app.open_async():

@@ -323,9 +323,26 @@ class Store:
     def _insert(self, table: Any) -> Any:
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
 
+    # what every endpoint reads: a health check reads a row of each, so damage to one (a torn page, a dropped
+    # table) is reported there as it is on the endpoints it breaks
+    HEALTH_TABLES = ("plans", "modules", "hardware", "jobs", "job_layers", "compiles", "compile_owners")
+
     def ping(self) -> None:
+        """Raise if the database cannot be reached or a table cannot be read (its first row and index root)."""
         with self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
+            if self.dialect != "sqlite":
+                for table in self.HEALTH_TABLES:  # (fixed names, not input)
+                    conn.execute(text(f"SELECT 1 FROM {table} LIMIT 1")).all()
+                return
+            # SQLite answers `SELECT 1 FROM t` from the smallest index: read the table's own b-tree and each index's
+            indexes = conn.execute(text(
+                "SELECT tbl_name, name FROM sqlite_master WHERE type = 'index' AND tbl_name IN "
+                f"({', '.join(repr(t) for t in self.HEALTH_TABLES)})")).all()
+            for table in self.HEALTH_TABLES:
+                conn.execute(text(f'SELECT rowid FROM "{table}" NOT INDEXED LIMIT 1')).all()
+            for table, index in indexes:
+                conn.execute(text(f'SELECT 1 FROM "{table}" INDEXED BY "{index}" LIMIT 1')).all()
 
     # -- plans ----------------------------------------------------------------------------------
 

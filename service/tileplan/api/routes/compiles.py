@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
 from tileplan.api.auth import caller_of, require_read, require_write
-from tileplan.api.errors import ApiError
+from tileplan.api.errors import ApiError, BodyTooLarge
 from tileplan.api.schemas import ERRORS, CompileBody, CompilePage, CompileView, ErrorBody
 from tileplan.errors import InputError, from_validation_error
 from tileplan.jobs.compiles import input_fault
@@ -147,6 +147,8 @@ async def _multipart(request: Request) -> tuple[CompileBody, bytes, bytes | None
     limit = request.app.state.settings.max_compile_bytes
     try:
         form = await request.form(max_files=3, max_fields=8, max_part_size=limit)
+    except BodyTooLarge:
+        raise
     except Exception as exc:  # noqa: BLE001 - python-multipart's parse errors, Starlette's limits
         raise ApiError(422, ["body"], f"malformed multipart body: {exc}", "value_error") from None
     try:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from tileplan import __version__
 from tileplan.api.auth import require_read
+from tileplan.api.errors import transient_storage_error
 from tileplan.api.schemas import Health
 from tileplan.plan import SOLVER_VERSION
 
@@ -21,9 +22,11 @@ async def healthz(request: Request, response: Response) -> dict[str, str]:
     try:
         await asyncio.wait_for(asyncio.to_thread(state.store.ping), 5)
         db = "ok"
-    except Exception:  # noqa: BLE001 - reported, not raised
-        db = "unreachable"
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        db = "unreachable" if transient_storage_error(exc) else "damaged"
         response.status_code = 503
+        if db == "unreachable":
+            response.headers["Retry-After"] = "2"
     return {"status": "ok" if db == "ok" else "degraded", "database": db, "queue": state.queue.kind,
             "version": __version__, "solver_version": SOLVER_VERSION}
 
