@@ -915,11 +915,21 @@ in the layouts the kernels read) are read-only data linked in from `weights.bin`
 - `make host`: `build/host/libtileplan_model.so` for this machine, the accelerator steps running on Tileplan's
   Gemmini emulator (`emulator/`); `tileplan run <this tar> --input in.npy --output out.npy` builds and runs it
   and prints every step's emulated cycles (`tileplan_emu_run` in `emulator/tp_emulate.c`).
-- `make riscv`: `build/riscv/*.o` with `riscv64-linux-gnu-gcc -c` against `gemmini.h` only; link them into your
-  Gemmini SoC program and call `tileplan_run`.
+- `make riscv`: `build/riscv/model.riscv`, a static RISC-V program (`riscv64-linux-gnu-gcc`) for Linux or the proxy
+  kernel: `spike --extension=gemmini pk build/riscv/model.riscv in.bin out.bin`. `main.c` reads `in.bin` (every
+  input's raw bytes, dense row-major in its dtype, little-endian, in the header's order, back to back:
+  {sum(t.nbytes for t in prog.inputs)} bytes), runs `tileplan_run`, writes `out.bin` the same way
+  ({sum(t.nbytes for t in prog.outputs)} bytes) and prints every step's cycles (`rdcycle`; `TILEPLAN_NO_RDCYCLE=1`
+  leaves them out). `build/riscv/*.o` are the objects without `main.c`, to link into a program of your own.
+  `GEMMINI_INCLUDE=DIR`: compile against Gemmini's own `gemmini.h` and your configuration's `gemmini_params.h` in
+  DIR (`gemmini-rocc-tests/include`) instead of the stand-ins here; the kernels refuse (`#error`) a configuration
+  that differs from {hw}'s or lacks a feature they use (kernels that store int32 accumulators need
+  `ACC_READ_FULL_WIDTH`).
+- `make host-main`: `build/host/model in.bin out.bin`, the same `main.c` on this machine over the emulator (it
+  prints the emulated cycles).
 
 ## Files
-- `model.c`: the glue, every step in graph order; `tp_ops.h`: prototypes.
+- `model.c`: the glue, every step in graph order; `tp_ops.h`: prototypes; `main.c`: the program around it.
 - `kernels/*.c`: one accelerator kernel per distinct op (Gemmini API calls, `gemmini.h`).
 - `host/*.c`: the host ops (TVM-legalized TIR printed as C; float math between dequantize and quantize).
 - `tileplan.json`: inputs, outputs, steps and the network summary.
