@@ -73,7 +73,7 @@ chroot "$dir" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/us
 
 # The chroot shares this machine's network: its PostgreSQL takes a port of its own, so the tests cannot reach a
 # server running outside.
-pg_port=${TILEPLAN_CI_PG_PORT:-55432}
+pg_port=${TILEPLAN_CI_PG_PORT:-5439}  # below the ephemeral range, where test servers and clients take theirs
 
 set +e
 chroot "$dir" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

@@ -69,7 +69,7 @@ def test_index_lists_the_cached_plans_newest_first(client: TestClient, plans: di
     # the same rows, in the same order, as GET /plans
     listed = [p["key"] for p in client.get("/plans").json()["plans"]]
     assert PLAN_LINK.findall(text) == listed
-    for href in ('href="/docs"', 'href="/hardware"', 'href="/healthz"'):
+    for href in ('href="/docs"', 'href="/ui/hardware"', 'href="/ui/health"'):
         assert href in text
     for name in catalog():
         assert f'<option value="{name}">' in text

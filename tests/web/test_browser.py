@@ -247,3 +247,59 @@ def test_compile_page_tables_charts_and_links(compiled_site: str, browser: Any, 
     assert tar.status_code == 200 and tar.headers["content-type"] == "application/x-tar"
     browser.find_element("css selector", "#accelerator-ops tbody tr td:nth-child(3) a").click()  # the op's plan
     assert "/ui/plans/" in browser.current_url and browser.find_elements("css selector", "figure[data-chart] svg")
+
+
+def _overflow(browser: Any) -> list[str]:
+    """What is wider than the window: the page itself, or a scrolling table box that would need scrolling."""
+    return list(browser.execute_script("""
+        const out = [];
+        const doc = document.documentElement;
+        if (doc.scrollWidth > window.innerWidth) out.push('page ' + doc.scrollWidth + ' > ' + window.innerWidth);
+        for (const el of document.querySelectorAll('.scroll')) {
+            if (el.scrollWidth > el.clientWidth + 1) out.push((el.firstElementChild || el).id + ' '
+                + el.scrollWidth + ' > ' + el.clientWidth);
+        }
+        return out;"""))
+
+
+@pytest.mark.parametrize("width", [1280, 1400])
+def test_pages_fit_the_window_without_horizontal_scrolling(site: str, browser: Any, width: int) -> None:
+    long_name = "encoder.layer.11.attention.self.query_key_value_projection_fused"  # as exporters name them
+    r = httpx.post(site + "/schedule", json={"hardware": "gemmini-16x16", "options": {"time_limit_s": 2},
+                                             "layers": [{"name": long_name, "op": "matmul", "M": 128, "K": 768,
+                                                         "N": 2304}]}, timeout=300)
+    assert r.status_code == 200, r.text
+    browser.set_window_size(width, 1000)
+    try:
+        browser.get(site + "/")
+        plan = browser.find_element("css selector", "#plans tbody a").get_attribute("href")
+        for path in ("/", "/ui/requests", "/ui/requests?kind=models", "/ui/compiles", "/ui/hardware", "/ui/health",
+                     plan):
+            browser.get(path if path.startswith("http") else site + path)
+            assert _overflow(browser) == [], f"{path} at {width} px: {_overflow(browser)}"
+    finally:
+        browser.set_window_size(1400, 1000)
+
+
+def test_hardware_and_health_in_the_menu_are_pages(site: str, browser: Any) -> None:
+    browser.get(site + "/")
+    for label, table in (("Hardware", "hardware"), ("Health", "health")):
+        browser.find_element("link text", label).click()
+        assert browser.find_element("tag name", "h1").text == label
+        assert browser.find_element("id", table).find_elements("css selector", "tbody tr")
+    browser.get(site + "/ui/hardware")
+    assert "gemmini-16x16" in browser.find_element("id", "hardware").text
+    browser.get(site + "/ui/health")
+    assert "ok" in browser.find_element("id", "health").text
+
+
+def test_an_unnamed_layer_is_shown_by_its_op_and_key(site: str, browser: Any) -> None:
+    r = httpx.post(site + "/schedule", json={"hardware": "gemmini-16x16", "options": {"time_limit_s": 2},
+                                             "layers": [{"op": "matmul", "M": 48, "K": 80, "N": 16}]}, timeout=300)
+    assert r.status_code == 200, r.text
+    key = r.json()["plans"][0]["key"]
+    browser.get(site + "/?sort=cached&order=desc")
+    assert f"matmul {key[:8]}" in browser.find_element("id", "plans").text
+    browser.get(site + f"/ui/plans/{key}")
+    assert browser.find_element("tag name", "h1").text.startswith(f"matmul {key[:8]}")
+    assert "(unnamed)" not in browser.page_source

@@ -521,9 +521,10 @@ async def plan_page_view(request: Request, key: str, name: str | None = None) ->
                  {"format": fmt, **({"name": name} if name is not None else {})}))
                for fmt, label in (("c", "C"), ("tvmscript", "TVMScript"), ("tar", "tar"))]]
     solver = doc.get("solver") or {}
+    shown = layer.get("name") or f"{layer.get('op') or 'layer'} {row.key[:8]}"  # unnamed: its op and key
     return render(
-        request, "plan.html", title=f"{layer.get('name') or '(unnamed)'} on {row.hardware}",
-        key=row.key, layer=layer, name=layer.get("name") or "(unnamed)", hardware=row.hardware, mapper=mapper,
+        request, "plan.html", title=f"{shown} on {row.hardware}",
+        key=row.key, layer=layer, name=shown, hardware=row.hardware, mapper=mapper,
         baseline=baseline, baseline_mapper=bmapper, baseline_meaning=BASELINE_MEANING.get(bmapper, ""),
         cycles=row.cycles, baseline_cycles=row.baseline_cycles, speedup=speedup, mapping=mapping,
         cached_at=row.cached_at, links=links, module=around.module, notes=doc.get("notes") or [],
@@ -627,3 +628,40 @@ async def request_view(request: Request, job_id: str) -> HTMLResponse:
                   layers=layers, mapper=mapper, baseline_mapper=bmapper,
                   baseline_meaning=BASELINE_MEANING.get(bmapper or "", ""), totals=totals, charts=group_charts,
                   seconds=seconds, notes=req.get("notes") or [], errors=job.errors)
+
+
+# -- GET /ui/hardware and /ui/health: the menu's pages (the JSON stays at /hardware and /healthz) ----------------
+
+
+@router.get("/ui/hardware", response_class=HTMLResponse, include_in_schema=False)
+async def hardware_page(request: Request) -> HTMLResponse:
+    """The catalog and the registered descriptors, as GET /hardware lists them, with their arrays and levels."""
+    denied = await _denied(request)
+    if denied is not None:
+        return denied
+    from tileplan.hardware.catalog import catalog
+
+    def rows() -> list[dict[str, Any]]:
+        out = []
+        docs = [(n, hw.model_dump(mode="json"), "catalog") for n, hw in sorted(catalog().items())]
+        docs += [(n, d, "registered") for n, d in sorted(request.app.state.store.list_hardware().items())]
+        for name, doc, source in docs:
+            pe = doc.get("pe_array") or {}
+            levels = [str(lv.get("name", "?")) for lv in doc.get("memory_levels") or []]
+            out.append({"name": name, "source": source, "description": doc.get("description", ""),
+                        "array": f"{pe.get('rows', '?')}\u00d7{pe.get('cols', '?')}" if pe else DASH,
+                        "dataflows": ", ".join(str(d) for d in pe.get("dataflows") or []) or DASH,
+                        "levels": " \u2192 ".join(levels) or DASH})
+        return out
+
+    return render(request, "hardware.html", title="Hardware", rows=await run_in_threadpool(rows))
+
+
+@router.get("/ui/health", response_class=HTMLResponse, include_in_schema=False)
+async def health_page(request: Request) -> HTMLResponse:
+    """GET /healthz as a page: the service, its database and queue, the versions."""
+    from tileplan.api.routes.system import healthz
+
+    answer = Response()
+    doc = await healthz(request, answer)
+    return render(request, "health.html", answer.status_code or 200, title="Health", health=doc)
