@@ -18,6 +18,7 @@ from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, CompileBody, CompilePage, CompileView, ErrorBody
 from tileplan.errors import InputError, from_validation_error
 from tileplan.jobs.compiles import input_fault
+from tileplan.jobs.disconnect import unless_gone
 from tileplan.store.repository import Compile, iso_utc
 
 router = APIRouter(tags=["compile"], dependencies=[Depends(require_read)])
@@ -101,7 +102,9 @@ async def compile_model(request: Request) -> Response:
         if known is not None and found is not None:
             wait = known[1]
         else:
-            found, wait = await compiler.admit(ctype, path, owner, _validate)
+            # (a client that leaves stops its read and check: it no longer holds an intake process or its place
+            # in the queue for one)
+            found, wait = await unless_gone(request.is_disconnected, compiler.admit(ctype, path, owner, _validate))
             compiler.bodies.put(digest, (found.id, wait), BODY_ENTRY_BYTES)
     finally:
         with contextlib.suppress(OSError):
