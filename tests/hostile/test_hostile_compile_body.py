@@ -113,3 +113,15 @@ def test_a_quota_refused_in_the_intake_process_is_a_409(tmp_path: Path) -> None:
         assert r.status_code == 409, r.text
         assert r.json()["detail"][0]["type"] == "quota_exceeded"
         assert c.get("/compiles").json()["compiles"] == []
+
+
+def test_an_identical_refused_request_is_refused_again_unread(client: TestClient) -> None:
+    body = json.dumps({**_body(), "input_shapes": {"nope": [1, 64]}}).encode()
+    headers = {"content-type": "application/json", **TOKENS["alice"]}
+    r = client.post("/compile", content=body, headers=headers)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "input_shapes", "nope"], r.text
+    compiler = client.app.state.compiler  # type: ignore[attr-defined]
+    reads = compiler.intake.calls
+    again = client.post("/compile", content=body, headers=headers)
+    assert again.status_code == 422 and again.json() == r.json()
+    assert compiler.intake.calls == reads

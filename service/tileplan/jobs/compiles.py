@@ -70,6 +70,8 @@ class Compiler:
         self._ops: asyncio.Task[set[str] | None] | None = None
         # digest of a request body -> (compile id, wait): an identical body again is not read again
         self.bodies: ByteLRU[str, tuple[str, bool]] = ByteLRU(BODIES_BYTES)
+        # digest of a request body the checks refused -> the 4xx details: refused again without being read
+        self.refused: ByteLRU[str, list[dict[str, Any]]] = ByteLRU(BODIES_BYTES)
         # request bodies are read and models checked here, under the worker memory cap (tileplan.jobs.intake)
         self.intake = ProcessSlots(settings.intake_processes, name="intake", nice=INTAKE_NICE,
                                    memory_bytes=settings.worker_memory_mb * 1024 * 1024,
@@ -144,6 +146,11 @@ class Compiler:
                         os.unlink(read[name])
         found = await self._after_admit(out["id"], out["created"], owner, out["model_name"], hw.name)
         return found, bool(body.wait)
+
+    def forget_bodies(self) -> None:
+        """Hardware was registered, replaced or deleted: a body naming it may mean another compile now."""
+        self.bodies.clear()
+        self.refused.clear()
 
     async def _intake(self, fn: Any, *args: Any, loc: tuple[str, ...], what: str) -> dict[str, Any]:
         s = self.settings

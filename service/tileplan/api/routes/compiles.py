@@ -97,6 +97,11 @@ async def compile_model(request: Request) -> Response:
     fd, path = tempfile.mkstemp(prefix="tileplan-compile-")
     try:
         digest = await _spool(request, fd, ctype)
+        refused = compiler.refused.get(digest)
+        if refused is not None:  # the same bytes were refused before: refused again, unread
+            exc = InputError(tuple(refused[0]["loc"]), refused[0]["msg"], refused[0]["type"])
+            exc.all_details = refused  # type: ignore[attr-defined]
+            raise exc
         known = compiler.bodies.get(digest)
         found = await compiler.hold(known[0], owner) if known is not None else None
         if known is not None and found is not None:
@@ -104,7 +109,14 @@ async def compile_model(request: Request) -> Response:
         else:
             # (a client that leaves stops its read and check: it no longer holds an intake process or its place
             # in the queue for one)
-            found, wait = await unless_gone(request.is_disconnected, compiler.admit(ctype, path, owner, _validate))
+            try:
+                found, wait = await unless_gone(request.is_disconnected,
+                                                compiler.admit(ctype, path, owner, _validate))
+            except InputError as exc:
+                if exc.type not in UNSTABLE_REFUSALS:  # what the bytes alone are refused for
+                    details = list(getattr(exc, "all_details", None) or [exc.to_detail()])
+                    compiler.refused.put(digest, details, len(json.dumps(details)) + BODY_ENTRY_BYTES)
+                raise
             compiler.bodies.put(digest, (found.id, wait), BODY_ENTRY_BYTES)
     finally:
         with contextlib.suppress(OSError):
@@ -115,6 +127,9 @@ async def compile_model(request: Request) -> Response:
 
 
 BODY_ENTRY_BYTES = 200  # a remembered body: its digest, the compile's id, `wait`
+# refusals that depend on more than the body (the server's load, the compile being deleted as it was asked for):
+# not remembered
+UNSTABLE_REFUSALS = {"too_costly", "conflict"}
 
 
 async def _spool(request: Request, fd: int, content_type: str) -> str:
