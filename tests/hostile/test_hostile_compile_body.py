@@ -90,14 +90,14 @@ def test_an_identical_request_is_answered_without_reading_the_model_again(client
     assert r.status_code == 200, r.text
     cid = r.json()["id"]
     compiler = client.app.state.compiler  # type: ignore[attr-defined]
-    reads = compiler.intake.calls
+    reads = compiler.intake_calls
     again = client.post("/compile", content=body, headers={**headers, **TOKENS["alice"]})
     assert again.status_code == 200 and again.json()["id"] == cid
-    assert compiler.intake.calls == reads  # nothing parsed, nothing checked
+    assert compiler.intake_calls == reads  # nothing parsed, nothing checked
     # another owner sending the same body comes to hold the compile (and may let go of it)
     bob = client.post("/compile", content=body, headers={**headers, **TOKENS["bob"]})
     assert bob.status_code == 200 and bob.json()["id"] == cid
-    assert compiler.intake.calls == reads
+    assert compiler.intake_calls == reads
     store = client.app.state.store  # type: ignore[attr-defined]
     assert len(store.compile_holders(cid)) == 2
     assert client.delete(f"/compiles/{cid}", headers=TOKENS["bob"]).status_code == 204
@@ -121,7 +121,7 @@ def test_an_identical_refused_request_is_refused_again_unread(client: TestClient
     r = client.post("/compile", content=body, headers=headers)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "input_shapes", "nope"], r.text
     compiler = client.app.state.compiler  # type: ignore[attr-defined]
-    reads = compiler.intake.calls
+    reads = compiler.intake_calls
     again = client.post("/compile", content=body, headers=headers)
     assert again.status_code == 422 and again.json() == r.json()
-    assert compiler.intake.calls == reads
+    assert compiler.intake_calls == reads

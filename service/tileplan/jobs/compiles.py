@@ -39,6 +39,7 @@ from tileplan.store.repository import FINAL, Compile, QuotaExceeded
 log = logging.getLogger("tileplan.jobs")
 
 OPS_TIMEOUT_S = 120.0  # asking a solver process for the importable operators (it imports TVM first)
+SMALL_BODY_BYTES = 8 << 20  # request bodies read in the small lane (a ResNet-50 in int8 as base64: ~35 MB)
 BODIES_BYTES = 4 << 20  # remembered request bodies (~20,000)
 INTAKE_NICE = 5  # reading bodies and checking models yields the CPU to the API
 OPS_WAIT_S = 30.0  # how long a POST /compile waits for that answer before leaving the check to the compile
@@ -73,9 +74,12 @@ class Compiler:
         # digest of a request body the checks refused -> the 4xx details: refused again without being read
         self.refused: ByteLRU[str, list[dict[str, Any]]] = ByteLRU(BODIES_BYTES)
         # request bodies are read and models checked here, under the worker memory cap (tileplan.jobs.intake)
-        self.intake = ProcessSlots(settings.intake_processes, name="intake", nice=INTAKE_NICE,
-                                   memory_bytes=settings.worker_memory_mb * 1024 * 1024,
-                                   warm=functools.partial(intake_warm, settings.max_tensor_elements))
+        # in two lanes: bodies up to SMALL_BODY_BYTES (most models; read and checked in a second or so) never wait
+        # behind a large model's minute in the other lane
+        lane = dict(nice=INTAKE_NICE, memory_bytes=settings.worker_memory_mb * 1024 * 1024,
+                    warm=functools.partial(intake_warm, settings.max_tensor_elements))
+        self.intake = ProcessSlots(settings.intake_processes, name="intake", **lane)  # type: ignore[arg-type]
+        self.intake_small = ProcessSlots(1, name="intake-small", **lane)  # type: ignore[arg-type]
 
     async def start(self) -> None:
         self._ops = asyncio.ensure_future(self._supported_ops())
@@ -109,11 +113,17 @@ class Compiler:
         if self._ops is not None:
             self._ops.cancel()
         self.intake.close()
+        self.intake_small.close()
         for t in list(self._tasks.values()):
             t.cancel()
         for t in list(self._tasks.values()):
             with contextlib.suppress(BaseException):
                 await t
+
+    @property
+    def intake_calls(self) -> int:
+        """Request bodies read and models checked so far (both lanes)."""
+        return self.intake.calls + self.intake_small.calls
 
     # -- the request ----------------------------------------------------------------------------
 
@@ -127,14 +137,16 @@ class Compiler:
         from tileplan.jobs import intake
 
         s = self.settings
-        read = await self._intake(intake.read_body, path, content_type, loc=("body",), what="reading the request")
+        lane = self.intake_small if os.path.getsize(path) <= SMALL_BODY_BYTES else self.intake
+        read = await self._intake(lane, intake.read_body, path, content_type, loc=("body",),
+                                  what="reading the request")
         try:
             body = validate(read["doc"])
             hw = await asyncio.to_thread(self._resolve_hardware, body.hardware)
             ops = await self.supported_ops()
             limits = {"max_time_limit_s": s.max_time_limit_s, "max_layer_extent": s.max_layer_extent,
                       "max_tensor_elements": s.max_tensor_elements, "quota": s.compile_quota_bytes}
-            out = await self._intake(intake.admit, self.store.url, read["model"], read["calibration"],
+            out = await self._intake(lane, intake.admit, self.store.url, read["model"], read["calibration"],
                                      hw.model_dump(mode="json"), body.options, body.input_shapes,
                                      sorted(ops) if ops is not None else None, limits, owner,
                                      time.time() + s.job_time_limit_s, loc=("body", "model"),
@@ -152,10 +164,11 @@ class Compiler:
         self.bodies.clear()
         self.refused.clear()
 
-    async def _intake(self, fn: Any, *args: Any, loc: tuple[str, ...], what: str) -> dict[str, Any]:
+    async def _intake(self, lane: ProcessSlots, fn: Any, *args: Any, loc: tuple[str, ...],
+                      what: str) -> dict[str, Any]:
         s = self.settings
         try:
-            out: dict[str, Any] = await self.intake.run(fn, *args, timeout=s.compile_check_time_limit_s)
+            out: dict[str, Any] = await lane.run(fn, *args, timeout=s.compile_check_time_limit_s)
         except SlotTimeout:
             raise InputError(loc[1:], f"{what} took longer than this server's limit of "
                              f"{s.compile_check_time_limit_s:g} s (compile_check_time_limit_s)", "too_costly") from None
