@@ -125,3 +125,28 @@ def test_an_identical_refused_request_is_refused_again_unread(client: TestClient
     again = client.post("/compile", content=body, headers=headers)
     assert again.status_code == 422 and again.json() == r.json()
     assert compiler.intake_calls == reads
+
+
+def test_a_client_leaving_does_not_restart_the_intake_process() -> None:
+    """Under load, killing and restarting an intake process for every client that gave up made every next small
+    request wait for a process start, and give up in turn (bench/hostile.py): a cancelled call is let finish."""
+    import asyncio
+    import os
+    import time
+
+    from tileplan.jobs.slots import ProcessSlots
+
+    async def scenario() -> tuple[int, int, int]:
+        slots = ProcessSlots(1, name="t")
+        try:
+            first = await slots.run(os.getpid, timeout=60)
+            call = asyncio.ensure_future(slots.run(time.sleep, 0.5, timeout=60, kill_on_cancel=False))
+            await asyncio.sleep(0.2)
+            call.cancel()
+            second = await slots.run(os.getpid, timeout=60)  # waits for the sleep to end, in the same process
+            return first, second, slots.killed
+        finally:
+            slots.close()
+
+    first, second, killed = asyncio.run(scenario())
+    assert first == second and killed == 0

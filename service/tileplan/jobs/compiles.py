@@ -168,7 +168,9 @@ class Compiler:
                       what: str) -> dict[str, Any]:
         s = self.settings
         try:
-            out: dict[str, Any] = await lane.run(fn, *args, timeout=s.compile_check_time_limit_s)
+            # (a client that leaves while its body is read lets that finish: restarting the process costs more)
+            out: dict[str, Any] = await lane.run(fn, *args, timeout=s.compile_check_time_limit_s,
+                                                 kill_on_cancel=False)
         except SlotTimeout:
             raise InputError(loc[1:], f"{what} took longer than this server's limit of "
                              f"{s.compile_check_time_limit_s:g} s (compile_check_time_limit_s)", "too_costly") from None
