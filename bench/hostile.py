@@ -288,7 +288,11 @@ def children(pid: int) -> list[int]:
 
 
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # (a process that ended between being listed and read)
+        return 0.0
+    for line in text.splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
