@@ -1,6 +1,8 @@
 # `make test` sets up a virtualenv from scratch (if missing), checks the code (ruff, mypy) and runs the whole test suite.
 PY ?= python3
 VENV ?= .venv
+HOST ?= 127.0.0.1
+PORT ?= 8000
 
 $(VENV)/.installed: pyproject.toml client/pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,7 +21,7 @@ test: lint
 	$(VENV)/bin/python -m pytest
 
 serve: $(VENV)/.installed
-	$(VENV)/bin/tileplan serve
+	$(VENV)/bin/tileplan serve --host $(HOST) --port $(PORT)
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/python bench/mapper.py

@@ -10,12 +10,17 @@ runs), DRAM bytes the accelerator ops moved in the emulated run, the scratchpad 
 scratchpad footprint of any kernel, both halves), compile time. Each program's outputs are compared with today's
 program's (bit-identical?) and with onnxruntime's default session (1 LSB).
 
+- *fused*: `group_packing: auto`, `fusion: auto` (the fused-group planner: groups, tiles, budgets, why each group
+  keeps the per-layer program or is fused); the groups' own table says what fusing them would move and cost.
+With --symmetric every network is also quantized with onnxruntime's ActivationSymmetric (packed and fused).
+
 Networks: torchvision's MobileNetV2 and ResNet-18 at 224x224 (random weights, BatchNorm statistics from random
 passes, onnxruntime QDQ int8 per-tensor), exported by `bench/torch_models.py` with the bench-only Python that has
 torch; plus the test models `mobilenet_block` and `resnet_block` of `tileplan.frontend.zoo`.
 
     python bench/fusion.py --torch-python PATH/TO/python     # writes bench/results/fusion.md
     python bench/fusion.py --small                           # the zoo's test models only, prints
+    python bench/fusion.py --helper --symmetric              # onnx.helper builds of the two networks (no torch)
 """
 
 from __future__ import annotations
@@ -41,11 +46,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 HW = "gemmini-16x16"
 TIME_LIMIT = 10.0
 WORKERS = 2
-CONFIGS = {"today": {"group_packing": "off"}, "packed": {"group_packing": "auto"}}
+CONFIGS = {"today": {"group_packing": "off", "fusion": "off"}, "packed": {"group_packing": "auto", "fusion": "off"},
+           "fused": {"group_packing": "auto", "fusion": "auto"}}
+SYMMETRIC_CONFIGS = ("packed", "fused")  # the ActivationSymmetric exports: the packed program and fusion on it
 TORCH_MODELS = ("mobilenet_v2", "resnet18")
 ZOO_MODELS = {"mobilenet_block": {"size": 32}, "resnet_block": {"size": 32}}
-# ONNX node name -> block: torchvision's module paths (features.N for MobileNetV2, layerN.M for ResNet-18)
-BLOCK = re.compile(r"^/(features/features\.\d+|layer\d/layer\d\.\d+)/")
+# ONNX node name -> block: torchvision's module paths (features.N for MobileNetV2, layerN.M for ResNet-18), and
+# the zoo's ResNet-18 names (layerN.M.conv1)
+BLOCK = re.compile(r"^/(features/features\.\d+|layer\d/layer\d\.\d+)/|^(layer\d\.\d+)\.")
 
 
 def child(args: argparse.Namespace) -> None:
@@ -78,43 +86,54 @@ def compile_cold(model_file: Path, options: dict[str, Any], work: Path, tag: str
     return doc
 
 
-def model_bytes(name: str, args: argparse.Namespace, work: Path) -> bytes:
-    if name in ZOO_MODELS:
-        from tileplan.frontend import zoo
+def model_bytes(name: str, args: argparse.Namespace, work: Path, symmetric: bool = False) -> bytes:
+    """The quantized network: a zoo model, a torchvision export (--torch-python / --models) or, with --helper,
+    the onnx.helper build of the same architecture (bench/helper_models.py, zoo.resnet18); `symmetric`: onnxruntime's
+    quantizer with ActivationSymmetric (zero-point-0 activations)."""
+    from tileplan.frontend import zoo
 
-        return zoo.build(name, "qdq", **ZOO_MODELS[name])
+    if name in ZOO_MODELS:
+        return zoo.build(name, "qdq", symmetric=symmetric, **ZOO_MODELS[name])
+    if args.helper:
+        from helper_models import mobilenet_v2
+
+        float_model = mobilenet_v2(size=224) if name == "mobilenet_v2" else zoo.resnet18(size=224)
+        return zoo.quantize(float_model, symmetric=symmetric)
     out = Path(args.models)
-    path = out / f"{name}_224.onnx"
+    path = out / f"{name}_224{'_sym' if symmetric else ''}.onnx"
     if not path.exists():
         if not args.torch_python:
             raise SystemExit(f"{path} is missing: give --torch-python (a Python with torch and torchvision) to "
-                             "export it, or --models DIR holding it")
-        subprocess.run([args.torch_python, str(ROOT / "bench" / "torch_models.py"), "--out", str(out), name],
-                       check=True)
+                             "export it, --models DIR holding it, or --helper (onnx.helper builds)")
+        subprocess.run([args.torch_python, str(ROOT / "bench" / "torch_models.py"), "--out", str(out), name]
+                       + (["--symmetric"] if symmetric else []), check=True)
     return path.read_bytes()
 
 
-def bench_model(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def bench_model(name: str, args: argparse.Namespace, work: Path, symmetric: bool = False) -> dict[str, Any]:
     from network import lsb_stats
 
     from tileplan.frontend import zoo
     from tileplan.frontend.runner import run_artifact
 
-    data = model_bytes(name, args, work)
-    model_file = work / f"{name}.onnx"
+    data = model_bytes(name, args, work, symmetric)
+    tag = name + ("-sym" if symmetric else "")
+    model_file = work / f"{tag}.onnx"
     model_file.write_bytes(data)
     feeds = zoo.sample_inputs(data, seed=7)
     runs: dict[str, Any] = {}
     for cfg, options in CONFIGS.items():
-        doc = compile_cold(model_file, options, work, f"{name}-{cfg}")
+        if symmetric and cfg not in SYMMETRIC_CONFIGS:
+            continue
+        doc = compile_cold(model_file, options, work, f"{tag}-{cfg}")
         run = run_artifact(doc["artifact"], feeds)
         doc["outputs"] = run.outputs
         doc["acc"] = lsb_stats(data, run.outputs, feeds)
         runs[cfg] = doc
-    base = runs["today"]["outputs"]
+    base = next(iter(runs.values()))["outputs"]
     for doc in runs.values():
         doc["identical"] = all(np.array_equal(doc["outputs"][k], v) for k, v in base.items())
-    return {"name": name, "runs": runs}
+    return {"name": name + (" (symmetric)" if symmetric else ""), "runs": runs, "symmetric": symmetric}
 
 
 def toeplitz_problem(layer: dict[str, Any], dim: int) -> Any:
@@ -148,6 +167,8 @@ def depthwise_alternatives(results: list[dict[str, Any]]) -> list[dict[str, Any]
     opts = ScheduleOptions(time_limit_s=TIME_LIMIT).mapper_options()
     seen: dict[str, dict[str, Any]] = {}
     for r in results:
+        if r["symmetric"]:
+            continue
         for o in r["runs"]["today"]["summary"]["ops"]:
             layer = o.get("layer") or {}
             if o.get("op") != "depthwise_conv2d" or layer.get("kernel") != [3, 3]:
@@ -179,7 +200,7 @@ def _blocks(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
         if not o.get("kernel"):
             continue
         m = BLOCK.match(o["name"])
-        block = m.group(1).split("/")[-1] if m else o["name"].strip("/").split("/")[0]
+        block = (m.group(1) or m.group(2)).split("/")[-1] if m else o["name"].strip("/").split("/")[0]
         b = out.setdefault(block, {"emulated": 0.0, "model": 0.0, "dram": 0.0, "spad": 0.0, "packed": 0.0})
         b["emulated"] += o["cycles_emulated"]
         b["model"] += o["cycles_model"]
@@ -191,7 +212,7 @@ def _blocks(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[float, ...]], wall: float,
            argv: str, alternatives: list[dict[str, Any]]) -> str:
-    out = ["# Whole-model speed: grouped layers packed onto the array", ""]
+    out = ["# Whole-model speed: grouped layers packed onto the array, fused-layer groups", ""]
     out.append(f"Command: `python bench/fusion.py {argv}` ({platform.machine()}, Python {platform.python_version()}, "
                f"{wall:.0f} s wall, hardware `{HW}`, CoSA time limit {TIME_LIMIT:.0f} s per layer, {WORKERS} "
                "worker processes).")
@@ -203,9 +224,19 @@ def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[f
                 "that load." if busy else f"The machine was otherwise idle ({cores} cores).")
                + " Cycles, bytes and outputs do not depend on the load.")
     out.append("")
-    out.append("*today* = `group_packing: off` (every group of a grouped or depthwise convolution planned and run on "
-               "its own, as before); *packed* = `group_packing: auto` (the default: the planner also plans such "
-               "layers with several groups on the array, block-diagonal weight tiles, and keeps the better plan). "
+    out.append("Networks: " + ("`mobilenet_v2` and `resnet18` are onnx.helper builds of torchvision's architectures "
+                               "(bench/helper_models.py, `tileplan.frontend.zoo.resnet18`; random He-scaled weights, "
+                               "BatchNorm folded into random biases), not torchvision exports (`--torch-python`); "
+                               if "--helper" in argv else "")
+               + "quantized by onnxruntime's static quantizer (QDQ, int8 per-tensor, random calibration).")
+    out.append("")
+    out.append("*today* = `group_packing: off, fusion: off` (every group of a grouped or depthwise convolution "
+               "planned and run on its own, as before); *packed* = `group_packing: auto, fusion: off` (the planner "
+               "also plans such layers with several groups on the array, block-diagonal weight tiles, and keeps "
+               "the better plan); *fused* = `group_packing: auto, fusion: auto` (the defaults: the fused-group "
+               "planner on top of packing, which fuses a group only where that is bit-exact and pays). "
+               "*(symmetric)* rows: the same network quantized with onnxruntime's `ActivationSymmetric` (zero-point-0 "
+               "activations: the fused-friendly export), packed and fused only, compared with its packed row. "
                "Each row is one cold compile (fresh process, empty plan store and caches) and one emulated run on "
                "the same random input. *DRAM* = bytes the accelerator ops moved in that run; *spad* = the largest "
                "scratchpad footprint of one kernel (both halves); *modelled* = the calibrated cost model for the "
@@ -215,11 +246,11 @@ def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[f
     out.append("## Per network")
     out.append("")
     out.append("| network | config | emulated cycles | vs today | modelled cycles | vs today (model) | DRAM bytes | "
-               "spad high-water | compile s (plan) | identical to today | onnxruntime |")
+               "spad high-water | compile s (plan) | identical to the first row | onnxruntime |")
     out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
     agree = []
     for r in results:
-        base = _total(r["runs"]["today"])
+        base = _total(next(iter(r["runs"].values())))
         for cfg, doc in r["runs"].items():
             t = _total(doc)
             a = doc["acc"]
@@ -266,7 +297,10 @@ def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[f
                        f"{a['one group']:,.0f} | {a['block-diagonal x16']:,.0f} | {a['toeplitz']:,.0f} | "
                        f"{a['one group'] / a['block-diagonal x16']:.2f}x | "
                        f"{a['block-diagonal x16'] / a['toeplitz']:.2f}x |")
+    out += render_groups(results)
     for r in results:
+        if r["symmetric"]:
+            continue
         today, packed = _blocks(r["runs"]["today"]), _blocks(r["runs"]["packed"])
         out += ["", f"## {r['name']} per block", ""]
         out.append("| block | today emulated | packed emulated | gain | today modelled | packed modelled | gain "
@@ -280,6 +314,78 @@ def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[f
     return "\n".join(out) + "\n"
 
 
+def _why(reason: str) -> str:
+    if "zero point" in reason or "per-channel" in reason:
+        return "asymmetric activations (int32 out, host requantizes)"
+    if "host clamp" in reason:
+        return "host clamp after the mvout"
+    if "writes to memory" in reason or "shift" in reason:
+        return "exact mvout, but no accumulator-to-scratchpad requantization among the kernels' instructions"
+    if "does not fit" in reason:
+        return "does not fit"
+    return reason
+
+
+def _short(name: str) -> str:
+    """features.3/conv.1.0 for torch's /features/features.3/conv/conv.1/conv.1.0/Conv."""
+    parts = [p for p in name.strip("/").split("/") if p not in ("Conv", "MatMul", "Gemm", "features", "conv")]
+    return "/".join(parts[:1] + parts[-1:]) if len(parts) > 1 else name
+
+
+def render_groups(results: list[dict[str, Any]]) -> list[str]:
+    out = ["", "## Fused groups (fusion: auto)", ""]
+    out.append("What the fused-group planner (`tileplan.fusion`) found in each network's *fused* compile: candidate "
+               "groups (chains of offloaded ops whose intermediate nothing else reads, cut into one inverted "
+               "residual / one basic block's two convs each), how many were fused, the intermediates' bytes (each "
+               "written and read once, per-layer), the emulated DRAM bytes of the program that ran and what they "
+               "would be with every group fused (the program's minus the intermediates': a bound, not a run), the "
+               "groups' modelled cycles per-layer and fused (the cost model's per-layer cycles less the "
+               "intermediates' DMA time at the calibrated bandwidth: also a bound), and pairs of offloaded ops "
+               "with host ops between them (not candidates).")
+    out.append("")
+    out.append("| network | groups | fused | intermediate bytes | DRAM bytes (run) | DRAM bytes, all fused (bound) | "
+               "ratio | groups' modelled cycles per-layer | fused (bound) | ratio | host ops between | why kept |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    for r in results:
+        summ = r["runs"]["fused"]["summary"]
+        gs, t = summ.get("groups", []), summ["total"]
+        inter = sum(g["intermediate_bytes"] for g in gs)
+        dram = t["dram_bytes_emulated"] or 0
+        mu = sum(g["cycles_model_unfused"] for g in gs)
+        mf = sum(g["cycles_model_fused"] for g in gs)
+        blocked: dict[str, int] = {}
+        for b in t.get("fusion_blocked", []):
+            k = "+".join(b["host_ops"])
+            blocked[k] = blocked.get(k, 0) + 1
+        whys: dict[str, int] = {}
+        for g in gs:
+            if not g["fused"]:
+                why = _why(g["reason"])
+                whys[why] = whys.get(why, 0) + 1
+        out.append(f"| {r['name']} | {len(gs)} | {sum(g['fused'] for g in gs)} | {inter:,} | {dram:,} | "
+                   f"{max(dram - inter, 0):,} | {dram / max(dram - inter, 1):.2f}x | {mu:,.0f} | {mf:,.0f} | "
+                   f"{mu / mf if mf else 1:.2f}x | "
+                   + (", ".join(f"{k} x{v}" for k, v in sorted(blocked.items())) or "none") + " | "
+                   + ("; ".join(f"{k} ({v})" for k, v in whys.items()) or "-") + " |")
+    for r in results:
+        gs = r["runs"]["fused"]["summary"].get("groups", [])
+        if not gs:
+            continue
+        out += ["", f"### {r['name']}: groups", ""]
+        out.append("| members | kind | band rows x bands | halos kept | spad KiB | bytes per-layer | bytes fused | "
+                   "modelled per-layer | modelled fused (bound) | emulated per-layer | fused? |")
+        out.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+        for g in gs:
+            tile = g["tile"] or {}
+            names = " -> ".join(_short(m) for m in g["members"])
+            halos = ", ".join(f"{v}" for v in (tile.get("halos") or {}).values()) or "-"
+            out.append(f"| {names} | {g['kind']} | {tile.get('rows', '-')} x {tile.get('bands', '-')} | {halos} | "
+                       f"{(tile.get('spad_bytes') or 0) / 1024:.0f} | {g['bytes_unfused']:,} | {g['bytes_fused']:,} | "
+                       f"{g['cycles_model_unfused']:,.0f} | {g['cycles_model_fused']:,.0f} | "
+                       f"{g['cycles_emulated_unfused'] or 0:,} | {'yes' if g['fused'] else 'no'} |")
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -291,6 +397,11 @@ def main() -> int:
     p.add_argument("--models", default=str(ROOT / "bench" / ".cache" / "torch_models"),
                    help="where the exported networks are kept (default bench/.cache/torch_models)")
     p.add_argument("--small", action="store_true", help="the zoo's test models only; print, do not write")
+    p.add_argument("--helper", action="store_true",
+                   help="MobileNetV2 and ResNet-18 built with onnx.helper (bench/helper_models.py, zoo.resnet18) "
+                        "instead of torchvision exports")
+    p.add_argument("--symmetric", action="store_true",
+                   help="also every network quantized with ActivationSymmetric (packed and fused configs)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "fusion.md"))
     args = p.parse_args()
     if args.child:
@@ -301,8 +412,11 @@ def main() -> int:
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
         results = [bench_model(n, args, Path(d)) for n in names]
+        if args.symmetric:
+            results += [bench_model(n, args, Path(d), symmetric=True) for n in names]
     alternatives = depthwise_alternatives(results)
-    argv = "--small" if args.small else "--torch-python PYTHON"
+    argv = " ".join(["--small" if args.small else ("--helper" if args.helper else "--torch-python PYTHON")]
+                    + (["--symmetric"] if args.symmetric else []))
     text = render(results, (load0, os.getloadavg()), time.perf_counter() - t0, argv, alternatives)
     print(text)
     if not args.small:

@@ -16,11 +16,13 @@ plans), generated for gemmini-16x16, whose configuration is the checkout's defau
    `emu_rocc(funct7, rs1, rs2)` and gemmini_fence() to `emu_fence()`, i.e. Tileplan's emulator decodes the words
    Gemmini's header packs.  The outputs must be bit-exact against NumPy, and the instruction counts and cycles
    equal to those of the same kernel built against the stand-in: the two headers send the same instructions.
-3. Whole programs: models of Tileplan's zoo compiled by `tileplan compile` (`compile_model`), their tar's stand-in
-   gemmini.h and gemmini_params.h replaced by the checkout's, `make riscv` with the Makefile's own flags
-   (today `-O2 -std=gnu11 -Wall -ffp-contract=off`): every object must build with no diagnostic in the program's own files
-   (model.c, kernels/, host/), the kernels' objects hold the RoCC instructions, and the objects link into a
-   static executable entered at tileplan_run (no symbol left unresolved).
+3. Whole programs: models of Tileplan's zoo compiled by `tileplan compile` (`compile_model`), built by their own
+   `make riscv GEMMINI_INCLUDE=DIR` with the Makefile's own flags (today `-O2 -std=gnu11 -Wall -ffp-contract=off`),
+   the tar's stand-in headers made unusable.  With DIR the checkout's include/ (its default gemmini_params.h has
+   no ACC_READ_FULL_WIDTH) the kernels that store int32 accumulators must stop the build (#error), and only they;
+   with DIR a copy whose gemmini_params.h adds ACC_READ_FULL_WIDTH (a Gemmini built with acc_read_full_width),
+   every object must build with no diagnostic in the program's own files (main.c, model.c, kernels/, host/), the
+   kernels' objects hold the RoCC instructions, and they link with main.c into build/riscv/model.riscv.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import argparse
 import io
 import platform
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -147,7 +150,11 @@ FULL_SIZE = {"resnet18": dict(size=224, classes=1000, width=64),  # as bench/net
 
 
 def check_program(name: str, repo: Path, inc: dict[str, list[str]], work: Path) -> dict:
-    """A zoo model compiled whole, its RISC-V target built against the checkout's headers."""
+    """A zoo model compiled whole, its RISC-V program built by its own `make riscv GEMMINI_INCLUDE=...` against the
+    checkout's headers: once with the checkout's default gemmini_params.h (which lacks ACC_READ_FULL_WIDTH: every
+    kernel storing int32 accumulators must refuse it, and only those), once with that file plus
+    ACC_READ_FULL_WIDTH (the configuration of a Gemmini built with acc_read_full_width), which must build clean and
+    link model.riscv (main.c + tileplan_run, no unresolved symbol)."""
     from tileplan.frontend import zoo
     from tileplan.frontend.compile import compile_model
 
@@ -155,25 +162,42 @@ def check_program(name: str, repo: Path, inc: dict[str, list[str]], work: Path) 
     with tarfile.open(fileobj=io.BytesIO(compiled.artifact)) as tar:
         tar.extractall(work / f"prog-{name}", filter="data")
     root = next((work / f"prog-{name}").iterdir())
-    for f in ("gemmini.h", "gemmini_params.h"):  # the stand-in's, replaced by Gemmini's own
-        shutil.copy(repo / "include" / f, root / f)
+    acc_kernels = sorted(f.stem for f in (root / "kernels").glob("*.c") if "#define TP_ACC_OUT 1" in f.read_text())
+    for f in ("gemmini.h", "gemmini_params.h"):  # the stand-ins must not be what the build finds
+        (root / f).write_text("#error the build must take GEMMINI_INCLUDE's header\n")
     shutil.rmtree(root / "emulator")  # the RISC-V build must not need Tileplan's emulator
-    # the include paths ride on the compiler's name, so the Makefile's own CFLAGS are the ones used
-    cc = " ".join([riscv_compiler(), *(f"-I{p}" for p in inc["riscv"][1::2])])
-    proc = subprocess.run(["make", "-s", "-j2", "riscv", f"RISCV_CC={cc}"], cwd=root, capture_output=True,
-                          text=True, check=False)
+    full = work / "full-width" / "include"  # the checkout's include/, its configuration with full-width reads
+    if not full.exists():
+        shutil.copytree(repo / "include", full)
+        params = (full / "gemmini_params.h").read_text()
+        if "ACC_READ_FULL_WIDTH" not in params:  # after the include guard's #define, as Gemmini's generator puts it
+            guard = "#define GEMMINI_PARAMS_H\n"
+            assert guard in params, "gemmini_params.h without its include guard"
+            params = params.replace(guard, guard + "#define ACC_READ_FULL_WIDTH\n", 1)
+        (full / "gemmini_params.h").write_text(params)
+    # only xcustom.h's shim (a checkout without rocc-software) rides on the compiler's name; the Makefile's own
+    # CFLAGS and include order are the ones used
+    cc = " ".join([riscv_compiler(), *(f"-I{p}" for p in inc["riscv"][1::2] if not Path(p).is_relative_to(repo))])
+    default = subprocess.run(["make", "-s", "-k", "-j2", "riscv", f"RISCV_CC={cc}",
+                              f"GEMMINI_INCLUDE={repo / 'include'}"], cwd=root, capture_output=True, text=True)
+    refused = sorted({Path(m).stem for m in re.findall(r"^(kernels/\S+?\.c):\d+:\d+: error: #error .*"
+                                                       r"ACC_READ_FULL_WIDTH", default.stderr, re.MULTILINE)})
+    other_errors = [ln for ln in default.stderr.splitlines() if " error: " in ln and "ACC_READ_FULL_WIDTH" not in ln]
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    proc = subprocess.run(["make", "-s", "-j2", "riscv", f"RISCV_CC={cc}", f"GEMMINI_INCLUDE={full}"], cwd=root,
+                          capture_output=True, text=True, check=False)
     own = [line for line in proc.stderr.splitlines()
-           if line.startswith(("model.c:", "kernels/", "host/")) and ("warning:" in line or "error:" in line)]
+           if line.startswith(("model.c:", "main.c:", "kernels/", "host/")) and ("warning:" in line or "error:" in line)]
     objs = sorted((root / "build" / "riscv").rglob("*.o")) if proc.returncode == 0 else []
     kernels = [o for o in objs if o.parent.name == "kernels"]
     per_kernel = [rocc_words(o) for o in kernels]  # (one objdump per object)
-    # every symbol the program uses resolves: the objects linked into a static executable entered at tileplan_run
-    link = subprocess.run([riscv_compiler(), "-static", "-nostartfiles", "-Wl,-e,tileplan_run", "-o",
-                           str(root / "program.elf"), *map(str, objs), "-lm"], capture_output=True, text=True,
-                          check=False) if objs else None
+    exe = root / "build" / "riscv" / "model.riscv"
     return dict(name=name, ok=proc.returncode == 0 and not own, objects=len(objs), kernels=len(kernels),
-                linked=link is not None and link.returncode == 0,
-                rocc=sum(map(len, per_kernel)), kernels_with_rocc=sum(1 for w in per_kernel if w),
+                linked=exe.is_file(), rocc=sum(map(len, per_kernel)),
+                kernels_with_rocc=sum(1 for w in per_kernel if w),
+                acc_kernels=len(acc_kernels),
+                refused_ok=default.returncode != 0 and refused == acc_kernels and not other_errors
+                if acc_kernels else default.returncode == 0,
                 diag="; ".join(own or proc.stderr.splitlines()[-1:]),
                 steps=compiled.summary["total"].get("accelerator_ops", 0))
 
@@ -260,13 +284,18 @@ def main() -> None:
                   f"{len(programs)} build with no diagnostic in the program's files; "
                   f"{sum(p['kernels_with_rocc'] for p in programs)} / {sum(p['kernels'] for p in programs)} kernel "
                   f"objects hold RoCC custom-3 instructions; {sum(p['linked'] for p in programs)} / "
-                  f"{len(programs)} link into a static RISC-V executable entered at tileplan_run (no unresolved "
-                  "symbol)", "",
-                  "| model | builds clean | links | objects | kernel objects | RoCC instrs | accelerator ops | "
-                  "diagnostic |", "|---|---|---|---:|---:|---:|---:|---|"]
+                  f"{len(programs)} link into the static RISC-V program build/riscv/model.riscv (main.c, no "
+                  "unresolved symbol), against the checkout's include/ with ACC_READ_FULL_WIDTH added to its "
+                  "gemmini_params.h; against the checkout's default gemmini_params.h (no ACC_READ_FULL_WIDTH) "
+                  f"{sum(p['refused_ok'] for p in programs)} / {len(programs)} builds stop in exactly the kernels "
+                  f"that store int32 accumulators ({sum(p['acc_kernels'] for p in programs)} kernels), with the "
+                  "#error naming the macro, or build when there are none", "",
+                  "| model | builds clean | links | objects | kernel objects | int32-output kernels | default params "
+                  "refused as expected | RoCC instrs | accelerator ops | diagnostic |",
+                  "|---|---|---|---:|---:|---:|---|---:|---:|---|"]
         lines += [f"| {p['name']} | {'yes' if p['ok'] else 'NO'} | {'yes' if p['linked'] else 'NO'} | {p['objects']} | "
-                  f"{p['kernels']} | {p['rocc']} | {p['steps']} | {p['diag'][:120] if not p['ok'] else ''} |"
-                  for p in programs] + [""]
+                  f"{p['kernels']} | {p['acc_kernels']} | {'yes' if p['refused_ok'] else 'NO'} | {p['rocc']} | "
+                  f"{p['steps']} | {p['diag'][:120] if not p['ok'] else ''} |" for p in programs] + [""]
     text = "\n".join(lines) + "\n"
     if args.out == "-":
         print(text)

@@ -1,6 +1,8 @@
 """Service benchmark: cached POST /schedule latency/throughput and cold ResNet-50 end to end.
 
-    PYTHONPATH=service:client python bench/service.py [--quick] [--out bench/results/service.md]
+    .venv/bin/python bench/service.py [--seconds 5] [--repeats 3] [--skip-cold] [--out bench/results/service.md]
+
+(a short run: --seconds 1 --repeats 1 --skip-cold)
 
 1. Cached `POST /schedule` of one layer at 1, 16 and 64 concurrent clients, on SQLite and on PostgreSQL,
    next to a trivial FastAPI endpoint (`GET /bench/trivial`, added to the same app in the same server

@@ -25,13 +25,13 @@ BN_PASSES = 4
 CALIBRATION = 8
 
 
-def export(name: str, out: Path, size: int = 224, seed: int = 0) -> Path:
+def export(name: str, out: Path, size: int = 224, seed: int = 0, symmetric: bool = False) -> Path:
     import onnx
     import torch
     import torchvision
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-    path = out / f"{name}_{size}.onnx"
+    path = out / f"{name}_{size}{'_sym' if symmetric else ''}.onnx"  # symmetric: ActivationSymmetric
     if path.exists():
         return path
     torch.manual_seed(seed)
@@ -60,7 +60,8 @@ def export(name: str, out: Path, size: int = 224, seed: int = 0) -> Path:
                           input_names=["input"], output_names=["output"], do_constant_folding=True)
         onnx.checker.check_model(str(src))
         quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=False)
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=False,
+                        extra_options={"ActivationSymmetric": symmetric})
         out.mkdir(parents=True, exist_ok=True)
         tmp_out = path.with_suffix(".tmp")
         tmp_out.write_bytes(dst.read_bytes())
@@ -74,9 +75,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--symmetric", action="store_true", help="activations with zero points 0 (ActivationSymmetric)")
     args = ap.parse_args()
     for name in args.models:
-        print(export(name, args.out, args.size, args.seed))
+        print(export(name, args.out, args.size, args.seed, args.symmetric))
     sys.stdout.flush()
 
 

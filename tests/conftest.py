@@ -1,5 +1,6 @@
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,52 @@ def examples() -> Path:
     return EXAMPLES
 
 
+# The services some tests need beyond Python: a test that used one is counted in the run's summary, so a green
+# run says what it covered. Fixtures name the service they provide; `uses(request, ...)` records dynamic uses.
+SERVICE_FIXTURES = {"fresh_pg": "PostgreSQL", "pg_url": "PostgreSQL", "browser": "the browser (Chromium)"}
+SERVICES = ("PostgreSQL", "the browser (Chromium)")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
 @pytest.fixture()
-def fresh_pg() -> Iterator[str]:
+def fresh_pg(request: pytest.FixtureRequest) -> Iterator[str]:
     """A PostgreSQL database of its own for one test, dropped afterwards (the service and hostile suites)."""
     sys.path.insert(0, str(REPO / "tests" / "service"))
     import service_procs
 
     with service_procs.scratch_database() as url:
+        request.node.user_properties.append(("service", "PostgreSQL"))
         yield url
+
+
+def _services(item: pytest.Item) -> set[str]:
+    used = {SERVICE_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in SERVICE_FIXTURES}
+    return used | {v for k, v in item.user_properties if k == "service"}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+    """With CI set, a skipped test is a failure: a run that skipped the database or browser tests (or the RISC-V
+    compiler's) would otherwise be green without having tested them. Passed tests are counted per service."""
+    report = yield
+    assert isinstance(report, pytest.TestReport)
+    if report.skipped and not hasattr(report, "wasxfail") and in_ci():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"CI is set, so a skip is a failure: {reason}"
+    if report.when == "call" and report.passed:
+        for service in _services(item):
+            item.config.stash.setdefault(_RAN, {}).setdefault(service, set()).add(item.nodeid)
+    return report
+
+
+_RAN = pytest.StashKey[dict[str, set[str]]]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    ran = config.stash.get(_RAN, {})
+    counts = ", ".join(f"{len(ran.get(s, ()))} against {s}" for s in SERVICES)
+    terminalreporter.write_line(f"tests passed using services: {counts}")

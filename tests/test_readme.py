@@ -78,3 +78,73 @@ def test_quick_start_lines_work_from_a_clone(capsys: pytest.CaptureFixture[str],
         code = main(run)
         _, err = capsys.readouterr()
         assert code == 0, f"{' '.join(argv)}: {err}"
+
+
+# -- as a new user: a fresh copy of the repository, every line run by the shell as written ----------------------
+
+
+def code_block(heading: str) -> list[str]:
+    """The shell lines of the first code block after `heading` (continuations joined, comments kept)."""
+    text = (REPO / "README.md").read_text()
+    block = text[text.index(heading):]
+    block = block[block.index("```") + 3:]
+    block = block[:block.index("```")]
+    lines, current = [], ""
+    for line in block.strip().splitlines():
+        if line.rstrip().endswith("\\"):
+            current += line.rstrip()[:-1] + " "
+            continue
+        lines.append(current + line)
+        current = ""
+    return lines
+
+
+@pytest.fixture(scope="module")
+def fresh_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repository's files (tracked, and new ones not ignored) with nothing beside them: no data, no build
+    outputs, no example model; the virtualenv is the checkout's."""
+    import shutil
+
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    root = tmp_path_factory.mktemp("clone") / "tileplan"
+    for name in filter(None, files):
+        src = REPO / name
+        if src.is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, root / name)
+    (root / ".venv").symlink_to(Path(sys.prefix))
+    return root
+
+
+def run_as_written(root: Path, line: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILEPLAN_")}
+    env["TQDM_DISABLE"] = "1"
+    r = subprocess.run(["bash", "-c", line], cwd=root, capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, f"{line}\n{r.stderr[-3000:]}"
+    assert "Traceback" not in r.stderr, f"{line}\n{r.stderr[-3000:]}"
+
+
+def test_every_quick_start_line_runs_in_a_fresh_copy(fresh_copy: Path) -> None:
+    lines = code_block("## Quick start (CLI)")
+    assert len(lines) >= 10
+    for line in lines:
+        run_as_written(fresh_copy, line)
+    assert (fresh_copy / "params.yaml").is_file() and (fresh_copy / "mm.c").is_file()
+
+
+def test_the_whole_model_walkthrough_runs_in_a_fresh_copy(fresh_copy: Path) -> None:
+    lines = code_block("### Whole models: one program for the accelerator")
+    assert [line.split()[1] for line in lines if line.startswith(".venv/bin/tileplan")] == ["compile", "run"]
+    for line in lines:
+        run_as_written(fresh_copy, line)
+    assert (fresh_copy / "build" / "small_cnn_int8.tar").is_file() and (fresh_copy / "out.npy").is_file()
+
+
+def test_no_internal_issue_numbers_and_the_client_has_a_readme() -> None:
+    import re
+
+    for doc in (REPO / "README.md", REPO / "client" / "README.md"):
+        text = doc.read_text()
+        assert not re.search(r"\bissues? #?\d+", text, re.IGNORECASE), doc
+    assert "AsyncTileplanClient" in (REPO / "client" / "README.md").read_text()

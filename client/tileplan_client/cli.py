@@ -272,6 +272,8 @@ def cmd_compile(args: argparse.Namespace, client: TileplanClient) -> int:
     for flag, key in ((args.host_only, "offload"), (args.no_emulate, "emulate"), (args.no_baseline, "baseline")):
         if flag:
             options[key] = False
+    if args.fusion is not None:
+        options["fusion"] = args.fusion
     tty = sys.stderr.isatty() and not args.quiet
     update, close = compile_progress(tty)
     try:
@@ -499,6 +501,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--host-only", action="store_true", help="run every op on the host (a reference build)")
     c.add_argument("--no-emulate", action="store_true", help="skip the compile-time emulated run")
     c.add_argument("--no-baseline", action="store_true", help="skip planning the hand-written baseline")
+    c.add_argument("--fusion", choices=["auto", "off"], default=None,
+                   help="fused-layer groups: auto (the service's default) or off")
     c.add_argument("--timeout", type=float, default=1800.0, help="give up waiting after this many seconds")
     c.add_argument("--json", action="store_true", help="print the whole answer (summary included) as JSON")
     c.add_argument("--quiet", action="store_true", help="no progress bar or table")

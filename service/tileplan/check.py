@@ -71,7 +71,7 @@ def check_arch(problem: Problem, arch: Architecture, mapping: Mapping) -> list[s
         x, y = arch.fanout_xy(lv.index)
         if y > 1 and m.spatial_total <= lv.fanout and mesh_split(list(m.spatial), x, y) is None:
             out.append(f"{lv.name} unrolls {m.spatial_total} ways, which no split fits on its {x}x{y} mesh (X by Y)")
-        if lv.is_backing_store and m.spatial:
+        if lv.is_backing_store and m.spatial and lv.fanout == 1:
             out.append(f"{lv.name} has no fan-out to unroll across")
         if len({d for d, _ in m.temporal}) != len(m.temporal):
             out.append(f"{lv.name} lists a temporal dimension twice; merge its factors")

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import yaml
 
 from tileplan.errors import InputError, MappingInfeasible, TileplanError
+from tileplan.paths import writable_dir, writable_file
 
 T = TypeVar("T")
 
@@ -55,15 +56,55 @@ def _layers(args: argparse.Namespace) -> list[Any]:
     if sum(map(bool, (args.layer, args.workload, args.model))) != 1:
         raise InputError(("layer",), "give --layer SPEC (repeatable), --workload FILE.yaml or --model FILE.onnx")
     if args.workload:
-        return load_workload(args.workload)[1]
-    if args.model:
+        layers = load_workload(args.workload)[1]
+    elif args.model:
         from tileplan.workload_onnx import load_onnx
 
         wl = load_onnx(_readable(args.model, "model").read_bytes())
         for note in wl.notes:
             _note(f"model: {note}")
-        return list(wl.layers)
-    return [parse_layer_spec(s) for s in args.layer]
+        layers = list(wl.layers)
+    else:
+        layers = [parse_layer_spec(s) for s in args.layer]
+    for i, layer in enumerate(layers):
+        _bounded(layer, ("layer", i) if len(layers) > 1 else ("layer",))
+    return layers
+
+
+def _bounded(layer: Any, loc: tuple[str | int, ...] = ("layer",)) -> Any:
+    """The API's bound on a layer's sizes (settings.max_layer_extent, TILEPLAN_MAX_LAYER_EXTENT): one source of
+    truth, so the CLI does not start a solve the service would refuse."""
+    from tileplan.settings import get_settings
+    from tileplan.workload import check_extents
+
+    check_extents(layer, get_settings().max_layer_extent, loc)
+    return layer
+
+
+def _time_limit(seconds: float) -> float:
+    """--time-limit within the API's cap (settings.max_time_limit_s, TILEPLAN_MAX_TIME_LIMIT_S)."""
+    from tileplan.settings import get_settings
+
+    cap = get_settings().max_time_limit_s
+    if not 0 < seconds <= cap:
+        raise InputError(("time_limit",), f"{seconds:g} s: give more than 0 and at most {cap:g} s (max_time_limit_s)")
+    return seconds
+
+
+def _db_url(value: str, flag: str) -> str:
+    """A database URL given on the command line, checked before it is used: a bare path is a common mistake."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        backend = make_url(value).get_backend_name()
+    except (ArgumentError, ValueError):
+        backend = ""
+    if backend not in ("sqlite", "postgresql", "postgres"):
+        hint = f"sqlite:///{value}" if "://" not in value else "sqlite:///PATH.db"
+        raise InputError((flag,), f"{value!r} is not a database URL: give {hint} for a SQLite file, or "
+                                  "postgresql://USER@HOST/DB")
+    return value
 
 
 def _plan_docs(path: str) -> tuple[list[dict[str, Any]], bool]:
@@ -110,6 +151,13 @@ def _pick(path: str, layer_spec: str | None) -> list[tuple[Any, dict[str, Any], 
 
     if layer_spec is None:
         return [(own_layer(d, i), d["mapping"], d["name"]) for i, d in enumerate(docs)]
+    names = [d["name"] or f"#{i}" for i, d in enumerate(docs)]
+    if ":" not in layer_spec:  # not `op:field=value,...`: the name of one of the file's plans
+        for i, d in enumerate(docs):
+            if d["layer"] is not None and d["name"] == layer_spec:
+                return [(own_layer(d, i), d["mapping"], d["name"])]
+        raise InputError(("layer",), f"{layer_spec!r} is neither a layer spec (e.g. matmul:M=64,K=64,N=64) nor a "
+                                     f"plan of {path} (its plans: {', '.join(names)})")
     layer = parse_layer_spec(layer_spec)
     if len(docs) == 1:
         return [(layer, docs[0]["mapping"], layer.name or docs[0]["name"])]
@@ -117,8 +165,8 @@ def _pick(path: str, layer_spec: str | None) -> list[tuple[Any, dict[str, Any], 
     for i, d in enumerate(docs):
         if d["layer"] is not None and Problem.from_layer(own_layer(d, i)).key() == want:
             return [(layer, d["mapping"], layer.name or d["name"])]
-    names = ", ".join(d["name"] or f"#{i}" for i, d in enumerate(docs))
-    raise InputError(("layer",), f"no plan in {path} is for this layer (it holds plans for {names})")
+    raise InputError(("layer",), f"no plan in {path} is for this layer (it holds plans for {', '.join(names)}: "
+                                 "give one of those names, or a layer spec matching one)")
 
 
 # -- output ---------------------------------------------------------------------------------------------------
@@ -200,7 +248,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     try:
         opts = ScheduleOptions.model_validate({
             "mapper": args.mapper,
-            "time_limit_s": args.time_limit,
+            "time_limit_s": _time_limit(args.time_limit),
             "objective": _objective(args.objective) if args.objective else {},
             "dataflow": args.dataflow,
             "baseline": not args.no_baseline,
@@ -361,12 +409,15 @@ def cmd_codegen(args: argparse.Namespace) -> int:
     from tileplan.workload import parse_layer_spec
 
     hw = resolve_hardware(args.hw)
-    layer = parse_layer_spec(args.layer)
+    layer = _bounded(parse_layer_spec(args.layer))
+    _time_limit(args.time_limit)
     reason = codegen_unsupported(hw)
     if reason:  # known from the descriptor: say so before solving anything
         raise InputError(("hw",), reason)
     if args.format == "tar" and not args.out:
         raise InputError(("out",), "a tar archive needs --out FILE")
+    if args.out:
+        writable_file(args.out, "out")
     plan = make_plan(layer, hw, ScheduleOptions(mapper=args.mapper, time_limit_s=args.time_limit, baseline=False))
 
     import numpy as np
@@ -440,18 +491,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from tileplan.errors import from_validation_error
+    from tileplan.frontend.onnx_import import precheck
+
+    try:
+        data = Path(args.model).read_bytes()
+    except OSError as exc:
+        raise InputError(("model",), f"cannot read {args.model}: {exc.strerror}") from None
+    out = writable_dir(args.out, "out")
+    plans_db = _db_url(args.plans_db, "plans_db") if args.plans_db else None
+    precheck(data, _input_shapes(args.input_shape), args.quantize)  # before the planner, TVM, the plan store load
     from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
     from tileplan.hardware.catalog import resolve_hardware
 
     hw = resolve_hardware(args.hw)
     try:
-        data = Path(args.model).read_bytes()
-    except OSError as exc:
-        raise InputError(("model",), f"cannot read {args.model}: {exc.strerror}") from None
-    try:
-        opts = CompileOptions(mapper=args.mapper, time_limit_s=args.time_limit, quantize=args.quantize,
+        opts = CompileOptions(mapper=args.mapper, time_limit_s=_time_limit(args.time_limit), quantize=args.quantize,
                               offload=not args.host_only, emulate=not args.no_emulate,
-                              baseline=not args.no_baseline, group_packing=args.group_packing)
+                              baseline=not args.no_baseline, group_packing=args.group_packing,
+                              fusion=args.fusion)
     except ValidationError as exc:
         raise from_validation_error(exc, ("options",)) from None
     calibration = _calibration(args.calibration) if args.calibration else None
@@ -461,7 +518,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         from tileplan.settings import get_settings
         from tileplan.store.repository import Store
 
-        url = args.plans_db or get_settings().db_url()
+        url = plans_db or get_settings().db_url()
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         store = Store(url)
@@ -477,8 +534,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.model).stem
     (out / f"{stem}.tar").write_bytes(result.artifact)
     (out / f"{stem}.summary.json").write_text(json.dumps(result.summary, indent=1))
@@ -507,6 +562,15 @@ def _summary_table(summary: dict[str, Any]) -> str:
     rows.append(f"{t['accelerator_ops']} of {t['ops']} ops on the accelerator ({t['accelerator_mac_share']:.1%} of "
                 f"the MACs); emulated {t['cycles_emulated']} cycles, modelled {t['cycles_model']:.0f} "
                 f"(library tiling {t['baseline_cycles_model'] or float('nan'):.0f})")
+    groups = summary.get("groups") or []
+    if groups:
+        rows.append(f"fused-layer groups: {len(groups)}, fused {sum(g['fused'] for g in groups)} "
+                    "(bytes and modelled cycles per-layer -> fused)")
+        for i, g in enumerate(groups):
+            tile = g.get("tile") or {}
+            rows.append(f"  [{i}] {' -> '.join(g['members'])[:60]}: {tile.get('rows', '-')} rows x "
+                        f"{tile.get('bands', '-')} bands, {g['bytes_unfused']} -> {g['bytes_fused']} B, "
+                        f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles; {g['reason'][:90]}")
     return "\n".join(rows)
 
 
@@ -537,8 +601,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     lines = []
     for d in report.datasets:
         m = d.cross_validated or d.fitted
+        within = m.within_layer_spearman_median
+        within_text = "n/a (no layer with 3 or more runs)" if within != within else f"{within:.3f}"
         lines.append(f"{d.name}: {d.runs} runs, {d.groups} groups; cross-validated MAPE {m.mape:.1%}, median APE "
-                     f"{m.median_ape:.1%}, Spearman {m.spearman:.3f}, within-layer {m.within_layer_spearman_median:.3f}")
+                     f"{m.median_ape:.1%}, Spearman {m.spearman:.3f}, within-layer {within_text}")
     text = yaml.safe_dump(params, sort_keys=False)
     if args.out:  # the parameters, loadable as a descriptor's cost_params; the figures still on stdout
         try:
@@ -553,17 +619,33 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost: assume it is reachable from elsewhere
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from tileplan.api.server import serve
+    from tileplan.settings import get_settings
 
-    serve(host=args.host, port=args.port, db_url=args.db, workers=args.workers)
+    if not _loopback(args.host) and not get_settings().tokens and not args.allow_anonymous:
+        raise InputError(("host",), f"{args.host} is reachable from other machines and TILEPLAN_TOKENS is empty, so "
+                                    "anyone could write: set TILEPLAN_TOKENS (e.g. to the output of `python3 -c "
+                                    "'import secrets; print(secrets.token_urlsafe(24))'`) or pass --allow-anonymous")
+    serve(host=args.host, port=args.port, db_url=_db_url(args.db, "db") if args.db else None, workers=args.workers)
     return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from tileplan.jobs.worker import run_worker
 
-    run_worker(db_url=args.db, concurrency=args.concurrency)
+    run_worker(db_url=_db_url(args.db, "db") if args.db else None, concurrency=args.concurrency)
     return 0
 
 
@@ -657,6 +739,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--group-packing", choices=["auto", "off"], default="auto",
                    help="grouped / depthwise convolutions: also plan several groups per array pass (auto, "
                         "default) or one group at a time (off)")
+    m.add_argument("--fusion", choices=["auto", "off"], default="auto",
+                   help="fused-layer groups: plan them and fuse where bit-exact and faster (auto, default; the "
+                        "summary's groups say why a group keeps the per-layer program) or plan none (off)")
     m.add_argument("--no-cache", action="store_true", help="do not read or store plans in the plan cache")
     m.add_argument("--plans-db", help="plan cache URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")
     m.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
@@ -685,6 +770,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--port", type=int, default=8000)
     v.add_argument("--db", default=None, help="database URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")
     v.add_argument("--workers", type=int, default=None, help="solver processes (default: cores)")
+    v.add_argument("--allow-anonymous", action="store_true",
+                   help="serve a non-loopback --host without TILEPLAN_TOKENS (anyone who reaches it may write)")
     v.set_defaults(func=cmd_serve)
 
     w = sub.add_parser("worker", help="run a durable job worker against PostgreSQL")
@@ -698,6 +785,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "out", None) and args.command != "compile":  # compile's --out is a directory
+            writable_file(args.out, "out")  # before the work, not after it
         return int(args.func(args))
     except InputError as exc:
         print(f"tileplan: error: {exc}", file=sys.stderr)
@@ -710,6 +799,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:  # a file the checks above could not foresee (a full disk, a vanished directory)
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"tileplan: error:{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ raises bare ValueErrors at users.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 class TileplanError(Exception):
@@ -49,18 +50,27 @@ def from_validation_error(exc: object, prefix: Sequence[str | int] = ()) -> Inpu
     errors = exc.errors()  # type: ignore[attr-defined]
     parts = []
     for err in errors:
-        loc = tuple(prefix) + tuple(p for p in err["loc"] if not _is_union_tag(p))
+        loc = tuple(prefix) + tuple(p for p in error_loc(err) if not _is_union_tag(p))
         msg = err["msg"].removeprefix("Value error, ")
         parts.append(f"{format_loc(loc)}: {msg}" if loc else msg)
     first = errors[0]
-    loc0 = tuple(prefix) + tuple(p for p in first["loc"] if not _is_union_tag(p))
+    loc0 = tuple(prefix) + tuple(p for p in error_loc(first) if not _is_union_tag(p))
     err = InputError(loc0, first["msg"].removeprefix("Value error, "), first["type"])
     err.args = ("; ".join(parts),)
     err.all_details = [  # type: ignore[attr-defined]
-        {"loc": list(tuple(prefix) + tuple(e["loc"])), "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
+        {"loc": list(tuple(prefix) + error_loc(e)), "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
         for e in errors
     ]
     return err
+
+
+def error_loc(err: Any) -> tuple[Any, ...]:
+    """A pydantic error's location; an unknown key refused by tileplan.strict is located at the key itself."""
+    loc = tuple(err.get("loc", ()))
+    ctx = err.get("ctx") or {}
+    if err.get("type") == "extra_forbidden" and "key" in ctx:
+        loc += (ctx["key"],)
+    return loc
 
 
 def _is_union_tag(part: object) -> bool:

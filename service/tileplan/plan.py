@@ -10,7 +10,7 @@ import hashlib
 import json
 import time
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlencode
 
 from pydantic import BaseModel, Field
@@ -28,17 +28,21 @@ from tileplan.mappers.packing import group_packs
 from tileplan.mappers.score import score_mapping
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
+from tileplan.strict import StrictModel
 from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc
 
 # Bumped whenever a change to mappers or the cost model can change a plan: part of every cache key.
-SOLVER_VERSION = f"{__version__}+cosa21"
+SOLVER_VERSION = f"{__version__}+cosa22"
 
 MapperName = Literal["cosa", "gemmini-auto", "random", "exhaustive"]
 CostModelName = Literal["gemmini", "timeloop", "first-order"]
 
 
-class ScheduleOptions(BaseModel):
-    """Options of POST /schedule and `tileplan schedule` (contracts.md)."""
+class ScheduleOptions(StrictModel):
+    """Options of POST /schedule and `tileplan schedule` (contracts.md). An unknown option is an error naming it
+    (a typo would otherwise plan with the defaults)."""
+
+    unknown_what: ClassVar[str] = "option"
 
     mapper: MapperName = "cosa"
     objective: Objective = Objective()

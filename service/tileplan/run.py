@@ -36,16 +36,28 @@ def _read_inputs(specs: list[str]) -> dict[str, np.ndarray]:
 
 
 def run_command(artifact: str, inputs: list[str], output: str | None, as_json: bool) -> int:
-    from tileplan.frontend.runner import run_artifact
+    from tileplan.frontend.runner import emulate_files, read_artifact
+    from tileplan.paths import writable_file
 
     try:
         data = Path(artifact).read_bytes()
     except OSError as exc:
         raise InputError(("artifact",), f"cannot read {artifact}: {exc.strerror}") from None
+    if output:  # before the run, not after it
+        writable_file(output, "output")
+    files = read_artifact(data)
+    try:
+        names = [s["name"] for s in json.loads(files["tileplan.json"])["inputs"]]
+    except (ValueError, KeyError, TypeError):
+        raise InputError(("artifact",), f"{artifact}: its tileplan.json does not list the model's inputs") from None
     feeds = _read_inputs(inputs)
+    unknown = sorted(set(feeds) - set(names) - {""})
+    if unknown:
+        raise InputError(("input", unknown[0]), f"the model has no input of that name; its inputs are "
+                                                f"{', '.join(names)}")
     if "" in feeds:
         feeds = {"__only__": feeds.pop("")}
-    result = run_artifact(data, feeds)
+    result = emulate_files(files, feeds)
     if output:
         if output.endswith(".npz") or len(result.outputs) > 1:
             savez: Any = np.savez

@@ -10,7 +10,9 @@ per skipped kind of operator that does MACs (ConvTranspose, 3-D convolutions), s
 Conventions: a symbolic or unknown batch is 1; a 1-D convolution is a 2-D one of height 1; asymmetric padding
 (TensorFlow's SAME) becomes the symmetric padding with the same output size; a batched matrix product whose
 second operand is an activation (attention) is one matmul layer with `count` = the product of the batch dims;
-a product with a 2-D weight folds the leading dims of the activation into M.
+a product with a 2-D weight folds the leading dims of the activation into M. A layer has a bias when the model
+compiler's kernel loads one: a Conv's or Gemm's bias input, a MatMul's constant Add, or an input dequantized with a
+non-zero zero point (folded into a bias), so `schedule --model` and `compile` plan the same layer.
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ def _conv(node: Any, x: list[int | None], w: list[int | None], name: str) -> Con
     )
 
 
-def _matmul(node: Any, a_shape: list[int | None], b_shape: list[int | None], weight_b: bool, name: str) -> MatmulLayer:
+def _matmul(node: Any, a_shape: list[int | None], b_shape: list[int | None], weight_b: bool, name: str,
+            bias_add: bool = False) -> MatmulLayer:
     at = _attrs(node)
     a_dims = [v or 1 for v in a_shape]
     b_dims = [v or 1 for v in b_shape]
@@ -118,7 +121,9 @@ def _matmul(node: Any, a_shape: list[int | None], b_shape: list[int | None], wei
     k, n = b_dims[-2], b_dims[-1]
     if weight_b or len(b_dims) == 2:
         # y = x W: every leading dim of the activation is another row of A.
-        bias = node.op_type == "Gemm" and len(node.input) > 2 and bool(node.input[2])  # Gemm's C
+        # Gemm's C, or the constant Add PyTorch's exports put after a MatMul (nn.Linear on 3-D inputs): the
+        # model compiler fuses that Add into the op as its bias, so its plan is costed with the bias load too
+        bias = (node.op_type == "Gemm" and len(node.input) > 2 and bool(node.input[2])) or bias_add
         return MatmulLayer(name=name, M=math.prod(a_dims[:-1]), K=k, N=n, bias=bias)
     # Batched product of two activations (attention): one layer per batch element, broadcast like numpy.
     lead_a, lead_b = a_dims[:-2], b_dims[:-2]
@@ -156,6 +161,27 @@ def load_onnx(data: bytes) -> OnnxWorkload:
         if node.op_type == "DequantizeLinear" and node.input[0] in weights:
             weights.add(node.output[0])
 
+    consumers: dict[str, list[Any]] = {}
+    for node in g.node:
+        for i in node.input:
+            consumers.setdefault(i, []).append(node)
+
+    # an activation dequantized with a non-zero zero point: the model compiler folds -z_x * sum(w) into a bias
+    # the kernel loads, so the layer has one (as `tileplan compile` plans it)
+    from onnx import numpy_helper
+
+    init_values = {t.name: t for t in g.initializer}
+    shifted = set()
+    for node in g.node:
+        if node.op_type == "DequantizeLinear" and node.input[0] not in weights and len(node.input) > 2 \
+                and node.input[2] in init_values and numpy_helper.to_array(init_values[node.input[2]]).any():
+            shifted.add(node.output[0])
+
+    def adds_a_constant(out: str) -> bool:
+        users = consumers.get(out, [])
+        return len(users) == 1 and users[0].op_type == "Add" and any(
+            i != out and i in weights for i in users[0].input)
+
     layers: list[Conv2dLayer | MatmulLayer] = []
     notes: list[str] = []
     skipped: dict[str, int] = {}
@@ -169,13 +195,16 @@ def load_onnx(data: bytes) -> OnnxWorkload:
             if len(x) not in (3, 4):
                 skipped[f"{len(x) - 2}-D {node.op_type}"] = skipped.get(f"{len(x) - 2}-D {node.op_type}", 0) + 1
                 continue
-            layers.append(_conv(node, x, w, name))
+            layer = _conv(node, x, w, name)
+            layers.append(layer.model_copy(update={"bias": True}) if node.input[xi] in shifted else layer)
         elif node.op_type in MATMUL_OPS:
             ai, bi = MATMUL_OPS[node.op_type]
             a, b = shapes.get(node.input[ai]), shapes.get(node.input[bi])
             if a is None or b is None:
                 raise InputError(("model", name), f"{node.op_type}: the shape of {node.input[ai] if a is None else node.input[bi]} is unknown")
-            layers.append(_matmul(node, a, b, node.input[bi] in weights, name))
+            weight_b = node.input[bi] in weights
+            layers.append(_matmul(node, a, b, weight_b, name, (node.op_type == "MatMul" and adds_a_constant(
+                node.output[0])) or (weight_b and node.input[ai] in shifted)))
         elif node.op_type in UNPLANNED_MAC_OPS:
             skipped[node.op_type] = skipped.get(node.op_type, 0) + 1
     for op, n in sorted(skipped.items()):

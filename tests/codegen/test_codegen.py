@@ -129,8 +129,9 @@ def test_loads_move_64_byte_rows():
 def test_later_bias_rows_load_while_the_first_channel_block_computes():
     """Tileplan's order of a call's loads: the first output-channel block's bias rows, the input and weight
     tiles, then the other blocks' bias rows, which load while the first block computes.  The same instructions
-    as the baseline order (every bias row after the tiles), fewer cycles when a tile has several blocks, the
-    same with one block (nothing to overlap)."""
+    as the baseline order (every bias row after the tiles), fewer cycles on the instruction-level timeline when
+    a tile has several blocks, the same with one block (nothing to overlap). The reported cycles time each call
+    as the cost model does, which does not see the order within a call: equal."""
     def both(layer, m):
         out = []
         for stream in ("tileplan", "baseline"):
@@ -144,10 +145,11 @@ def test_later_bias_rows_load_while_the_first_channel_block_computes():
     (a_t, r_t), (a_b, r_b) = both(parse_layer({"op": "matmul", "M": 64, "K": 64, "N": 64}),
                                   _mm_mapping([], [["K", 4]], [["P", 64], ["C", 4]]))
     assert "#define TP_BIAS_AHEAD 1" in a_t.c_source and "#define TP_BIAS_AHEAD 0" in a_b.c_source
-    assert r_t.counts == r_b.counts and r_t.cycles < 0.97 * r_b.cycles
+    assert r_t.counts == r_b.counts and r_t.timeline_cycles < 0.97 * r_b.timeline_cycles
+    assert r_t.cycles == r_b.cycles
     (_, r_t), (_, r_b) = both(parse_layer({"op": "matmul", "M": 64, "K": 64, "N": 16}),
                               _mm_mapping([], [], [["P", 64], ["C", 4]]))
-    assert r_t.counts == r_b.counts and r_t.cycles == r_b.cycles
+    assert r_t.counts == r_b.counts and r_t.timeline_cycles == r_b.timeline_cycles and r_t.cycles == r_b.cycles
     with pytest.raises(CodegenError, match="instruction stream"):
         generate(parse_layer({"op": "matmul", "M": 16, "K": 16, "N": 16}), HW16,
                  _mm_mapping([], [], [["P", 16]]), stream="fast")

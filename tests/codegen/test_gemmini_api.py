@@ -82,7 +82,7 @@ CONSTANTS = {
 # Names of gemmini_params.h (the configuration) a kernel may use besides the API.
 PARAMS = {"DIM", "BANK_NUM", "BANK_ROWS", "ACC_ROWS", "MAX_BYTES", "MAX_BLOCK_LEN", "MAX_BLOCK_LEN_ACC", "ADDR_LEN",
           "MVIN_SCALE_IDENTITY", "ACC_SCALE_IDENTITY", "ELEM_T_IS_FLOAT", "ACC_SCALE_T_IS_FLOAT", "GARBAGE_ADDR",
-          "elem_t", "acc_t", "acc_scale_t", "scale_t"}
+          "elem_t", "acc_t", "acc_scale_t", "scale_t", "ACC_READ_FULL_WIDTH"}
 
 
 def _macros(text: str) -> dict[str, tuple[str, ...]]:
@@ -294,6 +294,42 @@ def test_kernel_refuses_another_configuration(tmp_path):
     proc = subprocess.run([compiler(), "-fsyntax-only", "-I", str(d), "-x", "c", "-"], input=art.c_source, check=False,
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "elem_t must be int8" in proc.stderr
+
+
+def _syntax_errors(src: str, gemmini_h: str, params_h: str, d) -> str:
+    d.mkdir()
+    (d / "gemmini.h").write_text(gemmini_h)
+    (d / "gemmini_params.h").write_text(params_h)
+    proc = subprocess.run([compiler(), "-fsyntax-only", "-I", str(d), "-x", "c", "-"], input=src, check=False,
+                          capture_output=True, text=True)
+    return proc.stderr if proc.returncode else ""
+
+
+def test_kernel_checks_the_header_features_it_uses(tmp_path):
+    """Beyond the configuration, a kernel checks at compile time what it takes from the header: full-width
+    accumulator reads (ACC_READ_FULL_WIDTH, which Gemmini's own default gemmini_params.h does not define) when it
+    stores int32 accumulators, and every instruction macro it calls.  Without them the build stops, naming what is
+    missing; a kernel that stores int8 does not need full-width reads."""
+    from tileplan.codegen.targets.gemmini import KernelABI
+
+    layer = parse_layer({"op": "conv2d", "in_channels": 24, "out_channels": 20, "in_h": 7, "in_w": 7, "kernel": 3,
+                         "padding": 1})
+    mapping = random_mapping(layer.dims(), random.Random(3))
+    acc = generate(layer, HW16, mapping, Epilogue(scale=0.01), name="acc",
+                   abi=KernelABI("NCHW", prelaid=True, acc_output=True))
+    i8 = generate(layer, HW16, mapping, Epilogue(scale=0.01), name="i8")
+    header = (HEADER_DIR / "gemmini.h").read_text()
+    params = acc.config.params_header()
+    no_full = params.replace("#define ACC_READ_FULL_WIDTH\n", "")
+    assert no_full != params
+    assert _syntax_errors(acc.c_source, header, params, tmp_path / "ok") == ""
+    err = _syntax_errors(acc.c_source, header, no_full, tmp_path / "acc")
+    assert "#error" in err and "must define ACC_READ_FULL_WIDTH" in err
+    assert _syntax_errors(i8.c_source, header, no_full, tmp_path / "i8") == ""
+    no_mvin3 = re.sub(r"#define gemmini_extended_mvin3\(.*?\n(.*\\\n)*.*\n", "", header)
+    assert "gemmini_extended_mvin3(" not in no_mvin3
+    err = _syntax_errors(i8.c_source, no_mvin3, params, tmp_path / "api")
+    assert "gemmini.h lacks an instruction macro this kernel calls" in err
 
 
 def test_shipped_params_header_is_the_default_configuration():

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from frontend_helpers import HW, OPTIONS, compile_bytes, planner
 
+from tileplan.archives import extract
 from tileplan.frontend import zoo
 from tileplan.frontend.program import Program, Step, Tensor, plan_arena
 from tileplan.frontend.runner import read_artifact
@@ -57,7 +58,7 @@ def test_riscv_target_compiles_with_only_gemmini_h(resnet_block, tmp_path):
         pytest.skip("riscv64-linux-gnu-gcc is not installed (Debian: gcc-riscv64-linux-gnu; .ci/run installs it)")
     _, res = resnet_block
     with tarfile.open(fileobj=io.BytesIO(res.artifact)) as tar:
-        tar.extractall(tmp_path, filter="data")
+        extract(tar, tmp_path)
     root = next(tmp_path.iterdir())
     shutil.rmtree(root / "emulator")  # the RISC-V build must not need the emulator
     proc = subprocess.run(["make", "-s", "riscv"], cwd=root, capture_output=True, text=True)
@@ -74,7 +75,7 @@ def test_host_target_builds_without_warnings(resnet_block, tmp_path):
     """`make host` (-Wall) of the program and its emulator runtime: a clean build log, as a user's CI sees it."""
     _, res = resnet_block
     with tarfile.open(fileobj=io.BytesIO(res.artifact)) as tar:
-        tar.extractall(tmp_path, filter="data")
+        extract(tar, tmp_path)
     root = next(tmp_path.iterdir())
     proc = subprocess.run(["make", "-s", "-j2", "host"], cwd=root, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -203,14 +203,21 @@ def test_onnx_model_with_absurd_dimensions_is_a_422(client: TestClient) -> None:
 
     from onnx import TensorProto, helper
 
-    big = 10**9  # declared, never allocated: the importer reads shapes only
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["a", "b"], ["y"], name="huge_mm")], "huge",
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [16, big]),
-         helper.make_tensor_value_info("b", TensorProto.FLOAT, [big, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    r = client.post("/schedule", json={"hardware": "gemmini-16x16",
-                                       "model": base64.b64encode(model.SerializeToString()).decode()})
+    def matmul(rows: int, inner: int) -> str:  # declared, never allocated: the importer reads shapes only
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["a", "b"], ["y"], name="huge_mm")], "huge",
+            [helper.make_tensor_value_info("a", TensorProto.FLOAT, [rows, inner]),
+             helper.make_tensor_value_info("b", TensorProto.FLOAT, [inner, 1])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 1])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        return base64.b64encode(model.SerializeToString()).decode()
+
+    # a declared tensor past the per-tensor bound: refused as the model is read, naming the input
+    r = client.post("/schedule", json={"hardware": "gemmini-16x16", "model": matmul(16, 10**9)})
+    assert r.status_code == 422, r.text[:300]
+    assert item(r)["loc"] == ["body", "model"] and "'a'" in item(r)["msg"] and "per tensor" in item(r)["msg"], \
+        r.text[:300]
+    # within it, but a layer dimension past max_layer_extent: refused as that layer
+    r = client.post("/schedule", json={"hardware": "gemmini-16x16", "model": matmul(1, 3 * 10**6)})
     assert r.status_code == 422, r.text[:300]
     assert item(r)["loc"][:3] == ["body", "layers", 0] and "max_layer_extent" in item(r)["msg"], r.text[:300]

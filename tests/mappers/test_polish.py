@@ -71,3 +71,24 @@ def test_polish_looks_one_move_past_a_plateau():
                    if not check_arch(problem, arch, m))
     best, _, _ = polish(problem, arch, mapping, LATENCY)
     assert evaluate_mapping(problem, arch, best, "timeloop").cycles == 50176
+
+
+def test_polish_moves_a_factor_into_an_idle_fanout_under_a_latency_objective():
+    """The MIP's answer on a buffer feeding two MACs left them half idle (P=2 as a DRAM loop: 126 cycles); a 3-second
+    timeloop-mapper search put P2 across the MACs (76 cycles, timeloop-model). No single temporal move gets there."""
+    from tileplan.mapping import LevelMapping, Mapping
+    from tileplan.workload import parse_layer
+
+    hw = load_descriptor((BENCH_DATA / "timeloop_fuzz/archs/fuzz1_010.yaml").read_text(), name="fuzz1_010")
+    arch = hw.resolve(hw.dataflow_names[0])
+    problem = Problem.from_layer(parse_layer({"op": "conv2d", "in_channels": 1, "out_channels": 1, "in_h": 16,
+                                              "in_w": 3, "kernel": 3, "stride": [1, 2]}))
+    start = Mapping(dataflow=arch.dataflow, levels=[
+        LevelMapping(name="Buf1", temporal=[("P", 7), ("R", 3), ("S", 3)], spatial=[]),
+        LevelMapping(name="Buf0", temporal=[], spatial=[]),
+        LevelMapping(name="MainMemory", temporal=[("P", 2)], spatial=[]),
+    ])
+    assert evaluate_mapping(problem, arch, start, "timeloop").cycles == 126
+    best, _, _ = polish(problem, arch, start, LATENCY, budget=400)
+    assert best.levels[0].spatial == [("P", 2)]
+    assert evaluate_mapping(problem, arch, best, "timeloop").cycles <= 76

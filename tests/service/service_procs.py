@@ -164,7 +164,9 @@ def scratch_database() -> Iterator[str]:
     import pytest
 
     if not pg_available():
-        pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN}")
+        pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN}: these tests need a PostgreSQL server whose database "
+                    "`test` accepts that URL (set TILEPLAN_TEST_PG to another; on Debian `bash .ci/run` installs "
+                    "and configures one)")
     url = create_database()
     try:
         yield url

@@ -277,6 +277,7 @@ def test_request_errors(client: TestClient, mlp: bytes) -> None:
         (body(mlp, options={"time_limit_s": -1}), ["body", "options", "time_limit_s"]),
         (body(mlp, options={"mapper": "guesswork"}), ["body", "options", "mapper"]),
         (body(mlp, options={"calibration_samples": 0}), ["body", "options", "calibration_samples"]),
+        (body(mlp, options={"fusion": "always"}), ["body", "options", "fusion"]),
         ({**body(mlp), "colour": "blue"}, ["body", "colour"]),
         (body(mlp, input_shapes={"input": "4x64"}), ["body", "input_shapes", "input"]),
     ]
@@ -326,6 +327,9 @@ def test_compile_pages(client: TestClient, mlp_done: dict[str, Any]) -> None:
     assert "Model mlp" in text and 'id="accelerator-ops"' in text and 'data-chart="speedup"' in text
     assert all(f"/ui/plans/{o['plan_key']}" in text for o in mlp_done["summary"]["ops"] if o.get("plan_key"))
     assert f'href="/compiles/{mlp_done["id"]}/artifact"' in text
+    groups = mlp_done["summary"]["groups"]  # the three dense layers: one chain (fusion: auto by default)
+    assert [g["members"] for g in groups] == [[o["name"] for o in mlp_done["summary"]["ops"] if o.get("kernel")]]
+    assert 'id="fusion-groups"' in text and groups[0]["reason"][:40] in text
     listing = client.get("/ui/compiles", params={"hardware": HW})
     assert listing.status_code == 200 and f'/ui/compiles/{mlp_done["id"]}' in listing.text
     assert '<a href="/ui/compiles">Compiles</a>' in client.get("/").text  # in the navigation

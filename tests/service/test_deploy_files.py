@@ -37,3 +37,19 @@ def test_dockerfile_is_multi_stage_and_non_root() -> None:
     assert "gcc" in final and "--no-install-recommends" in final and "rm -rf /var/lib/apt/lists" in final
     assert "pip" not in final.replace("PIP_", "")  # no package installs after the build stage
     assert "TILEPLAN_CATALOG_DIR=/app/hw_catalog" in final and "HEALTHCHECK" in final
+
+
+def test_compose_builds_once_and_takes_its_secrets_from_the_environment() -> None:
+    """One `build:` (the api's); the workers run its image. No secret in the file: the tokens and the database
+    password are required variables (compose stops with the message), and the API's port is bound to loopback
+    unless TILEPLAN_BIND says otherwise."""
+    text = (REPO / "docker-compose.yml").read_text()
+    services = yaml.safe_load(text)["services"]
+    assert "build" in services["api"] and "build" not in services["worker"]
+    assert services["api"]["image"] == services["worker"]["image"] == "tileplan:latest"
+    env = services["api"]["environment"]
+    assert env["TILEPLAN_TOKENS"].startswith("${TILEPLAN_TOKENS:?")
+    assert "${TILEPLAN_DB_PASSWORD:?" in env["TILEPLAN_DATABASE_URL"]
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith("${TILEPLAN_DB_PASSWORD:?")
+    assert "tileplan:tileplan@" not in text
+    assert services["api"]["ports"] == ["${TILEPLAN_BIND:-127.0.0.1}:${TILEPLAN_PORT:-8000}:8000"]

@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, Operation
 from starlette.exceptions import HTTPException
 
 from tileplan.api.answers import AnswerFromCache
-from tileplan.errors import InputError, MappingInfeasible
+from tileplan.errors import InputError, MappingInfeasible, error_loc
 from tileplan.jobs.disconnect import ClientGone
 from tileplan.store.repository import QuotaExceeded
 
@@ -61,7 +61,7 @@ def install(app: FastAPI) -> None:
             msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
             if err.get("type") == "json_invalid":
                 msg = f"malformed JSON: {err.get('ctx', {}).get('error', msg)}"
-            items.append({"loc": list(err.get("loc", [])), "msg": msg, "type": err.get("type", "value_error")})
+            items.append({"loc": list(error_loc(err)), "msg": msg, "type": err.get("type", "value_error")})
         return JSONResponse({"detail": items}, status_code=422)
 
     @app.exception_handler(AnswerFromCache)

@@ -188,18 +188,15 @@ def target_spec(hw: Any) -> TargetSpec:
     reason = codegen_unsupported(hw)
     if reason:
         raise CodegenError(reason)
-    pe = hw.pe_array
-    dim = pe.rows
-    arch = hw.resolve()
-    acc = next(lv for lv in arch.levels if not lv.is_backing_store and "O" in lv.keeps and lv.index > 0
-               or (not lv.is_backing_store and "O" in lv.keeps and lv.word_bytes == 4))
-    spad = next(lv for lv in arch.levels if not lv.is_backing_store and {"I", "W"} <= set(lv.keeps))
-    acc_bytes = acc.capacity * acc.instances
-    spad_bytes = spad.capacity * spad.instances
-    return TargetSpec(dim=dim, spad_rows=spad_bytes // dim, acc_rows=acc_bytes // (dim * 4))
+    from tileplan.emittable import memory_rows
+
+    rows = memory_rows(hw.resolve())
+    if rows is None:
+        raise CodegenError(f"no scratchpad and accumulator of known size on {hw.name}")
+    return TargetSpec(dim=rows.dim, spad_rows=rows.spad_rows, acc_rows=rows.acc_rows)
 
 
-def timing_for(hw: Any, matmul: bool = False) -> TimingParams:
+def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> TimingParams:
     """The emulator's timing, derived from the calibrated cost model (one mapping, no other constants):
 
     | emulator (TimingParams)  | from                                                                   |
@@ -218,6 +215,9 @@ def timing_for(hw: Any, matmul: bool = False) -> TimingParams:
     | compute_floor_cycles     | CostParams.compute_floor_dims x DIM (a compute of few rows)             |
     | overlap_loss             | DMA / array contention: CostParams.overlap_loss_matmul for a matmul     |
     |                          | (`matmul`, the library's loop_ws), CostParams.overlap_loss otherwise    |
+    | dram_request_cycles      | CostParams.dram_request_cycles (strided rows of buffers beyond the L2)  |
+    | l2_bytes                 | CostParams.l2_bytes                                                     |
+    | calls_overlap            | 1 when the code double buffers (`double_buffer`), else 0                |
     | latencies, issue, config | 0 (the calibrated model has no such terms)                              |
     | queues                   | unbounded (the double-buffered halves bound the run-ahead)              |
     """
@@ -233,7 +233,8 @@ def timing_for(hw: Any, matmul: bool = False) -> TimingParams:
         overlap_loss=p.overlap_loss_matmul if matmul else p.overlap_loss, dma_latency=0.0, issue_cycles=0.0,
         config_cycles=0.0, compute_latency=0.0, queue_load=0.0, queue_exec=0.0, queue_store=0.0,
         call_floor_cycles=p.call_floor_matmul if matmul else p.call_floor_cycles, run_cycles=p.run_overhead_cycles,
-        compute_floor_cycles=p.compute_floor_dims * hw.pe_array.rows)
+        compute_floor_cycles=p.compute_floor_dims * hw.pe_array.rows, dram_request_cycles=p.dram_request_cycles,
+        l2_bytes=p.l2_bytes, calls_overlap=1.0 if double_buffer else 0.0)
 
 
 def _ident(name: str) -> str:
@@ -294,7 +295,8 @@ def generate(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = No
     return Artifact(fname, sched.tag, geo, epilogue, sched.realization, target, tvmscript, em.source, em.entry,
                     em.params, em.workspace_bytes, em.spad_rows_used, em.acc_rows_used,
                     list(sched.realization.deviations), hardware=hw.name,
-                    timing=timing_for(hw, matmul=sched.realization.matmul),
+                    timing=timing_for(hw, matmul=sched.realization.matmul,
+                                      double_buffer=sched.realization.double_buffer),
                     model_cycles=sched.model_cycles, layout=lay, prologue=prologue,
                     acc_base_row=_acc_base_row(em.local),
                     inputs=(layer, mapping, arch, double_buffer, stream, direct_store), config=config, abi=abi)

@@ -37,6 +37,7 @@ from tileplan.cost.gemmini import (
     execution_from_mapping,
     gemmini_levels,
     kernel_fold,
+    library_matmul_keeps,
     nominal_dram_bandwidth,
 )
 from tileplan.cost.params import CostParams
@@ -187,6 +188,16 @@ def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "t
         e = dataclasses.replace(e, out_bytes=float(out_bytes))
     calls = call_features(e, nominal_dram_bandwidth(arch))
     return cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
+
+
+def library_keeps(r: Realization) -> bool:
+    """Whether Gemmini's library keeps a tile between calls (the baseline stream): only tiled_matmul's whole-matrix
+    operands, with the whole reduction in each call (tileplan.cost.gemmini.library_matmul_keeps, the model's rule:
+    a matmul whose row and column tiles are both partial reloads both operands every call)."""
+    if not r.matmul:
+        return False
+    rows = r.tiles("q") == 1 and r.tiles("n") == 1
+    return library_matmul_keeps(rows, r.tiles("k") == 1, r.tiles("c") == 1)[1]
 
 
 def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec, arch: Any,
@@ -437,7 +448,7 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     lay = fit(r, geo0, epilogue, target, arch, problem, executor)
     geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
     lay = dataclasses.replace(call_layout(r, geo, epilogue, stream == "tileplan", abi.pad_value),
-                              bias_ahead=stream == "tileplan", reuse=stream == "tileplan" or r.matmul,
+                              bias_ahead=stream == "tileplan", reuse=stream == "tileplan" or library_keeps(r),
                               acc_output=abi.acc_output)
     if abi.acc_output:
         r.deviations.append("int32 accumulators stored (4 bytes per output element); the caller requantizes")
@@ -474,4 +485,6 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
         func = store_into_output(func, "tp_host_store" if host else "tp_store")
     sch = s_tir.Schedule(with_fence(func, "tp_host_end" if host else "tp_fence"))
     # the model counts the bytes the stores write: int32 accumulators are four per element
-    return Scheduled(tag, cd, r, lay, sch, model_cycles(r, problem, arch, executor, 4.0 if abi.acc_output else None))
+    # (the model of the code: the accumulator is loaded with a bias when the code loads one)
+    coded = dataclasses.replace(problem, bias=bool(epilogue.bias))
+    return Scheduled(tag, cd, r, lay, sch, model_cycles(r, coded, arch, executor, 4.0 if abi.acc_output else None))

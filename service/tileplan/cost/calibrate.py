@@ -165,6 +165,14 @@ def artifact_dataset(paths: Sequence[str | Path]) -> Dataset:
     return make_dataset("DOSA artifact (16x16)", runs)
 
 
+def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rho; 0.0 where a side is constant (no order to agree with: scipy would warn and give nan)."""
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return 0.0
+    rho = spearmanr(a, b).statistic
+    return 0.0 if math.isnan(rho) else float(rho)
+
+
 def score(pred: np.ndarray, measured: np.ndarray, keys: list[str]) -> FitMetrics:
     ape = np.abs(pred - measured) / measured
     groups: dict[str, list[int]] = defaultdict(list)
@@ -173,12 +181,11 @@ def score(pred: np.ndarray, measured: np.ndarray, keys: list[str]) -> FitMetrics
     within = []
     for idx in groups.values():
         if len(idx) >= 3:
-            rho = spearmanr(pred[idx], measured[idx]).statistic
-            within.append(0.0 if math.isnan(rho) else float(rho))
+            within.append(rank_correlation(pred[idx], measured[idx]))
     return FitMetrics(
         mape=float(ape.mean()),
         median_ape=float(np.median(ape)),
-        spearman=float(spearmanr(pred, measured).statistic),
+        spearman=rank_correlation(pred, measured),
         within_layer_spearman_median=float(np.median(within)) if within else float("nan"),
         layers=len(groups),
         runs=len(measured),
@@ -256,8 +263,7 @@ def _breakdown(pred: np.ndarray, d: Dataset, by: list[str], label: str) -> list[
         row["median_ape"] = float(np.median(np.abs(pred[idx] - d.y[idx]) / d.y[idx]))
         row["bias"] = float(np.mean(np.log(pred[idx] / d.y[idx])))  # mean log(predicted / measured)
         if len(idx) >= 3:
-            rho = spearmanr(pred[idx], d.y[idx]).statistic
-            row["spearman"] = 0.0 if math.isnan(rho) else float(rho)
+            row["spearman"] = rank_correlation(pred[idx], d.y[idx])
         if d.first_order is not None:
             row["first_order_mape"] = float(np.mean(np.abs(d.first_order[idx] - d.y[idx]) / d.y[idx]))
         out.append(row)

@@ -97,6 +97,7 @@ from typing import Any
 
 import numpy as np
 
+from tileplan import emittable as _emittable
 from tileplan.cost.params import DEFAULT_PARAMS, CostParams
 from tileplan.dims import DIMS
 from tileplan.execution import (
@@ -243,14 +244,12 @@ EXECUTORS = ("tileplan", "library", "library-auto")
 
 
 def kernel_fold(dim: int, c: int, t_c: int, t_s: int, dilation_w: int) -> int:
-    """Kernel columns Tileplan's code folds into one weight block (1: none). With few input channels a
-    weight-stationary array idles most of its DIM rows (conv1's 3 channels use 3 of 16). When a call holds every
-    input channel and the kernel columns are adjacent (no dilation), the input channels of `f` consecutive
-    kernel columns are one contiguous run of the (padded, NHWC) input row, so one mvin row can carry all of them
-    (DRAM rows overlapping, stride = the column stride) and one preload covers f x C array rows."""
-    if dilation_w != 1 or t_c < c or t_s < 2 or 2 * c > dim:
-        return 1
-    return min(t_s, dim // c)
+    """Kernel columns Tileplan's code folds into one weight block (1: none): `tileplan.emittable.kernel_fold`, the
+    rule the code generator and the planner share. With few input channels a weight-stationary array idles most of
+    its DIM rows (conv1's 3 channels use 3 of 16); the input channels of f consecutive kernel columns are one
+    contiguous run of the (padded, NHWC) input row, so one mvin row carries all of them and one preload covers
+    f x C array rows."""
+    return _emittable.kernel_fold(dim, c, t_c, t_s, dilation_w)
 
 
 def library_matmul_keeps(whole_rows: bool, whole_cols: bool, whole_reduction: bool) -> tuple[tuple[str, ...], bool]:
@@ -502,6 +501,14 @@ def _req(row_bytes):  # type: ignore[no-untyped-def]
     return np.maximum(1.0, np.ceil(row_bytes / REQUEST_BYTES))
 
 
+def _acc_row_req(channels, cols):  # type: ignore[no-untyped-def]
+    """DMA requests of the accumulator rows one output pixel's `channels` take: one row per block of `cols`
+    channels, each row its channels x 4 bytes (a 32-wide block's 128 B row is two 64-byte requests)."""
+    full = np.floor(channels / cols)
+    rest = channels - full * cols
+    return full * _req(cols * ACC_BYTES) + np.where(rest > 0, _req(np.maximum(rest, 1) * ACC_BYTES), 0.0)
+
+
 def max_block_len(dim: int, elem_bytes: float = 1.0) -> int:
     """gemmini.h's MAX_BLOCK_LEN: DIM-wide blocks one scratchpad mvin row carries side by side (64 B of them,
     at least one)."""
@@ -750,9 +757,11 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     w_req = hk * wk * cc * k_req_in
     ld_req = load_i * in_req + load_w * w_req
     init = h0 * w0 * c0 * each("bias")  # calls that initialise the accumulator
-    ld_req = ld_req + init * nb * ho * wo * kb  # one accumulator row per output pixel and DIM output channels
+    # one accumulator row per output pixel and DIM output channels (the block's channels x 4 bytes: one request per
+    # 64 B of it), each mvin reading one DRAM row of the bias (stride 0)
+    ld_req = ld_req + init * nb * ho * wo * _acc_row_req(kk, cols_)
     ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * in_b
-    ld_bytes = ld_bytes + init * kb * nb * ho * np.ceil(wo / d) * cols_ * ACC_BYTES  # one DRAM row per mvin
+    ld_bytes = ld_bytes + init * nb * ho * np.ceil(wo / d) * kk * ACC_BYTES  # one DRAM row per mvin
     final = hf * wf * cf
     st_req = final * nb * ho * wo * k_req_out  # mvout rows: <= DIM
     st_bytes = final * nb * ho * wo * kk * out_b
@@ -917,8 +926,8 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                             + load_b * ke * b_row * big_w * (je < k_all))
                 ld_bytes = (load_a * ie * ke + load_b * ke * je) * in_bytes
                 if k0 and bias:  # accumulator initialisation, as in conv_calls
-                    ld_req += ie * jb
-                    ld_bytes += jb * ceil_i * cols * ACC_BYTES
+                    ld_req += ie * float(_acc_row_req(je, cols))
+                    ld_bytes += ceil_i * je * ACC_BYTES
                 st_req = st_bytes = 0.0
                 if kf:
                     st_req = ie * st_row

@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -47,6 +47,10 @@ class CompileOptions(ScheduleOptions):
     offload: bool = Field(default=True, description="False: every op on the host (a reference build).")
     emulate: bool = Field(default=True, description=(
         "Run the program once on the emulator at compile time (random input) for per-op emulated cycles."))
+    fusion: Literal["auto", "off"] = Field(default="auto", description=(
+        "Fused-layer groups (tileplan.fusion): 'auto' finds the chains of offloaded ops whose intermediates could "
+        "stay on chip, plans each group's tile and budget and fuses it where that is bit-exact and pays (else the "
+        "per-layer program is kept, with the reason in the summary's groups); 'off' plans no groups."))
 
 
 @dataclass
@@ -65,6 +69,8 @@ class _Accel:
     plan: Plan | None = None
     art: Any = None  # codegen Artifact (shared by ops with the same kernel)
     reason: str = ""
+    library_tiling: str = ""  # why the kernel runs the library's tiling instead of the plan's
+    library_cycles: float | None = None  # the library's tiling, modelled with this op's epilogue and ABI
 
 
 def default_planner(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
@@ -193,27 +199,31 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     the accelerator cannot run it, with the reason in the summary).  `workers` > 1 plans distinct layers and
     generates distinct kernels in that many processes (the result is the same)."""
     t0 = time.perf_counter()
+    from tileplan.frontend import onnx_import
+
+    options = options or CompileOptions()
+    planner = planner or default_planner
+    # the model is read (and a float or broken one refused) before TVM is imported: 1.5 s of the startup
+    imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
+                                      options.calibration_samples, options.seed)
+    phases: dict[str, float] = {"load": round(time.perf_counter() - t0, 3)}
+    mark = [time.perf_counter()]
+
     import tvm
     import tvm.relax.frontend.onnx  # noqa: F401
 
     from tileplan.codegen.registry import CodegenError
     from tileplan.codegen.support import codegen_unsupported
-    from tileplan.frontend import host_ops, onnx_import, partition, patterns
+    from tileplan.frontend import host_ops, partition, patterns
     from tileplan.frontend.program import Step, Tensor, build_program, c_ident, pack, render
     from tileplan.frontend.runner import NoToolchain, emulate_files
-
-    options = options or CompileOptions()
-    planner = planner or default_planner
-    phases: dict[str, float] = {"startup": round(time.perf_counter() - t0, 3)}
-    mark = [time.perf_counter()]
 
     def phase(name: str) -> None:  # wall seconds per compile phase (in the summary)
         now = time.perf_counter()
         phases[name] = round(phases.get(name, 0.0) + now - mark[0], 3)
         mark[0] = now
 
-    imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
-                                      options.calibration_samples, options.seed)
+    phase("startup")
     notes = list(imported.notes)
     mod, onnx_nodes = onnx_import.to_relax(imported)
 
@@ -239,6 +249,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     phase("other")
     plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
                                lambda done: progress(done, total) if progress else None, phase)
+    _keep_library_tiling(list(accel.values()), hw, stream)
+    phase("codegen")
     for a in accel.values():
         if a.reason:
             reasons[a.qop.name] = a.reason
@@ -264,19 +276,10 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                               timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant)
     compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols))
     notes += compat_notes
-    lowered = host_ops.lower_host(compat)
-    host_sources, host_ws, host_names, decls = {}, {}, {}, []
-    from tvm import tirx
-
-    for gv, func in lowered.functions.items():
-        if not isinstance(func, tirx.PrimFunc):
-            continue
-        cname = c_ident(gv.name_hint, "tp_host_")
-        n_out = _n_outputs(lowered["main"], gv.name_hint)
-        fn = host_ops.emit_host_function(func, cname, n_out)
-        host_sources[cname], host_ws[gv.name_hint], host_names[gv.name_hint] = fn.source, fn.workspace_bytes, cname
-        decls.append(_host_decl(fn, n_out))
-    prog = build_program(lowered["main"], templates, host_ws, host_names)
+    host = lower_host_cached(compat)
+    host_sources, host_ws, host_names = host.sources, host.workspace, host.names
+    decls = list(host.decls)
+    prog = build_program(host.main, templates, host_ws, host_names)
     phase("host")
     kernel_sources = {}
     for a in {id(a.art): a for a in accel.values()}.values():
@@ -312,6 +315,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     out_names = [o.name for o in imported.outputs]
     model_name = imported.model.graph.name or "model"
     summary = _summary(imported, accel, reasons, onnx_nodes, prog, plans, hw, options)
+    _add_groups(summary, imported.model, accel, hw, options)
+    phase("fusion")
     summary["notes"] = notes + summary["notes"]
 
     def files_with(summary_doc: dict[str, Any]) -> dict[str, bytes]:
@@ -333,6 +338,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
             feeds = _random_feeds(imported.inputs, options.seed + 1)
             run = emulate_files(files, feeds, cache=True)
             _add_cycles(summary, prog, run.cycles, run.dram_bytes)
+            _add_group_cycles(summary)
         except NoToolchain as exc:
             summary["notes"].append(f"not emulated: {exc}")
         files = files_with(summary)
@@ -342,6 +348,73 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     if progress:
         progress(total, total)
     return CompiledModel(summary, pack(files, c_ident(model_name)), summary["notes"])
+
+
+@dataclass
+class HostPart:
+    """The lowered host part of a program: its `main` (host calls and accelerator steps, in order) and each host
+    function's C source (by C name), workspace bytes and C name (by Relax function name), prototypes."""
+
+    main: Any
+    sources: dict[str, str]
+    workspace: dict[str, int]
+    names: dict[str, str]
+    decls: list[str]
+
+
+def _host_digest() -> str:
+    """Identifies the host lowering's code: its modules' sources and TVM's version."""
+    from pathlib import Path
+
+    import tvm
+
+    import tileplan.codegen.emit_c as emit_c
+    import tileplan.frontend.host_ops as host_ops
+
+    h = hashlib.sha256(str(tvm.__version__).encode())
+    for mod in (host_ops, emit_c):
+        h.update(Path(str(mod.__file__)).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def lower_host_cached(compat: Any) -> HostPart:
+    """host_ops.lower_host and the C of every host function, cached on disk by the module it starts from (TVM's
+    JSON of it) and the lowering's code: a warm compile of a transformer spends most of its time here
+    otherwise (bert_layer: 26 s of lowering on the shared machine, 0.3 s to key it)."""
+    import tvm
+
+    from tileplan.codegen.emulator.build import default_cache_dir
+    from tileplan.frontend import host_ops
+    from tileplan.frontend.program import c_ident
+
+    key = hashlib.sha256(tvm.ir.save_json(compat).encode() + _host_digest().encode()).hexdigest()[:32]
+    path = default_cache_dir() / "host" / f"{key}.json"
+    if path.exists():
+        try:
+            d = json.loads(path.read_text())
+            return HostPart(tvm.ir.load_json(d["main"]), d["sources"], d["workspace"], d["names"], d["decls"])
+        except (ValueError, KeyError, TypeError, RuntimeError):
+            pass  # a damaged entry is made again
+    from tvm import tirx
+
+    lowered = host_ops.lower_host(compat)
+    main = lowered["main"]
+    part = HostPart(main, {}, {}, {}, [])
+    for gv, func in lowered.functions.items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        cname = c_ident(gv.name_hint, "tp_host_")
+        n_out = _n_outputs(main, gv.name_hint)
+        fn = host_ops.emit_host_function(func, cname, n_out)
+        part.sources[cname], part.workspace[gv.name_hint], part.names[gv.name_hint] = (fn.source, fn.workspace_bytes,
+                                                                                       cname)
+        part.decls.append(_host_decl(fn, n_out))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"main": tvm.ir.save_json(main), "sources": part.sources, "workspace": part.workspace,
+                               "names": part.names, "decls": part.decls}))
+    os.replace(tmp, path)
+    return part
 
 
 def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
@@ -454,6 +527,44 @@ def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, op
     return plans
 
 
+def _keep_library_tiling(ops: list[_Accel], hw: Any, stream: str) -> None:
+    """What the library's tiling costs for each op as this program runs it, and no op slower than that.
+
+    A program's kernel may do more than the bare layer its plan was costed for (int32 accumulators stored for
+    the host's requantisation, padding rows read from memory for an input zero point), and the library would
+    have to do the same to run the op; so the library's tiling (the plan's baseline mapping) is generated with
+    the op's own epilogue and ABI in the library's load order, and its modelled cycles are the op's baseline
+    (`library_cycles`).  Where that, or the library's tiling in Tileplan's instruction stream, is modelled
+    faster than the plan's kernel (code generation may have had to shrink the plan's tiles), the faster kernel
+    is the one the program runs (`library_tiling` says so)."""
+    from tileplan.frontend import partition
+    from tileplan.frontend.program import c_ident
+
+    chosen: dict[tuple[Any, ...], tuple[Any, str, float]] = {}
+    for a in ops:
+        if a.art is None or a.plan is None or a.plan.baseline is None:
+            continue
+        key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
+        if key not in chosen:
+            bmap, name = a.plan.baseline.mapping, c_ident(a.qop.name, "tpk_")
+            lib = a.art if stream == "baseline" else _try(generate_kernel, a.spec, hw, bmap, name, "baseline")
+            if isinstance(lib, Exception):  # the library's tiling cannot be generated with this ABI
+                chosen[key] = (a.art, "", float(a.plan.baseline.metrics.cycles))
+                continue
+            best, how = a.art, ""
+            if float(lib.model_cycles) < float(best.model_cycles):
+                best, how = lib, "baseline"
+                alt = _try(generate_kernel, a.spec, hw, bmap, name, stream)
+                if not isinstance(alt, Exception) and float(alt.model_cycles) < float(best.model_cycles):
+                    best, how = alt, stream
+            chosen[key] = (best, how, float(lib.model_cycles))
+        a.art, how, a.library_cycles = chosen[key]
+        if how:
+            a.library_tiling = ("the library's tiling" + (" in the library's load order" if how == "baseline" else
+                                                          " in Tileplan's instruction stream")
+                                + ": the plan's own kernel was modelled slower")
+
+
 def _try(fn: Callable[..., Any], *args: Any) -> Any:
     """fn(*args), or the CodegenError / MappingInfeasible it raised (reported per op by the caller)."""
     from tileplan.codegen.registry import CodegenError
@@ -551,24 +662,94 @@ def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def _host_reason(node: Any, model: Any, reasons: dict[str, str]) -> str:
+MOVES_DATA = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Concat", "Split", "Gather",
+              "Expand", "Pad", "Identity", "Tile", "DepthToSpace", "SpaceToDepth", "Resize", "Upsample", "Cast",
+              "ScatterND", "GatherElements", "Where"}
+REDUCES = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceSum",
+           "ReduceMin", "ArgMax", "TopK"}
+ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "Erf", "Sqrt", "Pow", "Exp", "Log",
+               "HardSwish", "HardSigmoid", "LeakyRelu", "Gelu", "Abs", "Neg", "Max", "Min", "Reciprocal",
+               "Softplus", "Elu", "Selu", "PRelu", "Not", "Equal", "Less", "Greater", "And", "Or", "Sign", "Floor",
+               "Ceil", "Round"}
+ROW_STATISTICS = {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization",
+                  "GroupNormalization", "LpNormalization"}
+
+
+@dataclass
+class _GraphIndex:
+    producers: dict[str, Any]
+    consumers: dict[str, list[Any]]
+    inits: set[str]
+    shapes: dict[str, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, model: Any) -> _GraphIndex:
+        consumers: dict[str, list[Any]] = {}
+        for n in model.graph.node:
+            for i in n.input:
+                consumers.setdefault(i, []).append(n)
+        return cls({o: n for n in model.graph.node for o in n.output}, consumers,
+                   {t.name for t in model.graph.initializer}, _shapes(model))
+
+
+def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
+    """Why `node` runs on the host: the partitioner's reason for a quantized conv / matmul it matched, else
+    what the node is and what the accelerator (Gemmini's multiply-accumulate array) would need to run it."""
     if node.name in reasons:
         return reasons[node.name]
-    if node.op_type in ("MatMul", "Gemm", "Conv"):
-        producers = {o: n for n in model.graph.node for o in n.output}
-        inits = {t.name for t in model.graph.initializer}
+    op = node.op_type
+    if op == "Conv" and len(g.shapes.get(node.input[1], ())) == 5:
+        return "a 3-D convolution: the accelerator's kernels are 1-D and 2-D"
+    if op in ("MatMul", "Gemm", "Conv"):
+        producers, inits = g.producers, g.inits
+        consumers = g.consumers.get(node.output[0], [])
+
+        def dequantized(name: str) -> bool:
+            p = producers.get(name)
+            return p is not None and p.op_type == "DequantizeLinear"
 
         def is_weight(name: str) -> bool:
             p = producers.get(name)
             return name in inits or (p is not None and p.op_type == "DequantizeLinear" and p.input[0] in inits)
 
+        if not dequantized(node.input[0]):
+            return (f"{op} on a float input (not DequantizeLinear of int8): the quantizer left it in float, so "
+                    "there is no int8 operand for the accelerator")
         if not is_weight(node.input[1]):
-            return ("both operands are activations: the accelerator's matmul reads constant int8 weights laid out "
-                    "at compile time (and Gemmini cannot apply a zero point to its second operand)")
-        return (f"{node.op_type} is not in the quantized form the accelerator runs (dequantize -> {node.op_type} "
-                "-> [bias] -> [Relu/Clip] -> quantize): it is computed in float on the host")
-    return (f"no accelerator op for {node.op_type}: the accelerator runs quantized Conv / MatMul / Gemm, "
-            f"{node.op_type} is compiled for the host CPU")
+            return ("both operands are activations (attention's QK^T or AV): Tileplan's kernels take the second "
+                    "operand as int8 weights laid out at compile time; activation x activation products are not "
+                    "offloaded")
+        if not dequantized(node.input[1]):
+            return f"{op} with float weights (no DequantizeLinear): the accelerator multiplies int8 weights"
+        if len(node.input) > 2 and node.input[2] and not dequantized(node.input[2]) \
+                and node.input[2] not in inits:
+            return f"{op} whose bias is computed at run time: the kernel's bias is a constant"
+        if not consumers or not all(c.op_type in ("QuantizeLinear", "Relu", "Clip", "Add") for c in consumers):
+            used = sorted({c.op_type for c in consumers}) or ["a graph output"]
+            return (f"{op} whose float result feeds {', '.join(used)} before any QuantizeLinear: the accelerator "
+                    "stores int8 (or int32 accumulators for the host's requantisation), not float")
+        return (f"{op} not matched as dequantize -> {op} -> [bias] -> [Relu/Clip] -> quantize (its result goes "
+                "through more than one consumer or an op the pattern does not cover): computed in float on the host")
+    if op in ("ConvTranspose", "ConvTransposeInteger"):
+        return "transposed convolution: Tileplan lowers only direct convolutions to the accelerator"
+    if op in MOVES_DATA:
+        return (f"{op} moves or selects values without arithmetic: nothing for the multiply-accumulate array; "
+                "the host copies them")
+    if op in REDUCES:
+        return (f"{op} reduces or compares values without multiplying: the array only multiply-accumulates (its "
+                "mvout pooling applies to a conv the accelerator runs, which this input is not fused into)")
+    if op == "Add":
+        return ("elementwise Add of activations: no matrix product for the array; Tileplan has no kernel for "
+                "Gemmini's accumulator-based residual add, so the host computes it (float between dequantize and "
+                "quantize, as onnxruntime does)")
+    if op in ELEMENTWISE:
+        return (f"elementwise {op}: no matrix product for the array (Gemmini's activations are only ReLU and "
+                "clipping on a result it computes); the host computes it in float between dequantize and quantize")
+    if op in ROW_STATISTICS:
+        return (f"{op} needs per-row statistics, exponentials or division: not a multiply-accumulate; computed on "
+                "the host")
+    return (f"no accelerator op for {op}: the accelerator runs quantized Conv / MatMul / Gemm; {op} is compiled "
+            "for the host CPU")
 
 
 def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], onnx_nodes: dict[str, Any],
@@ -578,7 +759,8 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
     from tileplan.frontend import partition
 
     model = imported.model
-    shapes = _shapes(model)
+    index = _GraphIndex.of(model)
+    shapes = index.shapes
     by_main = {a.qop.name: a for a in accel.values()}
     fused_into = {n: a.qop.name for a in accel.values() for n in a.qop.nodes}
     ops: list[dict[str, Any]] = []
@@ -595,7 +777,8 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
             macs_acc += macs
             ops.append({
                 "name": node.name, "op": a.spec.tag, "onnx_op": node.op_type, "where": "accelerator",
-                "reason": partition.describe(a.qop, a.spec) + _packing(a.art.pack),
+                "reason": partition.describe(a.qop, a.spec) + _packing(a.art.pack)
+                + (f"; {a.library_tiling}" if a.library_tiling else ""),
                 "plan_key": a.plan.key if a.plan else None,
                 "kernel": a.art.name, "layer": a.spec.layer.model_dump(mode="json", exclude={"count"}),
                 "group_pack": a.art.pack if a.art.pack > 1 else None,
@@ -603,9 +786,11 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
                 "accumulator_bytes": a.art.local_rows[1] * a.art.target[0] * 4,
                 "macs": macs, "cycles_emulated": None, "dram_bytes_emulated": None,
                 "cycles_model": round(float(a.art.model_cycles), 1),
-                "baseline_cycles_model": (round(float(a.plan.baseline.metrics.cycles), 1)
-                                          if a.plan and a.plan.baseline else None),
-                "speedup": round(a.plan.speedup, 4) if a.plan and a.plan.speedup else None,
+                "baseline_cycles_model": (round(a.library_cycles, 1) if a.library_cycles is not None else None),
+                # what runs (the kernel's modelled cycles) against the library's tiling of the same op, unclamped
+                "speedup": (round(a.library_cycles / float(a.art.model_cycles), 4)
+                            if a.library_cycles is not None and a.art.model_cycles else None),
+                "library_tiling_kept": a.library_tiling or None,
                 "fused": [n for n in a.qop.nodes if n != node.name]})
         elif node.name in fused_into:
             ops.append({"name": node.name, "op": node.op_type.lower(), "onnx_op": node.op_type,
@@ -614,7 +799,7 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
                         "speedup": None})
         else:
             ops.append({"name": node.name, "op": node.op_type.lower(), "onnx_op": node.op_type, "where": "host",
-                        "reason": _host_reason(node, model, reasons), "plan_key": None, "macs": macs,
+                        "reason": _host_reason(node, index, reasons), "plan_key": None, "macs": macs,
                         "cycles_emulated": None, "cycles_model": None, "speedup": None})
     acc_ops = [o for o in ops if o["where"] == "accelerator" and o.get("kernel")]
     model_cycles = sum(o["cycles_model"] for o in acc_ops)
@@ -645,6 +830,45 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
         },
         "notes": notes,
     }
+
+
+def _add_groups(summary: dict[str, Any], model: Any, accel: dict[str, _Accel], hw: Any,
+                options: CompileOptions) -> None:
+    """The summary's fused-layer groups (`groups`, per op `fusion_group`, `total.fusion`); the program is the
+    per-layer one for every group not fused."""
+    from tileplan.fusion.planner import plan_groups
+
+    ops = [a for a in accel.values() if a.art is not None]
+    groups = (plan_groups(model, [a.qop for a in ops], [a.spec for a in ops],
+                          [float(a.art.model_cycles) for a in ops], hw)
+              if options.fusion == "auto" and ops else [])
+    summary["groups"] = [g.doc() for g in groups]
+    if options.fusion == "auto" and ops:
+        from tileplan.fusion.chains import blocked, members
+
+        summary["total"]["fusion_blocked"] = blocked(model, members(model, [a.qop for a in ops],
+                                                                    [a.spec for a in ops]))
+    member_of = {m: i for i, g in enumerate(groups) for m in g.members}
+    for o in summary["ops"]:
+        if o.get("kernel"):
+            o["fusion_group"] = member_of.get(o["name"])
+    summary["total"]["fusion"] = {
+        "mode": options.fusion, "groups": len(groups), "fused_groups": sum(g.fused for g in groups),
+        "intermediate_bytes": sum(g.cost.intermediate_bytes for g in groups),
+        "intermediate_bytes_fused": sum(g.cost.intermediate_bytes for g in groups if g.fused)}
+    if options.fusion == "auto" and groups and not any(g.fused for g in groups):
+        summary["notes"].append(
+            f"fusion: {len(groups)} candidate groups, none fused ({groups[0].reason}); the per-layer program runs")
+
+
+def _add_group_cycles(summary: dict[str, Any]) -> None:
+    """Each group's members' emulated cycles and DRAM bytes, summed (the per-layer program's)."""
+    by_name = {o["name"]: o for o in summary["ops"] if o.get("kernel")}
+    for g in summary.get("groups", []):
+        ms = [by_name[m] for m in g["members"] if m in by_name]
+        if ms and all(m.get("cycles_emulated") is not None for m in ms):
+            g["cycles_emulated_unfused"] = sum(m["cycles_emulated"] for m in ms)
+            g["dram_bytes_emulated_unfused"] = sum(m["dram_bytes_emulated"] for m in ms)
 
 
 def _packing(pack: int) -> str:
@@ -691,11 +915,21 @@ in the layouts the kernels read) are read-only data linked in from `weights.bin`
 - `make host`: `build/host/libtileplan_model.so` for this machine, the accelerator steps running on Tileplan's
   Gemmini emulator (`emulator/`); `tileplan run <this tar> --input in.npy --output out.npy` builds and runs it
   and prints every step's emulated cycles (`tileplan_emu_run` in `emulator/tp_emulate.c`).
-- `make riscv`: `build/riscv/*.o` with `riscv64-linux-gnu-gcc -c` against `gemmini.h` only; link them into your
-  Gemmini SoC program and call `tileplan_run`.
+- `make riscv`: `build/riscv/model.riscv`, a static RISC-V program (`riscv64-linux-gnu-gcc`) for Linux or the proxy
+  kernel: `spike --extension=gemmini pk build/riscv/model.riscv in.bin out.bin`. `main.c` reads `in.bin` (every
+  input's raw bytes, dense row-major in its dtype, little-endian, in the header's order, back to back:
+  {sum(t.nbytes for t in prog.inputs)} bytes), runs `tileplan_run`, writes `out.bin` the same way
+  ({sum(t.nbytes for t in prog.outputs)} bytes) and prints every step's cycles (`rdcycle`; `TILEPLAN_NO_RDCYCLE=1`
+  leaves them out). `build/riscv/*.o` are the objects without `main.c`, to link into a program of your own.
+  `GEMMINI_INCLUDE=DIR`: compile against Gemmini's own `gemmini.h` and your configuration's `gemmini_params.h` in
+  DIR (`gemmini-rocc-tests/include`) instead of the stand-ins here; the kernels refuse (`#error`) a configuration
+  that differs from {hw}'s or lacks a feature they use (kernels that store int32 accumulators need
+  `ACC_READ_FULL_WIDTH`).
+- `make host-main`: `build/host/model in.bin out.bin`, the same `main.c` on this machine over the emulator (it
+  prints the emulated cycles).
 
 ## Files
-- `model.c`: the glue, every step in graph order; `tp_ops.h`: prototypes.
+- `model.c`: the glue, every step in graph order; `tp_ops.h`: prototypes; `main.c`: the program around it.
 - `kernels/*.c`: one accelerator kernel per distinct op (Gemmini API calls, `gemmini.h`).
 - `host/*.c`: the host ops (TVM-legalized TIR printed as C; float math between dequantize and quantize).
 - `tileplan.json`: inputs, outputs, steps and the network summary.

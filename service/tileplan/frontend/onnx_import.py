@@ -10,6 +10,9 @@ Errors are InputErrors located at ("model", <node name>) or ("input_shapes", <in
 bytes that are not ONNX, a model the ONNX checker rejects, an operator neither Tileplan nor TVM's importer can
 run, a symbolic input dimension without an override, a tensor whose shape cannot be inferred.
 
+Subgraphs computed from `Shape` / `Size` (PyTorch exports compute reshape, slice and expand arguments so) are
+folded into constants for the fixed input shapes by onnxruntime's graph optimiser before anything else.
+
 A float model (no quantized operator) is refused, with how to quantize it, unless `quantize=True`: then
 onnxruntime's static quantizer makes it QDQ on the given calibration feeds (or seeded random ones) and the
 import's notes say so.
@@ -18,6 +21,7 @@ import's notes say so.
 from __future__ import annotations
 
 import re
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,6 +236,48 @@ def dedicate_dequantize(model: Any) -> int:
     return made
 
 
+# Operators whose outputs are functions of their inputs' shapes: with static input shapes every subgraph computed
+# from them is a constant (PyTorch's exports compute reshape targets, slice bounds and expand shapes this way)
+SHAPE_OPS = {"Shape", "Size"}
+# onnxruntime's basic-level rewrites that change the QDQ structure the accelerator patterns match (a Relu or
+# Clip absorbed into a QuantizeLinear, Q/DQ pairs moved across reshapes, a conv absorbing a neighbour): left off,
+# so folding only turns shape arithmetic into initializers.  (onnxruntime also gives every consumer of a shared
+# DequantizeLinear its own copy, as dedicate_dequantize does anyway.)
+FOLD_KEEPS_STRUCTURE = ["ReluQuantFusion", "ClipQuantFusion", "QDQPropagationTransformer", "DoubleQDQPairsRemover",
+                        "ConvAddFusion", "ConvMulFusion", "ConvBNFusion", "MatMulAddFusion", "GemmTransposeFusion",
+                        "GemmSumFusion", "FuseReluClip", "DivMulFusion", "NotWhereFusion", "ConstantSharing",
+                        "ReshapeFusion", "CastElimination", "ExpandElimination", "UnsqueezeElimination"]
+
+
+def fold_shapes(model: Any) -> tuple[Any, str | None]:
+    """Fold every subgraph computed from `Shape` / `Size` into constants for the model's (fixed) input shapes,
+    with onnxruntime's graph optimiser at its basic level (constant folding; the rewrites in
+    FOLD_KEEPS_STRUCTURE disabled).  Returns (model, note): the model unchanged and no note when it has no such
+    operator; unchanged with the optimiser's refusal as the note when onnxruntime cannot load it (the import's
+    own checks then name what is wrong)."""
+    shape_nodes = sum(n.op_type in SHAPE_OPS for n in model.graph.node)
+    if not shape_nodes:
+        return model, None
+    import onnx
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="tileplan-fold-") as tmp:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        so.optimized_model_filepath = f"{tmp}/folded.onnx"
+        so.log_severity_level = 3
+        try:
+            ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"],
+                                 disabled_optimizers=FOLD_KEEPS_STRUCTURE)
+            folded = onnx.load(so.optimized_model_filepath)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's errors (Fail, InvalidGraph, NotImplemented, ...)
+            return model, f"shape subgraphs not folded: onnxruntime cannot load the model ({_first_line(exc)})"
+    left = sum(n.op_type in SHAPE_OPS for n in folded.graph.node)
+    name_nodes(folded)
+    return folded, (f"{shape_nodes - left} of {shape_nodes} Shape/Size operators and the subgraphs computed from "
+                    "them folded into constants for the input shapes (onnxruntime's basic graph optimisation)")
+
+
 def is_float_model(model: Any) -> bool:
     ops = {n.op_type for n in model.graph.node}
     return not (ops & QUANT_OPS) and bool(ops & MAC_OPS)
@@ -249,15 +295,28 @@ def quantize_static_qdq(model: Any, calibration: list[dict[str, np.ndarray]] | N
     return onnx.load_model_from_string(quantize(model, "qdq", feeds))
 
 
+def precheck(data: bytes, input_shapes: dict[str, list[int]] | None = None, quantize: bool = False) -> None:
+    """The checks that need neither onnxruntime's optimiser nor TVM (bytes, ONNX checker, input shapes, a float
+    model without `quantize`): a door calls this first, so a bad model is refused in well under a second instead
+    of after TVM's import (1.5 s) and the plan store's opening."""
+    model = decode(data)
+    apply_input_shapes(model, input_shapes)
+    if not quantize and is_float_model(model):
+        raise InputError(("model",), FLOAT_MODEL_HELP)
+
+
 def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, quantize: bool = False,
                calibration: list[dict[str, np.ndarray]] | None = None, calibration_samples: int = 8,
                seed: int = 0) -> ImportedModel:
-    """Decode, fix input shapes, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
+    """Decode, fix input shapes, fold shape arithmetic, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
     from tileplan.frontend.qoperator import to_qdq
 
     model = decode(data)
     apply_input_shapes(model, input_shapes)
     notes: list[str] = []
+    model, folded = fold_shapes(model)
+    if folded:
+        notes.append(folded)
     rewritten = to_qdq(model)
     if rewritten:
         notes.append(f"QOperator nodes rewritten as QDQ: {rewritten}")

@@ -101,7 +101,7 @@ def build_patterns() -> tuple[Any, Any]:
         x, w, b = wildcard(), is_const(), is_const()
         dqx, dqw, dqb = dq(x), dq(w), dq(b)
         if kind == "conv":
-            core = is_op("relax.nn.conv2d")(dqx, dqw)
+            core = is_op("relax.nn.conv2d")(dqx, dqw) | is_op("relax.nn.conv1d")(dqx, dqw)
             bias = is_op("relax.reshape")(dqb, wildcard())
         else:
             perm = is_op("relax.permute_dims")(dqw)
@@ -165,7 +165,28 @@ def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[
         qop.dilation = tuple(int(v) for v in at.dilation)  # type: ignore[assignment]
         qop.groups = int(at.groups)
         qop.layouts = (str(at.data_layout), str(at.kernel_layout), str(at.out_layout or at.data_layout))
+        if op.op.name == "relax.nn.conv1d":
+            _as_2d(qop)
     return qop
+
+
+def _as_2d(qop: QuantOp) -> None:
+    """A 1-D convolution (NCW / OIW) as the 2-D one with H = 1 it is: same memory order of input, weights and
+    output (NCW = NC1W), a 1 x k kernel, no padding, stride or dilation along H."""
+    layouts_1d = {"NCW": "NCHW", "OIW": "OIHW"}
+    if len(qop.x_shape) != 3 or len(qop.y_shape) != 3 or qop.w.ndim != 3:
+        return  # left as it is: offload_reason says why
+    if any(layout not in layouts_1d for layout in qop.layouts):
+        return
+    n, c, w = qop.x_shape
+    qop.x_shape = (n, c, 1, w)
+    qop.y_shape = (qop.y_shape[0], qop.y_shape[1], 1, qop.y_shape[2])
+    qop.w = qop.w.reshape(qop.w.shape[0], qop.w.shape[1], 1, qop.w.shape[2])
+    stride, dil = int(qop.strides[0]), int(qop.dilation[0])  # 1-D attributes: one stride, two pads
+    left, right = int(qop.padding[0]), int(qop.padding[-1])
+    qop.strides, qop.dilation, qop.padding = (1, stride), (1, dil), (0, left, 0, right)
+    qop.layouts = (layouts_1d[qop.layouts[0]], layouts_1d[qop.layouts[1]], layouts_1d[qop.layouts[2]])
+    qop.notes.append("1-D convolution run as a 2-D one with H = 1")
 
 
 def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[QuantOp], bool]) -> tuple[Any, dict[str, QuantOp]]:

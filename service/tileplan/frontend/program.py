@@ -272,6 +272,36 @@ def c_ident(name: str, prefix: str = "") -> str:
     return prefix + s
 
 
+def c_string(text: str) -> str:
+    """A C string literal of `text` (UTF-8; anything but printable ASCII, quotes, backslashes and `?`, which could
+    start a trigraph, as octal escapes)."""
+    out = []
+    for b in text.encode():
+        ch = chr(b)
+        out.append(ch if 32 <= b < 127 and ch not in '"\\?' else f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def _file_layout(prog: Program) -> dict[str, Any]:
+    """Where main.c finds each input / output in the raw files it reads and writes (the tensors back to back, in
+    order): byte offsets, totals, the C pointer each tensor is passed as, and which tensors sit at an offset that
+    is not 64-byte aligned (main.c stages those in aligned buffers of their own)."""
+    doc: dict[str, Any] = {}
+    for side, tensors in (("in", prog.inputs), ("out", prog.outputs)):
+        offsets, off = [], 0
+        for t in tensors:
+            offsets.append(off)
+            off += t.nbytes
+        misaligned = {i for i, o in enumerate(offsets) if o % 64}
+        doc[f"{side}_offsets"] = offsets
+        doc[f"{side}_total"] = off
+        doc[f"{side}_elems"] = [max(1, int(np.prod(t.shape, dtype=np.int64))) for t in tensors]
+        doc[f"{side}_misaligned"] = misaligned
+        doc[f"{side}_ptrs"] = [f"(void *)tp_{side}{i}" if i in misaligned else f"(void *)(tp_{side}_file + {o})"
+                               for i, o in enumerate(offsets)]
+    return doc
+
+
 def pack(files: dict[str, bytes], root: str = "tileplan_model") -> bytes:
     """A tar of `files` under `root/` (deterministic: sorted, mtime 0)."""
     buf = io.BytesIO()
@@ -308,8 +338,11 @@ def render(prog: Program, *, model_name: str, hardware: str, dim: int, timings: 
                timings=[", ".join(repr(float(v)) for v in asdict(t).values()) for t in timings],
                emu_dims=", ".join(f"{d}u" for d in emu_dims), kernel_files=sorted(kernels),
                host_files=sorted(host_sources), shape=lambda t: "x".join(map(str, t.shape)) or "scalar")
+    env.filters["c_string"] = c_string
+    ctx.update(_file_layout(prog))
     files: dict[str, str] = {
         "model.c": env.get_template("model.c.j2").render(**ctx),
+        "main.c": env.get_template("main.c.j2").render(**ctx),
         "tileplan_model.h": env.get_template("tileplan_model.h.j2").render(**ctx),
         "tp_ops.h": env.get_template("tp_ops.h.j2").render(**ctx),
         "weights.S": env.get_template("weights.S.j2").render(**ctx),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -18,14 +18,17 @@ from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
+from tileplan.strict import StrictModel
 
 # Every mapper searches for the plan that runs best as Tileplan's generated code (on hardware with a software
 # library, where it matters: tileplan.cost.gemmini, executors); the hand-written baseline runs as the library.
 TILEPLAN = "tileplan"
 
 
-class Objective(BaseModel):
+class Objective(StrictModel):
     """Weights of the multi-objective (normalised to sum to 1 when used)."""
+
+    unknown_what: ClassVar[str] = "objective"
 
     latency: float = Field(default=0.6, ge=0)
     energy: float = Field(default=0.3, ge=0)

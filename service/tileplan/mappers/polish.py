@@ -58,6 +58,35 @@ def neighbours(mapping: Mapping) -> list[Mapping]:
     return out
 
 
+def unrollings(mapping: Mapping) -> list[Mapping]:
+    """Single prime factors moved into a fan-out with room left: from a temporal loop at one level to the spatial loop
+    of that dimension at another (or the same) level, or from one level's spatial loop to another's. The MIP's proxy
+    can leave a fan-out idle where the cost model would fill it (a buffer feeding two MACs on a 3x3 conv: 126 cycles
+    where timeloop-mapper's P2 across them gave 76). Only moves into a fan-out are made, and illegal ones (fan-out,
+    mesh, spatial dimensions) are dropped by the checker before any is costed, so a plan whose fan-outs are full
+    costs nothing here."""
+    out = []
+    levels = mapping.levels
+    n = len(levels)
+    for i, src in enumerate(levels):
+        for kind in ("temporal", "spatial"):
+            for d, f in getattr(src, kind):
+                for p in sorted(set(prime_factors(f))):
+                    for j in range(n):
+                        if j == i and kind == "spatial":
+                            continue
+                        new = list(levels)
+                        taken = {"temporal": list(src.temporal), "spatial": list(src.spatial)}
+                        taken[kind] = _with_factor(taken[kind], d, 1, p)
+                        new[i] = LevelMapping(name=src.name, temporal=taken["temporal"],
+                                              spatial=taken["spatial"])
+                        dst = new[j]
+                        new[j] = LevelMapping(name=dst.name, temporal=dst.temporal,
+                                              spatial=_with_factor(dst.spatial, d, p, 1))
+                        out.append(mapping.model_copy(update={"levels": new}))
+    return out
+
+
 def regroupings(mapping: Mapping) -> list[Mapping]:
     """Moves no single factor move improves on its own: a level's loops reordered so one tensor stays put (those
     that leave it alone innermost), and all of a level's loops over one tensor's dimensions lifted to a level
@@ -118,6 +147,7 @@ def polish(
     best_score, best_cycles, best_energy = score_mapping(problem, arch, mapping, metrics, objective), metrics.cycles, metrics.energy_pj
     spent = 0
     improved = True
+    latency_only = objective.normalised()[1:] == (0.0, 0.0)
 
     def in_time() -> bool:
         return spent < budget and (deadline is None or time.perf_counter() < deadline)
@@ -173,4 +203,16 @@ def polish(
                 best_score, best_cycles, best_energy, best = step_best
                 improved = True
                 break
+        # Last, a factor into an idle fan-out, under a latency-only objective (where the score is the cycle count, so
+        # the plan can only get faster). Where energy weighs, the moves after one trade the cycles it saved back for
+        # energy: Simba's ResNet-50 plans under the default weights summed 3.03 M cycles against 2.92 M without it.
+        if not improved and latency_only and in_time():
+            step_best = None
+            for cand, m in evaluated(unrollings(best)):
+                s = score_mapping(problem, arch, cand, m, objective)
+                if m.cycles < best_cycles and s < best_score - 1e-9 and (step_best is None or s < step_best[0]):
+                    step_best = (s, m.cycles, m.energy_pj, cand)
+            if step_best is not None:
+                best_score, best_cycles, best_energy, best = step_best
+                improved = True
     return best, best_score, spent

@@ -31,6 +31,7 @@ from tileplan.cost.gemmini import (
 from tileplan.cost.model import evaluate_mapping
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS, TENSORS
+from tileplan.emittable import MemoryRows, emittable, emittable_memory, fits_halves
 from tileplan.execution import library_levels
 from tileplan.hardware import Architecture
 from tileplan.mappers.base import TILEPLAN, Objective
@@ -216,8 +217,13 @@ class _Tilings:
 def _may_fit(problem: Problem, shape: GemminiShape, tiles: dict[str, int], db: abc.Mapping[str, abc.Sequence[str]]) -> bool:
     """False when a call with these tiles certainly overflows the scratchpad or the accumulator: the checker's own
     capacity rules on the tile below DRAM (which `mapping_for_tiles` makes exactly `tiles`), so dropping such a
-    candidate before ranking changes nothing but the time spent on it (`check_arch` would reject it)."""
+    candidate before ranking changes nothing but the time spent on it (`check_arch` would reject it); and False when
+    the code generator would not emit the tile as it is (`tileplan.emittable`: the plan scored is the code that
+    runs)."""
     arch = shape.arch
+    memory = emittable_memory(arch)
+    if memory is not None and not fits_halves(problem, tiles, memory):
+        return False
     spad_db = frozenset(db.get(arch.levels[shape.spad].name, []))
     if level_violations(problem, arch, shape.spad, tiles, spad_db):
         return False
@@ -249,8 +255,12 @@ class _Fits:
         self.out_bytes = arch.element_bytes("O", acc)
         self.out_copies = 2 if "O" in acc_db else 1
         self.room = (acc.capacity or 0) * acc.instances
+        self.emit: MemoryRows | None = emittable_memory(arch)
 
     def __call__(self, tiles: dict[str, int]) -> bool:
+        # the code generator emits the tile as it is (tileplan.emittable): the plan scored is the code that runs
+        if self.emit is not None and not fits_halves(self.problem, tiles, self.emit):
+            return False
         if not self.exact:
             return _may_fit(self.problem, self.shape, tiles, self.db)
         for d, limit in self.max_tile:
@@ -316,10 +326,15 @@ def refine(
     scored = [
         (score_mapping(problem, arch, m, evaluate_mapping(problem, arch, m, TILEPLAN), objective), i, m) for i, m in enumerate(starts)
     ]
-    best_score, _, best = min(scored)
     shape = gemmini_shape(arch)
     if shape is None:
+        best_score, _, best = min(scored)
         return best, best_score, 0
+    # A start the code generator would shrink (tileplan.emittable) is searched from but handed out only when no
+    # emittable tiling is found: the plan scored should be the code that runs.
+    start_ok = [emittable(problem, arch, m) for m in starts]
+    best_score, i_best, best = min(scored, key=lambda t: (not start_ok[t[1]], t[0], t[1]))
+    best_rank = best_score if start_ok[i_best] else float("inf")  # what a candidate must beat
     params = CostParams.for_descriptor(arch.hardware)
     width = {"C": shape.dim, "K": shape.dim}
     options = {d: tile_options(problem.dims[d], width.get(d)) for d in DIMS if problem.dims[d] > 1}
@@ -333,11 +348,12 @@ def refine(
         if s is not None:
             m = known.mapping(key)
             scored.append((s, len(scored), m))
-            if s < best_score:
-                best_score, best = s, m
+            if s < best_rank:
+                best_score, best_rank, best = s, s, m
             break
-    for start_score, _, start in sorted(scored, key=lambda t: (t[0], t[1])):
+    for start_score, i_start, start in sorted(scored, key=lambda t: (t[0], t[1])):
         cur, cur_score, tiles = start, start_score, call_tiles(start, shape.dram)
+        cur_ok = i_start >= len(starts) or start_ok[i_start]
         for _ in range(rounds):
             if deadline is not None and time.perf_counter() > deadline:
                 break
@@ -357,10 +373,10 @@ def refine(
                     step = (s, key)
             if step is None:
                 break
-            cur_score, cur = step[0], known.mapping(step[1])
+            cur_score, cur, cur_ok = step[0], known.mapping(step[1]), True
             tiles = call_tiles(cur, shape.dram)
-        if cur_score < best_score - 1e-12:
-            best_score, best = cur_score, cur
+        if cur_ok and cur_score < best_rank - 1e-12:
+            best_score, best_rank, best = cur_score, cur_score, cur
     # candidates are built unvalidated (`_Tilings`); the one handed out is validated like any other mapping
     return Mapping.model_validate(best.model_dump()), best_score, ranked
 

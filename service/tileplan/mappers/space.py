@@ -97,7 +97,7 @@ class MappingSpace:
         for d in self.dims:
             s = [Slot(i, False) for i in range(self.n)]
             for i, lv in enumerate(arch.levels):
-                if lv.fanout > 1 and not lv.is_backing_store and d in lv.spatial_dims:
+                if lv.fanout > 1 and d in lv.spatial_dims:  # the backing store too, where it feeds several instances
                     s.append(Slot(i, True))
             self.slots[d] = s
         self.db_levels = [i for i, lv in enumerate(arch.levels) if lv.buffer_count == 2 and not lv.is_backing_store]

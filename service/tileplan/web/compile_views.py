@@ -101,4 +101,5 @@ async def compile_view(request: Request, compile_id: str) -> HTMLResponse:
     return render(request, "compile.html", title=f"{c.model_name} on {c.hardware}", c=c, total=summary.get("total", {}),
                   accel=accel, host=host, host_reasons=sorted(reasons.items(), key=lambda kv: -len(kv[1])),
                   fused=len(fused), charts=group, notes=summary.get("notes", []), library=LIBRARY,
+                  groups=summary.get("groups", []),
                   seconds=(c.finished_at - c.created_at).total_seconds() if c.finished_at else None)

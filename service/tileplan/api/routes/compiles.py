@@ -201,7 +201,8 @@ async def get_compile(request: Request, compile_id: str) -> Response:
     response_class=Response,
     responses={200: {"content": {"application/x-tar": {}}, "description": (
         "The program as one tar: kernels/*.c (one per distinct accelerator op, against gemmini.h), host/*.c, "
-        "model.c (the glue), tileplan_model.h (`tileplan_run`), weights.bin/.S, Makefile (`host`, `riscv`), "
+        "model.c (the glue), main.c (the program: input file -> tileplan_run -> output file, per-step cycles), "
+        "tileplan_model.h (`tileplan_run`), weights.bin/.S, Makefile (`host`, `host-main`, `riscv`), "
         "the emulator, tileplan.json and README.md. Run it with `tileplan run <tar> --input in.npy`.")},
         404: {"model": ErrorBody}, 409: {"model": ErrorBody, "description": "Not done (yet), or failed"}, **ERRORS},
 )

@@ -65,6 +65,10 @@ class TimingParams:
     call_floor_cycles: float = 274.2749  # tiled_conv's issue time (a matmul's is CostParams.call_floor_matmul)
     run_cycles: float = 780.4348
     compute_floor_cycles: float = 0.4253 * 16  # CostParams.compute_floor_dims x DIM
+    # the cost model's per-call timing, which the reported cycles follow (gemmini_emu.c, "Reported cycles")
+    dram_request_cycles: float = 0.9863  # CostParams.dram_request_cycles
+    l2_bytes: float = 512 * 1024  # CostParams.l2_bytes
+    calls_overlap: float = 1.0  # 1: two calls in flight (the code double buffers), 0: one at a time
 
     @classmethod
     def for_dim(cls, dim: int, **overrides: float) -> TimingParams:
@@ -91,7 +95,11 @@ _N_OPS = len(isa.OPCODES)
 class _CStats(ctypes.Structure):
     _fields_ = [("cycles", ctypes.c_double), ("instructions", ctypes.c_uint64),
                 ("counts", ctypes.c_uint64 * _N_OPS), ("dram_bytes_in", ctypes.c_uint64),
-                ("dram_bytes_out", ctypes.c_uint64), ("macs", ctypes.c_uint64), ("busy", ctypes.c_double * 3)]
+                ("dram_bytes_out", ctypes.c_uint64), ("macs", ctypes.c_uint64), ("busy", ctypes.c_double * 3),
+                ("timeline_cycles", ctypes.c_double), ("calls", ctypes.c_uint64), ("features", ctypes.c_double * 8)]
+
+# emu_stats_t.features, in order: the cost model's call features (tileplan.cost.gemmini.FEATURE_COLUMNS) summed
+CALL_FEATURES = ("ld_req", "ld_bytes", "st_req", "st_bytes", "ex_rows", "ex_ops", "preloads", "dram_req")
 
 
 class _CInst(ctypes.Structure):
@@ -111,6 +119,11 @@ class RunResult:
     dram_bytes_out: int
     macs: int
     busy: dict[str, float] = field(default_factory=dict)
+    # `cycles` is the calibrated cost model's per-call timing of the instructions the run issued (the one Gemmini
+    # timing); the instruction-level timeline (units, hazards, contention) ends at `timeline_cycles`
+    timeline_cycles: int = 0
+    calls: int = 0  # library calls (config_ex) the run opened
+    features: dict[str, float] = field(default_factory=dict)  # CALL_FEATURES summed over the calls
 
     def utilization(self, dim: int) -> float:
         """Fraction of the array's peak (dim*dim MACs per cycle) actually used."""
@@ -267,7 +280,9 @@ class Emulator:
             buffers=bufs, cycles=int(st.cycles), instructions=int(st.instructions),
             counts={name: int(st.counts[i]) for i, name in enumerate(isa.OPCODES) if st.counts[i]},
             dram_bytes_in=int(st.dram_bytes_in), dram_bytes_out=int(st.dram_bytes_out), macs=int(st.macs),
-            busy={"load": st.busy[0], "execute": st.busy[1], "store": st.busy[2]})
+            busy={"load": st.busy[0], "execute": st.busy[1], "store": st.busy[2]},
+            timeline_cycles=int(st.timeline_cycles), calls=int(st.calls),
+            features={name: float(st.features[i]) for i, name in enumerate(CALL_FEATURES)})
 
     @staticmethod
     def _encode(program: Sequence[isa.Instruction], bufs: Mapping[str, np.ndarray]) -> ctypes.Array:

@@ -53,6 +53,16 @@
  *   Contention: while the DMA and the array are both busy they slow each other down: an operation that
  *   overlaps the other resource's busy time by `ov` cycles takes overlap_loss * ov longer, and the other
  *   resource's next operation is pushed back by the same amount (processor sharing of the local memories).
+ *   That timeline is reported as emu_stats_t.timeline_cycles.
+ *
+ * Reported cycles: the calibrated cost model's per-call timing over the instructions issued (one Gemmini
+ * timing for the emulator and the model, tileplan.cost.gemmini._cycle_terms / _totals).  Every config_ex opens a
+ * call; per call the emulator counts what the model's call features count: DMA requests and bytes of its loads and
+ * stores (a request on a strided row of a buffer larger than l2_bytes also waits dram_request_cycles), rows
+ * streamed by its computes (at least compute_floor_cycles each), compute instructions, weight preloads.  A call
+ * lasts max(its DMA, its execute) + overlap_loss x the shorter when calls_overlap (else their sum), at least
+ * call_floor_cycles, plus call_cycles; a run adds, once, the part of one average call the overlap hides and
+ * run_cycles.
  */
 #define _GNU_SOURCE
 #include "gemmini.h" /* the k_* codes, CONFIG_* selectors and constants the instructions carry */
@@ -184,6 +194,20 @@ typedef struct emu {
   /* timing state */
   double t_dispatch, unit_free[3], dram_free, max_complete;
   double last_call; /* dispatch time of the last config_ex (-1: none yet) */
+  /* the cost model's per-call features of the open call, and the closed calls' sums (see "Reported cycles") */
+  double cf_ld_req, cf_ld_bytes, cf_st_req, cf_st_bytes, cf_ex_rows, cf_ops, cf_pre, cf_dram_req;
+  int cf_any;
+  /* strided transfers: per (buffer, row stride) group, the span of DRAM it touched over the run; per call, each
+   * group's requests and the byte columns of its rows the call covered (see count_transfer) */
+  struct sgroup { int region; uint64_t stride; uintptr_t lo, hi; } *sg;
+  int sg_n, sg_cap;
+  struct cgroup { int group; double req; int n_iv; uint64_t iv[2 * 16]; } cg[16];
+  int cg_n;
+  /* closed calls: features (8 doubles, dram_req = 0) and their strided contributions (group, requests) */
+  double *calls_f;
+  size_t calls_n, calls_cap;
+  struct contrib { uint32_t call; int group; double req; } *ct;
+  size_t ct_n, ct_cap;
   int cur_unit;
   double preload_done; /* when the last preload left the execute unit */
   /* busy intervals of the two contended resources (0: DMA channel, 1: array), in time order */
@@ -314,6 +338,182 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double by
   double per_row = ceil((double)row_bytes / req);
   if (per_row < 1) per_row = 1;
   return rows * per_row * e->t.dma_request_cycles + bytes_moved / e->t.dram_bytes_per_cycle;
+}
+
+/* The cost model's per-call timing (tileplan.cost.gemmini._cycle_terms) of one call's features f (CALL_FEATURES
+ * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req). */
+static void call_terms(const emu_t *e, const double *f, double *dma, double *ex, double *total) {
+  const emu_timing_t *t = &e->t;
+  double d = (f[0] + f[2]) * t->dma_request_cycles + (f[1] + f[3]) / t->dram_bytes_per_cycle +
+             f[7] * t->dram_request_cycles;
+  double x = f[4] + f[5] * t->compute_op_cycles + f[6] * t->preload_cycles;
+  double lo = d < x ? d : x, hi = d < x ? x : d;
+  double work = t->calls_overlap > 0 ? hi + t->overlap_loss * lo : d + x;
+  if (work < t->call_floor_cycles) work = t->call_floor_cycles;
+  *dma = d;
+  *ex = x;
+  *total = work + t->call_cycles;
+}
+
+/* Whether a group's rows lie in a tensor the L2 cannot hold: the DRAM span its transfers touched over the run. */
+static int group_beyond_l2(const emu_t *e, int g) { return (double)(e->sg[g].hi - e->sg[g].lo) > e->t.l2_bytes; }
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Did the call's transfers of this group cover every byte column of its rows (a whole row moved in pieces, not a
+ * strided channel tile)?  Intervals [lo, hi) within [0, stride), sorted by start. */
+static int group_covered(struct cgroup *c, uint64_t stride) {
+  if (c->n_iv < 0) return 0; /* (too many pieces to tell: strided) */
+  qsort(c->iv, c->n_iv, 2 * sizeof(uint64_t), cmp_u64);
+  uint64_t reach = 0;
+  for (int i = 0; i < c->n_iv; i++) {
+    if (c->iv[2 * i] > reach) return 0;
+    if (c->iv[2 * i + 1] > reach) reach = c->iv[2 * i + 1];
+  }
+  return reach >= stride;
+}
+
+static void *grow(void *p, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return p;
+  size_t c = *cap ? 2 * *cap : 256;
+  while (c < need) c *= 2;
+  void *q = realloc(p, c * size);
+  if (!q) return NULL;
+  *cap = c;
+  return q;
+}
+
+static void close_call(emu_t *e) {
+  if (!e->cf_any) return;
+  double f[8] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
+                 e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0};
+  double *nf = grow(e->calls_f, &e->calls_cap, e->calls_n + 1, 8 * sizeof(double));
+  if (nf) {
+    e->calls_f = nf;
+    memcpy(e->calls_f + 8 * e->calls_n, f, sizeof f);
+    for (int i = 0; i < e->cg_n; i++) {
+      struct cgroup *c = &e->cg[i];
+      if (group_covered(c, e->sg[c->group].stride)) continue;
+      struct contrib *nc = grow(e->ct, &e->ct_cap, e->ct_n + 1, sizeof *e->ct);
+      if (!nc) break;
+      e->ct = nc;
+      e->ct[e->ct_n++] = (struct contrib){(uint32_t)e->calls_n, c->group, c->req};
+    }
+    e->calls_n++;
+  }
+  e->cf_ld_req = e->cf_ld_bytes = e->cf_st_req = e->cf_st_bytes = 0;
+  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = 0;
+  e->cf_any = 0;
+  e->cg_n = 0;
+}
+
+/* Cycles of the calls so far (the open one counted as closed) as the cost model times them, without run_cycles;
+ * with `features`, their summed features too. */
+static double model_cycles(const emu_t *e, double *features) {
+  double total = 0, dma = 0, ex = 0;
+  size_t j = 0, n = e->calls_n + (e->cf_any ? 1 : 0);
+  if (features) memset(features, 0, 8 * sizeof(double));
+  for (size_t i = 0; i < n; i++) {
+    double f[8];
+    if (i < e->calls_n) {
+      memcpy(f, e->calls_f + 8 * i, sizeof f);
+      for (; j < e->ct_n && e->ct[j].call == i; j++)
+        if (group_beyond_l2(e, e->ct[j].group)) f[7] += e->ct[j].req;
+    } else { /* the open call, as it stands */
+      double g[8] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
+                     e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0};
+      memcpy(f, g, sizeof f);
+      for (int k = 0; k < e->cg_n; k++) {
+        struct cgroup c = e->cg[k];
+        if (!group_covered(&c, e->sg[c.group].stride) && group_beyond_l2(e, c.group)) f[7] += c.req;
+      }
+    }
+    double d, x, c;
+    call_terms(e, f, &d, &x, &c);
+    total += c;
+    dma += d;
+    ex += x;
+    if (features)
+      for (int k = 0; k < 8; k++) features[k] += f[k];
+  }
+  if (n == 0) return 0.0;
+  double md = dma / n, mx = ex / n;
+  double fill = e->t.calls_overlap > 0 ? (1.0 - e->t.overlap_loss) * (md < mx ? md : mx) : 0.0;
+  return total + fill;
+}
+
+/* The registered buffer holding DRAM address p (-1: none). */
+static int region_of(const emu_t *e, uintptr_t p) {
+  for (int i = 0; i < e->n_regions; i++)
+    if (p >= e->regions[i].base && p < e->regions[i].base + e->regions[i].size) return i;
+  return -1;
+}
+
+/* A transfer's requests (as dram_cycles counts them) and bytes into the open call's features.  Rows narrower than
+ * their stride join their (buffer, stride) group: a call whose pieces of such rows leave columns uncovered moves a
+ * strided tile, whose requests wait on DRAM when the group's span exceeds the L2 (tileplan.cost.gemmini._beyond_l2:
+ * a channel tile narrower than the tensor's rows, in a tensor larger than the L2). */
+static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint64_t row_bytes, uint64_t stride,
+                           double moved) {
+  double per_row = ceil((double)row_bytes / e->t.dma_request_bytes);
+  if (per_row < 1) per_row = 1;
+  double req = rows * per_row;
+  if (store) {
+    e->cf_st_req += req;
+    e->cf_st_bytes += moved;
+  } else {
+    e->cf_ld_req += req;
+    e->cf_ld_bytes += moved;
+  }
+  e->cf_any = 1;
+  if (!p || rows < 2 || stride <= row_bytes) return;
+  int region = region_of(e, p);
+  int g;
+  for (g = 0; g < e->sg_n; g++)
+    if (e->sg[g].region == region && e->sg[g].stride == stride) break;
+  uintptr_t hi = p + (uintptr_t)(rows - 1) * stride + row_bytes;
+  if (g == e->sg_n) {
+    size_t cap = (size_t)e->sg_cap;
+    struct sgroup *n = grow(e->sg, &cap, (size_t)e->sg_n + 1, sizeof *e->sg);
+    if (!n) return;
+    e->sg = n;
+    e->sg_cap = (int)cap;
+    e->sg[e->sg_n++] = (struct sgroup){region, stride, p, hi};
+  } else {
+    if (p < e->sg[g].lo) e->sg[g].lo = p;
+    if (hi > e->sg[g].hi) e->sg[g].hi = hi;
+  }
+  int i;
+  for (i = 0; i < e->cg_n; i++)
+    if (e->cg[i].group == g) break;
+  if (i == e->cg_n) {
+    if (e->cg_n == 16) return; /* (a call of more than 16 strided groups: the rest are not counted) */
+    e->cg[e->cg_n++] = (struct cgroup){.group = g, .req = 0, .n_iv = 0};
+  }
+  struct cgroup *c = &e->cg[i];
+  c->req += req;
+  if (c->n_iv >= 0) {
+    uint64_t off = (uint64_t)(p - (e->sg[g].region >= 0 ? e->regions[e->sg[g].region].base : 0)) % stride;
+    uint64_t pieces[4] = {off, off + row_bytes, 0, 0};
+    int np = 1;
+    if (off + row_bytes > stride) { /* (wraps into the next row: to the end, and from the start) */
+      pieces[1] = stride;
+      pieces[3] = off + row_bytes - stride;
+      np = 2;
+    }
+    for (int k = 0; k < np && c->n_iv >= 0; k++) {
+      if (c->n_iv == 16) {
+        c->n_iv = -1;
+      } else {
+        c->iv[2 * c->n_iv] = pieces[2 * k];
+        c->iv[2 * c->n_iv + 1] = pieces[2 * k + 1];
+        c->n_iv++;
+      }
+    }
+  }
 }
 
 /* Busy intervals of the two contended resources (0: DMA channel, 1: array): sorted, disjoint; iv_w = 1 for
@@ -883,6 +1083,8 @@ static void op_config_ex(emu_t *e, int dataflow, int sys_act, int sys_shift, uin
   e->b_tr = B_transpose;
   /* opens a call: the host issues calls no faster than one per call_floor_cycles (it sets each up while the
    * previous one runs); the execute unit and, in order with the loads, the DMA channel each pay call_cycles */
+  close_call(e);
+  e->cf_any = 1; /* a call, even one that moves nothing, lasts its floor */
   double c = e->t.call_cycles;
   double t = dispatch_unit(e, U_EXEC);
   if (e->last_call >= 0 && e->last_call + e->t.call_floor_cycles > t) {
@@ -961,6 +1163,7 @@ static void op_mvin(emu_t *e, int ch, int op, const void *dram_addr, uint32_t ad
   }
   double moved = zero ? 0.0 : (cfg->stride == 0 ? (double)row_bytes : (double)rows * row_bytes);
   double dur = dram_cycles(e, rows, row_bytes, moved);
+  count_transfer(e, 0, p, rows, row_bytes, cfg->stride, moved);
   double start = dma_op(e, t, &dur, 1.0);
   e->unit_free[U_LOAD] = start + dur;
   e->st.busy[U_LOAD] += dur;
@@ -1019,6 +1222,7 @@ static void op_mvout(emu_t *e, void *dram_addr, uint32_t addr, uint32_t cols, ui
   if (e->unit_free[U_STORE] > t) t = e->unit_free[U_STORE];
   t = wait_read(e, U_STORE, addr, rows, 1, t);
   double dur = dram_cycles(e, rows, row_bytes, (double)rows * row_bytes);
+  count_transfer(e, 1, p, rows, row_bytes, e->st_stride, (double)rows * row_bytes);
   double start = dma_op(e, t, &dur, 1.0);
   e->unit_free[U_STORE] = start + dur;
   e->st.busy[U_STORE] += dur;
@@ -1067,6 +1271,10 @@ static void op_preload(emu_t *e, uint32_t BD, uint32_t C, uint32_t BD_cols, uint
   if (e->unit_free[U_EXEC] > t) t = e->unit_free[U_EXEC];
   t = wait_read(e, U_EXEC, BD, BD_rows, 1, t);
   double cost = is_garbage(BD) ? 0.0 : e->t.preload_cycles;
+  if (!is_garbage(BD)) {
+    e->cf_pre += 1;
+    e->cf_any = 1;
+  }
   cost = exec_op(e, t, cost);
   double done = t + cost;
   e->unit_free[U_EXEC] = done;
@@ -1109,6 +1317,9 @@ static void op_compute(emu_t *e, int op, uint32_t A, uint32_t BD, uint32_t A_col
   if (!is_garbage(C)) t = wait_write(e, U_EXEC, C, e->c_rows, t);
   double rows_time = e->t.compute_row_cycles * a_rows_read;
   if (rows_time < e->t.compute_floor_cycles) rows_time = e->t.compute_floor_cycles;
+  e->cf_ex_rows += rows_time;
+  e->cf_ops += 1;
+  e->cf_any = 1;
   double dur = exec_op(e, t, e->t.compute_op_cycles + rows_time);
   double end = t + dur;
   double done = end + e->t.compute_latency;
@@ -1278,10 +1489,9 @@ void emu_fence(void) {
   op_fence(e);
 }
 
-static double now(const emu_t *e) { return e->max_complete > e->t_dispatch ? e->max_complete : e->t_dispatch; }
 
-double emu_current_cycles(void) { return g_cur ? now(g_cur) : -1.0; }
-double emu_cycles_now(const emu_t *e) { return now(e); }
+double emu_current_cycles(void) { return g_cur ? model_cycles(g_cur, NULL) : -1.0; }
+double emu_cycles_now(const emu_t *e) { return model_cycles(e, NULL); }
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Lifecycle and runners                                                                            */
@@ -1344,6 +1554,7 @@ void emu_destroy(emu_t *e) {
   free(e->weights); free(e->weights_pending); free(e->os_state); free(e->os_d);
   free(e->blk_a); free(e->blk_b); free(e->blk_c);
   free(e->ring[0]); free(e->ring[1]); free(e->ring[2]); free(e->regions);
+  free(e->sg); free(e->calls_f); free(e->ct);
   for (int r = 0; r < 2; r++) { free(e->iv_start[r]); free(e->iv_end[r]); free(e->iv_cum[r]); free(e->iv_w[r]); }
   free(e);
 }
@@ -1386,6 +1597,11 @@ void emu_reset(emu_t *e) {
   e->n_regions = 0;
   e->t_dispatch = e->dram_free = e->max_complete = 0;
   e->last_call = -1;
+  e->cf_ld_req = e->cf_ld_bytes = e->cf_st_req = e->cf_st_bytes = 0;
+  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = 0;
+  e->cf_any = 0;
+  e->sg_n = e->cg_n = 0;
+  e->calls_n = e->ct_n = 0;
   e->preload_done = 0;
   e->iv_n[0] = e->iv_n[1] = 0;
   e->unit_free[0] = e->unit_free[1] = e->unit_free[2] = 0;
@@ -1416,7 +1632,10 @@ int emu_add_region(emu_t *e, void *base, uint64_t size, int writable) {
 
 static void finish(emu_t *e) {
   double end = e->max_complete > e->t_dispatch ? e->max_complete : e->t_dispatch;
-  e->st.cycles = ceil(end + e->t.run_cycles);
+  e->st.timeline_cycles = ceil(end + e->t.run_cycles);
+  /* (the open call stays open: a host library runs one call as several sessions, tileplan.codegen.host) */
+  e->st.cycles = ceil(model_cycles(e, e->st.features) + e->t.run_cycles);
+  e->st.calls = e->calls_n + (e->cf_any ? 1 : 0);
 }
 
 /* Run a compiled program: entry(args) runs Gemmini instructions (gemmini.h) on e.  Returns 0, or 1 on a trap;

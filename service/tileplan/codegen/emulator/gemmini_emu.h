@@ -43,6 +43,10 @@ typedef struct {
   double call_floor_cycles;     /* the host issues at most one call per this many cycles */
   double run_cycles;            /* once per program: first-load / last-store latency, fence */
   double compute_floor_cycles;  /* shortest a compute occupies the array, however few rows */
+  /* the cost model's terms (tileplan.cost.gemmini) that the per-call timing below adds */
+  double dram_request_cycles;   /* extra cycles of a strided-row request on a buffer larger than the L2 */
+  double l2_bytes;              /* the SoC's L2: buffers up to this size are refetched from it */
+  double calls_overlap;         /* 1: two calls in flight (double buffered), 0: one at a time */
 } emu_timing_t;
 
 typedef struct {
@@ -53,6 +57,13 @@ typedef struct {
   uint64_t dram_bytes_out;
   uint64_t macs;
   double busy[3]; /* load, execute, store unit busy cycles */
+  /* `cycles` is the per-call timing of the calibrated cost model over the instructions this run issued (one
+   * Gemmini timing for the emulator and the model); the instruction-level timeline's own end is here: */
+  double timeline_cycles;
+  uint64_t calls; /* library calls (config_ex) */
+  /* the cost model's call features summed over the calls: DMA requests and bytes of loads, of stores, rows the
+   * computes streamed (floored), compute instructions, weight preloads, requests that wait on DRAM */
+  double features[8];
 } emu_stats_t;
 
 typedef struct emu emu_t;
@@ -75,8 +86,8 @@ int emu_op_count(void);
 void emu_rocc(uint32_t funct, uint64_t rs1, uint64_t rs2);
 void emu_fence(void);
 
-/* Emulated cycles so far: when everything issued until now completes (the once-per-program run_cycles that
- * emu_get_stats' total adds is not included).  emu_current_cycles() is that of the emulator running the caller
+/* Emulated cycles so far: the calls issued until now as the cost model times them (see gemmini_emu.c, "Reported
+ * cycles"; the once-per-program run_cycles that emu_get_stats' total adds is not included).  emu_current_cycles() is that of the emulator running the caller
  * (for a program between two kernels), -1 outside emu_run_entry. */
 double emu_current_cycles(void);
 double emu_cycles_now(const emu_t *e);

@@ -40,4 +40,7 @@ typedef uint32_t acc_scale_t_bits;
 #define ACC_SCALE_EXP_BITS 8
 #define ACC_SCALE_SIG_BITS 24
 
+/* mvout of the accumulator with address bit 29 set returns the int32 values (Gemmini's acc_read_full_width) */
+#define ACC_READ_FULL_WIDTH
+
 #endif /* GEMMINI_PARAMS_H */

@@ -36,6 +36,7 @@ from typing import Any
 
 from tvm import te, tirx
 
+from tileplan import emittable
 from tileplan.codegen.registry import register_core_compute, register_hw_intrinsic
 from tileplan.cost.gemmini import max_block_len
 
@@ -514,16 +515,16 @@ class CallLayout:
     def kb(self) -> int:
         return -(-self.tile.k // self.dim)
 
+    # (the rows a call takes are counted by tileplan.emittable, the rule the planner ranks tilings with)
     @property
     def in_tile_rows(self) -> int:
-        if self.fold > 1:
-            return -(-self.tile.s // self.fold) * self.tile.n * self.tile.h_win * self.tile.q
-        return self.cb * self.tile.n * self.tile.h_win * self.tile.w_win
+        t = self.tile
+        return emittable.input_rows(self.dim, t.n, t.p, t.q, t.r, t.s, t.c, (t.sh, t.sw), (t.dh, t.dw), self.fold)
 
     @property
     def w_tile_rows(self) -> int:
         t = self.tile
-        return self.kb * t.r * t.s * t.c
+        return emittable.weight_rows(self.dim, t.k, t.r, t.s, t.c)
 
     @property
     def spad_call_rows(self) -> int:
@@ -532,7 +533,7 @@ class CallLayout:
     @property
     def acc_tile_rows(self) -> int:
         t = self.tile
-        return self.kb * t.n * t.p * t.q
+        return emittable.acc_rows(self.dim, t.n, t.p, t.q, t.k)
 
     @property
     def halves(self) -> int:
@@ -581,6 +582,20 @@ _CALL_C = r"""
 #define TP_ACC_ADDR 0x80000000u
 #define TP_ACCUMULATE 0x40000000u
 #define TP_ACC_READ_FULL 0x20000000u /* mvout the int32 values, no scale or activation */
+/* What this code takes from the header besides the configuration (checked by the kernel's preamble): every
+   instruction macro it calls, and, when it stores the int32 accumulators (TP_ACC_OUT), full-width accumulator reads,
+   which a Gemmini has only if built with acc_read_full_width (its gemmini_params.h then defines
+   ACC_READ_FULL_WIDTH); on one without, bit 29 reads nothing wider than int8 and the results would be wrong. */
+#if !defined(gemmini_extended_mvin) || !defined(gemmini_extended_mvin2) || !defined(gemmini_extended_mvin3) \
+    || !defined(gemmini_extended_mvout) || !defined(gemmini_extended_preload) \
+    || !defined(gemmini_extended_compute_preloaded) || !defined(gemmini_extended_compute_accumulated) \
+    || !defined(gemmini_extended_config_ex) || !defined(gemmini_extended4_config_ld) \
+    || !defined(gemmini_extended_config_st) || !defined(gemmini_fence)
+#error "gemmini.h lacks an instruction macro this kernel calls (gemmini_extended_mvin/mvin2/mvin3/mvout/preload/compute_preloaded/compute_accumulated/config_ex/extended4_config_ld/config_st, gemmini_fence)"
+#endif
+#if TP_ACC_OUT && !defined(ACC_READ_FULL_WIDTH)
+#error "this kernel stores int32 accumulators (full-width accumulator reads): gemmini_params.h must define ACC_READ_FULL_WIDTH (a Gemmini built with acc_read_full_width = true)"
+#endif
 /* A compiler barrier: the CPU's stores to what the DMA reads are done before an instruction issues, and its
    reads of what the DMA wrote happen after the fence (gemmini.h's instruction macros need not tell the compiler
    they touch memory). */

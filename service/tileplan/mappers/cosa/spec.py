@@ -52,7 +52,8 @@ class CosaSpec:
 
     def spatial_ok(self, level: int, dim: str, factor: int) -> bool:
         lv = self.arch.levels[level]
-        return not lv.is_backing_store and lv.fanout > 1 and dim in lv.spatial_dims and factor <= lv.fanout
+        # the backing store too, where it feeds several instances (a Timeloop DRAM over Spad[0..5])
+        return lv.fanout > 1 and dim in lv.spatial_dims and factor <= lv.fanout
 
     def halo_pairs(self, axis: int) -> list[tuple[int, int]]:
         """Candidate (output extent, filter extent) pairs of an input tile along one axis."""

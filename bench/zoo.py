@@ -1,0 +1,257 @@
+"""The zoo: the models people actually run, compiled as exported (issue 24).
+
+    python bench/zoo.py --torch-python /work/benchvenv/bin/python --work DIR [--models resnet18,vit_b_16]
+                        [--hw gemmini-16x16] [--formats qdq,qoperator] [--out bench/results/zoo.md]
+
+Every model is exported and quantized by bench/zoo_export.py in the bench-only Python (torch is never a Tileplan
+dependency), into DIR (kept between runs). Per model and format, Tileplan's CLI compiles it twice, each time in
+a fresh process (`tileplan compile --jobs 2`): cold (empty kernel and build caches, a new plan store) and warm
+(the same caches again); the artifact then runs on one seeded random input (`tileplan.frontend.runner`) and its
+outputs are judged against references built from onnxruntime, each named in the table:
+
+- `ort`: onnxruntime's default session on the same file (QOperator: integer QLinear* kernels; QDQ: the
+  session fuses what its QDQ selectors accept into integer kernels and runs the rest in float).
+- `ort-noopt`: onnxruntime with every graph optimisation off (ORT_DISABLE_ALL) on a QDQ file: each
+  DequantizeLinear / float op / QuantizeLinear as the ONNX definition reads, the QDQ model's own semantics.
+- `ort-qop` (QDQ rows): onnxruntime's default session on the QOperator export of the same float model quantized
+  on the same calibration data (the same scales and zero points): the QDQ model converted to QOperator form by
+  onnxruntime's own quantizer, run by its integer QLinear* kernels.
+
+Agreement: the share of output elements equal, and within 1 quantisation step (LSB: the scale of the output's
+DequantizeLinear, or 1 for an integer output), and the largest difference; top-1: the argmax agrees (image
+classifiers). Cycles: modelled cycles of the offloaded ops against the library's tiling of the same ops (the
+summary's ratio), and the emulated cycles of the compile-time run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = ("resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,regnet_x_400mf,squeezenet1_0,"
+           "shufflenet_v2_x1_0,densenet121,googlenet,convnext_tiny,vit_b_16,swin_t,bert_layer,gpt2_block")
+CLASSIFIERS_EXCEPT = {"bert_layer", "gpt2_block"}
+
+
+def export(torch_python: str, work: Path, models: list[str]) -> dict[str, dict[str, Path] | str]:
+    run = subprocess.run([torch_python, str(ROOT / "bench" / "zoo_export.py"), "--out", str(work), *models],
+                         capture_output=True, text=True)
+    got: dict[str, dict[str, Path] | str] = {}
+    for line in run.stdout.splitlines():
+        parts = line.split(maxsplit=2)
+        if len(parts) == 3 and parts[1] == "FAILED":
+            got[parts[0]] = f"export failed: {parts[2]}"
+        elif len(parts) >= 2:
+            name, *paths = line.split()
+            got[name] = dict(zip(("float", "qdq", "qoperator"), map(Path, paths)))
+    for m in models:
+        got.setdefault(m, f"export failed: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else '?'}")
+    return got
+
+
+def compile_once(model: Path, hw: str, out: Path, cache: Path, jobs: int) -> tuple[float, dict[str, Any] | str]:
+    """`tileplan compile` in a fresh process with its caches in `cache`: (wall seconds, summary or error)."""
+    env = {**os.environ, "TMPDIR": str(cache)}
+    cmd = [sys.executable, "-m", "tileplan.cli", "compile", str(model), "--hw", hw, "--out", str(out),
+           "--plans-db", f"sqlite:///{cache}/plans.db", "--jobs", str(jobs), "--json"]
+    t0 = time.perf_counter()
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if run.returncode != 0:
+        return wall, (run.stderr.strip().splitlines() or ["?"])[-1]
+    return wall, json.loads(run.stdout)
+
+
+def _session(path: Path, optimise: bool) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    if not optimise:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def _lsb(path: Path) -> dict[str, float]:
+    """Output name -> its quantisation step (the scale of the DequantizeLinear producing it; 1 otherwise)."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.load(str(path), load_external_data=False)
+    inits = {t.name: t for t in m.graph.initializer}
+    prod = {o: n for n in m.graph.node for o in n.output}
+    out = {}
+    for o in m.graph.output:
+        p = prod.get(o.name)
+        if p is not None and p.op_type == "DequantizeLinear" and p.input[1] in inits:
+            out[o.name] = float(numpy_helper.to_array(inits[p.input[1]]).reshape(-1)[0])
+        else:
+            out[o.name] = 1.0
+    return out
+
+
+def agreement(got: dict[str, np.ndarray], want: dict[str, np.ndarray], lsb: dict[str, float]) -> dict[str, Any]:
+    errs = np.concatenate([np.abs(got[k].astype(np.float64) - want[k].astype(np.float64)).ravel() / lsb[k]
+                           for k in want])
+    return {"equal": float(np.mean(errs <= 1e-3)), "within1": float(np.mean(errs <= 1.0 + 1e-3)),
+            "max": float(errs.max(initial=0.0))}
+
+
+def judge(path: Path, artifact: Path, fmt: str, classifier: bool, seed: int) -> dict[str, Any]:
+    from tileplan.frontend.runner import run_artifact
+
+    sess = _session(path, True)
+    inp = sess.get_inputs()[0]
+    x = np.random.default_rng(seed).standard_normal([int(d) for d in inp.shape]).astype(np.float32)
+    feeds = {inp.name: x}
+    got = run_artifact(artifact.read_bytes(), feeds).outputs
+    names = [o.name for o in sess.get_outputs()]
+    lsb = _lsb(path)
+    refs = {"ort": dict(zip(names, sess.run(None, feeds)))}
+    if fmt == "qdq":
+        refs["ort-noopt"] = dict(zip(names, _session(path, False).run(None, feeds)))
+        qop = path.with_name(path.name.replace(".qdq.", ".qoperator."))
+        if qop.exists():  # the same float model and calibration in QOperator form: the same scales, integer ops
+            refs["ort-qop"] = dict(zip(names, _session(qop, True).run(None, feeds)))
+    res: dict[str, Any] = {k: agreement(got, v, lsb) for k, v in refs.items()}
+    if classifier:
+        first = names[0]
+        res["top1"] = {k: bool(np.argmax(got[first]) == np.argmax(v[first])) for k, v in refs.items()}
+    return res
+
+
+def host_summary(summary: dict[str, Any]) -> tuple[str, dict[str, int]]:
+    kinds: dict[str, int] = {}
+    reasons: dict[str, int] = {}
+    for o in summary["ops"]:
+        if o["where"] == "host":
+            kinds[o["onnx_op"]] = kinds.get(o["onnx_op"], 0) + 1
+            r = f"{o['onnx_op']}: {o['reason']}"
+            reasons[r] = reasons.get(r, 0) + 1
+    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda t: -t[1])), reasons
+
+
+def _cell(judged: dict[str, Any], ref: str) -> str:
+    if ref not in judged:
+        return "-"
+    a = judged[ref]
+    return f"{_pct(a['equal'])} / {_pct(a['within1'])} / {a['max']:.0f}"
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--torch-python", default="", help="a Python with torch, torchvision, onnxruntime")
+    ap.add_argument("--work", type=Path, default=Path("zoo-models"), help="exported models are kept here")
+    ap.add_argument("--models", default=DEFAULT, help=f"comma-separated (default: all: {DEFAULT})")
+    ap.add_argument("--formats", default="qdq,qoperator")
+    ap.add_argument("--hw", default="gemmini-16x16")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "zoo.md")
+    ap.add_argument("--rewrite", action="store_true", help="only rewrite the table from <out>.json")
+    args = ap.parse_args()
+    if args.rewrite:
+        write(args, [], {}, None)
+        return
+    models = [m for m in args.models.split(",") if m]
+    formats = [f for f in args.formats.split(",") if f]
+    args.work.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    exported = export(args.torch_python, args.work, models)
+    reasons_all: dict[str, int] = {}
+    records: list[dict[str, Any]] = []
+    for name in models:
+        ex = exported[name]
+        for fmt in formats:
+            rec: dict[str, Any] = {"model": name, "format": fmt}
+            records.append(rec)
+            if isinstance(ex, str):
+                rec["error"] = ex
+                continue
+            with tempfile.TemporaryDirectory(prefix="tp-zoo-") as cache, \
+                    tempfile.TemporaryDirectory(prefix="tp-zoo-out-") as out:
+                cold, s = compile_once(ex[fmt], args.hw, Path(out), Path(cache), args.jobs)
+                rec["cold_s"] = cold
+                if isinstance(s, str):
+                    rec["error"] = s
+                    print(name, fmt, "refused:", s, flush=True)
+                    continue
+                warm, _ = compile_once(ex[fmt], args.hw, Path(out), Path(cache), args.jobs)
+                rec["warm_s"] = warm
+                t = s["total"]
+                rec.update(share=t["accelerator_mac_share"], macs=t["macs"], speedup=t["speedup_model"],
+                           cycles_model=t["cycles_model"], base=t["baseline_cycles_model"],
+                           cycles_emulated=t["cycles_emulated"],
+                           slower=sum(1 for o in s["ops"] if o.get("speedup") is not None and o["speedup"] < 0.9999),
+                           phases=t.get("phase_seconds"))
+                rec["host"], reasons = host_summary(s)
+                for r, n in reasons.items():
+                    reasons_all[r] = reasons_all.get(r, 0) + n
+                artifact = next(Path(out).glob("*.tar"))
+                rec["judge"] = judge(ex[fmt], artifact, fmt, name not in CLASSIFIERS_EXCEPT, args.seed)
+            print(name, fmt, json.dumps({k: v for k, v in rec.items() if k != "phases"}), flush=True)
+    write(args, records, reasons_all, time.perf_counter() - t_start)
+
+
+def write(args: argparse.Namespace, records: list[dict[str, Any]], reasons: dict[str, int],
+          seconds: float | None) -> None:
+    """The table, merged with the rows of earlier runs kept in <out>.json (a run of a --models subset replaces
+    only its own rows: the whole zoo need not run at once on a shared machine)."""
+    store = args.out.with_suffix(".json")
+    runs = [f"--models {args.models} --formats {args.formats}: {seconds:.0f} s"] if seconds is not None else []
+    if store.exists():
+        old = json.loads(store.read_text())
+        mine = {(r["model"], r["format"]) for r in records}
+        records = [r for r in old["records"] if (r["model"], r["format"]) not in mine] + records
+        runs = old["runs"] + runs
+        for r, n in old["reasons"].items():
+            reasons[r] = reasons.get(r, 0) + n
+    store.write_text(json.dumps({"records": records, "runs": runs, "reasons": reasons}, indent=1, default=str))
+    lines = ["# Zoo: the models people run, compiled as exported", "",
+             f"`python bench/zoo.py --torch-python PY --work DIR --hw {args.hw} --models M --formats F`, runs: "
+             + "; ".join(runs) + " (the shared 2-core machine under other helpers' load, 13-18: compile times are "
+             "upper bounds of an idle machine's). Models: bench/zoo_export.py (torchvision, seeded random "
+             "weights, opset 17, batch 1, onnxruntime quantize_static per-tensor int8).", "",
+             "Judges: `ort` = onnxruntime's default session on the same file; `ort-noopt` = onnxruntime with "
+             "graph optimisations off (the QDQ file's own float-between-Q/DQ semantics); `ort-qop` (QDQ rows) = "
+             "onnxruntime on the QOperator export of the same model and calibration (same scales; integer "
+             "QLinear* kernels). Cells: equal / within 1 "
+             "LSB / max LSB. Cycles: modelled cycles of the offloaded ops, library's tiling of the same ops / "
+             "Tileplan's (ops slower than the library: count). Compile: `tileplan compile --jobs 2` wall seconds, "
+             "cold (empty caches) / warm.", "",
+             "| model | fmt | compiles | MACs offloaded | vs ort | vs ort-noopt | vs ort-qop | top-1 | library / Tileplan cycles "
+             "(slower ops) | emulated cycles | compile cold / warm s | host ops |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['format']} | no: {r['error'][:160]} | | | | | | | | "
+                         f"{r.get('cold_s', 0):.1f} | |")
+            continue
+        j = r["judge"]
+
+        top1 = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in j.get("top1", {}).items()) or "-"
+        sp = f"{r['speedup']:.2f}x ({r['slower']})" if r.get("speedup") else "-"
+        lines.append(f"| {r['model']} | {r['format']} | yes | {_pct(r['share'])} | {_cell(j, 'ort')} | "
+                     f"{_cell(j, 'ort-noopt')} | {_cell(j, 'ort-qop')} | {top1} | {sp} | {r['cycles_emulated'] or '-'} | "
+                     f"{r['cold_s']:.1f} / {r['warm_s']:.1f} | {r['host']} |")
+    lines += ["", "## Why ops stay on the host (all models, count)", ""]
+    lines += [f"- {n} x {r}" for r, n in sorted(reasons.items(), key=lambda t: -t[1])]
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

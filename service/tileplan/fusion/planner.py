@@ -1,0 +1,68 @@
+"""One decision per candidate group: fuse, or keep the per-layer program (with the reason).
+
+A group is fused only when every intermediate can be requantized on chip exactly (`numerics`), its tile fits the
+shared budget (`tiling`) and the modelled fused cycles are below the per-layer ones (`cost`).  `fusion: off`
+plans nothing (today's program); `auto` plans every group and reports each one in the summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tileplan.fusion import chains, cost, numerics, tiling
+
+FUSION_MODES = ("auto", "off")
+
+
+@dataclass
+class GroupPlan:
+    members: list[str]
+    kind: str  # "inverted_residual" | "conv_chain" | "matmul_chain"
+    tile: tiling.GroupTile | None
+    cost: cost.GroupCost
+    fused: bool
+    reason: str
+    blockers: list[str] = field(default_factory=list)  # every reason the group cannot be fused
+
+    def doc(self) -> dict[str, Any]:
+        return {"members": self.members, "kind": self.kind, "fused": self.fused, "reason": self.reason,
+                "tile": self.tile.doc() if self.tile else None, **self.cost.doc(),
+                "cycles_emulated_unfused": None, "dram_bytes_emulated_unfused": None}
+
+
+def _kind(ms: list[chains.Member]) -> str:
+    tags = [m.spec.tag for m in ms]
+    if "matmul" in tags:
+        return "matmul_chain"
+    if "depthwise_conv2d" in tags and len(ms) >= 2:
+        return "inverted_residual"
+    return "conv_chain"
+
+
+def plan_groups(model: Any, qops: list[Any], specs: list[Any], model_cycles: list[float], hw: Any) -> list[GroupPlan]:
+    """Every candidate group of the offloaded ops (in program order), each with its decision."""
+    from tileplan.codegen.pipeline import target_spec, timing_for
+
+    target = target_spec(hw)
+    bw = timing_for(hw).dram_bytes_per_cycle
+    cycles = {q.name: c for q, c in zip(qops, model_cycles)}
+    plans: list[GroupPlan] = []
+    for group in chains.chains(model, chains.members(model, qops, specs)):
+        layers = [m.spec.layer for m in group]
+        tile = tiling.choose(layers, target.dim, target.spad_rows * target.dim, target.acc_rows * target.dim * 4)
+        blockers = [r for m in group[:-1] for r in [numerics.requant_on_chip(m.name, m.spec)] if r]
+        if not blockers:
+            blockers = [r for m in group[:-1] for r in [numerics.route(m.name, m.spec)] if r]
+        if tile is None:
+            blockers.append("does not fit: every member's weights and one output row of the last op (with the "
+                            "rows it needs of the others) exceed the scratchpad or the accumulator")
+        gc = cost.group_cost([m.spec for m in group], [cycles[m.name] for m in group], [m.macs for m in group],
+                             tile.recompute_macs if tile else 0, target.dim, bw)
+        if not blockers and gc.cycles_model_fused >= gc.cycles_model_unfused:
+            blockers.append("fusion does not pay: modelled fused cycles are not below the per-layer program's")
+        fused = not blockers
+        reason = ("fused" if fused else "per-layer program kept: " + blockers[0]
+                  + (f" (and {len(blockers) - 1} more)" if len(blockers) > 1 else ""))
+        plans.append(GroupPlan([m.name for m in group], _kind(group), tile, gc, fused, reason, blockers))
+    return plans

@@ -1,0 +1,146 @@
+"""Fused-layer groups (tileplan.fusion, option `fusion: auto | off`): which ops form a group, the group's tile and
+halos, why a group keeps the per-layer program, and that `fusion: off` is today's program."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+
+import pytest
+from frontend_helpers import OPTIONS, compile_bytes
+from pydantic import ValidationError
+
+from tileplan.frontend import zoo
+from tileplan.frontend.compile import CompileOptions
+from tileplan.fusion import tiling
+from tileplan.workload import Conv2dLayer
+
+
+def _chain(relu: str = "") -> object:
+    """expand 1x1 -> 3x3 depthwise -> project 1x1 with no activations between (a chain onnxruntime quantizes
+    without host ops between, symmetric or not), then a dense layer."""
+    g = zoo._Graph(3)
+    y = g.conv("input", 8, 24, k=1, relu=relu, name="expand")
+    y = g.conv(y, 24, 24, group=24, relu=relu, name="dw")
+    y = g.conv(y, 24, 8, k=1, relu=relu, name="project")
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [y], "gap")], "flatten")
+    y = g.dense(y, 8, 4, name="fc")
+    return g.model("chain", {"input": [1, 8, 8, 8]}, y, [1, 4])
+
+
+@pytest.fixture(scope="module")
+def chain_asymmetric() -> bytes:
+    return zoo.quantize(_chain())
+
+
+@pytest.fixture(scope="module")
+def chain_symmetric() -> bytes:
+    return zoo.quantize(_chain(), symmetric=True)
+
+
+def _files(artifact: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(artifact)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+def test_the_option_is_validated() -> None:
+    assert CompileOptions().fusion == "auto"
+    with pytest.raises(ValidationError) as exc:
+        CompileOptions(fusion="on")  # type: ignore[arg-type]
+    assert exc.value.errors()[0]["loc"] == ("fusion",)
+
+
+def test_the_cli_flag_is_validated(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"unused")
+    proc = subprocess.run([sys.executable, "-m", "tileplan.cli", "compile", str(model), "--hw", "gemmini-16x16",
+                           "--out", str(tmp_path / "out"), "--fusion", "sometimes"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--fusion" in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_halos_walk_back_through_the_chain() -> None:
+    convs = [Conv2dLayer(name=f"c{i}", in_channels=16, out_channels=16, in_h=32, in_w=32, kernel=(3, 3),
+                         padding=(1, 1), stride=(2, 2) if i == 1 else (1, 1)) for i in range(3)]
+    convs[2] = Conv2dLayer(name="c2", in_channels=16, out_channels=16, in_h=16, in_w=16, kernel=(3, 3),
+                           padding=(1, 1))
+    bs = tiling.bands(convs, 4)
+    # the last op's band of 4 rows reads 6 of c1's output rows (advancing by 4: a halo of 2); c1 is strided, so
+    # those 6 rows read 13 of c0's rows, advancing by 8 (a halo of 5)
+    assert [(b.rows_needed, b.rows_advance, b.halo) for b in bs] == [(13, 8, 5), (6, 4, 2), (4, 4, 0)]
+
+
+def test_a_small_budget_splits_the_output_into_bands_and_keeps_halos() -> None:
+    convs = [Conv2dLayer(name=f"c{i}", in_channels=32, out_channels=32, in_h=32, in_w=32, kernel=(3, 3),
+                         padding=(1, 1)) for i in range(2)]
+    whole = tiling.choose(convs, 16, 256 * 1024, 64 * 1024)
+    # the accumulator holds 2 halves x 16 rows x 32 columns x 16 channels x 4 B = 64 KiB: c0's 16 rows (a band of
+    # 14 of the last op's rows and their halo of 2)
+    assert whole is not None and whole.rows == 14 and whole.bands == 3 and whole.members[0].rows_needed == 16
+    assert whole.spad_bytes <= 256 * 1024 and whole.acc_bytes == 64 * 1024
+    assert whole.strategy == "keep" and whole.members[0].halo == 2 and "recomputing" in whole.notes[0]
+    assert tiling.choose(convs, 16, 4 * 1024, 64 * 1024) is None  # the weights alone do not fit
+
+
+def test_zero_points_keep_the_per_layer_program(chain_asymmetric: bytes) -> None:
+    res = compile_bytes(chain_asymmetric, options=OPTIONS.model_copy(update={"emulate": False}))
+    groups = res.summary["groups"]
+    assert [g["members"] for g in groups] == [["expand", "dw", "project"]]
+    g = groups[0]
+    assert not g["fused"] and "zero point" in g["reason"] and g["kind"] == "inverted_residual"
+    # per-layer: expand's and dw's int32 accumulators written, the host's int8 requantization of each read back
+    assert g["intermediate_bytes"] == (24 * 64 * 4 + 24 * 64) * 2
+    assert g["bytes_fused"] == g["bytes_unfused"] - g["intermediate_bytes"]
+    assert g["cycles_model_fused"] < g["cycles_model_unfused"]
+    by = {o["name"]: o for o in res.summary["ops"]}
+    assert [by[n]["fusion_group"] for n in ("expand", "dw", "project", "fc")] == [0, 0, 0, None]
+    assert res.summary["total"]["fusion"]["fused_groups"] == 0
+    from tileplan.cli import _summary_table  # tileplan compile's per-op table lists the groups after the ops
+
+    table = _summary_table(res.summary)
+    assert "fused-layer groups: 1, fused 0" in table and "[0] expand -> dw -> project" in table
+
+
+def test_symmetric_activations_are_exact_but_leave_the_chip(chain_symmetric: bytes) -> None:
+    res = compile_bytes(chain_symmetric, options=OPTIONS.model_copy(update={"emulate": False}))
+    (g,) = res.summary["groups"]
+    assert "zero point" not in g["reason"] and "writes to memory" in g["reason"], g["reason"]
+    assert g["intermediate_bytes"] == 24 * 64 * 2 * 2  # int8 out of the mvout, read once
+
+
+def test_an_exact_host_relu_between_symmetric_ops_is_absorbed() -> None:
+    """With symmetric activations onnxruntime keeps each Relu between two quantize / dequantize pairs of one
+    scale: max(q, 0) in int8, the producer's mvout RELU, so the chain holds."""
+    res = compile_bytes(zoo.quantize(_chain("relu"), symmetric=True),
+                        options=OPTIONS.model_copy(update={"emulate": False}))
+    hosts = {o["name"] for o in res.summary["ops"] if o["where"] == "host" and o["onnx_op"] == "Relu"}
+    assert len(hosts) == 3  # (the per-layer program still runs them on the host)
+    (g,) = res.summary["groups"]
+    assert g["members"] == ["expand", "dw", "project"] and "writes to memory" in g["reason"]
+    assert res.summary["total"]["fusion_blocked"] == []
+
+
+def test_host_ops_between_two_offloaded_ops_are_reported() -> None:
+    """Relus kept with asymmetric activations (zero point -128) are not max(q, 0): the chain breaks there."""
+    res = compile_bytes(zoo.quantize(_chain("relu"), keep_activations=True),
+                        options=OPTIONS.model_copy(update={"emulate": False}))
+    assert res.summary["groups"] == []
+    blocked = res.summary["total"]["fusion_blocked"]
+    assert {(b["from"], b["to"]) for b in blocked} == {("expand", "dw"), ("dw", "project")}
+    assert all(b["host_ops"] == ["Relu"] for b in blocked)
+
+
+def test_fusion_off_is_todays_program(chain_asymmetric: bytes) -> None:
+    on = compile_bytes(chain_asymmetric)
+    off = compile_bytes(chain_asymmetric, options=OPTIONS.model_copy(update={"fusion": "off"}))
+    assert off.summary["groups"] == [] and off.summary["total"]["fusion"]["mode"] == "off"
+    a, b = _files(on.artifact), _files(off.artifact)
+    assert a.keys() == b.keys()
+    # the same kernels, glue, weights and README: only the manifest's summary (groups, options) differs
+    assert [n for n in a if a[n] != b[n]] == [n for n in a if n.endswith("tileplan.json")]
+    assert on.summary["total"]["cycles_emulated"] == off.summary["total"]["cycles_emulated"]
+    doc = json.loads(a[next(n for n in a if n.endswith("tileplan.json"))])
+    assert doc["summary"]["groups"][0]["cycles_emulated_unfused"] == sum(
+        o["cycles_emulated"] for o in on.summary["ops"] if o.get("fusion_group") == 0)
