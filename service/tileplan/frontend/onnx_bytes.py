@@ -49,7 +49,7 @@ def parse_model(data: bytes, loc: tuple[str, ...] = ("model",)) -> Any:
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise InputError(loc, f"not an ONNX model: {exc}") from None
     refuse_external_data(model, loc)
-    check_sizes(model, loc, declared=False)  # (the shapes it declares: bounded where they are run, not planned)
+    check_sizes(model, loc)
     return model
 
 

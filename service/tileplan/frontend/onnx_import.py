@@ -73,7 +73,6 @@ def decode(data: bytes) -> Any:
     from tileplan.frontend.onnx_bytes import parse_model
 
     model = parse_model(data)  # never with external data: the checker below would stat the file it names
-    check_sizes(model)  # a model to run: its declared shapes bounded too
     if not model.graph.node:
         raise InputError(("model",), "not an ONNX model: the graph has no nodes")
     name_nodes(model)
