@@ -46,6 +46,8 @@ PORT = 18290
 TOKEN = "bench-token"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 RSS_BUDGET_MIB = 300  # README "Budgets": what the API process may hold under this mix
+WORKER_CAP_MIB = 2048  # settings.worker_memory_mb's default: each worker's data segment
+SECRETS: list[bytes] = []  # pieces of the server's own files; no answer may hold one
 FAST = {"time_limit_s": 2}
 NORMAL = [
     {"name": "fc", "op": "matmul", "M": 1, "K": 2048, "N": 1000},
@@ -145,8 +147,152 @@ def hostile_cases(descriptor: dict[str, Any], plan_key: str) -> list[tuple[str, 
     ]
 
 
+SECRET_FILE = "pyproject.toml"  # in the server's working directory (the bench copies it there)
+
+
+def _onnx_external(location: str) -> bytes:
+    """A model whose one initializer's data is 'external', at `location` (a server file, if it were read)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, external_data_helper, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.zeros((64, 64), np.int8), "w")
+    external_data_helper.set_external_data(w, location, offset=0, length=4096)
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    graph = helper.make_graph([helper.make_node("MatMulInteger", ["x", "w"], ["y"], name="mm")], "leak",
+                              [helper.make_tensor_value_info("x", TensorProto.INT8, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 64])], [w])
+    return onnx.helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _constant_bomb() -> bytes:
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    side = 1 << 15  # 2^30 float32 elements: 4 GiB if made
+    inits = [numpy_helper.from_array(np.array([side, side], np.int64), "shape"),
+             numpy_helper.from_array(np.array(0.1, np.float32), "s"), numpy_helper.from_array(np.array(0, np.int8), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"], name="dq"),
+             helper.make_node("ConstantOfShape", ["shape"], ["c"], name="bomb",
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])),
+             helper.make_node("Add", ["dq", "c"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "bomb", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, side])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [side, side])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _many_nodes(n: int) -> bytes:
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Identity", [f"t{i}"], [f"t{i + 1}"], name=f"n{i}") for i in range(n)]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info(f"t{n}", TensorProto.FLOAT, [1])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _big_model(mib: int) -> bytes:
+    """A valid QDQ MLP with an unused int8 initializer of `mib` MiB (read in full before the request's error)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    sys.path.insert(0, str(REPO / "service"))
+    from tileplan.frontend import zoo
+
+    m = onnx.load_model_from_string(zoo.build("mlp", "qdq"))
+    pad = np.random.default_rng(0).integers(-128, 127, size=mib << 20, dtype=np.int8)
+    m.graph.initializer.append(numpy_helper.from_array(pad, "padding"))
+    return m.SerializeToString()
+
+
+def _zip_bomb_npz(gib: float = 1.0) -> bytes:
+    import io
+    import zipfile
+
+    import numpy as np
+
+    n = int(gib * (1 << 30))
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "|u1", "fortran_order": False, "shape": (n,)})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z, z.open("input.npy", "w", force_zip64=True) as f:
+        f.write(header.getvalue())
+        chunk = bytes(1 << 24)
+        for _ in range(n // len(chunk)):
+            f.write(chunk)
+    return buf.getvalue()
+
+
+def compile_cases() -> list[tuple[str, str, str, dict[str, Any]]]:
+    """Issue 23's compile-path probes: (case, method, path, httpx keyword arguments)."""
+    import base64
+    import json
+
+    # every body encoded once, here: the bench's threads share one interpreter, and encoding 120 MB of JSON per
+    # request would hold its lock (and so delay the /healthz prober) for as long as it took
+    def body(model: bytes, **more: Any) -> dict[str, Any]:
+        doc = {"hardware": "gemmini-16x16", "model": base64.b64encode(model).decode(), "options": FAST,
+               "wait": False, **more}
+        return {"content": json.dumps(doc).encode(), "headers": {**AUTH, "content-type": "application/json"}}
+
+    def form(parts: dict[str, bytes], request: dict[str, Any]) -> dict[str, Any]:
+        boundary = "tileplanbenchboundary"
+        out = [f'--{boundary}\r\nContent-Disposition: form-data; name="request"\r\n\r\n'.encode(),
+               json.dumps(request).encode(), b"\r\n"]
+        for name, data in parts.items():
+            out += [f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{name}.bin"\r\n'
+                    "Content-Type: application/octet-stream\r\n\r\n".encode(), data, b"\r\n"]
+        out.append(f"--{boundary}--\r\n".encode())
+        return {"content": b"".join(out),
+                "headers": {**AUTH, "content-type": f"multipart/form-data; boundary={boundary}"}}
+
+    sys.path.insert(0, str(REPO / "service"))
+    from tileplan.frontend import zoo
+
+    float_mlp = zoo.build("mlp", "float")
+    big = _big_model(90)
+    return [
+        ("c1 external data: pyproject.toml", "POST", "/compile", body(_onnx_external(SECRET_FILE))),
+        ("c1 external data: ./data/tileplan.db", "POST", "/compile", body(_onnx_external("./data/tileplan.db"))),
+        ("c2 .npz zip bomb (1 GiB) as calibration", "POST", "/compile",
+         form({"model": float_mlp, "calibration": _zip_bomb_npz(1.0)},
+              {"hardware": "gemmini-16x16", "options": {"quantize": True}})),
+        ("c3 ConstantOfShape bomb (2^30 elements)", "POST", "/compile", body(_constant_bomb())),
+        ("c4 90 MB model as JSON", "POST", "/compile", {**body(big, input_shapes={"nope": [1, 64]}),
+                                                        "timeout": 120.0}),
+        ("c4 90 MB model as multipart", "POST", "/compile",
+         {**form({"model": big}, {"hardware": "gemmini-16x16", "input_shapes": {"nope": [1, 64]}}),
+          "timeout": 120.0}),
+        ("c4 100,000-node model", "POST", "/compile", body(_many_nodes(100_000))),
+        ("c9 input_shapes 1e23", "POST", "/compile",
+         {"content": json.dumps({"hardware": "gemmini-16x16", "model": base64.b64encode(float_mlp).decode()}
+                                )[:-1].encode() + b', "input_shapes": {"input": [1e23, 64]}}',
+          "headers": {**AUTH, "content-type": "application/json"}}),
+        ("c9 input_shapes [1,3,2^20,2^20]", "POST", "/compile",
+         body(float_mlp, input_shapes={"input": [1, 3, 1 << 20, 1 << 20]})),
+    ]
+
+
+def children(pid: int) -> list[int]:
+    """Every process under `pid` (the solver, module, intake and sandbox processes of the API)."""
+    out: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for c in (task / "children").read_text().split():
+                out += [int(c), *children(int(c))]
+    except OSError:
+        pass
+    return out
+
+
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # (a process that ended between being listed and read)
+        return 0.0
+    for line in text.splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
@@ -168,6 +314,8 @@ class Phase:
         self.normal: list[tuple[int, float]] = []
         self.hostile: dict[str, Counter[str]] = defaultdict(Counter)
         self.rss: list[float] = []
+        self.workers: dict[int, float] = {}  # child process -> its largest RSS seen (MiB)
+        self.leaks = 0  # hostile answers holding bytes of the server's own files
         self.rss_start = 0.0
         self.seconds = 0.0
 
@@ -186,6 +334,7 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
     out = Phase()
     out.rss_start = rss_mib(pid)
     stop = threading.Event()
+    in_flight: list[threading.Thread] = []  # hostile requests sent: each is answered (or given up) before the end
 
     def prober() -> None:
         with httpx.Client(timeout=5.0) as h:
@@ -215,6 +364,8 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
     def sampler() -> None:
         while not stop.is_set():
             out.rss.append(rss_mib(pid))
+            for child in children(pid):
+                out.workers[child] = max(out.workers.get(child, 0.0), rss_mib(child))
             time.sleep(0.5)
 
     def hostile_client() -> None:
@@ -228,15 +379,20 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
                 kw = {**kw, "params": {"format": "c", "name": f"reader{n}"}}
 
             def one(case: str = case, method: str = method, path: str = path, kw: dict[str, Any] = kw) -> None:
+                kw = dict(kw)
+                timeout = kw.pop("timeout", 5.0)
                 try:
-                    code = httpx.request(method, url + path, timeout=5.0, **kw).status_code
-                    out.hostile[case][str(code)] += 1
+                    r = httpx.request(method, url + path, timeout=timeout, **kw)
+                    out.hostile[case][str(r.status_code)] += 1
+                    out.leaks += any(secret in r.content for secret in SECRETS)
                 except httpx.TimeoutException:
-                    out.hostile[case]["gave up (5 s)"] += 1
+                    out.hostile[case][f"gave up ({timeout:g} s)"] += 1
                 except httpx.TransportError as exc:
                     out.hostile[case][type(exc).__name__] += 1
 
-            threading.Thread(target=one, daemon=True).start()
+            th = threading.Thread(target=one, daemon=True)
+            th.start()
+            in_flight.append(th)
             time.sleep(max(0.0, start + n / rate - time.monotonic()))
 
     workers = [prober, sampler] + ([hostile_client] if cases else [])
@@ -249,6 +405,8 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
     stop.set()
     for t in threads:
         t.join(timeout=30)
+    for t in in_flight:  # (the 90 MB probes wait up to 120 s: the server must not be stopped under them)
+        t.join(timeout=150)
     out.seconds = time.monotonic() - t0
     return out
 
@@ -442,6 +600,52 @@ def write_section(path: Path, heading: str, text: str) -> None:
     path.write_text(new)
 
 
+def damaged_storage(work: Path, env: dict[str, str], key: str) -> list[tuple[str, str]]:
+    """Overwrite the plans table's root page of the mix's database, serve it again, and ask."""
+    import sqlite3
+
+    db = work / "data" / "tileplan.db"
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = con.execute("PRAGMA page_size").fetchone()[0]
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'plans'").fetchone()[0]
+    con.close()
+    with open(db, "r+b") as f:
+        f.seek((root - 1) * page)
+        f.write(b"\xa5" * page)
+    log = open(work / "api-damaged.log", "wb")
+    api = subprocess.Popen([sys.executable, "-m", "tileplan.cli", "serve", "--host", "127.0.0.1", "--port",
+                            str(PORT), "--workers", "1"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    url = f"http://127.0.0.1:{PORT}"
+    out = []
+    try:
+        for _ in range(300):
+            try:
+                httpx.get(url + "/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        asks = [("GET /healthz", "GET", "/healthz", {}), (f"GET /plans/{key[:8]}...", "GET", f"/plans/{key}", {}),
+                ("GET /plans", "GET", "/plans", {}),
+                ("POST /schedule (cached layer)", "POST", "/schedule",
+                 {"json": {"hardware": "gemmini-16x16", "layers": [NORMAL[0]], "options": FAST}})]
+        for name, method, path, kw in asks:
+            codes: Counter[str] = Counter()
+            for _ in range(5):
+                r = httpx.request(method, url + path, headers=AUTH, timeout=30, **kw)
+                retry = r.headers.get("retry-after")
+                codes[f"{r.status_code}" + (f" (Retry-After {retry})" if retry else "")] += 1
+            out.append((name, ", ".join(f"{c}: {n}" for c, n in sorted(codes.items()))))
+    finally:
+        api.terminate()
+        try:
+            api.wait(20)
+        except subprocess.TimeoutExpired:
+            api.kill()
+        log.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -451,9 +655,12 @@ def main() -> None:
     ap.add_argument("--flood-only", action="store_true", help="only the flood probe (its section of --out)")
     ap.add_argument("--pg-admin", help="a PostgreSQL URL to make a scratch database in: the flood probe runs on the "
                     "deployed form (procrastinate) too")
+    ap.add_argument("--no-flood", action="store_true", help="only the mix (the flood's section of --out is kept)")
     args = ap.parse_args()
     if not args.flood_only:
         mix(args)
+    if args.no_flood:
+        return
     load0 = os.getloadavg()[0]
     floods = run_flood(args.pg_admin)
     command = "python bench/hostile.py" + (" --flood-only" if args.flood_only else "") + (
@@ -466,6 +673,11 @@ def main() -> None:
 def mix(args: argparse.Namespace) -> None:
     """The hostile mix next to normal traffic (the file's first part)."""
     work = Path(tempfile.mkdtemp(prefix="tileplan-hostile-"))
+    import shutil
+
+    shutil.copy(REPO / SECRET_FILE, work / SECRET_FILE)  # a server file a request must never read
+    secret = (work / SECRET_FILE).read_bytes()
+    SECRETS[:] = [secret[i:i + 64] for i in range(0, min(len(secret), 2048), 512)] + [b"SQLite format 3\x00"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILEPLAN_")}
     env.update(PYTHONPATH=os.pathsep.join([str(REPO / "service"), str(REPO / "client")]),
                TILEPLAN_DATA_DIR=str(work / "data"), TILEPLAN_TOKENS=TOKEN, TILEPLAN_PROTECT_READS="true",
@@ -488,7 +700,7 @@ def mix(args: argparse.Namespace) -> None:
             key = r.json()["plans"][0]["key"]
             descriptor = c.get("/hardware/gemmini-8x8").json()
         descriptor = {k: v for k, v in descriptor.items() if k != "source"}
-        cases = hostile_cases(descriptor, key)
+        cases = hostile_cases(descriptor, key) + compile_cases()
         load0 = os.getloadavg()[0]
         calm = measure(url, api.pid, [], args.baseline_seconds, args.rate)
         mixed = measure(url, api.pid, cases, args.seconds, args.rate)
@@ -501,12 +713,13 @@ def mix(args: argparse.Namespace) -> None:
         except subprocess.TimeoutExpired:
             api.kill()
         log.close()
+    damaged = damaged_storage(work, env, key)
 
     def row(name: str, f: Any, target: str = "") -> str:
         return f"| {name} | {f(calm)} | {f(mixed)} | {target} |"
 
     lines = [
-        "# Hostile mix (issue 16)",
+        "# Hostile mix (issues 16 and 23)",
         "",
         f"`.venv/bin/python bench/hostile.py --seconds {args.seconds:g} --baseline-seconds {args.baseline_seconds:g} "
         f"--rate {args.rate:g}`: one `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, default "
@@ -526,6 +739,11 @@ def mix(args: argparse.Namespace) -> None:
         row(f"API RSS max (start {calm.rss_start:.0f} MiB)", lambda r: f"{max(r.rss):.0f} MiB",
             f"< {RSS_BUDGET_MIB} MiB"),
         f"| /healthz p99 with the mix / alone | | {pct(mixed.health, .99) / pct(calm.health, .99):.2f}x | |",
+        row("worker processes' RSS max (processes seen)", lambda r: f"{max(r.workers.values(), default=0):.0f} MiB "
+            f"({len(r.workers)})", f"<= {WORKER_CAP_MIB} MiB (worker_memory_mb)"),
+        row("hostile answers 5xx", lambda r: str(sum(n for v in r.hostile.values() for c, n in v.items()
+                                                     if c.startswith("5"))), "0"),
+        row("hostile answers holding bytes of a server file", lambda r: str(r.leaks), "0"),
         "",
         f"Hostile requests sent: {sum(sum(v.values()) for v in mixed.hostile.values())}.",
         "",
@@ -536,7 +754,14 @@ def mix(args: argparse.Namespace) -> None:
         got = ", ".join(f"{code}: {n}" for code, n in sorted(mixed.hostile[case].items()))
         lines.append(f"| {case} | {got} |")
     lines += ["", "Case 5 (PostgreSQL going away) is not in this SQLite mix: tests/hostile/test_hostile_database.py "
-              "replays it."]
+              "replays it. Cases c1-c9 are issue 23's compile-path probes (c1: external data naming the server's "
+              f"`{SECRET_FILE}` and database, both in its working directory; c4: 90 MB models, read in full before the "
+              "request's error, `input_shapes` naming no input, with a 120 s client timeout).", "",
+              "## Damaged storage (issue 23, case 8)", "",
+              "After the mix the server is stopped, the `plans` table's root page in its SQLite file overwritten, and "
+              "the server started again on it; each request 5 times:", "",
+              "| request | answers |", "|---|---|"]
+    lines += [f"| {req} | {got} |" for req, got in damaged]
     text = "\n".join(lines) + "\n"
     out = Path(args.out)
     kept = out.read_text() if out.exists() else ""

@@ -59,6 +59,12 @@ class Settings(BaseSettings):
         "~390 MiB resident (230 MiB of data), TVM and the solvers reserve more address space than that but do not "
         "use it, which is why the data segment, not RLIMIT_AS, is capped."))
 
+    intake_processes: int = Field(default=1, ge=1, le=64, description=(
+        "Processes that read POST /compile bodies over 8 MiB and check their models (outside the API, under "
+        "worker_memory_mb); smaller bodies have one process of their own, so a large model never holds them up."))
+    compile_check_time_limit_s: float = Field(default=120.0, gt=0, description=(
+        "Longest reading one POST /compile body or checking its model may take; past it: 422."))
+
     # Work on users' input outside the API process (tileplan.jobs.sandbox)
     sandbox_processes: int = Field(default=1, ge=1, le=64, description=(
         "Processes that read inline descriptors and evaluate mappings (POST /schedule, /hardware, /evaluate)."))

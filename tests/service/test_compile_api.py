@@ -253,6 +253,7 @@ def test_unsupported_operator_is_refused_naming_the_node(client: TestClient) -> 
     compiler = client.app.state.compiler
     known = compiler._ops
     compiler._ops = None  # as if the solver processes had not answered
+    compiler.forget_bodies()  # (and the identical body's refusal, remembered by its digest, were not known)
     try:
         r = client.post("/compile", json=body(data))
     finally:

@@ -62,9 +62,11 @@ def _too_large(loc: tuple[str, ...], what: str, elements: int, limit: int) -> In
                       "too_large")
 
 
-def check_sizes(model: Any, loc: tuple[str, ...] = ("model",), max_elements: int | None = None) -> None:
-    """InputError if the model has too many nodes or declares a tensor (or a constant an operator would make from
-    constant inputs) over the bounds, before any reader allocates it."""
+def check_sizes(model: Any, loc: tuple[str, ...] = ("model",), max_elements: int | None = None, *,
+                declared: bool = True) -> None:
+    """InputError if the model has too many nodes or holds a tensor (or a constant an operator would make from
+    constant inputs) over the bounds, before any reader allocates it; `declared`: the shapes of its inputs,
+    outputs and values too (a model to compile and run: POST /schedule only plans them, up to max_layer_extent)."""
     from onnx import helper
 
     max_elements = max_elements or _max_elements
@@ -85,7 +87,7 @@ def check_sizes(model: Any, loc: tuple[str, ...] = ("model",), max_elements: int
             raise InputError(loc, f"its tensors hold over {MAX_TENSOR_BYTES} bytes, this server's bound",
                              "too_large")
     _check_constant_ops(model.graph, loc, max_elements)  # (first: the node that makes a tensor is the one to name)
-    for info, where in _value_infos(model):
+    for info, where in _value_infos(model) if declared else ():
         dims = info.type.tensor_type.shape.dim
         n = _elements(d.dim_value for d in dims if d.HasField("dim_value"))
         if n > max_elements:

@@ -17,45 +17,35 @@ turn of the owner that asked first, round robin with other owners' compiles (`ti
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
+import functools
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
-from tileplan.errors import InputError, from_validation_error
+from tileplan.errors import InputError
+from tileplan.jobs.bytecache import ByteLRU
 from tileplan.jobs.fair import FairShare
+from tileplan.jobs.intake import warm as intake_warm
+from tileplan.jobs.slots import ProcessSlots, SlotCrashed, SlotTimeout
 from tileplan.jobs.solve import SolverCrashed, SolverPool, SolveTimeout
-from tileplan.mappers.base import get_mapper
 from tileplan.settings import Settings
 from tileplan.store import Store
-from tileplan.store.repository import FINAL, Compile
+from tileplan.store.repository import FINAL, Compile, QuotaExceeded
 
 log = logging.getLogger("tileplan.jobs")
 
 OPS_TIMEOUT_S = 120.0  # asking a solver process for the importable operators (it imports TVM first)
+SMALL_BODY_BYTES = 8 << 20  # request bodies read in the small lane (a ResNet-50 in int8 as base64: ~35 MB)
+BODIES_BYTES = 4 << 20  # remembered request bodies (~20,000)
+INTAKE_NICE = 5  # reading bodies and checking models yields the CPU to the API
 OPS_WAIT_S = 30.0  # how long a POST /compile waits for that answer before leaving the check to the compile
 # Failures that are the server's, not the model's: the next identical request tries again.
 CRASHES_BEFORE_BLAME = 2  # attempts whose process died before a compile is failed for good
 SERVER_FAULTS = {"compile_error", "time_limit", "compile_timeout", "compile_crashed", "internal_error"}
-
-
-@dataclass
-class CompileRequest:
-    """A checked POST /compile: what the compile runs on and the id it has."""
-
-    id: str
-    model: bytes
-    model_name: str
-    hardware: Any  # HardwareDescriptor
-    options: Any  # CompileOptions
-    input_shapes: dict[str, list[int]]
-    calibration: bytes | None = None  # .npz of calibration inputs (options.quantize)
 
 
 class Compiler:
@@ -79,6 +69,17 @@ class Compiler:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._finished: dict[str, asyncio.Event] = {}
         self._ops: asyncio.Task[set[str] | None] | None = None
+        # digest of a request body -> (compile id, wait): an identical body again is not read again
+        self.bodies: ByteLRU[str, tuple[str, bool]] = ByteLRU(BODIES_BYTES)
+        # digest of a request body the checks refused -> the 4xx details: refused again without being read
+        self.refused: ByteLRU[str, list[dict[str, Any]]] = ByteLRU(BODIES_BYTES)
+        # request bodies are read and models checked here, under the worker memory cap (tileplan.jobs.intake)
+        # in two lanes: bodies up to SMALL_BODY_BYTES (most models; read and checked in a second or so) never wait
+        # behind a large model's minute in the other lane
+        lane = dict(nice=INTAKE_NICE, memory_bytes=settings.worker_memory_mb * 1024 * 1024,
+                    warm=functools.partial(intake_warm, settings.max_tensor_elements))
+        self.intake = ProcessSlots(settings.intake_processes, name="intake", **lane)  # type: ignore[arg-type]
+        self.intake_small = ProcessSlots(1, name="intake-small", **lane)  # type: ignore[arg-type]
 
     async def start(self) -> None:
         self._ops = asyncio.ensure_future(self._supported_ops())
@@ -111,77 +112,113 @@ class Compiler:
     async def stop(self) -> None:
         if self._ops is not None:
             self._ops.cancel()
+        self.intake.close()
+        self.intake_small.close()
         for t in list(self._tasks.values()):
             t.cancel()
         for t in list(self._tasks.values()):
             with contextlib.suppress(BaseException):
                 await t
 
+    @property
+    def intake_calls(self) -> int:
+        """Request bodies read and models checked so far (both lanes)."""
+        return self.intake.calls + self.intake_small.calls
+
     # -- the request ----------------------------------------------------------------------------
 
-    def check(self, model: bytes, hardware: Any, options: dict[str, Any] | None,
-              input_shapes: dict[str, Any] | None, calibration: bytes | None = None,
-              ops: set[str] | None = None) -> CompileRequest:
-        """Validate a request and read the model as far as ONNX can without compiling it (runs in a thread).
-        Raises InputError located in the request body (`model`, `model.<node>`, `hardware`, `options.*`,
-        `input_shapes.<input>`, `calibration`). `ops`: the operators a compile can import (`supported_ops`)."""
-        import hashlib
+    async def admit(self, content_type: str, path: str, owner: str | None,
+                    validate: Callable[[dict[str, Any]], Any]) -> tuple[Compile, bool]:
+        """The compile of the request body at `path` (`tileplan.jobs.intake`: read and checked in an intake
+        process, recorded there for `owner`): the stored one if there is one (a failure of the server's is tried
+        again), else a new one, queued. `validate(doc)`: the request's small fields -> CompileBody (the API's
+        schema; its hardware is resolved here). Returns the compile and the body's `wait`. InputError for a bad
+        request, `QuotaExceeded` past `compile_quota_bytes`."""
+        from tileplan.jobs import intake
 
-        from tileplan.frontend.calibration import calibration_index
-        from tileplan.frontend.compile import CompileOptions, model_digest
-        from tileplan.frontend.onnx_bytes import set_max_tensor_elements
-
-        set_max_tensor_elements(self.settings.max_tensor_elements)
-
+        s = self.settings
+        lane = self.intake_small if os.path.getsize(path) <= SMALL_BODY_BYTES else self.intake
+        read = await self._intake(lane, intake.read_body, path, content_type, loc=("body",),
+                                  what="reading the request")
         try:
-            opts = CompileOptions.model_validate(options or {})
-        except ValidationError as exc:
-            raise from_validation_error(exc, ("options",)) from None
-        if opts.time_limit_s > self.settings.max_time_limit_s:
-            raise InputError(("options", "time_limit_s"), f"at most {self.settings.max_time_limit_s:g} s on this "
-                             "server", "less_than_equal")
-        get_mapper(opts.mapper)  # unknown or not installed -> InputError at options.mapper
-        shapes = _input_shapes(input_shapes, self.settings.max_layer_extent, self.settings.max_tensor_elements)
-        calibration_names = None
-        if calibration is not None:
-            if not opts.quantize:
-                raise InputError(("calibration",), "calibration data is what options.quantize quantizes a float "
-                                 "model on: give it with options.quantize=true (or leave it out)")
-            # the zip's directory and the arrays' headers only: the compile process loads the data
-            calibration_names = set(calibration_index(calibration))
-        hw = self._resolve_hardware(hardware)
-        name = _read_model(model, shapes, opts.quantize, calibration_names, ops)
-        digest = model_digest(model, hw, opts, shapes or None)
-        if calibration is not None:  # other calibration data is another compile
-            digest = hashlib.sha256(f"{digest}:{hashlib.sha256(calibration).hexdigest()}".encode()).hexdigest()
-        return CompileRequest(digest, model, name, hw, opts, shapes, calibration)
+            body = validate(read["doc"])
+            hw = await asyncio.to_thread(self._resolve_hardware, body.hardware)
+            ops = await self.supported_ops()
+            limits = {"max_time_limit_s": s.max_time_limit_s, "max_layer_extent": s.max_layer_extent,
+                      "max_tensor_elements": s.max_tensor_elements, "quota": s.compile_quota_bytes}
+            out = await self._intake(lane, intake.admit, self.store.url, read["model"], read["calibration"],
+                                     hw.model_dump(mode="json"), body.options, body.input_shapes,
+                                     sorted(ops) if ops is not None else None, limits, owner,
+                                     time.time() + s.job_time_limit_s, loc=("body", "model"),
+                                     what="checking the model")
+        finally:
+            for name in ("model", "calibration"):
+                if read.get(name):
+                    with contextlib.suppress(OSError):
+                        os.unlink(read[name])
+        found = await self._after_admit(out["id"], out["created"], owner, out["model_name"], hw.name)
+        return found, bool(body.wait)
 
-    async def submit(self, req: CompileRequest, owner: str | None = None) -> Compile:
-        """The compile of `req`: the stored one if there is one (a failure of the server's is tried again),
-        else a new one, queued. `owner` comes to hold it; `QuotaExceeded` (store) if that would take it past
-        `compile_quota_bytes`."""
-        deadline = time.time() + self.settings.job_time_limit_s
-        doc = {"hardware": req.hardware.model_dump(mode="json"), "options": req.options.model_dump(mode="json"),
-               "input_shapes": req.input_shapes,
-               "calibration": base64.b64encode(req.calibration).decode() if req.calibration is not None else None}
-        created = await asyncio.to_thread(
-            self.store.create_compile, req.id, model=req.model, model_name=req.model_name,
-            hardware=req.hardware.name, request=doc, deadline=deadline, owner=owner,
-            quota=self.settings.compile_quota_bytes)
-        found = await self.get(req.id)
+    def forget_bodies(self) -> None:
+        """Hardware was registered, replaced or deleted: a body naming it may mean another compile now."""
+        self.bodies.clear()
+        self.refused.clear()
+
+    async def _intake(self, lane: ProcessSlots, fn: Any, *args: Any, loc: tuple[str, ...],
+                      what: str) -> dict[str, Any]:
+        s = self.settings
+        try:
+            # (a client that leaves while its body is read lets that finish: restarting the process costs more)
+            out: dict[str, Any] = await lane.run(fn, *args, timeout=s.compile_check_time_limit_s,
+                                                 kill_on_cancel=False)
+        except SlotTimeout:
+            raise InputError(loc[1:], f"{what} took longer than this server's limit of "
+                             f"{s.compile_check_time_limit_s:g} s (compile_check_time_limit_s)", "too_costly") from None
+        except SlotCrashed:
+            raise InputError(loc[1:], f"{what} ended its process (over this server's memory cap of "
+                             f"{s.worker_memory_mb} MiB, worker_memory_mb?)", "too_costly") from None
+        if out.get("memory"):
+            raise InputError(loc[1:], f"{what} needed more than this server's memory cap of {s.worker_memory_mb} "
+                             "MiB (worker_memory_mb)", "too_costly")
+        if out.get("quota"):
+            raise QuotaExceeded(*out["quota"])
+        if not out["ok"]:
+            errors = out["errors"]
+            first = errors[0]
+            exc = InputError(tuple(first["loc"][1:]), first["msg"], first["type"])
+            exc.all_details = [{**e, "loc": list(e["loc"][1:])} for e in errors]  # type: ignore[attr-defined]
+            raise exc
+        return out
+
+    async def hold(self, compile_id: str, owner: str | None) -> Compile | None:
+        """An identical request body again (`owner` asking): the compile it made, now held by `owner` too (quota:
+        `QuotaExceeded`), a failure of the server's queued again; None if it is gone (then the body is read
+        afresh)."""
+        found = await self.get(compile_id)
+        if found is None:
+            return None
+        if owner is not None:
+            held = await asyncio.to_thread(self.store.hold_compile, compile_id, owner, self.settings.compile_quota_bytes)
+            if not held:
+                return None
+        return await self._after_admit(compile_id, False, owner, found.model_name, found.hardware)
+
+    async def _after_admit(self, compile_id: str, created: bool, owner: str | None, model_name: str,
+                           hardware: str) -> Compile:
+        found = await self.get(compile_id)
         if found is None:  # deleted (by its other owner, an admin or retention) as it was asked for again
-            return await self.submit(req, owner)
+            raise InputError((), "the compile was deleted as it was asked for; ask again", "conflict")
         if created:
-            log.info("event=compile_queued id=%s model=%s hardware=%s", req.id[:12], req.model_name,
-                     req.hardware.name)
-            self._spawn(req.id, owner)
+            log.info("event=compile_queued id=%s model=%s hardware=%s", compile_id[:12], model_name, hardware)
+            self._spawn(compile_id, owner)
         elif (found.status == "failed" and (found.error or {}).get("type") in SERVER_FAULTS
-              and await asyncio.to_thread(self.store.retry_compile, req.id, deadline)):
-            log.info("event=compile_retried id=%s", req.id[:12])
-            self._spawn(req.id, owner)
-            found = await self.get(req.id) or found
-        elif not found.finished and req.id not in self._tasks and self._resume:
-            self._spawn(req.id, found.owner)  # recorded, but nobody here runs it (its server stopped before it began)
+              and await asyncio.to_thread(self.store.retry_compile, compile_id,
+                                          time.time() + self.settings.job_time_limit_s)):
+            log.info("event=compile_retried id=%s", compile_id[:12])
+            self._spawn(compile_id, owner)
+            found = await self.get(compile_id) or found
+        elif not found.finished and compile_id not in self._tasks and self._resume:
+            self._spawn(compile_id, found.owner)  # recorded, but nobody here runs it (its server stopped first)
         return found
 
     async def delete(self, compile_id: str, owner: str, *, admin: bool = False) -> str:
@@ -237,16 +274,12 @@ class Compiler:
             if not attempt:
                 return
             found = await asyncio.to_thread(self.store.get_compile, compile_id)
-            model = await asyncio.to_thread(self.store.compile_model_bytes, compile_id)
-            if found is None or model is None:
+            if found is None:
                 return  # deleted as it started
-            req = found.request
             start = time.perf_counter()
-            try:
-                calibration = base64.b64decode(req["calibration"]) if req.get("calibration") else None
-                out = await self._pool_of().compile(
-                    self.store.url, compile_id, req["hardware"], model, req["options"], req["input_shapes"] or None,
-                    calibration, timeout=self.settings.compile_time_limit_s)
+            try:  # (the compile process reads the model and its request from the store: not through the API)
+                out = await self._pool_of().compile(self.store.url, compile_id,
+                                                    timeout=self.settings.compile_time_limit_s)
             except SolveTimeout as exc:
                 out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_timeout"}}
             except SolverCrashed as exc:
@@ -289,7 +322,7 @@ def input_fault(c: Compile) -> bool:
     return c.status == "failed" and (c.error or {}).get("type") not in SERVER_FAULTS
 
 
-def _input_shapes(value: Any, max_extent: int, max_elements: int) -> dict[str, list[int]]:
+def input_shapes_of(value: Any, max_extent: int, max_elements: int) -> dict[str, list[int]]:
     """`input_shapes` as JSON gave it: positive integers only (a bool, a string or a float is not a dimension, even
     when it would coerce to one), each at most `max_extent`, at most `max_elements` per input. Refused here, before
     the model is read, as the request's fault."""
@@ -314,7 +347,7 @@ def _input_shapes(value: Any, max_extent: int, max_elements: int) -> dict[str, l
     return out
 
 
-def _read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
+def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
                 calibration: set[str] | None = None, ops: set[str] | None = None) -> str:
     """Read the model with ONNX alone (no TVM, no compile): the errors `compile_model` would raise first, before
     anything is stored (with `ops`, an operator no compile can import too). Returns the model's name."""
@@ -341,4 +374,4 @@ def _read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool
     return str(loaded.graph.name or "model")
 
 
-__all__ = ["FINAL", "Compiler", "CompileRequest", "input_fault"]
+__all__ = ["FINAL", "Compiler", "input_fault"]

@@ -122,14 +122,17 @@ class ProcessSlots:
         await asyncio.gather(*(s.started() for s in self._slots), return_exceptions=True)
 
     async def run(self, fn: Callable[..., Any], *args: Any, timeout: float,
-                  retire: Callable[[Any], bool] | None = None) -> Any:
+                  retire: Callable[[Any], bool] | None = None, kill_on_cancel: bool = True) -> Any:
         """`fn(*args)` in a free slot's process; SlotTimeout past `timeout` s, SlotCrashed if the process dies.
         Cancelling the caller kills the call's process (the work was the caller's alone). `retire(result)`: true
         if the process should not serve another call (it ran out of memory: native libraries may be left in a
-        broken state), so it is replaced."""
+        broken state), so it is replaced. `kill_on_cancel=False`: a cancelled call that is already running is left
+        to finish (still killed at `timeout`) and its slot freed then; for short calls whose process costs more to
+        start again than to let finish."""
         free = self._queue()
         slot = await free.get()
         self.calls += 1
+        handed_back = False
         try:
             try:
                 await slot.started()  # (a process starting under load must not eat the call's time limit)
@@ -137,9 +140,10 @@ class ProcessSlots:
                 slot.kill()
                 raise SlotCrashed("its process did not start") from None
             start = time.perf_counter()
+            loop = asyncio.get_running_loop()
+            fut = loop.run_in_executor(slot.executor, fn, *args)
             try:
-                fut = asyncio.get_running_loop().run_in_executor(slot.executor, fn, *args)
-                result = await asyncio.wait_for(fut, timeout)
+                result = await asyncio.wait_for(fut if kill_on_cancel else asyncio.shield(fut), timeout)
                 if retire is not None and retire(result):
                     log.warning("event=slot_retired pool=%s reason=memory", self.name)
                     self.killed += 1
@@ -152,6 +156,23 @@ class ProcessSlots:
                 raise SlotTimeout(f"ran past its hard limit of {timeout:g} s and was stopped") from None
             except asyncio.CancelledError:
                 log.info("event=slot_cancelled pool=%s seconds=%.1f", self.name, time.perf_counter() - start)
+                if not kill_on_cancel and not fut.done():
+                    handed_back = True  # the slot is freed when the call ends (or is killed at its time limit)
+
+                    def overdue(slot: _Slot = slot, fut: asyncio.Future[Any] = fut) -> None:
+                        if not fut.done():
+                            self.killed += 1
+                            slot.kill()
+                            fut.cancel()
+
+                    timer = loop.call_later(max(0.0, timeout - (time.perf_counter() - start)), overdue)
+
+                    def ended(_f: asyncio.Future[Any], slot: _Slot = slot, timer: asyncio.TimerHandle = timer) -> None:
+                        timer.cancel()
+                        free.put_nowait(slot)
+
+                    fut.add_done_callback(ended)
+                    raise
                 self.killed += 1
                 slot.kill()
                 raise
@@ -159,7 +180,8 @@ class ProcessSlots:
                 slot.kill()
                 raise SlotCrashed("its process died") from None
         finally:
-            free.put_nowait(slot)
+            if not handed_back:
+                free.put_nowait(slot)
 
     def close(self) -> None:
         """Stop at once: calls in progress are abandoned."""

@@ -131,19 +131,26 @@ def build_layer_module(hardware: dict[str, Any], layer: dict[str, Any], mapping:
     return _module(Mapping.model_validate(mapping), layer, HardwareDescriptor.model_validate(hardware))
 
 
-def compile_in_process(db_url: str, compile_id: str, hardware: dict[str, Any], model: bytes,
-                       options: dict[str, Any], input_shapes: dict[str, list[int]] | None,
-                       calibration: bytes | None = None) -> dict[str, Any]:
+def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:
     """Runs in a pool process: POST /compile's compile, planned through the service's plan cache (so its plans
     show up in GET /plans), its progress written to the compile's row as ops are planned. Returns
     {"ok": True, "summary", "artifact"} or {"ok": False, "error": {loc, msg, type}} (an InputError names the
     node or input at fault; anything else is the compiler's fault and says so without a traceback)."""
+    import base64
+
     from tileplan.errors import InputError
     from tileplan.frontend.calibration import read_calibration
     from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
     from tileplan.hardware import HardwareDescriptor
 
     store = _process_store(db_url)
+    found = store.get_compile(compile_id)
+    model = store.compile_model_bytes(compile_id)
+    if found is None or not model:
+        return {"ok": False, "error": {"loc": [], "msg": "the compile was deleted", "type": "compile_error"}}
+    req = found.request
+    hardware, options, input_shapes = req["hardware"], req["options"], req["input_shapes"] or None
+    calibration = base64.b64decode(req["calibration"]) if req.get("calibration") else None
     try:
         result = compile_model(
             model, HardwareDescriptor.model_validate(hardware), CompileOptions.model_validate(options), input_shapes,
@@ -265,13 +272,11 @@ class SolverPool:
         except SlotCrashed:
             raise SolverCrashed("the code generation process died") from None
 
-    async def compile(self, db_url: str, compile_id: str, hardware: dict[str, Any], model: bytes,
-                      options: dict[str, Any], input_shapes: dict[str, list[int]] | None,
-                      calibration: bytes | None = None, *, timeout: float) -> dict[str, Any]:
-        """A whole model's compile (`compile_in_process`) in a solver process, under a hard time limit."""
+    async def compile(self, db_url: str, compile_id: str, *, timeout: float) -> dict[str, Any]:
+        """A whole model's compile (`compile_in_process`: the model and request read from the store there) in a
+        solver process, under a hard time limit."""
         try:
-            return dict(await self.slots.run(compile_in_process, db_url, compile_id, hardware, model, options,
-                                             input_shapes, calibration, timeout=timeout,
+            return dict(await self.slots.run(compile_in_process, db_url, compile_id, timeout=timeout,
                                              retire=_retire))
         except SlotTimeout:
             raise SolveTimeout(f"the compile ran past its hard limit of {timeout:.0f} s and was stopped") from None

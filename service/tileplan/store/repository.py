@@ -752,6 +752,19 @@ class Store:
                              .on_conflict_do_nothing(index_elements=["compile_id", "owner"]))
         return created
 
+    def hold_compile(self, compile_id: str, owner: str, quota: int | None = None) -> bool:
+        """`owner` asks for an existing compile again (an identical request): it comes to hold it (QuotaExceeded as
+        in `create_compile`) and the compile was used now; False if there is no such compile."""
+        with self._write() as conn, conn.begin():
+            if conn.execute(select(CompileRow.seq).where(CompileRow.id == compile_id)).first() is None:
+                return False
+            if quota is not None:
+                self._check_quota(conn, compile_id, owner, 0, quota)
+            conn.execute(update(CompileRow).where(CompileRow.id == compile_id).values(used_at=now_utc()))
+            conn.execute(self._insert(CompileOwnerRow).values(compile_id=compile_id, owner=owner, created_at=now_utc())
+                         .on_conflict_do_nothing(index_elements=["compile_id", "owner"]))
+        return True
+
     def _check_quota(self, conn: Connection, compile_id: str, owner: str, new_bytes: int, quota: int) -> None:
         if self.dialect == "postgresql":  # an owner's submissions one at a time (SQLite: BEGIN IMMEDIATE is)
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:o, 7))"), {"o": owner})

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
+import contextlib
+import hashlib
 import json
+import os
+import tempfile
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
 
 from tileplan.api.auth import caller_of, require_read, require_write
-from tileplan.api.errors import ApiError, BodyTooLarge
+from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, CompileBody, CompilePage, CompileView, ErrorBody
 from tileplan.errors import InputError, from_validation_error
 from tileplan.jobs.compiles import input_fault
+from tileplan.jobs.disconnect import unless_gone
 from tileplan.store.repository import Compile, iso_utc
 
 router = APIRouter(tags=["compile"], dependencies=[Depends(require_read)])
@@ -85,17 +88,59 @@ async def compile_model(request: Request) -> Response:
     POST /schedule's, identified by the model, hardware, options, input shapes and solver version (the same
     request twice is the same compile: no second job). JSON with the model as base64, or multipart/form-data
     with a `model` file part and a `request` JSON part. A model that cannot be compiled is a 422 naming the
-    node and why; nothing is stored for it."""
-    body, model, calibration = await _read_request(request)
+    node and why; nothing is stored for it. The body is streamed to a temporary file and read, like the model,
+    outside the API process; a body identical to one answered before is answered from its compile at once."""
     state = request.app.state
     compiler = state.compiler
-    ops = await compiler.supported_ops()
-    req = await asyncio.to_thread(compiler.check, model, body.hardware, body.options, body.input_shapes, calibration,
-                                  ops)
-    found = await compiler.submit(req, caller_of(request).owner)
-    if body.wait and not found.finished and state.settings.wait_limit_s > 0:
-        found = await compiler.wait(req.id, state.settings.wait_limit_s) or found
+    owner = caller_of(request).owner
+    ctype = request.headers.get("content-type", "")
+    fd, path = tempfile.mkstemp(prefix="tileplan-compile-")
+    try:
+        digest = await _spool(request, fd, ctype)
+        refused = compiler.refused.get(digest)
+        if refused is not None:  # the same bytes were refused before: refused again, unread
+            exc = InputError(tuple(refused[0]["loc"]), refused[0]["msg"], refused[0]["type"])
+            exc.all_details = refused  # type: ignore[attr-defined]
+            raise exc
+        known = compiler.bodies.get(digest)
+        found = await compiler.hold(known[0], owner) if known is not None else None
+        if known is not None and found is not None:
+            wait = known[1]
+        else:
+            # (a client that leaves stops its read and check: it no longer holds an intake process or its place
+            # in the queue for one)
+            try:
+                found, wait = await unless_gone(request.is_disconnected,
+                                                compiler.admit(ctype, path, owner, _validate))
+            except InputError as exc:
+                if exc.type not in UNSTABLE_REFUSALS:  # what the bytes alone are refused for
+                    details = list(getattr(exc, "all_details", None) or [exc.to_detail()])
+                    compiler.refused.put(digest, details, len(json.dumps(details)) + BODY_ENTRY_BYTES)
+                raise
+            compiler.bodies.put(digest, (found.id, wait), BODY_ENTRY_BYTES)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    if wait and not found.finished and state.settings.wait_limit_s > 0:
+        found = await compiler.wait(found.id, state.settings.wait_limit_s) or found
     return _answer(found)
+
+
+BODY_ENTRY_BYTES = 200  # a remembered body: its digest, the compile's id, `wait`
+# refusals that depend on more than the body (the server's load, the compile being deleted as it was asked for):
+# not remembered
+UNSTABLE_REFUSALS = {"too_costly", "conflict"}
+
+
+async def _spool(request: Request, fd: int, content_type: str) -> str:
+    """Write the body to `fd` as it arrives (the middleware's 413 past the limit applies), never holding it
+    whole; returns the digest of the content type and the body (an identical request has the same)."""
+    h = hashlib.sha256(content_type.encode("latin-1", "replace") + b"\n")
+    with os.fdopen(fd, "wb") as f:
+        async for chunk in request.stream():
+            h.update(chunk)
+            f.write(chunk)
+    return h.hexdigest()
 
 
 def _answer(c: Compile) -> Response:
@@ -110,30 +155,6 @@ def _answer(c: Compile) -> Response:
     return _json(doc, 202)
 
 
-async def _read_request(request: Request) -> tuple[CompileBody, bytes, bytes | None]:
-    """The request, the model's bytes and the calibration data's (if given)."""
-    ctype = request.headers.get("content-type", "")
-    if ctype.startswith("multipart/form-data"):
-        return await _multipart(request)
-    raw = await request.body()
-    try:
-        doc = json.loads(raw)
-    except ValueError as exc:
-        raise ApiError(422, ["body"], f"malformed JSON: {exc}", "json_invalid") from None
-    body = _validate(doc)
-    if body.model is None:
-        raise InputError(("model",), "field required: the ONNX model as base64 (or upload it as multipart/form-data)",
-                         "missing")
-    return body, _base64(body.model, "model"), _base64(body.calibration, "calibration") if body.calibration else None
-
-
-def _base64(text: str, field: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise InputError((field,), "not valid base64", "value_error") from None
-
-
 def _validate(doc: Any) -> CompileBody:
     if not isinstance(doc, dict):
         raise InputError((), "expected a JSON object", "model_attributes_type")
@@ -141,41 +162,6 @@ def _validate(doc: Any) -> CompileBody:
         return CompileBody.model_validate(doc)
     except ValidationError as exc:
         raise from_validation_error(exc) from None
-
-
-async def _multipart(request: Request) -> tuple[CompileBody, bytes, bytes | None]:
-    limit = request.app.state.settings.max_compile_bytes
-    try:
-        form = await request.form(max_files=3, max_fields=8, max_part_size=limit)
-    except BodyTooLarge:
-        raise
-    except Exception as exc:  # noqa: BLE001 - python-multipart's parse errors, Starlette's limits
-        raise ApiError(422, ["body"], f"malformed multipart body: {exc}", "value_error") from None
-    try:
-        part = form.get("model")
-        if part is None or isinstance(part, str):
-            raise InputError(("model",), "field required: a file part named `model` with the ONNX model", "missing")
-        model = await part.read()
-        part_or_text = form.get("request")
-        # a text field, or a file part (`curl -F request=@request.json`)
-        text = part_or_text if part_or_text is None or isinstance(part_or_text, str) else (
-            (await part_or_text.read()).decode("utf-8", "replace"))
-        try:
-            doc = json.loads(text) if text else {}
-        except ValueError as exc:
-            raise InputError(("request",), f"malformed JSON: {exc}", "json_invalid") from None
-        for name in ("model", "calibration"):
-            if isinstance(doc, dict) and name in doc:
-                raise InputError(("request", name), f"the {name} is the `{name}` file part here, not a field",
-                                 "extra_forbidden")
-        if isinstance(doc, dict) and isinstance(form.get("hardware"), str) and "hardware" not in doc:
-            doc["hardware"] = form["hardware"]  # the one field a form would most likely give on its own
-        calib = form.get("calibration")
-        if calib is not None and isinstance(calib, str):
-            raise InputError(("calibration",), "a file part with the .npz of calibration inputs", "value_error")
-        return _validate(doc), model, (await calib.read()) if calib is not None else None
-    finally:
-        await form.close()
 
 
 @router.get("/compiles", response_model=None, responses={200: {"model": CompilePage}, **ERRORS})

@@ -89,6 +89,7 @@ async def register_hardware(request: Request, name: str | None = NAME_QUERY) -> 
     """Register a descriptor under a new name; it can then be named in requests like a catalog entry. The name
     must be free: replacing a registered descriptor is `PUT /hardware/{name}`."""
     hw = await _descriptor_of(request, name)
+    request.app.state.compiler.forget_bodies()  # (a compile request naming it may now mean other hardware)
     entry = await run_in_threadpool(request.app.state.store.put_hardware, hw.name, hw.model_dump(mode="json"),
                                     owner=owner_of(request))
     if entry is None:
@@ -113,6 +114,7 @@ async def replace_hardware(name: str, request: Request) -> dict[str, Any]:
     old = await run_in_threadpool(store.hardware_entry, name)
     if old is not None:
         _check_owner(request, old, "replace")
+    request.app.state.compiler.forget_bodies()  # (a compile request naming it may now mean other hardware)
     entry = await run_in_threadpool(store.put_hardware, name, hw.model_dump(mode="json"), owner=owner_of(request),
                                     replace=True)
     return {"name": name, "links": _links(name), **_registered(entry)}
@@ -172,6 +174,7 @@ async def delete_hardware(name: str, request: Request) -> Response:
     entry = await run_in_threadpool(store.hardware_entry, name)
     if entry is not None:
         _check_owner(request, entry, "delete")
+    request.app.state.compiler.forget_bodies()  # (a compile request naming it may now mean other hardware)
     if entry is None or not await run_in_threadpool(store.delete_hardware, name):
         raise ApiError(404, ["path", "name"], f"no registered hardware {name!r}", "not_found")
     return Response(status_code=204)
