@@ -141,7 +141,13 @@ def mapping_tile(mapping: Any, top: int) -> dict[str, int]:
 
 
 def emittable_memory(arch: Any) -> MemoryRows | None:
-    """The memory rows the code generator fills on `arch`, None where it generates no code (nothing to shrink)."""
+    """The memory rows the code generator fills on `arch`, None where it generates no code (nothing to shrink), or
+    where plans are judged by Timeloop's semantics: Timeloop runs the loop nest as mapped, no generated call, so a
+    tile the code generator would shrink is no reason to prefer a slower plan there."""
+    from tileplan.cost.model import model_for
+
+    if model_for(arch) == "timeloop":
+        return None
     pe = arch.hardware.pe_array
     if pe.rows != pe.cols:
         return None
