@@ -2,7 +2,7 @@
 
 Run with the bench-only Python that has torch + torchvision + onnxruntime (never a Tileplan dependency):
 
-    /work/benchvenv/bin/python bench/torch_models.py --out DIR mobilenet_v2 resnet18
+    PY bench/torch_models.py --out DIR mobilenet_v2 resnet18
 
 Each model: torchvision's architecture with seeded random weights, BatchNorm statistics from a few random forward
 passes in training mode (cumulative averages, so the folded scales are realistic rather than 1), exported at

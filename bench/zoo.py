@@ -1,6 +1,6 @@
 """The zoo: the models people actually run, compiled as exported (issue 24).
 
-    python bench/zoo.py --torch-python /work/benchvenv/bin/python --work DIR [--models resnet18,vit_b_16]
+    python bench/zoo.py --torch-python PY --work DIR [--models resnet18,vit_b_16]
                         [--hw gemmini-16x16] [--formats qdq,qoperator] [--out bench/results/zoo.md]
 
 Every model is exported and quantized by bench/zoo_export.py in the bench-only Python (torch is never a Tileplan

@@ -1,7 +1,7 @@
 """The zoo's models as a new user would make them (bench/zoo.py runs this with the bench-only Python that has
 torch + torchvision + onnxruntime; never a Tileplan dependency):
 
-    /work/benchvenv/bin/python bench/zoo_export.py --out DIR resnet18 vit_b_16 bert_layer
+    PY bench/zoo_export.py --out DIR resnet18 vit_b_16 bert_layer
 
 Each model: seeded random weights, BatchNorm statistics from a few random forward passes in training mode
 (cumulative averages), `torch.onnx.export` at opset 17, batch 1 (224 x 224 images; 128 tokens of width 768 for

@@ -1,10 +1,12 @@
+from pathlib import Path
+
 import pytest
 import yaml
 
 from tileplan.errors import InputError
 from tileplan.hardware.catalog import REPO_CATALOG_NAMES, catalog, get_hardware, load_descriptor, resolve_hardware
 
-GEMMINI = (pytest.importorskip("pathlib").Path(__file__).resolve().parents[1] / "hw_catalog" / "gemmini-16x16.yaml").read_text()
+GEMMINI = (Path(__file__).resolve().parents[1] / "hw_catalog" / "gemmini-16x16.yaml").read_text()
 
 
 def test_catalog_has_the_required_entries():

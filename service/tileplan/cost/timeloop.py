@@ -121,16 +121,7 @@ def _fills(problem: Problem, tensor: str, tile: dict[str, int], loops: list[tupl
     if not loops or size == 0:
         return float(size)
     ext = _extents(problem, tensor, tile)
-    zero = dict.fromkeys(DIMS, 0)
-    moves: list[tuple[int, ...]] = []
-    for j, (d, _, step) in enumerate(loops):
-        prev = dict(zero)
-        for dd, _, ss in loops[:j]:
-            prev[dd] += ss
-        new = dict(zero)
-        new[d] += step
-        a, b = _point(problem, tensor, prev), _point(problem, tensor, new)
-        moves.append(tuple(y - x for x, y in zip(a, b)))
+    moves = _first_moves(problem, tensor, loops)
 
     fetched = []
     for t in moves:
@@ -171,6 +162,22 @@ def _point(problem: Problem, tensor: str, c: dict[str, int]) -> tuple[int, ...]:
         return (c["N"], c["G"], c["K"], c["P"], c["Q"])
     return (c["N"], c["G"], c["C"], c["P"] * problem.stride[0] + c["R"] * problem.dilation[0],
             c["Q"] * problem.stride[1] + c["S"] * problem.dilation[1])
+
+
+def _first_moves(problem: Problem, tensor: str, loops: list[tuple[str, int, int]]) -> list[tuple[int, ...]]:
+    """How far `tensor`'s tile moves at each loop's first step: Timeloop extrapolates every loop from its first two
+    iterations, taken with every inner loop at index 1 (the loops are listed innermost first)."""
+    zero = dict.fromkeys(DIMS, 0)
+    moves: list[tuple[int, ...]] = []
+    for j, (d, _, step) in enumerate(loops):
+        prev = dict(zero)
+        for dd, _, ss in loops[:j]:
+            prev[dd] += ss
+        new = dict(zero)
+        new[d] += step
+        a, b = _point(problem, tensor, prev), _point(problem, tensor, new)
+        moves.append(tuple(y - x for x, y in zip(a, b)))
+    return moves
 
 
 def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor: str, iters: int,
@@ -267,18 +274,9 @@ def _fanout_links(problem: Problem, arch: Architecture, mapping: Mapping, tensor
         return 1.0, 0.0, 1, 1
     ext = _extents(problem, tensor, tile)
     elements = _mesh_elements(arch, child + 1, spatial, tile)
-    zero = dict.fromkeys(DIMS, 0)
     offset = {pos: _point(problem, tensor, c) for pos, c in elements.items()}
     groups = len(set(offset.values()))
-    moves: list[tuple[int, ...]] = []
-    for j, (d, _, step) in enumerate(loops):
-        prev = dict(zero)
-        for dd, _, ss in loops[:j]:
-            prev[dd] += ss
-        new = dict(zero)
-        new[d] += step
-        a, b = _point(problem, tensor, prev), _point(problem, tensor, new)
-        moves.append(tuple(y - x for x, y in zip(a, b)))
+    moves = _first_moves(problem, tensor, loops)
 
     Region = tuple[tuple[int, ...], tuple[int, ...]] | None  # one box [lo, hi) relative to the window, or none
 
