@@ -168,7 +168,8 @@ def generate_kernel(spec: Any, hw: Any, mapping: Any, name: str, stream: str) ->
 
     doc = {"layer": spec.layer.model_dump(mode="json", exclude={"count"}), "mapping": mapping.model_dump(mode="json"),
            "epilogue": [float(spec.epilogue.scale), spec.epilogue.zero_point, spec.epilogue.relu, spec.epilogue.bias],
-           "abi": [spec.abi.layout, spec.abi.pad_value, spec.abi.prelaid, spec.abi.acc_output], "stream": stream,
+           "abi": [spec.abi.layout, spec.abi.pad_value, spec.abi.prelaid, spec.abi.acc_output, spec.abi.b_in_place],
+           "stream": stream,
            "name": name,
            "hw": hardware_fingerprint(hw), "codegen": _codegen_digest()}
     key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
@@ -272,8 +273,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         if a.spec.act is None:
             wp, bp = _prelay(a.spec, a.art.padded, a.art.pack)
             w_t: Any = _const_tensor(wp)
-        else:  # B is the step's second input; the kernel's bias (none) is read as zeros
-            w_t, bp = None, a.spec.bias
+        else:  # B is the step's second input, read in place; the kernel's bias_p (never loaded: no bias) zeros
+            w_t, bp = None, np.zeros((a.art.padded["G"], a.art.padded["K"]), np.int32)
         templates[sym] = Step("accel", a.qop.name, a.art.name, [], [],
                               Tensor(0, "uint8", (a.art.workspace_bytes,), "workspace") if a.art.workspace_bytes
                               else None, w_t, _const_tensor(bp), a.spec.clamp,
