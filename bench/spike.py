@@ -192,7 +192,9 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[str])
              "Spike's outputs against onnxruntime's default session on the same file and input: elements "
              "differing, equal / within 1 LSB / max LSB. Cycles: the sums of main.c's per-step lines; on Spike "
              "rdcycle (Spike's cycle CSR follows retired instructions; each RoCC instruction retires at once, so "
-             "this is not a Gemmini SoC's cycle count), on the host Tileplan's emulated cycles.", "",
+             "this is not a Gemmini SoC's cycle count), on the host Tileplan's emulated cycles. Rows named "
+             "`<model>.qdq` / `<model>.qoperator`: bench/zoo_export.py's torchvision exports (seeded random weights, "
+             "224 x 224, onnxruntime quantize_static per-tensor int8), compiled as exported.", "",
              "| model | steps (accelerator) | output elements | Spike = emulator | vs ort: differ, equal / within 1 "
              "LSB / max | Spike rdcycle all / accelerator steps | emulated cycles (accelerator) | Spike wall s |",
              "|---|---|---|---|---|---|---|---|"]
@@ -257,7 +259,8 @@ def main() -> int:
         for label, path in jobs:
             rows.append(run_one(label, path, args, spike))
             print(json.dumps({k: v for k, v in rows[-1].items() if not k.endswith("_steps")}), flush=True)
-    runs = [f"--models {args.models} --onnx {args.onnx or '-'}: {time.perf_counter() - t_start:.0f} s"]
+    files = ",".join(Path(f).name for f in args.onnx.split(",") if f) or "-"
+    runs = [f"--models {args.models or '-'} --onnx {files}: {time.perf_counter() - t_start:.0f} s"]
     if args.out == "-":
         print(write(args, rows, runs))
     else:
