@@ -80,15 +80,17 @@ class Tiling:
 
 def choose_band(sh: PointwiseShape, dim: int, spad_rows: int, acc_rows: int) -> Tiling | None:
     """The largest band (multiple of DIM, at most the padded M) whose two input slots fit the scratchpad beside both
-    layers' weights and whose two sets of accumulator regions (layer 1's K1 and layer 2's K2 columns) fit the
-    accumulator; None if not even DIM rows fit."""
+    layers' weights and whose accumulator regions fit the accumulator: two of layer 2's (K2 columns, one per band
+    in flight) and two of layer 1's, each one DIM-column block of the intermediate (layer 1 is computed one block
+    of its output channels at a time, each consumed by layer 2 at once, so the intermediate's width does not
+    limit the band); None if not even DIM rows fit."""
     n1, k1, k2 = _ceil(sh.C1, dim) // dim, _ceil(sh.K1, dim) // dim, _ceil(sh.K2, dim) // dim
     w_rows = (n1 * k1 + k1 * k2) * dim
     best = None
     bm = dim
     while bm <= _ceil(sh.M, dim):
         sp = w_rows + 2 * n1 * bm
-        ac = 2 * (k1 + k2) * bm
+        ac = 2 * (k2 + 1) * bm
         if sp > spad_rows or ac > acc_rows:
             break
         best = Tiling(bm, sp, ac)
@@ -175,14 +177,15 @@ def generate(name: str, sh: PointwiseShape, tiling: Tiling, *, dim: int, spad_ro
 #define TP_W2 {n1 * nk1 * dim}u           /* scratchpad row of W2 (W1 at 0) */
 #define TP_IN {w_rows}u                  /* scratchpad rows of the two input slots */
 #define TP_IN_SLOT {n1 * bm}u
-#define TP_MID_SLOT {(nk1 + nk2) * bm}u   /* accumulator: per slot, layer 1's rows then layer 2's */
-#define TP_OUT_REG {nk1 * bm}u
+#define TP_OUT_SLOT {nk2 * bm}u         /* accumulator: two layer-2 regions (one per band slot) */
+#define TP_MID {2 * nk2 * bm}u           /* then two layer-1 regions of one block (alternating per block) */
 
 static inline int32_t tp_min(int32_t a, int32_t b) {{ return a < b ? a : b; }}
 
-/* Weight-stationary products of one band: out rows [acc_c + kb * {bm}, ...) += A rows x the weight blocks at w. */
-static void tp_layer(uint32_t a_base, uint32_t w, uint32_t acc_c, int32_t nkb, int32_t ncb, int32_t kreal,
-                     int32_t creal, int32_t rows) {{
+/* Weight-stationary products of one band: accumulator rows acc_c + kb * {bm} + r (output-channel block kb) +=
+   A rows a_base + cb * {bm} + r (reduction block cb) x the weight block at w + kb * kstride + cb * DIM. */
+static void tp_layer(uint32_t a_base, uint32_t w, uint32_t kstride, uint32_t acc_c, int32_t nkb, int32_t ncb,
+                     int32_t kreal, int32_t creal, int32_t rows) {{
   for (int32_t kb = 0; kb < nkb; kb++) {{
     const int32_t kcols = tp_min({dim}, kreal - kb * {dim});
     for (int32_t cb = 0; cb < ncb; cb++) {{
@@ -192,7 +195,7 @@ static void tp_layer(uint32_t a_base, uint32_t w, uint32_t acc_c, int32_t nkb, i
         const uint32_t a = a_base + cb * {bm} + r;
         const uint32_t c = TP_ACC_ADDR | TP_ACCUMULATE | (acc_c + kb * {bm} + r);
         if (r == 0) {{
-          gemmini_extended_preload(w + (kb * ncb + cb) * {dim}, c, kcols, crows, kcols, rr);
+          gemmini_extended_preload(w + kb * kstride + cb * {dim}, c, kcols, crows, kcols, rr);
           gemmini_extended_compute_preloaded(a, GARBAGE_ADDR, crows, rr, {dim}, {dim});
         }} else {{
           gemmini_extended_preload(GARBAGE_ADDR, c, kcols, crows, kcols, rr);
@@ -225,9 +228,10 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
   gemmini_extended4_config_ld({c1p}, MVIN_SCALE_IDENTITY, false, {bm}, 0);
   gemmini_extended4_config_ld(0, MVIN_SCALE_IDENTITY, false, {dim}, 2);
   gemmini_extended_config_st({k2p}, {act2}, {_f32(scale2)});
+  uint32_t mid_slot = 0;
   for (int32_t m0 = 0, slot = 0; m0 < {sh.M}; m0 += {bm}, slot ^= 1) {{
     const int32_t rows = tp_min({bm}, {sh.M} - m0);
-    const uint32_t sp = TP_IN + slot * TP_IN_SLOT, acc = slot * TP_MID_SLOT;
+    const uint32_t sp = TP_IN + slot * TP_IN_SLOT, acc = slot * TP_OUT_SLOT;
     /* one band's operations form one call (config_ex); layer 1 writes only the accumulator (no activation
        applies there), layer 2 reads it through the scale unit with act1 and M1 */
     gemmini_extended3_config_ex(WEIGHT_STATIONARY, {act1}, 0, {_f32(scale1)}, 1, 1, false, false, false);
@@ -235,19 +239,24 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
       for (int32_t r = 0; r < rows; r += {dim})
         gemmini_extended_mvin(I_p + (m0 + r) * {c1p} + c, sp + c / {dim} * {bm} + r, tp_min({mvin_cols}, {sh.C1} - c),
                               tp_min({dim}, rows - r));
-    for (int32_t kb = 0; kb < {nk1}; kb++)
+    for (int32_t kb = 0; kb < {nk2}; kb++)
       for (int32_t r = 0; r < rows; r += {dim})
-        gemmini_extended_mvin3(b1 + kb * {dim}, TP_ACC_ADDR | (acc + kb * {bm} + r), tp_min({dim}, {sh.K1} - kb * {dim}),
+        gemmini_extended_mvin3(b2 + kb * {dim}, TP_ACC_ADDR | (acc + kb * {bm} + r), tp_min({dim}, {sh.K2} - kb * {dim}),
                                tp_min({dim}, rows - r));
+    /* per block jb of layer 1's output channels: those columns into a layer-1 region (bias, then the products
+       over every input-channel block), then layer 2's products over that block, accumulating */
+    for (int32_t jb = 0; jb < {nk1}; jb++, mid_slot ^= 1) {{
+      const uint32_t mid = TP_MID + mid_slot * {bm};
+      for (int32_t r = 0; r < rows; r += {dim})
+        gemmini_extended_mvin3(b1 + jb * {dim}, TP_ACC_ADDR | (mid + r), tp_min({dim}, {sh.K1} - jb * {dim}),
+                               tp_min({dim}, rows - r));
+      tp_layer(sp, (uint32_t)(jb * {n1} * {dim}), 0, mid, 1, {n1}, {sh.K1} - jb * {dim}, {sh.C1}, rows);
+      tp_layer(TP_ACC_ADDR | mid, TP_W2 + (uint32_t)(jb * {dim}), {nk1 * dim}, acc, {nk2}, 1, {sh.K2},
+               {sh.K1} - jb * {dim}, rows);
+    }}
     for (int32_t kb = 0; kb < {nk2}; kb++)
       for (int32_t r = 0; r < rows; r += {dim})
-        gemmini_extended_mvin3(b2 + kb * {dim}, TP_ACC_ADDR | (acc + TP_OUT_REG + kb * {bm} + r),
-                               tp_min({dim}, {sh.K2} - kb * {dim}), tp_min({dim}, rows - r));
-    tp_layer(sp, 0, acc, {nk1}, {n1}, {sh.K1}, {sh.C1}, rows);
-    tp_layer(TP_ACC_ADDR | acc, TP_W2, acc + TP_OUT_REG, {nk2}, {nk1}, {sh.K2}, {sh.K1}, rows);
-    for (int32_t kb = 0; kb < {nk2}; kb++)
-      for (int32_t r = 0; r < rows; r += {dim})
-        gemmini_extended_mvout(O_p + (m0 + r) * {k2p} + kb * {dim}, TP_ACC_ADDR | (acc + TP_OUT_REG + kb * {bm} + r),
+        gemmini_extended_mvout(O_p + (m0 + r) * {k2p} + kb * {dim}, TP_ACC_ADDR | (acc + kb * {bm} + r),
                                tp_min({dim}, {sh.K2} - kb * {dim}), tp_min({dim}, rows - r));
   }}
   gemmini_fence();
@@ -257,3 +266,45 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
 /* Calling convention of the emulator's runner: args[i] is the i-th buffer, the workspace last. */
 void {name}_entry(void **args) {{ {name}((const int8_t *)args[0], (const int8_t *)args[1], (const int32_t *)args[2], (int8_t *)args[3], (uint8_t *)args[4]); }}
 """
+
+
+def model_cycles(sh: PointwiseShape, tiling: Tiling, timing: Any, dim: int, max_bytes: int) -> float:
+    """The calibrated cost model's cycles for the fused kernel as it runs: one call per band (its config_ex), each
+    scored by the per-call formula the emulator and `tileplan.cost.gemmini` share (DMA requests and bytes; array
+    rows, compute instructions and weight preloads; DMA and array overlapped with the calibrated loss; at least
+    the call floor), the first call also loading both layers' weights, plus the run's fill and overhead.
+    `timing`: the emulator's TimingParams for the program step (`codegen.pipeline.timing_for`)."""
+    import math
+
+    req = timing.dma_request_bytes
+    n1, nk1, nk2 = _ceil(sh.C1, dim) // dim, _ceil(sh.K1, dim) // dim, _ceil(sh.K2, dim) // dim
+    mvin_cols = max(1, max_bytes // dim) * dim
+    w_req = sum(min(dim, sh.C1 - c) * math.ceil(min(mvin_cols, sh.K1 - k) / req)
+                for c in range(0, sh.C1, dim) for k in range(0, sh.K1, mvin_cols))
+    w_req += sum(min(dim, sh.K1 - c) * math.ceil(min(mvin_cols, sh.K2 - k) / req)
+                 for c in range(0, sh.K1, dim) for k in range(0, sh.K2, mvin_cols))
+    w_bytes = sh.C1 * sh.K1 + sh.K1 * sh.K2
+    calls = []
+    for m0 in range(0, sh.M, tiling.band):
+        rows = min(tiling.band, sh.M - m0)
+        blocks = math.ceil(rows / dim)
+        ld_req = rows * sum(math.ceil(min(mvin_cols, sh.C1 - c) / req) for c in range(0, sh.C1, mvin_cols))
+        ld_req += rows * (nk1 + nk2) * math.ceil(4 * dim / req)  # bias rows (stride 0: one request a row)
+        ld_bytes = rows * sh.C1 + rows * (sh.K1 + sh.K2) * 4
+        st_req = rows * nk2 * math.ceil(dim / req)
+        st_bytes = rows * sh.K2
+        if m0 == 0:
+            ld_req, ld_bytes = ld_req + w_req, ld_bytes + w_bytes
+        ops = (nk1 * n1 + nk1 * nk2) * blocks
+        ex_rows = (nk1 * n1 + nk1 * nk2) * rows
+        part = rows - (blocks - 1) * dim  # the last compute of a block column has these rows
+        short = max(part, timing.compute_floor_cycles) - part
+        ex_rows += (nk1 * n1 + nk1 * nk2) * short
+        dma = (ld_req + st_req) * timing.dma_request_cycles + (ld_bytes + st_bytes) / timing.dram_bytes_per_cycle
+        ex = ex_rows + ops * timing.compute_op_cycles + ops * timing.preload_cycles
+        work = max(dma, ex) + timing.overlap_loss * min(dma, ex)
+        calls.append((max(work, timing.call_floor_cycles) + timing.call_cycles, dma, ex))
+    mean_dma = sum(c[1] for c in calls) / len(calls)
+    mean_ex = sum(c[2] for c in calls) / len(calls)
+    fill = (1.0 - timing.overlap_loss) * min(mean_dma, mean_ex)
+    return float(sum(c[0] for c in calls) + fill + timing.run_cycles)

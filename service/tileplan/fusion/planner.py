@@ -54,7 +54,7 @@ def _kind(ms: list[chains.Member]) -> str:
 
 def plan_groups(model: Any, qops: list[Any], specs: list[Any], model_cycles: list[float], hw: Any) -> list[GroupPlan]:
     """Every candidate group of the offloaded ops (in program order), each with its decision."""
-    from tileplan.codegen.pipeline import target_spec, timing_for
+    from tileplan.codegen.pipeline import gemmini_config, target_spec, timing_for
 
     target = target_spec(hw)
     bw = timing_for(hw).dram_bytes_per_cycle
@@ -84,6 +84,10 @@ def plan_groups(model: Any, qops: list[Any], specs: list[Any], model_cycles: lis
                             "rows it needs of the others) exceed the scratchpad or the accumulator")
         gc = cost.group_cost([m.spec for m in group], [cycles[m.name] for m in group], [m.macs for m in group],
                              tile.recompute_macs if tile else 0, target.dim, bw)
+        if choice is not None:  # the fused kernel's own modelled cycles, as it runs
+            matmul = group[0].spec.tag == "matmul"
+            gc.cycles_model_fused = kernel.model_cycles(sh, choice.tiling, timing_for(hw, matmul=matmul),  # type: ignore[arg-type]
+                                                        target.dim, gemmini_config(target).max_bytes)
         if not blockers and gc.cycles_model_fused >= gc.cycles_model_unfused:
             blockers.append("fusion does not pay: modelled fused cycles are not below the per-layer program's")
         fused = not blockers
