@@ -46,12 +46,16 @@ def main() -> None:
         (g,) = res["auto"][0].summary["groups"]
         t_on, t_off = res["auto"][0].summary["total"], res["off"][0].summary["total"]
         unf = sum(o["cycles_emulated"] for o in res["off"][0].summary["ops"] if o["name"] in ("pw1", "pw2"))
-        rows.append(f"| {c1}->{k1}->{k2} @ {h}x{h} | {g['fused']} | {unf:,} | {g['cycles_emulated_fused']:,} | "
-                    f"{unf / g['cycles_emulated_fused']:.2f}x | {g['cycles_model_unfused']:,.0f} | "
-                    f"{g['cycles_model_fused']:,.0f} | {g['cycles_model_unfused'] / g['cycles_model_fused']:.2f}x | "
+        fused_c = g["cycles_emulated_fused"]
+        fc = f"{fused_c:,}" if fused_c is not None else "- (kept)"
+        gain = f"{unf / fused_c:.2f}x" if fused_c else "-"
+        rows.append(f"| {c1}->{k1}->{k2} @ {h}x{h} | {'yes' if g['fused'] else 'no: ' + g['reason']} | {unf:,} | "
+                    f"{fc} | {gain} | {g['cycles_model_unfused']:,.0f} | {g['cycles_model_fused']:,.0f} | "
+                    f"{g['cycles_model_unfused'] / g['cycles_model_fused']:.2f}x | "
                     f"{t_off['dram_bytes_emulated']:,} | {t_on['dram_bytes_emulated']:,} | "
                     f"{t_off['dram_bytes_emulated'] / t_on['dram_bytes_emulated']:.2f}x | "
                     f"{res['off'][1]:.1f} | {res['auto'][1]:.1f} | {'yes' if same else 'NO'} |")
+        print(rows[-1], flush=True)
     out = Path(__file__).parent / "results" / "fusion_pointwise.md"
     out.write_text(f"""# Fused pointwise chains vs the per-layer program
 

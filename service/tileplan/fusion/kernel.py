@@ -284,26 +284,30 @@ def model_cycles(sh: PointwiseShape, tiling: Tiling, timing: Any, dim: int, max_
     w_req += sum(min(dim, sh.K1 - c) * math.ceil(min(mvin_cols, sh.K2 - k) / req)
                  for c in range(0, sh.K1, dim) for k in range(0, sh.K2, mvin_cols))
     w_bytes = sh.C1 * sh.K1 + sh.K1 * sh.K2
-    calls = []
+
+    def call(ld_req: float, ld_bytes: float, st_req: float, st_bytes: float, ex: float) -> tuple[float, float, float]:
+        dma = (ld_req + st_req) * timing.dma_request_cycles + (ld_bytes + st_bytes) / timing.dram_bytes_per_cycle
+        work = max(dma, ex) + timing.overlap_loss * min(dma, ex)
+        return max(work, timing.call_floor_cycles) + timing.call_cycles, dma, ex
+
+    # the weights load before the first config_ex: a call of their own (DMA only)
+    calls = [call(w_req, w_bytes, 0, 0, 0.0)]
     for m0 in range(0, sh.M, tiling.band):
         rows = min(tiling.band, sh.M - m0)
         blocks = math.ceil(rows / dim)
         ld_req = rows * sum(math.ceil(min(mvin_cols, sh.C1 - c) / req) for c in range(0, sh.C1, mvin_cols))
-        ld_req += rows * (nk1 + nk2) * math.ceil(4 * dim / req)  # bias rows (stride 0: one request a row)
-        ld_bytes = rows * sh.C1 + rows * (sh.K1 + sh.K2) * 4
+        ld_bytes = rows * sh.C1
+        # bias rows: one request a row; the DRAM stride is 0, so an mvin reads its row's bytes once
+        ld_req += rows * (nk1 + nk2) * math.ceil(4 * dim / req)
+        ld_bytes += blocks * (sh.K1 + sh.K2) * 4
         st_req = rows * nk2 * math.ceil(dim / req)
         st_bytes = rows * sh.K2
-        if m0 == 0:
-            ld_req, ld_bytes = ld_req + w_req, ld_bytes + w_bytes
-        ops = (nk1 * n1 + nk1 * nk2) * blocks
-        ex_rows = (nk1 * n1 + nk1 * nk2) * rows
+        weight_blocks = nk1 * n1 + nk1 * nk2  # one weight preload each per band
+        ops = weight_blocks * blocks
         part = rows - (blocks - 1) * dim  # the last compute of a block column has these rows
-        short = max(part, timing.compute_floor_cycles) - part
-        ex_rows += (nk1 * n1 + nk1 * nk2) * short
-        dma = (ld_req + st_req) * timing.dma_request_cycles + (ld_bytes + st_bytes) / timing.dram_bytes_per_cycle
-        ex = ex_rows + ops * timing.compute_op_cycles + ops * timing.preload_cycles
-        work = max(dma, ex) + timing.overlap_loss * min(dma, ex)
-        calls.append((max(work, timing.call_floor_cycles) + timing.call_cycles, dma, ex))
+        ex_rows = weight_blocks * (rows + max(part, timing.compute_floor_cycles) - part)
+        ex = ex_rows + ops * timing.compute_op_cycles + weight_blocks * timing.preload_cycles
+        calls.append(call(ld_req, ld_bytes, st_req, st_bytes, ex))
     mean_dma = sum(c[1] for c in calls) / len(calls)
     mean_ex = sum(c[2] for c in calls) / len(calls)
     fill = (1.0 - timing.overlap_loss) * min(mean_dma, mean_ex)
