@@ -185,6 +185,12 @@ def test_a_symmetric_pointwise_chain_is_fused_and_bit_identical() -> None:
                                                 if o["name"] in ("pw1", "pw2"))
     assert on.summary["total"]["dram_bytes_emulated"] < off.summary["total"]["dram_bytes_emulated"]
     assert on.summary["total"]["cycles_emulated"] < off.summary["total"]["cycles_emulated"]
+    # the program's modelled cycles count the fused kernel's, not its members' per-layer ones
+    assert on.summary["total"]["cycles_model"] == pytest.approx(
+        off.summary["total"]["cycles_model"] - g["cycles_model_unfused"] + g["cycles_model_fused"], abs=0.2)
+    from tileplan.cli import _summary_table
+
+    assert f"(emulated {g['cycles_emulated_fused']})" in _summary_table(on.summary)
 
 
 def test_an_asymmetric_pointwise_chain_keeps_the_per_layer_program() -> None:

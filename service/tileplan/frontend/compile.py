@@ -876,6 +876,10 @@ def _add_groups(summary: dict[str, Any], model: Any, accel: dict[str, _Accel], g
     for o in summary["ops"]:
         if o.get("kernel"):
             o["fusion_group"] = member_of.get(o["name"])
+    fused = [g for g in groups if g.fused]
+    if fused and summary["total"].get("cycles_model") is not None:  # the fused kernels' modelled cycles
+        summary["total"]["cycles_model"] -= sum(g.cost.cycles_model_unfused - g.cost.cycles_model_fused
+                                                for g in fused)
     summary["total"]["fusion"] = {
         "mode": options.fusion, "groups": len(groups), "fused_groups": sum(g.fused for g in groups),
         "intermediate_bytes": sum(g.cost.intermediate_bytes for g in groups),
