@@ -269,11 +269,16 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         symbols[cname] = sym
         if a.art.timing not in timings:
             timings.append(a.art.timing)
-        wp, bp = _prelay(a.spec, a.art.padded, a.art.pack)
+        if a.spec.act is None:
+            wp, bp = _prelay(a.spec, a.art.padded, a.art.pack)
+            w_t: Any = _const_tensor(wp)
+        else:  # B is the step's second input; the kernel's bias (none) is read as zeros
+            w_t, bp = None, a.spec.bias
         templates[sym] = Step("accel", a.qop.name, a.art.name, [], [],
                               Tensor(0, "uint8", (a.art.workspace_bytes,), "workspace") if a.art.workspace_bytes
-                              else None, _const_tensor(wp), _const_tensor(bp), a.spec.clamp,
-                              timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant)
+                              else None, w_t, _const_tensor(bp), a.spec.clamp,
+                              timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant,
+                              act=a.spec.act)
     compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols))
     notes += compat_notes
     host = lower_host_cached(compat)
@@ -725,9 +730,19 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
             return (f"{op} on a float input (not DequantizeLinear of int8): the quantizer left it in float, so "
                     "there is no int8 operand for the accelerator")
         if not is_weight(node.input[1]):
-            return ("both operands are activations (attention's QK^T or AV): Tileplan's kernels take the second "
-                    "operand as int8 weights laid out at compile time; activation x activation products are not "
-                    "offloaded")
+            if not dequantized(node.input[1]):
+                return (f"{op} of two activations whose second operand is float (not DequantizeLinear of int8): "
+                        "there is no int8 operand for the accelerator")
+            if op != "MatMul":
+                return (f"{op} of two activations: Tileplan offloads activation x activation products as "
+                        "dequantize -> MatMul -> quantize only")
+            if not consumers or not all(c.op_type == "QuantizeLinear" for c in consumers):
+                used = sorted({c.op_type for c in consumers}) or ["a graph output"]
+                return (f"MatMul of two activations whose float result feeds {', '.join(used)} before any "
+                        "QuantizeLinear: the accelerator stores int8 (or int32 for the host's requantisation), "
+                        "not float")
+            return ("MatMul of two activations not matched as dequantize(a), dequantize(b) -> MatMul -> quantize "
+                    "(its result goes through more than one consumer): computed in float on the host")
         if not dequantized(node.input[1]):
             return f"{op} with float weights (no DequantizeLinear): the accelerator multiplies int8 weights"
         if len(node.input) > 2 and node.input[2] and not dequantized(node.input[2]) \
@@ -843,9 +858,10 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
 
 def _plan_groups(model: Any, accel: dict[str, _Accel], hw: Any, options: CompileOptions) -> list[Any]:
     """The fused-layer planner's decision for every candidate group (none with `fusion: off`)."""
+    from tileplan.frontend.patterns import QuantOp
     from tileplan.fusion.planner import plan_groups
 
-    ops = [a for a in accel.values() if a.art is not None]
+    ops = [a for a in accel.values() if a.art is not None and isinstance(a.qop, QuantOp)]
     return (plan_groups(model, [a.qop for a in ops], [a.spec for a in ops],
                         [float(a.art.model_cycles) for a in ops], hw)
             if options.fusion == "auto" and ops else [])
@@ -865,7 +881,9 @@ def _add_groups(summary: dict[str, Any], model: Any, accel: dict[str, _Accel], g
                 options: CompileOptions) -> None:
     """The summary's fused-layer groups (`groups`, per op `fusion_group`, `total.fusion`); the program is the
     per-layer one for every group not fused."""
-    ops = [a for a in accel.values() if a.art is not None]
+    from tileplan.frontend.patterns import QuantOp
+
+    ops = [a for a in accel.values() if a.art is not None and isinstance(a.qop, QuantOp)]
     summary["groups"] = [g.doc() for g in groups]
     if options.fusion == "auto" and ops:
         from tileplan.fusion.chains import blocked, members

@@ -29,6 +29,7 @@ def apply(prog: Any, groups: list[Any], specs: dict[str, Any], target: Any, max_
     from tileplan.frontend.program import Step, Tensor, place_weights, plan_arena
 
     made: list[FusedKernel] = []
+    dropped: set[int] = set()
     next_id = 1 + max([t.id for st in prog.steps for t in [*st.inputs, *st.outputs, *st.temporaries()]]
                       + [t.id for t in prog.consts] + [t.id for t in prog.outputs] + [0])
     for gi, g in enumerate(groups):
@@ -76,12 +77,14 @@ def apply(prog: Any, groups: list[Any], specs: dict[str, Any], target: Any, max_
         nodes = [n for st in prog.steps[i1:i2 + 1] for n in st.onnx_nodes]
         fused = Step("accel", "+".join(g.members), name, [s1.inputs[0]], s2.outputs, ws, wt, bt, s2.clamp, s2.timing,
                      nodes, "fused_pointwise_chain")
+        dropped |= {id(t) for st in prog.steps[i1:i2 + 1] for t in (st.weights, st.bias, st.multipliers)
+                    if t is not None}
         prog.steps[i1:i2 + 1] = [fused]
         made.append(FusedKernel(name, src, list(g.members)))
-    used = {id(t) for st in prog.steps for t in (st.weights, st.bias, st.multipliers) if t is not None}
-    used |= {id(t) for st in prog.steps for t in st.inputs if t.kind == "const"}
-    used |= {id(src) for _, src in prog.copies if src.kind == "const"}
-    prog.consts[:] = [t for t in prog.consts if id(t) in used]
+    # the replaced steps' weights, bias and multipliers leave the weights blob (unless another step shares them)
+    used = {id(t) for st in prog.steps for t in (st.weights, st.bias, st.multipliers, *st.inputs) if t is not None}
+    used |= {id(src) for _, src in prog.copies}
+    prog.consts[:] = [t for t in prog.consts if id(t) not in dropped or id(t) in used]
     plan_arena(prog)
     place_weights(prog)
     return made

@@ -31,6 +31,7 @@ does not name, are the kernel's own TP_* macros.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -372,10 +373,42 @@ def _lin(*terms: tuple[str, int]) -> str:
     return " + ".join(parts) if parts else "0"
 
 
-def _parse(src: str) -> Any:
+class _ScriptNames:
+    """TVMScript's `T` for parsing a tile intrinsic's source: TVM's own, except that the `@T.prim_func(...)`
+    decorator, which the parser evaluates only for its dispatch token, does not walk the Python stack
+    (`inspect.stack()` reads the source file of every frame: 0.25 s per intrinsic, three quarters of a cold
+    compile's code generation on ResNet-18).  The parser reads the decorator's keywords from the syntax tree, so
+    what it builds is the same."""
+
+    def __init__(self, base: Any) -> None:
+        self._base = base
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+    @staticmethod
+    def prim_func(*args: Any, **kwargs: Any) -> Any:
+        def token() -> None:
+            raise AssertionError("only the parser's dispatch token is read")
+
+        token.dispatch_token = "tirx"  # type: ignore[attr-defined]
+        return token
+
+
+_SCRIPT_GLOBALS: dict[str, Any] = {}
+
+
+def parse_source(src: str) -> Any:
+    """A TVMScript source (tile_call_source and the others) parsed into its function."""
     import tvm
 
-    return tvm.script.from_source(src)
+    if not _SCRIPT_GLOBALS:
+        from tvm.script.parser.core.entry import _default_globals
+
+        names = _default_globals()
+        names["T"] = names["tir"] = _ScriptNames(names["T"])
+        _SCRIPT_GLOBALS.update(names)
+    return tvm.script.from_source(src, extra_vars=dict(_SCRIPT_GLOBALS))
 
 
 _ACC = f"T.call_extern(\"uint32\", \"{LOCAL_ADDR}\", C.access_ptr(\"rw\"), T.uint32({ACC_BIT}))"
@@ -394,9 +427,187 @@ def _acc_decl(t: TileShape) -> str:
             f"strides={_strided('c', 5)}, offset_factor=1, scope=\"{ACC_SCOPE}\")\n")
 
 
+# -- the same intrinsics built with TVM's IR builder ---------------------------------------------------------------
+# TVMScript's parser takes ~0.1 s per function (it converts and evaluates the Python syntax tree), and a cold
+# compile registers two functions for each stage of every distinct tile shape (98 on ResNet-18: most of its code
+# generation).  The builder makes the same functions in milliseconds; the sources above stay the readable
+# definition, and tests/codegen/test_intrinsic_builder.py holds the two structurally equal.
+
+
+def _named(name: str, v: Any) -> Any:
+    from tvm.script.ir_builder import IRBuilder
+
+    return IRBuilder.name(name, v)
+
+
+def _build(args: tuple[str, ...], body: Callable[[Any, list[Any]], None]) -> Any:
+    """`@T.prim_func(s_tir=True) def f(<args>: T.handle) -> None`, its body built by `body(T, handles)`."""
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script.builder import ir as T
+
+    with IRBuilder() as ib:
+        with T.prim_func(is_private=False, s_tir=True):
+            T.func_name("f")
+            handles = [T.arg(a, T.handle()) for a in args]
+            T.func_ret(None)
+            body(T, handles)
+    return ib.get()
+
+
+def _match(T: Any, handle: Any, name: str, letter: str, shape: tuple[int, ...], dtype: str,
+           scope: str | None = None) -> Any:
+    strides = [_named(f"{letter}{i}", T.int32()) for i in range(len(shape) - 1)] + [1]
+    kw = {"scope": scope} if scope else {}
+    return _named(name, T.match_buffer(handle, shape, dtype, strides=strides, offset_factor=1, **kw))
+
+
+def _acc_buffer(T: Any, handle: Any, t: TileShape) -> Any:
+    return _match(T, handle, "C", "c", (t.n, 1, t.p, t.q, t.k), "int32", ACC_SCOPE)
+
+
+def _whole(buf: Any) -> Any:
+    return buf[tuple(slice(0, int(e)) for e in buf.shape)]
+
+
+def _nest_built(T: Any, name: str, axes: list[tuple[str, int, str]], store: Callable[[dict[str, Any]], None]) -> None:
+    """`_nest` with the builder; `store(idx)` writes the block's value, idx[axis] being the block variable of a
+    non-unit axis and the constant 0 of a unit one."""
+    with T.grid(*[e for _, e, _ in axes]) as loops:
+        loops = [loops] if isinstance(loops, tirx.Var) else list(loops)
+        for (v, _, _), lv in zip(axes, loops):
+            _named(v, lv)
+        with T.sblock(name):
+            live = [(v, lv, k) for (v, e, k), lv in zip(axes, loops) if e > 1]
+            idx: dict[str, Any] = {v: 0 for v, _, _ in axes}
+            if live:
+                bound = T.axis.remap("".join(k for _, _, k in live), [lv for _, lv, _ in live])
+                bound = [bound] if isinstance(bound, tirx.Var) else list(bound)
+                for (v, _, _), bv in zip(live, bound):
+                    idx[v] = _named(f"v{v}", bv)
+            store(idx)
+
+
+def _lin_built(*terms: tuple[Any, int]) -> Any:
+    """`_lin` with the builder: constant-0 (unit) axes dropped."""
+    parts = [v if m == 1 else v * m for v, m in terms if not isinstance(v, int)]
+    if not parts:
+        return 0
+    out = parts[0]
+    for x in parts[1:]:
+        out = out + x
+    return out
+
+
+def _acc_arg(T: Any, C: Any, host: bool) -> Any:
+    if host:
+        return C.elem_offset
+    return T.call_extern("uint32", LOCAL_ADDR, C.access_ptr("rw"), T.uint32(ACC_BIT))
+
+
+def _built_call(t: TileShape, host: bool) -> tuple[Any, Any]:
+    axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S"), ("r", t.r, "R"),
+            ("s", t.s, "R"), ("c", t.c, "R")]
+
+    def head(T: Any, h: list[Any]) -> tuple[Any, Any, Any]:
+        A = _match(T, h[0], "A", "a", (t.n, 1, t.h_win, t.w_win, t.c), "int8")
+        B = _match(T, h[1], "B", "b", (1, t.r, t.s, t.c, t.k), "int8")
+        return A, B, _acc_buffer(T, h[2], t)
+
+    def desc(T: Any, h: list[Any]) -> None:
+        A, B, C = head(T, h)
+
+        def store(i: dict[str, Any]) -> None:
+            o = [i["n"], i["g"], i["p"], i["q"], i["k"]]
+            a = T.Cast("int32", A[i["n"], i["g"], _lin_built((i["p"], t.sh), (i["r"], t.dh)),
+                                   _lin_built((i["q"], t.sw), (i["s"], t.dw)), i["c"]])
+            T.buffer_store(C, C[tuple(o)] + a * T.Cast("int32", B[i["g"], i["r"], i["s"], i["c"], i["k"]]), o)
+
+        with T.sblock("root"):
+            T.reads(_whole(C), _whole(A), _whole(B))
+            T.writes(_whole(C))
+            _nest_built(T, "update", axes, store)
+
+    def impl(T: Any, h: list[Any]) -> None:
+        A, B, C = head(T, h)
+        fn, _ = _extern("call", host)
+        with T.sblock("root"):
+            T.reads(_whole(C), _whole(A), _whole(B))
+            T.writes(_whole(C))
+            T.evaluate(T.call_extern("int32", fn, A.access_ptr("r"), A.elem_offset, B.access_ptr("r"),
+                                     B.elem_offset, _acc_arg(T, C, host)))
+
+    return _build(("a", "b", "c"), desc), _build(("a", "b", "c"), impl)
+
+
+def _built_init(t: TileShape, host: bool) -> tuple[Any, Any]:
+    axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S")]
+
+    def head(T: Any, h: list[Any]) -> tuple[Any, Any]:
+        return _match(T, h[0], "Bi", "b", (1, t.k), "int32"), _acc_buffer(T, h[1], t)
+
+    def desc(T: Any, h: list[Any]) -> None:
+        Bi, C = head(T, h)
+        with T.sblock("root"):
+            T.reads(Bi[0:1, 0:t.k])
+            T.writes(_whole(C))
+            _nest_built(T, "init", axes, lambda i: T.buffer_store(
+                C, Bi[i["g"], i["k"]], [i["n"], i["g"], i["p"], i["q"], i["k"]]))
+
+    def impl(T: Any, h: list[Any]) -> None:
+        Bi, C = head(T, h)
+        fn, _ = _extern("init", host)
+        offset = [Bi.elem_offset] if host else []
+        with T.sblock("root"):
+            T.reads(Bi[0:1, 0:t.k])
+            T.writes(_whole(C))
+            T.evaluate(T.call_extern("int32", fn, Bi.access_ptr("r"), *offset, _acc_arg(T, C, host)))
+
+    return _build(("b", "c"), desc), _build(("b", "c"), impl)
+
+
+def _built_store(t: TileShape, scale: float, lo: int, host: bool, full: bool) -> tuple[Any, Any]:
+    axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S")]
+
+    def head(T: Any, h: list[Any]) -> tuple[Any, Any]:
+        C = _acc_buffer(T, h[0], t)
+        return C, _match(T, h[1], "O", "o", (t.n, 1, t.p, t.q, t.k), "int32" if full else "int8")
+
+    def desc(T: Any, h: list[Any]) -> None:
+        C, O = head(T, h)
+
+        def store(i: dict[str, Any]) -> None:
+            o = [i["n"], i["g"], i["p"], i["q"], i["k"]]
+            v = C[tuple(o)]
+            if not full:
+                v = T.Cast("int8", T.max(T.min(T.nearbyint(T.Cast("float32", v) * T.float32(float(scale))),
+                                               T.float32(127.0)), T.float32(float(lo))))
+            T.buffer_store(O, v, o)
+
+        with T.sblock("root"):
+            T.reads(_whole(C))
+            T.writes(_whole(O))
+            _nest_built(T, "store", axes, store)
+
+    def impl(T: Any, h: list[Any]) -> None:
+        C, O = head(T, h)
+        fn, _ = _extern("store", host)
+        with T.sblock("root"):
+            T.reads(_whole(C))
+            T.writes(_whole(O))
+            T.evaluate(T.call_extern("int32", fn, O.access_ptr("w"), O.elem_offset, _acc_arg(T, C, host)))
+
+    return _build(("c", "o"), desc), _build(("c", "o"), impl)
+
+
 @register_hw_intrinsic("gemmini.tile_call")
 def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, sw: int, dh: int,
               dw: int, host: bool = False) -> tuple[Any, Any]:
+    return _built_call(TileShape(n, p, q, k, r, s, c, sh, sw, dh, dw), host)
+
+
+def tile_call_source(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, sw: int, dh: int,
+                     dw: int, host: bool = False) -> tuple[str, str]:
+    """TVMScript of tile_call's description and implementation (what the builder makes)."""
     t = TileShape(n, p, q, k, r, s, c, sh, sw, dh, dw)
     a_shape = f"({t.n}, 1, {t.h_win}, {t.w_win}, {t.c})"
     b_shape = f"(1, {t.r}, {t.s}, {t.c}, {t.k})"
@@ -424,11 +635,16 @@ def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, s
     impl = head + (
         f"        T.evaluate(T.call_extern(\"int32\", \"{fn}\", A.access_ptr(\"r\"), A.elem_offset, "
         f"B.access_ptr(\"r\"), B.elem_offset, {acc}))\n")
-    return _parse(desc), _parse(impl)
+    return desc, impl
 
 
 @register_hw_intrinsic("gemmini.tile_init")
 def tile_init(n: int, p: int, q: int, k: int, host: bool = False) -> tuple[Any, Any]:
+    return _built_init(TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1), host)
+
+
+def tile_init_source(n: int, p: int, q: int, k: int, host: bool = False) -> tuple[str, str]:
+    """TVMScript of tile_init's description and implementation."""
     t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
     c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
     head = ("@T.prim_func(s_tir=True)\ndef f(b: T.handle, c: T.handle) -> None:\n"
@@ -440,13 +656,19 @@ def tile_init(n: int, p: int, q: int, k: int, host: bool = False) -> tuple[Any, 
     fn, acc = _extern("init", host)
     offset = "Bi.elem_offset, " if host else ""  # the host glue registers bias_p with the emulator
     impl = head + f"        T.evaluate(T.call_extern(\"int32\", \"{fn}\", Bi.access_ptr(\"r\"), {offset}{acc}))\n"
-    return _parse(desc), _parse(impl)
+    return desc, impl
 
 
 @register_hw_intrinsic("gemmini.tile_store")
 def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool = False,
                full: bool = False) -> tuple[Any, Any]:
     """`full`: the int32 accumulators are stored as they are (mvout with the read-full bit)."""
+    return _built_store(TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1), scale, lo, host, full)
+
+
+def tile_store_source(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool = False,
+                      full: bool = False) -> tuple[str, str]:
+    """TVMScript of tile_store's description and implementation."""
     t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
     c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
     o_rng = f"O[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
@@ -465,7 +687,7 @@ def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool
     fn, acc = _extern("store", host)
     impl = head + (
         f"        T.evaluate(T.call_extern(\"int32\", \"{fn}\", O.access_ptr(\"w\"), O.elem_offset, {acc}))\n")
-    return _parse(desc), _parse(impl)
+    return desc, impl
 
 
 # ------------------------------------------------------------------------------------------------------------------
