@@ -612,14 +612,16 @@ def _summary_table(summary: dict[str, Any]) -> str:
             tile = g.get("tile") or {}
             rows.append(f"  [{i}] {' -> '.join(g['members'])[:60]}: {tile.get('rows', '-')} rows x "
                         f"{tile.get('bands', '-')} bands, {g['bytes_unfused']} -> {g['bytes_fused']} B, "
-                        f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles; {g['reason'][:90]}")
+                        f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles"
+                        + (f" (emulated {g['cycles_emulated_fused']})" if g.get("cycles_emulated_fused") else "")
+                        + f"; {g['reason'][:90]}")
     return "\n".join(rows)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tileplan.run import run_command
 
-    return run_command(args.artifact, args.input, args.output, args.json)
+    return run_command(args.artifact, args.input, args.output, args.json, args.compare, args.reference)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -798,6 +800,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the model's input (.npy; NAME= for a model with several inputs; or one .npz)")
     r.add_argument("--output", help="write the output here (.npy; .npz for several outputs)")
     r.add_argument("--json", action="store_true", help="print outputs' shapes and per-step cycles as JSON")
+    r.add_argument("--compare", metavar="MODEL.onnx",
+                   help="also run the compiled ONNX model in onnxruntime on the same input and print the agreement "
+                        "with each --reference (exit 1 when the first misses >= 99.9%% within 1 LSB)")
+    r.add_argument("--reference", action="append", choices=["ort-int8", "ort", "ort-noopt"],
+                   help="onnxruntime judge(s) for --compare (repeatable; default: ort-int8, ort, ort-noopt): "
+                        "ort-int8 = session.qdqisint8allowed=1, every int8 QDQ unit run as onnxruntime's integer "
+                        "QLinear* kernel (the integer reference); ort = the default session; ort-noopt = no graph "
+                        "optimisation (float between dequantize and quantize)")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("calibrate", help="refit the cost model's parameters on measured cycles")
