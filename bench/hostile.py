@@ -751,6 +751,10 @@ def mix(args: argparse.Namespace) -> None:
         with httpx.Client(base_url=url, timeout=300, headers=AUTH) as c:
             r = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": NORMAL, "options": FAST})
             r.raise_for_status()
+            while r.status_code == 202 or r.json().get("status") not in ("done", "failed"):  # (a loaded machine)
+                time.sleep(1.0)
+                r = c.get(r.json()["links"]["self"])
+                r.raise_for_status()
             key = r.json()["plans"][0]["key"]
             descriptor = c.get("/hardware/gemmini-8x8").json()
         descriptor = {k: v for k, v in descriptor.items() if k != "source"}
