@@ -2,6 +2,7 @@
 
     python bench/zoo.py --torch-python PY --work DIR [--models resnet18,vit_b_16]
                         [--hw gemmini-16x16] [--formats qdq,qoperator] [--out bench/results/zoo.md]
+    python bench/zoo.py --no-export --work DIR --models ...     # the exports already in DIR, no torch
 
 Every model is exported and quantized by bench/zoo_export.py in the bench-only Python (torch is never a Tileplan
 dependency), into DIR (kept between runs). Per model and format, Tileplan's CLI compiles it twice, each time in
@@ -60,6 +61,16 @@ def export(torch_python: str, work: Path, models: list[str]) -> dict[str, dict[s
             got[name] = dict(zip(("float", "qdq", "qoperator"), map(Path, paths)))
     for m in models:
         got.setdefault(m, f"export failed: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else '?'}")
+    return got
+
+
+def existing(work: Path, models: list[str]) -> dict[str, dict[str, Path] | str]:
+    """The exports already in `work` (`--no-export`): NAME.{float,qdq,qoperator}.onnx, whichever exist."""
+    got: dict[str, dict[str, Path] | str] = {}
+    for m in models:
+        paths = {f: work / f"{m}.{f}.onnx" for f in ("float", "qdq", "qoperator")}
+        found = {f: p for f, p in paths.items() if p.exists()}
+        got[m] = found if found else f"no export of {m} in {work}"
     return got
 
 
@@ -169,6 +180,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "zoo.md")
     ap.add_argument("--rewrite", action="store_true", help="only rewrite the table from <out>.json")
+    ap.add_argument("--no-export", action="store_true",
+                    help="use the exports already in --work (no torch needed; a missing format is reported)")
     args = ap.parse_args()
     if args.rewrite:
         write(args, [], {}, None)
@@ -177,7 +190,7 @@ def main() -> None:
     formats = [f for f in args.formats.split(",") if f]
     args.work.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    exported = export(args.torch_python, args.work, models)
+    exported = existing(args.work, models) if args.no_export else export(args.torch_python, args.work, models)
     reasons_all: dict[str, int] = {}
     records: list[dict[str, Any]] = []
     for name in models:
@@ -185,8 +198,8 @@ def main() -> None:
         for fmt in formats:
             rec: dict[str, Any] = {"model": name, "format": fmt}
             records.append(rec)
-            if isinstance(ex, str):
-                rec["error"] = ex
+            if isinstance(ex, str) or fmt not in ex:
+                rec["error"] = ex if isinstance(ex, str) else f"no {fmt} export"
                 continue
             with tempfile.TemporaryDirectory(prefix="tp-zoo-") as cache, \
                     tempfile.TemporaryDirectory(prefix="tp-zoo-out-") as out:

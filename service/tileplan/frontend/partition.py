@@ -211,10 +211,10 @@ def act_offload_reason(op: ActMatmul) -> str | None:
 
 def act_kernel_spec(op: ActMatmul) -> KernelSpec:
     """The layer (one batch element's M x K x N), epilogue, ABI and batch loop of an activation x activation
-    matmul.  The kernel takes B at run time in the per-layer ABI (unpadded row-major [K, N], copied into its
-    padded tile layout on the host as A is: K x N bytes per call against M x K x N MACs), no bias; Gemmini's
-    mvout requantizes where it is the whole requantisation (no zero points), else the kernel stores int32 and
-    the host adds the zero points' terms and requantizes as onnxruntime's QLinearMatMul."""
+    matmul.  The kernel reads B where the program keeps it (KernelABI.b_in_place: unpadded row-major [K, N],
+    row stride N, no copy), no bias; Gemmini's mvout requantizes where it is the whole requantisation (no zero
+    points), else the kernel stores int32 and the host adds the zero points' terms and requantizes as
+    onnxruntime's QLinearMatMul."""
     a, b, y = op.a_shape, op.b_shape, op.y_shape
     m, k, n = int(a[-2]), int(a[-1]), int(b[-1])
     if int(b[-2]) != k or len(y) < 2 or (int(y[-2]), int(y[-1])) != (m, n):
@@ -230,9 +230,11 @@ def act_kernel_spec(op: ActMatmul) -> KernelSpec:
     bias = np.zeros(n, np.int32)
     if glue.a_zp == 0 and glue.b_zp == 0 and zy == 0:
         return KernelSpec(layer, Epilogue(scale=float(mult[0]), zero_point=0, relu=False, bias=False),
-                          KernelABI("NHWC", 0, prelaid=False), weights, bias, None, float(mult[0]), act=glue)
+                          KernelABI("NHWC", 0, prelaid=True, b_in_place=True), weights, bias, None,
+                          float(mult[0]), act=glue)
     return KernelSpec(layer, Epilogue(scale=1.0, zero_point=0, relu=False, bias=False),
-                      KernelABI("NHWC", 0, prelaid=False, acc_output=True), weights, bias, None, float(mult[0]),
+                      KernelABI("NHWC", 0, prelaid=True, acc_output=True, b_in_place=True), weights, bias, None,
+                      float(mult[0]),
                       Requant(mult, zy, -128, 127, 1), act=glue)
 
 
@@ -307,8 +309,8 @@ def describe(op: QuantOp | ActMatmul, spec: KernelSpec) -> str:
         parts = [f"matmul of two int8 activations: {g.batch} call(s) of {g.m} x {g.k} x {g.n}"
                  + (" (batch dimensions as a loop of calls" + (", A broadcast" if not g.a_step else "")
                     + (", B broadcast" if not g.b_step else "") + ")" if g.batch > 1 else ""),
-                 "B, computed at run time, is copied by the kernel into its padded tile layout on the host as A "
-                 f"is ({g.k * g.n} bytes per call against {g.m * g.k * g.n} MACs)"]
+                 "B, computed at run time, is read in place by the kernel's loads (row stride "
+                 f"{g.n}, no copy)"]
         if spec.requant is None:
             parts.append(f"no zero points: mvout requantizes (x{spec.multiplier:.4g})")
         else:
