@@ -2,6 +2,7 @@
 
     python bench/zoo.py --torch-python PY --work DIR [--models resnet18,vit_b_16]
                         [--hw gemmini-16x16] [--formats qdq,qoperator] [--out bench/results/zoo.md]
+    python bench/zoo.py --no-export --work DIR --models ...     # the exports already in DIR, no torch
 
 Every model is exported and quantized by bench/zoo_export.py in the bench-only Python (torch is never a Tileplan
 dependency), into DIR (kept between runs). Per model and format, Tileplan's CLI compiles it twice, each time in
@@ -9,6 +10,10 @@ a fresh process (`tileplan compile --jobs 2`): cold (empty kernel and build cach
 (the same caches again); the artifact then runs on one seeded random input (`tileplan.frontend.runner`) and its
 outputs are judged against references built from onnxruntime, each named in the table:
 
+- `ort-int8` (the judge of QDQ rows): onnxruntime on the same file with `session.qdqisint8allowed=1`
+  (tileplan.frontend.reference): every int8 QDQ unit its selectors accept runs as its integer QLinear* kernel,
+  with the file's own scales: the QDQ model converted to QOperator form by onnxruntime itself, no second export.
+  (On x86 the default session does this only for some units.)  QOperator rows are judged against `ort`.
 - `ort`: onnxruntime's default session on the same file (QOperator: integer QLinear* kernels; QDQ: the
   session fuses what its QDQ selectors accept into integer kernels and runs the rest in float).
 - `ort-noopt`: onnxruntime with every graph optimisation off (ORT_DISABLE_ALL) on a QDQ file: each
@@ -56,6 +61,16 @@ def export(torch_python: str, work: Path, models: list[str]) -> dict[str, dict[s
             got[name] = dict(zip(("float", "qdq", "qoperator"), map(Path, paths)))
     for m in models:
         got.setdefault(m, f"export failed: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else '?'}")
+    return got
+
+
+def existing(work: Path, models: list[str]) -> dict[str, dict[str, Path] | str]:
+    """The exports already in `work` (`--no-export`): NAME.{float,qdq,qoperator}.onnx, whichever exist."""
+    got: dict[str, dict[str, Path] | str] = {}
+    for m in models:
+        paths = {f: work / f"{m}.{f}.onnx" for f in ("float", "qdq", "qoperator")}
+        found = {f: p for f, p in paths.items() if p.exists()}
+        got[m] = found if found else f"no export of {m} in {work}"
     return got
 
 
@@ -118,6 +133,9 @@ def judge(path: Path, artifact: Path, fmt: str, classifier: bool, seed: int) -> 
     lsb = _lsb(path)
     refs = {"ort": dict(zip(names, sess.run(None, feeds)))}
     if fmt == "qdq":
+        from tileplan.frontend.reference import reference_outputs
+
+        refs["ort-int8"] = reference_outputs(str(path), feeds, "ort-int8")
         refs["ort-noopt"] = dict(zip(names, _session(path, False).run(None, feeds)))
         qop = path.with_name(path.name.replace(".qdq.", ".qoperator."))
         if qop.exists():  # the same float model and calibration in QOperator form: the same scales, integer ops
@@ -162,6 +180,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "zoo.md")
     ap.add_argument("--rewrite", action="store_true", help="only rewrite the table from <out>.json")
+    ap.add_argument("--no-export", action="store_true",
+                    help="use the exports already in --work (no torch needed; a missing format is reported)")
     args = ap.parse_args()
     if args.rewrite:
         write(args, [], {}, None)
@@ -170,7 +190,7 @@ def main() -> None:
     formats = [f for f in args.formats.split(",") if f]
     args.work.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    exported = export(args.torch_python, args.work, models)
+    exported = existing(args.work, models) if args.no_export else export(args.torch_python, args.work, models)
     reasons_all: dict[str, int] = {}
     records: list[dict[str, Any]] = []
     for name in models:
@@ -178,8 +198,8 @@ def main() -> None:
         for fmt in formats:
             rec: dict[str, Any] = {"model": name, "format": fmt}
             records.append(rec)
-            if isinstance(ex, str):
-                rec["error"] = ex
+            if isinstance(ex, str) or fmt not in ex:
+                rec["error"] = ex if isinstance(ex, str) else f"no {fmt} export"
                 continue
             with tempfile.TemporaryDirectory(prefix="tp-zoo-") as cache, \
                     tempfile.TemporaryDirectory(prefix="tp-zoo-out-") as out:
@@ -225,26 +245,30 @@ def write(args: argparse.Namespace, records: list[dict[str, Any]], reasons: dict
              + "; ".join(runs) + " (the shared 2-core machine under other helpers' load, 13-18: compile times are "
              "upper bounds of an idle machine's). Models: bench/zoo_export.py (torchvision, seeded random "
              "weights, opset 17, batch 1, onnxruntime quantize_static per-tensor int8).", "",
-             "Judges: `ort` = onnxruntime's default session on the same file; `ort-noopt` = onnxruntime with "
+             "Judges: `ort-int8` (QDQ rows; the judge they are held to) = onnxruntime on the same file with "
+             "`session.qdqisint8allowed=1`, every int8 QDQ unit run as its integer QLinear* kernel (onnxruntime's "
+             "own QDQ -> QOperator fusion, the file's scales); `ort` = onnxruntime's default session on the same "
+             "file (the judge of QOperator rows); `ort-noopt` = onnxruntime with "
              "graph optimisations off (the QDQ file's own float-between-Q/DQ semantics); `ort-qop` (QDQ rows) = "
              "onnxruntime on the QOperator export of the same model and calibration (same scales; integer "
              "QLinear* kernels). Cells: equal / within 1 "
              "LSB / max LSB. Cycles: modelled cycles of the offloaded ops, library's tiling of the same ops / "
              "Tileplan's (ops slower than the library: count). Compile: `tileplan compile --jobs 2` wall seconds, "
              "cold (empty caches) / warm.", "",
-             "| model | fmt | compiles | MACs offloaded | vs ort | vs ort-noopt | vs ort-qop | top-1 | library / Tileplan cycles "
-             "(slower ops) | emulated cycles | compile cold / warm s | host ops |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | fmt | compiles | MACs offloaded | vs ort-int8 | vs ort | vs ort-noopt | vs ort-qop | top-1 | "
+             "library / Tileplan cycles (slower ops) | emulated cycles | compile cold / warm s | host ops |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['format']} | no: {r['error'][:160]} | | | | | | | | "
+            lines.append(f"| {r['model']} | {r['format']} | no: {r['error'][:160]} | | | | | | | | | "
                          f"{r.get('cold_s', 0):.1f} | |")
             continue
         j = r["judge"]
 
         top1 = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in j.get("top1", {}).items()) or "-"
         sp = f"{r['speedup']:.2f}x ({r['slower']})" if r.get("speedup") else "-"
-        lines.append(f"| {r['model']} | {r['format']} | yes | {_pct(r['share'])} | {_cell(j, 'ort')} | "
+        lines.append(f"| {r['model']} | {r['format']} | yes | {_pct(r['share'])} | {_cell(j, 'ort-int8')} | "
+                     f"{_cell(j, 'ort')} | "
                      f"{_cell(j, 'ort-noopt')} | {_cell(j, 'ort-qop')} | {top1} | {sp} | {r['cycles_emulated'] or '-'} | "
                      f"{r['cold_s']:.1f} / {r['warm_s']:.1f} | {r['host']} |")
     lines += ["", "## Why ops stay on the host (all models, count)", ""]
