@@ -693,6 +693,13 @@ def damaged_storage(work: Path, env: dict[str, str], key: str) -> list[tuple[str
     return out
 
 
+def mix_command(args: argparse.Namespace) -> str:
+    """The command line of this run (the mix and, without --no-flood, the flood probe after it)."""
+    return (f".venv/bin/python bench/hostile.py --seconds {args.seconds:g} --baseline-seconds {args.baseline_seconds:g} "
+            f"--rate {args.rate:g}" + (" --no-flood" if args.no_flood else "") + (
+                " --pg-admin URL" if args.pg_admin else ""))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -710,8 +717,8 @@ def main() -> None:
         return
     load0 = os.getloadavg()[0]
     floods = run_flood(args.pg_admin)
-    command = "python bench/hostile.py" + (" --flood-only" if args.flood_only else "") + (
-        " --pg-admin URL" if args.pg_admin else "")
+    command = (".venv/bin/python bench/hostile.py --flood-only" + (" --pg-admin URL" if args.pg_admin else "")
+               if args.flood_only else mix_command(args))
     section = flood_section(floods, command, (load0, os.getloadavg()[0]))
     write_section(Path(args.out), "## Flood", section)
     print(section)
@@ -768,8 +775,7 @@ def mix(args: argparse.Namespace) -> None:
     lines = [
         "# Hostile mix (issues 16 and 23)",
         "",
-        f"`.venv/bin/python bench/hostile.py --seconds {args.seconds:g} --baseline-seconds {args.baseline_seconds:g} "
-        f"--rate {args.rate:g}`: one `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, default "
+        f"`{mix_command(args)}`: one `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, default "
         "budgets), 4 normal clients posting cached layers back to back and a /healthz probe every 50 ms: first alone "
         f"(the reference, {calm.seconds:.0f} s), then with the hostile cases round robin at {args.rate:g}/s, each with "
         f"a 5 s client timeout ({mixed.seconds:.0f} s). {platform.machine()}, {os.cpu_count()} cores shared with other "

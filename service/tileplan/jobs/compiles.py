@@ -48,6 +48,18 @@ CRASHES_BEFORE_BLAME = 2  # attempts whose process died before a compile is fail
 SERVER_FAULTS = {"compile_error", "time_limit", "compile_timeout", "compile_crashed", "internal_error"}
 
 
+def discard(*paths: str | None) -> None:
+    """Unlink files in a thread, not waited for: unlinking a large file frees its blocks, which takes milliseconds to
+    a second on a busy disk, and the event loop must not wait for that (bench/hostile.py: the 90 MB bodies' files)."""
+    def unlink() -> None:
+        for path in paths:
+            if path:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
+    asyncio.get_running_loop().run_in_executor(None, unlink)
+
+
 class Compiler:
     def __init__(self, store: Store, settings: Settings, pool_of: Callable[[], SolverPool],
                  resolve_hardware: Callable[[Any], Any], *, resume: bool = True,
@@ -152,10 +164,7 @@ class Compiler:
                                      time.time() + s.job_time_limit_s, loc=("body", "model"),
                                      what="checking the model")
         finally:
-            for name in ("model", "calibration"):
-                if read.get(name):
-                    with contextlib.suppress(OSError):
-                        os.unlink(read[name])
+            discard(read.get("model"), read.get("calibration"))
         found = await self._after_admit(out["id"], out["created"], owner, out["model_name"], hw.name)
         return found, bool(body.wait)
 
