@@ -612,7 +612,9 @@ def _summary_table(summary: dict[str, Any]) -> str:
             tile = g.get("tile") or {}
             rows.append(f"  [{i}] {' -> '.join(g['members'])[:60]}: {tile.get('rows', '-')} rows x "
                         f"{tile.get('bands', '-')} bands, {g['bytes_unfused']} -> {g['bytes_fused']} B, "
-                        f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles; {g['reason'][:90]}")
+                        f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles"
+                        + (f" (emulated {g['cycles_emulated_fused']})" if g.get("cycles_emulated_fused") else "")
+                        + f"; {g['reason'][:90]}")
     return "\n".join(rows)
 
 
