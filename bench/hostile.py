@@ -439,7 +439,7 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
 
 def attribution(phase: Phase, slow_ms: float) -> list[tuple[str, int, float, int]]:
     """Per hostile case: (case, /healthz probes made while one of its requests was in flight, their p99 in ms, how
-    many of those took over `slow_ms`), worst p99 first; the case "(none in flight)" counts the probes made while no
+    many of those took over `slow_ms`), the largest share of slow probes first; the case "(none in flight)" counts the probes made while no
     hostile request was. The cases overlap in time (3/s, each up to its client timeout), so a case that stalls the
     server shows as the one whose probes are slow where the others' are not."""
     by_case: dict[str, list[float]] = defaultdict(list)
@@ -455,7 +455,7 @@ def attribution(phase: Phase, slow_ms: float) -> list[tuple[str, int, float, int
         if not hit:
             by_case["(none in flight)"].append(ms)
     rows = [(case, len(v), pct(v, .99), sum(1 for x in v if x > slow_ms)) for case, v in by_case.items()]
-    return sorted(rows, key=lambda r: -r[2])
+    return sorted(rows, key=lambda r: (-r[3] / max(1, r[1]), -r[2]))
 
 
 FLOODER, SECOND = "flooder-token", "second-token"  # two owners
@@ -693,6 +693,13 @@ def damaged_storage(work: Path, env: dict[str, str], key: str) -> list[tuple[str
     return out
 
 
+def mix_command(args: argparse.Namespace) -> str:
+    """The command line of this run (the mix and, without --no-flood, the flood probe after it)."""
+    return (f".venv/bin/python bench/hostile.py --seconds {args.seconds:g} --baseline-seconds {args.baseline_seconds:g} "
+            f"--rate {args.rate:g}" + (" --no-flood" if args.no_flood else "") + (
+                " --pg-admin URL" if args.pg_admin else ""))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -710,8 +717,8 @@ def main() -> None:
         return
     load0 = os.getloadavg()[0]
     floods = run_flood(args.pg_admin)
-    command = "python bench/hostile.py" + (" --flood-only" if args.flood_only else "") + (
-        " --pg-admin URL" if args.pg_admin else "")
+    command = (".venv/bin/python bench/hostile.py --flood-only" + (" --pg-admin URL" if args.pg_admin else "")
+               if args.flood_only else mix_command(args))
     section = flood_section(floods, command, (load0, os.getloadavg()[0]))
     write_section(Path(args.out), "## Flood", section)
     print(section)
@@ -744,6 +751,10 @@ def mix(args: argparse.Namespace) -> None:
         with httpx.Client(base_url=url, timeout=300, headers=AUTH) as c:
             r = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": NORMAL, "options": FAST})
             r.raise_for_status()
+            while r.status_code == 202 or r.json().get("status") not in ("done", "failed"):  # (a loaded machine)
+                time.sleep(1.0)
+                r = c.get(r.json()["links"]["self"])
+                r.raise_for_status()
             key = r.json()["plans"][0]["key"]
             descriptor = c.get("/hardware/gemmini-8x8").json()
         descriptor = {k: v for k, v in descriptor.items() if k != "source"}
@@ -768,8 +779,7 @@ def mix(args: argparse.Namespace) -> None:
     lines = [
         "# Hostile mix (issues 16 and 23)",
         "",
-        f"`.venv/bin/python bench/hostile.py --seconds {args.seconds:g} --baseline-seconds {args.baseline_seconds:g} "
-        f"--rate {args.rate:g}`: one `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, default "
+        f"`{mix_command(args)}`: one `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, default "
         "budgets), 4 normal clients posting cached layers back to back and a /healthz probe every 50 ms: first alone "
         f"(the reference, {calm.seconds:.0f} s), then with the hostile cases round robin at {args.rate:g}/s, each with "
         f"a 5 s client timeout ({mixed.seconds:.0f} s). {platform.machine()}, {os.cpu_count()} cores shared with other "
@@ -805,8 +815,9 @@ def mix(args: argparse.Namespace) -> None:
     slow = 200.0
     lines += ["", "Which cases were in flight when /healthz was slow (each probe counts for every case with a request "
               "in flight while it ran):", "",
-              f"| hostile case in flight | /healthz probes | their p99 (ms) | over {slow:g} ms |", "|---|---|---|---|"]
-    lines += [f"| {case} | {n} | {p99:.1f} | {over} |" for case, n, p99, over in attribution(mixed, slow)]
+              f"| hostile case in flight | /healthz probes | their p99 (ms) | over {slow:g} ms (share) |", "|---|---|---|---|"]
+    lines += [f"| {case} | {n} | {p99:.1f} | {over} ({over / max(1, n):.0%}) |"
+              for case, n, p99, over in attribution(mixed, slow)]
     lines += ["", "Case 5 (PostgreSQL going away) is not in this SQLite mix: tests/hostile/test_hostile_database.py "
               "replays it. Cases c1-c9 are issue 23's compile-path probes (c1: external data naming the server's "
               f"`{SECRET_FILE}` and database, both in its working directory; c4: 90 MB models, read in full before the "

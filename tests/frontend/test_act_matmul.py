@@ -1,5 +1,5 @@
-"""Products of two activations (attention's Q K^T and P V, batched) run on the accelerator: the kernel takes the
-second operand at run time, the batch dimensions are a loop of calls, and the outputs equal onnxruntime's
+"""Products of two activations (attention's Q K^T and P V, batched) run on the accelerator: the kernel reads the
+second operand where the program keeps it (no copy), the batch dimensions are a loop of calls, and the outputs equal onnxruntime's
 QLinearMatMul (integer semantics, its rounding) on QDQ and QOperator exports.  Those still left on the host say
 specifically why."""
 
@@ -134,6 +134,7 @@ def test_attention_products_run_on_the_accelerator_and_equal_onnxruntime(fmt):
         o = ops[name]
         assert o["where"] == "accelerator" and o["op"] == "matmul_act", (name, o["reason"])
         assert o["reason"].startswith("matmul of two int8 activations: 2 call(s) of ")
+        assert "read in place by the kernel's loads" in o["reason"]
         assert o["cycles_emulated"] > 0 and o["plan_key"]
     assert ops["scores"]["layer"]["M"] == 13 and ops["scores"]["layer"]["K"] == 24 and ops["scores"]["layer"]["N"] == 13
     assert res.summary["total"]["accelerator_mac_share"] == 1.0

@@ -9,6 +9,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -101,3 +102,46 @@ def test_metrics_count_the_event_loop_held_by_synchronous_work(tmp_path: Path) -
         before = _lag_over(c.get("/metrics").text, 0.2)
         c.portal.call(time.sleep, 0.5)  # (run in the app's event loop thread, holding it)
         assert _lag_over(c.get("/metrics").text, 0.2) >= before + 1
+
+
+def test_healthz_answers_while_a_compile_body_is_hashed_and_written(tmp_path: Path, monkeypatch: Any) -> None:
+    """POST /compile's body is hashed and written to its file off the event loop: a hash that does not finish until
+    /healthz has answered (here: held until then, 20 s at most) does not hold the API. Before, the body's hashing and
+    writing ran on the loop, so the probe waited for the held hash (and it timed out)."""
+    import hashlib
+    import types
+
+    from tileplan.api.routes import compiles as route
+
+    entered, release = threading.Event(), threading.Event()
+    waited_out: list[bool] = []
+
+    class HeldHash:
+        def __init__(self, data: bytes) -> None:
+            self._h = hashlib.sha256(data)
+
+        def update(self, data: bytes) -> None:
+            if not entered.is_set():
+                entered.set()
+                waited_out.append(not release.wait(20))
+            self._h.update(data)
+
+        def hexdigest(self) -> str:
+            return self._h.hexdigest()
+
+    monkeypatch.setattr(route, "hashlib", types.SimpleNamespace(sha256=HeldHash))
+    body = b'{"hardware": "gemmini-16x16", "model": "' + b"A" * (2 << 20) + b'"}'
+    with TestClient(create_app(Settings(data_dir=tmp_path, solver_processes=1))) as c:
+        assert c.get("/healthz").status_code == 200
+        answers: list[int] = []
+        post = threading.Thread(target=lambda: answers.append(
+            c.post("/compile", content=body, headers={"content-type": "application/json"}).status_code))
+        post.start()
+        try:
+            assert entered.wait(60)
+            assert c.get("/healthz").status_code == 200
+        finally:
+            release.set()
+            post.join(120)
+    assert waited_out == [False]  # /healthz answered while the hash was held
+    assert answers and answers[0] == 422  # (not a model: the request is still read and refused as before)

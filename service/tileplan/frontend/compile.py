@@ -168,7 +168,8 @@ def generate_kernel(spec: Any, hw: Any, mapping: Any, name: str, stream: str) ->
 
     doc = {"layer": spec.layer.model_dump(mode="json", exclude={"count"}), "mapping": mapping.model_dump(mode="json"),
            "epilogue": [float(spec.epilogue.scale), spec.epilogue.zero_point, spec.epilogue.relu, spec.epilogue.bias],
-           "abi": [spec.abi.layout, spec.abi.pad_value, spec.abi.prelaid, spec.abi.acc_output], "stream": stream,
+           "abi": [spec.abi.layout, spec.abi.pad_value, spec.abi.prelaid, spec.abi.acc_output, spec.abi.b_in_place],
+           "stream": stream,
            "name": name,
            "hw": hardware_fingerprint(hw), "codegen": _codegen_digest()}
     key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
@@ -272,8 +273,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         if a.spec.act is None:
             wp, bp = _prelay(a.spec, a.art.padded, a.art.pack)
             w_t: Any = _const_tensor(wp)
-        else:  # B is the step's second input; the kernel's bias (none) is read as zeros
-            w_t, bp = None, a.spec.bias
+        else:  # B is the step's second input, read in place; the kernel's bias_p (never loaded: no bias) zeros
+            w_t, bp = None, np.zeros((a.art.padded["G"], a.art.padded["K"]), np.int32)
         templates[sym] = Step("accel", a.qop.name, a.art.name, [], [],
                               Tensor(0, "uint8", (a.art.workspace_bytes,), "workspace") if a.art.workspace_bytes
                               else None, w_t, _const_tensor(bp), a.spec.clamp,
@@ -490,6 +491,19 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 kernels[kkey] = pool.submit(generate_kernel, *args) if pool is not None else _try(generate_kernel,
                                                                                                    *args)
             a.art = kernels[kkey]
+        # the library's tiling of each kernel, which _keep_library_tiling generates next (serially, in this
+        # process): made here in the workers too, so that it finds them in the kernel cache (the same arguments)
+        library: list[Future[Any]] = []
+        if pool is not None and stream != "baseline":
+            seen: set[tuple[Any, ...]] = set()
+            for a in ops:
+                if a.plan is None or a.plan.baseline is None:
+                    continue
+                key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
+                if key not in seen:
+                    seen.add(key)
+                    library.append(pool.submit(_try, generate_kernel, a.spec, hw, a.plan.baseline.mapping,
+                                               c_ident(a.qop.name, "tpk_"), "baseline"))
         for i, a in enumerate(ops):
             if a.plan is not None:
                 try:
@@ -499,6 +513,8 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 except (CodegenError, MappingInfeasible) as exc:
                     a.art, a.reason = None, f"no accelerator code: {exc}"
             progress(i + 1)
+        for fut in library:
+            fut.result()  # failures are the caller's to report (it asks again, from the cache or anew)
         phase("codegen")
     finally:
         if pool is not None:

@@ -118,13 +118,15 @@ def offload_reason(op: QuantOp | ActMatmul) -> str | None:
     if not (sx > 0 and sy > 0 and np.all(sw > 0) and np.all(np.isfinite(sx * sw / sy))):
         return f"scales must be positive and finite (s_x={sx}, s_w={sw[:3]}, s_y={sy})"
     if op.bias is not None:
-        if op.bias.dtype != np.int32:
-            return f"{op.bias.dtype} bias: the accelerator's accumulator is int32"
-        if np.any(np.asarray(op.bias_zp) != 0):
-            return "bias zero point is not 0"
+        if op.bias.dtype not in (np.int8, np.uint8, np.int16, np.uint16, np.int32):
+            return f"{op.bias.dtype} bias: the accelerator's accumulator takes an integer bias"
         bs = np.asarray(op.bias_scale, dtype=np.float64).reshape(-1)
         if bs.size not in (1, channels):
             return f"{bs.size} bias scales for {channels} output channels"
+        if np.asarray(op.bias_zp).size not in (1, channels):
+            return f"{np.asarray(op.bias_zp).size} bias zero points for {channels} output channels"
+        if not np.all(np.isfinite(bs)):
+            return f"bias scale must be finite ({bs[:3]})"
     if op.kind == "conv2d":
         if op.layouts != ("NCHW", "OIHW", "NCHW"):
             return f"layouts {op.layouts}: expected NCHW / OIHW"
@@ -151,10 +153,12 @@ def bias_in_accumulator_units(op: QuantOp) -> tuple[np.ndarray | None, bool]:
     onnxruntime's quantizer writes each bias with scale s_x * s_w, but a bias shared by several convs (PyTorch's
     exporter passes one zero bias to many through Identity nodes) keeps the scale of the first: its real value
     b_q * s_b is then rounded to the nearest accumulator step, an error of at most half a step (M / 2 output
-    LSB, M = s_x * s_w / s_y), and none at all for the zero biases of such exports."""
+    LSB, M = s_x * s_w / s_y), and none at all for the zero biases of such exports.  The same holds for a bias
+    the quantizer wrote as an int8 activation with its own scale and zero point (a bias reaching the conv through
+    an Identity: ConvNeXt's): its value (b_q - z_b) * s_b is a constant, rounded to the accumulator's step."""
     if op.bias is None:
         return None, False
-    b = np.asarray(op.bias).astype(np.int64).reshape(-1)
+    b = np.asarray(op.bias).astype(np.int64).reshape(-1) - np.asarray(op.bias_zp).astype(np.int64).reshape(-1)
     sx = float(np.asarray(op.x_scale).reshape(()))
     sw = np.asarray(op.w_scale, dtype=np.float64).reshape(-1)
     bs = np.asarray(op.bias_scale, dtype=np.float64).reshape(-1)
@@ -211,10 +215,10 @@ def act_offload_reason(op: ActMatmul) -> str | None:
 
 def act_kernel_spec(op: ActMatmul) -> KernelSpec:
     """The layer (one batch element's M x K x N), epilogue, ABI and batch loop of an activation x activation
-    matmul.  The kernel takes B at run time in the per-layer ABI (unpadded row-major [K, N], copied into its
-    padded tile layout on the host as A is: K x N bytes per call against M x K x N MACs), no bias; Gemmini's
-    mvout requantizes where it is the whole requantisation (no zero points), else the kernel stores int32 and
-    the host adds the zero points' terms and requantizes as onnxruntime's QLinearMatMul."""
+    matmul.  The kernel reads B where the program keeps it (KernelABI.b_in_place: unpadded row-major [K, N],
+    row stride N, no copy), no bias; Gemmini's mvout requantizes where it is the whole requantisation (no zero
+    points), else the kernel stores int32 and the host adds the zero points' terms and requantizes as
+    onnxruntime's QLinearMatMul."""
     a, b, y = op.a_shape, op.b_shape, op.y_shape
     m, k, n = int(a[-2]), int(a[-1]), int(b[-1])
     if int(b[-2]) != k or len(y) < 2 or (int(y[-2]), int(y[-1])) != (m, n):
@@ -230,9 +234,11 @@ def act_kernel_spec(op: ActMatmul) -> KernelSpec:
     bias = np.zeros(n, np.int32)
     if glue.a_zp == 0 and glue.b_zp == 0 and zy == 0:
         return KernelSpec(layer, Epilogue(scale=float(mult[0]), zero_point=0, relu=False, bias=False),
-                          KernelABI("NHWC", 0, prelaid=False), weights, bias, None, float(mult[0]), act=glue)
+                          KernelABI("NHWC", 0, prelaid=True, b_in_place=True), weights, bias, None,
+                          float(mult[0]), act=glue)
     return KernelSpec(layer, Epilogue(scale=1.0, zero_point=0, relu=False, bias=False),
-                      KernelABI("NHWC", 0, prelaid=False, acc_output=True), weights, bias, None, float(mult[0]),
+                      KernelABI("NHWC", 0, prelaid=True, acc_output=True, b_in_place=True), weights, bias, None,
+                      float(mult[0]),
                       Requant(mult, zy, -128, 127, 1), act=glue)
 
 
@@ -307,8 +313,8 @@ def describe(op: QuantOp | ActMatmul, spec: KernelSpec) -> str:
         parts = [f"matmul of two int8 activations: {g.batch} call(s) of {g.m} x {g.k} x {g.n}"
                  + (" (batch dimensions as a loop of calls" + (", A broadcast" if not g.a_step else "")
                     + (", B broadcast" if not g.b_step else "") + ")" if g.batch > 1 else ""),
-                 "B, computed at run time, is copied by the kernel into its padded tile layout on the host as A "
-                 f"is ({g.k * g.n} bytes per call against {g.m * g.k * g.n} MACs)"]
+                 "B, computed at run time, is read in place by the kernel's loads (row stride "
+                 f"{g.n}, no copy)"]
         if spec.requant is None:
             parts.append(f"no zero points: mvout requantizes (x{spec.multiplier:.4g})")
         else:

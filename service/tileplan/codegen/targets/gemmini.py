@@ -139,14 +139,21 @@ class KernelABI:
       parameters are then (I, W_p, bias_p, out, workspace);
     - `acc_output=True`: the kernel stores the int32 accumulators (bias included; mvout with the read-full bit,
       no scale or activation) and the caller requantizes: exact where Gemmini's mvout cannot be (an output zero
-      point, per-channel scales)."""
+      point, per-channel scales);
+    - `b_in_place=True` (a matmul, with `prelaid`): the second operand is the caller's unpadded row-major
+      B [K, N] (an activation computed at run time), read where it lies: the weight loads use row stride N
+      instead of the padded layout's K_p (they only ever read the real rows and columns), so nothing copies or
+      pads it; the `W_p` parameter is B itself."""
 
     layout: str = "NHWC"
     pad_value: int = 0
     prelaid: bool = False
     acc_output: bool = False
+    b_in_place: bool = False
 
     def __post_init__(self) -> None:
+        if self.b_in_place and not self.prelaid:
+            raise ValueError("b_in_place reads the caller's B as the W_p parameter: it needs prelaid=True")
         if self.layout not in ("NHWC", "NCHW"):
             raise ValueError(f"layout must be NHWC or NCHW, got {self.layout!r}")
         if not -128 <= self.pad_value <= 127:
@@ -310,7 +317,7 @@ def matmul_compute(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = Non
     if (geo.N, geo.G, geo.H, geo.P, geo.R, geo.S) != (1, 1, 1, 1, 1, 1):
         raise ValueError("a matmul is a 1x1 convolution over one row of M pixels")
     if abi is not None and abi.layout != "NHWC":
-        abi = KernelABI("NHWC", abi.pad_value, abi.prelaid, abi.acc_output)
+        abi = KernelABI("NHWC", abi.pad_value, abi.prelaid, abi.acc_output, abi.b_in_place)
     return build_conv(geo, epi, abi)
 
 
@@ -718,6 +725,7 @@ class CallLayout:
     # tp_store writes the caller's NHWC output (G x K channels per pixel) instead of the padded out_p
     store_direct: bool = False
     acc_output: bool = False  # store the int32 accumulators (KernelABI.acc_output)
+    w_in_place: bool = False  # the weight loads read the caller's unpadded [C, K] rows (KernelABI.b_in_place)
 
     @property
     def store_pixel(self) -> int:
@@ -792,7 +800,7 @@ def call_support_c(lay: CallLayout) -> str:
         TP_IN_BLOCK_ROWS=lay.in_block_rows, TP_W_BLOCK_ROWS=lay.w_block_rows, TP_BIAS_AHEAD=int(lay.bias_ahead),
         TP_REUSE=int(lay.reuse), TP_FOLD=lay.fold, TP_STORE_DIRECT=int(lay.store_direct),
         TP_OUT_STRIDE=lay.store_stride, TP_OUT_PIX=lay.store_pixel, TP_ACC_OUT=int(lay.acc_output),
-        TP_OUT_T="int32_t" if lay.acc_output else "int8_t",
+        TP_OUT_T="int32_t" if lay.acc_output else "int8_t", TP_W_IN_PLACE=int(lay.w_in_place),
     )
     lines = [f"#define {k} {v}" for k, v in consts.items()]
     lines.append(_CALL_C)
@@ -940,14 +948,23 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
 #endif
   /* weight tile: one row per (r, s, c) and up to TP_MVIN_COLS output channels (blocks TP_W_BLOCK_ROWS apart,
      configured once in the kernel's prologue) */
+#if TP_W_IN_PLACE
+  /* the caller's unpadded B [C, K] itself (a matmul: R = S = 1), rows TP_K bytes apart (the load channel's
+     stride, configured so in the prologue); wt - w_off is its start */
+  const int8_t *const wrow = (const int8_t *)((uintptr_t)wt - (uintptr_t)w_off) + (int64_t)c0 * TP_K + k0;
+#define TP_W_SRC(r, s, c, ko) (wrow + (int64_t)(c) * TP_K + (ko))
+#else
+#define TP_W_SRC(r, s, c, ko) (wt + (((r) * TP_SP + (s)) * TP_CP + (c)) * TP_KP + (ko))
+#endif
   for (int32_t ko = 0; load_w && ko < vk; ko += TP_MVIN_COLS) {
     const int32_t kcols = tp_min(TP_MVIN_COLS, vk - ko), kb = ko / TP_DIM;
     for (int32_t r = 0; r < vr; r++)
       for (int32_t s = 0; s < vs; s++)
         for (int32_t c = 0; c < vc; c += TP_DIM)
-          gemmini_extended_mvin2(wt + ((r * TP_SP + s) * TP_CP + c) * TP_KP + ko,
+          gemmini_extended_mvin2(TP_W_SRC(r, s, c, ko),
                                  wsp + ((kb * TP_TR + r) * TP_TS + s) * TP_TC + c, kcols, tp_min(TP_DIM, vc - c));
   }
+#undef TP_W_SRC
   if (first) tp_acc_init(ahead, (vk + TP_DIM - 1) / TP_DIM, vk, vn, vp, vq, acc);
 #if TP_FOLD > 1
   /* per (DIM output channels, r, block of kernel columns): one preload of the block's (s, c) weight rows (adjacent
@@ -1048,7 +1065,7 @@ def config_prologue(lay: CallLayout, epi: Epilogue) -> list[str]:
 
     scale = float.hex(float(np.float32(epi.scale))) + "f"
     act = "RELU" if epi.relu else "NO_ACTIVATION"
-    kp = lay.padded["K"]
+    kp = lay.real["K"] if lay.w_in_place else lay.padded["K"]  # the weight rows' stride in DRAM
     store = (f"gemmini_extended_config_st({lay.store_stride}, NO_ACTIVATION, ACC_SCALE_IDENTITY);"
              if lay.acc_output else f"gemmini_extended_config_st({lay.store_stride}, {act}, {scale});")
     return [
