@@ -319,6 +319,8 @@ def _why(reason: str) -> str:
         return "asymmetric activations (int32 out, host requantizes)"
     if "host clamp" in reason:
         return "host clamp after the mvout"
+    if "window of rows" in reason:
+        return "exact on chip through the accumulator read, but no fused kernel for a 3x3 / depthwise consumer"
     if "writes to memory" in reason or "shift" in reason:
         return "exact mvout, but no accumulator-to-scratchpad requantization among the kernels' instructions"
     if "does not fit" in reason:

@@ -311,6 +311,8 @@ class Phase:
     def __init__(self) -> None:
         self.health: list[float] = []
         self.health_fail = 0
+        self.probes: list[tuple[float, float]] = []  # each /healthz probe: (sent, answered), time.monotonic()
+        self.sent: list[tuple[str, float, float]] = []  # each hostile request: (case, sent, answered or given up)
         self.normal: list[tuple[int, float]] = []
         self.hostile: dict[str, Counter[str]] = defaultdict(Counter)
         self.rss: list[float] = []
@@ -318,6 +320,13 @@ class Phase:
         self.leaks = 0  # hostile answers holding bytes of the server's own files
         self.rss_start = 0.0
         self.seconds = 0.0
+        self.lag: dict[float, float] = {}  # the API's event-loop lag histogram over the phase: bound (s) -> count
+
+    def lag_over(self, seconds: float) -> tuple[int, int]:
+        """(timer samples of the API's event loop later than `seconds`, all samples) in this phase."""
+        total = self.lag.get(float("inf"), 0.0)
+        within = max((n for bound, n in self.lag.items() if bound <= seconds), default=0.0)
+        return int(total - within), int(total)
 
     @property
     def ok(self) -> int:
@@ -328,11 +337,23 @@ class Phase:
         return [ms for _, ms in self.normal]
 
 
+def loop_lag(url: str) -> dict[float, float]:
+    """The API's tileplan_event_loop_lag_seconds histogram (cumulative counts by upper bound)."""
+    text = httpx.get(url + "/metrics", headers=AUTH, timeout=30).text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("tileplan_event_loop_lag_seconds_bucket{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            out[float(bound)] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]], seconds: float,
             rate: float) -> Phase:
     """Normal traffic, the /healthz probe and the RSS sampler for `seconds`, plus the hostile `cases` (if any)."""
     out = Phase()
     out.rss_start = rss_mib(pid)
+    lag0 = loop_lag(url)
     stop = threading.Event()
     in_flight: list[threading.Thread] = []  # hostile requests sent: each is answered (or given up) before the end
 
@@ -340,11 +361,13 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
         with httpx.Client(timeout=5.0) as h:
             while not stop.is_set():
                 t = time.perf_counter()
+                sent = time.monotonic()
                 try:
                     ok = h.get(url + "/healthz").status_code == 200
                 except httpx.TransportError:
                     ok = False
                 out.health.append((time.perf_counter() - t) * 1000 if ok else 5000.0)
+                out.probes.append((sent, time.monotonic()))
                 out.health_fail += not ok
                 time.sleep(0.05)
 
@@ -381,6 +404,7 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
             def one(case: str = case, method: str = method, path: str = path, kw: dict[str, Any] = kw) -> None:
                 kw = dict(kw)
                 timeout = kw.pop("timeout", 5.0)
+                sent = time.monotonic()
                 try:
                     r = httpx.request(method, url + path, timeout=timeout, **kw)
                     out.hostile[case][str(r.status_code)] += 1
@@ -389,6 +413,7 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
                     out.hostile[case][f"gave up ({timeout:g} s)"] += 1
                 except httpx.TransportError as exc:
                     out.hostile[case][type(exc).__name__] += 1
+                out.sent.append((case, sent, time.monotonic()))
 
             th = threading.Thread(target=one, daemon=True)
             th.start()
@@ -408,7 +433,29 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
     for t in in_flight:  # (the 90 MB probes wait up to 120 s: the server must not be stopped under them)
         t.join(timeout=150)
     out.seconds = time.monotonic() - t0
+    out.lag = {bound: n - lag0.get(bound, 0.0) for bound, n in loop_lag(url).items()}
     return out
+
+
+def attribution(phase: Phase, slow_ms: float) -> list[tuple[str, int, float, int]]:
+    """Per hostile case: (case, /healthz probes made while one of its requests was in flight, their p99 in ms, how
+    many of those took over `slow_ms`), the largest share of slow probes first; the case "(none in flight)" counts the probes made while no
+    hostile request was. The cases overlap in time (3/s, each up to its client timeout), so a case that stalls the
+    server shows as the one whose probes are slow where the others' are not."""
+    by_case: dict[str, list[float]] = defaultdict(list)
+    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for case, sent, done in phase.sent:
+        spans[case].append((sent, done))
+    for ms, (start, end) in zip(phase.health, phase.probes):
+        hit = False
+        for case, intervals in spans.items():
+            if any(sent < end and done > start for sent, done in intervals):
+                by_case[case].append(ms)
+                hit = True
+        if not hit:
+            by_case["(none in flight)"].append(ms)
+    rows = [(case, len(v), pct(v, .99), sum(1 for x in v if x > slow_ms)) for case, v in by_case.items()]
+    return sorted(rows, key=lambda r: (-r[3] / max(1, r[1]), -r[2]))
 
 
 FLOODER, SECOND = "flooder-token", "second-token"  # two owners
@@ -646,6 +693,13 @@ def damaged_storage(work: Path, env: dict[str, str], key: str) -> list[tuple[str
     return out
 
 
+def mix_command(args: argparse.Namespace) -> str:
+    """The command line of this run (the mix and, without --no-flood, the flood probe after it)."""
+    return (f".venv/bin/python bench/hostile.py --seconds {args.seconds:g} --baseline-seconds {args.baseline_seconds:g} "
+            f"--rate {args.rate:g}" + (" --no-flood" if args.no_flood else "") + (
+                " --pg-admin URL" if args.pg_admin else ""))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -663,8 +717,8 @@ def main() -> None:
         return
     load0 = os.getloadavg()[0]
     floods = run_flood(args.pg_admin)
-    command = "python bench/hostile.py" + (" --flood-only" if args.flood_only else "") + (
-        " --pg-admin URL" if args.pg_admin else "")
+    command = (".venv/bin/python bench/hostile.py --flood-only" + (" --pg-admin URL" if args.pg_admin else "")
+               if args.flood_only else mix_command(args))
     section = flood_section(floods, command, (load0, os.getloadavg()[0]))
     write_section(Path(args.out), "## Flood", section)
     print(section)
@@ -697,6 +751,10 @@ def mix(args: argparse.Namespace) -> None:
         with httpx.Client(base_url=url, timeout=300, headers=AUTH) as c:
             r = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": NORMAL, "options": FAST})
             r.raise_for_status()
+            while r.status_code == 202 or r.json().get("status") not in ("done", "failed"):  # (a loaded machine)
+                time.sleep(1.0)
+                r = c.get(r.json()["links"]["self"])
+                r.raise_for_status()
             key = r.json()["plans"][0]["key"]
             descriptor = c.get("/hardware/gemmini-8x8").json()
         descriptor = {k: v for k, v in descriptor.items() if k != "source"}
@@ -721,8 +779,7 @@ def mix(args: argparse.Namespace) -> None:
     lines = [
         "# Hostile mix (issues 16 and 23)",
         "",
-        f"`.venv/bin/python bench/hostile.py --seconds {args.seconds:g} --baseline-seconds {args.baseline_seconds:g} "
-        f"--rate {args.rate:g}`: one `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, default "
+        f"`{mix_command(args)}`: one `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, default "
         "budgets), 4 normal clients posting cached layers back to back and a /healthz probe every 50 ms: first alone "
         f"(the reference, {calm.seconds:.0f} s), then with the hostile cases round robin at {args.rate:g}/s, each with "
         f"a 5 s client timeout ({mixed.seconds:.0f} s). {platform.machine()}, {os.cpu_count()} cores shared with other "
@@ -733,6 +790,8 @@ def mix(args: argparse.Namespace) -> None:
         row("/healthz probes (failed)", lambda r: f"{len(r.health)} ({r.health_fail})", "all answer"),
         row("/healthz p50 / p99 / max", lambda r: f"{pct(r.health, .5):.1f} / {pct(r.health, .99):.1f} / "
             f"{max(r.health):.1f} ms", "p99 < 200 ms"),
+        row("API event loop: lag samples over 50 ms / over 200 ms (of all)", lambda r: f"{r.lag_over(.05)[0]} / "
+            f"{r.lag_over(.2)[0]} ({r.lag_over(.2)[1]})", "0 over 200 ms"),
         row("normal cached POST /schedule answered 200", lambda r: f"{r.ok} of {len(r.normal)} "
             f"({r.ok / max(1, len(r.normal)):.2%})", "100%"),
         row("normal p50 / p99", lambda r: f"{pct(r.latency, .5):.1f} / {pct(r.latency, .99):.1f} ms"),
@@ -753,6 +812,12 @@ def mix(args: argparse.Namespace) -> None:
     for case, _, _, _ in cases:
         got = ", ".join(f"{code}: {n}" for code, n in sorted(mixed.hostile[case].items()))
         lines.append(f"| {case} | {got} |")
+    slow = 200.0
+    lines += ["", "Which cases were in flight when /healthz was slow (each probe counts for every case with a request "
+              "in flight while it ran):", "",
+              f"| hostile case in flight | /healthz probes | their p99 (ms) | over {slow:g} ms (share) |", "|---|---|---|---|"]
+    lines += [f"| {case} | {n} | {p99:.1f} | {over} ({over / max(1, n):.0%}) |"
+              for case, n, p99, over in attribution(mixed, slow)]
     lines += ["", "Case 5 (PostgreSQL going away) is not in this SQLite mix: tests/hostile/test_hostile_database.py "
               "replays it. Cases c1-c9 are issue 23's compile-path probes (c1: external data naming the server's "
               f"`{SECRET_FILE}` and database, both in its working directory; c4: 90 MB models, read in full before the "

@@ -11,10 +11,15 @@ bench/data/timeloop_fuzz/mapper.jsonl (CI compares today's cosa with them: tests
 test_vs_mapper.py) and the table goes to bench/results/timeloop_mapper.md.
 
     python bench/timeloop_vs_mapper.py --timeloop-bin DIR --seconds 3 30 [--pairs N] [--seconds-sample K]
+    python bench/timeloop_vs_mapper.py --timeloop-bin DIR --seconds 30 --missing --shard 1/2   (and 2/2, in parallel)
+    python bench/timeloop_vs_mapper.py --merge-shards 2
 
 DIR holds timeloop-model and timeloop-mapper (NVlabs/timeloop@019f107 without Accelergy). --pairs takes the first N
 pairs; --seconds-sample runs the longer budgets (all but the first) on every K-th pair only (the machine is shared).
 --rejudge rewrites the table from mapper.jsonl and cosa's recorded Timeloop cycles without running anything.
+--missing keeps the recorded searches and runs only the budgets of --seconds a pair lacks (cosa is re-planned and
+judged for every pair); --shard I/N takes every N-th pair from the I-th and writes mapper.shardI.jsonl, which
+--merge-shards N folds back into mapper.jsonl (in the fuzz's pair order) before writing the table.
 """
 
 from __future__ import annotations
@@ -112,6 +117,23 @@ def run_cosa(tl: Timeloop, arch_text: str, layer_doc: dict[str, Any], cosa_time:
             "timeloop_error": r.get("error"), "padded": bool(plan.mapping.padded_dims), "cpu_s": round(cpu, 3)}
 
 
+def merge_shards(data: Path, record: Path, n: int) -> list[dict[str, Any]]:
+    """mapper.jsonl with the rows of mapper.shard1..n.jsonl in place of its own (pairs the shards lack keep theirs),
+    in the fuzz's pair order; the shard files are removed once merged."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    shards = [record / f"mapper.shard{i}.jsonl" for i in range(1, n + 1)]
+    for path in [record / "mapper.jsonl", *shards]:
+        for x in path.read_text().splitlines():
+            if x.strip():
+                r = json.loads(x)
+                rows[(r["arch"], r["layer"]["name"])] = r
+    ordered = [rows[(a, lay["name"])] for a, lay in fuzz_pairs(data) if (a, lay["name"]) in rows]
+    (record / "mapper.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in ordered))
+    for path in shards:
+        path.unlink()
+    return ordered
+
+
 def table(rows: list[dict[str, Any]], budgets: list[float], header: list[str]) -> str:
     lines = header + ["", "## Summary", "",
                       "| mapper budget | pairs | mapper found a map | cosa <= mapper | cosa <= 1.10x mapper | worst cosa / mapper "
@@ -158,6 +180,10 @@ def main() -> int:
     ap.add_argument("--reuse-mapper", action="store_true", help=(
         "re-plan with today's cosa and run its maps through timeloop-model, keeping the mapper searches recorded in "
         "mapper.jsonl (for the pairs and budgets it has)"))
+    ap.add_argument("--missing", action="store_true", help=(
+        "keep the recorded mapper searches; run only the budgets of --seconds a pair lacks (cosa re-planned)"))
+    ap.add_argument("--shard", default=None, help="I/N: every N-th pair from the I-th, into mapper.shardI.jsonl")
+    ap.add_argument("--merge-shards", type=int, default=0, help="fold mapper.shard1..N.jsonl into mapper.jsonl")
     ap.add_argument("--data", default=str(DATA), help="the fuzz data: its architectures and layers")
     ap.add_argument("--record", default=None, help="where mapper.jsonl is written (and read by --rejudge); default --data")
     ap.add_argument("--out", default=str(REPO / "bench/results/timeloop_mapper.md"))
@@ -167,7 +193,9 @@ def main() -> int:
     record.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]]
-    if args.rejudge:
+    if args.merge_shards:
+        rows = merge_shards(data, record, args.merge_shards)
+    elif args.rejudge:
         rows = [json.loads(x) for x in (record / "mapper.jsonl").read_text().splitlines() if x.strip()]
     else:
         if not args.timeloop_bin:
@@ -177,12 +205,17 @@ def main() -> int:
         if args.pairs:
             pairs = pairs[: args.pairs]
         before: dict[tuple[str, str], dict[str, Any]] = {}
-        if args.reuse_mapper:
+        if args.reuse_mapper or args.missing:
             for x in (record / "mapper.jsonl").read_text().splitlines():
                 if x.strip():
                     r = json.loads(x)
                     before[(r["arch"], r["layer"]["name"])] = r["mapper"]
-            pairs = [p for p in pairs if (p[0], p[1]["name"]) in before]
+            pairs = [p for p in pairs if (p[0], p[1]["name"]) in before or args.missing]
+        out_file = record / "mapper.jsonl"
+        if args.shard:
+            i, n = (int(x) for x in args.shard.split("/"))
+            pairs = pairs[i - 1::n]
+            out_file = record / f"mapper.shard{i}.jsonl"
         rows = []
         for k, (arch_rel, layer_doc) in enumerate(pairs):
             arch_text = (data / arch_rel).read_text()
@@ -191,17 +224,21 @@ def main() -> int:
             cosa = run_cosa(tl, arch_text, layer_doc, args.cosa_time)
             mapper = before.get((arch_rel, layer_doc["name"]), {})
             for j, s in enumerate(args.seconds if not args.reuse_mapper else []):
-                if j > 0 and k % args.seconds_sample:
+                if j > 0 and k % args.seconds_sample and not args.missing:
+                    continue
+                if args.missing and f"{s:g}" in mapper:
                     continue
                 mapper[f"{s:g}"] = run_mapper(tl.bin.parent, tl.env, arch_text, prob_text, s)
             rows.append({"arch": arch_rel, "layer": layer_doc, "cosa": cosa, "mapper": mapper})
-            with open(record / "mapper.jsonl", "a" if k else "w") as f:  # as it goes: a long run keeps what it did
+            with open(out_file, "a" if k else "w") as f:  # as it goes: a long run keeps what it did
                 f.write(json.dumps(rows[-1], sort_keys=True) + "\n")
             print(f"{arch_rel} {layer_doc['name']}: cosa {cosa.get('timeloop') or cosa.get('refused')} "
                   + " ".join(f"{s}s={m.get('cycles')}" for s, m in mapper.items()), flush=True)
+    if args.shard:
+        return 0  # a shard's rows are folded in by --merge-shards, which writes the table
     budgets = sorted({float(s) for r in rows for s in r["mapper"]})
-    command = "--rejudge" if args.rejudge else "--reuse-mapper (cosa re-planned; mapper searches as recorded)" \
-        if args.reuse_mapper else (
+    command = f"--merge-shards {args.merge_shards}" if args.merge_shards else "--rejudge" if args.rejudge else \
+        "--reuse-mapper (cosa re-planned; mapper searches as recorded)" if args.reuse_mapper else (
         f"--timeloop-bin DIR --seconds {' '.join(f'{s:g}' for s in args.seconds)} --seconds-sample "
         f"{args.seconds_sample} --cosa-time {args.cosa_time:g}" + (f" --pairs {args.pairs}" if args.pairs else ""))
     header = ["# cosa against timeloop-mapper on the fuzzed architectures, both judged by timeloop-model", "",

@@ -51,9 +51,33 @@ def _transformer(name: str) -> Any:
     return Block()
 
 
+def _import_torchvision() -> Any:
+    """torchvision, also where its C++ operators (detection's nms, roi_align) do not load, e.g. a CUDA build of
+    torchvision beside a CPU build of torch: the classification models need none of them, but torchvision's
+    import registers fake kernels for them and fails; that registration module is then left out."""
+    import ctypes
+    import importlib.util
+    import types
+
+    import torch  # noqa: F401 - loads libtorch before the extension is tried
+
+    spec = importlib.util.find_spec("torchvision")
+    ext = [p for p in (Path(spec.origin).parent.glob("_C*.so") if spec and spec.origin else [])]
+    try:
+        for p in ext:
+            ctypes.CDLL(str(p))
+    except OSError as exc:
+        print(f"torchvision's operators do not load ({exc}); importing its models without them", file=sys.stderr)
+        sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+    import torchvision
+
+    return torchvision
+
+
 def _net(name: str) -> tuple[Any, tuple[int, ...]]:
     import torch
-    import torchvision
+
+    torchvision = _import_torchvision()
 
     if name in TRANSFORMERS:
         return _transformer(name), (1, SEQ, WIDTH)
@@ -67,6 +91,30 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
         for _ in range(BN_PASSES):
             net(torch.randn(2, 3, 224, 224))
     return net, (1, 3, 224, 224)
+
+
+def _shared_initializers(model: Any) -> list[Any]:
+    """The `Identity(initializer)` nodes of a model: torch's exporter stores identical parameters once (the
+    seeded initialisation's all-zero conv biases of SqueezeNet, MobileNetV3's and EfficientNet's
+    squeeze-excitation convs) and gives the other users an Identity of it."""
+    inits = {t.name for t in model.graph.initializer}
+    return [n for n in model.graph.node if n.op_type == "Identity" and n.input[0] in inits]
+
+
+def _unshare_initializers(model: Any) -> Any:
+    """The same model with each `Identity(initializer)` replaced by a copy of the initializer under the Identity's
+    output name.  For onnxruntime's QOperator quantizer only: it reads a Conv's bias as an initializer and fails
+    on one computed by a node (onnx_quantizer.quantize_bias_static: `find_by_name` gives None, then
+    `'NoneType' object has no attribute 'data_type'`; its QDQ quantizer quantizes the same graph).  Nothing is
+    computed differently: the calibration sees the same activations, so the scales match the QDQ export's."""
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in model.graph.initializer}
+    for node in _shared_initializers(model):
+        copy = numpy_helper.from_array(numpy_helper.to_array(inits[node.input[0]]), node.output[0])
+        model.graph.initializer.append(copy)
+        model.graph.node.remove(node)
+    return model
 
 
 def export(name: str, out: Path, seed: int = 0) -> dict[str, Path]:
@@ -101,7 +149,11 @@ def export(name: str, out: Path, seed: int = 0) -> dict[str, Path]:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             dst = Path(tmp) / "quant.onnx"
-            quantize_static(str(paths["float"]), str(dst), Reader(), quant_format=qf,
+            src = paths["float"]
+            if fmt == "qoperator" and _shared_initializers(onnx.load(str(src))):
+                src = Path(tmp) / "float-unshared.onnx"
+                onnx.save(_unshare_initializers(onnx.load(str(paths["float"]))), str(src))
+            quantize_static(str(src), str(dst), Reader(), quant_format=qf,
                             activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=False)
             tmp_out = paths[fmt].with_suffix(".tmp")
             tmp_out.write_bytes(dst.read_bytes())

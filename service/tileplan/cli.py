@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -499,11 +500,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise InputError(("model",), f"cannot read {args.model}: {exc.strerror}") from None
     out = writable_dir(args.out, "out")
     plans_db = _db_url(args.plans_db, "plans_db") if args.plans_db else None
-    precheck(data, _input_shapes(args.input_shape), args.quantize)  # before the planner, TVM, the plan store load
-    from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
     from tileplan.hardware.catalog import resolve_hardware
 
     hw = resolve_hardware(args.hw)
+    t0 = time.perf_counter()
+    cache_key = None if args.no_cache else _compile_cache_key(args, data, hw, plans_db)
+    if cache_key is not None:
+        from tileplan.frontend import result_cache
+
+        hit = result_cache.get(cache_key)
+        if hit is not None:
+            artifact, summary = hit
+            summary["total"]["compile_seconds"] = round(time.perf_counter() - t0, 3)
+            summary["total"]["phase_seconds"] = {"cached": summary["total"]["compile_seconds"]}
+            summary["notes"] = [*summary["notes"], "answered from the compile cache: the same model, hardware, "
+                                "options, input shapes, plan store and Tileplan code were compiled before"]
+            return _write_compile(args, out, artifact, summary, summary["notes"])
+    precheck(data, _input_shapes(args.input_shape), args.quantize)  # before the planner, TVM, the plan store load
+    from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
     try:
         opts = CompileOptions(mapper=args.mapper, time_limit_s=_time_limit(args.time_limit), quantize=args.quantize,
                               offload=not args.host_only, emulate=not args.no_emulate,
@@ -534,15 +548,43 @@ def cmd_compile(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
+    if cache_key is not None:
+        from tileplan.frontend import result_cache
+
+        result_cache.put(cache_key, result.artifact, result.summary)
+    return _write_compile(args, out, result.artifact, result.summary, result.notes)
+
+
+def _compile_cache_key(args: argparse.Namespace, data: bytes, hw: Any, plans_db: str | None) -> str | None:
+    """The compile result cache's key (tileplan.frontend.result_cache) of this command line: everything the
+    compile reads, with the plan store's URL (the default one resolved)."""
+    from tileplan.frontend import result_cache
+
+    if plans_db is None:
+        from tileplan.settings import get_settings
+
+        plans_db = get_settings().db_url()
+    options = {k: getattr(args, k) for k in ("mapper", "time_limit", "quantize", "host_only", "no_emulate",
+                                             "no_baseline", "group_packing", "fusion")}
+    try:
+        calibration = Path(args.calibration).read_bytes() if args.calibration else None
+    except OSError:
+        return None  # the compile itself says what is wrong with the file
+    return result_cache.key(data, hw.model_dump(mode="json"), options, _input_shapes(args.input_shape), calibration,
+                            plans_db)
+
+
+def _write_compile(args: argparse.Namespace, out: Path, artifact: bytes, summary: dict[str, Any],
+                   notes: list[str]) -> int:
     stem = Path(args.model).stem
-    (out / f"{stem}.tar").write_bytes(result.artifact)
-    (out / f"{stem}.summary.json").write_text(json.dumps(result.summary, indent=1))
+    (out / f"{stem}.tar").write_bytes(artifact)
+    (out / f"{stem}.summary.json").write_text(json.dumps(summary, indent=1))
     if args.json:
-        print(json.dumps(result.summary, indent=2))
+        print(json.dumps(summary, indent=2))
         return 0
-    for note in result.notes:
+    for note in notes:
         print(f"tileplan: note: {note}", file=sys.stderr)
-    print(_summary_table(result.summary))
+    print(_summary_table(summary))
     print(f"wrote {out / (stem + '.tar')} and {out / (stem + '.summary.json')}")
     return 0
 
@@ -570,14 +612,16 @@ def _summary_table(summary: dict[str, Any]) -> str:
             tile = g.get("tile") or {}
             rows.append(f"  [{i}] {' -> '.join(g['members'])[:60]}: {tile.get('rows', '-')} rows x "
                         f"{tile.get('bands', '-')} bands, {g['bytes_unfused']} -> {g['bytes_fused']} B, "
-                        f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles; {g['reason'][:90]}")
+                        f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles"
+                        + (f" (emulated {g['cycles_emulated_fused']})" if g.get("cycles_emulated_fused") else "")
+                        + f"; {g['reason'][:90]}")
     return "\n".join(rows)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tileplan.run import run_command
 
-    return run_command(args.artifact, args.input, args.output, args.json)
+    return run_command(args.artifact, args.input, args.output, args.json, args.compare, args.reference)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -742,7 +786,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--fusion", choices=["auto", "off"], default="auto",
                    help="fused-layer groups: plan them and fuse where bit-exact and faster (auto, default; the "
                         "summary's groups say why a group keeps the per-layer program) or plan none (off)")
-    m.add_argument("--no-cache", action="store_true", help="do not read or store plans in the plan cache")
+    m.add_argument("--no-cache", action="store_true",
+                   help="do not read or store plans in the plan cache, nor the result in the compile cache")
     m.add_argument("--plans-db", help="plan cache URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")
     m.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                    help="processes that plan layers and generate kernels (default: 2, or 1 on one core)")
@@ -755,6 +800,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the model's input (.npy; NAME= for a model with several inputs; or one .npz)")
     r.add_argument("--output", help="write the output here (.npy; .npz for several outputs)")
     r.add_argument("--json", action="store_true", help="print outputs' shapes and per-step cycles as JSON")
+    r.add_argument("--compare", metavar="MODEL.onnx",
+                   help="also run the compiled ONNX model in onnxruntime on the same input and print the agreement "
+                        "with each --reference (exit 1 when the first misses >= 99.9%% within 1 LSB)")
+    r.add_argument("--reference", action="append", choices=["ort-int8", "ort", "ort-noopt"],
+                   help="onnxruntime judge(s) for --compare (repeatable; default: ort-int8, ort, ort-noopt): "
+                        "ort-int8 = session.qdqisint8allowed=1, every int8 QDQ unit run as onnxruntime's integer "
+                        "QLinear* kernel (the integer reference); ort = the default session; ort-noopt = no graph "
+                        "optimisation (float between dequantize and quantize)")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("calibrate", help="refit the cost model's parameters on measured cycles")

@@ -35,7 +35,33 @@ def _read_inputs(specs: list[str]) -> dict[str, np.ndarray]:
     return out
 
 
-def run_command(artifact: str, inputs: list[str], output: str | None, as_json: bool) -> int:
+def compare(model: str, feeds: dict[str, np.ndarray], got: dict[str, np.ndarray], references: list[str]
+            ) -> list[dict[str, Any]]:
+    """The agreement of `got` with onnxruntime on `model` under each named reference (frontend.reference)."""
+    from tileplan.frontend import reference as ref
+
+    try:
+        data = Path(model).read_bytes()
+    except OSError as exc:
+        raise InputError(("compare",), f"cannot read {model}: {exc.strerror}") from None
+    try:
+        steps = ref.output_steps(data)
+    except Exception as exc:  # noqa: BLE001 - onnx's decode errors have no common base
+        raise InputError(("compare",), f"{model} is not an ONNX model: {exc}") from None
+    out = []
+    for name in references:
+        try:
+            want = ref.reference_outputs(data, feeds, name)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types for every failure
+            raise InputError(("compare",), f"onnxruntime cannot run {model} on this input: {exc}") from None
+        if set(want) != set(got):
+            raise InputError(("compare",), f"{model}'s outputs {sorted(want)} are not the artifact's {sorted(got)}")
+        out.append({"reference": name, **ref.agreement(got, want, steps)})
+    return out
+
+
+def run_command(artifact: str, inputs: list[str], output: str | None, as_json: bool, compare_with: str | None = None,
+                references: list[str] | None = None) -> int:
     from tileplan.frontend.runner import emulate_files, read_artifact
     from tileplan.paths import writable_file
 
@@ -58,6 +84,10 @@ def run_command(artifact: str, inputs: list[str], output: str | None, as_json: b
     if "" in feeds:
         feeds = {"__only__": feeds.pop("")}
     result = emulate_files(files, feeds)
+    judged: list[dict[str, Any]] = []
+    if compare_with:
+        named = {(names[0] if k == "__only__" else k): v for k, v in feeds.items()}
+        judged = compare(compare_with, named, result.outputs, references or ["ort-int8", "ort", "ort-noopt"])
     if output:
         if output.endswith(".npz") or len(result.outputs) > 1:
             savez: Any = np.savez
@@ -71,9 +101,18 @@ def run_command(artifact: str, inputs: list[str], output: str | None, as_json: b
                       for s, c in zip(result.steps, result.cycles)],
             "cycles_emulated": int(round(result.accelerator_cycles())),
         }
+        if judged:
+            doc["compare"] = judged
         print(json.dumps(doc, indent=2))
     else:
         print(result.table())
+        for j in judged:
+            print(f"vs {j['reference']}: {j['elements']} outputs, {j['equal']:.2%} equal, {j['within1']:.2%} within "
+                  f"1 LSB, max {j['max']:.0f} LSB")
+    if judged:
+        from tileplan.frontend.reference import meets_bar
+
+        return 0 if meets_bar(judged[0]) else 1
     return 0
 
 

@@ -319,3 +319,30 @@ def test_narrow_stores_wait_behind_their_block_as_the_model_counts():
     assert narrow.features["block_req"] == pytest.approx(want)
     assert store(16, 64).features["block_req"] == 0
     assert narrow.cycles - store(2, 2, wait=0.0).cycles == pytest.approx(11.0 * want, abs=1)
+
+
+def test_a_read_from_the_accumulator_is_scaled_activated_and_clipped():
+    """Gemmini's execute unit reads an operand from the accumulator through the accumulator's scale unit with
+    config_ex's activation and acc_scale (ExecuteController: read_req.scale := acc_scale, act := activation, full
+    := false): the array multiplies relu(acc) * acc_scale rounded half to even and clipped to int8, the values an
+    mvout with that scale and activation would store."""
+    e = emu(4, spad_rows=64, acc_rows=16)
+    acc = np.array([[1, 3, 5, 7], [-1, -3, -5, -7], [2, 6, 10, 254], [-255, 300, 9, 11]], np.int32)
+    eye = np.eye(4, dtype=np.int8)
+    got = np.zeros((4, 4), np.int8)
+    stored = np.zeros((4, 4), np.int8)
+    for relu in (False, True):
+        act = isa.RELU if relu else isa.NO_ACTIVATION
+        prog = [isa.config_ld(16, id=0), isa.mvin(Dram("acc"), acc_addr(0), 4, 4),
+                isa.config_ld(4, id=1), isa.mvin(Dram("eye"), 0, 4, 4, channel=1),
+                isa.config_ex(WS, sys_act=act, acc_scale=0.5),
+                isa.preload(0, acc_addr(8), 4, 4, 4, 4), isa.compute_preloaded(acc_addr(0), GARBAGE_ADDR, 4, 4, 4, 4),
+                isa.config_st(4), isa.mvout(Dram("got"), acc_addr(8), 4, 4),
+                isa.config_st(4, acc_act=act, acc_scale=0.5), isa.mvout(Dram("stored"), acc_addr(0), 4, 4),
+                isa.fence()]
+        r = e.run(prog, {"acc": acc, "eye": eye, "got": got, "stored": stored})
+        want = np.rint(acc.astype(np.float32) * np.float32(0.5))
+        want = np.clip(np.maximum(want, 0) if relu else want, -128, 127).astype(np.int8)
+        np.testing.assert_array_equal(r.buffers["got"], want)           # A @ I = A as the array saw it
+        np.testing.assert_array_equal(r.buffers["got"], r.buffers["stored"])  # = what mvout stores
+        assert r.buffers["got"][2, 3] == 127 and r.buffers["got"][0, 0] == 0  # clipped; 0.5 -> 0 (half to even)

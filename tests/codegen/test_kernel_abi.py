@@ -160,3 +160,28 @@ def test_model_cycles_count_the_int32_stores():
     assert cycles[1] > 1.5 * cycles[0]  # the stores are most of this layer's work
     for art, c in zip(arts, cycles):
         assert 0.8 < art.model_cycles / c < 1.25
+
+
+@pytest.mark.parametrize("m,k,n", [(13, 24, 13), (37, 70, 50), (197, 64, 197)])
+@pytest.mark.parametrize("which", ["plan", "library"])
+def test_matmul_reads_b_in_place(m, k, n, which):
+    """b_in_place: W_p is the caller's unpadded row-major B [K, N] (exactly its bytes: the emulator traps a load
+    outside them), read with row stride N by the loads; the results equal NumPy's for the plan's tiling and the
+    library's (other tile edges)."""
+    layer = parse_layer(dict(op="matmul", M=m, K=k, N=n)).model_copy(update={"bias": False})
+    plan = make_plan(layer, HW, ScheduleOptions(time_limit_s=3))
+    mapping = plan.mapping if which == "plan" else plan.baseline.mapping
+    art = generate(layer, HW, mapping, Epilogue(scale=1.0, bias=False), name="mmb",
+                   abi=KernelABI("NHWC", prelaid=True, acc_output=True, b_in_place=True))
+    assert f"gemmini_extended4_config_ld({n}, MVIN_SCALE_IDENTITY, false" in art.c_source
+    rng = np.random.default_rng(m)
+    A = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    B = rng.integers(-128, 128, (k, n), dtype=np.int8)
+    bp = np.zeros((art.layout.padded["G"], art.layout.padded["K"]), np.int32)
+    res = _run(art, {"I": A, "W_p": B, "bias_p": bp, "out": np.zeros((m, n), np.int32)})
+    np.testing.assert_array_equal(res.buffers["out"], A.astype(np.int64) @ B.astype(np.int64))
+
+
+def test_b_in_place_needs_prelaid_parameters():
+    with pytest.raises(ValueError, match="prelaid"):
+        KernelABI("NHWC", b_in_place=True)

@@ -103,23 +103,40 @@ def test_zero_points_keep_the_per_layer_program(chain_asymmetric: bytes) -> None
     assert "fused-layer groups: 1, fused 0" in table and "[0] expand -> dw -> project" in table
 
 
-def test_symmetric_activations_are_exact_but_leave_the_chip(chain_symmetric: bytes) -> None:
-    res = compile_bytes(chain_symmetric, options=OPTIONS.model_copy(update={"emulate": False}))
-    (g,) = res.summary["groups"]
-    assert "zero point" not in g["reason"] and "writes to memory" in g["reason"], g["reason"]
-    assert g["intermediate_bytes"] == 24 * 64 * 2 * 2  # int8 out of the mvout, read once
+def test_a_symmetric_inverted_residual_fuses_its_depthwise_and_project(chain_symmetric: bytes) -> None:
+    """Symmetric activations: the depthwise -> project pair is one fused kernel (dw_kernel; the project reads the
+    depthwise's accumulator rows through the scale unit); the expand keeps its per-layer kernel (its output would
+    be read through windows of rows).  Outputs equal to fusion off, fewer DRAM bytes and cycles."""
+    import numpy as np
+
+    from tileplan.frontend.runner import run_artifact
+
+    on = compile_bytes(chain_symmetric)
+    off = compile_bytes(chain_symmetric, options=OPTIONS.model_copy(update={"fusion": "off"}))
+    (g,) = on.summary["groups"]
+    assert g["members"] == ["dw", "project"] and g["fused"], g["reason"]
+    assert g["intermediate_bytes"] == 24 * 64 * 2  # int8 out of the depthwise's mvout, read once
+    x = np.random.default_rng(3).standard_normal((1, 8, 8, 8)).astype(np.float32)
+    a, b = run_artifact(on.artifact, {"input": x}), run_artifact(off.artifact, {"input": x})
+    for k in b.outputs:
+        np.testing.assert_array_equal(a.outputs[k], b.outputs[k])
+    assert on.summary["total"]["dram_bytes_emulated"] < off.summary["total"]["dram_bytes_emulated"]
+    assert on.summary["total"]["cycles_emulated"] < off.summary["total"]["cycles_emulated"]
 
 
 def test_an_exact_host_relu_between_symmetric_ops_is_absorbed() -> None:
     """With symmetric activations onnxruntime keeps each Relu between two quantize / dequantize pairs of one
-    scale: max(q, 0) in int8, the producer's mvout RELU, so the chain holds."""
+    scale: max(q, 0) in int8, the producer's RELU, so the chain holds (and the fused pair runs it on chip)."""
     res = compile_bytes(zoo.quantize(_chain("relu"), symmetric=True),
                         options=OPTIONS.model_copy(update={"emulate": False}))
     hosts = {o["name"] for o in res.summary["ops"] if o["where"] == "host" and o["onnx_op"] == "Relu"}
-    assert len(hosts) == 3  # (the per-layer program still runs them on the host)
+    assert len(hosts) == 3  # (the summary lists them; the program runs the one between dw and project on chip)
     (g,) = res.summary["groups"]
-    assert g["members"] == ["expand", "dw", "project"] and "writes to memory" in g["reason"]
+    assert g["members"] == ["dw", "project"] and g["fused"], g["reason"]
     assert res.summary["total"]["fusion_blocked"] == []
+    files = _files(res.artifact)
+    glue = next(v for n, v in files.items() if n.endswith("model.c")).decode()
+    assert "tpf_group_0" in glue and "tpk_dw" not in glue and "tpk_project" not in glue and "tpk_expand" in glue
 
 
 def test_host_ops_between_two_offloaded_ops_are_reported() -> None:
@@ -144,3 +161,57 @@ def test_fusion_off_is_todays_program(chain_asymmetric: bytes) -> None:
     doc = json.loads(a[next(n for n in a if n.endswith("tileplan.json"))])
     assert doc["summary"]["groups"][0]["cycles_emulated_unfused"] == sum(
         o["cycles_emulated"] for o in on.summary["ops"] if o.get("fusion_group") == 0)
+
+
+def _pointwise(relu: str = "relu") -> object:
+    """Two 1x1 convs (widen, then narrow: one group) with a Relu each, then a dense layer."""
+    g = zoo._Graph(5)
+    y = g.conv("input", 16, 48, k=1, relu=relu, name="pw1")
+    y = g.conv(y, 48, 24, k=1, relu=relu, name="pw2")
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [y], "gap")], "flatten")
+    y = g.dense(y, 24, 4, name="fc")
+    return g.model("pw", {"input": [2, 16, 12, 12]}, y, [2, 4])
+
+
+def test_a_symmetric_pointwise_chain_is_fused_and_bit_identical() -> None:
+    """Two 1x1 convs with symmetric activations: one fused kernel (the intermediate read by the second conv from
+    the accumulator through the scale unit), the host Relu between absorbed; every output equal to the per-layer
+    program's on random inputs, fewer DRAM bytes and cycles."""
+    import numpy as np
+
+    from tileplan.frontend.runner import run_artifact
+
+    data = zoo.quantize(_pointwise(), symmetric=True)
+    on = compile_bytes(data)
+    off = compile_bytes(data, options=OPTIONS.model_copy(update={"fusion": "off"}))
+    (g,) = on.summary["groups"]
+    assert g["members"] == ["pw1", "pw2"] and g["fused"], g["reason"]
+    files = _files(on.artifact)
+    glue = next(v for n, v in files.items() if n.endswith("model.c")).decode()
+    assert "tpf_group_0" in glue and "tpk_pw1" not in glue and "tpk_pw2" not in glue
+    glue_off = _files(off.artifact)[next(n for n in files if n.endswith("model.c"))].decode()
+    # pw1, the host Relu between and pw2 are one step: the Relu ran on chip
+    assert glue_off.count("TP_MARK(") - glue.count("TP_MARK(") == 2
+    rng = np.random.default_rng(0)
+    for trial in range(3):
+        x = (rng.standard_normal((2, 16, 12, 12)) * (1 + trial)).astype(np.float32)
+        a, b = run_artifact(on.artifact, {"input": x}), run_artifact(off.artifact, {"input": x})
+        for k in b.outputs:
+            np.testing.assert_array_equal(a.outputs[k], b.outputs[k])
+    assert g["dram_bytes_emulated_fused"] < sum(o["dram_bytes_emulated"] for o in off.summary["ops"]
+                                                if o["name"] in ("pw1", "pw2"))
+    assert on.summary["total"]["dram_bytes_emulated"] < off.summary["total"]["dram_bytes_emulated"]
+    assert on.summary["total"]["cycles_emulated"] < off.summary["total"]["cycles_emulated"]
+    # the program's modelled cycles count the fused kernel's, not its members' per-layer ones
+    assert on.summary["total"]["cycles_model"] == pytest.approx(
+        off.summary["total"]["cycles_model"] - g["cycles_model_unfused"] + g["cycles_model_fused"], abs=0.2)
+    from tileplan.cli import _summary_table
+
+    assert f"(emulated {g['cycles_emulated_fused']})" in _summary_table(on.summary)
+
+
+def test_an_asymmetric_pointwise_chain_keeps_the_per_layer_program() -> None:
+    """With onnxruntime's default zero points the intermediate is requantized on the host: not fused."""
+    res = compile_bytes(zoo.quantize(_pointwise("")), options=OPTIONS.model_copy(update={"emulate": False}))
+    (g,) = res.summary["groups"]
+    assert not g["fused"] and "zero point" in g["reason"], g["reason"]

@@ -1,6 +1,7 @@
-"""Every test model (QDQ and QOperator), compiled into one program and run on the emulator, matches onnxruntime's
-default session: >= 99.9% of the outputs within 1 LSB, none further than 2.  And the summary accounts for every
-node of the model."""
+"""Every test model (QDQ and QOperator), compiled into one program and run on the emulator, matches its named
+judge (frontend_helpers.assert_matches_onnxruntime: a QOperator export onnxruntime's default session, every
+element within 1 LSB and >= 99.9% equal; a QDQ export `ort-int8`, >= 99.9% within 1 LSB, none further than 2).
+And the summary accounts for every node of the model."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from fastapi import Depends, FastAPI
 from tileplan import __version__
 from tileplan.api import errors
 from tileplan.api.answers import KeptAnswers, watch_deletions
+from tileplan.api.health import StorageHealth
 from tileplan.api.metrics import Metrics, MetricsAndLimits
 from tileplan.api.params import storable_params
 from tileplan.api.routes import compiles, hardware, plans, schedule, system
@@ -63,6 +64,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store = await asyncio.to_thread(Store, settings.db_url())
         queue = make_queue(store, settings, metrics)
         app.state.store = store
+        app.state.health = StorageHealth(
+            lambda: store.ping(), lambda exc: "unreachable" if errors.transient_storage_error(exc) else "damaged")
         app.state.queue = queue
         reader = AsyncPlanReader(store.url) if store.dialect == "postgresql" else None
         watch = None
@@ -84,10 +87,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await queue.start()
         await compiler.start()
         await retention.start()
+        lag = asyncio.create_task(metrics.watch_loop())  # (GET /metrics: tileplan_event_loop_lag_seconds)
         log.info("event=api_started db=%s queue=%s", store.dialect, queue.kind)
         try:
             yield
         finally:
+            lag.cancel()
             await retention.stop()
             await compiler.stop()
             warming.cancel()

@@ -102,6 +102,9 @@ def install(app: FastAPI) -> None:
         # statement or a broken constraint is a bug and stays a 500.
         if isinstance(exc, (ProgrammingError, IntegrityError)):
             return await _unexpected(request, exc)
+        health = getattr(request.app.state, "health", None)
+        if health is not None:
+            health.invalidate()  # /healthz checks again before it answers
         if transient_storage_error(exc):
             log.warning("event=database_unavailable path=%s error=%s", request.url.path, type(exc).__name__)
             return JSONResponse(detail([], "the database is unavailable; retry shortly", "service_unavailable"),

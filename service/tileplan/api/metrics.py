@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -10,6 +11,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 SOLVE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5)
+LAG_PERIOD_S = 0.1  # how often the event loop's lag is sampled
 
 
 class Metrics:
@@ -33,6 +36,19 @@ class Metrics:
         self.compile_seconds = Histogram(
             "tileplan_compile_seconds", "Wall time of one model compile", buckets=SOLVE_BUCKETS + (600, 1800),
             registry=r)
+
+        self.loop_lag = Histogram(
+            "tileplan_event_loop_lag_seconds", f"How late the API's event loop ran a timer due every {LAG_PERIOD_S:g} s "
+            "(time it spent on other work without yielding)", buckets=LAG_BUCKETS, registry=r)
+
+    async def watch_loop(self, period: float = LAG_PERIOD_S) -> None:
+        """Sample the event loop's lag until cancelled: a callback that holds the loop (synchronous work in a
+        handler) shows as a timer run late by as long."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + period
+            await asyncio.sleep(period)
+            self.loop_lag.observe(max(0.0, loop.time() - due))
 
     def on_solve(self, seconds: float, outcome: str) -> None:
         self.solves.labels(outcome).inc()

@@ -281,6 +281,9 @@ def generate(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = No
         pd = lay.padded
         weights = (f"W_p [{pd['G']},{pd['R']},{pd['S']},{pd['C']},{pd['K']}] int8, bias_p [{pd['G']},{pd['K']}] "
                    "int32 (prelaid, zero-padded)")
+        if abi.b_in_place:
+            weights = (f"W_p = B [{geo.C},{geo.K}] int8 row-major, unpadded, read in place; bias_p "
+                       f"[{pd['G']},{pd['K']}] int32 (prelaid, zero-padded)")
         names, workspace = ["I", "W_p", "bias_p", "out"], 0
     else:
         weights = "W [G,R,S,C,K] int8, bias [G*K] int32"

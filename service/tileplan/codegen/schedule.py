@@ -449,7 +449,9 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     geo = G.ConvGeometry(**{**geo0.__dict__, "padded": {d.upper(): r.padded(d) for d in ALL_DIMS}})
     lay = dataclasses.replace(call_layout(r, geo, epilogue, stream == "tileplan", abi.pad_value),
                               bias_ahead=stream == "tileplan", reuse=stream == "tileplan" or library_keeps(r),
-                              acc_output=abi.acc_output)
+                              acc_output=abi.acc_output, w_in_place=abi.b_in_place)
+    if abi.b_in_place and tag != "gemmini.matmul":
+        raise CodegenError("b_in_place reads a matmul's B where it lies; this layer is not a matmul")
     if abi.acc_output:
         r.deviations.append("int32 accumulators stored (4 bytes per output element); the caller requantizes")
     if abi.pad_value and (geo.padding != (0, 0)):

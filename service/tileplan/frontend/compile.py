@@ -168,7 +168,8 @@ def generate_kernel(spec: Any, hw: Any, mapping: Any, name: str, stream: str) ->
 
     doc = {"layer": spec.layer.model_dump(mode="json", exclude={"count"}), "mapping": mapping.model_dump(mode="json"),
            "epilogue": [float(spec.epilogue.scale), spec.epilogue.zero_point, spec.epilogue.relu, spec.epilogue.bias],
-           "abi": [spec.abi.layout, spec.abi.pad_value, spec.abi.prelaid, spec.abi.acc_output], "stream": stream,
+           "abi": [spec.abi.layout, spec.abi.pad_value, spec.abi.prelaid, spec.abi.acc_output, spec.abi.b_in_place],
+           "stream": stream,
            "name": name,
            "hw": hardware_fingerprint(hw), "codegen": _codegen_digest()}
     key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
@@ -269,11 +270,16 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         symbols[cname] = sym
         if a.art.timing not in timings:
             timings.append(a.art.timing)
-        wp, bp = _prelay(a.spec, a.art.padded, a.art.pack)
+        if a.spec.act is None:
+            wp, bp = _prelay(a.spec, a.art.padded, a.art.pack)
+            w_t: Any = _const_tensor(wp)
+        else:  # B is the step's second input, read in place; the kernel's bias_p (never loaded: no bias) zeros
+            w_t, bp = None, np.zeros((a.art.padded["G"], a.art.padded["K"]), np.int32)
         templates[sym] = Step("accel", a.qop.name, a.art.name, [], [],
                               Tensor(0, "uint8", (a.art.workspace_bytes,), "workspace") if a.art.workspace_bytes
-                              else None, _const_tensor(wp), _const_tensor(bp), a.spec.clamp,
-                              timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant)
+                              else None, w_t, _const_tensor(bp), a.spec.clamp,
+                              timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant,
+                              act=a.spec.act)
     compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols))
     notes += compat_notes
     host = lower_host_cached(compat)
@@ -281,14 +287,23 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     decls = list(host.decls)
     prog = build_program(host.main, templates, host_ws, host_names)
     phase("host")
+    groups = _plan_groups(imported.model, accel, hw, options)
+    fused_kernels = _fuse_program(prog, groups, accel, hw) if any(g.fused for g in groups) else []
     kernel_sources = {}
     for a in {id(a.art): a for a in accel.values()}.values():
+        if not any(st.function == a.art.name for st in prog.steps):
+            continue  # every op it ran is in a fused group now
         art = a.art
         kernel_sources[art.name] = art.c_source
         out_t = "int32_t" if a.spec.abi.acc_output else "int8_t"
         decls.append(f"void {art.name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, {out_t} *out, "
                      "uint8_t *workspace);")
         decls.append(f"void {art.entry}(void **args);")
+    for fk in fused_kernels:
+        kernel_sources[fk.name] = fk.source
+        decls.append(f"void {fk.name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *out, "
+                     "uint8_t *workspace);")
+        decls.append(f"void {fk.name}_entry(void **args);")
 
     # -- files, one emulated run, summary -------------------------------------------------------------------
     from tileplan.codegen.pipeline import target_spec
@@ -315,7 +330,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     out_names = [o.name for o in imported.outputs]
     model_name = imported.model.graph.name or "model"
     summary = _summary(imported, accel, reasons, onnx_nodes, prog, plans, hw, options)
-    _add_groups(summary, imported.model, accel, hw, options)
+    _add_groups(summary, imported.model, accel, groups, options)
     phase("fusion")
     summary["notes"] = notes + summary["notes"]
 
@@ -337,8 +352,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         try:
             feeds = _random_feeds(imported.inputs, options.seed + 1)
             run = emulate_files(files, feeds, cache=True)
-            _add_cycles(summary, prog, run.cycles, run.dram_bytes)
-            _add_group_cycles(summary)
+            step_cycles = _add_cycles(summary, prog, run.cycles, run.dram_bytes)
+            _add_group_cycles(summary, step_cycles)
         except NoToolchain as exc:
             summary["notes"].append(f"not emulated: {exc}")
         files = files_with(summary)
@@ -476,6 +491,19 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 kernels[kkey] = pool.submit(generate_kernel, *args) if pool is not None else _try(generate_kernel,
                                                                                                    *args)
             a.art = kernels[kkey]
+        # the library's tiling of each kernel, which _keep_library_tiling generates next (serially, in this
+        # process): made here in the workers too, so that it finds them in the kernel cache (the same arguments)
+        library: list[Future[Any]] = []
+        if pool is not None and stream != "baseline":
+            seen: set[tuple[Any, ...]] = set()
+            for a in ops:
+                if a.plan is None or a.plan.baseline is None:
+                    continue
+                key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
+                if key not in seen:
+                    seen.add(key)
+                    library.append(pool.submit(_try, generate_kernel, a.spec, hw, a.plan.baseline.mapping,
+                                               c_ident(a.qop.name, "tpk_"), "baseline"))
         for i, a in enumerate(ops):
             if a.plan is not None:
                 try:
@@ -485,6 +513,8 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 except (CodegenError, MappingInfeasible) as exc:
                     a.art, a.reason = None, f"no accelerator code: {exc}"
             progress(i + 1)
+        for fut in library:
+            fut.result()  # failures are the caller's to report (it asks again, from the cache or anew)
         phase("codegen")
     finally:
         if pool is not None:
@@ -716,9 +746,19 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
             return (f"{op} on a float input (not DequantizeLinear of int8): the quantizer left it in float, so "
                     "there is no int8 operand for the accelerator")
         if not is_weight(node.input[1]):
-            return ("both operands are activations (attention's QK^T or AV): Tileplan's kernels take the second "
-                    "operand as int8 weights laid out at compile time; activation x activation products are not "
-                    "offloaded")
+            if not dequantized(node.input[1]):
+                return (f"{op} of two activations whose second operand is float (not DequantizeLinear of int8): "
+                        "there is no int8 operand for the accelerator")
+            if op != "MatMul":
+                return (f"{op} of two activations: Tileplan offloads activation x activation products as "
+                        "dequantize -> MatMul -> quantize only")
+            if not consumers or not all(c.op_type == "QuantizeLinear" for c in consumers):
+                used = sorted({c.op_type for c in consumers}) or ["a graph output"]
+                return (f"MatMul of two activations whose float result feeds {', '.join(used)} before any "
+                        "QuantizeLinear: the accelerator stores int8 (or int32 for the host's requantisation), "
+                        "not float")
+            return ("MatMul of two activations not matched as dequantize(a), dequantize(b) -> MatMul -> quantize "
+                    "(its result goes through more than one consumer): computed in float on the host")
         if not dequantized(node.input[1]):
             return f"{op} with float weights (no DequantizeLinear): the accelerator multiplies int8 weights"
         if len(node.input) > 2 and node.input[2] and not dequantized(node.input[2]) \
@@ -832,16 +872,34 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
     }
 
 
-def _add_groups(summary: dict[str, Any], model: Any, accel: dict[str, _Accel], hw: Any,
+def _plan_groups(model: Any, accel: dict[str, _Accel], hw: Any, options: CompileOptions) -> list[Any]:
+    """The fused-layer planner's decision for every candidate group (none with `fusion: off`)."""
+    from tileplan.frontend.patterns import QuantOp
+    from tileplan.fusion.planner import plan_groups
+
+    ops = [a for a in accel.values() if a.art is not None and isinstance(a.qop, QuantOp)]
+    return (plan_groups(model, [a.qop for a in ops], [a.spec for a in ops],
+                        [float(a.art.model_cycles) for a in ops], hw)
+            if options.fusion == "auto" and ops else [])
+
+
+def _fuse_program(prog: Any, groups: list[Any], accel: dict[str, _Accel], hw: Any) -> list[Any]:
+    """Every fused group's steps in `prog` replaced by its fused kernel's step (tileplan.fusion.program)."""
+    from tileplan.codegen.pipeline import gemmini_config, target_spec
+    from tileplan.fusion import program as fusion_program
+
+    target = target_spec(hw)
+    specs = {a.qop.name: a.spec for a in accel.values()}
+    return fusion_program.apply(prog, groups, specs, target, gemmini_config(target).max_bytes, hw.name)
+
+
+def _add_groups(summary: dict[str, Any], model: Any, accel: dict[str, _Accel], groups: list[Any],
                 options: CompileOptions) -> None:
     """The summary's fused-layer groups (`groups`, per op `fusion_group`, `total.fusion`); the program is the
     per-layer one for every group not fused."""
-    from tileplan.fusion.planner import plan_groups
+    from tileplan.frontend.patterns import QuantOp
 
-    ops = [a for a in accel.values() if a.art is not None]
-    groups = (plan_groups(model, [a.qop for a in ops], [a.spec for a in ops],
-                          [float(a.art.model_cycles) for a in ops], hw)
-              if options.fusion == "auto" and ops else [])
+    ops = [a for a in accel.values() if a.art is not None and isinstance(a.qop, QuantOp)]
     summary["groups"] = [g.doc() for g in groups]
     if options.fusion == "auto" and ops:
         from tileplan.fusion.chains import blocked, members
@@ -852,6 +910,10 @@ def _add_groups(summary: dict[str, Any], model: Any, accel: dict[str, _Accel], h
     for o in summary["ops"]:
         if o.get("kernel"):
             o["fusion_group"] = member_of.get(o["name"])
+    fused = [g for g in groups if g.fused]
+    if fused and summary["total"].get("cycles_model") is not None:  # the fused kernels' modelled cycles
+        summary["total"]["cycles_model"] -= sum(g.cost.cycles_model_unfused - g.cost.cycles_model_fused
+                                                for g in fused)
     summary["total"]["fusion"] = {
         "mode": options.fusion, "groups": len(groups), "fused_groups": sum(g.fused for g in groups),
         "intermediate_bytes": sum(g.cost.intermediate_bytes for g in groups),
@@ -861,10 +923,15 @@ def _add_groups(summary: dict[str, Any], model: Any, accel: dict[str, _Accel], h
             f"fusion: {len(groups)} candidate groups, none fused ({groups[0].reason}); the per-layer program runs")
 
 
-def _add_group_cycles(summary: dict[str, Any]) -> None:
-    """Each group's members' emulated cycles and DRAM bytes, summed (the per-layer program's)."""
+def _add_group_cycles(summary: dict[str, Any], steps: dict[str, tuple[float, float]]) -> None:
+    """Each group's emulated cycles and DRAM bytes: its fused step's (`steps`: accelerator step name -> cycles,
+    bytes), or its members' summed (the per-layer program's)."""
     by_name = {o["name"]: o for o in summary["ops"] if o.get("kernel")}
     for g in summary.get("groups", []):
+        if g["fused"] and "+".join(g["members"]) in steps:
+            c, b = steps["+".join(g["members"])]
+            g["cycles_emulated_fused"], g["dram_bytes_emulated_fused"] = int(round(c)), int(round(b))
+            continue
         ms = [by_name[m] for m in g["members"] if m in by_name]
         if ms and all(m.get("cycles_emulated") is not None for m in ms):
             g["cycles_emulated_unfused"] = sum(m["cycles_emulated"] for m in ms)
@@ -875,7 +942,8 @@ def _packing(pack: int) -> str:
     return f"; {pack} groups per array pass (block-diagonal weight tiles)" if pack > 1 else ""
 
 
-def _add_cycles(summary: dict[str, Any], prog: Any, cycles: list[float], dram: list[float]) -> None:
+def _add_cycles(summary: dict[str, Any], prog: Any, cycles: list[float], dram: list[float]
+                ) -> dict[str, tuple[float, float]]:
     by_name: dict[str, float] = {}
     bytes_by_name: dict[str, float] = {}
     for i, (st, c) in enumerate(zip(prog.steps, cycles)):
@@ -888,6 +956,7 @@ def _add_cycles(summary: dict[str, Any], prog: Any, cycles: list[float], dram: l
             o["dram_bytes_emulated"] = int(round(bytes_by_name[o["name"]]))
     summary["total"]["cycles_emulated"] = int(round(sum(by_name.values())))
     summary["total"]["dram_bytes_emulated"] = int(round(sum(bytes_by_name.values())))
+    return {k: (v, bytes_by_name[k]) for k, v in by_name.items()}
 
 
 def _readme(model_name: str, hw: str, prog: Any, imported: Any, summary: dict[str, Any]) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from tileplan.codegen.targets.gemmini import Epilogue, KernelABI
-from tileplan.frontend.patterns import QuantOp
+from tileplan.frontend.patterns import ActMatmul, QuantOp
 from tileplan.workload import Conv2dLayer, MatmulLayer
 
 INT32 = 2**31
@@ -47,6 +47,24 @@ class Requant:
 
 
 @dataclass
+class ActGlue:
+    """How the program runs an activation x activation matmul (patterns.ActMatmul): one kernel call per batch
+    element (A at a_step elements apart, B at b_step, 0 where an operand is broadcast), the kernel multiplying
+    the raw int8 operands; with zero points the kernel stores int32 and the host adds the zero points' terms
+    before requantizing (QLinearMatMul's sum (a - z_a)(b - z_b) = sum ab - z_b rowsum(A) - z_a colsum(B)
+    + K z_a z_b)."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    a_step: int
+    b_step: int
+    a_zp: int
+    b_zp: int
+
+
+@dataclass
 class KernelSpec:
     """What one offloaded op needs from code generation and from the program."""
 
@@ -58,9 +76,12 @@ class KernelSpec:
     clamp: tuple[int, int] | None  # int8 output: host clamp (an activation that survived quantisation)
     multiplier: float  # M = s_x * s_w / s_y (float32; the first channel's with per-channel scales)
     requant: Requant | None = None  # int32 output: the host requantizes
+    act: ActGlue | None = None  # both operands activations: the kernel takes B at run time, batch loop
 
     @property
     def tag(self) -> str:
+        if self.act is not None:
+            return "matmul_act"
         if isinstance(self.layer, MatmulLayer):
             return "matmul"
         d = self.layer.dims()
@@ -74,8 +95,10 @@ def _scalar(a: np.ndarray) -> float | None:
     return float(a.reshape(()))
 
 
-def offload_reason(op: QuantOp) -> str | None:
+def offload_reason(op: QuantOp | ActMatmul) -> str | None:
     """None when `op` can run on the accelerator, else why not (shown in the summary)."""
+    if isinstance(op, ActMatmul):
+        return act_offload_reason(op)
     if op.x_dtype != "int8" or op.y_dtype != "int8":
         return (f"{op.x_dtype} input / {op.y_dtype} output: the accelerator's datapath is int8 (quantize with "
                 "activation_type=QInt8)")
@@ -95,13 +118,15 @@ def offload_reason(op: QuantOp) -> str | None:
     if not (sx > 0 and sy > 0 and np.all(sw > 0) and np.all(np.isfinite(sx * sw / sy))):
         return f"scales must be positive and finite (s_x={sx}, s_w={sw[:3]}, s_y={sy})"
     if op.bias is not None:
-        if op.bias.dtype != np.int32:
-            return f"{op.bias.dtype} bias: the accelerator's accumulator is int32"
-        if np.any(np.asarray(op.bias_zp) != 0):
-            return "bias zero point is not 0"
+        if op.bias.dtype not in (np.int8, np.uint8, np.int16, np.uint16, np.int32):
+            return f"{op.bias.dtype} bias: the accelerator's accumulator takes an integer bias"
         bs = np.asarray(op.bias_scale, dtype=np.float64).reshape(-1)
         if bs.size not in (1, channels):
             return f"{bs.size} bias scales for {channels} output channels"
+        if np.asarray(op.bias_zp).size not in (1, channels):
+            return f"{np.asarray(op.bias_zp).size} bias zero points for {channels} output channels"
+        if not np.all(np.isfinite(bs)):
+            return f"bias scale must be finite ({bs[:3]})"
     if op.kind == "conv2d":
         if op.layouts != ("NCHW", "OIHW", "NCHW"):
             return f"layouts {op.layouts}: expected NCHW / OIHW"
@@ -128,10 +153,12 @@ def bias_in_accumulator_units(op: QuantOp) -> tuple[np.ndarray | None, bool]:
     onnxruntime's quantizer writes each bias with scale s_x * s_w, but a bias shared by several convs (PyTorch's
     exporter passes one zero bias to many through Identity nodes) keeps the scale of the first: its real value
     b_q * s_b is then rounded to the nearest accumulator step, an error of at most half a step (M / 2 output
-    LSB, M = s_x * s_w / s_y), and none at all for the zero biases of such exports."""
+    LSB, M = s_x * s_w / s_y), and none at all for the zero biases of such exports.  The same holds for a bias
+    the quantizer wrote as an int8 activation with its own scale and zero point (a bias reaching the conv through
+    an Identity: ConvNeXt's): its value (b_q - z_b) * s_b is a constant, rounded to the accumulator's step."""
     if op.bias is None:
         return None, False
-    b = np.asarray(op.bias).astype(np.int64).reshape(-1)
+    b = np.asarray(op.bias).astype(np.int64).reshape(-1) - np.asarray(op.bias_zp).astype(np.int64).reshape(-1)
     sx = float(np.asarray(op.x_scale).reshape(()))
     sw = np.asarray(op.w_scale, dtype=np.float64).reshape(-1)
     bs = np.asarray(op.bias_scale, dtype=np.float64).reshape(-1)
@@ -148,9 +175,78 @@ def multipliers(op: QuantOp) -> np.ndarray:
     return ((sx * sw) / sy).astype(np.float32)
 
 
-def kernel_spec(op: QuantOp) -> KernelSpec:
+def _batch_step(shape: tuple[int, ...], batch: int, step: int, which: str) -> int:
+    """Elements between consecutive batch elements of an operand: `step` when it has the whole batch, 0 when it
+    is broadcast over it (ValueError for a partial broadcast)."""
+    own = int(np.prod(shape[:-2], dtype=np.int64)) if len(shape) > 2 else 1
+    if own == batch:
+        return step if batch > 1 else 0
+    if own == 1:
+        return 0
+    raise ValueError(f"operand {which} {list(shape)} is broadcast over only some of the batch dimensions: the "
+                     "program's batch loop steps through each operand with one stride")
+
+
+def act_offload_reason(op: ActMatmul) -> str | None:
+    """None when the activation x activation matmul can run on the accelerator, else why not."""
+    if op.a_dtype != "int8" or op.b_dtype != "int8" or op.y_dtype != "int8":
+        return (f"{op.a_dtype} x {op.b_dtype} -> {op.y_dtype} matmul of two activations: the accelerator's "
+                "datapath is int8 (quantize with activation_type=QInt8)")
+    for what, arr in (("scale", op.a_scale), ("zero point", op.a_zp), ("scale", op.b_scale),
+                      ("zero point", op.b_zp), ("scale", op.y_scale), ("zero point", op.y_zp)):
+        if _scalar(arr) is None:
+            return f"per-channel activation {what}s: the matmul of two activations needs per-tensor ones"
+    sa, sb, sy = float(op.a_scale), float(op.b_scale), float(op.y_scale)
+    if not (sa > 0 and sb > 0 and sy > 0 and np.isfinite(sa * sb / sy)):
+        return f"scales must be positive and finite (s_a={sa}, s_b={sb}, s_y={sy})"
+    if len(op.a_shape) < 2 or len(op.b_shape) < 2:
+        return (f"a matrix-vector product ({list(op.a_shape)} x {list(op.b_shape)}): Tileplan offloads products "
+                "of two matrices")
+    try:
+        spec = act_kernel_spec(op)
+    except ValueError as exc:
+        return str(exc)
+    assert spec.act is not None
+    if spec.act.k * 255 * 255 >= INT32:
+        return (f"the int32 accumulator could overflow: K = {spec.act.k}, |sum (a - z_a)(b - z_b)| up to "
+                f"{spec.act.k * 255 * 255}")
+    return None
+
+
+def act_kernel_spec(op: ActMatmul) -> KernelSpec:
+    """The layer (one batch element's M x K x N), epilogue, ABI and batch loop of an activation x activation
+    matmul.  The kernel reads B where the program keeps it (KernelABI.b_in_place: unpadded row-major [K, N],
+    row stride N, no copy), no bias; Gemmini's mvout requantizes where it is the whole requantisation (no zero
+    points), else the kernel stores int32 and the host adds the zero points' terms and requantizes as
+    onnxruntime's QLinearMatMul."""
+    a, b, y = op.a_shape, op.b_shape, op.y_shape
+    m, k, n = int(a[-2]), int(a[-1]), int(b[-1])
+    if int(b[-2]) != k or len(y) < 2 or (int(y[-2]), int(y[-1])) != (m, n):
+        raise ValueError(f"matmul shapes {list(a)} x {list(b)} -> {list(y)} do not agree")
+    batch = int(np.prod(y[:-2], dtype=np.int64)) if len(y) > 2 else 1
+    glue = ActGlue(batch, m, k, n, _batch_step(a, batch, m * k, "A"), _batch_step(b, batch, k * n, "B"),
+                   int(np.asarray(op.a_zp).reshape(())), int(np.asarray(op.b_zp).reshape(())))
+    sa, sb, sy = (np.float32(float(v)) for v in (op.a_scale, op.b_scale, op.y_scale))
+    mult = np.asarray([(sa * sb) / sy], np.float32)
+    zy = int(np.asarray(op.y_zp).reshape(()))
+    layer = MatmulLayer(name=op.name, M=m, K=k, N=n).model_copy(update={"bias": False})
+    weights = np.zeros((1, 1, 1, k, n), np.int8)  # not a constant: B arrives at run time (shape only)
+    bias = np.zeros(n, np.int32)
+    if glue.a_zp == 0 and glue.b_zp == 0 and zy == 0:
+        return KernelSpec(layer, Epilogue(scale=float(mult[0]), zero_point=0, relu=False, bias=False),
+                          KernelABI("NHWC", 0, prelaid=True, b_in_place=True), weights, bias, None,
+                          float(mult[0]), act=glue)
+    return KernelSpec(layer, Epilogue(scale=1.0, zero_point=0, relu=False, bias=False),
+                      KernelABI("NHWC", 0, prelaid=True, acc_output=True, b_in_place=True), weights, bias, None,
+                      float(mult[0]),
+                      Requant(mult, zy, -128, 127, 1), act=glue)
+
+
+def kernel_spec(op: QuantOp | ActMatmul) -> KernelSpec:
     """The layer, epilogue, ABI, laid-out weights and folded bias of an offloadable op (ValueError if the op's
     shapes do not make a layer)."""
+    if isinstance(op, ActMatmul):
+        return act_kernel_spec(op)
     zx, zy = int(np.asarray(op.x_zp).reshape(())), int(np.asarray(op.y_zp).reshape(()))
     ms = multipliers(op)
     m = float(ms[0])
@@ -209,8 +305,23 @@ def kernel_spec(op: QuantOp) -> KernelSpec:
                       folded.astype(np.int32), None, m, Requant(ms, zy, qlo, qhi, inner))
 
 
-def describe(op: QuantOp, spec: KernelSpec) -> str:
+def describe(op: QuantOp | ActMatmul, spec: KernelSpec) -> str:
     """The accelerator decision's reason: what runs and how the quantisation maps onto it."""
+    if isinstance(op, ActMatmul):
+        g = spec.act
+        assert g is not None
+        parts = [f"matmul of two int8 activations: {g.batch} call(s) of {g.m} x {g.k} x {g.n}"
+                 + (" (batch dimensions as a loop of calls" + (", A broadcast" if not g.a_step else "")
+                    + (", B broadcast" if not g.b_step else "") + ")" if g.batch > 1 else ""),
+                 "B, computed at run time, is read in place by the kernel's loads (row stride "
+                 f"{g.n}, no copy)"]
+        if spec.requant is None:
+            parts.append(f"no zero points: mvout requantizes (x{spec.multiplier:.4g})")
+        else:
+            zy = spec.requant.zero_point
+            parts.append(f"int32 accumulators out; the host adds the zero points' terms (z_a = {g.a_zp}, "
+                         f"z_b = {g.b_zp}) and requantizes as QLinearMatMul (output zero point {zy})")
+        return "; ".join(parts)
     zx, zy = int(np.asarray(op.x_zp).reshape(())), int(np.asarray(op.y_zp).reshape(()))
     parts = [f"{spec.tag} on int8", *op.notes]
     if bias_in_accumulator_units(op)[1]:

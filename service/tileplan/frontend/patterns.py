@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-CONV, MATMUL = "tileplan.qconv2d", "tileplan.qmatmul"
+CONV, MATMUL, ACT_MATMUL = "tileplan.qconv2d", "tileplan.qmatmul", "tileplan.qmatmul_act"
 
 
 @dataclass
@@ -63,6 +63,35 @@ class QuantOp:
         return int(np.prod(self.y_shape)) * c * r * s
 
 
+@dataclass
+class ActMatmul:
+    """A quantized product of two activations (attention's Q K^T and P V), batched over leading dimensions:
+    q_y = quantize(dequantize(a) @ dequantize(b), s_y, z_y), a [..., M, K], b [..., K, N] (numpy broadcasting of
+    the leading dimensions).  Both operands are computed at run time; nothing is known about them but their
+    shapes and quantisation parameters."""
+
+    name: str  # the ONNX MatMul node
+    nodes: list[str]  # every ONNX node the composite covers
+    a_shape: tuple[int, ...]
+    b_shape: tuple[int, ...]
+    y_shape: tuple[int, ...]
+    a_dtype: str
+    b_dtype: str
+    y_dtype: str
+    a_scale: np.ndarray
+    a_zp: np.ndarray
+    b_scale: np.ndarray
+    b_zp: np.ndarray
+    y_scale: np.ndarray
+    y_zp: np.ndarray
+    kind: str = "act_matmul"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def macs(self) -> int:
+        return int(np.prod(self.y_shape)) * int(self.a_shape[-1]) if self.a_shape else 0
+
+
 def _const(e: Any) -> np.ndarray | None:
     """The value of a Relax constant (a tensor) or a scalar immediate (clip bounds), else None."""
     from tvm.ir.expr import GenericConst
@@ -80,6 +109,39 @@ def _const(e: Any) -> np.ndarray | None:
 
 def _shape(e: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in e.ty.shape)
+
+
+def build_act_pattern() -> tuple[Any, Any]:
+    """dequantize(a), dequantize(b) -> matmul -> quantize, with annotations a, dqa, b, dqb, op, q (b is any
+    expression: the check refuses a constant one, which the weight pattern covers)."""
+    from tvm.relax.dpl import is_const, is_op, wildcard
+
+    a, b = wildcard(), wildcard()
+    dqa = is_op("relax.dequantize")(a, is_const(), is_const())
+    dqb = is_op("relax.dequantize")(b, is_const(), is_const())
+    core = is_op("relax.matmul")(dqa, dqb)
+    q = is_op("relax.quantize")(core, is_const(), is_const())
+    return q, {"a": a, "dqa": dqa, "b": b, "dqb": dqb, "op": core, "q": q}
+
+
+def act_matmul(ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any]) -> ActMatmul | None:
+    """The ActMatmul of a match, or None when it is not one (a constant second operand: the weight pattern's;
+    non-constant quantisation parameters)."""
+    if _const(ann["b"]) is not None or _const(ann["a"]) is not None:
+        return None
+    dqa, dqb, q = ann["dqa"], ann["dqb"], ann["q"]
+    consts = [_const(e) for e in (dqa.args[1], dqa.args[2], dqb.args[1], dqb.args[2], q.args[1], q.args[2])]
+    if any(c is None for c in consts):
+        return None
+    sa, za, sb, zb, sy, zy = (np.asarray(c) for c in consts)
+    rank = {v: i for i, v in enumerate(onnx_nodes)}
+    names = sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+    covered = [onnx_nodes[n].name for n in names if n in onnx_nodes]
+    main = [onnx_nodes[n].name for n in names if n in onnx_nodes and onnx_nodes[n].op_type == "MatMul"]
+    name = main[0] if main else (covered[0] if covered else "matmul")
+    return ActMatmul(name=name, nodes=covered, a_shape=_shape(ann["a"]), b_shape=_shape(ann["b"]),
+                     y_shape=_shape(q), a_dtype=str(ann["a"].ty.dtype), b_dtype=str(ann["b"].ty.dtype),
+                     y_dtype=str(q.ty.dtype), a_scale=sa, a_zp=za, b_scale=sb, b_zp=zb, y_scale=sy, y_zp=zy)
 
 
 def build_patterns() -> tuple[Any, Any]:
@@ -189,21 +251,25 @@ def _as_2d(qop: QuantOp) -> None:
     qop.notes.append("1-D convolution run as a 2-D one with H = 1")
 
 
-def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[QuantOp], bool]) -> tuple[Any, dict[str, QuantOp]]:
+def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
+         ) -> tuple[Any, dict[str, QuantOp | ActMatmul]]:
     """Group every match into a composite function when `decide(op)` accepts it.  `onnx_nodes`: binding
     variable name -> ONNX node (onnx_import.to_relax).
 
-    Returns (module, {composite function name: QuantOp}); every match (accepted or not) is passed to `decide`,
-    which records its own reasons."""
+    Returns (module, {composite function name: QuantOp or ActMatmul}); every match (accepted or not) is passed
+    to `decide`, which records its own reasons."""
     from tvm import relax
 
     conv, matmul = build_patterns()
-    seen: dict[str, QuantOp] = {}
+    act = build_act_pattern()
+    seen: dict[str, QuantOp | ActMatmul] = {}
 
     def make_check(kind: str) -> Callable[[Any], bool]:
         def check(ctx: Any) -> bool:
             names = [str(v.name) for v in ctx.matched_bindings.keys()]
-            qop = quant_op(kind, dict(ctx.annotated_expr), names, onnx_nodes)
+            ann = dict(ctx.annotated_expr)
+            qop = (act_matmul(ann, names, onnx_nodes) if kind == "act"
+                   else quant_op(kind, ann, names, onnx_nodes))
             if qop is None:
                 return False
             ok = bool(decide(qop))
@@ -215,9 +281,10 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[QuantOp], bool]
         return check
 
     pats = [relax.transform.FusionPattern(CONV, conv[0], conv[1], make_check("conv")),
-            relax.transform.FusionPattern(MATMUL, matmul[0], matmul[1], make_check("matmul"))]
+            relax.transform.FusionPattern(MATMUL, matmul[0], matmul[1], make_check("matmul")),
+            relax.transform.FusionPattern(ACT_MATMUL, act[0], act[1], make_check("act"))]
     fused = relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod)
-    composites: dict[str, QuantOp] = {}
+    composites: dict[str, QuantOp | ActMatmul] = {}
     for gv, func in fused.functions.items():
         if isinstance(func, relax.Function) and func.attrs is not None and "Composite" in func.attrs:
             inner = _binding_names(func)

@@ -82,6 +82,7 @@ class Step:
     requant: Any = None  # accel: partition.Requant when the kernel stores int32 accumulators
     multipliers: Tensor | None = None  # accel + requant: float32 [channels]
     acc: Tensor | None = None  # accel + requant: the int32 accumulators (arena, this step only)
+    act: Any = None  # accel: partition.ActGlue when both operands are activations (inputs A, B; a batch loop)
 
     def temporaries(self) -> list[Tensor]:
         return [t for t in (self.workspace, self.acc) if t is not None]
@@ -178,7 +179,7 @@ def build_program(main: Any, accel: dict[str, Step], host_workspace: dict[str, i
                 ws = tmpl.workspace.nbytes if tmpl.workspace is not None else 0
                 step = Step("accel", tmpl.name, tmpl.function, ins, outs,
                             b.new("uint8", (ws,), "workspace") if ws else None, w, bias, tmpl.clamp,
-                            tmpl.timing, tmpl.onnx_nodes, tmpl.op, tmpl.requant)
+                            tmpl.timing, tmpl.onnx_nodes, tmpl.op, tmpl.requant, act=tmpl.act)
                 if tmpl.requant is not None:
                     step.multipliers = b.const(np.asarray(tmpl.requant.multipliers, np.float32),
                                                f"{tmpl.name}.multipliers")

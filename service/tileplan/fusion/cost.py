@@ -6,7 +6,8 @@ fused, only the first member's input, every member's weights and bias, and the l
 cycles start from the per-layer kernels' calibrated cost-model cycles (what each member's code runs): the fused
 estimate removes the DMA time of the intermediates' bytes at the calibrated DRAM bandwidth (the most fusion can
 save when the member is DMA-bound) and adds the array time of recomputed halo MACs; it never drops below the
-members' array time.
+members' array time.  That estimate is a bound for groups no kernel runs; a pointwise chain's fused cycles are
+its kernel's own (`kernel.model_cycles`, set by the planner).
 """
 
 from __future__ import annotations

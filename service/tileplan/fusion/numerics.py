@@ -8,18 +8,19 @@ activation's clamp).  On Gemmini:
   boundaries: frontend/README.md), so the int8 intermediate never exists on chip.  onnxruntime's QDQ quantizer
   gives activations zero points by default; `ActivationSymmetric` gives z = 0.
 - A clamp that survived quantisation (a ReLU6 whose 6.0 is below the int8 range) is a host clamp after the mvout.
-- Even an exact mvout writes to memory only.  The instructions the kernels use move accumulator rows into the
-  scratchpad only as a compute's output, through config_ex's power-of-two rounding shift with no bias (in the
-  weight-stationary dataflow the bias lives in the accumulator), and exact only when one compute covers the whole
-  reduction and M is 2^-k; Gemmini's other route, the execute unit reading A from the accumulator with
-  config_ex's float `acc_scale`, is not among the instructions the kernels use (the emulator traps on a scale
-  other than 1, and its rounding has not been checked against Gemmini's).  So on this target an intermediate
-  cannot stay on chip bit-exactly; `route` says so and the planner keeps the per-layer program.
+- Even an exact mvout writes to memory only (Gemmini's mvout always goes to DRAM).  On chip, the one exact route
+  is the execute unit reading its A operand from the accumulator (`ex_read_from_acc`): the read passes the same
+  scale unit as an mvout, with config_ex's activation and float `acc_scale`, so the next layer multiplies the very
+  int8 values the mvout would have stored (tileplan/fusion/README.md, "Keeping an intermediate on chip").  The
+  execute unit writing the array's output into the scratchpad (`ex_write_to_spad`) only clips (weight-stationary)
+  or shifts by a power of two (output-stationary): not the float requantization.  A consumer that reads its A
+  operand row by row (a 1x1 conv or a matmul) can take the accumulator rows directly: `tileplan.fusion.kernel`
+  generates that chain of two; a 3x3 or depthwise consumer would need its windows (halo rows, padding) gathered
+  from the accumulator, which no kernel generates yet.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 
@@ -40,19 +41,10 @@ def requant_on_chip(name: str, spec: Any) -> str | None:
     return None
 
 
-def power_of_two(m: float) -> bool:
-    return m > 0 and math.frexp(m)[0] == 0.5
-
-
 def route(name: str, spec: Any) -> str | None:
-    """None if the kernels' instructions can move `spec`'s requantized output from the accumulator into the
-    scratchpad exactly, else why not (see the module's docstring)."""
-    m = float(spec.multiplier)
-    d = spec.layer.dims()
-    one_compute = d["C"] * d["R"] * d["S"] <= 16 and not bool(spec.bias.any())
-    if power_of_two(m) and one_compute:
-        return (f"{name}: M = 2^{int(math.log2(m))} would be exact through a compute's shift into the scratchpad, "
-                "but no fused kernel is generated for that case")
-    return (f"{name}: requantized exactly only by mvout (x{m:.4g}), which writes to memory; the kernels' way from "
-            "the accumulator to the scratchpad is a compute's power-of-two shift without bias (M is not 2^-k), and "
-            "the execute unit's scaled accumulator read is not among the instructions the kernels use")
+    """Why a group that is not a pointwise chain of two keeps the per-layer program (`spec` is a member whose
+    output would stay on chip)."""
+    return (f"{name}: its output is requantized exactly on chip only when the next layer reads it as its A operand "
+            "from the accumulator (config_ex acc_scale); fused kernels exist for two pointwise (1x1 conv / "
+            "matmul) members only, and this group's consumer needs a window of rows (3x3 or depthwise) or has "
+            "more members")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import os
@@ -17,7 +16,7 @@ from tileplan.api.auth import caller_of, require_read, require_write
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, CompileBody, CompilePage, CompileView, ErrorBody
 from tileplan.errors import InputError, from_validation_error
-from tileplan.jobs.compiles import input_fault
+from tileplan.jobs.compiles import discard, input_fault
 from tileplan.jobs.disconnect import unless_gone
 from tileplan.store.repository import Compile, iso_utc
 
@@ -94,7 +93,7 @@ async def compile_model(request: Request) -> Response:
     compiler = state.compiler
     owner = caller_of(request).owner
     ctype = request.headers.get("content-type", "")
-    fd, path = tempfile.mkstemp(prefix="tileplan-compile-")
+    fd, path = await asyncio.to_thread(tempfile.mkstemp, prefix="tileplan-compile-")  # (a file system call)
     try:
         digest = await _spool(request, fd, ctype)
         refused = compiler.refused.get(digest)
@@ -110,17 +109,18 @@ async def compile_model(request: Request) -> Response:
             # (a client that leaves stops its read and check: it no longer holds an intake process or its place
             # in the queue for one)
             try:
-                found, wait = await unless_gone(request.is_disconnected,
-                                                compiler.admit(ctype, path, owner, _validate))
+                found, wait, fixed = await unless_gone(request.is_disconnected,
+                                                       compiler.admit(ctype, path, owner, _validate))
             except InputError as exc:
-                if exc.type not in UNSTABLE_REFUSALS:  # what the bytes alone are refused for
+                # what the bytes alone are refused for (not the server's load, not a registered name's meaning)
+                if exc.type not in UNSTABLE_REFUSALS and getattr(exc, "rememberable", True):
                     details = list(getattr(exc, "all_details", None) or [exc.to_detail()])
                     compiler.refused.put(digest, details, len(json.dumps(details)) + BODY_ENTRY_BYTES)
                 raise
-            compiler.bodies.put(digest, (found.id, wait), BODY_ENTRY_BYTES)
+            if fixed:
+                compiler.bodies.put(digest, (found.id, wait), BODY_ENTRY_BYTES)
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        discard(path)
     if wait and not found.finished and state.settings.wait_limit_s > 0:
         found = await compiler.wait(found.id, state.settings.wait_limit_s) or found
     return _answer(found)
@@ -132,14 +132,33 @@ BODY_ENTRY_BYTES = 200  # a remembered body: its digest, the compile's id, `wait
 UNSTABLE_REFUSALS = {"too_costly", "conflict"}
 
 
+SPOOL_BATCH_BYTES = 1 << 20  # body bytes gathered before they are hashed and written, in a thread
+
+
 async def _spool(request: Request, fd: int, content_type: str) -> str:
-    """Write the body to `fd` as it arrives (the middleware's 413 past the limit applies), never holding it
-    whole; returns the digest of the content type and the body (an identical request has the same)."""
+    """Write the body to `fd` as it arrives (the middleware's 413 past the limit applies), never holding more than
+    a batch of it; returns the digest of the content type and the body (an identical request has the same).
+    Hashing and writing run in a thread, a megabyte at a time (both release the interpreter's lock): on the event
+    loop, a 90 MB body's were most of the loop's stalls while it arrived (bench/hostile.py)."""
     h = hashlib.sha256(content_type.encode("latin-1", "replace") + b"\n")
     with os.fdopen(fd, "wb") as f:
+        def put(parts: list[bytes]) -> None:
+            for part in parts:
+                h.update(part)
+                f.write(part)
+
+        batch: list[bytes] = []
+        size = 0
         async for chunk in request.stream():
-            h.update(chunk)
-            f.write(chunk)
+            batch.append(chunk)
+            size += len(chunk)
+            if size >= SPOOL_BATCH_BYTES:
+                await asyncio.to_thread(put, batch)
+                batch, size = [], 0
+        if size >= SPOOL_BATCH_BYTES // 8:
+            await asyncio.to_thread(put, batch)
+        else:
+            put(batch)  # (a small body's last bytes: cheaper here than a thread's round trip)
     return h.hexdigest()
 
 

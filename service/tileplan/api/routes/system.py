@@ -8,7 +8,6 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from tileplan import __version__
 from tileplan.api.auth import require_read
-from tileplan.api.errors import transient_storage_error
 from tileplan.api.schemas import Health
 from tileplan.plan import SOLVER_VERSION
 
@@ -17,13 +16,11 @@ router = APIRouter(tags=["system"])
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
 async def healthz(request: Request, response: Response) -> dict[str, str]:
-    """Liveness and database reachability (never needs a token)."""
+    """Liveness and database reachability (never needs a token): the outcome of the last storage check, run in
+    the background while probes come, waited for when none is recent (`tileplan.api.health`)."""
     state = request.app.state
-    try:
-        await asyncio.wait_for(asyncio.to_thread(state.store.ping), 5)
-        db = "ok"
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
-        db = "unreachable" if transient_storage_error(exc) else "damaged"
+    db = await state.health.state()
+    if db != "ok":
         response.status_code = 503
         if db == "unreachable":
             response.headers["Retry-After"] = "2"

@@ -177,6 +177,7 @@ typedef struct emu {
   int st_act;
   float st_scale;
   int dataflow, sys_act, sys_shift;
+  float ex_acc_scale; /* config_ex's acc_scale: applied to operands the execute unit reads from the accumulator */
   uint32_t a_stride;
   int a_tr, b_tr;
 
@@ -736,6 +737,17 @@ static void write_row(emu_t *e, uint32_t addr, uint32_t row, const int64_t *vals
   }
 }
 
+/* An operand the execute unit reads from the accumulator passes the accumulator's scale unit as an mvout's
+ * rows do, with config_ex's activation and acc_scale (Gemmini's ExecuteController sets the read request's act
+ * and scale from config_ex, its `full` bit false; AccumulatorScale applies the activation, then the float
+ * scale rounding half to even, then clips to the int8 input type): the array multiplies int8. */
+static int32_t ex_acc_read(emu_t *e, int32_t x) {
+  int64_t v = x;
+  if (e->sys_act == RELU && v < 0) v = 0;
+  if (e->ex_acc_scale != 1.0f) v = scale_rne(v, e->ex_acc_scale);
+  return sat8(v);
+}
+
 /* Read an operand block (rows x cols at addr, row stride `stride`) into a DIM x DIM int32 block. */
 static void read_block(emu_t *e, uint32_t addr, uint32_t rows, uint32_t cols, uint32_t stride, int transpose,
                        int32_t *blk, const char *what) {
@@ -749,7 +761,7 @@ static void read_block(emu_t *e, uint32_t addr, uint32_t rows, uint32_t cols, ui
     uint32_t row = b + r * stride;
     need_written(e, addr, row, what);
     for (uint32_t c = 0; c < cols; c++) {
-      int32_t v = is_acc(addr) ? e->acc[(size_t)row * D + c] : (int32_t)e->spad[(size_t)row * D + c];
+      int32_t v = is_acc(addr) ? ex_acc_read(e, e->acc[(size_t)row * D + c]) : (int32_t)e->spad[(size_t)row * D + c];
       if (transpose)
         blk[c * D + r] = v;
       else
@@ -1437,7 +1449,8 @@ void emu_rocc(uint32_t funct, uint64_t rs1, uint64_t rs2) {
           begin(e, OP_CONFIG_EX);
           float acc_scale = f32_bits((uint32_t)(rs1 >> 32));
           uint32_t c_stride = (uint32_t)(rs2 >> 48);
-          if (acc_scale != 1.0f) trap(e, "sys_acc_scale %g: only the identity is modelled", (double)acc_scale);
+          if (!(acc_scale == acc_scale)) trap(e, "sys_acc_scale is NaN");
+          e->ex_acc_scale = acc_scale;
           if (c_stride != 1) trap(e, "C_stride %u: only 1 is modelled", c_stride);
           if ((rs1 >> 7) & 1) trap(e, "set_only_strides is not modelled");
           op_config_ex(e, (int)((rs1 >> 2) & 1), (int)((rs1 >> 3) & 0xF), (int)(int32_t)(uint32_t)rs2,
@@ -1602,6 +1615,7 @@ void emu_reset(emu_t *e) {
   e->st_scale = 1.0f;
   e->dataflow = WEIGHT_STATIONARY;
   e->sys_act = NO_ACTIVATION;
+  e->ex_acc_scale = 1.0f;
   e->sys_shift = 0;
   e->a_stride = 1;
   e->a_tr = e->b_tr = 0;
@@ -1690,6 +1704,8 @@ int emu_run_list(emu_t *e, const emu_inst_t *ins, uint64_t n) {
       begin(e, op);
       switch (op) {
         case OP_CONFIG_EX:
+          if (!(ins[i].f == ins[i].f)) trap(e, "sys_acc_scale is NaN");
+          e->ex_acc_scale = (float)ins[i].f;
           op_config_ex(e, (int)a[0], (int)a[1], (int)a[2], (uint32_t)a[3], a[4] != 0, a[5] != 0);
           break;
         case OP_CONFIG_LD: op_config_ld(e, a[0], (float)ins[i].f, a[1] != 0, (uint32_t)a[2], (int)a[3]); break;

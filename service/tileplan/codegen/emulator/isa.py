@@ -53,8 +53,11 @@ class Instruction:
 
 
 def config_ex(dataflow: int, sys_act: int = NO_ACTIVATION, sys_shift: int = 0, a_stride: int = 1,
-              a_transpose: bool = False, b_transpose: bool = False) -> Instruction:
-    return Instruction("config_ex", (dataflow, sys_act, sys_shift, a_stride, int(a_transpose), int(b_transpose)))
+              a_transpose: bool = False, b_transpose: bool = False, acc_scale: float = 1.0) -> Instruction:
+    """`acc_scale` (gemmini_extended3_config_ex's sys_acc_scale): the scale of operands the execute unit reads from
+    the accumulator (they pass the scale unit with config_ex's activation and are clipped to int8)."""
+    return Instruction("config_ex", (dataflow, sys_act, sys_shift, a_stride, int(a_transpose), int(b_transpose)),
+                       acc_scale)
 
 
 def config_ld(stride: int, scale: float = 1.0, shrunk: bool = False, block_mvin_stride: int = 16,

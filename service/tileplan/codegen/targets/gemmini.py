@@ -31,6 +31,7 @@ does not name, are the kernel's own TP_* macros.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -138,14 +139,21 @@ class KernelABI:
       parameters are then (I, W_p, bias_p, out, workspace);
     - `acc_output=True`: the kernel stores the int32 accumulators (bias included; mvout with the read-full bit,
       no scale or activation) and the caller requantizes: exact where Gemmini's mvout cannot be (an output zero
-      point, per-channel scales)."""
+      point, per-channel scales);
+    - `b_in_place=True` (a matmul, with `prelaid`): the second operand is the caller's unpadded row-major
+      B [K, N] (an activation computed at run time), read where it lies: the weight loads use row stride N
+      instead of the padded layout's K_p (they only ever read the real rows and columns), so nothing copies or
+      pads it; the `W_p` parameter is B itself."""
 
     layout: str = "NHWC"
     pad_value: int = 0
     prelaid: bool = False
     acc_output: bool = False
+    b_in_place: bool = False
 
     def __post_init__(self) -> None:
+        if self.b_in_place and not self.prelaid:
+            raise ValueError("b_in_place reads the caller's B as the W_p parameter: it needs prelaid=True")
         if self.layout not in ("NHWC", "NCHW"):
             raise ValueError(f"layout must be NHWC or NCHW, got {self.layout!r}")
         if not -128 <= self.pad_value <= 127:
@@ -309,7 +317,7 @@ def matmul_compute(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = Non
     if (geo.N, geo.G, geo.H, geo.P, geo.R, geo.S) != (1, 1, 1, 1, 1, 1):
         raise ValueError("a matmul is a 1x1 convolution over one row of M pixels")
     if abi is not None and abi.layout != "NHWC":
-        abi = KernelABI("NHWC", abi.pad_value, abi.prelaid, abi.acc_output)
+        abi = KernelABI("NHWC", abi.pad_value, abi.prelaid, abi.acc_output, abi.b_in_place)
     return build_conv(geo, epi, abi)
 
 
@@ -372,10 +380,42 @@ def _lin(*terms: tuple[str, int]) -> str:
     return " + ".join(parts) if parts else "0"
 
 
-def _parse(src: str) -> Any:
+class _ScriptNames:
+    """TVMScript's `T` for parsing a tile intrinsic's source: TVM's own, except that the `@T.prim_func(...)`
+    decorator, which the parser evaluates only for its dispatch token, does not walk the Python stack
+    (`inspect.stack()` reads the source file of every frame: 0.25 s per intrinsic, three quarters of a cold
+    compile's code generation on ResNet-18).  The parser reads the decorator's keywords from the syntax tree, so
+    what it builds is the same."""
+
+    def __init__(self, base: Any) -> None:
+        self._base = base
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+    @staticmethod
+    def prim_func(*args: Any, **kwargs: Any) -> Any:
+        def token() -> None:
+            raise AssertionError("only the parser's dispatch token is read")
+
+        token.dispatch_token = "tirx"  # type: ignore[attr-defined]
+        return token
+
+
+_SCRIPT_GLOBALS: dict[str, Any] = {}
+
+
+def parse_source(src: str) -> Any:
+    """A TVMScript source (tile_call_source and the others) parsed into its function."""
     import tvm
 
-    return tvm.script.from_source(src)
+    if not _SCRIPT_GLOBALS:
+        from tvm.script.parser.core.entry import _default_globals
+
+        names = _default_globals()
+        names["T"] = names["tir"] = _ScriptNames(names["T"])
+        _SCRIPT_GLOBALS.update(names)
+    return tvm.script.from_source(src, extra_vars=dict(_SCRIPT_GLOBALS))
 
 
 _ACC = f"T.call_extern(\"uint32\", \"{LOCAL_ADDR}\", C.access_ptr(\"rw\"), T.uint32({ACC_BIT}))"
@@ -394,9 +434,187 @@ def _acc_decl(t: TileShape) -> str:
             f"strides={_strided('c', 5)}, offset_factor=1, scope=\"{ACC_SCOPE}\")\n")
 
 
+# -- the same intrinsics built with TVM's IR builder ---------------------------------------------------------------
+# TVMScript's parser takes ~0.1 s per function (it converts and evaluates the Python syntax tree), and a cold
+# compile registers two functions for each stage of every distinct tile shape (98 on ResNet-18: most of its code
+# generation).  The builder makes the same functions in milliseconds; the sources above stay the readable
+# definition, and tests/codegen/test_intrinsic_builder.py holds the two structurally equal.
+
+
+def _named(name: str, v: Any) -> Any:
+    from tvm.script.ir_builder import IRBuilder
+
+    return IRBuilder.name(name, v)
+
+
+def _build(args: tuple[str, ...], body: Callable[[Any, list[Any]], None]) -> Any:
+    """`@T.prim_func(s_tir=True) def f(<args>: T.handle) -> None`, its body built by `body(T, handles)`."""
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script.builder import ir as T
+
+    with IRBuilder() as ib:
+        with T.prim_func(is_private=False, s_tir=True):
+            T.func_name("f")
+            handles = [T.arg(a, T.handle()) for a in args]
+            T.func_ret(None)
+            body(T, handles)
+    return ib.get()
+
+
+def _match(T: Any, handle: Any, name: str, letter: str, shape: tuple[int, ...], dtype: str,
+           scope: str | None = None) -> Any:
+    strides = [_named(f"{letter}{i}", T.int32()) for i in range(len(shape) - 1)] + [1]
+    kw = {"scope": scope} if scope else {}
+    return _named(name, T.match_buffer(handle, shape, dtype, strides=strides, offset_factor=1, **kw))
+
+
+def _acc_buffer(T: Any, handle: Any, t: TileShape) -> Any:
+    return _match(T, handle, "C", "c", (t.n, 1, t.p, t.q, t.k), "int32", ACC_SCOPE)
+
+
+def _whole(buf: Any) -> Any:
+    return buf[tuple(slice(0, int(e)) for e in buf.shape)]
+
+
+def _nest_built(T: Any, name: str, axes: list[tuple[str, int, str]], store: Callable[[dict[str, Any]], None]) -> None:
+    """`_nest` with the builder; `store(idx)` writes the block's value, idx[axis] being the block variable of a
+    non-unit axis and the constant 0 of a unit one."""
+    with T.grid(*[e for _, e, _ in axes]) as loops:
+        loops = [loops] if isinstance(loops, tirx.Var) else list(loops)
+        for (v, _, _), lv in zip(axes, loops):
+            _named(v, lv)
+        with T.sblock(name):
+            live = [(v, lv, k) for (v, e, k), lv in zip(axes, loops) if e > 1]
+            idx: dict[str, Any] = {v: 0 for v, _, _ in axes}
+            if live:
+                bound = T.axis.remap("".join(k for _, _, k in live), [lv for _, lv, _ in live])
+                bound = [bound] if isinstance(bound, tirx.Var) else list(bound)
+                for (v, _, _), bv in zip(live, bound):
+                    idx[v] = _named(f"v{v}", bv)
+            store(idx)
+
+
+def _lin_built(*terms: tuple[Any, int]) -> Any:
+    """`_lin` with the builder: constant-0 (unit) axes dropped."""
+    parts = [v if m == 1 else v * m for v, m in terms if not isinstance(v, int)]
+    if not parts:
+        return 0
+    out = parts[0]
+    for x in parts[1:]:
+        out = out + x
+    return out
+
+
+def _acc_arg(T: Any, C: Any, host: bool) -> Any:
+    if host:
+        return C.elem_offset
+    return T.call_extern("uint32", LOCAL_ADDR, C.access_ptr("rw"), T.uint32(ACC_BIT))
+
+
+def _built_call(t: TileShape, host: bool) -> tuple[Any, Any]:
+    axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S"), ("r", t.r, "R"),
+            ("s", t.s, "R"), ("c", t.c, "R")]
+
+    def head(T: Any, h: list[Any]) -> tuple[Any, Any, Any]:
+        A = _match(T, h[0], "A", "a", (t.n, 1, t.h_win, t.w_win, t.c), "int8")
+        B = _match(T, h[1], "B", "b", (1, t.r, t.s, t.c, t.k), "int8")
+        return A, B, _acc_buffer(T, h[2], t)
+
+    def desc(T: Any, h: list[Any]) -> None:
+        A, B, C = head(T, h)
+
+        def store(i: dict[str, Any]) -> None:
+            o = [i["n"], i["g"], i["p"], i["q"], i["k"]]
+            a = T.Cast("int32", A[i["n"], i["g"], _lin_built((i["p"], t.sh), (i["r"], t.dh)),
+                                   _lin_built((i["q"], t.sw), (i["s"], t.dw)), i["c"]])
+            T.buffer_store(C, C[tuple(o)] + a * T.Cast("int32", B[i["g"], i["r"], i["s"], i["c"], i["k"]]), o)
+
+        with T.sblock("root"):
+            T.reads(_whole(C), _whole(A), _whole(B))
+            T.writes(_whole(C))
+            _nest_built(T, "update", axes, store)
+
+    def impl(T: Any, h: list[Any]) -> None:
+        A, B, C = head(T, h)
+        fn, _ = _extern("call", host)
+        with T.sblock("root"):
+            T.reads(_whole(C), _whole(A), _whole(B))
+            T.writes(_whole(C))
+            T.evaluate(T.call_extern("int32", fn, A.access_ptr("r"), A.elem_offset, B.access_ptr("r"),
+                                     B.elem_offset, _acc_arg(T, C, host)))
+
+    return _build(("a", "b", "c"), desc), _build(("a", "b", "c"), impl)
+
+
+def _built_init(t: TileShape, host: bool) -> tuple[Any, Any]:
+    axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S")]
+
+    def head(T: Any, h: list[Any]) -> tuple[Any, Any]:
+        return _match(T, h[0], "Bi", "b", (1, t.k), "int32"), _acc_buffer(T, h[1], t)
+
+    def desc(T: Any, h: list[Any]) -> None:
+        Bi, C = head(T, h)
+        with T.sblock("root"):
+            T.reads(Bi[0:1, 0:t.k])
+            T.writes(_whole(C))
+            _nest_built(T, "init", axes, lambda i: T.buffer_store(
+                C, Bi[i["g"], i["k"]], [i["n"], i["g"], i["p"], i["q"], i["k"]]))
+
+    def impl(T: Any, h: list[Any]) -> None:
+        Bi, C = head(T, h)
+        fn, _ = _extern("init", host)
+        offset = [Bi.elem_offset] if host else []
+        with T.sblock("root"):
+            T.reads(Bi[0:1, 0:t.k])
+            T.writes(_whole(C))
+            T.evaluate(T.call_extern("int32", fn, Bi.access_ptr("r"), *offset, _acc_arg(T, C, host)))
+
+    return _build(("b", "c"), desc), _build(("b", "c"), impl)
+
+
+def _built_store(t: TileShape, scale: float, lo: int, host: bool, full: bool) -> tuple[Any, Any]:
+    axes = [("n", t.n, "S"), ("g", 1, "S"), ("p", t.p, "S"), ("q", t.q, "S"), ("k", t.k, "S")]
+
+    def head(T: Any, h: list[Any]) -> tuple[Any, Any]:
+        C = _acc_buffer(T, h[0], t)
+        return C, _match(T, h[1], "O", "o", (t.n, 1, t.p, t.q, t.k), "int32" if full else "int8")
+
+    def desc(T: Any, h: list[Any]) -> None:
+        C, O = head(T, h)
+
+        def store(i: dict[str, Any]) -> None:
+            o = [i["n"], i["g"], i["p"], i["q"], i["k"]]
+            v = C[tuple(o)]
+            if not full:
+                v = T.Cast("int8", T.max(T.min(T.nearbyint(T.Cast("float32", v) * T.float32(float(scale))),
+                                               T.float32(127.0)), T.float32(float(lo))))
+            T.buffer_store(O, v, o)
+
+        with T.sblock("root"):
+            T.reads(_whole(C))
+            T.writes(_whole(O))
+            _nest_built(T, "store", axes, store)
+
+    def impl(T: Any, h: list[Any]) -> None:
+        C, O = head(T, h)
+        fn, _ = _extern("store", host)
+        with T.sblock("root"):
+            T.reads(_whole(C))
+            T.writes(_whole(O))
+            T.evaluate(T.call_extern("int32", fn, O.access_ptr("w"), O.elem_offset, _acc_arg(T, C, host)))
+
+    return _build(("c", "o"), desc), _build(("c", "o"), impl)
+
+
 @register_hw_intrinsic("gemmini.tile_call")
 def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, sw: int, dh: int,
               dw: int, host: bool = False) -> tuple[Any, Any]:
+    return _built_call(TileShape(n, p, q, k, r, s, c, sh, sw, dh, dw), host)
+
+
+def tile_call_source(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, sw: int, dh: int,
+                     dw: int, host: bool = False) -> tuple[str, str]:
+    """TVMScript of tile_call's description and implementation (what the builder makes)."""
     t = TileShape(n, p, q, k, r, s, c, sh, sw, dh, dw)
     a_shape = f"({t.n}, 1, {t.h_win}, {t.w_win}, {t.c})"
     b_shape = f"(1, {t.r}, {t.s}, {t.c}, {t.k})"
@@ -424,11 +642,16 @@ def tile_call(n: int, p: int, q: int, k: int, r: int, s: int, c: int, sh: int, s
     impl = head + (
         f"        T.evaluate(T.call_extern(\"int32\", \"{fn}\", A.access_ptr(\"r\"), A.elem_offset, "
         f"B.access_ptr(\"r\"), B.elem_offset, {acc}))\n")
-    return _parse(desc), _parse(impl)
+    return desc, impl
 
 
 @register_hw_intrinsic("gemmini.tile_init")
 def tile_init(n: int, p: int, q: int, k: int, host: bool = False) -> tuple[Any, Any]:
+    return _built_init(TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1), host)
+
+
+def tile_init_source(n: int, p: int, q: int, k: int, host: bool = False) -> tuple[str, str]:
+    """TVMScript of tile_init's description and implementation."""
     t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
     c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
     head = ("@T.prim_func(s_tir=True)\ndef f(b: T.handle, c: T.handle) -> None:\n"
@@ -440,13 +663,19 @@ def tile_init(n: int, p: int, q: int, k: int, host: bool = False) -> tuple[Any, 
     fn, acc = _extern("init", host)
     offset = "Bi.elem_offset, " if host else ""  # the host glue registers bias_p with the emulator
     impl = head + f"        T.evaluate(T.call_extern(\"int32\", \"{fn}\", Bi.access_ptr(\"r\"), {offset}{acc}))\n"
-    return _parse(desc), _parse(impl)
+    return desc, impl
 
 
 @register_hw_intrinsic("gemmini.tile_store")
 def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool = False,
                full: bool = False) -> tuple[Any, Any]:
     """`full`: the int32 accumulators are stored as they are (mvout with the read-full bit)."""
+    return _built_store(TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1), scale, lo, host, full)
+
+
+def tile_store_source(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool = False,
+                      full: bool = False) -> tuple[str, str]:
+    """TVMScript of tile_store's description and implementation."""
     t = TileShape(n, p, q, k, 1, 1, 1, 1, 1, 1, 1)
     c_rng = f"C[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
     o_rng = f"O[0:{t.n}, 0:1, 0:{t.p}, 0:{t.q}, 0:{t.k}]"
@@ -465,7 +694,7 @@ def tile_store(n: int, p: int, q: int, k: int, scale: float, lo: int, host: bool
     fn, acc = _extern("store", host)
     impl = head + (
         f"        T.evaluate(T.call_extern(\"int32\", \"{fn}\", O.access_ptr(\"w\"), O.elem_offset, {acc}))\n")
-    return _parse(desc), _parse(impl)
+    return desc, impl
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -496,6 +725,7 @@ class CallLayout:
     # tp_store writes the caller's NHWC output (G x K channels per pixel) instead of the padded out_p
     store_direct: bool = False
     acc_output: bool = False  # store the int32 accumulators (KernelABI.acc_output)
+    w_in_place: bool = False  # the weight loads read the caller's unpadded [C, K] rows (KernelABI.b_in_place)
 
     @property
     def store_pixel(self) -> int:
@@ -570,7 +800,7 @@ def call_support_c(lay: CallLayout) -> str:
         TP_IN_BLOCK_ROWS=lay.in_block_rows, TP_W_BLOCK_ROWS=lay.w_block_rows, TP_BIAS_AHEAD=int(lay.bias_ahead),
         TP_REUSE=int(lay.reuse), TP_FOLD=lay.fold, TP_STORE_DIRECT=int(lay.store_direct),
         TP_OUT_STRIDE=lay.store_stride, TP_OUT_PIX=lay.store_pixel, TP_ACC_OUT=int(lay.acc_output),
-        TP_OUT_T="int32_t" if lay.acc_output else "int8_t",
+        TP_OUT_T="int32_t" if lay.acc_output else "int8_t", TP_W_IN_PLACE=int(lay.w_in_place),
     )
     lines = [f"#define {k} {v}" for k, v in consts.items()]
     lines.append(_CALL_C)
@@ -718,14 +948,23 @@ static void tp_call(const int8_t *in, int32_t i_off, const int8_t *wt, int32_t w
 #endif
   /* weight tile: one row per (r, s, c) and up to TP_MVIN_COLS output channels (blocks TP_W_BLOCK_ROWS apart,
      configured once in the kernel's prologue) */
+#if TP_W_IN_PLACE
+  /* the caller's unpadded B [C, K] itself (a matmul: R = S = 1), rows TP_K bytes apart (the load channel's
+     stride, configured so in the prologue); wt - w_off is its start */
+  const int8_t *const wrow = (const int8_t *)((uintptr_t)wt - (uintptr_t)w_off) + (int64_t)c0 * TP_K + k0;
+#define TP_W_SRC(r, s, c, ko) (wrow + (int64_t)(c) * TP_K + (ko))
+#else
+#define TP_W_SRC(r, s, c, ko) (wt + (((r) * TP_SP + (s)) * TP_CP + (c)) * TP_KP + (ko))
+#endif
   for (int32_t ko = 0; load_w && ko < vk; ko += TP_MVIN_COLS) {
     const int32_t kcols = tp_min(TP_MVIN_COLS, vk - ko), kb = ko / TP_DIM;
     for (int32_t r = 0; r < vr; r++)
       for (int32_t s = 0; s < vs; s++)
         for (int32_t c = 0; c < vc; c += TP_DIM)
-          gemmini_extended_mvin2(wt + ((r * TP_SP + s) * TP_CP + c) * TP_KP + ko,
+          gemmini_extended_mvin2(TP_W_SRC(r, s, c, ko),
                                  wsp + ((kb * TP_TR + r) * TP_TS + s) * TP_TC + c, kcols, tp_min(TP_DIM, vc - c));
   }
+#undef TP_W_SRC
   if (first) tp_acc_init(ahead, (vk + TP_DIM - 1) / TP_DIM, vk, vn, vp, vq, acc);
 #if TP_FOLD > 1
   /* per (DIM output channels, r, block of kernel columns): one preload of the block's (s, c) weight rows (adjacent
@@ -826,7 +1065,7 @@ def config_prologue(lay: CallLayout, epi: Epilogue) -> list[str]:
 
     scale = float.hex(float(np.float32(epi.scale))) + "f"
     act = "RELU" if epi.relu else "NO_ACTIVATION"
-    kp = lay.padded["K"]
+    kp = lay.real["K"] if lay.w_in_place else lay.padded["K"]  # the weight rows' stride in DRAM
     store = (f"gemmini_extended_config_st({lay.store_stride}, NO_ACTIVATION, ACC_SCALE_IDENTITY);"
              if lay.acc_output else f"gemmini_extended_config_st({lay.store_stride}, {act}, {scale});")
     return [

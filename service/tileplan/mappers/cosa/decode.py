@@ -53,10 +53,16 @@ def candidate_mappings(
         }
         per_level.append(sorted(orders))
     sp = [sorted((d, f) for d, f in s.items() if f > 1) for s in spatial]
+    # Level 0's unrolled loops in the orders that put one tensor's irrelevant dimensions first (innermost along the
+    # mesh): timeloop-model hands an operand over the link from a neighbouring MAC that held it the iteration
+    # before, and neighbours share an operand only along its irrelevant dimensions when those run fastest (weights
+    # streamed past a K2 Q2 fan-out: read once per K step with Q innermost, once per MAC iteration with K innermost).
+    first = [sp[0]] + ([stationary_order(dict(sp[0]), v) for v in TENSORS] if len(sp[0]) > 1 and model.timeloop else [])
+    spatial_orders = sorted({tuple(o) for o in first})
     out, seen = [], set()
     for db in double_buffered:
-        for combo in itertools.product(*per_level):
-            mp = build_mapping(arch, [list(c) for c in combo], sp, padded, db)
+        for combo, s0 in itertools.product(itertools.product(*per_level), spatial_orders):
+            mp = build_mapping(arch, [list(c) for c in combo], [list(s0)] + sp[1:], padded, db)
             sig = mp.model_dump_json()
             if sig not in seen:
                 seen.add(sig)

@@ -179,28 +179,68 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     # there, and outputs leave once.
     lib = spec.library
     big = log2(max(prob.macs, 2)) + 1
+    timeloop = lib is None and model_for(arch) == "timeloop"
+    # Under timeloop-model's semantics a tensor no on-chip level keeps (streamed from DRAM straight to the MACs) is
+    # reused too where level 0 fans out to the MACs along a dimension it does not depend on: while a loop over its
+    # irrelevant dimensions runs innermost, each MAC's operand is the one a neighbouring MAC held the iteration before
+    # and comes over the mesh link, not from DRAM (cost.timeloop._mac_accesses). Without the term the MIP saw no
+    # saving in ordering level 0 for the stream: a conv whose weights stream past a 2x9 output-only buffer array took
+    # 1,164 cycles where timeloop-mapper's P13 innermost took 904 (fuzz1_019 L0).
+    streamed = [v for v in TENSORS if timeloop and spec.outer_onchip(v) == -1 and n > 1
+                and any(q[3] == 0 and q[4] == 0 and q[0] not in RELEVANT[v] for q in x_keys)]
+    # on-chip levels with a bandwidth: their ports count the fills of every level (_onchip_bandwidth)
+    paced = timeloop and any(lv.read_bandwidth or lv.write_bandwidth for lv in arch.levels[:-1])
     sigma_levels = sorted(
         {spec.outer_onchip(v) + 1 for v in TENSORS if 0 <= spec.outer_onchip(v) < n - 1}
-        - ({lib.top} if lib else set())
+        - ({lib.top} if lib else set()) | (set(range(n)) if streamed or paced else set())
     )
     m.sigma = pyo.Var([(j, v) for j in sigma_levels for v in TENSORS], within=pyo.Binary)
     m.sigma_one = pyo.Constraint(sigma_levels, rule=lambda m, j: sum(m.sigma[j, v] for v in TENSORS) <= 1)
     m.reuse = pyo.Var(TENSORS, within=pyo.NonNegativeReals)
+
+    def run_reuse(tag: str, v: str, i: int) -> pyo.Var:
+        """log2 of what v's tile at level i (-1: the MACs) is spared by the run of loops innermost above it that leave
+        v alone: level j's irrelevant loops count (ordered to keep v, sigma) while no level between i and j has a loop
+        over v's dimensions (a relevant factor's log is >= 1, which drops the bound to <= 0). Timeloop refetches a
+        tile only when a loop over its dimensions moves it."""
+        irr = tuple(d for d in DIMS if d not in RELEVANT[v])
+        rel = tuple(RELEVANT[v])
+        ups = range(i + 1, n)
+        r = pyo.Var(ups, within=pyo.NonNegativeReals)
+        m.add_component(f"run_{tag}", r)
+        m.add_component(f"run_{tag}_loops", pyo.Constraint(ups, rule=lambda m, j: r[j] <= temporal_at(j, irr)))
+        m.add_component(f"run_{tag}_order", pyo.Constraint(ups, rule=lambda m, j: r[j] <= big * m.sigma[j, v]))
+        m.add_component(f"run_{tag}_inner", pyo.Constraint(
+            [j for j in ups if j > i + 1],
+            rule=lambda m, j: r[j] <= big * (1 - sum(temporal_at(k, rel) for k in range(i + 1, j)))))
+        total = pyo.Var(within=pyo.NonNegativeReals)
+        m.add_component(f"run_{tag}_total", total)
+        m.add_component(f"run_{tag}_sum", pyo.Constraint(expr=total <= sum(r[j] for j in ups)))
+        return total
+
     log_traffic = {}
+    per_instance = {}  # log2 of the fills of one instance of v's outermost on-chip level (no fan-out above it)
     for v in TENSORS:
         iv = spec.outer_onchip(v)
         above = range(iv + 1, n)
         inner = tiles[iv, v] if iv >= 0 and (iv, v) in tiles else (log_tile(v, iv) if iv >= 0 else 0)
         loops = sum(temporal_at(j, DIMS) for j in above)
         fan = sum(spatial_at(j, RELEVANT[v]) for j in above)
+        irrelevant = tuple(d for d in DIMS if d not in RELEVANT[v])
         if iv >= 0 and iv + 1 < n and iv + 1 in sigma_levels:
             j = iv + 1
-            irrelevant = tuple(d for d in DIMS if d not in RELEVANT[v])
             setattr(m, f"reuse_loops_{v}", pyo.Constraint(expr=m.reuse[v] <= temporal_at(j, irrelevant)))
             setattr(m, f"reuse_order_{v}", pyo.Constraint(expr=m.reuse[v] <= big * m.sigma[j, v]))
+        elif v in streamed:
+            # The run of irrelevant loops innermost in the whole nest, at any level (a DRAM K8 over a buffer's K2
+            # reads a streamed input once, not eight times: fuzz1_047 L3)
+            setattr(m, f"reuse_run_{v}", pyo.Constraint(expr=m.reuse[v] <= run_reuse(f"stream_{v}", v, -1)))
+            # (a link needs a neighbour holding the same operand: an irrelevant factor in level 0's fan-out)
+            setattr(m, f"reuse_link_{v}", pyo.Constraint(expr=m.reuse[v] <= big * spatial_at(0, irrelevant)))
         else:
             m.reuse[v].fix(0)
         log_traffic[v] = inner + loops + fan - m.reuse[v]
+        per_instance[v] = inner + loops - m.reuse[v]
     if lib is not None:
         log_traffic["O"] = log2(prob.tensor_elements("O"))
 
@@ -208,7 +248,6 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     # Plans scored by timeloop-model's semantics (hardware imported from Timeloop YAML, or `model: timeloop`): the MIP
     # sees what that model charges (DRAM reads of all streams against one budget, buffers feeding the MACs at their
     # own bandwidth); the calibrated and first-order models keep the terms they were tuned with.
-    timeloop = lib is None and model_for(arch) == "timeloop"
     dram = arch.levels[-1]
     m.lat = pyo.Var(within=pyo.Reals)
     m.en = pyo.Var(within=pyo.Reals)
@@ -242,8 +281,20 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
             total = add_log_sum(m, "dram_reads", list(reads.values()), fine=True)
             m.lat_dram_total = pyo.Constraint(expr=m.lat >= total - log2(dram.read_bandwidth))
     m.en_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.en >= log_traffic[v] + log2(byte_of[v]))
-    if timeloop:
-        _onchip_bandwidth(m, spec, ext, log_tile, temporal_at, spatial_at)
+    if paced:
+        cache: dict[tuple[int, str], Any] = {}
+
+        def fills_of(i: int, v: str) -> Any:
+            """log2 of the fills of one instance of level i keeping v over the run (its DRAM traffic per instance at
+            v's outermost on-chip level; below it, its tile per visit less the run of loops that leave it alone)."""
+            if i == spec.outer_onchip(v):
+                return per_instance[v]
+            if (i, v) not in cache:
+                cache[i, v] = (log_tile(v, i) + sum(temporal_at(j, DIMS) for j in range(i + 1, n))
+                               - run_reuse(f"{v}{i}", v, i))
+            return cache[i, v]
+
+        _onchip_bandwidth(m, spec, log_tile, temporal_at, spatial_at, fills_of)
     if lib is not None:
         matmul_like = prob.dims["Q"] == prob.dims["R"] == prob.dims["S"] == 1
         _library_latency(m, lib, ext, tiles, temporal_at, matmul_like, prob.tensor_elements("O"))
@@ -285,15 +336,22 @@ def _mesh_axes(m: pyo.ConcreteModel, spec: CosaSpec, fan_levels: list[int], spat
                                   <= log2(spec.arch.fanout_xy(i)[1]) + 1e-9)
 
 
-def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, ext, log_tile, temporal_at, spatial_at) -> None:  # type: ignore[no-untyped-def]
-    """On-chip levels with a bandwidth that feed the MACs directly set the pace too (DianNao's 16-word buffers feeding
-    256 MACs): per instance, one word per temporal iteration for every MAC below it that needs different data
-    (multicast and reduction are free), over its words per cycle; outputs also take one fill per tile visit.
-    Timeloop charges a port with the sum of its streams: the reads of W, of I and the read-modify-write reads of O's
-    partial sums share the read budget (a level stating only a read bandwidth paces O's reads too), O's updates and
-    fills the write budget, and a shared port all of them; a max over the streams let the MIP leave the array idle
-    where three streams, each alone within budget, together were not (a 1-word-per-cycle buffer feeding 3 MACs:
-    1.31x the cycles of a random map)."""
+def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, log_tile, temporal_at, spatial_at, fills_of) -> None:  # type: ignore[no-untyped-def]
+    """On-chip levels with a bandwidth set the pace too (DianNao's 16-word buffers feeding 256 MACs). Timeloop
+    charges a port with the sum of its streams: the reads of W, of I and the read-modify-write reads of O's partial
+    sums share the read budget (a level stating only a read bandwidth paces O's reads too), the fills and O's updates
+    the write budget, and a shared port all of them; a max over the streams let the MIP leave the array idle where
+    three streams, each alone within budget, together were not (a 1-word-per-cycle buffer feeding 3 MACs: 1.31x the
+    cycles of a random map). Per instance:
+    - a level feeding the MACs serves one word per temporal iteration for every MAC below it that needs different
+      data (multicast and reduction are free); outputs also take one fill per tile visit;
+    - a level whose child keeps the tensor serves the child's fills (`fills_of`, with the loop-order reuse above the
+      child's tile), once per child instance that needs different data; O's updates are the child's fills too;
+    - every level takes its own fills on the write port. Without the fills and the children's streams the MIP filled
+      a write-bound buffer with strided inputs' bounding boxes or partial-sum tiles it never charged (a
+      1-word-per-cycle regfile over 18 scratchpads: 138 cycles where timeloop-mapper's took 66, fuzz1_044 L1; an
+      output buffer's 0.5-word port, fuzz1_056 L2: 1.43x), and a single shared-port buffer refetched the weights for
+      every output (fuzz1_011 L2: 1.19x)."""
     arch = spec.arch
     n = spec.n_levels
     rows = []
@@ -304,18 +362,26 @@ def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, ext, log_tile, tempo
         for v in TENSORS:
             if v not in lv.keeps:
                 continue
-            if any(v in arch.levels[c].keeps for c in range(i)):
-                # A storage child keeps its tile across loops that leave it alone; without that reuse the count
-                # would be a loose bound that misleads more than it guides (Simba's global buffer).
+            word = log2(arch.element_bytes(v, lv))
+            below = [c for c in range(i) if v in arch.levels[c].keeps]
+            if below:
+                c = below[-1]
+                served = fills_of(c, v) + sum(spatial_at(j, RELEVANT[v]) for j in range(c + 1, i + 1))
+                if v == "O":
+                    writes.append(add_log_sum(m, f"writes_{i}", [served, fills_of(i, v)], dominant=True) + word)
+                else:
+                    reads.append(served + word)
+                    writes.append(fills_of(i, v) + word)
                 continue
             # The MACs keep nothing: a level feeding them serves every temporal iteration, exactly.
             served = sum(temporal_at(j, DIMS) for j in range(n)) + sum(spatial_at(j, RELEVANT[v]) for j in range(i + 1))
-            word = log2(arch.element_bytes(v, lv))
             if v == "O":
                 # each visit of the output tile also writes it once (Timeloop's fill): writes = updates + fills;
                 # every update but an element's first reads the old value back
                 fills = log_tile("O", i) + sum(temporal_at(j, DIMS) for j in range(i + 1, n))
                 writes.append(add_log_sum(m, f"writes_{i}", [served, fills], dominant=True) + word)
+            else:
+                writes.append(fills_of(i, v) + word)
             reads.append(served + word)
         ports = [(reads + writes, lv.read_bandwidth)] if lv.shared_bandwidth else [
             (reads, lv.read_bandwidth), (writes, lv.write_bandwidth)]

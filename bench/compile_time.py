@@ -1,0 +1,146 @@
+"""Compile time, before and after, in the same run (issue 24's speed targets):
+
+    python bench/compile_time.py --models DIR/resnet50.qdq.onnx,DIR/mobilenet_v2.qdq.onnx [--baseline REV]
+                                 [--hw gemmini-16x16] [--jobs 2] [--repeat 1] [--out bench/results/compile_time.md]
+
+Each model is compiled by `tileplan compile --jobs J` in a fresh process, cold (an empty TMPDIR, so empty kernel,
+host-lowering, build and compile caches, and a new plan store) and then warm (the same caches again), by this
+checkout's code and by the code of git revision REV (default: the merge base with main; its `service/` and
+`hw_catalog/` extracted to a temporary directory and put first on PYTHONPATH, run by the same interpreter).
+The two are interleaved model by model, so they share the machine's load.  Reported: wall seconds and CPU
+seconds (user + system of the compile process and everything it started: workers, the C compiler), and their
+ratios baseline / this checkout.  On a shared machine the CPU seconds are the comparable number; the wall seconds
+of an idle machine lie between the CPU seconds / cores and the CPU seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def compile_once(model: Path, hw: str, jobs: int, cache: Path, code: Path | None) -> dict[str, Any]:
+    env = {**os.environ, "TMPDIR": str(cache)}
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code / "service"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    out = cache / "out"
+    cmd = [sys.executable, "-m", "tileplan.cli", "compile", str(model), "--hw", hw, "--out", str(out),
+           "--plans-db", f"sqlite:///{cache}/plans.db", "--jobs", str(jobs), "--json"]
+    c0, t0 = _children_cpu(), time.perf_counter()
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
+    if run.returncode != 0:
+        return {"error": (run.stderr.strip().splitlines() or ["?"])[-1], "wall": wall, "cpu": cpu}
+    total = json.loads(run.stdout)["total"]
+    return {"wall": wall, "cpu": cpu, "phases": total.get("phase_seconds"), "cycles_model": total["cycles_model"],
+            "cycles_emulated": total["cycles_emulated"], "share": total["accelerator_mac_share"]}
+
+
+def extract(rev: str, into: Path) -> None:
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "service", "hw_catalog"], capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", required=True, help="comma-separated ONNX files")
+    ap.add_argument("--baseline", default="", help="git revision to compare with (default: merge base with main)")
+    ap.add_argument("--this", default="", help="git revision measured as 'this' (default: the checkout's files, "
+                    "which must then not change during the run: a warm compile after an edit is a cold one)")
+    ap.add_argument("--hw", default="gemmini-16x16")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "compile_time.md")
+    args = ap.parse_args()
+    rev = args.baseline or subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], capture_output=True,
+                                          text=True, check=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "service"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    load0 = os.getloadavg()
+    rows = []
+    if args.this:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.this], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = ""
+    with tempfile.TemporaryDirectory(prefix="tp-ct-base-") as base, \
+            tempfile.TemporaryDirectory(prefix="tp-ct-this-") as this:
+        extract(rev, Path(base))
+        if args.this:
+            extract(args.this, Path(this))
+        for model in [Path(m) for m in args.models.split(",") if m]:
+            for rep in range(args.repeat):
+                for variant, code in (("baseline", Path(base)), ("this", Path(this) if args.this else None)):
+                    with tempfile.TemporaryDirectory(prefix="tp-ct-") as cache:
+                        cold = compile_once(model, args.hw, args.jobs, Path(cache), code)
+                        warm = compile_once(model, args.hw, args.jobs, Path(cache), code)
+                    row = {"model": model.name, "variant": variant, "repeat": rep, "cold": cold, "warm": warm}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    load1 = os.getloadavg()
+    write(args, rev, head + (" (with uncommitted changes)" if dirty else ""), rows, load0, load1)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.1f}x" if b else "-"
+
+
+def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, Any]], load0: tuple[float, ...],
+          load1: tuple[float, ...]) -> None:
+    lines = ["# Compile time: before and after, in one run", "",
+             f"`python bench/compile_time.py --models {','.join(Path(m).name for m in args.models.split(','))} "
+             f"--baseline {rev[:12]} --hw {args.hw} --jobs {args.jobs} --repeat {args.repeat}` (models from "
+             "bench/zoo_export.py); this checkout: " + head + f". Load average at start {load0[0]:.1f}, at end "
+             f"{load1[0]:.1f} on {os.cpu_count()} cores" + (": a shared, loaded machine, so wall seconds are far above "
+                                                           "an idle machine's; CPU seconds compare the code"
+                                                           if max(load0[0], load1[0]) > (os.cpu_count() or 1) else "")
+             + ".", "",
+             "Cold: empty caches (fresh TMPDIR and plan store); warm: the same compile again. CPU: user + system "
+             "seconds of the compile and its children (workers, C compiler). Ratio: baseline / this checkout.", "",
+             "| model | cold wall s (base / this / ratio) | cold CPU s (base / this / ratio) | warm wall s | "
+             "warm CPU s | same modelled cycles | this checkout's cold phases (s) |",
+             "|---|---|---|---|---|---|---|"]
+    by: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in rows:
+        by.setdefault((r["model"], r["repeat"]), {})[r["variant"]] = r
+    for (model, _), v in by.items():
+        b, t = v.get("baseline"), v.get("this")
+        if not b or not t:
+            continue
+        if "error" in b["cold"] or "error" in t["cold"]:
+            lines.append(f"| {model} | error: {b['cold'].get('error', '')[:80]} / {t['cold'].get('error', '')[:80]} "
+                         "| | | | | |")
+            continue
+        cells = []
+        for phase in ("cold", "warm"):
+            for k in ("wall", "cpu"):
+                x, y = b[phase][k], t[phase][k]
+                cells.append(f"{x:.1f} / {y:.1f} / {_ratio(x, y)}")
+        same = "yes" if b["cold"]["cycles_model"] == t["cold"]["cycles_model"] else (
+            f"no: {b['cold']['cycles_model']:.0f} vs {t['cold']['cycles_model']:.0f}")
+        phases = ", ".join(f"{k} {v:.1f}" for k, v in (t["cold"].get("phases") or {}).items() if v >= 0.05)
+        lines.append(f"| {model} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {same} | {phases} |")
+    args.out.write_text("\n".join(lines) + "\n")
+    args.out.with_suffix(".json").write_text(json.dumps({"baseline": rev, "head": head, "rows": rows}, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The judges a compiled model's outputs are compared with: onnxruntime sessions on the same model file, each
+named for what it computes.
+
+    want = reference_outputs(model_bytes, feeds, "ort-int8")      # {output name: array}
+    agreement(got, want, output_steps(model_bytes))                # equal / within 1 LSB / max LSB
+
+- `ort-int8`: onnxruntime's session with `session.qdqisint8allowed=1` (onnxruntime's own session option,
+  kOrtSessionOptionsQDQIsInt8Allowed; on by default only on ARM): its QDQ transformer rewrites every int8
+  DequantizeLinear -> op -> QuantizeLinear unit its selectors accept into the integer operator (QLinearConv,
+  QLinearMatMul, QLinearAdd, QLinearGlobalAveragePool, QGemm, ...), with the file's own scales and zero points.
+  On x86 the default session does this only for some units and computes the rest (often a ResNet's residual
+  adds and the convs feeding them) in float, so that its results depend on which units it fused.  This is the
+  integer reference of a QDQ export: the model as QOperator, converted by onnxruntime itself, from the same file.
+- `ort`: the default session (on a QOperator export: its integer kernels, the same as `ort-int8`).
+- `ort-noopt`: every graph optimisation off (ORT_DISABLE_ALL): each DequantizeLinear / float op /
+  QuantizeLinear as the ONNX definitions read, in float.
+
+`judge_for(model)` names the reference a model's numbers are held to: `ort-int8` for every quantized model (for a
+QOperator export it equals `ort`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+REFERENCES = ("ort-int8", "ort", "ort-noopt")
+INT8_ALLOWED = "session.qdqisint8allowed"
+
+
+def session(model: bytes | str, reference: str = "ort-int8") -> Any:
+    """An onnxruntime CPU session on `model` (bytes or a path) computing as `reference` names."""
+    import onnxruntime as ort
+
+    if reference not in REFERENCES:
+        raise ValueError(f"unknown reference {reference!r}; one of {', '.join(REFERENCES)}")
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if reference == "ort-noopt":
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if reference == "ort-int8":
+        so.add_session_config_entry(INT8_ALLOWED, "1")
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def reference_outputs(model: bytes | str, feeds: dict[str, np.ndarray], reference: str = "ort-int8"
+                      ) -> dict[str, np.ndarray]:
+    s = session(model, reference)
+    names = [o.name for o in s.get_outputs()]
+    return dict(zip(names, s.run(None, feeds)))
+
+
+def output_steps(model: bytes | str) -> dict[str, float]:
+    """Output name -> its quantisation step (LSB): the scale of the DequantizeLinear producing it, 1 for an
+    integer output or one no DequantizeLinear produces."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = (onnx.load_model_from_string(model) if isinstance(model, bytes)
+         else onnx.load(model, load_external_data=False))
+    inits = {t.name: t for t in m.graph.initializer}
+    made = {o: n for n in m.graph.node for o in n.output}
+    out = {}
+    for o in m.graph.output:
+        p = made.get(o.name)
+        if p is not None and p.op_type == "DequantizeLinear" and p.input[1] in inits:
+            out[o.name] = float(numpy_helper.to_array(inits[p.input[1]]).reshape(-1)[0])
+        else:
+            out[o.name] = 1.0
+    return out
+
+
+def agreement(got: dict[str, np.ndarray], want: dict[str, np.ndarray], steps: dict[str, float]) -> dict[str, Any]:
+    """Share of output elements equal and within one quantisation step of `want`, and the largest difference
+    in steps (every output flattened together)."""
+    errs = np.concatenate([np.abs(got[k].astype(np.float64) - want[k].astype(np.float64)).ravel() / steps[k]
+                           for k in want])
+    return {"elements": int(errs.size), "equal": float(np.mean(errs <= 1e-3)),
+            "within1": float(np.mean(errs <= 1.0 + 1e-3)), "max": float(errs.max(initial=0.0))}
+
+
+def meets_bar(a: dict[str, Any]) -> bool:
+    """The bar Tileplan holds itself to against its judge: >= 99.9% of the elements within 1 LSB."""
+    return bool(a["within1"] >= 0.999)

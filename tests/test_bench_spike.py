@@ -1,0 +1,47 @@
+"""bench/spike.py's reading of main.c's output: the step table it prints and the output file it writes (the bench
+judges Spike's run by them; a wrong split or a byte comparison by element would misreport a disagreement)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.fixture(scope="module")
+def bench():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("bench_spike", BENCH / "spike.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_steps_reads_main_c_table(bench) -> None:  # type: ignore[no-untyped-def]
+    out = ("step kind  cycles  op\n   0 host              412  input_QuantizeLinear\n"
+           "   1 accel           3148  conv1\n  12 accel             7  layer1.0 conv2\ntotal 3567 cycles\n")
+    assert bench.steps(out) == [("input_QuantizeLinear", "host", 412), ("conv1", "accel", 3148),
+                                ("layer1.0 conv2", "accel", 7)]
+
+
+def test_decode_splits_outputs_back_to_back(bench) -> None:  # type: ignore[no-untyped-def]
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([-1, 2, -3], dtype=np.int8)
+    meta = [{"name": "a", "shape": [2, 3], "dtype": "float32"}, {"name": "b", "shape": [3], "dtype": "int8"}]
+    got = bench.decode(a.tobytes() + b.tobytes(), meta)
+    assert np.array_equal(got["a"], a) and np.array_equal(got["b"], b)
+    with pytest.raises(ValueError):
+        bench.decode(a.tobytes(), meta)
+    with pytest.raises(ValueError):
+        bench.decode(a.tobytes() + b.tobytes() + b"\0", meta)
+
+
+def test_differing_counts_bits_not_values(bench) -> None:  # type: ignore[no-untyped-def]
+    x = np.array([0.0, 1.0, np.nan, 2.0], dtype=np.float32)
+    y = np.array([-0.0, 1.0, np.nan, 3.0], dtype=np.float32)
+    assert bench.differing({"o": x}, {"o": y}) == 2  # -0.0 and 3.0; the two NaNs have the same bits
+    assert bench.differing({"o": x}, {"o": x.copy()}) == 0
