@@ -61,6 +61,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", required=True, help="comma-separated ONNX files")
     ap.add_argument("--baseline", default="", help="git revision to compare with (default: merge base with main)")
+    ap.add_argument("--this", default="", help="git revision measured as 'this' (default: the checkout's files, "
+                    "which must then not change during the run: a warm compile after an edit is a cold one)")
     ap.add_argument("--hw", default="gemmini-16x16")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1)
@@ -74,11 +76,18 @@ def main() -> None:
                            text=True, check=True).stdout.strip()
     load0 = os.getloadavg()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="tp-ct-base-") as base:
+    if args.this:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.this], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = ""
+    with tempfile.TemporaryDirectory(prefix="tp-ct-base-") as base, \
+            tempfile.TemporaryDirectory(prefix="tp-ct-this-") as this:
         extract(rev, Path(base))
+        if args.this:
+            extract(args.this, Path(this))
         for model in [Path(m) for m in args.models.split(",") if m]:
             for rep in range(args.repeat):
-                for variant, code in (("baseline", Path(base)), ("this", None)):
+                for variant, code in (("baseline", Path(base)), ("this", Path(this) if args.this else None)):
                     with tempfile.TemporaryDirectory(prefix="tp-ct-") as cache:
                         cold = compile_once(model, args.hw, args.jobs, Path(cache), code)
                         warm = compile_once(model, args.hw, args.jobs, Path(cache), code)

@@ -41,7 +41,7 @@ from tileplan.cost.calibrate import (
     score,
 )
 from tileplan.cost.firesim import FireSimRun, load_artifact, load_rows
-from tileplan.cost.gemmini import cycles_from_calls
+from tileplan.cost.gemmini import FEATURE_COLUMNS, cycles_from_calls
 from tileplan.cost.params import (
     DEFAULT_PARAMS,
     FITTED,
@@ -242,6 +242,24 @@ def transfer_check(params: CostParams) -> list[str]:
     return lines
 
 
+def worst_rows(d: Dataset, loco: np.ndarray, lono: np.ndarray, n: int = 20) -> list[str]:
+    """The held-out runs the model misses most (by |log(predicted / measured)|, leave one configuration out), with
+    what the model sees of them: DMA and execute cycles, requests, and the requests its DRAM terms charge."""
+    cols = {name: i for i, name in enumerate(FEATURE_COLUMNS)}
+    lines = ["| predicted / measured (by configuration) | (by network) | run | network | configuration | layer | "
+             "measured | calls | DMA / execute (model) | requests | on DRAM beyond the L2 | stores behind their block |",
+             "|---:|---:|---|---|---|---|---:|---:|---|---:|---:|---:|"]
+    for i in np.argsort(-np.abs(np.log(loco / d.y)))[:n]:
+        r, x = d.runs[i], d.x.blocks[i]
+        c = cycles_from_calls(x, DEFAULT_PARAMS)
+        tot = {k: float((x[:, cols[k]] * x[:, cols["count"]]).sum()) for k in ("ld_req", "st_req", "dram_req", "block_req")}
+        lines.append(
+            f"| {loco[i] / d.y[i]:.2f} | {lono[i] / d.y[i]:.2f} | {r.kind} | {r.network} | {r.config} | {r.layer_key} | "
+            f"{d.y[i]:,.0f} | {c.calls:,.0f} | {c.dma:,.0f} / {c.execute:,.0f} | {tot['ld_req'] + tot['st_req']:,.0f} | "
+            f"{tot['dram_req']:,.0f} | {tot['block_req']:,.0f} |")
+    return lines
+
+
 def per_layer(d: Dataset, pred: np.ndarray) -> list[str]:
     lines = ["| layer shape | runs | MAPE | bias (mean log pred/meas) | Spearman | first-order MAPE | Timeloop-style MAPE |",
              "|---|---:|---:|---:|---:|---:|---:|"]
@@ -284,11 +302,15 @@ def main() -> None:
     def target_row(what: str, pred: np.ndarray) -> str:
         m_mape, m_rho, l_mape = mape(pred[mapping_runs], art.y[mapping_runs]), rho(pred[mapping_runs], art.y[mapping_runs]), \
             mape(pred[library_runs], art.y[library_runs])
+        ratio = pred / art.y
+        worst = float(np.exp(np.max(np.abs(np.log(ratio)))))
+
         def ok(b: bool) -> str:
             return "yes" if b else "NO"
 
-        return (f"| {what} | {m_mape * 100:.1f}% | {ok(m_mape <= 0.12)} | {m_rho:.4f} | {ok(m_rho >= 0.99)} | "
-                f"{l_mape * 100:.1f}% | {ok(l_mape <= 0.15)} |")
+        return (f"| {what} | {m_mape * 100:.1f}% | {ok(m_mape <= 0.10)} | {m_rho:.4f} | {ok(m_rho >= 0.993)} | "
+                f"{l_mape * 100:.1f}% | {ok(l_mape <= 0.12)} | {ratio.min():.2f}x - {ratio.max():.2f}x | "
+                f"{ok(worst <= 1.8)} |")
 
     lines = [
         "# Cost model fidelity on real Gemmini cycles (FireSim), through the user's path",
@@ -326,13 +348,18 @@ def main() -> None:
                           ("fitted on 128x128 only", art_unseen), ("in-sample", predict(art.x, params)),
                           ("Timeloop-style estimate", tl_art)]),
         "",
-        "Targets of issue 13 (through POST /evaluate, held out):",
+        "Targets of issue 25 (through POST /evaluate, held out; predicted / measured of every 16x16 run):",
         "",
-        "| held out | mapping runs MAPE | <= 12% | Spearman | >= 0.99 | library runs MAPE | <= 15% |",
-        "|---|---:|---|---:|---|---:|---|",
+        "| held out | mapping runs MAPE | <= 10% | Spearman | >= 0.993 | library runs MAPE | <= 12% | "
+        "predicted / measured | within 1.8x |",
+        "|---|---:|---|---:|---|---:|---|---:|---|",
         target_row("one configuration", loco),
         target_row("one network", lono),
         target_row("all 16x16 runs (fit on 128x128)", art_unseen),
+        "",
+        "### Worst held-out runs (leave one configuration out; leave one network out next to it)",
+        "",
+        *worst_rows(art, loco, lono),
         "",
         "### Per configuration (leave-one-configuration-out)",
         "",
@@ -382,7 +409,12 @@ def main() -> None:
         "at the DMA's 16 B/cycle peak times a fitted efficiency (the YAML's nominal figure is not used); a request on a "
         "tensor larger than the SoC's L2 (512 KiB: the L2 no longer holds it when the library refetches it) whose row "
         "is strided (a channel tile narrower than the tensor's rows) waits on DRAM a fitted `dram_request_cycles` more "
-        "(counting contiguous rows too, or ignoring the L2, fits worse). A bias is "
+        "(counting contiguous rows too, or ignoring the L2, fits worse). The DMA writes every output row as its own "
+        "put (DMA.scala, StreamWriter: at least one 16-byte beat, up to 16 in flight) and the L2 serves puts to one "
+        "64-byte block one after another: a store request behind earlier ones of its mvout to the same block (rows "
+        "closer than 64 B: few output channels) waits a fitted `block_wait_cycles` (per request of the longest "
+        "chain in a block; the same wait on loads, or on every request sharing a block, fitted to ~0.3 cycles and "
+        "did not help held-out error, so it is not modelled). A bias is "
         "loaded only when the layer has one. Under `tiled_conv_auto` (executor `library-auto`) the host first "
         "searches for the tile, inside the run, with the accelerator idle: the candidates it sizes are counted by "
         "replaying gemmini.h's search (`tileplan.mappers.gemmini_auto.conv_tile_search`) and cost a fitted "

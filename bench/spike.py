@@ -115,7 +115,7 @@ def compile_cli(onnx_path: Path, hw: str, out: Path) -> tuple[float, Path | str]
 
 
 def run_one(label: str, onnx_path: Path, args: argparse.Namespace, spike: Path) -> dict[str, Any]:
-    row: dict[str, Any] = {"model": label}
+    row: dict[str, Any] = {"model": label, "hw": args.hw}
     data = onnx_path.read_bytes()
     with tempfile.TemporaryDirectory(prefix="tp-spike-") as tmp:
         wall, tar = compile_cli(onnx_path, args.hw, Path(tmp) / "out")
@@ -141,8 +141,8 @@ def run_one(label: str, onnx_path: Path, args: argparse.Namespace, spike: Path) 
         if emu.returncode:
             row["verdict"] = "emulator run failed: " + emu.stderr.strip()[:200]
             return row
-        env = {**os.environ, "LD_LIBRARY_PATH": ":".join(
-            p for p in (str(args.spike / "lib"), os.environ.get("LD_LIBRARY_PATH", "")) if p)}
+        libs = (str(args.libgemmini or args.spike / "lib"), os.environ.get("LD_LIBRARY_PATH", ""))
+        env = {**os.environ, "LD_LIBRARY_PATH": ":".join(p for p in libs if p)}
         cmd = [str(spike), "--extension=gemmini", str(args.pk), "build/riscv/model.riscv", "in.bin", "spike.bin"]
         t0 = time.perf_counter()
         try:
@@ -182,8 +182,11 @@ def _pct(v: float) -> str:
 
 def write(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[str]) -> str:
     lines = ["# Compiled models on Spike + libgemmini", "",
-             f"Command: `python bench/spike.py --spike DIR --pk PATH --gemmini-include INC --judges TEXT --hw "
-             f"{args.hw} --models M --onnx FILES` on {platform.machine()}; runs: " + "; ".join(runs) + ".", "",
+             "Command: `python bench/spike.py --spike DIR --pk PATH --gemmini-include INC --judges TEXT --hw HW "
+             f"[--libgemmini LIB] --models M --onnx FILES` on {platform.machine()}; runs: " + "; ".join(runs) + ".",
+             "", "Hardware other than gemmini-16x16 (libgemmini's own configuration): libgemmini rebuilt with its "
+             "gemmini_params.h's DIM / BANK_ROWS / ACC_ROWS set to the target's (--libgemmini), and INC's "
+             "gemmini_params.h the same file.", "",
              f"Judges: {args.judges or '(not given)'}.", "",
              "Per model: `tileplan compile`, the tar's `make riscv GEMMINI_INCLUDE=INC` (Gemmini's own gemmini.h, "
              "libgemmini's gemmini_params.h) run as `spike --extension=gemmini pk build/riscv/model.riscv in.bin "
@@ -195,12 +198,12 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[str])
              "this is not a Gemmini SoC's cycle count), on the host Tileplan's emulated cycles. Rows named "
              "`<model>.qdq` / `<model>.qoperator`: bench/zoo_export.py's torchvision exports (seeded random weights, "
              "224 x 224, onnxruntime quantize_static per-tensor int8), compiled as exported.", "",
-             "| model | steps (accelerator) | output elements | Spike = emulator | vs ort: differ, equal / within 1 "
+             "| model | hardware | steps (accelerator) | output elements | Spike = emulator | vs ort: differ, equal / within 1 "
              "LSB / max | Spike rdcycle all / accelerator steps | emulated cycles (accelerator) | Spike wall s |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "spike_steps" not in r:
-            lines.append(f"| {r['model']} | {r.get('steps', '')} ({r.get('accel_steps', '')}) | | "
+            lines.append(f"| {r['model']} | {r['hw']} | {r.get('steps', '')} ({r.get('accel_steps', '')}) | | "
                          f"no: {r['verdict']} | | | | |")
             continue
         o = r["ort"]
@@ -208,7 +211,7 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[str])
         sp_acc = sum(c for _, k, c in r["spike_steps"] if k == "accel")
         emu_acc = sum(c for _, k, c in r["emu_steps"] if k == "accel")
         eq = f"yes ({r['differ_emu']})" if r["bytes_equal"] else f"no ({r['differ_emu']})"
-        lines.append(f"| {r['model']} | {r['steps']} ({r['accel_steps']}) | {r['elements']} | {eq} | "
+        lines.append(f"| {r['model']} | {r['hw']} | {r['steps']} ({r['accel_steps']}) | {r['elements']} | {eq} | "
                      f"{o['differ']}, {_pct(o['equal'])} / {_pct(o['within1'])} / {o['max']:.0f} | "
                      f"{sp_all} / {sp_acc} | {emu_acc} | {r['spike_s']} |")
     lines += ["", "## Per step: Spike rdcycle and emulated cycles", ""]
@@ -216,10 +219,24 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[str])
         if "spike_steps" not in r:
             continue
         emu = {n: c for n, _, c in r["emu_steps"]}
-        lines += [f"### {r['model']}", "", "| step | kind | Spike rdcycle | emulated cycles |", "|---|---|---|---|"]
+        lines += [f"### {r['model']} on {r['hw']}", "", "| step | kind | Spike rdcycle | emulated cycles |", "|---|---|---|---|"]
         lines += [f"| {n} | {k} | {c} | {emu.get(n, '') if k == 'accel' else ''} |" for n, k, c in r["spike_steps"]]
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def save(args: argparse.Namespace, rows: list[dict[str, Any]], run: str, stamp: str) -> None:
+    """Merge this run's rows into <out>.json (replacing the same model on the same hardware) and rewrite <out>."""
+    out = Path(args.out)
+    store = out.with_suffix(".json")
+    old = json.loads(store.read_text()) if store.exists() else {"rows": [], "runs": []}
+    mine = {(r["model"], r["hw"]) for r in rows}
+    merged = [r for r in old["rows"] if (r["model"], r.get("hw", "gemmini-16x16")) not in mine] + rows
+    for r in merged:
+        r.setdefault("hw", "gemmini-16x16")
+    runs = [x for x in old["runs"] if not x.startswith(f"[{stamp}]")] + [run]
+    store.write_text(json.dumps({"rows": merged, "runs": runs}, indent=1))
+    out.write_text(write(args, merged, runs))
 
 
 def main() -> int:
@@ -229,7 +246,11 @@ def main() -> int:
     ap.add_argument("--gemmini-include", type=Path, required=True,
                     help="GEMMINI_INCLUDE for make riscv: gemmini.h and libgemmini's gemmini_params.h")
     ap.add_argument("--judges", default="", help="the judges' versions, written into the table")
-    ap.add_argument("--hw", default="gemmini-16x16")
+    ap.add_argument("--hw", default="gemmini-16x16",
+                    help="the configuration libgemmini is built for (its gemmini_params.h: gemmini-16x16)")
+    ap.add_argument("--libgemmini", type=Path,
+                    help="directory of a libgemmini.so built for --hw (default: DIR/lib; Spike's RUNPATH comes "
+                    "after LD_LIBRARY_PATH)")
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS),
                     help=f"comma-separated test models, of {','.join(DEFAULT_MODELS)} ('' for none)")
     ap.add_argument("--onnx", default="", help="comma-separated ONNX files, compiled as they are")
@@ -247,7 +268,10 @@ def main() -> int:
         print(f"bench/spike.py: unknown model {unknown[0]!r}; one of {', '.join(DEFAULT_MODELS)}", file=sys.stderr)
         return 2
     t_start = time.perf_counter()
-    rows = []
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    files = ",".join(Path(f).name for f in args.onnx.split(",") if f) or "-"
+    rows: list[dict[str, Any]] = []
+    run = f"[{stamp}] --hw {args.hw} --models {args.models or '-'} --onnx {files}: no model"
     with tempfile.TemporaryDirectory(prefix="tp-spike-models-") as work:
         jobs: list[tuple[str, Path]] = []
         for n in names:
@@ -256,24 +280,20 @@ def main() -> int:
             path.write_bytes(zoo.build(str(params.pop("name", n)), "qdq", **params))
             jobs.append((n, path))
         jobs += [(Path(f).name.removesuffix(".onnx"), Path(f)) for f in args.onnx.split(",") if f]
-        for label, path in jobs:
-            rows.append(run_one(label, path, args, spike))
+        for i, (label, path) in enumerate(jobs):
+            try:
+                rows.append(run_one(label, path, args, spike))
+            except (OSError, ValueError, RuntimeError) as e:  # a broken model is a row, not the end of the run
+                rows.append({"model": label, "hw": args.hw,
+                             "verdict": f"bench error: {type(e).__name__}: {e}"[:200]})
             print(json.dumps({k: v for k, v in rows[-1].items() if not k.endswith("_steps")}), flush=True)
-    files = ",".join(Path(f).name for f in args.onnx.split(",") if f) or "-"
-    runs = [f"--models {args.models or '-'} --onnx {files}: {time.perf_counter() - t_start:.0f} s"]
+            done = "" if i + 1 == len(jobs) else f" ({i + 1} of {len(jobs)} models so far)"
+            run = (f"[{stamp}] --hw {args.hw} --models {args.models or '-'} --onnx {files}: "
+                   f"{time.perf_counter() - t_start:.0f} s{done}")
+            if args.out != "-":
+                save(args, rows, run, stamp)  # after every model: a long run keeps what it has measured
     if args.out == "-":
-        print(write(args, rows, runs))
-    else:
-        out = Path(args.out)
-        store = out.with_suffix(".json")
-        if store.exists():
-            old = json.loads(store.read_text())
-            mine = {r["model"] for r in rows}
-            rows = [r for r in old["rows"] if r["model"] not in mine] + rows
-            runs = old["runs"] + runs
-        store.write_text(json.dumps({"rows": rows, "runs": runs}, indent=1))
-        out.write_text(write(args, rows, runs))
-        print(f"wrote {out}")
+        print(write(args, rows, [run]))
     return 0 if all(r.get("bytes_equal") for r in rows) else 1
 
 

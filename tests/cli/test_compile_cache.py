@@ -24,7 +24,7 @@ def _compile(model: Path, tmp: Path, *extra: str) -> tuple[dict, bytes, str]:
     (tmp / "caches").mkdir(exist_ok=True)
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "tileplan.cli", "compile", str(model), "--hw",
                            "gemmini-16x16", "--out", str(out), "--plans-db", f"sqlite:///{tmp}/plans.db", "--jobs",
-                           "1", "--json", *extra], capture_output=True, text=True, env=env)
+                           "2", "--json", *extra], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout), (out / f"{model.stem}.tar").read_bytes(), proc.stderr
 

@@ -299,6 +299,28 @@ def test_default_timing_is_the_calibrated_mapping_for_the_catalog_gemmini():
         assert value == pytest.approx(derived[name], rel=1e-3, abs=1e-9), name
 
 
+def test_narrow_stores_wait_behind_their_block_as_the_model_counts():
+    """An mvout of 16 rows two bytes apart (two output channels) puts 16 requests into one 64-byte block: they are
+    served one after another, so all but ~1.5 of them wait (block_req; cost model: _store_chain_one, the same
+    count); 16-byte rows 64 bytes apart share no block. The wait is block_wait_cycles per waiting request."""
+    from tileplan.cost.gemmini import _store_chain_one
+
+    acc = np.zeros((16, 16), np.int32)
+
+    def store(cols: int, stride: int, wait: float = 11.0):
+        out = np.zeros((16, max(stride, cols)), np.int8)
+        prog = [isa.config_ex(WS), isa.config_ld(64, id=0), isa.mvin(Dram("acc"), acc_addr(0), 16, 16),
+                isa.config_st(stride), isa.mvout(Dram("out"), acc_addr(0), cols, 16), isa.fence()]
+        return emu(16, block_wait_cycles=wait).run(prog, {"acc": acc, "out": out})
+
+    narrow = store(2, 2)
+    want = float(_store_chain_one(16, 2, 2))
+    assert want > 9
+    assert narrow.features["block_req"] == pytest.approx(want)
+    assert store(16, 64).features["block_req"] == 0
+    assert narrow.cycles - store(2, 2, wait=0.0).cycles == pytest.approx(11.0 * want, abs=1)
+
+
 def test_a_read_from_the_accumulator_is_scaled_activated_and_clipped():
     """Gemmini's execute unit reads an operand from the accumulator through the accumulator's scale unit with
     config_ex's activation and acc_scale (ExecuteController: read_req.scale := acc_scale, act := activation, full

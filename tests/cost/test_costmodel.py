@@ -586,6 +586,37 @@ def test_strided_requests_on_tensors_beyond_the_l2_wait_on_dram() -> None:
     assert CostParams.for_descriptor(hw).dram_request_cycles > 0
 
 
+def test_narrow_output_rows_wait_behind_their_block() -> None:
+    """A store request waits behind earlier ones of its mvout to the same 64-byte block (block_req x
+    block_wait_cycles): U-Net's head (2 output channels: 16 pixels' rows in 32 bytes per mvout) waits on ~10 of every
+    16 requests; 64 output channels (rows 64 bytes apart) on none. Under the catalog's parameters the 2-channel
+    layer costs more per output byte than it did without the term."""
+    from tileplan.cost.gemmini import Execution, cycles_from_calls
+
+    col = FEATURE_COLUMNS.index("block_req")
+
+    def calls(k: int) -> np.ndarray:
+        e = Execution(
+            kind="conv", dim=16, batch=1, groups=1, out_h=8, out_w=32, k=k, c=64, r=1, s=1, stride=(1, 1),
+            pad=(0, 0), in_h=8, in_w=32, t_n=1, t_h=8, t_w=32, t_k=k, t_c=64, t_r=1, t_s=1, k_step=k, c_step=64,
+            bias=False,
+        )
+        return call_features(e, 8.0)
+
+    def waiting(k: int) -> float:
+        x = calls(k)
+        return float((x[:, col] * x[:, 0]).sum())
+
+    mvouts = 8 * 2  # 8 output rows of 32 pixels, 16 pixels per mvout
+    per_mvout = 16 / (1 + 31 / 64) - 1  # 16 requests over the 1.48 blocks 32 bytes touch (expected), less the first
+    assert waiting(2) == pytest.approx(mvouts * per_mvout)
+    assert waiting(64) == 0
+    p = CostParams.for_descriptor(get_hardware("gemmini-16x16"))
+    assert p.block_wait_cycles > 0
+    without = p.model_copy(update={"block_wait_cycles": 0.0})
+    assert cycles_from_calls(calls(2), p).dma > cycles_from_calls(calls(2), without).dma + waiting(2) * 0.99 * p.block_wait_cycles
+
+
 def test_descriptor_params_are_the_stored_values_and_shared_between_equal_descriptors():
     """The mappers ask for a descriptor's parameters once per candidate: equal stored values give one frozen
     instance (no re-validation), and a descriptor's own values still override the defaults, key by key."""

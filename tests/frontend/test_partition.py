@@ -11,18 +11,23 @@ from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
 
 
-def _qdq_conv(act: str, zy: int, zx: int = 5, seed: int = 0) -> bytes:
+def _qdq_conv(act: str, zy: int, zx: int = 5, seed: int = 0, int8_bias: bool = False) -> bytes:
     """x -> Q/DQ -> Conv(int8 W, int32 bias) -> act -> Q(zy)/DQ, written by hand (no quantizer), so the
-    activation sits between the conv and its QuantizeLinear."""
+    activation sits between the conv and its QuantizeLinear.  `int8_bias`: the bias is an int8 tensor with its
+    own scale and a zero point (what onnxruntime's QDQ quantizer writes for a bias that reaches the conv through
+    an Identity: it quantizes it as an activation)."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)
     sx, sw, sy = np.float32(0.03), np.float32(0.004), np.float32(0.02)
     w = rng.integers(-127, 128, (12, 6, 3, 3)).astype(np.int8)
     b = rng.integers(-3000, 3000, 12).astype(np.int32)
+    sb, zb = np.float32(sx * sw), np.int32(0)
+    if int8_bias:
+        b, sb, zb = rng.integers(-128, 128, 12).astype(np.int8), np.float32(sx * sw * 23.7), np.int8(4)
     init = [numpy_helper.from_array(v, n) for v, n in [
         (sx, "sx"), (np.int8(zx), "zx"), (w, "w"), (sw, "sw"), (np.int8(0), "zw"), (b, "b"),
-        (np.float32(sx * sw), "sb"), (np.int32(0), "zb"), (sy, "sy"), (np.int8(zy), "zy"),
+        (sb, "sb"), (zb, "zb"), (sy, "sy"), (np.int8(zy), "zy"),
         (np.float32(-0.4), "lo"), (np.float32(1.1), "hi")]]
     nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="q_in"),
              helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xf"], name="dq_in"),
@@ -90,6 +95,18 @@ def _integer_reference(data: bytes, x: np.ndarray, act: str) -> np.ndarray:
         q = np.clip(q, np.clip(np.rint(np.float32(c["lo"]) / sy) + zy, -128, 127),
                     np.clip(np.rint(np.float32(c["hi"]) / sy) + zy, -128, 127))
     return ((q - zy) * sy).astype(np.float32)
+
+
+def test_an_int8_bias_with_a_zero_point_runs_on_the_accelerator():
+    """ConvNeXt's QDQ export: 14 depthwise convs whose bias onnxruntime quantized as an int8 activation (scale,
+    zero point) were left on the host ("int8 bias"); the bias is a constant, so it is requantized into
+    accumulator units at compile time (at most half an accumulator step off, as for a shared bias)."""
+    data = _qdq_conv("relu", 0, int8_bias=True)
+    res = compile_bytes(data)
+    conv = next(o for o in res.summary["ops"] if o["name"] == "conv")
+    assert conv["where"] == "accelerator", conv["reason"]
+    feeds = {"x": np.random.default_rng(3).standard_normal((1, 6, 7, 7)).astype(np.float32)}
+    assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
 
 
 def test_per_channel_weights_run_on_the_accelerator():

@@ -57,3 +57,29 @@ def test_fused_pointwise_chain_equals_two_stored_layers(m: int, c1: int, k1: int
     # output row and channel block): the intermediate is neither stored nor loaded
     assert r.dram_bytes_out == m * k2
     assert r.dram_bytes_in <= x.nbytes + w.nbytes + b.nbytes + m * (-(-k1 // 16) + -(-k2 // 16)) * 64
+
+
+def test_the_fused_kernel_compiles_for_riscv_into_gemmini_instructions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """riscv64-linux-gnu-gcc -c -O2 -Wall -Werror against the stand-in header (Gemmini's macros and encodings):
+    RoCC custom-3 words for config (with config_ex's acc_scale), loads, preload, both computes and mvout, and the
+    kernel's only external symbols are its entry points."""
+    import subprocess
+
+    from tileplan.codegen.emulator import GemminiConfig
+    from tileplan.codegen.emulator.build import compile_object, cross_compile_object, rocc_words
+
+    rng = np.random.default_rng(1)
+    s1, s2 = _spec(70, 24, 40, rng), _spec(70, 40, 20, rng)
+    sh = kernel.shape_of(s1, s2)
+    assert sh is not None
+    t = kernel.choose_band(sh, 16, 16384, 1024)
+    assert t is not None
+    src = kernel.generate("tpf_rv", sh, t, dim=16, spad_rows=16384, acc_rows=1024, max_bytes=64, scale1=0.02,
+                          relu1=False, scale2=0.03, relu2=True, hw_name="gemmini-16x16")
+    cfg = GemminiConfig()
+    words = rocc_words(cross_compile_object(src, tmp_path, cfg))
+    assert words and all((w >> 12) & 7 == 0b011 and (w >> 7) & 0x1F == 0 for w in words)
+    assert {0, 1, 2, 3, 4, 5, 6, 14} <= {w >> 25 for w in words}
+    obj = compile_object(src, tmp_path, config=cfg)
+    syms = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert {line.split()[-1] for line in syms if " T " in line} == {"tpf_rv", "tpf_rv_entry"}

@@ -182,15 +182,24 @@ def test_weighted_objective_never_returns_a_plan_slower_than_the_hand_written_on
 
 def test_the_latency_optimum_competes_when_other_terms_weigh():
     """BERT-base's ffn_down (128 x 3072 -> 768) on Gemmini under the default weights: the proxy's memory-fill term
-    pulls the MIP to 64-row x 96-channel x 768-deep call tiles (1,288k cycles); the latency-only MIP answer, 128 x 64
-    x 512, runs in 1,238k and spends less energy too, so the weighted plan must be at least that good."""
+    pulls the MIP to 64-row x 96-channel x 768-deep call tiles (1,288k cycles when this was written); the latency
+    optimum competes, so the weighted plan (128 x 64 x 512) runs within 1% of the latency-only plan (after the
+    block_wait_cycles refit the latency-only MIP finds 128 x 64 x 128, 0.7% faster and costlier in energy; before
+    it, the two were the same plan). Planned here rather than cycles written down: a refit moves both."""
     from tileplan.cost.model import evaluate_mapping
+    from tileplan.mappers.base import Objective
 
     hw = get_hardware("gemmini-16x16")
-    problem, result = plan({"op": "matmul", "M": 128, "K": 3072, "N": 768}, hw)
-    mp = result.mapping
-    cycles = evaluate_mapping(problem, hw.resolve(mp.dataflow), mp, mp.executor or "tileplan").cycles
-    assert cycles <= 1_238_272
+    layer = {"op": "matmul", "M": 128, "K": 3072, "N": 768}
+
+    def cycles(**opts):  # type: ignore[no-untyped-def]
+        problem, result = plan(layer, hw, **opts)
+        mp = result.mapping
+        return evaluate_mapping(problem, hw.resolve(mp.dataflow), mp, mp.executor or "tileplan").cycles
+
+    weighted, fastest = cycles(), cycles(objective=Objective(latency=1.0, energy=0.0, memory_utilization=0.0))
+    assert weighted <= 1.01 * fastest
+    assert weighted < 1_288_000 * 0.98  # not the fill-pulled 64 x 96 x 768 tiles
 
 
 @pytest.mark.parametrize("hw_name, weights, solves", [

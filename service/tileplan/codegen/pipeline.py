@@ -216,6 +216,7 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
     | overlap_loss             | DMA / array contention: CostParams.overlap_loss_matmul for a matmul     |
     |                          | (`matmul`, the library's loop_ws), CostParams.overlap_loss otherwise    |
     | dram_request_cycles      | CostParams.dram_request_cycles (strided rows of buffers beyond the L2)  |
+    | block_wait_cycles        | CostParams.block_wait_cycles (stores behind others to one 64-B block)   |
     | l2_bytes                 | CostParams.l2_bytes                                                     |
     | calls_overlap            | 1 when the code double buffers (`double_buffer`), else 0                |
     | latencies, issue, config | 0 (the calibrated model has no such terms)                              |
@@ -234,7 +235,7 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
         config_cycles=0.0, compute_latency=0.0, queue_load=0.0, queue_exec=0.0, queue_store=0.0,
         call_floor_cycles=p.call_floor_matmul if matmul else p.call_floor_cycles, run_cycles=p.run_overhead_cycles,
         compute_floor_cycles=p.compute_floor_dims * hw.pe_array.rows, dram_request_cycles=p.dram_request_cycles,
-        l2_bytes=p.l2_bytes, calls_overlap=1.0 if double_buffer else 0.0)
+        block_wait_cycles=p.block_wait_cycles, l2_bytes=p.l2_bytes, calls_overlap=1.0 if double_buffer else 0.0)
 
 
 def _ident(name: str) -> str:

@@ -444,9 +444,10 @@ def tile_search_evaluations(problem: Problem, arch: Architecture) -> int:
 # Per-call feature columns (all counts per call; `count` = how many calls share the row). `search` is a per-run
 # quantity (the host's tile search before the first call), carried by a run's first row and not multiplied by
 # `count`. `dram_req`: the DMA requests (of ld_req and st_req) on tensors larger than the L2 (`_beyond_l2`).
+# `block_req`: store requests that wait behind earlier ones of their mvout to the same 64-byte block (`_store_chain`).
 FEATURE_COLUMNS = (
     "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
-    "overlap", "matmul", "part_ops", "part_rows", "search", "dram_req",
+    "overlap", "matmul", "part_ops", "part_rows", "search", "dram_req", "block_req",
 )
 
 
@@ -507,6 +508,30 @@ def _acc_row_req(channels, cols):  # type: ignore[no-untyped-def]
     full = np.floor(channels / cols)
     rest = channels - full * cols
     return full * _req(cols * ACC_BYTES) + np.where(rest > 0, _req(np.maximum(rest, 1) * ACC_BYTES), 0.0)
+
+
+def _store_chain_one(n, row_stride, row_bytes):  # type: ignore[no-untyped-def]
+    """Requests of one mvout of `n` rows that wait behind an earlier request of the same mvout to their 64-byte
+    block: the mvout's `n` requests (one per row: rows closer than a block are narrower than one) spread over the
+    blocks its rows span (expected count over where the first row starts in its block: a span of L bytes touches
+    1 + (L - 1) / 64 blocks), and a block's requests are served one after another, so an mvout waits for its
+    longest chain: requests per block, less the first. Only rows closer than a block (`row_stride` < 64 B) share."""
+    n = np.asarray(n, dtype=float)
+    span = (np.maximum(n, 1.0) - 1.0) * row_stride + row_bytes
+    blocks = 1.0 + np.maximum(span - 1.0, 0.0) / REQUEST_BYTES
+    return np.where((row_stride < REQUEST_BYTES) & (n > 0), np.maximum(0.0, n / blocks - 1.0), 0.0)
+
+
+def _store_chain(rows, per_mvout, row_stride, row_bytes):  # type: ignore[no-untyped-def]
+    """`_store_chain_one` over a run of `rows` consecutive output rows stored as mvouts of at most `per_mvout` rows
+    (loop_conv_ws / loop_ws store up to DIM rows per mvout). Gemmini's DMA writes each row as its own TileLink put
+    (DMA.scala, StreamWriter: at least one 16-byte beat, up to 16 in flight); puts to one block of the L2 are
+    served one after another, so an mvout of rows two bytes apart (two output channels) waits ~16 times the L2's
+    turnaround instead of overlapping its requests (FireSim: U-Net's 2-channel head at 2.6-3.4x the model)."""
+    full = np.floor(rows / per_mvout)
+    rest = rows - full * per_mvout
+    return full * _store_chain_one(per_mvout, row_stride, row_bytes) + np.where(
+        rest > 0, _store_chain_one(rest, row_stride, row_bytes), 0.0)
 
 
 def max_block_len(dim: int, elem_bytes: float = 1.0) -> int:
@@ -770,13 +795,17 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     c_all, k_all = each("c"), each("k")
     dram_req = (load_i * in_req * big["I"] * (cc < c_all) + load_w * w_req * big["W"] * (kk < k_all)
                 + st_req * big["O"] * (kk < k_all))
+    # store requests waiting behind one to the same 64-byte block (`_store_chain`): mvouts of up to DIM pixels of
+    # one block of up to DIM output channels, rows a pixel's channels apart (all groups': NHWC)
+    block_req = final * nb * ho * kb * _store_chain(wo, d, each("groups") * k_all * out_b,
+                                                     np.minimum(kk, cols_) * out_b)
     # the host's tile search (a per-run quantity) rides on each execution's first row
     search = np.zeros(len(xid))
     starts = np.flatnonzero(np.r_[True, xid[1:] != xid[:-1]]) if len(xid) else np.zeros(0, dtype=int)
     search[starts] = [float(es[i].search) for i in xid[starts]]
     out = np.broadcast_arrays(
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
-        each("overlapped"), 0.0, part_ops, part_rows, search, dram_req,
+        each("overlapped"), 0.0, part_ops, part_rows, search, dram_req, block_req,
     )
     return dict(zip(FEATURE_COLUMNS, out)), xid
 
@@ -897,6 +926,9 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     # and per output row (stores): je of a row of K output elements
     s_req = {(je, j_off): float(_row_req(je, j_off * e.out_bytes / e.in_bytes, e.k * e.out_bytes, cols, e.out_bytes))
              for (_, je, _, _, j_off) in k_blocks}
+    # store requests waiting behind others to their 64-byte block, per mvout row run (`_store_chain`)
+    chain_o = {(ie, je): float(_store_chain(ie, d, e.k * e.out_bytes, min(je, cols) * e.out_bytes))
+               for (_, ie, _, _, _) in blocks(rows_i, e.t_h, d) for (_, je, _, _, _) in k_blocks}
     # an operand loads only on the first iteration of the loops it is kept across (`first` is 0.0 or 1.0 per loop)
     keep_a = [{"P": 0, "K": 1, "C": 2}[dim] for dim in kept["I"]]
     keep_b = [{"P": 0, "K": 1, "C": 2}[dim] for dim in kept["W"]]
@@ -922,6 +954,8 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                     load_b = load_b * first[j]
                 a_row = a_req[(ke, k_off)]
                 ld_req = load_a * ie * a_row + load_b * ke * b_row
+                # stores behind others to the same 64-byte block: mvouts of up to DIM rows per DIM columns
+                block_req = jb * chain_o[(ie, je)] if kf else 0.0
                 dram_req = (load_a * ie * a_row * big_i * (ke < c_all)
                             + load_b * ke * b_row * big_w * (je < k_all))
                 ld_bytes = (load_a * ie * ke + load_b * ke * je) * in_bytes
@@ -935,7 +969,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                     dram_req += st_req * big_o * (je < k_all)
                 out.append(
                     (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, overlapped, 1.0,
-                     part_ops, part_rows, 0.0, dram_req)
+                     part_ops, part_rows, 0.0, dram_req, block_req)
                 )
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
@@ -980,6 +1014,8 @@ def _cycle_terms(col: Any, p: Any) -> Any:
     dma = (col["ld_req"] + col["st_req"]) * p["dma_request_cycles"] + (col["ld_bytes"] + col["st_bytes"]) / bw
     # a request on a tensor the L2 cannot hold waits on DRAM (`_beyond_l2`)
     dma = dma + col["dram_req"] * p["dram_request_cycles"]
+    # a store request waits for the ones before it to its 64-byte block (`_store_chain`)
+    dma = dma + col["block_req"] * p["block_wait_cycles"]
     # A compute instruction streams its rows (up to DIM) through the array, and occupies it for at least a fitted
     # share of DIM cycles however few rows it has (FireSim: tiles of 1-4 output columns run 2-4x slower per row
     # than full ones). Only a row's last piece can be short: `part_ops` computes of `part_rows` rows each.

@@ -491,6 +491,19 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 kernels[kkey] = pool.submit(generate_kernel, *args) if pool is not None else _try(generate_kernel,
                                                                                                    *args)
             a.art = kernels[kkey]
+        # the library's tiling of each kernel, which _keep_library_tiling generates next (serially, in this
+        # process): made here in the workers too, so that it finds them in the kernel cache (the same arguments)
+        library: list[Future[Any]] = []
+        if pool is not None and stream != "baseline":
+            seen: set[tuple[Any, ...]] = set()
+            for a in ops:
+                if a.plan is None or a.plan.baseline is None:
+                    continue
+                key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
+                if key not in seen:
+                    seen.add(key)
+                    library.append(pool.submit(_try, generate_kernel, a.spec, hw, a.plan.baseline.mapping,
+                                               c_ident(a.qop.name, "tpk_"), "baseline"))
         for i, a in enumerate(ops):
             if a.plan is not None:
                 try:
@@ -500,6 +513,8 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 except (CodegenError, MappingInfeasible) as exc:
                     a.art, a.reason = None, f"no accelerator code: {exc}"
             progress(i + 1)
+        for fut in library:
+            fut.result()  # failures are the caller's to report (it asks again, from the cache or anew)
         phase("codegen")
     finally:
         if pool is not None:

@@ -118,13 +118,15 @@ def offload_reason(op: QuantOp | ActMatmul) -> str | None:
     if not (sx > 0 and sy > 0 and np.all(sw > 0) and np.all(np.isfinite(sx * sw / sy))):
         return f"scales must be positive and finite (s_x={sx}, s_w={sw[:3]}, s_y={sy})"
     if op.bias is not None:
-        if op.bias.dtype != np.int32:
-            return f"{op.bias.dtype} bias: the accelerator's accumulator is int32"
-        if np.any(np.asarray(op.bias_zp) != 0):
-            return "bias zero point is not 0"
+        if op.bias.dtype not in (np.int8, np.uint8, np.int16, np.uint16, np.int32):
+            return f"{op.bias.dtype} bias: the accelerator's accumulator takes an integer bias"
         bs = np.asarray(op.bias_scale, dtype=np.float64).reshape(-1)
         if bs.size not in (1, channels):
             return f"{bs.size} bias scales for {channels} output channels"
+        if np.asarray(op.bias_zp).size not in (1, channels):
+            return f"{np.asarray(op.bias_zp).size} bias zero points for {channels} output channels"
+        if not np.all(np.isfinite(bs)):
+            return f"bias scale must be finite ({bs[:3]})"
     if op.kind == "conv2d":
         if op.layouts != ("NCHW", "OIHW", "NCHW"):
             return f"layouts {op.layouts}: expected NCHW / OIHW"
@@ -151,10 +153,12 @@ def bias_in_accumulator_units(op: QuantOp) -> tuple[np.ndarray | None, bool]:
     onnxruntime's quantizer writes each bias with scale s_x * s_w, but a bias shared by several convs (PyTorch's
     exporter passes one zero bias to many through Identity nodes) keeps the scale of the first: its real value
     b_q * s_b is then rounded to the nearest accumulator step, an error of at most half a step (M / 2 output
-    LSB, M = s_x * s_w / s_y), and none at all for the zero biases of such exports."""
+    LSB, M = s_x * s_w / s_y), and none at all for the zero biases of such exports.  The same holds for a bias
+    the quantizer wrote as an int8 activation with its own scale and zero point (a bias reaching the conv through
+    an Identity: ConvNeXt's): its value (b_q - z_b) * s_b is a constant, rounded to the accumulator's step."""
     if op.bias is None:
         return None, False
-    b = np.asarray(op.bias).astype(np.int64).reshape(-1)
+    b = np.asarray(op.bias).astype(np.int64).reshape(-1) - np.asarray(op.bias_zp).astype(np.int64).reshape(-1)
     sx = float(np.asarray(op.x_scale).reshape(()))
     sw = np.asarray(op.w_scale, dtype=np.float64).reshape(-1)
     bs = np.asarray(op.bias_scale, dtype=np.float64).reshape(-1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tileplan.fusion import chains, cost, kernel, numerics, tiling
+from tileplan.fusion import chains, cost, dw_kernel, kernel, numerics, tiling
 
 FUSION_MODES = ("auto", "off")
 
@@ -19,9 +19,10 @@ FUSION_MODES = ("auto", "off")
 class PointwiseChoice:
     """How the fused pointwise-chain kernel runs a group (tileplan.fusion.kernel)."""
 
-    tiling: kernel.Tiling
+    tiling: kernel.Tiling | dw_kernel.DwTiling
     scale1: float  # the first member's mvout scale: layer 2 reads the intermediate with it (config_ex acc_scale)
     relu1: bool  # its ReLU (the epilogue's, or a host Relu / Clip absorbed into the link)
+    depthwise: bool = False  # dw_kernel (a depthwise producer) instead of kernel (a pointwise one)
 
 
 @dataclass
@@ -38,7 +39,9 @@ class GroupPlan:
     def doc(self) -> dict[str, Any]:
         return {"members": self.members, "kind": self.kind, "fused": self.fused, "reason": self.reason,
                 "tile": self.tile.doc() if self.tile else None, **self.cost.doc(),
-                "band_rows": self.kernel.tiling.band if self.kernel else None,
+                "band_rows": (self.kernel.tiling.band if self.kernel and not self.kernel.depthwise
+                              else None),
+                "band_output_rows": (self.kernel.tiling.band if self.kernel and self.kernel.depthwise else None),
                 "cycles_emulated_unfused": None, "dram_bytes_emulated_unfused": None,
                 "cycles_emulated_fused": None, "dram_bytes_emulated_fused": None}
 
@@ -61,12 +64,30 @@ def plan_groups(model: Any, qops: list[Any], specs: list[Any], model_cycles: lis
     cycles = {q.name: c for q, c in zip(qops, model_cycles)}
     plans: list[GroupPlan] = []
     for group in chains.chains(model, chains.members(model, qops, specs)):
+        if (len(group) == 3 and dw_kernel.shape_of(group[1].spec, group[2].spec) is not None
+                and numerics.requant_on_chip(group[1].name, group[1].spec) is None):
+            # an inverted residual: its depthwise -> project pair has a fused kernel (the expand's output, read
+            # through windows of rows, has none), so the pair is the group
+            group = group[1:]
         layers = [m.spec.layer for m in group]
         tile = tiling.choose(layers, target.dim, target.spad_rows * target.dim, target.acc_rows * target.dim * 4)
         blockers = [r for m in group[:-1] for r in [numerics.requant_on_chip(m.name, m.spec)] if r]
         choice = None
-        sh = kernel.shape_of(group[0].spec, group[1].spec) if len(group) == 2 else None
-        if not blockers and sh is not None:
+        sh: Any = kernel.shape_of(group[0].spec, group[1].spec) if len(group) == 2 else None
+        dsh = dw_kernel.shape_of(group[0].spec, group[1].spec) if len(group) == 2 else None
+        if not blockers and dsh is not None:
+            if group[1].spec.requant is not None:
+                blockers.append(f"{group[1].name}: stores int32 accumulators for the host to requantize; the fused "
+                                "kernel stores int8 through mvout")
+            dband = dw_kernel.choose_band(dsh, target.dim, target.spad_rows, target.acc_rows)
+            if dband is None:
+                blockers.append("does not fit: both members' weights and two input slots of one output row exceed "
+                                "the scratchpad, or one output row's accumulator regions the accumulator")
+            else:
+                choice = PointwiseChoice(dband, float(group[0].spec.epilogue.scale),
+                                         bool(group[0].spec.epilogue.relu or group[0].absorbed), depthwise=True)
+            sh = dsh
+        elif not blockers and sh is not None:
             if group[1].spec.requant is not None:
                 blockers.append(f"{group[1].name}: stores int32 accumulators for the host to requantize; the fused "
                                 "kernel stores int8 through mvout")
@@ -86,8 +107,11 @@ def plan_groups(model: Any, qops: list[Any], specs: list[Any], model_cycles: lis
                              tile.recompute_macs if tile else 0, target.dim, bw)
         if choice is not None:  # the fused kernel's own modelled cycles, as it runs
             matmul = group[0].spec.tag == "matmul"
-            gc.cycles_model_fused = kernel.model_cycles(sh, choice.tiling, timing_for(hw, matmul=matmul),  # type: ignore[arg-type]
-                                                        target.dim, gemmini_config(target).max_bytes)
+            timing, max_bytes = timing_for(hw, matmul=matmul), gemmini_config(target).max_bytes
+            t = choice.tiling
+            gc.cycles_model_fused = (dw_kernel.model_cycles(sh, t, timing, target.dim, max_bytes)
+                                     if isinstance(t, dw_kernel.DwTiling) else
+                                     kernel.model_cycles(sh, t, timing, target.dim, max_bytes))
         if not blockers and gc.cycles_model_fused >= gc.cycles_model_unfused:
             blockers.append("fusion does not pay: modelled fused cycles are not below the per-layer program's")
         fused = not blockers

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tileplan.fusion import kernel
+from tileplan.fusion import dw_kernel, kernel
 
 
 @dataclass
@@ -61,17 +61,26 @@ def apply(prog: Any, groups: list[Any], specs: dict[str, Any], target: Any, max_
             g.blockers.append(why)
             continue
         sp1, sp2 = specs[g.members[0]], specs[g.members[1]]
-        sh = kernel.shape_of(sp1, sp2)
-        assert sh is not None and g.kernel is not None
+        assert g.kernel is not None
         name = f"tpf_group_{gi}"
-        src = kernel.generate(name, sh, g.kernel.tiling, dim=target.dim, spad_rows=target.spad_rows,
-                              acc_rows=target.acc_rows, max_bytes=max_bytes, scale1=g.kernel.scale1,
-                              relu1=g.kernel.relu1, scale2=float(sp2.epilogue.scale), relu2=bool(sp2.epilogue.relu),
-                              hw_name=hw_name)
-        w, b = kernel.prelay(sp1, sp2, sh, target.dim)
+        args = dict(dim=target.dim, spad_rows=target.spad_rows, acc_rows=target.acc_rows, max_bytes=max_bytes,
+                    scale1=g.kernel.scale1, relu1=g.kernel.relu1, scale2=float(sp2.epilogue.scale),
+                    relu2=bool(sp2.epilogue.relu), hw_name=hw_name)
+        if g.kernel.depthwise:
+            dsh = dw_kernel.shape_of(sp1, sp2)
+            assert dsh is not None and isinstance(g.kernel.tiling, dw_kernel.DwTiling)
+            src = dw_kernel.generate(name, dsh, g.kernel.tiling, **args)
+            w, b = dw_kernel.prelay(sp1, sp2, dsh, target.dim)
+            ws_bytes = dw_kernel.workspace_bytes(dsh, target.dim)
+        else:
+            sh = kernel.shape_of(sp1, sp2)
+            assert sh is not None and isinstance(g.kernel.tiling, kernel.Tiling)
+            src = kernel.generate(name, sh, g.kernel.tiling, **args)
+            w, b = kernel.prelay(sp1, sp2, sh, target.dim)
+            ws_bytes = kernel.workspace_bytes(sh, target.dim)
         wt = Tensor(next_id, "int8", w.shape, "const", data=w, name=f"{name}.W_p")
         bt = Tensor(next_id + 1, "int32", b.shape, "const", data=b, name=f"{name}.bias_p")
-        ws = Tensor(next_id + 2, "uint8", (kernel.workspace_bytes(sh, target.dim),), "workspace")
+        ws = Tensor(next_id + 2, "uint8", (ws_bytes,), "workspace")
         next_id += 3
         prog.consts.extend([wt, bt])
         nodes = [n for st in prog.steps[i1:i2 + 1] for n in st.onnx_nodes]

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tileplan.errors import InputError
+from tileplan.hardware.catalog import catalog
 from tileplan.jobs.bytecache import ByteLRU
 from tileplan.jobs.fair import FairShare
 from tileplan.jobs.intake import warm as intake_warm
@@ -140,20 +141,26 @@ class Compiler:
     # -- the request ----------------------------------------------------------------------------
 
     async def admit(self, content_type: str, path: str, owner: str | None,
-                    validate: Callable[[dict[str, Any]], Any]) -> tuple[Compile, bool]:
+                    validate: Callable[[dict[str, Any]], Any]) -> tuple[Compile, bool, bool]:
         """The compile of the request body at `path` (`tileplan.jobs.intake`: read and checked in an intake
         process, recorded there for `owner`): the stored one if there is one (a failure of the server's is tried
         again), else a new one, queued. `validate(doc)`: the request's small fields -> CompileBody (the API's
-        schema; its hardware is resolved here). Returns the compile and the body's `wait`. InputError for a bad
-        request, `QuotaExceeded` past `compile_quota_bytes`."""
+        schema; its hardware is resolved here). Returns the compile, the body's `wait` and whether the answer may be
+        remembered by the body's digest (its hardware is a catalog name or inline: no API process can change what it
+        means). InputError for a bad request (`rememberable` False where that does not hold), `QuotaExceeded` past
+        `compile_quota_bytes`."""
         from tileplan.jobs import intake
 
         s = self.settings
         lane = self.intake_small if os.path.getsize(path) <= SMALL_BODY_BYTES else self.intake
         read = await self._intake(lane, intake.read_body, path, content_type, loc=("body",),
                                   what="reading the request")
+        fixed = True  # (a refusal of the body's own fields is the bytes')
         try:
             body = validate(read["doc"])
+            # a registered name can be registered, replaced or deleted by any API process, which another process's
+            # remembered bodies would not know: only requests naming catalog or inline hardware are remembered
+            fixed = isinstance(body.hardware, dict) or body.hardware in catalog()
             hw = await asyncio.to_thread(self._resolve_hardware, body.hardware)
             ops = await self.supported_ops()
             limits = {"max_time_limit_s": s.max_time_limit_s, "max_layer_extent": s.max_layer_extent,
@@ -162,24 +169,37 @@ class Compiler:
                                      hw.model_dump(mode="json"), body.options, body.input_shapes,
                                      sorted(ops) if ops is not None else None, limits, owner,
                                      time.time() + s.job_time_limit_s, loc=("body", "model"),
-                                     what="checking the model")
+                                     what="checking the model", late=functools.partial(self._admitted_late, owner))
+        except InputError as exc:
+            if not fixed:
+                exc.rememberable = False  # type: ignore[attr-defined]
+            raise
         finally:
             discard(read.get("model"), read.get("calibration"))
         found = await self._after_admit(out["id"], out["created"], owner, out["model_name"], hw.name)
-        return found, bool(body.wait)
+        return found, bool(body.wait), fixed
 
     def forget_bodies(self) -> None:
-        """Hardware was registered, replaced or deleted: a body naming it may mean another compile now."""
+        """Hardware was registered, replaced or deleted: a body naming it may mean another compile now (bodies naming
+        registered hardware are not remembered; this is for the catalog names a registration could shadow)."""
         self.bodies.clear()
         self.refused.clear()
 
+    def _admitted_late(self, owner: str | None, out: dict[str, Any]) -> None:
+        """The check of a request whose client left finished anyway and recorded its compile: run it as if the client
+        had stayed, so its row does not stay queued with nobody to run it (an identical request later finds it)."""
+        if out.get("ok") and out.get("created"):
+            log.info("event=compile_queued client=gone id=%s", out["id"][:12])
+            self._spawn(out["id"], owner)
+
     async def _intake(self, lane: ProcessSlots, fn: Any, *args: Any, loc: tuple[str, ...],
-                      what: str) -> dict[str, Any]:
+                      what: str, late: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         s = self.settings
         try:
-            # (a client that leaves while its body is read lets that finish: restarting the process costs more)
+            # (a client that leaves while its body is read lets that finish: restarting the process costs more;
+            # `late` sees what it did)
             out: dict[str, Any] = await lane.run(fn, *args, timeout=s.compile_check_time_limit_s,
-                                                 kill_on_cancel=False)
+                                                 kill_on_cancel=False, late=late)
         except SlotTimeout:
             raise InputError(loc[1:], f"{what} took longer than this server's limit of "
                              f"{s.compile_check_time_limit_s:g} s (compile_check_time_limit_s)", "too_costly") from None

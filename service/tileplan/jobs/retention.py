@@ -47,6 +47,11 @@ class Retention:
     async def apply(self) -> dict[str, int]:
         s = self.settings
         try:
+            # compiles past their deadline end failed even when nobody asks for them again (a row whose runner was
+            # lost, e.g. its check's process died as it recorded it)
+            expired = await asyncio.to_thread(self.store.expire_compiles)
+            if expired:
+                log.info("event=compiles_expired count=%d", len(expired))
             gone = await asyncio.to_thread(self.store.apply_retention, compile_max_age_s=s.compile_max_age_s,
                                            compile_max_bytes=s.compile_store_max_bytes, job_max_age_s=s.job_max_age_s)
         except Exception:  # the database may be briefly away: the next run tries again

@@ -122,13 +122,15 @@ class ProcessSlots:
         await asyncio.gather(*(s.started() for s in self._slots), return_exceptions=True)
 
     async def run(self, fn: Callable[..., Any], *args: Any, timeout: float,
-                  retire: Callable[[Any], bool] | None = None, kill_on_cancel: bool = True) -> Any:
+                  retire: Callable[[Any], bool] | None = None, kill_on_cancel: bool = True,
+                  late: Callable[[Any], None] | None = None) -> Any:
         """`fn(*args)` in a free slot's process; SlotTimeout past `timeout` s, SlotCrashed if the process dies.
         Cancelling the caller kills the call's process (the work was the caller's alone). `retire(result)`: true
         if the process should not serve another call (it ran out of memory: native libraries may be left in a
         broken state), so it is replaced. `kill_on_cancel=False`: a cancelled call that is already running is left
         to finish (still killed at `timeout`) and its slot freed then; for short calls whose process costs more to
-        start again than to let finish."""
+        start again than to let finish; `late(result)` is then told what such a call returned (its caller is gone,
+        and what it did may need to be seen through)."""
         free = self._queue()
         slot = await free.get()
         self.calls += 1
@@ -170,6 +172,8 @@ class ProcessSlots:
                     def ended(_f: asyncio.Future[Any], slot: _Slot = slot, timer: asyncio.TimerHandle = timer) -> None:
                         timer.cancel()
                         free.put_nowait(slot)
+                        if late is not None and not _f.cancelled() and _f.exception() is None:
+                            late(_f.result())
 
                     fut.add_done_callback(ended)
                     raise

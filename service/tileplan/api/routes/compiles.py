@@ -109,14 +109,16 @@ async def compile_model(request: Request) -> Response:
             # (a client that leaves stops its read and check: it no longer holds an intake process or its place
             # in the queue for one)
             try:
-                found, wait = await unless_gone(request.is_disconnected,
-                                                compiler.admit(ctype, path, owner, _validate))
+                found, wait, fixed = await unless_gone(request.is_disconnected,
+                                                       compiler.admit(ctype, path, owner, _validate))
             except InputError as exc:
-                if exc.type not in UNSTABLE_REFUSALS:  # what the bytes alone are refused for
+                # what the bytes alone are refused for (not the server's load, not a registered name's meaning)
+                if exc.type not in UNSTABLE_REFUSALS and getattr(exc, "rememberable", True):
                     details = list(getattr(exc, "all_details", None) or [exc.to_detail()])
                     compiler.refused.put(digest, details, len(json.dumps(details)) + BODY_ENTRY_BYTES)
                 raise
-            compiler.bodies.put(digest, (found.id, wait), BODY_ENTRY_BYTES)
+            if fixed:
+                compiler.bodies.put(digest, (found.id, wait), BODY_ENTRY_BYTES)
     finally:
         discard(path)
     if wait and not found.finished and state.settings.wait_limit_s > 0:

@@ -58,7 +58,8 @@
  * Reported cycles: the calibrated cost model's per-call timing over the instructions issued (one Gemmini
  * timing for the emulator and the model, tileplan.cost.gemmini._cycle_terms / _totals).  Every config_ex opens a
  * call; per call the emulator counts what the model's call features count: DMA requests and bytes of its loads and
- * stores (a request on a strided row of a buffer larger than l2_bytes also waits dram_request_cycles), rows
+ * stores (a request on a strided row of a buffer larger than l2_bytes also waits dram_request_cycles, a store request
+ * behind earlier ones of its mvout to the same 64-byte block block_wait_cycles each, see store_chain), rows
  * streamed by its computes (at least compute_floor_cycles each), compute instructions, weight preloads.  A call
  * lasts max(its DMA, its execute) + overlap_loss x the shorter when calls_overlap (else their sum), at least
  * call_floor_cycles, plus call_cycles; a run adds, once, the part of one average call the overlap hides and
@@ -196,7 +197,7 @@ typedef struct emu {
   double t_dispatch, unit_free[3], dram_free, max_complete;
   double last_call; /* dispatch time of the last config_ex (-1: none yet) */
   /* the cost model's per-call features of the open call, and the closed calls' sums (see "Reported cycles") */
-  double cf_ld_req, cf_ld_bytes, cf_st_req, cf_st_bytes, cf_ex_rows, cf_ops, cf_pre, cf_dram_req;
+  double cf_ld_req, cf_ld_bytes, cf_st_req, cf_st_bytes, cf_ex_rows, cf_ops, cf_pre, cf_dram_req, cf_block_req;
   int cf_any;
   /* strided transfers: per (buffer, row stride) group, the span of DRAM it touched over the run; per call, each
    * group's requests and the byte columns of its rows the call covered (see count_transfer) */
@@ -204,7 +205,7 @@ typedef struct emu {
   int sg_n, sg_cap;
   struct cgroup { int group; double req; int n_iv; uint64_t iv[2 * 16]; } cg[16];
   int cg_n;
-  /* closed calls: features (8 doubles, dram_req = 0) and their strided contributions (group, requests) */
+  /* closed calls: features (EMU_FEATURES doubles, dram_req = 0) and their strided contributions (group, requests) */
   double *calls_f;
   size_t calls_n, calls_cap;
   struct contrib { uint32_t call; int group; double req; } *ct;
@@ -342,11 +343,11 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double by
 }
 
 /* The cost model's per-call timing (tileplan.cost.gemmini._cycle_terms) of one call's features f (CALL_FEATURES
- * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req). */
+ * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req, block_req). */
 static void call_terms(const emu_t *e, const double *f, double *dma, double *ex, double *total) {
   const emu_timing_t *t = &e->t;
   double d = (f[0] + f[2]) * t->dma_request_cycles + (f[1] + f[3]) / t->dram_bytes_per_cycle +
-             f[7] * t->dram_request_cycles;
+             f[7] * t->dram_request_cycles + f[8] * t->block_wait_cycles;
   double x = f[4] + f[5] * t->compute_op_cycles + f[6] * t->preload_cycles;
   double lo = d < x ? d : x, hi = d < x ? x : d;
   double work = t->calls_overlap > 0 ? hi + t->overlap_loss * lo : d + x;
@@ -389,12 +390,12 @@ static void *grow(void *p, size_t *cap, size_t need, size_t size) {
 
 static void close_call(emu_t *e) {
   if (!e->cf_any) return;
-  double f[8] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                 e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0};
-  double *nf = grow(e->calls_f, &e->calls_cap, e->calls_n + 1, 8 * sizeof(double));
+  double f[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
+                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req};
+  double *nf = grow(e->calls_f, &e->calls_cap, e->calls_n + 1, EMU_FEATURES * sizeof(double));
   if (nf) {
     e->calls_f = nf;
-    memcpy(e->calls_f + 8 * e->calls_n, f, sizeof f);
+    memcpy(e->calls_f + EMU_FEATURES * e->calls_n, f, sizeof f);
     for (int i = 0; i < e->cg_n; i++) {
       struct cgroup *c = &e->cg[i];
       if (group_covered(c, e->sg[c->group].stride)) continue;
@@ -406,7 +407,7 @@ static void close_call(emu_t *e) {
     e->calls_n++;
   }
   e->cf_ld_req = e->cf_ld_bytes = e->cf_st_req = e->cf_st_bytes = 0;
-  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = 0;
+  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = e->cf_block_req = 0;
   e->cf_any = 0;
   e->cg_n = 0;
 }
@@ -416,16 +417,16 @@ static void close_call(emu_t *e) {
 static double model_cycles(const emu_t *e, double *features) {
   double total = 0, dma = 0, ex = 0;
   size_t j = 0, n = e->calls_n + (e->cf_any ? 1 : 0);
-  if (features) memset(features, 0, 8 * sizeof(double));
+  if (features) memset(features, 0, EMU_FEATURES * sizeof(double));
   for (size_t i = 0; i < n; i++) {
-    double f[8];
+    double f[EMU_FEATURES];
     if (i < e->calls_n) {
-      memcpy(f, e->calls_f + 8 * i, sizeof f);
+      memcpy(f, e->calls_f + EMU_FEATURES * i, sizeof f);
       for (; j < e->ct_n && e->ct[j].call == i; j++)
         if (group_beyond_l2(e, e->ct[j].group)) f[7] += e->ct[j].req;
     } else { /* the open call, as it stands */
-      double g[8] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                     e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0};
+      double g[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
+                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req};
       memcpy(f, g, sizeof f);
       for (int k = 0; k < e->cg_n; k++) {
         struct cgroup c = e->cg[k];
@@ -438,7 +439,7 @@ static double model_cycles(const emu_t *e, double *features) {
     dma += d;
     ex += x;
     if (features)
-      for (int k = 0; k < 8; k++) features[k] += f[k];
+      for (int k = 0; k < EMU_FEATURES; k++) features[k] += f[k];
   }
   if (n == 0) return 0.0;
   double md = dma / n, mx = ex / n;
@@ -453,6 +454,18 @@ static int region_of(const emu_t *e, uintptr_t p) {
   return -1;
 }
 
+/* Store requests of one mvout that wait behind earlier ones to their 64-byte block (tileplan.cost.gemmini.
+ * _store_chain_one, the same expected count): rows closer than a block share blocks, a block's puts are served one
+ * after another, and the mvout waits for its longest chain (requests per block, less the first). */
+static double store_chain(const emu_t *e, uint32_t rows, uint64_t row_bytes, uint64_t stride) {
+  double block = e->t.dma_request_bytes;
+  if (rows == 0 || (double)stride >= block) return 0.0;
+  double span = ((double)rows - 1.0) * (double)stride + (double)row_bytes;
+  double blocks = 1.0 + (span > 1.0 ? span - 1.0 : 0.0) / block;
+  double chain = (double)rows / blocks - 1.0;
+  return chain > 0 ? chain : 0.0;
+}
+
 /* A transfer's requests (as dram_cycles counts them) and bytes into the open call's features.  Rows narrower than
  * their stride join their (buffer, stride) group: a call whose pieces of such rows leave columns uncovered moves a
  * strided tile, whose requests wait on DRAM when the group's span exceeds the L2 (tileplan.cost.gemmini._beyond_l2:
@@ -465,6 +478,7 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
   if (store) {
     e->cf_st_req += req;
     e->cf_st_bytes += moved;
+    e->cf_block_req += store_chain(e, rows, row_bytes, stride);
   } else {
     e->cf_ld_req += req;
     e->cf_ld_bytes += moved;
@@ -1612,7 +1626,7 @@ void emu_reset(emu_t *e) {
   e->t_dispatch = e->dram_free = e->max_complete = 0;
   e->last_call = -1;
   e->cf_ld_req = e->cf_ld_bytes = e->cf_st_req = e->cf_st_bytes = 0;
-  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = 0;
+  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = e->cf_block_req = 0;
   e->cf_any = 0;
   e->sg_n = e->cg_n = 0;
   e->calls_n = e->ct_n = 0;

@@ -45,6 +45,7 @@ typedef struct {
   double compute_floor_cycles;  /* shortest a compute occupies the array, however few rows */
   /* the cost model's terms (tileplan.cost.gemmini) that the per-call timing below adds */
   double dram_request_cycles;   /* extra cycles of a strided-row request on a buffer larger than the L2 */
+  double block_wait_cycles;     /* a store request behind an earlier one of its mvout to the same 64-B block */
   double l2_bytes;              /* the SoC's L2: buffers up to this size are refetched from it */
   double calls_overlap;         /* 1: two calls in flight (double buffered), 0: one at a time */
 } emu_timing_t;
@@ -62,8 +63,10 @@ typedef struct {
   double timeline_cycles;
   uint64_t calls; /* library calls (config_ex) */
   /* the cost model's call features summed over the calls: DMA requests and bytes of loads, of stores, rows the
-   * computes streamed (floored), compute instructions, weight preloads, requests that wait on DRAM */
-  double features[8];
+   * computes streamed (floored), compute instructions, weight preloads, requests that wait on DRAM, store
+   * requests that wait behind others to their 64-byte block */
+#define EMU_FEATURES 9
+  double features[EMU_FEATURES];
 } emu_stats_t;
 
 typedef struct emu emu_t;
