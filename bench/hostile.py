@@ -6,7 +6,8 @@ One `tileplan serve` (SQLite, 2 solver processes, tokens with reads protected, e
 on 127.0.0.1:18290. Four layers are solved and cached first. The normal traffic and the probe run alone for
 `--baseline-seconds` (the reference, measured in the same run on the same machine), then together with the hostile
 client for `--seconds`:
-- a prober GETs /healthz every 50 ms (5 s client timeout; a timeout counts as a failure at 5000 ms);
+- a prober, in a process of its own, GETs /healthz every 50 ms (5 s client timeout; a timeout counts as a failure at
+  5000 ms);
 - 4 normal clients POST /schedule for the cached layers back to back (with the token), each answer must be a 200;
 - the hostile client sends `--rate` requests per second, round robin over the cases (below), each with a 5 s client
   timeout (a client that gives up is part of the mix: its work must stop);
@@ -348,6 +349,43 @@ def loop_lag(url: str) -> dict[float, float]:
     return out
 
 
+def _probe(url: str, stop: Any, results: Any) -> None:
+    """In a process of its own: GET /healthz every 50 ms until `stop` is set, then send back (sent, answered,
+    ms, ok) per probe (monotonic times: the same clock as the bench's)."""
+    out = []
+    with httpx.Client(timeout=5.0) as h:
+        while not stop.is_set():
+            t = time.perf_counter()
+            sent = time.monotonic()
+            try:
+                ok = h.get(url + "/healthz").status_code == 200
+            except httpx.TransportError:
+                ok = False
+            out.append((sent, time.monotonic(), (time.perf_counter() - t) * 1000 if ok else 5000.0, ok))
+            time.sleep(0.05)
+    results.send(out)
+
+
+class Prober:
+    """The /healthz prober, in its own process: in the bench's process its timings included waiting for that
+    interpreter's lock behind the normal clients' and the hostile client's threads (client time, not the server's)."""
+
+    def __init__(self, url: str) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self._stop = ctx.Event()
+        self._results, child = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_probe, args=(url, self._stop, child), daemon=True)
+        self._proc.start()
+
+    def stop(self) -> list[tuple[float, float, float, bool]]:
+        self._stop.set()
+        out: list[tuple[float, float, float, bool]] = self._results.recv() if self._results.poll(30) else []
+        self._proc.join(10)
+        return out
+
+
 def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]], seconds: float,
             rate: float) -> Phase:
     """Normal traffic, the /healthz probe and the RSS sampler for `seconds`, plus the hostile `cases` (if any)."""
@@ -356,20 +394,6 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
     lag0 = loop_lag(url)
     stop = threading.Event()
     in_flight: list[threading.Thread] = []  # hostile requests sent: each is answered (or given up) before the end
-
-    def prober() -> None:
-        with httpx.Client(timeout=5.0) as h:
-            while not stop.is_set():
-                t = time.perf_counter()
-                sent = time.monotonic()
-                try:
-                    ok = h.get(url + "/healthz").status_code == 200
-                except httpx.TransportError:
-                    ok = False
-                out.health.append((time.perf_counter() - t) * 1000 if ok else 5000.0)
-                out.probes.append((sent, time.monotonic()))
-                out.health_fail += not ok
-                time.sleep(0.05)
 
     def normal_client(i: int) -> None:
         with httpx.Client(base_url=url, timeout=30.0, headers=AUTH) as n:
@@ -420,7 +444,8 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
             in_flight.append(th)
             time.sleep(max(0.0, start + n / rate - time.monotonic()))
 
-    workers = [prober, sampler] + ([hostile_client] if cases else [])
+    prober = Prober(url)
+    workers = [sampler] + ([hostile_client] if cases else [])
     threads = [threading.Thread(target=f, daemon=True) for f in workers]
     threads += [threading.Thread(target=normal_client, args=(i,), daemon=True) for i in range(4)]
     t0 = time.monotonic()
@@ -428,6 +453,10 @@ def measure(url: str, pid: int, cases: list[tuple[str, str, str, dict[str, Any]]
         t.start()
     time.sleep(seconds)
     stop.set()
+    for sent, answered, ms, ok in prober.stop():
+        out.health.append(ms)
+        out.probes.append((sent, answered))
+        out.health_fail += not ok
     for t in threads:
         t.join(timeout=30)
     for t in in_flight:  # (the 90 MB probes wait up to 120 s: the server must not be stopped under them)
@@ -517,21 +546,8 @@ def flood_probe(url: str, form: str, probes: int = 5) -> Flood:
             seconds, code = probe(i)
             assert code == 200, code
             out.alone.append(seconds)
-        stop = threading.Event()
 
-        def prober() -> None:
-            with httpx.Client(timeout=5.0) as h:
-                while not stop.is_set():
-                    t = time.perf_counter()
-                    try:
-                        ok = h.get(url + "/healthz").status_code == 200
-                    except httpx.TransportError:
-                        ok = False
-                    out.health.append((time.perf_counter() - t) * 1000 if ok else 5000.0)
-                    time.sleep(0.05)
-
-        health = threading.Thread(target=prober, daemon=True)
-        health.start()
+        prober = Prober(url)
         t0 = time.perf_counter()
         per = FLOOD_LAYERS // FLOOD_REQUESTS
         jobs = []
@@ -547,8 +563,7 @@ def flood_probe(url: str, form: str, probes: int = 5) -> Flood:
             done = sum(c.get(link, headers=first).json()["progress"]["done"] for link in jobs)
             out.during.append((seconds, code, done))
             time.sleep(2.0)
-        stop.set()
-        health.join(10)
+        out.health = [ms for _, _, ms, _ in prober.stop()]
     return out
 
 

@@ -157,6 +157,65 @@ def emulation_gaps(summary: dict[str, Any], tolerance: float = 0.15) -> dict[str
     return {"ops": len(ratios), "over": len(bad), "worst": worst}
 
 
+def partition_only(path: Path) -> dict[str, Any]:
+    """What the compile's first steps decide, without planning, code generation or a run (`--partition-only`: the
+    whole zoo in minutes on a shared machine): the model read and folded as `tileplan compile` reads it, its
+    quantized ops matched and each offloaded or given its host reason; the share of MACs offloaded and the MACs
+    of every kind of op left on the host. The compile may still leave an op on the host later (no plan or no
+    code for it): the full rows above say what runs."""
+    from tileplan.frontend import compile as c
+    from tileplan.frontend import onnx_import, partition, patterns
+
+    try:
+        imported = onnx_import.load_model(path.read_bytes(), None, False, None, 8, 0)
+        mod, onnx_nodes = onnx_import.to_relax(imported)
+        reasons: dict[str, str] = {}
+
+        def decide(q: Any) -> bool:
+            r = partition.offload_reason(q)
+            if r:
+                reasons[q.name] = r
+            return r is None
+
+        _, comps = patterns.fuse(mod, onnx_nodes, decide)
+    except Exception as exc:  # noqa: BLE001 - a refusal is the row's result
+        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    index = c._GraphIndex.of(imported.model)
+    main = {q.name for q in comps.values()}
+    fused = {n for q in comps.values() for n in q.nodes}
+    total = acc = 0
+    host: dict[str, list[int]] = {}
+    for node in imported.model.graph.node:
+        macs = c._node_macs(node, index.shapes)
+        total += macs
+        if node.name in main:
+            acc += macs
+        elif node.name not in fused and node.op_type not in c.QDQ_NODES and node.op_type != "Constant":
+            key = f"{node.op_type}: {c._host_reason(node, index, reasons)}"
+            host.setdefault(key, [0, 0])
+            host[key][0] += 1
+            host[key][1] += macs
+    return {"share": acc / total if total else 0.0, "macs": total, "host": host}
+
+
+def write_partition(out: Path, command: str, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
+    lines = ["# Zoo, import and partition only", "", f"`{command}`: every export read as `tileplan compile` reads it "
+             "(shape arithmetic folded), its quantized ops matched and each offloaded or given the reason it stays on "
+             "the host; no planning, code or run (bench/results/zoo.md has the full rows). Bar (issue 24): >= 95% "
+             "of MACs on every CNN, >= 90% on the transformers.", "",
+             "| model | fmt | imports | MACs offloaded | GMAC | host ops with MACs (count, GMAC, reason) |",
+             "|---|---|---|---|---|---|"]
+    for name, fmt, r in rows:
+        if "error" in r:
+            lines.append(f"| {name} | {fmt} | no: {r['error'][:200]} | | | |")
+            continue
+        heavy = "; ".join(f"{n} x {k[:150]} ({m / 1e9:.3f})" for k, (n, m) in
+                          sorted(r["host"].items(), key=lambda t: -t[1][1]) if m) or "-"
+        lines.append(f"| {name} | {fmt} | yes | {_pct(r['share'])} | {r['macs'] / 1e9:.2f} | {heavy} |")
+    out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out}")
+
+
 def host_summary(summary: dict[str, Any]) -> tuple[str, dict[str, int]]:
     kinds: dict[str, int] = {}
     reasons: dict[str, int] = {}
@@ -199,7 +258,23 @@ def main() -> None:
     ap.add_argument("--rewrite", action="store_true", help="only rewrite the table from <out>.json")
     ap.add_argument("--no-export", action="store_true",
                     help="use the exports already in --work (no torch needed; a missing format is reported)")
+    ap.add_argument("--partition-only", action="store_true",
+                    help="only import and partition (no compile): bench/results/zoo_partition.md")
     args = ap.parse_args()
+    if args.partition_only:
+        models = [m for m in args.models.split(",") if m]
+        exported = existing(args.work, models) if args.no_export else export(args.torch_python, args.work, models)
+        rows = []
+        for name in models:
+            for fmt in [f for f in args.formats.split(",") if f]:
+                ex = exported[name]
+                r = ({"error": ex if isinstance(ex, str) else f"no {fmt} export"}
+                     if isinstance(ex, str) or fmt not in ex else partition_only(ex[fmt]))
+                print(name, fmt, json.dumps({k: v for k, v in r.items() if k != "host"}), flush=True)
+                rows.append((name, fmt, r))
+        write_partition(args.out.with_name("zoo_partition.md"), f"python bench/zoo.py --partition-only --no-export "
+                        f"--work DIR --models {args.models} --formats {args.formats}", rows)
+        return
     if args.rewrite:
         write(args, [], None)
         return
