@@ -72,6 +72,12 @@ class _Accel:
     library_tiling: str = ""  # why the kernel runs the library's tiling instead of the plan's
     library_cycles: float | None = None  # the library's tiling, modelled with this op's epilogue and ABI
 
+    @property
+    def calls(self) -> int:
+        """Kernel calls per run: an activation x activation matmul calls its kernel once per batch element (the
+        artifact's and the library's modelled cycles are one call's), every other op once."""
+        return int(self.spec.act.batch) if getattr(self.spec, "act", None) is not None else 1
+
 
 def default_planner(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
     return make_plan(layer, hw, options)
@@ -825,8 +831,9 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
                 "scratchpad_bytes": a.art.local_rows[0] * a.art.target[0],
                 "accumulator_bytes": a.art.local_rows[1] * a.art.target[0] * 4,
                 "macs": macs, "cycles_emulated": None, "dram_bytes_emulated": None,
-                "cycles_model": round(float(a.art.model_cycles), 1),
-                "baseline_cycles_model": (round(a.library_cycles, 1) if a.library_cycles is not None else None),
+                "cycles_model": round(float(a.art.model_cycles) * a.calls, 1),
+                "baseline_cycles_model": (round(a.library_cycles * a.calls, 1) if a.library_cycles is not None
+                                          else None),
                 # what runs (the kernel's modelled cycles) against the library's tiling of the same op, unclamped
                 "speedup": (round(a.library_cycles / float(a.art.model_cycles), 4)
                             if a.library_cycles is not None and a.art.model_cycles else None),
