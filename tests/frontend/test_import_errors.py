@@ -149,3 +149,36 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tileplan.run", str(bad), "--input", str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("tileplan: error:"), proc.stderr
+
+
+def _causal_mask_model():
+    """Scores + a causal mask of -inf (PyTorch's own mask), softmax, a product: onnxruntime's static quantizer
+    gives the mask, and the masked scores, an infinite scale."""
+    from onnx import numpy_helper
+
+    w = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    mask = np.triu(np.full((4, 4), -np.inf, np.float32), 1)
+    nodes = [_node("MatMul", ["x", "w"], ["s"], "scores"), _node("Add", ["s", "mask"], ["sm"], "masked"),
+             _node("Softmax", ["sm"], ["p"], "softmax", axis=-1), _node("MatMul", ["p", "w"], ["y"], "out")]
+    return _model(nodes, [_vi("x", [1, 4, 4])], [_vi("y", [1, 4, 4])],
+                  [numpy_helper.from_array(w, "w"), numpy_helper.from_array(mask, "mask")])
+
+
+def _node(op, ins, outs, name, **attrs):
+    from onnx import helper
+
+    return helper.make_node(op, ins, outs, name=name, **attrs)
+
+
+def test_a_non_finite_quantization_scale_is_refused_naming_the_node():
+    """A Q/DQ scale of inf (or 0, NaN) makes the node's output undefined (0 * inf = NaN): no reference exists to
+    judge a program against (onnxruntime's own sessions disagree on such a model), so the model is refused with
+    the node, the value and the usual cause, whoever quantized it."""
+    with pytest.warns(RuntimeWarning):  # onnxruntime's quantizer divides -inf by its infinite scale
+        data = _quantized(_causal_mask_model())
+    with pytest.raises(InputError) as e:
+        load_model(data)
+    assert e.value.loc[0] == "model" and e.value.loc[1] in ("mask_DequantizeLinear", "sm_QuantizeLinear")
+    assert "scale" in e.value.msg and "inf" in e.value.msg and "finite" in e.value.msg and "mask" in e.value.msg
+    with pytest.raises(InputError), pytest.warns(RuntimeWarning):  # the same when Tileplan quantizes it
+        load_model(_causal_mask_model().SerializeToString(), quantize=True, calibration_samples=2)

@@ -334,11 +334,41 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                      f"activations and weights, per-tensor scales, MinMax) on {src}")
     elif quantize:
         notes.append("options.quantize ignored: the model is already quantized")
+    check_quantization_scales(model)
     dedicate_dequantize(model)
     model = infer_shapes(model)
     ins = [_info(i) for i in graph_inputs(model)]
     outs = [_info(o) for o in model.graph.output]
     return ImportedModel(model, ins, outs, notes, by_tileplan)
+
+
+def check_quantization_scales(model: Any) -> None:
+    """Every constant scale of a QuantizeLinear / DequantizeLinear is positive and finite, else an error naming
+    the node: with a scale of inf, 0 or NaN the node's output is undefined (DequantizeLinear's (q - z) * inf is
+    NaN at q = z), so there is no answer to compute and no reference to judge one against (onnxruntime's own
+    sessions disagree on such a model).  onnxruntime's static quantizer writes an infinite scale for a tensor
+    that holds -inf or inf, such as PyTorch's causal attention mask."""
+    from onnx import numpy_helper
+
+    consts = {i.name: i for i in model.graph.initializer}
+    consts.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant"
+                   for a in n.attribute if a.name == "value"})
+    for node in model.graph.node:
+        if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or len(node.input) < 2:
+            continue
+        tensor = consts.get(node.input[1])
+        if tensor is None:
+            continue
+        scale = numpy_helper.to_array(tensor).astype(np.float64)
+        bad = scale[~(np.isfinite(scale) & (scale > 0))]
+        if bad.size:
+            raise InputError(("model", node.name),
+                             f"{node.op_type} {node.name!r} has scale {bad.reshape(-1)[0]!r} (tensor "
+                             f"{node.input[0]!r}): a scale must be positive and finite, else the output is "
+                             "undefined; onnxruntime's quantizer writes an infinite scale for a tensor holding "
+                             "-inf or inf (e.g. a causal attention mask of -inf): give the mask a finite value "
+                             "before quantizing (its range becomes the masked scores' range, so no larger than "
+                             "masking needs)")
 
 
 def _info(value_info: Any) -> TensorInfo:
