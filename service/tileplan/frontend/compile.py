@@ -770,10 +770,16 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
         if len(node.input) > 2 and node.input[2] and not dequantized(node.input[2]) \
                 and node.input[2] not in inits:
             return f"{op} whose bias is computed at run time: the kernel's bias is a constant"
+        scaled = [a.name for a in node.attribute if a.name in ("alpha", "beta") and a.f != 1.0]
+        if op == "Gemm" and scaled:
+            return (f"Gemm with {' and '.join(scaled)} other than 1: Tileplan's patterns take a Gemm's plain "
+                    "product and bias (dequantize -> Gemm -> [bias] -> [quantize]), so it is computed in float on "
+                    "the host")
         if not consumers or not all(c.op_type in ("QuantizeLinear", "Relu", "Clip", "Add") for c in consumers):
             used = sorted({c.op_type for c in consumers}) or ["a graph output"]
-            return (f"{op} whose float result feeds {', '.join(used)} before any QuantizeLinear: the accelerator "
-                    "stores int8 (or int32 accumulators for the host's requantisation), not float")
+            return (f"{op} whose float result feeds {', '.join(used)}, not matched as dequantize -> {op} -> "
+                    "[bias] with a float result (the pattern Tileplan offloads with int32 accumulators out and the "
+                    "host's float conversion): computed in float on the host")
         return (f"{op} not matched as dequantize -> {op} -> [bias] -> [Relu/Clip] -> quantize (its result goes "
                 "through more than one consumer or an op the pattern does not cover): computed in float on the host")
     if op in ("ConvTranspose", "ConvTransposeInteger"):

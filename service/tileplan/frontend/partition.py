@@ -19,6 +19,11 @@ Numerics (all integer until the final requantisation, as onnxruntime's QLinearCo
   onnxruntime does: clamp(round_half_even(float(acc) * M_k) + z_y, lo, hi).  (Folding round(z_y / M) into the
   bias instead would be cheaper but is off by one step whenever acc * M lies within M / 2 of a rounding
   boundary; in a deep network those steps compound far beyond 1 LSB.)
+- A float result (QGemm without an output scale, QuantOp.float_output): the kernel stores the int32
+  accumulators (bias and z_x folded in as above) and the host computes float(acc) * M_k with M_k = s_x * s_w[k]
+  in float32, as onnxruntime's QGemm does (its output processor scales the int32 sum, bias included, once).
+  A float bias (a Gemm the quantizer left with dequantized operands and a float bias, ViT's attention output
+  projection) is added after that, in float32.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ class Requant:
     lo: int
     hi: int
     inner: int  # elements between consecutive channels (NCHW: P * Q; row-major matmul: 1)
+    float_output: bool = False  # float32 out, float(acc) * M_k, no rounding or clamp (QGemm without y_scale)
+    float_bias: np.ndarray | None = None  # float_output: float32 [channels] added after the scaling
 
 
 @dataclass
@@ -99,7 +106,7 @@ def offload_reason(op: QuantOp | ActMatmul) -> str | None:
     """None when `op` can run on the accelerator, else why not (shown in the summary)."""
     if isinstance(op, ActMatmul):
         return act_offload_reason(op)
-    if op.x_dtype != "int8" or op.y_dtype != "int8":
+    if op.x_dtype != "int8" or (op.y_dtype != "int8" and not (op.float_output and op.y_dtype == "float32")):
         return (f"{op.x_dtype} input / {op.y_dtype} output: the accelerator's datapath is int8 (quantize with "
                 "activation_type=QInt8)")
     if op.w.dtype != np.int8:
@@ -295,6 +302,16 @@ def kernel_spec(op: QuantOp | ActMatmul) -> KernelSpec:
         sy = np.float32(float(op.y_scale))
         qlo = -128 if lo == -np.inf else int(np.clip(np.rint(np.float32(lo) / sy) + zy, -128, 127))
         qhi = 127 if hi == np.inf else int(np.clip(np.rint(np.float32(hi) / sy) + zy, -128, 127))
+    if op.float_output:  # the host converts the int32 accumulators to float as QGemm does: float(acc) * s_x * s_w
+        abi = KernelABI(abi.layout, abi.pad_value, abi.prelaid, acc_output=True)
+        fb = None
+        if op.float_bias is not None:
+            if op.float_bias.size not in (1, wsum.size):
+                raise ValueError(f"a float bias of shape {list(op.float_bias.shape)} for {wsum.size} output columns")
+            fb = np.broadcast_to(op.float_bias.astype(np.float32).reshape(-1), (wsum.size,)).copy()
+        return KernelSpec(layer, Epilogue(scale=1.0, zero_point=0, relu=False, bias=has_bias), abi, wl,
+                          folded.astype(np.int32), None, m,
+                          Requant(ms, 0, qlo, qhi, inner, float_output=True, float_bias=fb))
     if zy == 0 and ms.size == 1:  # Gemmini's mvout is the whole requantisation (a ReLU included)
         relu = op.act is not None and op.act[0] == "relu"
         clamp = None if (qlo, qhi) == (-128, 127) or (relu and qhi == 127) else (qlo, qhi)
@@ -329,7 +346,12 @@ def describe(op: QuantOp | ActMatmul, spec: KernelSpec) -> str:
     if zx:
         parts.append(f"input zero point {zx} folded into the bias" + (" and the padding" if spec.abi.pad_value else ""))
     rq = spec.requant
-    if rq is None:
+    if rq is not None and rq.float_output:
+        parts.append("float output (no output scale, as QGemm without y_scale): int32 accumulators out, the host "
+                     f"computes float(acc) * s_x * s_w (x{spec.multiplier:.4g}"
+                     + (f", {rq.multipliers.size} per-channel scales" if rq.multipliers.size > 1 else "") + ")"
+                     + ("; the float bias added after, in float" if rq.float_bias is not None else ""))
+    elif rq is None:
         parts.append(f"mvout requantizes (x{spec.multiplier:.4g})")
         if op.act is not None:
             parts.append(f"{op.act[0]} as a host clamp to {list(spec.clamp)}" if spec.clamp

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 CONV, MATMUL, ACT_MATMUL = "tileplan.qconv2d", "tileplan.qmatmul", "tileplan.qmatmul_act"
+FLOAT_MATMUL = "tileplan.qmatmul_float"
 
 
 @dataclass
@@ -53,6 +54,10 @@ class QuantOp:
     groups: int = 1
     layouts: tuple[str, str, str] = ("NCHW", "OIHW", "NCHW")
     notes: list[str] = field(default_factory=list)
+    # a float result, not quantized (QGemm without an output scale): y = float(acc) * s_x * s_w; y_scale is
+    # then 1 and y_zp 0, so that M = s_x * s_w / s_y is that product
+    float_output: bool = False
+    float_bias: np.ndarray | None = None  # float_output: a float bias added to float(acc) * M (an un-quantized one)
 
     @property
     def macs(self) -> int:
@@ -177,13 +182,43 @@ def build_patterns() -> tuple[Any, Any]:
     return out[0], out[1]
 
 
+def build_float_patterns() -> tuple[Any, Any]:
+    """(with bias, without bias): dequantize(x), dequantize(const W) -> matmul [+ dequantize(const bias)] whose
+    float result is not quantized (onnxruntime's QGemm without an output scale, qoperator.py), annotations x, dqx,
+    w, dqw, perm, op, [b, dqb], out.  The check (fuse) refuses a result that a quantize, an activation or (for
+    the one without bias) an add consumes: those are the quantized pattern's, or the biased one's."""
+    from tvm.relax.dpl import is_const, is_op, wildcard
+
+    def dq(inner: Any) -> Any:
+        return is_op("relax.dequantize")(inner, is_const(), is_const())
+
+    out = []
+    for biased in (True, False):
+        x, w, b, fb = wildcard(), is_const(), is_const(), is_const()
+        dqx, dqw, dqb = dq(x), dq(w), dq(b)
+        perm = is_op("relax.permute_dims")(dqw)
+        core = is_op("relax.matmul")(dqx, perm | dqw)
+        # a bias is quantized (int32, dequantized) or a float constant (the quantizer left it float: ViT's)
+        root = is_op("relax.add")(core, dqb | fb) if biased else core
+        ann = {"x": x, "dqx": dqx, "w": w, "dqw": dqw, "perm": perm, "op": core, "out": root}
+        if biased:
+            ann.update(b=b, dqb=dqb, fb=fb)
+        out.append((root, ann))
+    return out[0], out[1]
+
+
 def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any]) -> QuantOp | None:
     """The QuantOp of a match (annotated expressions; `names` are the matched bindings' names), or None when the
-    match is not what it seems (non-constant quantisation parameters, a weight that is not 2-D for a matmul)."""
-    dqx, dqw, op, q = ann["dqx"], ann["dqw"], ann["op"], ann["q"]
-    consts = [_const(a) for a in (dqx.args[1], dqx.args[2], dqw.args[1], dqw.args[2], q.args[1], q.args[2])]
+    match is not what it seems (non-constant quantisation parameters, a weight that is not 2-D for a matmul).
+    A match without a quantize (build_float_patterns) is a float-output matmul: s_y = 1, z_y = 0."""
+    dqx, dqw, op = ann["dqx"], ann["dqw"], ann["op"]
+    q = ann.get("q")
+    out_params = (q.args[1], q.args[2]) if q is not None else ()
+    consts = [_const(a) for a in (dqx.args[1], dqx.args[2], dqw.args[1], dqw.args[2], *out_params)]
     if any(c is None for c in consts):
         return None
+    if q is None:
+        consts += [np.asarray(1.0, np.float32), np.asarray(0, np.int8)]
     sx, zx, sw, zw, sy, zy = (np.asarray(c) for c in consts)
     w = _const(ann["w"])
     assert w is not None
@@ -193,8 +228,12 @@ def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[
             w = np.transpose(w, [int(a) for a in axes] if axes is not None else None)
         if w.ndim != 2:
             return None
-    bias = bscale = bzp = None
-    if "dqb" in ann:
+    bias = bscale = bzp = fbias = None
+    if q is None and "fb" in ann and ann["out"].args[1].same_as(ann["fb"]):  # a float constant bias
+        fbias = _const(ann["fb"])
+        if fbias is None or fbias.dtype != np.float32:
+            return None
+    elif "dqb" in ann:
         dqb = ann["dqb"]
         bias, bscale, bzp = _const(ann["b"]), _const(dqb.args[1]), _const(dqb.args[2])
         if bscale is None or bzp is None:
@@ -215,11 +254,13 @@ def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[
     main = [onnx_nodes[n].name for n in names
             if n in onnx_nodes and onnx_nodes[n].op_type in ("Conv", "MatMul", "Gemm")]
     name = main[0] if main else (covered[0] if covered else (names[0] if names else "op"))
+    result = q if q is not None else ann["out"]
     qop = QuantOp(
         kind="conv2d" if kind == "conv" else "matmul", name=name,
-        nodes=covered, x_shape=_shape(ann["x"]), y_shape=_shape(q),
-        x_dtype=str(ann["x"].ty.dtype), y_dtype=str(q.ty.dtype), x_scale=sx, x_zp=zx, w=w, w_scale=sw, w_zp=zw,
-        bias=bias, bias_scale=bscale, bias_zp=bzp, y_scale=sy, y_zp=zy, act=act)
+        nodes=covered, x_shape=_shape(ann["x"]), y_shape=_shape(result),
+        x_dtype=str(ann["x"].ty.dtype), y_dtype=str(result.ty.dtype), x_scale=sx, x_zp=zx, w=w, w_scale=sw, w_zp=zw,
+        bias=bias, bias_scale=bscale, bias_zp=bzp, y_scale=sy, y_zp=zy, act=act, float_output=q is None,
+        float_bias=fbias)
     if kind == "conv":
         at = op.attrs
         qop.strides = tuple(int(v) for v in at.strides)  # type: ignore[assignment]
@@ -262,14 +303,23 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
 
     conv, matmul = build_patterns()
     act = build_act_pattern()
+    fbias, fnobias = build_float_patterns()
     seen: dict[str, QuantOp | ActMatmul] = {}
+    users = _users(mod)
+    # a float result that these consume is not a float output: the quantized pattern's (or the biased one's)
+    not_float = {"biased": ("relax.quantize", "relax.nn.relu", "relax.clip"),
+                 "plain": ("relax.quantize", "relax.nn.relu", "relax.clip", "relax.add")}
 
     def make_check(kind: str) -> Callable[[Any], bool]:
         def check(ctx: Any) -> bool:
             names = [str(v.name) for v in ctx.matched_bindings.keys()]
             ann = dict(ctx.annotated_expr)
+            if kind in not_float:
+                root = [str(v.name) for v, e in ctx.matched_bindings.items() if e.same_as(ann["out"])]
+                if not root or any(u in not_float[kind] for u in users.get(root[0], ())):
+                    return False
             qop = (act_matmul(ann, names, onnx_nodes) if kind == "act"
-                   else quant_op(kind, ann, names, onnx_nodes))
+                   else quant_op("matmul" if kind in not_float else kind, ann, names, onnx_nodes))
             if qop is None:
                 return False
             ok = bool(decide(qop))
@@ -282,7 +332,9 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
 
     pats = [relax.transform.FusionPattern(CONV, conv[0], conv[1], make_check("conv")),
             relax.transform.FusionPattern(MATMUL, matmul[0], matmul[1], make_check("matmul")),
-            relax.transform.FusionPattern(ACT_MATMUL, act[0], act[1], make_check("act"))]
+            relax.transform.FusionPattern(ACT_MATMUL, act[0], act[1], make_check("act")),
+            relax.transform.FusionPattern(FLOAT_MATMUL, fbias[0], fbias[1], make_check("biased")),
+            relax.transform.FusionPattern(FLOAT_MATMUL, fnobias[0], fnobias[1], make_check("plain"))]
     fused = relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod)
     composites: dict[str, QuantOp | ActMatmul] = {}
     for gv, func in fused.functions.items():
@@ -293,6 +345,22 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
                 raise RuntimeError(f"composite {gv.name_hint} covers {len(match)} accepted ops ({inner})")
             composites[gv.name_hint] = match[0]
     return fused, composites
+
+
+def _users(mod: Any) -> dict[str, list[str]]:
+    """Binding variable name -> the operators of the calls in `main` that take it as an argument."""
+    from tvm import relax
+    from tvm.ir import Op
+
+    users: dict[str, list[str]] = {}
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            value = b.value
+            if isinstance(value, relax.Call) and isinstance(value.op, Op):
+                for a in value.args:
+                    if isinstance(a, relax.Var):
+                        users.setdefault(str(a.name), []).append(str(value.op.name))
+    return users
 
 
 def _binding_names(func: Any) -> list[str]:

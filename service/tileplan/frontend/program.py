@@ -82,6 +82,7 @@ class Step:
     requant: Any = None  # accel: partition.Requant when the kernel stores int32 accumulators
     multipliers: Tensor | None = None  # accel + requant: float32 [channels]
     acc: Tensor | None = None  # accel + requant: the int32 accumulators (arena, this step only)
+    float_bias: Tensor | None = None  # accel + float-output requant: float32 [channels] added after the scaling
     act: Any = None  # accel: partition.ActGlue when both operands are activations (inputs A, B; a batch loop)
 
     def temporaries(self) -> list[Tensor]:
@@ -184,6 +185,9 @@ def build_program(main: Any, accel: dict[str, Step], host_workspace: dict[str, i
                     step.multipliers = b.const(np.asarray(tmpl.requant.multipliers, np.float32),
                                                f"{tmpl.name}.multipliers")
                     step.acc = b.new("int32", outs[0].shape, "workspace", f"{tmpl.name}.acc")
+                    if getattr(tmpl.requant, "float_bias", None) is not None:
+                        step.float_bias = b.const(np.asarray(tmpl.requant.float_bias, np.float32),
+                                                  f"{tmpl.name}.float_bias")
                 steps.append(step)
                 b.by_var[key] = outs[0]
             elif isinstance(value, relax.TupleGetItem):
