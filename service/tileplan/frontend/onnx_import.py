@@ -363,7 +363,7 @@ def check_quantization_scales(model: Any) -> None:
         bad = scale[~(np.isfinite(scale) & (scale > 0))]
         if bad.size:
             raise InputError(("model", node.name),
-                             f"{node.op_type} {node.name!r} has scale {bad.reshape(-1)[0]!r} (tensor "
+                             f"{node.op_type} {node.name!r} has scale {float(bad.reshape(-1)[0])} (tensor "
                              f"{node.input[0]!r}): a scale must be positive and finite, else the output is "
                              "undefined; onnxruntime's quantizer writes an infinite scale for a tensor holding "
                              "-inf or inf (e.g. a causal attention mask of -inf): give the mask a finite value "
