@@ -29,7 +29,6 @@ Rows are kept in <out>.json between runs (a run of a --models subset replaces on
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
 import json
 import os
@@ -59,15 +58,6 @@ DEFAULT_MODELS: dict[str, dict[str, Any]] = {
 }
 # main.c's per-step lines: index, kind, cycles, step name
 ROW = re.compile(r"^\s*(\d+) (accel|host)\s+(\d+)\s+(\S.*?)\s*$", re.MULTILINE)
-
-
-def _bench_zoo() -> Any:
-    """bench/zoo.py (its onnxruntime judges), loaded under its own name."""
-    spec = importlib.util.spec_from_file_location("bench_zoo", ROOT / "bench" / "zoo.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def steps(stdout: str) -> list[tuple[str, str, int]]:
@@ -167,11 +157,11 @@ def run_one(label: str, onnx_path: Path, args: argparse.Namespace, spike: Path) 
 
 def judge_ort(onnx_path: Path, feeds: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> dict[str, Any]:
     """Spike's outputs against onnxruntime's default session: elements differing, equal / within 1 LSB, max."""
-    bz = _bench_zoo()
-    sess = bz._session(onnx_path, True)
-    names = [o.name for o in sess.get_outputs()]
-    want = dict(zip(names, sess.run(None, feeds)))
-    res = bz.agreement({k: got[k] for k in names}, want, bz._lsb(onnx_path))
+    from tileplan.frontend.reference import agreement, output_steps, reference_outputs
+
+    want = reference_outputs(str(onnx_path), feeds, "ort")
+    names = list(want)
+    res = agreement({k: got[k] for k in names}, want, output_steps(str(onnx_path)))
     res["differ"] = sum(int(np.count_nonzero(got[k] != want[k])) for k in names)
     return dict(res)
 

@@ -87,60 +87,25 @@ def compile_once(model: Path, hw: str, out: Path, cache: Path, jobs: int) -> tup
     return wall, json.loads(run.stdout)
 
 
-def _session(path: Path, optimise: bool) -> Any:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    if not optimise:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def _lsb(path: Path) -> dict[str, float]:
-    """Output name -> its quantisation step (the scale of the DequantizeLinear producing it; 1 otherwise)."""
-    import onnx
-    from onnx import numpy_helper
-
-    m = onnx.load(str(path), load_external_data=False)
-    inits = {t.name: t for t in m.graph.initializer}
-    prod = {o: n for n in m.graph.node for o in n.output}
-    out = {}
-    for o in m.graph.output:
-        p = prod.get(o.name)
-        if p is not None and p.op_type == "DequantizeLinear" and p.input[1] in inits:
-            out[o.name] = float(numpy_helper.to_array(inits[p.input[1]]).reshape(-1)[0])
-        else:
-            out[o.name] = 1.0
-    return out
-
-
-def agreement(got: dict[str, np.ndarray], want: dict[str, np.ndarray], lsb: dict[str, float]) -> dict[str, Any]:
-    errs = np.concatenate([np.abs(got[k].astype(np.float64) - want[k].astype(np.float64)).ravel() / lsb[k]
-                           for k in want])
-    return {"equal": float(np.mean(errs <= 1e-3)), "within1": float(np.mean(errs <= 1.0 + 1e-3)),
-            "max": float(errs.max(initial=0.0))}
-
-
 def judge(path: Path, artifact: Path, fmt: str, classifier: bool, seed: int) -> dict[str, Any]:
+    from tileplan.frontend.reference import agreement, output_steps, reference_outputs, session
     from tileplan.frontend.runner import run_artifact
 
-    sess = _session(path, True)
+    sess = session(str(path), "ort")
     inp = sess.get_inputs()[0]
     x = np.random.default_rng(seed).standard_normal([int(d) for d in inp.shape]).astype(np.float32)
     feeds = {inp.name: x}
     got = run_artifact(artifact.read_bytes(), feeds).outputs
     names = [o.name for o in sess.get_outputs()]
-    lsb = _lsb(path)
     refs = {"ort": dict(zip(names, sess.run(None, feeds)))}
     if fmt == "qdq":
-        from tileplan.frontend.reference import reference_outputs
-
         refs["ort-int8"] = reference_outputs(str(path), feeds, "ort-int8")
-        refs["ort-noopt"] = dict(zip(names, _session(path, False).run(None, feeds)))
+        refs["ort-noopt"] = reference_outputs(str(path), feeds, "ort-noopt")
         qop = path.with_name(path.name.replace(".qdq.", ".qoperator."))
         if qop.exists():  # the same float model and calibration in QOperator form: the same scales, integer ops
-            refs["ort-qop"] = dict(zip(names, _session(qop, True).run(None, feeds)))
-    res: dict[str, Any] = {k: agreement(got, v, lsb) for k, v in refs.items()}
+            refs["ort-qop"] = reference_outputs(str(qop), feeds, "ort")
+    steps = output_steps(str(path))
+    res: dict[str, Any] = {k: agreement(got, v, steps) for k, v in refs.items()}
     if classifier:
         first = names[0]
         res["top1"] = {k: bool(np.argmax(got[first]) == np.argmax(v[first])) for k, v in refs.items()}
