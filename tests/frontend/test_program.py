@@ -195,3 +195,16 @@ def test_worker_processes_and_the_plan_store(tmp_path):
         assert seen == [(i, n + 1) for i in range(1, n + 2)]
     finally:
         store.close()
+
+
+def test_long_host_function_names_are_shortened_uniquely():
+    """TVM names a fused host function after every op in it (DenseNet's concatenation of a dozen dequantized
+    inputs: 250+ characters), and its C goes to host/<name>.c: longer than a file name may be."""
+    from tileplan.frontend.program import short_ident
+
+    parts = [f"dequantize{i}" for i in range(168, 210, 3)] + ["concatenate57", "quantize142", "batch_norm57"]
+    long_a, long_b = "fused_" + "_".join(parts), "fused_" + "_".join(parts[1:])
+    a, b = short_ident(long_a, "tp_host_"), short_ident(long_b, "tp_host_")
+    assert len("tp_host_" + long_a) > 200 and len(a) <= 96 and len(b) <= 96 and a != b
+    assert a.startswith("tp_host_fused_dequantize168") and a.isidentifier()
+    assert short_ident("fused_relu", "tp_host_") == "tp_host_fused_relu"  # short names are unchanged

@@ -395,6 +395,7 @@ def _host_digest() -> str:
     h = hashlib.sha256(str(tvm.__version__).encode())
     for mod in (host_ops, emit_c):
         h.update(Path(str(mod.__file__)).read_bytes())
+    h.update(b"C names: program.short_ident, 96")  # (the cached entries carry the host functions' C names)
     return h.hexdigest()[:16]
 
 
@@ -406,7 +407,7 @@ def lower_host_cached(compat: Any) -> HostPart:
 
     from tileplan.codegen.emulator.build import default_cache_dir
     from tileplan.frontend import host_ops
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import short_ident
 
     key = hashlib.sha256(tvm.ir.save_json(compat).encode() + _host_digest().encode()).hexdigest()[:32]
     path = default_cache_dir() / "host" / f"{key}.json"
@@ -424,7 +425,7 @@ def lower_host_cached(compat: Any) -> HostPart:
     for gv, func in lowered.functions.items():
         if not isinstance(func, tirx.PrimFunc):
             continue
-        cname = c_ident(gv.name_hint, "tp_host_")
+        cname = short_ident(gv.name_hint, "tp_host_")  # (also the file name host/<cname>.c)
         n_out = _n_outputs(main, gv.name_hint)
         fn = host_ops.emit_host_function(func, cname, n_out)
         part.sources[cname], part.workspace[gv.name_hint], part.names[gv.name_hint] = (fn.source, fn.workspace_bytes,
