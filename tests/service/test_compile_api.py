@@ -58,12 +58,13 @@ def count(client: TestClient) -> int:
 def lsb_errors(data: bytes, got: dict[str, np.ndarray], feeds: dict[str, np.ndarray]) -> np.ndarray:
     """|artifact - onnxruntime| in steps of each output's quantisation (its DequantizeLinear's scale)."""
     import onnx
-    import onnxruntime as ort
     from onnx import numpy_helper
+
+    from tileplan.frontend.reference import session
 
     model = onnx.load_model_from_string(data)
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    sess = ort.InferenceSession(data)
+    sess = session(data, "ort")
     errs = []
     for out, want in zip(sess.get_outputs(), sess.run(None, feeds)):
         producer = next(n for n in model.graph.node if out.name in n.output)
