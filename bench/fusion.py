@@ -460,21 +460,27 @@ def main() -> int:
                         "instead of torchvision exports")
     p.add_argument("--symmetric", action="store_true",
                    help="also every network quantized with ActivationSymmetric (all three configs)")
+    p.add_argument("--networks", help="comma-separated subset of " + ", ".join([*ZOO_MODELS, *TORCH_MODELS]))
+    p.add_argument("--symmetric-only", action="store_true", help="only the ActivationSymmetric exports")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "fusion.md"))
     args = p.parse_args()
     if args.child:
         child(args)
         return 0
     names = list(ZOO_MODELS) + ([] if args.small else list(TORCH_MODELS))
+    if args.networks:
+        names = [n for n in names if n in args.networks.split(",")]
     t0 = time.perf_counter()
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
-        results = [bench_model(n, args, Path(d)) for n in names]
-        if args.symmetric:
+        results = [] if args.symmetric_only else [bench_model(n, args, Path(d)) for n in names]
+        if args.symmetric or args.symmetric_only:
             results += [bench_model(n, args, Path(d), symmetric=True) for n in names]
     alternatives = depthwise_alternatives(results)
     argv = " ".join(["--small" if args.small else ("--helper" if args.helper else "--torch-python PYTHON")]
-                    + (["--symmetric"] if args.symmetric else []))
+                    + (["--symmetric"] if args.symmetric else [])
+                    + ([f"--networks {args.networks}"] if args.networks else [])
+                    + (["--symmetric-only"] if args.symmetric_only else []))
     text = render(results, (load0, os.getloadavg()), time.perf_counter() - t0, argv, alternatives)
     print(text)
     if not args.small:
