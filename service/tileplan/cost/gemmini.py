@@ -260,6 +260,14 @@ def library_matmul_keeps(whole_rows: bool, whole_cols: bool, whole_reduction: bo
     return order, whole_reduction and (whole_rows or whole_cols)
 
 
+def runs_as_matmul(problem: Problem) -> bool:
+    """Whether the model costs a layer as tiled_matmul calls (loop_ws: Q = R = S = 1, e.g. an FC layer or a 1x1
+    convolution on a one-pixel map) rather than tiled_conv calls; the emulator times such a layer's calls the same
+    way (`tileplan.codegen.pipeline.timing_for`)."""
+    d = problem.dims
+    return d["Q"] == 1 and d["R"] == 1 and d["S"] == 1
+
+
 def execution_from_mapping(
     problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None
 ) -> Execution:
@@ -334,7 +342,7 @@ class ExecutionBuilder:
                           else (arch.levels[levels[1]].name, arch.levels[levels[0]].name))
         self.bias = problem.bias or executor == "tileplan"
         self.l2 = CostParams.for_descriptor(arch.hardware).l2_bytes
-        self.kind = "matmul" if dims["Q"] == 1 and dims["R"] == 1 and dims["S"] == 1 else "conv"
+        self.kind = "matmul" if runs_as_matmul(problem) else "conv"
         sh, sw = problem.stride
         dh, dw = problem.dilation
         in_h = (dims["P"] - 1) * sh + (dims["R"] - 1) * dh + 1
@@ -1216,5 +1224,5 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 __all__ = [
     "Execution", "FEATURE_COLUMNS", "GemminiCycles", "merge_identical_calls", "call_features", "call_features_many", "cycles_from_calls", "cycles_many", "cycles_vectorised", "kernel_fold",
     "execution_from_mapping", "effective_dram_bandwidth", "gemmini_calls", "gemmini_cycles", "gemmini_levels", "library_matmul_keeps", "LibraryTerms", "library_terms",
-    "max_block_len", "nominal_dram_bandwidth",
+    "max_block_len", "nominal_dram_bandwidth", "runs_as_matmul",
 ]

@@ -549,15 +549,37 @@ static double store_chain(const emu_t *e, uint32_t rows, uint64_t row_bytes, uin
   return chain > 0 ? chain : 0.0;
 }
 
+/* DMA requests of `rows` rows of `row_bytes`, `stride` bytes apart from p: one per 64-byte block each row touches
+ * (DMA.scala reads and writes a row as aligned packets of at most 64 B, so a row that starts mid-block takes one
+ * more request than an aligned one; tileplan.cost.gemmini._row_req counts the same), at least one per row.  Offsets
+ * are taken within the row's buffer (registered buffers start on a page).  A zero-fill (p = 0) moves nothing:
+ * its rows count as aligned. */
+static double row_requests(const emu_t *e, uintptr_t p, int region, uint32_t rows, uint64_t row_bytes,
+                           uint64_t stride) {
+  uint64_t block = (uint64_t)e->t.dma_request_bytes;
+  if (block == 0) return rows;
+  if (!p) {
+    double per_row = ceil((double)row_bytes / (double)block);
+    return rows * (per_row < 1 ? 1 : per_row);
+  }
+  uint64_t off = (uint64_t)(p - (region >= 0 ? e->regions[region].base : 0));
+  double req = 0;
+  for (uint32_t r = 0; r < rows; r++) {
+    uint64_t o = (off + (uint64_t)r * stride) % block;
+    uint64_t n = (o + row_bytes + block - 1) / block;
+    req += n < 1 ? 1 : (double)n;
+  }
+  return req;
+}
+
 /* A transfer's requests (as dram_cycles counts them) and bytes into the open call's features.  Rows narrower than
  * their stride join their (buffer, stride) group: a call whose pieces of such rows leave columns uncovered moves a
  * strided tile, whose requests wait on DRAM when the group's span exceeds the L2 (tileplan.cost.gemmini._beyond_l2:
  * a channel tile narrower than the tensor's rows, in a tensor larger than the L2). */
 static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint64_t row_bytes, uint64_t stride,
                            double moved) {
-  double per_row = ceil((double)row_bytes / e->t.dma_request_bytes);
-  if (per_row < 1) per_row = 1;
-  double req = rows * per_row;
+  int region = p ? region_of(e, p) : -1;
+  double req = row_requests(e, p, region, rows, row_bytes, stride);
   if (store) {
     e->cf_st_req += req;
     e->cf_st_bytes += moved;
@@ -568,7 +590,6 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
   }
   e->cf_any = 1;
   if (!p || rows < 2 || stride <= row_bytes) return;
-  int region = region_of(e, p);
   int g;
   for (g = 0; g < e->sg_n; g++)
     if (e->sg[g].region == region && e->sg[g].stride == stride) break;
