@@ -29,6 +29,11 @@ if [ ! -e "$src/src/pat" ]; then
 fi
 (cd "$src" && scons -j"$jobs")
 mkdir -p "$prefix/bin" "$prefix/lib"
-cp "$src/build/timeloop-model" "$src/build/timeloop-mapper" "$prefix/bin/"
-cp "$src"/build/libtimeloop-model.so* "$prefix/lib/" 2>/dev/null || cp "$src"/lib/libtimeloop-model.so* "$prefix/lib/"
+# copied beside and renamed into place: a binary some bench is running cannot be overwritten ("Text file busy")
+for f in build/timeloop-model:bin build/timeloop-mapper:bin build/libtimeloop-model.so:lib; do
+    file=${f%:*}
+    dest=$prefix/${f#*:}/$(basename "$file")
+    cp "$src/$file" "$dest.new"
+    mv -f "$dest.new" "$dest"
+done
 echo "Timeloop built: --timeloop-bin $prefix/bin"
