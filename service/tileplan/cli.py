@@ -613,7 +613,10 @@ def _summary_table(summary: dict[str, Any]) -> str:
             rows.append(f"  [{i}] {' -> '.join(g['members'])[:60]}: {tile.get('rows', '-')} rows x "
                         f"{tile.get('bands', '-')} bands, {g['bytes_unfused']} -> {g['bytes_fused']} B, "
                         f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles"
-                        + (f" (emulated {g['cycles_emulated_fused']})" if g.get("cycles_emulated_fused") else "")
+                        + (f" (emulated {g['cycles_emulated_fused']}, {g['dram_bytes_emulated_fused']} B)"
+                           if g.get("cycles_emulated_fused") else
+                           f" (emulated per-layer {g['cycles_emulated_unfused']}, {g['dram_bytes_emulated_unfused']} B)"
+                           if g.get("cycles_emulated_unfused") is not None else "")
                         + f"; {g['reason'][:90]}")
     return "\n".join(rows)
 

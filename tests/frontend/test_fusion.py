@@ -207,7 +207,10 @@ def test_a_symmetric_pointwise_chain_is_fused_and_bit_identical() -> None:
         off.summary["total"]["cycles_model"] - g["cycles_model_unfused"] + g["cycles_model_fused"], abs=0.2)
     from tileplan.cli import _summary_table
 
-    assert f"(emulated {g['cycles_emulated_fused']})" in _summary_table(on.summary)
+    assert f"(emulated {g['cycles_emulated_fused']}, {g['dram_bytes_emulated_fused']} B)" in _summary_table(on.summary)
+    g_off = {**g, "fused": False, "cycles_emulated_fused": None, "cycles_emulated_unfused": 7,
+             "dram_bytes_emulated_unfused": 9}
+    assert "(emulated per-layer 7, 9 B)" in _summary_table({**on.summary, "groups": [g_off]})
 
 
 def test_an_asymmetric_pointwise_chain_keeps_the_per_layer_program() -> None:
