@@ -172,39 +172,47 @@ def intervals(data: list[Dataset], preds: list[np.ndarray], params: CostParams) 
     return table, lines
 
 
+def held_out_coverage(keyed: list[tuple[list, np.ndarray]], target: int, groups: list[str],
+                      confidence: float = INTERVAL_CONFIDENCE) -> dict:
+    """Per kind of run: whether each run of data set `target` lies inside the interval its fold would get if the
+    fold were held out of the intervals too, i.e. between the quantiles ((1 - confidence) / 2, (1 + confidence) / 2)
+    of the residuals of that kind in every other fold (the other data sets' runs included). `keyed`: per data set,
+    (kind of each run, log(measured / predicted) of each run); `groups`: the fold of each run of `target`."""
+    lo_q, hi_q = (1 - confidence) / 2, 1 - (1 - confidence) / 2
+    keys_t, res_t = keyed[target]
+    garr = np.array(groups)
+    kinds = sorted({k for keys, _ in keyed for k in keys})
+    inside: dict = {k: [] for k in kinds}
+    for k in kinds:
+        mine = np.array([kk == k for kk in keys_t], dtype=bool)
+        others = [res[np.array([kk == k for kk in keys], dtype=bool)] for i, (keys, res) in enumerate(keyed)
+                  if i != target and len(keys)]
+        for g in sorted(set(groups)):
+            test = garr == g
+            sel = mine & test
+            pool = np.concatenate(others + [res_t[mine & ~test]])
+            if not sel.any() or len(pool) < 10:
+                continue
+            lo, hi = np.quantile(pool, lo_q), np.quantile(pool, hi_q)
+            inside[k].extend(((res_t[sel] >= lo) & (res_t[sel] <= hi)).tolist())
+    return inside
+
+
 def nested_coverage(data: list[Dataset], preds: list[np.ndarray], params: CostParams,
                     folds: list[tuple[str, int, np.ndarray, list[str]]]) -> list[str]:
     """Coverage of the 80% intervals on held-out folds, the intervals themselves held out too: for each fold
     (a configuration, a network, a layer shape), the (10%, 90%) quantiles of log(measured / predicted) per
     (operation, bound) come from the cross-validated residuals of every other fold (both data sets pooled, as the
-    shipped table is), and the fold's own runs are checked against them."""
-    lo_q, hi_q = (1 - INTERVAL_CONFIDENCE) / 2, 1 - (1 - INTERVAL_CONFIDENCE) / 2
-    keyed = []  # per data set: (keys, log residuals)
-    for d, pred in zip(data, preds):
-        keys = [(r.op, "DRAM" if b == "DRAM" else "compute") for r, b in zip(d.runs, bounds(d, params))]
-        keyed.append((keys, np.log(d.y / pred)))
+    shipped table is), and the fold's own runs are checked against them (`held_out_coverage`)."""
+    keys_of = [[(r.op, "DRAM" if b == "DRAM" else "compute") for r, b in zip(d.runs, bounds(d, params))] for d in data]
     lines = ["| held out | folds | runs | inside their fold's interval | conv, DRAM | conv, compute | matmul, DRAM | "
              "matmul, compute |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    kinds = sorted({k for keys, _ in keyed for k in keys})
     for label, target, pred, groups in folds:
-        keys_t, res_t = keyed[target]
-        res_t = np.log(data[target].y / pred)
-        garr = np.array(groups)
-        inside = {k: [] for k in kinds}
-        for g in sorted(set(groups)):
-            test = garr == g
-            for k in kinds:
-                others = [res[[kk == k for kk in keys]] for i, (keys, res) in enumerate(keyed) if i != target]
-                mine = np.array([kk == k for kk in keys_t])
-                others.append(res_t[mine & ~test])
-                pool = np.concatenate(others)
-                sel = mine & test
-                if not sel.any() or len(pool) < 10:
-                    continue
-                lo, hi = np.quantile(pool, lo_q), np.quantile(pool, hi_q)
-                inside[k].extend(((res_t[sel] >= lo) & (res_t[sel] <= hi)).tolist())
-        every = [v for k in kinds for v in inside[k]]
-        cells = [f"{np.mean(inside[k]) * 100:.0f}% ({len(inside[k])})" if inside[k] else "-"
+        keyed = [(keys, np.log(d.y / p)) for keys, d, p in zip(keys_of, data, preds)]
+        keyed[target] = (keys_of[target], np.log(data[target].y / pred))
+        inside = held_out_coverage(keyed, target, groups)
+        every = [v for k in inside for v in inside[k]]
+        cells = [f"{np.mean(inside[k]) * 100:.0f}% ({len(inside[k])})" if inside.get(k) else "-"
                  for k in (("conv", "DRAM"), ("conv", "compute"), ("matmul", "DRAM"), ("matmul", "compute"))]
         lines.append(f"| {label} | {len(set(groups))} | {len(every)} | {np.mean(every) * 100:.1f}% | "
                      + " | ".join(cells) + " |")

@@ -60,3 +60,16 @@ def test_a_pointwise_conv_on_one_pixel_is_timed_as_the_model_times_it():
     art, res, _ = _emulate(layer, hw, mapping, "tileplan")
     assert art.realization.calls == 10
     assert 0.9 <= res.cycles / art.model_cycles <= 1.1, (res.cycles, art.model_cycles)
+
+
+@pytest.mark.parametrize("hw_name", ["gemmini-16x16", "gemmini-32x32"])
+def test_padded_weight_rows_are_counted_as_the_code_lays_them_out(hw_name):
+    """The same classifier where 1,000 output channels are not a whole number of DIM blocks: the kernel's weights
+    are laid out padded to the tile grid (W_p, rows K_p = 1,024 bytes apart: aligned), so model(code) counts those
+    rows, not 1,000-byte ones (it counted misaligned rows: emulated 0.82x model(code))."""
+    hw = get_hardware(hw_name)
+    layer = parse_layer({"op": "matmul", "name": "fc", "M": 1, "K": 1280, "N": 1000})
+    mapping = get_mapper("gemmini-auto").map(Problem.from_layer(layer), hw, MapperOptions(time_limit_s=5)).mapping
+    art, res, _ = _emulate(layer, hw, mapping, "library")
+    assert art.layout.padded["K"] > 1000 and not art.layout.w_in_place
+    assert 0.9 <= res.cycles / art.model_cycles <= 1.1, (res.cycles, art.model_cycles)
