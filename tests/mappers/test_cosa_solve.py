@@ -89,7 +89,7 @@ def test_session_passes_the_persistent_interfaces_lp(layer, hw_name):
     # re-weighed: new costs and offset in both, rows untouched
     m.weigh(Weights(1.0, 0.0, 0.0))
     solver.set_objective(m.m.obj)
-    session.solve(10.0)
+    session.solve(60.0)
     rows = list(theirs["rows"])
     assert_same(lp(solver._solver_model, theirs["order"], rows), session_lp(session, m))
 
@@ -97,12 +97,12 @@ def test_session_passes_the_persistent_interfaces_lp(layer, hw_name):
 def test_reweighed_session_solves_as_a_fresh_one():
     m = model(CONV, "gemmini-16x16")
     session = Session(m)
-    first = session.solve(10.0)
+    first = session.solve(60.0)
     m.weigh(Weights(1.0, 0.0, 0.0))
-    again = session.solve(10.0)
+    again = session.solve(60.0)
     fresh = model(CONV, "gemmini-16x16")
     fresh.weigh(Weights(1.0, 0.0, 0.0))
-    alone = Session(fresh).solve(10.0)
+    alone = Session(fresh).solve(60.0)
     assert again.status == alone.status == "optimal"
     assert again.objective != pytest.approx(first.objective, rel=1e-3)
     assert again.objective == pytest.approx(alone.objective, rel=1e-4)  # the same optimum, within the MIP gap
@@ -123,11 +123,11 @@ def test_presolve_is_chosen_per_solve():
     the same instance (the latency re-solve) presolves again, and skipping presolve keeps the optimum."""
     m = model(CONV, "simba")
     session = Session(m)
-    without = session.solve(10.0, presolve=False)
+    without = session.solve(60.0, presolve=False)
     assert session.h.getOptionValue("presolve")[1] == "off"
-    again = session.solve(10.0)
+    again = session.solve(60.0)
     assert session.h.getOptionValue("presolve")[1] == "choose"
-    fresh = Session(model(CONV, "simba")).solve(10.0)
+    fresh = Session(model(CONV, "simba")).solve(60.0)
     assert without.status == again.status == fresh.status == "optimal"
     assert without.objective == pytest.approx(fresh.objective, rel=1e-4)
 
@@ -138,12 +138,12 @@ def test_a_re_solve_can_start_from_the_last_answer():
     is back on the session's gap and searches again."""
     m = model(CONV, "simba")
     session = Session(m)
-    session.solve(10.0)
+    session.solve(60.0)
     weighted = {v.name: v.value for v in session.columns}
     m.weigh(Weights(1.0, 0.0, 0.0))
-    started = session.solve(10.0, from_last=True, mip_rel_gap=0.5)
+    started = session.solve(60.0, from_last=True, mip_rel_gap=0.5)
     assert {v.name: v.value for v in session.columns} == pytest.approx(weighted, abs=1e-6)
     assert session.h.getOptionValue("mip_rel_gap")[1] == 0.5
-    again = session.solve(10.0)
+    again = session.solve(60.0)
     assert session.h.getOptionValue("mip_rel_gap")[1] == 1e-4
     assert again.objective < started.objective - 1e-3  # the weighted answer was not the latency optimum

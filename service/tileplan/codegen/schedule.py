@@ -178,18 +178,18 @@ def realised_mapping(r: Realization, arch: Any) -> Mapping:
 
 
 def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "tileplan",
-                 out_bytes: float | None = None, w_in_place: bool = False) -> float:
+                 out_bytes: float | None = None, w_row: int = 0) -> float:
     """The calibrated cost model's cycles (tileplan.cost.gemmini) for the realised tiles, so the prediction
     matches what the code runs rather than the plan it came from (`executor`: see CallLayout.reuse; `out_bytes`:
     bytes per stored output element where the kernel does not store the hardware's output type, e.g. the int32
-    accumulators of KernelABI.acc_output). The code reads its weights zero-padded to the tile grid (W_p, K
-    rounded up to whole tiles) whichever stream it runs, or, `w_in_place` (KernelABI.b_in_place), a matmul's B
-    where it lies (rows K elements apart)."""
-    e = execution_from_mapping(problem, arch, realised_mapping(r, arch), executor,
-                               kind="matmul" if r.matmul else "conv")  # the calls the code runs
-    e = dataclasses.replace(e, w_row=0.0 if w_in_place else float(r.padded("k")) * e.in_bytes)
+    accumulators of KernelABI.acc_output; `w_row`: elements between the weight rows the kernel reads, when it reads
+    a copy padded to the tile grid rather than the layer's K: a row's offset in its 64-byte block sets its DMA
+    requests)."""
+    e = execution_from_mapping(problem, arch, realised_mapping(r, arch), executor)
     if out_bytes is not None:
         e = dataclasses.replace(e, out_bytes=float(out_bytes))
+    if w_row and w_row != e.k:  # the kernel reads a copy of the weights whose rows are w_row elements apart
+        e = dataclasses.replace(e, w_row=w_row)
     calls = call_features(e, nominal_dram_bandwidth(arch))
     return cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
 
@@ -494,4 +494,4 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     # (the model of the code: the accumulator is loaded with a bias when the code loads one)
     coded = dataclasses.replace(problem, bias=bool(epilogue.bias))
     return Scheduled(tag, cd, r, lay, sch, model_cycles(r, coded, arch, executor, 4.0 if abi.acc_output else None,
-                                                               abi.b_in_place))
+                                                        0 if lay.w_in_place else lay.padded["K"]))

@@ -12,9 +12,7 @@ software library per iteration of the DRAM-level loops:
   spatial, registers included): batches, output rows (P), output cols (Q), output channels (K), kernel
   rows (R), kernel cols (S), input channels (C). Edge tiles are clipped to the layer.
 * Layers with Q = R = S = 1 (FC / matmul) run as `tiled_matmul` (`loop_ws` FSM) with I = P, K = C,
-  J = K, and tile sizes in DIM x DIM blocks: ceil(tile / DIM) blocks per dimension. Tileplan's code runs a conv
-  layer as conv calls whatever its shape (a squeeze-excite 1x1 conv on a 1x1 input pays tiled_conv's call floor),
-  so under executor "tileplan" only matmul / dense layers (no input size: `Problem.in_hw`) are matmuls.
+  J = K, and tile sizes in DIM x DIM blocks: ceil(tile / DIM) blocks per dimension.
 * Partial sums stay in the accumulator until the last reduction tile (C, R, S) of an output tile, which is
   the only call that moves outputs out (mvout, output type); the reduction loops run innermost at DRAM
   (tileplan.execution.call_loop_order). How factors are split among the levels below DRAM is ignored.
@@ -232,12 +230,9 @@ class Execution:
     # The SoC's shared L2 (bytes): the DMA's requests go through it, so a tensor that fits is refetched from it and
     # one that does not from DRAM (`l2_bytes` in CostParams, a hardware fact).
     l2_bytes: float = DEFAULT_PARAMS.l2_bytes
-    # Bytes between consecutive weight rows in DRAM (one row per reduction element: K output channels each).
-    # 0: the layer's K x in_bytes, the weights where their owner keeps them (the library reads them in place).
-    # Tileplan's code reads weights the host laid out ahead of time, zero-padded to its tile grid (K rounded up to
-    # whole K tiles: a 1000-class classifier's rows of 1024 B start block-aligned, where rows of 1000 B need a
-    # request more for most of their 64-byte pieces; `_row_req`).
-    w_row: float = 0.0
+    # Elements between consecutive weight rows in DRAM (0: the layer's K, the weights as the caller lays them out;
+    # Tileplan's kernels read a copy padded to the tile grid, rows K_p apart: tileplan.codegen.schedule.model_cycles)
+    w_row: int = 0
 
     @property
     def rows(self) -> int:
@@ -268,8 +263,16 @@ def library_matmul_keeps(whole_rows: bool, whole_cols: bool, whole_reduction: bo
     return order, whole_reduction and (whole_rows or whole_cols)
 
 
+def runs_as_matmul(problem: Problem) -> bool:
+    """Whether the model costs a layer as tiled_matmul calls (loop_ws: Q = R = S = 1, e.g. an FC layer or a 1x1
+    convolution on a one-pixel map) rather than tiled_conv calls; the emulator times such a layer's calls the same
+    way (`tileplan.codegen.pipeline.timing_for`)."""
+    d = problem.dims
+    return d["Q"] == 1 and d["R"] == 1 and d["S"] == 1
+
+
 def execution_from_mapping(
-    problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None, kind: str | None = None
+    problem: Problem, arch: Architecture, mapping: Mapping, executor: str | None = None
 ) -> Execution:
     """How a mapping runs (tiles = everything below DRAM): `executor="tileplan"` is Tileplan's generated code
     (library-style calls in the plan's DRAM order, reductions innermost, tiles kept while consecutive calls
@@ -281,9 +284,7 @@ def execution_from_mapping(
     mapping's spatial factors occupy (`occupied_array`: Gemmini's software built for that array, as DOSA's harness
     did), while Tileplan's code, generated for the hardware, works in blocks of the whole array; the library always double buffers (loop_ws / loop_conv_ws), so its calls
     always overlap, while Tileplan's code overlaps only what the plan double buffers; the accumulator is loaded
-    with a bias only when the layer has one (Tileplan's code loads zeros the same way when it has none).
-    `kind` ("conv" / "matmul"): the calls the code runs, where a caller knows them (the code generator's
-    model of its own kernels, either stream); else as `ExecutionBuilder` decides."""
+    with a bias only when the layer has one (Tileplan's code loads zeros the same way when it has none)."""
     executor = executor or mapping.executor or "library"
     levels = gemmini_levels(arch)
     top = len(mapping.levels) - 1 if levels is None else levels[2]
@@ -295,7 +296,7 @@ def execution_from_mapping(
             tile[d] *= f
     occupied = occupied_array(arch, mapping) if levels is not None and executor in ("library", "library-auto") else None
     return execution_from_tiles(problem, arch, tile, mapping.levels[top].temporal, mapping.double_buffered, executor,
-                                occupied, kind)
+                                occupied)
 
 
 def execution_from_tiles(
@@ -306,13 +307,12 @@ def execution_from_tiles(
     double_buffered: abc.Mapping[str, abc.Sequence[str]],
     executor: str,
     occupied: tuple[int, int, int] | None = None,
-    kind: str | None = None,
 ) -> Execution:
     """`execution_from_mapping` from what it reads of a mapping: the call tile (per dimension, the product of the
     factors below DRAM), the DRAM level's loops and the double buffering, and for the library on Gemmini-like
     hardware the occupied array (`occupied_array`). Mappers that rank thousands of tilings (retile) keep an
     `ExecutionBuilder` instead, which works out what does not depend on the tiling once."""
-    return ExecutionBuilder(problem, arch, executor, occupied, kind).build(tile, dram_temporal, double_buffered)
+    return ExecutionBuilder(problem, arch, executor, occupied).build(tile, dram_temporal, double_buffered)
 
 
 class ExecutionBuilder:
@@ -321,7 +321,7 @@ class ExecutionBuilder:
     `build` adds a tiling's call tile, DRAM loops and double buffering."""
 
     def __init__(self, problem: Problem, arch: Architecture, executor: str,
-                 occupied: tuple[int, int, int] | None = None, kind: str | None = None) -> None:
+                 occupied: tuple[int, int, int] | None = None) -> None:
         if executor not in EXECUTORS:
             raise ValueError(f"unknown executor {executor!r}; use one of {EXECUTORS}")
         auto = executor == "library-auto"  # the library's own tiler picked the tile, at run time
@@ -345,12 +345,7 @@ class ExecutionBuilder:
                           else (arch.levels[levels[1]].name, arch.levels[levels[0]].name))
         self.bias = problem.bias or executor == "tileplan"
         self.l2 = CostParams.for_descriptor(arch.hardware).l2_bytes
-        # FC / matmul layers run as tiled_matmul; so does a conv with Q = R = S = 1 under the library (DOSA's harness
-        # ran those as matmuls), but Tileplan's code runs a conv layer (one that states its input size) as conv calls
-        # whatever its shape (tileplan.emittable._is_matmul, codegen.schedule): a squeeze-excite 1x1 conv on a 1x1
-        # input pays tiled_conv's call floor, not tiled_matmul's
-        pointwise = dims["Q"] == 1 and dims["R"] == 1 and dims["S"] == 1
-        self.kind = kind or ("matmul" if pointwise and (executor != "tileplan" or problem.in_hw is None) else "conv")
+        self.kind = "matmul" if runs_as_matmul(problem) else "conv"
         sh, sw = problem.stride
         dh, dw = problem.dilation
         in_h = (dims["P"] - 1) * sh + (dims["R"] - 1) * dh + 1
@@ -420,9 +415,6 @@ class ExecutionBuilder:
                 reuse = dims["N"] == 1 or dims["P"] == 1
             varying = {"t_h": -(-tile["P"] * tile["N"] // dim), "t_k": -(-tile["K"] // dim_k),
                        "t_c": -(-tile["C"] // dim_c), "overlapped": overlapped, "order": mm_order, "reuse": reuse}
-            if self.executor == "tileplan":  # weights prelaid to the grid of whole DIM-block K tiles
-                k_tile = varying["t_k"] * dim_k
-                varying["w_row"] = float(-(-dims["K"] // k_tile) * k_tile * self.arch.input_bytes)
         else:
             varying = {
                 "t_n": tile["N"], "t_h": tile["P"], "t_w": tile["Q"], "t_k": tile["K"], "t_c": tile["C"],
@@ -430,8 +422,6 @@ class ExecutionBuilder:
                 "order": order,
                 "fold": kernel_fold(dim_c, dims["C"], tile["C"], tile["S"], self.dw) if self.executor == "tileplan" else 1,
             }
-            if self.executor == "tileplan":  # weights prelaid to the grid of whole K tiles
-                varying["w_row"] = float(-(-dims["K"] // tile["K"]) * tile["K"] * self.arch.input_bytes)
         if self._template is None:
             e = Execution(**self._fixed, **varying)
             self._template = dict(e.__dict__)
@@ -670,7 +660,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     def _k(e: Execution) -> tuple[np.ndarray, ...]:
         return (
             _chunk_table(e.k, e.k_step, e.t_k, e.in_bytes),
-            _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float(e.w_row or e.k * e.in_bytes),
+            _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float((e.w_row or e.k) * e.in_bytes),
                            float(e.cols * max_block_len(e.cols, e.in_bytes)), float(e.in_bytes)),
             _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float(e.k * e.out_bytes), float(e.cols),
                            float(e.out_bytes), float(e.out_bytes), float(e.in_bytes)),
@@ -856,7 +846,7 @@ _CONV_SCALARS = ("dim", "rows", "cols", "in_bytes", "out_bytes", "fold", "groups
 def _conv_scalars(e: Execution) -> tuple[float, ...]:
     """The per-execution values conv_calls_many spreads over an execution's rows, in _CONV_SCALARS order."""
     big = _tensors_beyond_l2(e.batch, e.in_h, e.in_w, e.c, e.groups, e.r, e.s, e.k, e.out_h, e.out_w, e.in_bytes,
-                             e.out_bytes, e.l2_bytes, e.w_row)
+                             e.out_bytes, e.l2_bytes)
     return (e.dim, e.rows, e.cols, e.in_bytes, e.out_bytes, e.fold, e.groups, float(e.bias), float(e.overlapped),
             e.c, e.k, *big)
 
@@ -864,10 +854,10 @@ def _conv_scalars(e: Execution) -> tuple[float, ...]:
 @functools.lru_cache(maxsize=1024)
 def _tensors_beyond_l2(*geometry: Any) -> tuple[float, float, float]:
     """`_beyond_l2` of I, W and O, for every execution of one geometry (as 0.0 / 1.0)."""
-    (batch, in_h, in_w, c, groups, r, s, k, out_h, out_w, in_bytes, out_bytes, l2_bytes, w_row) = geometry
+    (batch, in_h, in_w, c, groups, r, s, k, out_h, out_w, in_bytes, out_bytes, l2_bytes) = geometry
     e = Execution(kind="conv", dim=1, batch=batch, groups=groups, out_h=out_h, out_w=out_w, k=k, c=c, r=r, s=s,
                   stride=(1, 1), pad=(0, 0), in_h=in_h, in_w=in_w, t_n=1, t_h=1, t_w=1, t_k=1, t_c=1, t_r=1, t_s=1,
-                  k_step=1, c_step=1, in_bytes=in_bytes, out_bytes=out_bytes, l2_bytes=l2_bytes, w_row=w_row)
+                  k_step=1, c_step=1, in_bytes=in_bytes, out_bytes=out_bytes, l2_bytes=l2_bytes)
     return float(_beyond_l2(e, "I")), float(_beyond_l2(e, "W")), float(_beyond_l2(e, "O"))
 
 
@@ -877,10 +867,9 @@ def _beyond_l2(e: Execution, tensor: str) -> bool:
     does not is evicted before it is needed again, so its requests go to DRAM. The callers count only the requests
     of rows narrower than the tensor's own (a channel tile short of all channels), which jump from row to row;
     whole rows stream contiguously (counting those too fits worse: costmodel.md)."""
-    if tensor == "W":  # its rows as laid out (`w_row`: Tileplan's code pads them to its K tiles)
-        return e.r * e.s * e.c * e.groups * (e.w_row or e.k * e.in_bytes) > e.l2_bytes
     size = {
         "I": e.batch * e.in_h * e.in_w * e.c * e.groups,
+        "W": e.r * e.s * e.c * e.k * e.groups,
         "O": e.batch * e.out_h * e.out_w * e.k * e.groups,
     }[tensor] * (e.out_bytes if tensor == "O" else e.in_bytes)
     return size > e.l2_bytes
@@ -943,7 +932,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     # a row of K elements, starting at the block's offset in its 64-byte block (`blocks`)
     a_req = {(ke, k_off): float(_row_req(ke, k_off, e.c * e.in_bytes, a_span, e.in_bytes))
              for (_, ke, _, _, k_off) in c_blocks}
-    b_req = {(je, j_off): float(_row_req(je, j_off, e.w_row or e.k * e.in_bytes, b_span, e.in_bytes))
+    b_req = {(je, j_off): float(_row_req(je, j_off, (e.w_row or e.k) * e.in_bytes, b_span, e.in_bytes))
              for (_, je, _, _, j_off) in k_blocks}
     # and per output row (stores): je of a row of K output elements
     s_req = {(je, j_off): float(_row_req(je, j_off * e.out_bytes / e.in_bytes, e.k * e.out_bytes, cols, e.out_bytes))
@@ -1238,5 +1227,5 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 __all__ = [
     "Execution", "FEATURE_COLUMNS", "GemminiCycles", "merge_identical_calls", "call_features", "call_features_many", "cycles_from_calls", "cycles_many", "cycles_vectorised", "kernel_fold",
     "execution_from_mapping", "effective_dram_bandwidth", "gemmini_calls", "gemmini_cycles", "gemmini_levels", "library_matmul_keeps", "LibraryTerms", "library_terms",
-    "max_block_len", "nominal_dram_bandwidth",
+    "max_block_len", "nominal_dram_bandwidth", "runs_as_matmul",
 ]

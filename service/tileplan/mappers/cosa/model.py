@@ -210,9 +210,18 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
         m.add_component(f"run_{tag}", r)
         m.add_component(f"run_{tag}_loops", pyo.Constraint(ups, rule=lambda m, j: r[j] <= temporal_at(j, irr)))
         m.add_component(f"run_{tag}_order", pyo.Constraint(ups, rule=lambda m, j: r[j] <= big * m.sigma[j, v]))
-        m.add_component(f"run_{tag}_inner", pyo.Constraint(
-            [j for j in ups if j > i + 1],
-            rule=lambda m, j: r[j] <= big * (1 - sum(temporal_at(k, rel) for k in range(i + 1, j)))))
+        # inner[j] is 1 where a loop over v's dimensions runs at a level between i and j; it cuts the run there.
+        # (Bounding r[j] by big * (1 - the loops' log) made every plan with a relevant factor other than one 2 below
+        # j infeasible, not merely without reuse: a log of 3.6 asked r[j] <= -2.6 big. The MIP then could not place
+        # C3 K4 at a buffer under DRAM with a streamed W, timeloop-mapper's 904-cycle map: fuzz1_019 L0, 1,164.)
+        inner_ups = [j for j in ups if j > i + 1]
+        cut = pyo.Var(inner_ups, within=pyo.Binary)
+        m.add_component(f"run_{tag}_cut", cut)
+        # (one row per placement: cut >= X / copies is tight in the LP where one big-M row over the sum was not)
+        cut_on = [(j, q) for j in inner_ups for q in x_keys if q[4] == 1 and q[0] in rel and i < q[3] < j]
+        m.add_component(f"run_{tag}_cut_on", pyo.Constraint(
+            cut_on, rule=lambda m, j, *q: X[q] <= mult[q] * cut[j]))
+        m.add_component(f"run_{tag}_inner", pyo.Constraint(inner_ups, rule=lambda m, j: r[j] <= big * (1 - cut[j])))
         total = pyo.Var(within=pyo.NonNegativeReals)
         m.add_component(f"run_{tag}_total", total)
         m.add_component(f"run_{tag}_sum", pyo.Constraint(expr=total <= sum(r[j] for j in ups)))
@@ -226,6 +235,11 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
         inner = tiles[iv, v] if iv >= 0 and (iv, v) in tiles else (log_tile(v, iv) if iv >= 0 else 0)
         loops = sum(temporal_at(j, DIMS) for j in above)
         fan = sum(spatial_at(j, RELEVANT[v]) for j in above)
+        if timeloop and v == "I" and iv == -1 and n > 1:
+            # inputs streamed from DRAM to the MACs: level 0's unrolled output and filter dimensions read
+            # overlapping windows there too (S3 x Q2 under one buffer: 4 distinct inputs per cycle, not 6; the
+            # MIP preferred a plan of 8 MACs at 1,222 cycles to timeloop-mapper's 12 at 904, fuzz1_019 L0)
+            fan = fan - spatial_at(0, ("P", "Q", "R", "S")) + _unrolled_windows(m, spec, spatial_at, n - 1)
         irrelevant = tuple(d for d in DIMS if d not in RELEVANT[v])
         if iv >= 0 and iv + 1 < n and iv + 1 in sigma_levels:
             j = iv + 1
@@ -253,33 +267,37 @@ def build_model(spec: CosaSpec, w: Weights) -> CosaModel:
     m.en = pyo.Var(within=pyo.Reals)
     m.lat_compute = pyo.Constraint(expr=m.lat >= compute)
     byte_of = {v: arch.element_bytes(v, dram) for v in TENSORS}
-    if dram.read_bandwidth:  # a DRAM without a stated bandwidth never sets the pace (Timeloop's reading too)
-        # (Timeloop: outputs are written to DRAM against its write budget, W and I read against its read budget)
-        budget = {v: (dram.write_bandwidth if timeloop and v == "O" and dram.write_bandwidth else dram.read_bandwidth)
-                  for v in TENSORS}
+    if timeloop and (dram.read_bandwidth or dram.write_bandwidth):
+        # Timeloop's DRAM: W and I and the partial sums of O read back against the read budget, O's updates
+        # against the write budget, all of them against one budget where the port is shared. A DRAM stating only
+        # a write bandwidth still paces O's updates (fuzz1_032 L2: a 32-word write port under 96 MACs that all
+        # wrote their partial sums, 735 cycles, where unrolling R7 over the tiles reduces them on the way: 480).
+        per_tensor = {v: dram.write_bandwidth if v == "O" else dram.read_bandwidth for v in TENSORS}
+        budgets = {v: b for v, b in per_tensor.items() if b and not dram.shared_bandwidth}
         m.lat_dram = pyo.Constraint(
-            TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / budget[v])
+            list(budgets), rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / budgets[v])
         )
-        if timeloop:
-            # The streams share the read port: W, I and the partial sums of O read back add up, so a plan is not
-            # free to refetch the smaller stream while the larger one sets the pace. O's read-backs are its
-            # traffic t less its first touches s: t + log2(1 - 2^-(t-s)) in log space, none when t = s (no reduction
-            # loop above O's outermost on-chip tile brings it back). spill[k] is 1 once t - s >= k, so the term
-            # takes log2(1 - 2^-k) at the largest such k: a lower bound, exact at whole powers of two.
-            spill_excess = log_traffic["O"] - sum(ext(d, n - 1) for d in RELEVANT["O"])
-            steps = range(1, 6)
-            m.spill = pyo.Var(steps, within=pyo.Binary)
-            m.spill_on = pyo.Constraint(steps, rule=lambda m, k: big * m.spill[k] >= spill_excess - k + 1e-3)
-            m.spill_nested = pyo.Constraint(steps[1:], rule=lambda m, k: m.spill[k] <= m.spill[k - 1])
-            correction = -big * (1 - m.spill[1]) + sum(
-                (_readback(k) - _readback(k - 1 if k > 1 else None)) * m.spill[k] for k in steps)
-            reads = {v: log_traffic[v] + log2(byte_of[v]) for v in ("W", "I")}
-            reads["O"] = log_traffic["O"] + log2(byte_of["O"]) + correction
-            # O's writes have their own budget (the per-tensor row above).
-            # (fine planes: W's stream is often 90%+ of the reads, and the few percent I or O add on top are what
-            # separates the best plans)
+        # The streams share the read port: W, I and the partial sums of O read back add up, so a plan is not
+        # free to refetch the smaller stream while the larger one sets the pace. O's read-backs are its
+        # traffic t less its first touches s: t + log2(1 - 2^-(t-s)) in log space, none when t = s (no reduction
+        # loop above O's outermost on-chip tile brings it back). spill[k] is 1 once t - s >= k, so the term
+        # takes log2(1 - 2^-k) at the largest such k: a lower bound, exact at whole powers of two.
+        correction = _readback_share(m, "spill", log_traffic["O"] - sum(ext(d, n - 1) for d in RELEVANT["O"]), big)
+        reads = {v: log_traffic[v] + log2(byte_of[v]) for v in ("W", "I")}
+        reads["O"] = log_traffic["O"] + log2(byte_of["O"]) + correction
+        write = log_traffic["O"] + log2(byte_of["O"])
+        # (fine planes: W's stream is often 90%+ of the reads, and the few percent I or O add on top are what
+        # separates the best plans)
+        if dram.shared_bandwidth and dram.read_bandwidth:
+            total = add_log_sum(m, "dram_reads", [*reads.values(), write], fine=True)
+            m.lat_dram_total = pyo.Constraint(expr=m.lat >= total - log2(dram.read_bandwidth))
+        elif dram.read_bandwidth:
             total = add_log_sum(m, "dram_reads", list(reads.values()), fine=True)
             m.lat_dram_total = pyo.Constraint(expr=m.lat >= total - log2(dram.read_bandwidth))
+    elif dram.read_bandwidth and not timeloop:  # a DRAM without a stated bandwidth never sets the pace
+        m.lat_dram = pyo.Constraint(
+            TENSORS, rule=lambda m, v: m.lat >= log_traffic[v] + log2(byte_of[v] / dram.read_bandwidth)
+        )
     m.en_dram = pyo.Constraint(TENSORS, rule=lambda m, v: m.en >= log_traffic[v] + log2(byte_of[v]))
     if paced:
         cache: dict[tuple[int, str], Any] = {}
@@ -354,6 +372,7 @@ def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, log_tile, temporal_a
       every output (fuzz1_011 L2: 1.19x)."""
     arch = spec.arch
     n = spec.n_levels
+    big = log2(max(spec.problem.macs, 2)) + 1
     rows = []
     for i, lv in enumerate(arch.levels[:-1]):
         if not (lv.read_bandwidth or lv.write_bandwidth):
@@ -369,6 +388,14 @@ def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, log_tile, temporal_a
                 served = fills_of(c, v) + sum(spatial_at(j, RELEVANT[v]) for j in range(c + 1, i + 1))
                 if v == "O":
                     writes.append(add_log_sum(m, f"writes_{i}", [served, fills_of(i, v)], dominant=True) + word)
+                    # the child's fills are read from here too, all but each element's first visit (the partial sums
+                    # it wrote back): without them a 0.5-word read port served 832 uncharged partial-sum reads to the
+                    # output buffer below (S5 above it: 6,145 cycles where S5 below it takes 4,896, fuzz1_008 L0)
+                    # (first visits: the tile times the loops above over O's dimensions; not this level's fills,
+                    # whose reuse the MIP may decline to take, which made the read-backs vanish)
+                    first = log_tile(v, i) + sum(temporal_at(j, RELEVANT[v]) for j in range(i + 1, n))
+                    back = _readback_share(m, f"back_{i}", served - first, big)
+                    reads.append(served + back + word)
                 else:
                     reads.append(served + word)
                     writes.append(fills_of(i, v) + word)
@@ -378,10 +405,11 @@ def _onchip_bandwidth(m: pyo.ConcreteModel, spec: CosaSpec, log_tile, temporal_a
             if v == "I":
                 served = served - spatial_at(0, ("P", "Q", "R", "S")) + _unrolled_windows(m, spec, spatial_at, i)
             if v == "O":
-                # each visit of the output tile also writes it once (Timeloop's fill): writes = updates + fills;
-                # every update but an element's first reads the old value back
-                fills = log_tile("O", i) + sum(temporal_at(j, DIMS) for j in range(i + 1, n))
-                writes.append(add_log_sum(m, f"writes_{i}", [served, fills], dominant=True) + word)
+                # each visit of the output tile also writes it once (Timeloop's fill): writes = updates + fills,
+                # the visits less the run of loops above that leave the tile in place (a 0.5-word write port under
+                # DRAM's S7 R7 C5 loops innermost: 686 fills, not 168,070; the MIP charged timeloop-mapper's map
+                # 1.8x its cycles, fuzz1_000 L2); every update but an element's first reads the old value back
+                writes.append(add_log_sum(m, f"writes_{i}", [served, fills_of(i, v)], dominant=True) + word)
             else:
                 writes.append(fills_of(i, v) + word)
             reads.append(served + word)
@@ -412,6 +440,18 @@ def _unrolled_windows(m: pyo.ConcreteModel, spec: CosaSpec, spatial_at, i: int):
         m.add_component(f"windows_{i}_{axis}_lb", pyo.Constraint(range(len(rows)), rule=lambda m, k, e=e, rows=rows: e >= rows[k]))
         total = total + e
     return total
+
+
+def _readback_share(m: pyo.ConcreteModel, name: str, excess: Any, big: float) -> Any:
+    """log2 of the share of a stream of partial sums that reads an old value back, given `excess`, the log2 of the
+    stream over its first touches: log2(1 - 2^-excess), through binaries spill[k] that are 1 once excess >= k (a lower
+    bound, exact at whole powers of two; -big, no reads, where the stream touches each element once)."""
+    steps = range(1, 6)
+    spill = pyo.Var(steps, within=pyo.Binary)
+    m.add_component(name, spill)
+    m.add_component(name + "_on", pyo.Constraint(steps, rule=lambda m, k: big * spill[k] >= excess - k + 1e-3))
+    m.add_component(name + "_nested", pyo.Constraint(steps[1:], rule=lambda m, k: spill[k] <= spill[k - 1]))
+    return -big * (1 - spill[1]) + sum((_readback(k) - _readback(k - 1 if k > 1 else None)) * spill[k] for k in steps)
 
 
 def _readback(k: int | None) -> float:
