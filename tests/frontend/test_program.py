@@ -250,3 +250,16 @@ def test_host_functions_made_in_workers_are_the_same(tmp_path, monkeypatch):
         arts.append(compile_model(data, HW, opts, planner=planner, workers=w).artifact)
     assert len(made) == 2 and made[0] >= 8  # enough functions for the workers
     assert arts[0] == arts[1]
+
+
+def test_long_host_function_names_are_shortened_uniquely():
+    """TVM names a fused host function after every op in it (DenseNet's concatenation of a dozen dequantized
+    inputs: 250+ characters), and its C goes to host/<name>.c: longer than a file name may be."""
+    from tileplan.frontend.program import short_ident
+
+    parts = [f"dequantize{i}" for i in range(168, 210, 3)] + ["concatenate57", "quantize142", "batch_norm57"]
+    long_a, long_b = "fused_" + "_".join(parts), "fused_" + "_".join(parts[1:])
+    a, b = short_ident(long_a, "tp_host_"), short_ident(long_b, "tp_host_")
+    assert len("tp_host_" + long_a) > 200 and len(a) <= 96 and len(b) <= 96 and a != b
+    assert a.startswith("tp_host_fused_dequantize168") and a.isidentifier()
+    assert short_ident("fused_relu", "tp_host_") == "tp_host_fused_relu"  # short names are unchanged

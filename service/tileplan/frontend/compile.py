@@ -444,6 +444,7 @@ def _host_digest() -> str:
     h = hashlib.sha256(str(tvm.__version__).encode())
     for mod in (host_ops, emit_c):
         h.update(Path(str(mod.__file__)).read_bytes())
+    h.update(b"C names: program.short_ident, 96")  # (the cached entries carry the host functions' C names)
     return h.hexdigest()[:16]
 
 
@@ -484,7 +485,7 @@ def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
 
     from tileplan.codegen.emulator.build import default_cache_dir
     from tileplan.frontend import host_ops
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import short_ident
 
     key = hashlib.sha256(tvm.ir.save_json(compat).encode() + _host_digest().encode()).hexdigest()[:32]
     path = default_cache_dir() / "host" / f"{key}.json"
@@ -499,7 +500,7 @@ def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
     lowered = host_ops.lower_host(compat)
     main = lowered["main"]
     part = HostPart(main, {}, {}, {}, [])
-    jobs = [(gv.name_hint, func, c_ident(gv.name_hint, "tp_host_"), _n_outputs(main, gv.name_hint))
+    jobs = [(gv.name_hint, func, short_ident(gv.name_hint, "tp_host_"), _n_outputs(main, gv.name_hint))
             for gv, func in lowered.functions.items() if isinstance(func, tirx.PrimFunc)]
     for (hint, _, cname, n_out), fn in zip(jobs, _emit_host_functions([j[1:] for j in jobs], workers)):
         part.sources[cname], part.workspace[hint], part.names[hint] = fn.source, fn.workspace_bytes, cname

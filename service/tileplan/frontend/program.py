@@ -277,6 +277,19 @@ def c_ident(name: str, prefix: str = "") -> str:
     return prefix + s
 
 
+def short_ident(name: str, prefix: str = "", limit: int = 96) -> str:
+    """`c_ident(name, prefix)`, at most `limit` characters: a longer one keeps its start and ends in a hash of
+    the whole name (TVM names a fused host function after every op in it: DenseNet's concatenations of a dozen
+    dequantized inputs give names of 250+ characters, too long for the file `host/<name>.c`)."""
+    import hashlib
+
+    s = c_ident(name, prefix)
+    if len(s) <= limit:
+        return s
+    digest = hashlib.sha1(s.encode()).hexdigest()[:12]
+    return f"{s[:limit - len(digest) - 1]}_{digest}"
+
+
 def c_string(text: str) -> str:
     """A C string literal of `text` (UTF-8; anything but printable ASCII, quotes, backslashes and `?`, which could
     start a trigraph, as octal escapes)."""
