@@ -1,6 +1,7 @@
 """Compile time, before and after, in the same run (issue 24's speed targets):
 
-    python bench/compile_time.py --models DIR/resnet50.qdq.onnx,DIR/mobilenet_v2.qdq.onnx [--baseline REV]
+    python bench/compile_time.py --models DIR/resnet50.qdq.onnx,DIR/mobilenet_v2.qdq.onnx,DIR/vit_b_16.qdq.onnx
+                                 [--baseline REV]
                                  [--hw gemmini-16x16] [--jobs 2] [--repeat 1] [--out bench/results/compile_time.md]
 
 Each model is compiled by `tileplan compile --jobs J` in a fresh process, cold (an empty TMPDIR, so empty kernel,
@@ -41,14 +42,16 @@ def compile_once(model: Path, hw: str, jobs: int, cache: Path, code: Path | None
     out = cache / "out"
     cmd = [sys.executable, "-m", "tileplan.cli", "compile", str(model), "--hw", hw, "--out", str(out),
            "--plans-db", f"sqlite:///{cache}/plans.db", "--jobs", str(jobs), "--json"]
+    load = os.getloadavg()[0]
     c0, t0 = _children_cpu(), time.perf_counter()
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if run.returncode != 0:
-        return {"error": (run.stderr.strip().splitlines() or ["?"])[-1], "wall": wall, "cpu": cpu}
+        return {"error": (run.stderr.strip().splitlines() or ["?"])[-1], "wall": wall, "cpu": cpu, "load": load}
     total = json.loads(run.stdout)["total"]
-    return {"wall": wall, "cpu": cpu, "phases": total.get("phase_seconds"), "cycles_model": total["cycles_model"],
-            "cycles_emulated": total["cycles_emulated"], "share": total["accelerator_mac_share"]}
+    return {"wall": wall, "cpu": cpu, "load": load, "phases": total.get("phase_seconds"),
+            "cycles_model": total["cycles_model"], "cycles_emulated": total["cycles_emulated"],
+            "share": total["accelerator_mac_share"]}
 
 
 def extract(rev: str, into: Path) -> None:
@@ -114,9 +117,10 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
              + ".", "",
              "Cold: empty caches (fresh TMPDIR and plan store); warm: the same compile again. CPU: user + system "
              "seconds of the compile and its children (workers, C compiler). Ratio: baseline / this checkout.", "",
+             "Load: the 1-minute load average when each cold compile started (base / this).", "",
              "| model | cold wall s (base / this / ratio) | cold CPU s (base / this / ratio) | warm wall s | "
-             "warm CPU s | same modelled cycles | this checkout's cold phases (s) |",
-             "|---|---|---|---|---|---|---|"]
+             "warm CPU s | load | same modelled cycles | same emulated cycles | this checkout's cold phases (s) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     by: dict[tuple[str, int], dict[str, Any]] = {}
     for r in rows:
         by.setdefault((r["model"], r["repeat"]), {})[r["variant"]] = r
@@ -126,7 +130,7 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
             continue
         if "error" in b["cold"] or "error" in t["cold"]:
             lines.append(f"| {model} | error: {b['cold'].get('error', '')[:80]} / {t['cold'].get('error', '')[:80]} "
-                         "| | | | | |")
+                         "| | | | | | | |")
             continue
         cells = []
         for phase in ("cold", "warm"):
@@ -135,8 +139,12 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
                 cells.append(f"{x:.1f} / {y:.1f} / {_ratio(x, y)}")
         same = "yes" if b["cold"]["cycles_model"] == t["cold"]["cycles_model"] else (
             f"no: {b['cold']['cycles_model']:.0f} vs {t['cold']['cycles_model']:.0f}")
+        emu = "yes" if b["cold"]["cycles_emulated"] == t["cold"]["cycles_emulated"] else (
+            f"no: {b['cold']['cycles_emulated']} vs {t['cold']['cycles_emulated']}")
+        load = " / ".join(f"{r['cold'].get('load', float('nan')):.1f}" for r in (b, t))
         phases = ", ".join(f"{k} {v:.1f}" for k, v in (t["cold"].get("phases") or {}).items() if v >= 0.05)
-        lines.append(f"| {model} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {same} | {phases} |")
+        lines.append(f"| {model} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {load} | {same} | {emu} | "
+                     f"{phases} |")
     args.out.write_text("\n".join(lines) + "\n")
     args.out.with_suffix(".json").write_text(json.dumps({"baseline": rev, "head": head, "rows": rows}, indent=1))
     print(f"wrote {args.out}")

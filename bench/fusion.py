@@ -48,7 +48,7 @@ TIME_LIMIT = 10.0
 WORKERS = 2
 CONFIGS = {"today": {"group_packing": "off", "fusion": "off"}, "packed": {"group_packing": "auto", "fusion": "off"},
            "fused": {"group_packing": "auto", "fusion": "auto"}}
-SYMMETRIC_CONFIGS = ("packed", "fused")  # the ActivationSymmetric exports: the packed program and fusion on it
+SYMMETRIC_CONFIGS = ("today", "packed", "fused")  # the ActivationSymmetric exports: all three programs
 TORCH_MODELS = ("mobilenet_v2", "resnet18")
 ZOO_MODELS = {"mobilenet_block": {"size": 32}, "resnet_block": {"size": 32}}
 # ONNX node name -> block: torchvision's module paths (features.N for MobileNetV2, layerN.M for ResNet-18), and
@@ -236,7 +236,7 @@ def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[f
                "the better plan); *fused* = `group_packing: auto, fusion: auto` (the defaults: the fused-group "
                "planner on top of packing, which fuses a group only where that is bit-exact and pays). "
                "*(symmetric)* rows: the same network quantized with onnxruntime's `ActivationSymmetric` (zero-point-0 "
-               "activations: the fused-friendly export), packed and fused only, compared with its packed row. "
+               "activations: the fused-friendly export), its three programs compared with its own today row. "
                "Each row is one cold compile (fresh process, empty plan store and caches) and one emulated run on "
                "the same random input. *DRAM* = bytes the accelerator ops moved in that run; *spad* = the largest "
                "scratchpad footprint of one kernel (both halves); *modelled* = the calibrated cost model for the "
@@ -297,6 +297,7 @@ def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[f
                        f"{a['one group']:,.0f} | {a['block-diagonal x16']:,.0f} | {a['toeplitz']:,.0f} | "
                        f"{a['one group'] / a['block-diagonal x16']:.2f}x | "
                        f"{a['block-diagonal x16'] / a['toeplitz']:.2f}x |")
+    out += render_done(results)
     out += render_groups(results)
     for r in results:
         if r["symmetric"]:
@@ -375,16 +376,71 @@ def render_groups(results: list[dict[str, Any]]) -> list[str]:
             continue
         out += ["", f"### {r['name']}: groups", ""]
         out.append("| members | kind | band rows x bands | halos kept | spad KiB | bytes per-layer | bytes fused | "
-                   "modelled per-layer | modelled fused (bound) | emulated per-layer | fused? |")
-        out.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+                   "modelled per-layer | modelled fused | gain (model) | emulated per-layer | emulated fused | "
+                   "gain (emulated) | DRAM emulated per-layer | DRAM emulated fused | fused? |")
+        out.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for g in gs:
             tile = g["tile"] or {}
             names = " -> ".join(_short(m) for m in g["members"])
             halos = ", ".join(f"{v}" for v in (tile.get("halos") or {}).values()) or "-"
+            e = _group_emulated(r, g)
+            gain_e = (f"{e['unfused'] / e['fused']:.2f}x" if e["fused"] and e["unfused"] else "-")
             out.append(f"| {names} | {g['kind']} | {tile.get('rows', '-')} x {tile.get('bands', '-')} | {halos} | "
                        f"{(tile.get('spad_bytes') or 0) / 1024:.0f} | {g['bytes_unfused']:,} | {g['bytes_fused']:,} | "
-                       f"{g['cycles_model_unfused']:,.0f} | {g['cycles_model_fused']:,.0f} | "
-                       f"{g['cycles_emulated_unfused'] or 0:,} | {'yes' if g['fused'] else 'no'} |")
+                       f"{g['cycles_model_unfused']:,.0f} | {g['cycles_model_fused']:,.0f}"
+                       f"{'' if g['fused'] else ' (bound)'} | "
+                       f"{g['cycles_model_unfused'] / g['cycles_model_fused']:.2f}x | {_n(e['unfused'])} | "
+                       f"{_n(e['fused'])} | {gain_e} | {_n(e['dram_unfused'])} | {_n(e['dram_fused'])} | "
+                       f"{'yes' if g['fused'] else 'no'} |")
+    return out
+
+
+def _n(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def _group_emulated(r: dict[str, Any], g: dict[str, Any]) -> dict[str, float | None]:
+    """A group's emulated cycles and DRAM bytes per-layer (its members' in the *packed* run: the same program with
+    fusion off) and fused (its fused kernel's in the *fused* run; none when it kept the per-layer program)."""
+    ops = {o["name"]: o for o in r["runs"]["packed"]["summary"]["ops"]
+           if o.get("kernel") and o.get("cycles_emulated") is not None}
+    ms = [ops[m] for m in g["members"] if m in ops]
+    ok = len(ms) == len(g["members"])
+    return {"unfused": sum(m["cycles_emulated"] for m in ms) if ok else None,
+            "dram_unfused": sum(m.get("dram_bytes_emulated") or 0 for m in ms) if ok else None,
+            "fused": g.get("cycles_emulated_fused"), "dram_fused": g.get("dram_bytes_emulated_fused")}
+
+
+def render_done(results: list[dict[str, Any]]) -> list[str]:
+    """The issue's measurable criteria, as this run measured them."""
+    out = ["", "## Against the issue's criteria (this run)", ""]
+    out.append("| network | fused vs today: emulated cycles | (modelled) | fusion auto vs off: DRAM bytes | fusion "
+               "auto vs off: emulated cycles | compile time auto / off | fused groups | fused groups' gain modelled "
+               "vs emulated (largest difference) |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in results:
+        runs = r["runs"]
+        if not {"today", "packed", "fused"} <= set(runs):
+            continue
+        today, off, on = (_total(runs[c]) for c in ("today", "packed", "fused"))
+        gs = runs["fused"]["summary"].get("groups", [])
+        diffs = []
+        for g in gs:
+            e = _group_emulated(r, g)
+            if g["fused"] and e["fused"] and e["unfused"]:
+                gm = g["cycles_model_unfused"] / g["cycles_model_fused"]
+                ge = e["unfused"] / e["fused"]
+                diffs.append(abs(gm / ge - 1.0))
+        out.append(f"| {r['name']} | {today['emulated'] / on['emulated']:.2f}x | {today['model'] / on['model']:.2f}x | "
+                   f"{off['dram'] / on['dram']:.2f}x | "
+                   f"{off['emulated'] / on['emulated']:.3f}x | {on['seconds'] / off['seconds']:.2f} | "
+                   f"{sum(g['fused'] for g in gs)} of {len(gs)} | "
+                   + (f"{max(diffs):.1%} over {len(diffs)} groups" if diffs else "-") + " |")
+    out += ["", "Targets (issue 27): MobileNetV2 >= 2.5x fewer emulated cycles than today's program and >= 2x fewer "
+            "DRAM bytes with fusion auto than off; ResNet-18 fused >= 1.1x fewer cycles than unfused; modelled and "
+            "emulated gains within 10%; compile time with fusion <= 2x without. Gains per fused group: modelled = "
+            "the group's per-layer kernels' modelled cycles / the fused kernel's; emulated = its members' emulated "
+            "cycles in the packed run / the fused kernel's in the fused run."]
     return out
 
 
@@ -403,22 +459,28 @@ def main() -> int:
                    help="MobileNetV2 and ResNet-18 built with onnx.helper (bench/helper_models.py, zoo.resnet18) "
                         "instead of torchvision exports")
     p.add_argument("--symmetric", action="store_true",
-                   help="also every network quantized with ActivationSymmetric (packed and fused configs)")
+                   help="also every network quantized with ActivationSymmetric (all three configs)")
+    p.add_argument("--networks", help="comma-separated subset of " + ", ".join([*ZOO_MODELS, *TORCH_MODELS]))
+    p.add_argument("--symmetric-only", action="store_true", help="only the ActivationSymmetric exports")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "fusion.md"))
     args = p.parse_args()
     if args.child:
         child(args)
         return 0
     names = list(ZOO_MODELS) + ([] if args.small else list(TORCH_MODELS))
+    if args.networks:
+        names = [n for n in names if n in args.networks.split(",")]
     t0 = time.perf_counter()
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
-        results = [bench_model(n, args, Path(d)) for n in names]
-        if args.symmetric:
+        results = [] if args.symmetric_only else [bench_model(n, args, Path(d)) for n in names]
+        if args.symmetric or args.symmetric_only:
             results += [bench_model(n, args, Path(d), symmetric=True) for n in names]
     alternatives = depthwise_alternatives(results)
     argv = " ".join(["--small" if args.small else ("--helper" if args.helper else "--torch-python PYTHON")]
-                    + (["--symmetric"] if args.symmetric else []))
+                    + (["--symmetric"] if args.symmetric else [])
+                    + ([f"--networks {args.networks}"] if args.networks else [])
+                    + (["--symmetric-only"] if args.symmetric_only else []))
     text = render(results, (load0, os.getloadavg()), time.perf_counter() - t0, argv, alternatives)
     print(text)
     if not args.small:

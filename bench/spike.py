@@ -152,14 +152,17 @@ def run_one(label: str, onnx_path: Path, args: argparse.Namespace, spike: Path) 
         row["verdict"] = "bit-exact" if a == b else f"{row['differ_emu']} elements differ"
         row["spike_steps"], row["emu_steps"] = steps(sp.stdout), steps(emu.stdout)
         row["ort"] = judge_ort(onnx_path, feeds, got_spike)
+        row["ort_int8"] = judge_ort(onnx_path, feeds, got_spike, "ort-int8")
     return row
 
 
-def judge_ort(onnx_path: Path, feeds: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Spike's outputs against onnxruntime's default session: elements differing, equal / within 1 LSB, max."""
+def judge_ort(onnx_path: Path, feeds: dict[str, np.ndarray], got: dict[str, np.ndarray],
+              reference: str = "ort") -> dict[str, Any]:
+    """Spike's outputs against an onnxruntime session (tileplan.frontend.reference: `ort` the default session,
+    `ort-int8` the integer reference a QDQ model is held to): elements differing, equal / within 1 LSB, max."""
     from tileplan.frontend.reference import agreement, output_steps, reference_outputs
 
-    want = reference_outputs(str(onnx_path), feeds, "ort")
+    want = reference_outputs(str(onnx_path), feeds, reference)
     names = list(want)
     res = agreement({k: got[k] for k in names}, want, output_steps(str(onnx_path)))
     res["differ"] = sum(int(np.count_nonzero(got[k] != want[k])) for k in names)
@@ -183,26 +186,31 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[str])
              "out.bin`, and `make host-main` (the same main.c over Tileplan's emulator) on the same seeded random "
              "input. `Spike = emulator`: the output files equal byte for byte (elements differing). `vs ort`: "
              "Spike's outputs against onnxruntime's default session on the same file and input: elements "
-             "differing, equal / within 1 LSB / max LSB. Cycles: the sums of main.c's per-step lines; on Spike "
+             "differing, equal / within 1 LSB / max LSB; `vs ort-int8` the same against onnxruntime with "
+             "session.qdqisint8allowed=1 (every int8 QDQ unit as its integer QLinear kernel: the reference a QDQ "
+             "model is held to, tileplan.frontend.reference; on a QOperator file the default session's kernels; "
+             "'-': a row measured before this column). Cycles: the sums of main.c's per-step lines; on Spike "
              "rdcycle (Spike's cycle CSR follows retired instructions; each RoCC instruction retires at once, so "
              "this is not a Gemmini SoC's cycle count), on the host Tileplan's emulated cycles. Rows named "
              "`<model>.qdq` / `<model>.qoperator`: bench/zoo_export.py's torchvision exports (seeded random weights, "
              "224 x 224, onnxruntime quantize_static per-tensor int8), compiled as exported.", "",
              "| model | hardware | steps (accelerator) | output elements | Spike = emulator | vs ort: differ, equal / within 1 "
-             "LSB / max | Spike rdcycle all / accelerator steps | emulated cycles (accelerator) | Spike wall s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "LSB / max | vs ort-int8 | Spike rdcycle all / accelerator steps | emulated cycles (accelerator) | "
+             "Spike wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "spike_steps" not in r:
             lines.append(f"| {r['model']} | {r['hw']} | {r.get('steps', '')} ({r.get('accel_steps', '')}) | | "
-                         f"no: {r['verdict']} | | | | |")
+                         f"no: {r['verdict']} | | | | | |")
             continue
-        o = r["ort"]
+        o, o8 = r["ort"], r.get("ort_int8")
+        vs8 = (f"{o8['differ']}, {_pct(o8['equal'])} / {_pct(o8['within1'])} / {o8['max']:.0f}" if o8 else "-")
         sp_all = sum(c for _, _, c in r["spike_steps"])
         sp_acc = sum(c for _, k, c in r["spike_steps"] if k == "accel")
         emu_acc = sum(c for _, k, c in r["emu_steps"] if k == "accel")
         eq = f"yes ({r['differ_emu']})" if r["bytes_equal"] else f"no ({r['differ_emu']})"
         lines.append(f"| {r['model']} | {r['hw']} | {r['steps']} ({r['accel_steps']}) | {r['elements']} | {eq} | "
-                     f"{o['differ']}, {_pct(o['equal'])} / {_pct(o['within1'])} / {o['max']:.0f} | "
+                     f"{o['differ']}, {_pct(o['equal'])} / {_pct(o['within1'])} / {o['max']:.0f} | {vs8} | "
                      f"{sp_all} / {sp_acc} | {emu_acc} | {r['spike_s']} |")
     lines += ["", "## Per step: Spike rdcycle and emulated cycles", ""]
     for r in rows:

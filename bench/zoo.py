@@ -3,6 +3,7 @@
     python bench/zoo.py --torch-python PY --work DIR [--models resnet18,vit_b_16]
                         [--hw gemmini-16x16] [--formats qdq,qoperator] [--out bench/results/zoo.md]
     python bench/zoo.py --no-export --work DIR --models ...     # the exports already in DIR, no torch
+    python bench/zoo.py --no-export --work DIR --hw gemmini-32x32  # -> bench/results/zoo_gemmini-32x32.md
 
 Every model is exported and quantized by bench/zoo_export.py in the bench-only Python (torch is never a Tileplan
 dependency), into DIR (kept between runs). Per model and format, Tileplan's CLI compiles it twice, each time in
@@ -206,6 +207,17 @@ def _gaps(e: dict[str, Any] | None) -> str:
     return f"{e['over']} of {e['ops']}{worst}"
 
 
+def _warm(r: dict[str, Any]) -> str:
+    return f"{r['warm_s']:.1f}" if r.get("warm_s") is not None else "not run"
+
+
+def _load(r: dict[str, Any]) -> str:
+    parts = [f"load {r['load']:.1f}"] if r.get("load") is not None else []
+    if not r.get("hw"):  # (rows of runs before records named their hardware)
+        parts.append("earlier code")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def _pct(v: float) -> str:
     return f"{100 * v:.1f}%"
 
@@ -219,13 +231,18 @@ def main() -> None:
     ap.add_argument("--hw", default="gemmini-16x16")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "zoo.md")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default: bench/results/zoo.md on gemmini-16x16, bench/results/zoo_<hw>.md on others")
     ap.add_argument("--rewrite", action="store_true", help="only rewrite the table from <out>.json")
     ap.add_argument("--no-export", action="store_true",
                     help="use the exports already in --work (no torch needed; a missing format is reported)")
+    ap.add_argument("--no-warm", action="store_true",
+                    help="skip the warm compile (a shared machine's time goes to the rows; the cell says so)")
     ap.add_argument("--partition-only", action="store_true",
                     help="only import and partition (no compile): bench/results/zoo_partition.md")
     args = ap.parse_args()
+    if args.out is None:
+        args.out = ROOT / "bench" / "results" / ("zoo.md" if args.hw == "gemmini-16x16" else f"zoo_{args.hw}.md")
     if args.partition_only:
         models = [m for m in args.models.split(",") if m]
         exported = existing(args.work, models) if args.no_export else export(args.torch_python, args.work, models)
@@ -252,7 +269,7 @@ def main() -> None:
     for name in models:
         ex = exported[name]
         for fmt in formats:
-            rec: dict[str, Any] = {"model": name, "format": fmt}
+            rec: dict[str, Any] = {"model": name, "format": fmt, "hw": args.hw}
             records.append(rec)
             if isinstance(ex, str) or fmt not in ex:
                 rec["error"] = ex if isinstance(ex, str) else f"no {fmt} export"
@@ -267,8 +284,9 @@ def main() -> None:
                     rec["error"] = s
                     print(name, fmt, "refused:", s, flush=True)
                     continue
-                warm, _ = compile_once(ex[fmt], args.hw, Path(out), Path(cache), args.jobs)
-                rec["warm_s"] = warm
+                if not args.no_warm:
+                    warm, _ = compile_once(ex[fmt], args.hw, Path(out), Path(cache), args.jobs)
+                    rec["warm_s"] = warm
                 t = s["total"]
                 rec.update(share=t["accelerator_mac_share"], macs=t["macs"], speedup=t["speedup_model"],
                            cycles_model=t["cycles_model"], base=t["baseline_cycles_model"],
@@ -302,7 +320,8 @@ def write(args: argparse.Namespace, records: list[dict[str, Any]], seconds: floa
              f"`python bench/zoo.py --torch-python PY --work DIR --hw {args.hw} --models M --formats F`, runs: "
              + "; ".join(runs) + ". Models: bench/zoo_export.py (torchvision, seeded random "
              "weights, opset 17, batch 1, onnxruntime quantize_static per-tensor int8).", "",
-             "Judges: `ort-int8` (QDQ rows; the judge they are held to) = onnxruntime on the same file with "
+             "Judges: `ort-int8` (QDQ rows; the judge they are held to, except a model with a Q/DQ scale of inf, "
+             "GPT-2's, held to `ort-noopt`: README, \"Infinite scales\") = onnxruntime on the same file with "
              "`session.qdqisint8allowed=1`, every int8 QDQ unit run as its integer QLinear* kernel (onnxruntime's "
              "own QDQ -> QOperator fusion, the file's scales); `ort` = onnxruntime's default session on the same "
              "file (the judge of QOperator rows); `ort-noopt` = onnxruntime with "
@@ -312,8 +331,11 @@ def write(args: argparse.Namespace, records: list[dict[str, Any]], seconds: floa
              "LSB / max LSB. Cycles: modelled cycles of the offloaded ops, library's tiling of the same ops / "
              "Tileplan's (ops slower than the library: count). Emulated vs modelled: offloaded ops whose emulated "
              "cycles differ from the modelled by more than 15%, of the ops compared, and the worst ratio. Compile: "
-             "`tileplan compile --jobs 2` wall seconds, cold (empty caches) / warm; `*`: measured while the load "
-             "average exceeded the cores (other work on the machine: an upper bound of an idle machine's time).", "",
+             "`tileplan compile --jobs 2` wall seconds, cold (empty caches) / warm, and the 1-minute load average when "
+             f"the row started on this {os.cpu_count()}-core machine (above the core count: other work shared it, "
+             "so the times are an upper bound of an idle machine's); `earlier code`: a row kept from a run before "
+             "the cost model's changes of this table's last run (its modelled and emulated cycles are that code's).",
+             "",
              "| model | fmt | compiles | MACs offloaded | vs ort-int8 | vs ort | vs ort-noopt | vs ort-qop | top-1 | "
              "library / Tileplan cycles (slower ops) | emulated cycles | emulated vs modelled: ops off by > 15% "
              "(worst) | compile cold / warm s | host ops |",
@@ -321,7 +343,7 @@ def write(args: argparse.Namespace, records: list[dict[str, Any]], seconds: floa
     for r in records:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['format']} | no: {r['error'][:160]} | | | | | | | | | | "
-                         f"{r.get('cold_s', 0):.1f} | |")
+                         f"{r.get('cold_s', 0):.1f}{_load(r)} | |")
             continue
         j = r["judge"]
 
@@ -330,7 +352,7 @@ def write(args: argparse.Namespace, records: list[dict[str, Any]], seconds: floa
         lines.append(f"| {r['model']} | {r['format']} | yes | {_pct(r['share'])} | {_cell(j, 'ort-int8')} | "
                      f"{_cell(j, 'ort')} | "
                      f"{_cell(j, 'ort-noopt')} | {_cell(j, 'ort-qop')} | {top1} | {sp} | {r['cycles_emulated'] or '-'} | "
-                     f"{_gaps(r.get('emulation'))} | {r['cold_s']:.1f} / {r['warm_s']:.1f}{' *' if r.get('loaded') else ''} "
+                     f"{_gaps(r.get('emulation'))} | {r['cold_s']:.1f} / {_warm(r)}{_load(r)} "
                      f"| {r['host']} |")
     lines += ["", "## Why ops stay on the host (count over the rows that kept their reasons)", ""]
     lines += [f"- {n} x {r}" for r, n in sorted(reasons.items(), key=lambda t: -t[1])]

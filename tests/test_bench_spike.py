@@ -45,3 +45,20 @@ def test_differing_counts_bits_not_values(bench) -> None:  # type: ignore[no-unt
     y = np.array([-0.0, 1.0, np.nan, 3.0], dtype=np.float32)
     assert bench.differing({"o": x}, {"o": y}) == 2  # -0.0 and 3.0; the two NaNs have the same bits
     assert bench.differing({"o": x}, {"o": x.copy()}) == 0
+
+
+def test_table_names_both_onnxruntime_judges(bench) -> None:  # type: ignore[no-untyped-def]
+    """A row carries the default session's and the integer reference's agreement in their own columns; a row kept
+    from a run before the ort-int8 column shows '-' there, not the default session's numbers."""
+    import argparse
+
+    args = argparse.Namespace(judges="j")
+    base = {"hw": "gemmini-16x16", "steps": 3, "accel_steps": 1, "elements": 10, "differ_emu": 0,
+            "bytes_equal": True, "spike_steps": [("conv", "accel", 5)], "emu_steps": [("conv", "accel", 7)],
+            "spike_s": 0.1, "ort": {"differ": 7, "equal": 0.3, "within1": 1.0, "max": 1.0}}
+    new = {**base, "model": "new", "ort_int8": {"differ": 0, "equal": 1.0, "within1": 1.0, "max": 0.0}}
+    old = {**base, "model": "old"}
+    rows = {line.split(" | ")[0]: line for line in bench.write(args, [new, old], ["r"]).splitlines()
+            if line.startswith("| new ") or line.startswith("| old ")}
+    assert "| 7, 30.0% / 100.0% / 1 | 0, 100.0% / 100.0% / 0 | 5 / 5 | 7 |" in rows["| new"]
+    assert "| 7, 30.0% / 100.0% / 1 | - | 5 / 5 | 7 |" in rows["| old"]

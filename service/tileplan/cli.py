@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -93,14 +94,11 @@ def _time_limit(seconds: float) -> float:
 
 
 def _db_url(value: str, flag: str) -> str:
-    """A database URL given on the command line, checked before it is used: a bare path is a common mistake."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        backend = make_url(value).get_backend_name()
-    except (ArgumentError, ValueError):
-        backend = ""
+    """A database URL given on the command line, checked before it is used: a bare path is a common mistake.
+    The backend is the URL's scheme up to a '+driver' (as SQLAlchemy's make_url reads it), worked out without
+    importing SQLAlchemy: `compile` refuses a bad model before the plan store is opened (issue 24: < 1 s)."""
+    m = re.match(r"^([\w+]+)://", value)
+    backend = m.group(1).split("+")[0].lower() if m else ""
     if backend not in ("sqlite", "postgresql", "postgres"):
         hint = f"sqlite:///{value}" if "://" not in value else "sqlite:///PATH.db"
         raise InputError((flag,), f"{value!r} is not a database URL: give {hint} for a SQLite file, or "
@@ -613,7 +611,10 @@ def _summary_table(summary: dict[str, Any]) -> str:
             rows.append(f"  [{i}] {' -> '.join(g['members'])[:60]}: {tile.get('rows', '-')} rows x "
                         f"{tile.get('bands', '-')} bands, {g['bytes_unfused']} -> {g['bytes_fused']} B, "
                         f"{g['cycles_model_unfused']:.0f} -> {g['cycles_model_fused']:.0f} cycles"
-                        + (f" (emulated {g['cycles_emulated_fused']})" if g.get("cycles_emulated_fused") else "")
+                        + (f" (emulated {g['cycles_emulated_fused']}, {g['dram_bytes_emulated_fused']} B)"
+                           if g.get("cycles_emulated_fused") else
+                           f" (emulated per-layer {g['cycles_emulated_unfused']}, {g['dram_bytes_emulated_unfused']} B)"
+                           if g.get("cycles_emulated_unfused") is not None else "")
                         + f"; {g['reason'][:90]}")
     return "\n".join(rows)
 

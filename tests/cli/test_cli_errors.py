@@ -153,3 +153,19 @@ def test_serve_refuses_a_public_address_without_tokens(capsys: pytest.CaptureFix
     assert "host:" in line and "TILEPLAN_TOKENS" in line and "--allow-anonymous" in line
     assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("localhost")
     assert not _loopback("0.0.0.0") and not _loopback("::") and not _loopback("example.org")
+
+
+def test_compile_refuses_a_bad_model_before_the_plan_store_and_tvm(tmp_path: Path) -> None:
+    """A file that is not ONNX is refused before SQLAlchemy (the plan store) or TVM is imported (issue 24: a bad
+    model is refused in under a second)."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "m.onnx"
+    bad.write_bytes(b"not an onnx model")
+    code = ("import sys\nfrom tileplan.cli import main\n"
+            f"sys.argv = ['tileplan', 'compile', {str(bad)!r}, '--hw', 'gemmini-16x16', '--out', {str(tmp_path)!r}, "
+            f"'--plans-db', 'sqlite:///{tmp_path}/p.db']\n"
+            "rc = main()\nprint(rc, 'sqlalchemy' in sys.modules, 'tvm' in sys.modules)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.stdout.split() == ["2", "False", "False"], run.stderr

@@ -207,7 +207,10 @@ def test_a_symmetric_pointwise_chain_is_fused_and_bit_identical() -> None:
         off.summary["total"]["cycles_model"] - g["cycles_model_unfused"] + g["cycles_model_fused"], abs=0.2)
     from tileplan.cli import _summary_table
 
-    assert f"(emulated {g['cycles_emulated_fused']})" in _summary_table(on.summary)
+    assert f"(emulated {g['cycles_emulated_fused']}, {g['dram_bytes_emulated_fused']} B)" in _summary_table(on.summary)
+    g_off = {**g, "fused": False, "cycles_emulated_fused": None, "cycles_emulated_unfused": 7,
+             "dram_bytes_emulated_unfused": 9}
+    assert "(emulated per-layer 7, 9 B)" in _summary_table({**on.summary, "groups": [g_off]})
 
 
 def test_an_asymmetric_pointwise_chain_keeps_the_per_layer_program() -> None:
@@ -215,3 +218,40 @@ def test_an_asymmetric_pointwise_chain_keeps_the_per_layer_program() -> None:
     res = compile_bytes(zoo.quantize(_pointwise("")), options=OPTIONS.model_copy(update={"emulate": False}))
     (g,) = res.summary["groups"]
     assert not g["fused"] and "zero point" in g["reason"], g["reason"]
+
+
+def test_a_relu6_clip_with_constant_node_bounds_is_absorbed() -> None:
+    """torch's exporter gives Clip its bounds as Constant nodes, not initializers (torchvision's MobileNetV2: all 34
+    ReLU6); a ReLU6 whose 6.0 quantizes to 127 is absorbed all the same, and the fused pair equals the per-layer
+    program."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from tileplan.frontend.runner import run_artifact
+
+    model = onnx.load_from_string(zoo.quantize(_chain("relu6"), symmetric=True))
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    bounds = {i for n in g.node if n.op_type == "Clip" for i in n.input[1:] if i in inits}
+    assert bounds  # the zoo writes them as initializers: turn them into Constant nodes
+    consts = [helper.make_node("Constant", [], [b], name=f"const_{b}", value=inits[b]) for b in sorted(bounds)]
+    keep = [t for t in g.initializer if t.name not in bounds]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    nodes = consts + list(g.node)
+    del g.node[:]
+    g.node.extend(nodes)
+    assert all(float(numpy_helper.to_array(c.attribute[0].t)) in (0.0, 6.0) for c in consts)
+    data = model.SerializeToString()
+    on = compile_bytes(data)
+    off = compile_bytes(data, options=OPTIONS.model_copy(update={"fusion": "off"}))
+    (grp,) = on.summary["groups"]
+    assert grp["members"] == ["dw", "project"] and grp["fused"], grp["reason"]
+    assert on.summary["total"]["fusion_blocked"] == []
+    rng = np.random.default_rng(1)
+    for trial in range(3):
+        x = (rng.standard_normal((1, 8, 8, 8)) * (1 + trial)).astype(np.float32)
+        a, b = run_artifact(on.artifact, {"input": x}), run_artifact(off.artifact, {"input": x})
+        for k in b.outputs:
+            np.testing.assert_array_equal(a.outputs[k], b.outputs[k])

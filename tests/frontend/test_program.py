@@ -195,3 +195,71 @@ def test_worker_processes_and_the_plan_store(tmp_path):
         assert seen == [(i, n + 1) for i in range(1, n + 2)]
     finally:
         store.close()
+
+
+def test_prebuilt_objects_are_used_only_when_their_key_matches(resnet_block, tmp_path, monkeypatch):
+    """runner.prebuild compiles a kernel in the background as `make host` would, into the object cache; a build
+    of the artifact then takes that object and compiles the rest; a kernel whose source bytes differ from the
+    prebuilt one is compiled again."""
+    from tileplan.codegen.emulator.build import compiler
+    from tileplan.frontend import runner
+
+    monkeypatch.setattr(runner, "_cache_root", lambda: tmp_path / "models")
+    _, res = resnet_block
+    files = read_artifact(res.artifact)
+    kernel, other = sorted(k for k in files if k.startswith("kernels/"))[:2]
+    base = {k: files[k] for k in ("Makefile", "gemmini.h", "gemmini_params.h", "emulator/gemmini_emu.c",
+                                  "emulator/gemmini_emu.h")}
+    pre = runner.Prebuild()
+    runner.prebuild({**base, kernel: files[kernel], other: files[other] + b"\n/* not the artifact's */\n"},
+                    [kernel, other], pre)
+    assert len(pre.jobs) == 2
+    pre.wait()
+    assert len(list((tmp_path / "models" / "objects").glob("*.o"))) == 2
+    root = tmp_path / "build"
+    for name, blob in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(blob)
+    make, cc = shutil.which("make"), compiler()
+    assert make is not None
+    runner._seed_objects(root, files, make, cc)
+    dry = subprocess.run([make, "-n", "host", f"CC={cc}"], cwd=root, capture_output=True, text=True, check=True)
+    assert f"-c {kernel} " not in dry.stdout  # taken from the cache
+    assert f"-c {other} " in dry.stdout and "-c model.c " in dry.stdout
+    subprocess.run([make, "-s", "host", f"CC={cc}"], cwd=root, capture_output=True, check=True)
+    assert (root / runner.LIBRARY).exists()
+
+
+def test_host_functions_made_in_workers_are_the_same(tmp_path, monkeypatch):
+    """workers=2 makes the host functions' C in forked processes (fresh caches each time, so the lowering runs):
+    the same artifact byte for byte as one process makes."""
+    import tempfile
+
+    from tileplan.frontend import compile as compile_mod
+    from tileplan.frontend.compile import compile_model
+
+    data = zoo.build("bert_encoder", "qdq")
+    opts = OPTIONS.model_copy(update={"emulate": False})
+    made: list[int] = []
+    real = compile_mod._emit_host_functions
+    monkeypatch.setattr(compile_mod, "_emit_host_functions", lambda jobs, w: made.append(len(jobs)) or real(jobs, w))
+    arts = []
+    for w in (1, 2):
+        (tmp_path / f"w{w}").mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / f"w{w}"))
+        arts.append(compile_model(data, HW, opts, planner=planner, workers=w).artifact)
+    assert len(made) == 2 and made[0] >= 8  # enough functions for the workers
+    assert arts[0] == arts[1]
+
+
+def test_long_host_function_names_are_shortened_uniquely():
+    """TVM names a fused host function after every op in it (DenseNet's concatenation of a dozen dequantized
+    inputs: 250+ characters), and its C goes to host/<name>.c: longer than a file name may be."""
+    from tileplan.frontend.program import short_ident
+
+    parts = [f"dequantize{i}" for i in range(168, 210, 3)] + ["concatenate57", "quantize142", "batch_norm57"]
+    long_a, long_b = "fused_" + "_".join(parts), "fused_" + "_".join(parts[1:])
+    a, b = short_ident(long_a, "tp_host_"), short_ident(long_b, "tp_host_")
+    assert len("tp_host_" + long_a) > 200 and len(a) <= 96 and len(b) <= 96 and a != b
+    assert a.startswith("tp_host_fused_dequantize168") and a.isidentifier()
+    assert short_ident("fused_relu", "tp_host_") == "tp_host_fused_relu"  # short names are unchanged

@@ -72,3 +72,29 @@ def test_run_compare_reports_each_judge(tmp_path):
     run = subprocess.run([sys.executable, "-c", code, *args[:-1], "--reference", "ort-noopt"], capture_output=True,
                          text=True, timeout=600)
     assert "vs ort-noopt: " in run.stdout and "vs ort-int8" not in run.stdout, run.stdout + run.stderr
+
+
+def test_judges_use_exact_integer_kernels_on_every_x86_cpu():
+    """A 1x1 QLinearConv whose u8 x s8 pair sums (255 * 127 * 2) pass int16: onnxruntime's default U8S8 kernels
+    saturate on x86 CPUs without VNNI (51 here on an AVX2 EPYC) where the exact answer is 100; the judges must
+    give 100 on any CPU (session.x64quantprecision)."""
+    import onnx  # noqa: F401  (onnx.helper below)
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tileplan.frontend.reference import exact_kernels, session
+
+    cin = 64
+    y_scale = cin * 255 * 127 / 100.0
+    consts = {"xs": np.array(1.0, np.float32), "xz": np.array(0, np.uint8), "w": np.full((1, cin, 1, 1), 127, np.int8),
+              "ws": np.array(1.0, np.float32), "wz": np.array(0, np.int8), "ys": np.array(y_scale, np.float32),
+              "yz": np.array(0, np.uint8)}
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"])
+    graph = helper.make_graph([node], "saturating", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, cin, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 1, 4, 4])],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    x = np.full((1, cin, 4, 4), 255, np.uint8)
+    for ref in ("ort-int8", "ort"):
+        s = session(data, ref)
+        assert exact_kernels(s)
+        assert (s.run(None, {"x": x})[0] == 100).all(), ref

@@ -54,6 +54,30 @@ def test_cancelling_the_caller_kills_its_call() -> None:
     asyncio.run(main())
 
 
+def test_a_call_cancelled_while_queued_never_runs_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """A client that leaves while every slot is busy: its call is dropped from the queue (never run, no process
+    killed) and the log says so, as it does for a running call (the API's disconnect test reads that line)."""
+    async def main() -> None:
+        slots = ProcessSlots(1, name="test")
+        try:
+            await slots.warm()
+            busy = asyncio.ensure_future(slots.run(nap, 1.5, timeout=30.0))
+            await asyncio.sleep(0.2)
+            queued = asyncio.ensure_future(slots.run(nap, 60.0, timeout=120.0))
+            await asyncio.sleep(0.3)
+            queued.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await queued
+            await busy
+            assert slots.calls == 1 and slots.killed == 0  # the queued call never ran
+        finally:
+            slots.close()
+
+    with caplog.at_level("INFO", logger="tileplan.jobs"):
+        asyncio.run(main())
+    assert "event=slot_cancelled pool=test" in caplog.text and "stage=queued" in caplog.text
+
+
 def test_single_flight_work_stops_only_when_nobody_waits() -> None:
     from tileplan.jobs.singleflight import SingleFlight
 

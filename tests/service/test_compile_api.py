@@ -58,12 +58,13 @@ def count(client: TestClient) -> int:
 def lsb_errors(data: bytes, got: dict[str, np.ndarray], feeds: dict[str, np.ndarray]) -> np.ndarray:
     """|artifact - onnxruntime| in steps of each output's quantisation (its DequantizeLinear's scale)."""
     import onnx
-    import onnxruntime as ort
     from onnx import numpy_helper
+
+    from tileplan.frontend.reference import session
 
     model = onnx.load_model_from_string(data)
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    sess = ort.InferenceSession(data)
+    sess = session(data, "ort")
     errs = []
     for out, want in zip(sess.get_outputs(), sess.run(None, feeds)):
         producer = next(n for n in model.graph.node if out.name in n.output)
@@ -330,12 +331,37 @@ def test_compile_pages(client: TestClient, mlp_done: dict[str, Any]) -> None:
     groups = mlp_done["summary"]["groups"]  # the three dense layers: one chain (fusion: auto by default)
     assert [g["members"] for g in groups] == [[o["name"] for o in mlp_done["summary"]["ops"] if o.get("kernel")]]
     assert 'id="fusion-groups"' in text and groups[0]["reason"][:40] in text
+    assert f"{groups[0]['cycles_emulated_unfused']:,} <span class=\"shape\">per-layer</span>" in text
+    assert "0 of 1 fused" in text and 'href="#group-0">per-layer in group 0</a>' in text
     listing = client.get("/ui/compiles", params={"hardware": HW})
     assert listing.status_code == 200 and f'/ui/compiles/{mlp_done["id"]}' in listing.text
     assert '<a href="/ui/compiles">Compiles</a>' in client.get("/").text  # in the navigation
     assert client.get("/ui/compiles/" + "0" * 64).status_code == 404
     assert client.get("/ui/compiles", params={"status": "sideways"}).status_code == 400
     assert client.get("/ui/compiles", params={"cursor": "x"}).status_code == 400
+
+
+def test_compile_page_shows_a_fused_group(client: TestClient) -> None:
+    """A fused group on the browser view: its emulated cycles and DRAM bytes (the fused kernel's), its band, the
+    compile's fused-group count, and each member op linking to its group."""
+    g = zoo._Graph(5)
+    y = g.conv("input", 16, 48, k=1, relu="relu", name="pw1")
+    y = g.conv(y, 48, 24, k=1, relu="relu", name="pw2")
+    y = g.dense(g.op("Flatten", [g.op("GlobalAveragePool", [y], "gap")], "flatten"), 24, 4, name="fc")
+    data = zoo.quantize(g.model("pw", {"input": [2, 16, 12, 12]}, y, [2, 4]), symmetric=True)
+    r = client.post("/compile", json=body(data))
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    (grp,) = doc["summary"]["groups"]
+    assert grp["fused"] and grp["cycles_emulated_fused"] and grp["dram_bytes_emulated_fused"], grp
+    text = client.get(doc["links"]["page"]).text
+    row = text[text.index('<tr id="group-0">'):]
+    row = row[:row.index("</tr>")]
+    assert f"{grp['cycles_emulated_fused']:,}" in row and "<strong>fused</strong>" in row
+    assert f"bands of {grp['band_rows']} rows" in row
+    assert 'id="fusion-total"' in text and "1 of 1 fused" in text
+    ops = text[text.index('id="accelerator-ops"'):text.index('id="fusion-groups"')]
+    assert ops.count('href="#group-0">fused in group 0</a>') == 2  # pw1 and pw2
 
 
 def test_a_restarted_server_resumes_unfinished_compiles(tmp_path: Path, mlp: bytes) -> None:

@@ -230,6 +230,9 @@ class Execution:
     # The SoC's shared L2 (bytes): the DMA's requests go through it, so a tensor that fits is refetched from it and
     # one that does not from DRAM (`l2_bytes` in CostParams, a hardware fact).
     l2_bytes: float = DEFAULT_PARAMS.l2_bytes
+    # Elements between consecutive weight rows in DRAM (0: the layer's K, the weights as the caller lays them out;
+    # Tileplan's kernels read a copy padded to the tile grid, rows K_p apart: tileplan.codegen.schedule.model_cycles)
+    w_row: int = 0
 
     @property
     def rows(self) -> int:
@@ -258,6 +261,14 @@ def library_matmul_keeps(whole_rows: bool, whole_cols: bool, whole_reduction: bo
     the general rule (`_kept_across`): the kept operand's loop outermost."""
     order = ("P", "K", "C") if whole_rows else ("K", "P", "C")
     return order, whole_reduction and (whole_rows or whole_cols)
+
+
+def runs_as_matmul(problem: Problem) -> bool:
+    """Whether the model costs a layer as tiled_matmul calls (loop_ws: Q = R = S = 1, e.g. an FC layer or a 1x1
+    convolution on a one-pixel map) rather than tiled_conv calls; the emulator times such a layer's calls the same
+    way (`tileplan.codegen.pipeline.timing_for`)."""
+    d = problem.dims
+    return d["Q"] == 1 and d["R"] == 1 and d["S"] == 1
 
 
 def execution_from_mapping(
@@ -334,7 +345,7 @@ class ExecutionBuilder:
                           else (arch.levels[levels[1]].name, arch.levels[levels[0]].name))
         self.bias = problem.bias or executor == "tileplan"
         self.l2 = CostParams.for_descriptor(arch.hardware).l2_bytes
-        self.kind = "matmul" if dims["Q"] == 1 and dims["R"] == 1 and dims["S"] == 1 else "conv"
+        self.kind = "matmul" if runs_as_matmul(problem) else "conv"
         sh, sw = problem.stride
         dh, dw = problem.dilation
         in_h = (dims["P"] - 1) * sh + (dims["R"] - 1) * dh + 1
@@ -649,7 +660,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     def _k(e: Execution) -> tuple[np.ndarray, ...]:
         return (
             _chunk_table(e.k, e.k_step, e.t_k, e.in_bytes),
-            _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float(e.k * e.in_bytes),
+            _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float((e.w_row or e.k) * e.in_bytes),
                            float(e.cols * max_block_len(e.cols, e.in_bytes)), float(e.in_bytes)),
             _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float(e.k * e.out_bytes), float(e.cols),
                            float(e.out_bytes), float(e.out_bytes), float(e.in_bytes)),
@@ -677,7 +688,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     for e in es:
         loops = ((e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
                  (e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
-                 (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols),
+                 (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols, e.w_row),
                  (e.c, e.c_step, e.t_c, e.in_bytes, e.rows),
                  (e.batch, e.t_n))
         row = []
@@ -921,7 +932,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     # a row of K elements, starting at the block's offset in its 64-byte block (`blocks`)
     a_req = {(ke, k_off): float(_row_req(ke, k_off, e.c * e.in_bytes, a_span, e.in_bytes))
              for (_, ke, _, _, k_off) in c_blocks}
-    b_req = {(je, j_off): float(_row_req(je, j_off, e.k * e.in_bytes, b_span, e.in_bytes))
+    b_req = {(je, j_off): float(_row_req(je, j_off, (e.w_row or e.k) * e.in_bytes, b_span, e.in_bytes))
              for (_, je, _, _, j_off) in k_blocks}
     # and per output row (stores): je of a row of K output elements
     s_req = {(je, j_off): float(_row_req(je, j_off * e.out_bytes / e.in_bytes, e.k * e.out_bytes, cols, e.out_bytes))
@@ -1216,5 +1227,5 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 __all__ = [
     "Execution", "FEATURE_COLUMNS", "GemminiCycles", "merge_identical_calls", "call_features", "call_features_many", "cycles_from_calls", "cycles_many", "cycles_vectorised", "kernel_fold",
     "execution_from_mapping", "effective_dram_bandwidth", "gemmini_calls", "gemmini_cycles", "gemmini_levels", "library_matmul_keeps", "LibraryTerms", "library_terms",
-    "max_block_len", "nominal_dram_bandwidth",
+    "max_block_len", "nominal_dram_bandwidth", "runs_as_matmul",
 ]

@@ -215,6 +215,16 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                                       options.calibration_samples, options.seed)
     phases: dict[str, float] = {"load": round(time.perf_counter() - t0, 3)}
     mark = [time.perf_counter()]
+    from tileplan.frontend.runner import Prebuild
+
+    # the host build's objects that are ready before the program is (the emulator now, while TVM is imported;
+    # the kernels and host ops as they are made) compile in the background: the emulated run's build waits
+    # for them and uses each whose key (command, source, headers) matches
+    pre = Prebuild()
+    model_name = imported.model.graph.name or "model"
+    early = _early_params_header(hw) if options.emulate else None
+    if early is not None:
+        _prebuild(pre, model_name, hw, early, {"emulator/gemmini_emu.c": None})
 
     import tvm
     import tvm.relax.frontend.onnx  # noqa: F401
@@ -257,6 +267,9 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
                                lambda done: progress(done, total) if progress else None, phase)
     _keep_library_tiling(list(accel.values()), hw, stream)
+    if early is not None:
+        _prebuild(pre, model_name, hw, early, {f"kernels/{a.art.name}.c": a.art.c_source
+                                               for a in accel.values() if a.art is not None})
     phase("codegen")
     for a in accel.values():
         if a.reason:
@@ -288,8 +301,10 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                               act=a.spec.act)
     compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols))
     notes += compat_notes
-    host = lower_host_cached(compat)
+    host = lower_host_cached(compat, workers)
     host_sources, host_ws, host_names = host.sources, host.workspace, host.names
+    if early is not None:
+        _prebuild(pre, model_name, hw, early, {f"host/{k}.c": v for k, v in host_sources.items()})
     decls = list(host.decls)
     prog = build_program(host.main, templates, host_ws, host_names)
     phase("host")
@@ -334,41 +349,75 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     params_header = gemmini_config(TargetSpec(*emu_dims[:3])).params_header()
     in_names = [i.name for i in imported.inputs]
     out_names = [o.name for o in imported.outputs]
-    model_name = imported.model.graph.name or "model"
     summary = _summary(imported, accel, reasons, onnx_nodes, prog, plans, hw, options)
     _add_groups(summary, imported.model, accel, groups, options)
     phase("fusion")
     summary["notes"] = notes + summary["notes"]
 
-    def files_with(summary_doc: dict[str, Any]) -> dict[str, bytes]:
-        manifest = json.dumps({"format": ARTIFACT_FORMAT, "model": model_name, "hardware": hw.name,
-                               "inputs": [i.doc() for i in imported.inputs],
-                               "outputs": [o.doc() for o in imported.outputs],
-                               "steps": [{"name": s.name, "kind": s.kind, "function": s.function, "op": s.op,
-                                          "onnx_nodes": s.onnx_nodes} for s in prog.steps],
-                               "summary": summary_doc}, indent=1)
-        return render(prog, model_name=model_name, hardware=hw.name, dim=dim, timings=timings, emu_dims=emu_dims,
-                      kernels=kernel_sources, host_sources=host_sources, decls=decls, manifest=manifest,
-                      readme=_readme(model_name, hw.name, prog, imported, summary_doc),
-                      input_names=in_names, output_names=out_names, params_header=params_header)
+    def manifest_of(summary_doc: dict[str, Any]) -> str:
+        return json.dumps({"format": ARTIFACT_FORMAT, "model": model_name, "hardware": hw.name,
+                           "inputs": [i.doc() for i in imported.inputs],
+                           "outputs": [o.doc() for o in imported.outputs],
+                           "steps": [{"name": s.name, "kind": s.kind, "function": s.function, "op": s.op,
+                                      "onnx_nodes": s.onnx_nodes} for s in prog.steps],
+                           "summary": summary_doc}, indent=1)
 
-    files = files_with(summary)
+    def files_with(summary_doc: dict[str, Any]) -> dict[str, bytes]:
+        """`files` with the manifest and README of `summary_doc` (the only files the summary is in)."""
+        return {**files, "tileplan.json": manifest_of(summary_doc).encode(),
+                "README.md": _readme(model_name, hw.name, prog, imported, summary_doc).encode()}
+
+    files = render(prog, model_name=model_name, hardware=hw.name, dim=dim, timings=timings, emu_dims=emu_dims,
+                   kernels=kernel_sources, host_sources=host_sources, decls=decls, manifest=manifest_of(summary),
+                   readme=_readme(model_name, hw.name, prog, imported, summary), input_names=in_names,
+                   output_names=out_names, params_header=params_header)
     phase("other")
     if options.emulate:
         try:
             feeds = _random_feeds(imported.inputs, options.seed + 1)
-            run = emulate_files(files, feeds, cache=True)
+            run = emulate_files(files, feeds, cache=True, pre=pre)
             step_cycles = _add_cycles(summary, prog, run.cycles, run.dram_bytes)
             _add_group_cycles(summary, step_cycles)
         except NoToolchain as exc:
             summary["notes"].append(f"not emulated: {exc}")
         files = files_with(summary)
         phase("build_and_emulate")
+    pre.wait()
     summary["total"]["compile_seconds"] = round(time.perf_counter() - t0, 3)
     summary["total"]["phase_seconds"] = phases
     if progress:
         progress(total, total)
     return CompiledModel(summary, pack(files, c_ident(model_name)), summary["notes"])
+
+
+def _early_params_header(hw: Any) -> str | None:
+    """gemmini_params.h of the emulator `hw`'s program will most likely run on (codegen.pipeline.target_spec's
+    configuration), known before TVM is imported; None without a Gemmini target.  Only a guess for the
+    background build: the artifact's own header is made later, and an object compiled against another one is
+    not used (its key differs)."""
+    from tileplan.codegen.emulator import GemminiConfig
+    from tileplan.codegen.support import codegen_unsupported
+    from tileplan.cost.gemmini import REQUEST_BYTES
+    from tileplan.emittable import memory_rows
+
+    if codegen_unsupported(hw):
+        return None
+    rows = memory_rows(hw.resolve())
+    if rows is None:
+        return None
+    return GemminiConfig(dim=rows.dim, spad_rows=rows.spad_rows, acc_rows=rows.acc_rows,
+                         max_bytes=int(REQUEST_BYTES)).params_header()
+
+
+def _prebuild(pre: Any, model_name: str, hw: Any, params_header: str, sources: dict[str, str | None]) -> None:
+    """runner.prebuild of `sources` (path -> C source; None: one of build_files'), with the artifact's
+    Makefile, emulator and header files."""
+    from tileplan.frontend.program import build_files
+    from tileplan.frontend.runner import prebuild
+
+    base = build_files(model_name, hw.name, params_header, [], [])
+    files = {k: v.encode() for k, v in {**base, **{k: v for k, v in sources.items() if v is not None}}.items()}
+    prebuild(files, list(sources), pre)
 
 
 @dataclass
@@ -395,18 +444,48 @@ def _host_digest() -> str:
     h = hashlib.sha256(str(tvm.__version__).encode())
     for mod in (host_ops, emit_c):
         h.update(Path(str(mod.__file__)).read_bytes())
+    h.update(b"C names: program.short_ident, 96")  # (the cached entries carry the host functions' C names)
     return h.hexdigest()[:16]
 
 
-def lower_host_cached(compat: Any) -> HostPart:
+_EMIT_JOBS: list[tuple[Any, str, int]] = []  # what forked workers of _emit_host_functions read
+
+
+def _emit_one(i: int) -> Any:
+    from tileplan.frontend import host_ops
+
+    return host_ops.emit_host_function(*_EMIT_JOBS[i])
+
+
+def _emit_host_functions(jobs: list[tuple[Any, str, int]], workers: int) -> list[Any]:
+    """host_ops.emit_host_function of every (PrimFunc, C name, outputs), in order; with `workers` > 1 in that
+    many forked processes (each function's C is made alone: the same text either way)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _EMIT_JOBS
+    if workers < 2 or len(jobs) < 8 or "fork" not in multiprocessing.get_all_start_methods():
+        from tileplan.frontend import host_ops
+
+        return [host_ops.emit_host_function(*j) for j in jobs]
+    _EMIT_JOBS = jobs
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_emit_one, range(len(jobs)), chunksize=max(1, len(jobs) // (4 * workers))))
+    finally:
+        _EMIT_JOBS = []
+
+
+def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
     """host_ops.lower_host and the C of every host function, cached on disk by the module it starts from (TVM's
     JSON of it) and the lowering's code: a warm compile of a transformer spends most of its time here
-    otherwise (bert_layer: 26 s of lowering on the shared machine, 0.3 s to key it)."""
+    otherwise (bert_layer: 26 s of lowering on the shared machine, 0.3 s to key it).  `workers` > 1: the host
+    functions' C is made in that many forked processes (the same text)."""
     import tvm
 
     from tileplan.codegen.emulator.build import default_cache_dir
     from tileplan.frontend import host_ops
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import short_ident
 
     key = hashlib.sha256(tvm.ir.save_json(compat).encode() + _host_digest().encode()).hexdigest()[:32]
     path = default_cache_dir() / "host" / f"{key}.json"
@@ -421,14 +500,10 @@ def lower_host_cached(compat: Any) -> HostPart:
     lowered = host_ops.lower_host(compat)
     main = lowered["main"]
     part = HostPart(main, {}, {}, {}, [])
-    for gv, func in lowered.functions.items():
-        if not isinstance(func, tirx.PrimFunc):
-            continue
-        cname = c_ident(gv.name_hint, "tp_host_")
-        n_out = _n_outputs(main, gv.name_hint)
-        fn = host_ops.emit_host_function(func, cname, n_out)
-        part.sources[cname], part.workspace[gv.name_hint], part.names[gv.name_hint] = (fn.source, fn.workspace_bytes,
-                                                                                       cname)
+    jobs = [(gv.name_hint, func, short_ident(gv.name_hint, "tp_host_"), _n_outputs(main, gv.name_hint))
+            for gv, func in lowered.functions.items() if isinstance(func, tirx.PrimFunc)]
+    for (hint, _, cname, n_out), fn in zip(jobs, _emit_host_functions([j[1:] for j in jobs], workers)):
+        part.sources[cname], part.workspace[hint], part.names[hint] = fn.source, fn.workspace_bytes, cname
         part.decls.append(_host_decl(fn, n_out))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -449,7 +524,7 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
     forked processes: a planner that can `lookup` / `save` (StorePlanner) is asked in this process and only
     its misses are solved there; any other planner runs here, in parallel with code generation."""
     import multiprocessing
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 
     from tileplan.codegen.registry import CodegenError
     from tileplan.frontend import partition
@@ -464,52 +539,63 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
     if pool is None:  # in this process: op by op, so progress moves with every op planned and generated
         return _plan_and_generate_serially(ops, lkeys, hw, options, stream, planner, progress, phase)
+    ex = pool
     try:
-        solving: dict[str, Future[Plan]] = {}
+        by_layer: dict[str, list[_Accel]] = {}
+        for k, a in zip(lkeys, ops):
+            by_layer.setdefault(k, []).append(a)
+        kernels: dict[tuple[Any, ...], Any] = {}
+        # the library's tiling of each kernel, which _keep_library_tiling generates next (serially, in this
+        # process): made here in the workers too, so that it finds them in the kernel cache (the same arguments)
+        library: list[Future[Any]] = []
+        seen: set[tuple[Any, ...]] = set()
+
+        def generate_layer(k: str) -> None:
+            """Submit the kernels of every op of layer `k` (planned): each distinct kernel once, named after its
+            first op in program order (ops with one kernel key have one layer), and their library tilings."""
+            for a in by_layer[k]:
+                a.plan = plans[k]
+                kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
+                if kkey not in kernels:
+                    kernels[kkey] = ex.submit(generate_kernel, a.spec, hw, a.plan.mapping,
+                                              c_ident(a.qop.name, "tpk_"), stream)
+                a.art = kernels[kkey]
+                key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
+                if stream != "baseline" and a.plan.baseline is not None and key not in seen:
+                    seen.add(key)
+                    library.append(ex.submit(_try, generate_kernel, a.spec, hw, a.plan.baseline.mapping,
+                                             c_ident(a.qop.name, "tpk_"), "baseline"))
+
+        solving: dict[Future[Plan], str] = {}
         for k, a in firsts.items():
             cached = planner.lookup(a.spec.layer, hw, options) if isinstance(planner, StorePlanner) else None
             if cached is not None:
                 plans[k] = cached
-            elif pool is not None and (isinstance(planner, StorePlanner) or planner is default_planner):
-                solving[k] = pool.submit(_solve, a.spec.layer, hw, options)
+            elif isinstance(planner, StorePlanner) or planner is default_planner:
+                solving[ex.submit(_solve, a.spec.layer, hw, options)] = k
             else:
                 try:
                     plans[k] = planner(a.spec.layer, hw, options)
                 except (MappingInfeasible, InputError) as exc:
                     errors[k] = f"no accelerator plan: {exc}"
-        for k, fut in solving.items():
+        for k in firsts:
+            if k in plans:
+                generate_layer(k)
+        # code generation starts as each layer's solve ends (no barrier between the phases)
+        for fut in as_completed(solving):
+            k = solving[fut]
             try:
                 plans[k] = fut.result()
                 if isinstance(planner, StorePlanner):
                     planner.save(plans[k], hw)
             except (MappingInfeasible, InputError) as exc:
                 errors[k] = f"no accelerator plan: {exc}"
+                continue
+            generate_layer(k)
         phase("plan")
-        kernels: dict[tuple[Any, ...], Any] = {}
         for k, a in zip(lkeys, ops):
             if k in errors:
                 a.reason = errors[k]
-                continue
-            a.plan = plans[k]
-            kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
-            if kkey not in kernels:
-                args = (a.spec, hw, a.plan.mapping, c_ident(a.qop.name, "tpk_"), stream)
-                kernels[kkey] = pool.submit(generate_kernel, *args) if pool is not None else _try(generate_kernel,
-                                                                                                   *args)
-            a.art = kernels[kkey]
-        # the library's tiling of each kernel, which _keep_library_tiling generates next (serially, in this
-        # process): made here in the workers too, so that it finds them in the kernel cache (the same arguments)
-        library: list[Future[Any]] = []
-        if pool is not None and stream != "baseline":
-            seen: set[tuple[Any, ...]] = set()
-            for a in ops:
-                if a.plan is None or a.plan.baseline is None:
-                    continue
-                key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
-                if key not in seen:
-                    seen.add(key)
-                    library.append(pool.submit(_try, generate_kernel, a.spec, hw, a.plan.baseline.mapping,
-                                               c_ident(a.qop.name, "tpk_"), "baseline"))
         for i, a in enumerate(ops):
             if a.plan is not None:
                 try:
@@ -523,8 +609,7 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
             fut.result()  # failures are the caller's to report (it asks again, from the cache or anew)
         phase("codegen")
     finally:
-        if pool is not None:
-            pool.shutdown()
+        ex.shutdown()
     return plans
 
 

@@ -36,7 +36,8 @@ def _scalar_or_tensor(e: Any) -> Any:
 
 
 def _legalize_quantize(bb: Any, call: Any) -> Any:
-    """relax.quantize -> clamp(nearbyint(x / scale) + zero_point): ONNX QuantizeLinear, half to even."""
+    """relax.quantize -> clamp(nearbyint(x / scale) + zero_point): ONNX QuantizeLinear, half to even; NaN -> the
+    type's minimum."""
     from tvm import te, tirx
 
     data, scale, zp = call.args
@@ -62,7 +63,9 @@ def _legalize_quantize(bb: Any, call: Any) -> Any:
 
         def f(*idx: Any) -> Any:
             q = tirx.nearbyint(x(*idx) / value(st, idx, "float32")) + value(zt, idx, "float32")
-            return tirx.Cast(out_dtype, tirx.max(tirx.min(q, hi), lo))
+            # NaN (x / inf with x = +-inf, or a NaN input) saturates to the minimum, as onnxruntime's x86 kernel
+            # does (a C cast of NaN to an integer is undefined)
+            return tirx.Cast(out_dtype, tirx.Select(tirx.isnan(q), lo, tirx.max(tirx.min(q, hi), lo)))
 
         return te.compute(x.shape, f, name="quantized")
 
@@ -140,7 +143,8 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             ndim = len(x.ty.shape)
             xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], new.args[1], new.args[2]))
             if (str(x.ty.dtype) != "int8" or str(new.attrs.out_dtype) != "int8" or xs is None or ys is None
-                    or yz is None or xz is None or int(sm.attrs.axis) % ndim != ndim - 1):
+                    or yz is None or xz is None or int(sm.attrs.axis) % ndim != ndim - 1
+                    or not (np.isfinite(xs) and np.isfinite(ys))):  # scale inf: the float definition (NaN)
                 return new
             d = int(x.ty.shape[-1])
             table = relax.const(softmax_table(float(xs), d))

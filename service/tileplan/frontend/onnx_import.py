@@ -334,7 +334,10 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                      f"activations and weights, per-tensor scales, MinMax) on {src}")
     elif quantize:
         notes.append("options.quantize ignored: the model is already quantized")
-    check_quantization_scales(model)
+    infinite = check_quantization_scales(model)
+    if infinite:
+        notes.append(INFINITE_SCALE_NOTE.format(n=len(infinite), nodes=", ".join(infinite[:4])
+                                                + (", ..." if len(infinite) > 4 else "")))
     dedicate_dequantize(model)
     model = infer_shapes(model)
     ins = [_info(i) for i in graph_inputs(model)]
@@ -342,17 +345,28 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     return ImportedModel(model, ins, outs, notes, by_tileplan)
 
 
-def check_quantization_scales(model: Any) -> None:
-    """Every constant scale of a QuantizeLinear / DequantizeLinear is positive and finite, else an error naming
-    the node: with a scale of inf, 0 or NaN the node's output is undefined (DequantizeLinear's (q - z) * inf is
-    NaN at q = z), so there is no answer to compute and no reference to judge one against (onnxruntime's own
-    sessions disagree on such a model).  onnxruntime's static quantizer writes an infinite scale for a tensor
-    that holds -inf or inf, such as PyTorch's causal attention mask."""
+INFINITE_SCALE_NOTE = (
+    "warning: {n} QuantizeLinear / DequantizeLinear node(s) with scale inf ({nodes}): onnxruntime's quantizer "
+    "writes it for a tensor holding -inf or inf, e.g. a causal attention mask of -inf. As ONNX defines them, such a "
+    "node quantizes every finite value to its zero point and dequantizes that to 0 x inf = NaN (and any other "
+    "value to +-inf); onnxruntime computes exactly that, and so does this program: the ops these nodes quantize "
+    "stay on the host in float (NaN quantizes to the integer type's minimum, as onnxruntime does on x86). A masked "
+    "attention's probabilities are then NaN and its output does not depend on its input: give the mask a finite "
+    "value (e.g. torch.finfo(torch.float32).min) before quantizing")
+
+
+def check_quantization_scales(model: Any) -> list[str]:
+    """The QuantizeLinear / DequantizeLinear nodes whose constant scale is +inf (onnxruntime's static quantizer
+    writes one for a tensor that holds -inf or inf, such as PyTorch's causal attention mask); they are computed on
+    the host as ONNX defines them (INFINITE_SCALE_NOTE).  Any other scale that is not positive and finite (0,
+    negative, NaN, -inf) is refused with an error naming the node: Q divides by it, so every value of the tensor
+    is undefined or sign-flipped, and no quantizer writes one for a meaningful model."""
     from onnx import numpy_helper
 
     consts = {i.name: i for i in model.graph.initializer}
     consts.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant"
                    for a in n.attribute if a.name == "value"})
+    infinite: list[str] = []
     for node in model.graph.node:
         if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or len(node.input) < 2:
             continue
@@ -360,15 +374,16 @@ def check_quantization_scales(model: Any) -> None:
         if tensor is None:
             continue
         scale = numpy_helper.to_array(tensor).astype(np.float64)
-        bad = scale[~(np.isfinite(scale) & (scale > 0))]
+        bad = scale[~((np.isfinite(scale) | np.isposinf(scale)) & (scale > 0))]
         if bad.size:
             raise InputError(("model", node.name),
                              f"{node.op_type} {node.name!r} has scale {float(bad.reshape(-1)[0])} (tensor "
-                             f"{node.input[0]!r}): a scale must be positive and finite, else the output is "
-                             "undefined; onnxruntime's quantizer writes an infinite scale for a tensor holding "
-                             "-inf or inf (e.g. a causal attention mask of -inf): give the mask a finite value "
-                             "before quantizing (its range becomes the masked scores' range, so no larger than "
-                             "masking needs)")
+                             f"{node.input[0]!r}): a scale must be positive (finite, or inf for a tensor "
+                             "holding -inf or inf), else QuantizeLinear divides by zero or flips signs and every "
+                             "value of the tensor is undefined: re-quantize the model")
+        if np.any(np.isposinf(scale)):
+            infinite.append(node.name)
+    return infinite
 
 
 def _info(value_info: Any) -> TensorInfo:

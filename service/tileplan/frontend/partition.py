@@ -102,6 +102,13 @@ def _scalar(a: np.ndarray) -> float | None:
     return float(a.reshape(()))
 
 
+def _scale_reason(scales: str, values: list[float]) -> str:
+    if any(np.isposinf(values)):
+        return (f"a scale of inf ({scales}): no int8 requantization exists; computed on the host in float as ONNX "
+                "defines it, as onnxruntime does (see the compile's warning on infinite scales)")
+    return f"scales must be positive and finite ({scales})"
+
+
 def offload_reason(op: QuantOp | ActMatmul) -> str | None:
     """None when `op` can run on the accelerator, else why not (shown in the summary)."""
     if isinstance(op, ActMatmul):
@@ -123,7 +130,7 @@ def offload_reason(op: QuantOp | ActMatmul) -> str | None:
     if sw.size not in (1, channels):
         return f"{sw.size} weight scales for {channels} output channels"
     if not (sx > 0 and sy > 0 and np.all(sw > 0) and np.all(np.isfinite(sx * sw / sy))):
-        return f"scales must be positive and finite (s_x={sx}, s_w={sw[:3]}, s_y={sy})"
+        return _scale_reason(f"s_x={sx}, s_w={sw[:3]}, s_y={sy}", [sx, sy, *sw])
     if op.bias is not None:
         if op.bias.dtype not in (np.int8, np.uint8, np.int16, np.uint16, np.int32):
             return f"{op.bias.dtype} bias: the accelerator's accumulator takes an integer bias"
@@ -205,7 +212,7 @@ def act_offload_reason(op: ActMatmul) -> str | None:
             return f"per-channel activation {what}s: the matmul of two activations needs per-tensor ones"
     sa, sb, sy = float(op.a_scale), float(op.b_scale), float(op.y_scale)
     if not (sa > 0 and sb > 0 and sy > 0 and np.isfinite(sa * sb / sy)):
-        return f"scales must be positive and finite (s_a={sa}, s_b={sb}, s_y={sy})"
+        return _scale_reason(f"s_a={sa}, s_b={sb}, s_y={sy}", [sa, sb, sy])
     if len(op.a_shape) < 2 or len(op.b_shape) < 2:
         return (f"a matrix-vector product ({list(op.a_shape)} x {list(op.b_shape)}): Tileplan offloads products "
                 "of two matrices")

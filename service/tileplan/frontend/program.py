@@ -277,6 +277,19 @@ def c_ident(name: str, prefix: str = "") -> str:
     return prefix + s
 
 
+def short_ident(name: str, prefix: str = "", limit: int = 96) -> str:
+    """`c_ident(name, prefix)`, at most `limit` characters: a longer one keeps its start and ends in a hash of
+    the whole name (TVM names a fused host function after every op in it: DenseNet's concatenations of a dozen
+    dequantized inputs give names of 250+ characters, too long for the file `host/<name>.c`)."""
+    import hashlib
+
+    s = c_ident(name, prefix)
+    if len(s) <= limit:
+        return s
+    digest = hashlib.sha1(s.encode()).hexdigest()[:12]
+    return f"{s[:limit - len(digest) - 1]}_{digest}"
+
+
 def c_string(text: str) -> str:
     """A C string literal of `text` (UTF-8; anything but printable ASCII, quotes, backslashes and `?`, which could
     start a trigraph, as octal escapes)."""
@@ -321,6 +334,31 @@ def pack(files: dict[str, bytes], root: str = "tileplan_model") -> bytes:
     return buf.getvalue()
 
 
+def _env() -> Any:
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def build_files(model_name: str, hardware: str, params_header: str, kernel_files: list[str],
+                host_files: list[str]) -> dict[str, str]:
+    """The artifact's Makefile (its source list: `kernel_files`, `host_files`, sorted) and the files of the
+    emulator and the Gemmini header it ships: what `render` writes of them, and all a compile of a kernel or host
+    op in the host build needs besides its own source (runner.prebuild)."""
+    from tileplan.codegen.emulator import HEADER_DIR
+
+    return {
+        "Makefile": _env().get_template("Makefile.j2").render(model_name=model_name, hardware=hardware,
+                                                              kernel_files=sorted(kernel_files),
+                                                              host_files=sorted(host_files)),
+        "emulator/gemmini_emu.c": (HEADER_DIR / "gemmini_emu.c").read_text(),
+        "emulator/gemmini_emu.h": (HEADER_DIR / "gemmini_emu.h").read_text(),
+        "gemmini.h": (HEADER_DIR / "gemmini.h").read_text(),
+        "gemmini_params.h": params_header,
+    }
+
+
 def render(prog: Program, *, model_name: str, hardware: str, dim: int, timings: list[Any], emu_dims: tuple[int, ...],
            kernels: dict[str, str], host_sources: dict[str, str], decls: list[str], manifest: str,
            readme: str, input_names: list[str], output_names: list[str], params_header: str) -> dict[str, bytes]:
@@ -329,12 +367,7 @@ def render(prog: Program, *, model_name: str, hardware: str, dim: int, timings: 
     gemmini_params.h of the hardware's configuration (the kernels refuse to compile against another)."""
     from dataclasses import asdict
 
-    import jinja2
-
-    from tileplan.codegen.emulator import HEADER_DIR
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env = _env()
     in_params = [f"const {t.ctype} *{c_ident(n, 'in_')}" for t, n in zip(prog.inputs, input_names)]
     out_params = [f"{t.ctype} *{c_ident(n, 'out_')}" for t, n in zip(prog.outputs, output_names)]
     ctx = dict(prog=prog, model_name=model_name, hardware=hardware, dim=dim, decls=decls,
@@ -351,13 +384,9 @@ def render(prog: Program, *, model_name: str, hardware: str, dim: int, timings: 
         "tileplan_model.h": env.get_template("tileplan_model.h.j2").render(**ctx),
         "tp_ops.h": env.get_template("tp_ops.h.j2").render(**ctx),
         "weights.S": env.get_template("weights.S.j2").render(**ctx),
-        "Makefile": env.get_template("Makefile.j2").render(**ctx),
         "emulator/tp_emulate.c": env.get_template("tp_emulate.c.j2").render(**ctx),
         "emulator/tp_emulate.h": env.get_template("tp_emulate.h.j2").render(**ctx),
-        "emulator/gemmini_emu.c": (HEADER_DIR / "gemmini_emu.c").read_text(),
-        "emulator/gemmini_emu.h": (HEADER_DIR / "gemmini_emu.h").read_text(),
-        "gemmini.h": (HEADER_DIR / "gemmini.h").read_text(),
-        "gemmini_params.h": params_header,
+        **build_files(model_name, hardware, params_header, list(kernels), list(host_sources)),
         "README.md": readme,
         "tileplan.json": manifest,
     }

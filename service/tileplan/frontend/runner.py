@@ -15,10 +15,13 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,8 +94,140 @@ def _cache_root() -> Path:
     return default_cache_dir() / "models"
 
 
-def build(files: dict[str, bytes]) -> Path:
-    """Write the files to a content-addressed directory and `make host` there; returns the library's path."""
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+_OBJECT = re.compile(r"\s-c\s+(\S+\.c)\s+-o\s+(build/host/\S+\.o)\s*$")
+
+
+def _object_key(command: str, source: str, files: dict[str, bytes], cc: str) -> str | None:
+    """The object cache's key of one `make host` compile: the command as make runs it, the compiler's identity,
+    the source and every header it includes by name ("...", searched as the command's -I. -Iemulator do),
+    transitively.  None when an include is not among `files` (no key: the object is not cached)."""
+    st = os.stat(cc)
+    h = hashlib.sha256(f"{command}\0{cc}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    todo, seen = [source], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        data = files.get(name)
+        if data is None:
+            return None
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+        for inc in _INCLUDE.findall(data):
+            rel = inc.decode()
+            here = str(Path(name).parent / rel) if Path(name).parent != Path(".") else rel
+            found = next((c for c in (here, rel, f"emulator/{rel}") if c in files), None)
+            if found is None:
+                return None
+            todo.append(found)
+    return h.hexdigest()[:32]
+
+
+def _host_compiles(root: Path, make: str, cc: str, targets: list[str]) -> list[tuple[str, str, str]]:
+    """(command, source, object) of every compile `make host` would run for `targets` in `root` (make -n -B:
+    the Makefile's own commands, whatever its flags)."""
+    proc = subprocess.run([make, "-n", "-B", *targets, f"CC={cc}"], cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return []
+    out = []
+    for line in proc.stdout.splitlines():
+        m = _OBJECT.search(line)
+        if m and not line.startswith(("mkdir", "@")):
+            out.append((line.strip(), m.group(1), m.group(2)))
+    return out
+
+
+def _objects_dir() -> Path:
+    return _cache_root() / "objects"
+
+
+@dataclass
+class Prebuild:
+    """Objects of the host build compiled in the background while the compile goes on (`prebuild`; as many at
+    once as the machine has cores); `build` waits for them (`wait`) and uses every one whose key matches (the
+    same command on the same inputs)."""
+
+    jobs: list[Future[None]] = field(default_factory=list)
+    scratch: list[Path] = field(default_factory=list)
+    pool: ThreadPoolExecutor | None = None
+
+    def submit(self, command: str, cwd: Path, obj: Path, dest: Path) -> None:
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)))
+        self.jobs.append(self.pool.submit(_compile_into, command, cwd, obj, dest))
+
+    def wait(self) -> None:
+        for job in self.jobs:
+            job.result()
+        self.jobs.clear()
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
+        for d in self.scratch:
+            shutil.rmtree(d, ignore_errors=True)
+        self.scratch.clear()
+
+
+def _compile_into(command: str, cwd: Path, obj: Path, dest: Path) -> None:
+    """Run one compile; its object goes to `dest` (the object cache) when it succeeds (a failure is make's to
+    report, when it compiles the file itself)."""
+    proc = subprocess.run(command, shell=True, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if proc.returncode == 0 and obj.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}")
+        shutil.copyfile(obj, tmp)
+        os.replace(tmp, dest)
+
+
+def prebuild(files: dict[str, bytes], sources: list[str], into: Prebuild) -> None:
+    """Start compiling `sources` (paths in `files`, which holds the artifact's Makefile and what they include)
+    as `make host` will, in the background, into the object cache; nothing when there is no toolchain."""
+    from tileplan.codegen.emulator.build import NoCompiler, compiler
+
+    make = shutil.which("make")
+    try:
+        cc = compiler()
+    except NoCompiler:
+        return
+    if make is None or "Makefile" not in files:
+        return
+    root = _cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=".pre-"))
+    into.scratch.append(tmp)
+    for name, data in files.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_bytes(data)
+    for name in ("tileplan_model.h", "tp_ops.h", "gemmini.h", "gemmini_params.h"):  # make's prerequisites
+        if not (tmp / name).exists():  # (not in `files`: a source that includes it gets no key)
+            (tmp / name).write_bytes(b"")
+    targets = [f"build/host/{Path(s).with_suffix('.o')}" for s in sources]
+    for command, source, obj in _host_compiles(tmp, make, cc, targets):
+        key = _object_key(command, source, files, cc)
+        dest = _objects_dir() / f"{key}.o"
+        if key is None or dest.exists():
+            continue
+        (tmp / obj).parent.mkdir(parents=True, exist_ok=True)
+        into.submit(command, tmp, tmp / obj, dest)
+
+
+def _seed_objects(root: Path, files: dict[str, bytes], make: str, cc: str) -> None:
+    """Copy every object of `make host` found in the object cache into `root`'s build tree (after the sources
+    were written there, so make sees it newer than its prerequisites and does not compile it again)."""
+    for command, source, obj in _host_compiles(root, make, cc, ["host"]):
+        key = _object_key(command, source, files, cc)
+        if key is None:
+            continue
+        cached = _objects_dir() / f"{key}.o"
+        if cached.exists():
+            (root / obj).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(cached, root / obj)
+
+
+def build(files: dict[str, bytes], pre: Prebuild | None = None) -> Path:
+    """Write the files to a content-addressed directory and `make host` there; returns the library's path.
+    `pre`: objects compiled in the background for this build (waited for; used where their keys match)."""
     from tileplan.codegen.emulator.build import NoCompiler, compiler
 
     digest = hashlib.sha256()
@@ -116,6 +251,9 @@ def build(files: dict[str, bytes]) -> Path:
             p = tmp / name
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data)
+        if pre is not None:
+            pre.wait()
+            _seed_objects(tmp, files, make, cc)
         proc = subprocess.run([make, "-s", f"-j{min(4, os.cpu_count() or 1)}", "host", f"CC={cc}"], cwd=tmp,
                               capture_output=True, text=True)
         if proc.returncode != 0:
@@ -164,12 +302,18 @@ def _feeds(manifest: dict[str, Any], inputs: dict[str, np.ndarray]) -> list[np.n
     return out
 
 
-def emulate_files(files: dict[str, bytes], inputs: dict[str, np.ndarray], cache: bool = False) -> RunResult:
+def emulate_files(files: dict[str, bytes], inputs: dict[str, np.ndarray], cache: bool = False,
+                  pre: Prebuild | None = None) -> RunResult:
     """Build (cached) and run.  `cache`: keep the run's outputs and cycles beside the build, keyed by the
-    inputs, and answer a repeated run from there (the program and the emulator are deterministic)."""
+    inputs, and answer a repeated run from there (the program and the emulator are deterministic).  `pre`:
+    objects compiled in the background for the build (`prebuild`)."""
     manifest = json.loads(files["tileplan.json"])
     feeds = _feeds(manifest, inputs)
-    path = build(files)
+    try:
+        path = build(files, pre)
+    finally:
+        if pre is not None:
+            pre.wait()  # (a build found in the cache waited for nothing)
     memo = None
     if cache:
         h = hashlib.sha256()

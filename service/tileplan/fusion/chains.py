@@ -48,9 +48,16 @@ def _ends(qop: Any, nodes: dict[str, Any]) -> tuple[str, str] | None:
 
 
 def _constants(model: Any) -> dict[str, Any]:
+    """Initializers and Constant nodes' tensors (torch's exporter gives Clip its bounds as Constant nodes)."""
     from onnx import numpy_helper
 
-    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    out = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and len(n.output) == 1:
+            a = next((a for a in n.attribute if a.name == "value"), None)
+            if a is not None and a.HasField("t"):
+                out[n.output[0]] = numpy_helper.to_array(a.t)
+    return out
 
 
 def _qparams(node: Any, consts: dict[str, Any]) -> tuple[float, int] | None:

@@ -17,11 +17,49 @@ activation's clamp).  On Gemmini:
   operand row by row (a 1x1 conv or a matmul) can take the accumulator rows directly: `tileplan.fusion.kernel`
   generates that chain of two; a 3x3 or depthwise consumer would need its windows (halo rows, padding) gathered
   from the accumulator, which no kernel generates yet.
+
+An output zero point z on chip.  The scale unit computes `sat8(round_half_even(float(acc + c) * M'))` for an
+integer c the bias can carry; onnxruntime's `sat(round_half_even(float(acc) * M) + z, lo, hi)`.  Folding z into
+the consumer instead (reading `round(acc * M)` and correcting its bias) needs the int8 window [-128, 127] to be
+[lo - z, hi - z]: never for z != 0 (after a ReLU6, z = -128 and the values the consumer needs are 0..255).  So the
+only candidate is the offset c ~ z / M with M' = M, and it is exact only if shifting every rounding boundary
+(k + 1/2) / M by z / M moves none of them across an integer: `offset_mismatches` counts, over every accumulator
+whose result is not saturated, those the best such offset requantizes differently.  Measured on torchvision's
+MobileNetV2 (onnxruntime's default QDQ export, 50 convs with an output zero point): none has an exact offset (1 to
+127 accumulators per layer off by one step; `python bench/fusion.py` reports each group's count), so asymmetric intermediates stay int32 and host-requantized.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
+
+_CHUNK = 1 << 20
+
+
+def offset_mismatches(multiplier: float, zero_point: int, lo: int, hi: int) -> tuple[int, int]:
+    """(accumulators requantized differently, offset c) for the best integer accumulator offset c near z / M:
+    the scale unit's sat8(rint(f32(acc + c) * M)) against the host's sat(rint(f32(acc) * M) + z, lo, hi), over
+    every accumulator for which either result is not saturated (beyond that both are -128 / 127 iff lo / hi are)."""
+    m = np.float32(multiplier)
+    c0 = int(round(zero_point / float(m)))
+    first = int(np.floor((min(-130, lo - zero_point - 2)) / float(m))) - 2
+    last = int(np.ceil((max(130, hi - zero_point + 2)) / float(m))) + 2
+    best: tuple[int, int] | None = None
+    for c in (c0, c0 - 1, c0 + 1):
+        bad = 0
+        for start in range(min(first, first - c), max(last, last - c) + 1, _CHUNK):
+            acc = np.arange(start, min(start + _CHUNK, max(last, last - c) + 1), dtype=np.int64)
+            want = np.clip(np.rint(acc.astype(np.float32) * m) + zero_point, lo, hi)
+            got = np.clip(np.rint((acc + c).astype(np.float32) * m), -128, 127)
+            bad += int(np.count_nonzero(got != want))
+        if best is None or bad < best[0]:
+            best = (bad, c)
+        if bad == 0:
+            break
+    assert best is not None
+    return best
 
 
 def requant_on_chip(name: str, spec: Any) -> str | None:
@@ -33,9 +71,15 @@ def requant_on_chip(name: str, spec: Any) -> str | None:
             why.append(f"output zero point {rq.zero_point}")
         if rq.multipliers.size > 1:
             why.append(f"{rq.multipliers.size} per-channel scales")
+        offset = ""
+        if rq.zero_point and rq.multipliers.size == 1 and not getattr(rq, "float_output", False):
+            bad, c = offset_mismatches(float(rq.multipliers[0]), int(rq.zero_point), int(rq.lo), int(rq.hi))
+            offset = (f"; no accumulator offset reproduces the zero point (the best, {c}, requantizes {bad} "
+                      "accumulators differently)" if bad else
+                      f"; an accumulator offset of {c} would reproduce it exactly, which no fused kernel applies")
         return (f"{name}: {' and '.join(why) or 'int32 output'}: its int32 accumulators are requantized on the "
-                "host (Gemmini's mvout has one scale and no zero point); quantize activations symmetrically "
-                "(ActivationSymmetric) for an on-chip int8 intermediate")
+                f"host (Gemmini's mvout has one scale and no zero point){offset}; quantize activations "
+                "symmetrically (ActivationSymmetric) for an on-chip int8 intermediate")
     if spec.clamp is not None:
         return f"{name}: its activation is a host clamp to {list(spec.clamp)} after the mvout"
     return None

@@ -132,7 +132,13 @@ class ProcessSlots:
         start again than to let finish; `late(result)` is then told what such a call returned (its caller is gone,
         and what it did may need to be seen through)."""
         free = self._queue()
-        slot = await free.get()
+        waited = time.perf_counter()
+        try:
+            slot = await free.get()
+        except asyncio.CancelledError:  # the caller left while every slot was busy: the call never runs
+            log.info("event=slot_cancelled pool=%s seconds=%.1f stage=queued", self.name,
+                     time.perf_counter() - waited)
+            raise
         self.calls += 1
         handed_back = False
         try:
@@ -141,6 +147,10 @@ class ProcessSlots:
             except (BrokenProcessPool, TimeoutError):
                 slot.kill()
                 raise SlotCrashed("its process did not start") from None
+            except asyncio.CancelledError:  # the caller left while its process was starting: it never runs
+                log.info("event=slot_cancelled pool=%s seconds=%.1f stage=starting", self.name,
+                         time.perf_counter() - waited)
+                raise
             start = time.perf_counter()
             loop = asyncio.get_running_loop()
             fut = loop.run_in_executor(slot.executor, fn, *args)

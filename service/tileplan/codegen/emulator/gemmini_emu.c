@@ -277,6 +277,89 @@ static int32_t sat32(int64_t v) {
 }
 static int32_t wrap_add(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
 
+/* C += A W for D x D blocks (row-major), every sum wrapping at 32 bits as the array's int32 accumulators do.
+ * A and W always hold int8 values (read_block's only sources are scratchpad bytes and the accumulator read
+ * through sat8), so a product fits 16 bits and a pair of them 17.  The hot loop of an emulated run: on x86-64
+ * with AVX2 (checked at run time) pairs of k multiply-add in one vpmaddwd, exactly; elsewhere a loop of
+ * constant length the compiler vectorises.  Both sum the same exact products modulo 2^32: the same bits. */
+#define MAC_BLOCK_FIXED(N)                                                                  \
+  for (uint32_t i = 0; i < (N); i++) {                                                      \
+    uint32_t *cr = (uint32_t *)c + i * (N);                                                 \
+    const int32_t *ar = a + i * (N);                                                        \
+    for (uint32_t k = 0; k < (N); k++) {                                                    \
+      uint32_t av = (uint32_t)ar[k];                                                        \
+      if (!av) continue;                                                                    \
+      const uint32_t *wr = (const uint32_t *)w + k * (N);                                   \
+      for (uint32_t j = 0; j < (N); j++) cr[j] += av * wr[j];                               \
+    }                                                                                       \
+  }
+static void mac_block16(int32_t *restrict c, const int32_t *restrict a, const int32_t *restrict w) {
+  MAC_BLOCK_FIXED(16)
+}
+static void mac_block32(int32_t *restrict c, const int32_t *restrict a, const int32_t *restrict w) {
+  MAC_BLOCK_FIXED(32)
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define MAC_AVX2 1
+/* N = 16 or 32: W's rows 2p and 2p+1 interleaved as 16-bit pairs, then per row of A, N/8 accumulators. */
+__attribute__((target("avx2"), always_inline)) static inline void mac_block_avx2(int32_t *restrict c, const int32_t *restrict a,
+                                                                   const int32_t *restrict w, const uint32_t N) {
+  __m256i wp[16][4];
+  const __m256i lo = _mm256_set1_epi32(0xffff);
+  for (uint32_t p = 0; p < N / 2; p++)
+    for (uint32_t v = 0; v < N / 8; v++) {
+      __m256i r0 = _mm256_loadu_si256((const __m256i *)(w + (2 * p) * N + 8 * v));
+      __m256i r1 = _mm256_loadu_si256((const __m256i *)(w + (2 * p + 1) * N + 8 * v));
+      wp[p][v] = _mm256_or_si256(_mm256_and_si256(r0, lo), _mm256_slli_epi32(r1, 16));
+    }
+  for (uint32_t i = 0; i < N; i++) {
+    const int32_t *ar = a + i * N;
+    __m256i acc[4];
+    for (uint32_t v = 0; v < N / 8; v++) acc[v] = _mm256_loadu_si256((const __m256i *)(c + i * N + 8 * v));
+    for (uint32_t p = 0; p < N / 2; p++) {
+      uint32_t pair = ((uint32_t)ar[2 * p] & 0xffffu) | ((uint32_t)ar[2 * p + 1] << 16);
+      if (!pair) continue;
+      __m256i b = _mm256_set1_epi32((int32_t)pair);
+      for (uint32_t v = 0; v < N / 8; v++) acc[v] = _mm256_add_epi32(acc[v], _mm256_madd_epi16(b, wp[p][v]));
+    }
+    for (uint32_t v = 0; v < N / 8; v++) _mm256_storeu_si256((__m256i *)(c + i * N + 8 * v), acc[v]);
+  }
+}
+__attribute__((target("avx2"))) static void mac_block16_avx2(int32_t *restrict c, const int32_t *restrict a,
+                                                              const int32_t *restrict w) {
+  mac_block_avx2(c, a, w, 16);
+}
+__attribute__((target("avx2"))) static void mac_block32_avx2(int32_t *restrict c, const int32_t *restrict a,
+                                                              const int32_t *restrict w) {
+  mac_block_avx2(c, a, w, 32);
+}
+#endif
+static void mac_block(int32_t *restrict c, const int32_t *restrict a, const int32_t *restrict w, uint32_t D) {
+#ifdef MAC_AVX2
+  static int avx2 = -1;
+  if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+  if (avx2 && D == 16) { mac_block16_avx2(c, a, w); return; }
+  if (avx2 && D == 32) { mac_block32_avx2(c, a, w); return; }
+#endif
+  if (D == 16) { mac_block16(c, a, w); return; }
+  if (D == 32) { mac_block32(c, a, w); return; }
+  MAC_BLOCK_FIXED(D)
+}
+
+/* Row copies the compiler vectorises (restrict: the operands never overlap; a full row of the common array
+ * sizes is a loop of constant length, which -O2 vectorises too). */
+static void widen_row(int32_t *restrict dst, const int8_t *restrict src, uint32_t n) {
+  if (n == 16) { for (uint32_t c = 0; c < 16; c++) dst[c] = src[c]; return; }
+  if (n == 32) { for (uint32_t c = 0; c < 32; c++) dst[c] = src[c]; return; }
+  for (uint32_t c = 0; c < n; c++) dst[c] = src[c];
+}
+static void add_row(uint32_t *restrict dst, const uint32_t *restrict src, uint32_t n) {
+  if (n == 16) { for (uint32_t c = 0; c < 16; c++) dst[c] += src[c]; return; }
+  if (n == 32) { for (uint32_t c = 0; c < 32; c++) dst[c] += src[c]; return; }
+  for (uint32_t c = 0; c < n; c++) dst[c] += src[c];
+}
+
 /* float32 multiply, then round half to even (the default rounding mode), as Gemmini's scale units do. */
 static int64_t scale_rne(int64_t x, float s) {
   float y = (float)x * s;
@@ -466,15 +549,37 @@ static double store_chain(const emu_t *e, uint32_t rows, uint64_t row_bytes, uin
   return chain > 0 ? chain : 0.0;
 }
 
+/* DMA requests of `rows` rows of `row_bytes`, `stride` bytes apart from p: one per 64-byte block each row touches
+ * (DMA.scala reads and writes a row as aligned packets of at most 64 B, so a row that starts mid-block takes one
+ * more request than an aligned one; tileplan.cost.gemmini._row_req counts the same), at least one per row.  Offsets
+ * are taken within the row's buffer (registered buffers start on a page).  A zero-fill (p = 0) moves nothing:
+ * its rows count as aligned. */
+static double row_requests(const emu_t *e, uintptr_t p, int region, uint32_t rows, uint64_t row_bytes,
+                           uint64_t stride) {
+  uint64_t block = (uint64_t)e->t.dma_request_bytes;
+  if (block == 0) return rows;
+  if (!p) {
+    double per_row = ceil((double)row_bytes / (double)block);
+    return rows * (per_row < 1 ? 1 : per_row);
+  }
+  uint64_t off = (uint64_t)(p - (region >= 0 ? e->regions[region].base : 0));
+  double req = 0;
+  for (uint32_t r = 0; r < rows; r++) {
+    uint64_t o = (off + (uint64_t)r * stride) % block;
+    uint64_t n = (o + row_bytes + block - 1) / block;
+    req += n < 1 ? 1 : (double)n;
+  }
+  return req;
+}
+
 /* A transfer's requests (as dram_cycles counts them) and bytes into the open call's features.  Rows narrower than
  * their stride join their (buffer, stride) group: a call whose pieces of such rows leave columns uncovered moves a
  * strided tile, whose requests wait on DRAM when the group's span exceeds the L2 (tileplan.cost.gemmini._beyond_l2:
  * a channel tile narrower than the tensor's rows, in a tensor larger than the L2). */
 static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint64_t row_bytes, uint64_t stride,
                            double moved) {
-  double per_row = ceil((double)row_bytes / e->t.dma_request_bytes);
-  if (per_row < 1) per_row = 1;
-  double req = rows * per_row;
+  int region = p ? region_of(e, p) : -1;
+  double req = row_requests(e, p, region, rows, row_bytes, stride);
   if (store) {
     e->cf_st_req += req;
     e->cf_st_bytes += moved;
@@ -485,7 +590,6 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
   }
   e->cf_any = 1;
   if (!p || rows < 2 || stride <= row_bytes) return;
-  int region = region_of(e, p);
   int g;
   for (g = 0; g < e->sg_n; g++)
     if (e->sg[g].region == region && e->sg[g].stride == stride) break;
@@ -757,11 +861,16 @@ static void read_block(emu_t *e, uint32_t addr, uint32_t rows, uint32_t cols, ui
   if (rows > D || cols > D) trap(e, "%s block %ux%u exceeds DIM=%u", what, rows, cols, D);
   check_rows(e, addr, rows, stride, what);
   uint32_t b = row_of(addr);
+  const int acc = is_acc(addr);
   for (uint32_t r = 0; r < rows; r++) {
     uint32_t row = b + r * stride;
     need_written(e, addr, row, what);
+    if (!acc && !transpose) { /* the common case, a loop the compiler vectorises */
+      widen_row(blk + r * D, e->spad + (size_t)row * D, cols);
+      continue;
+    }
     for (uint32_t c = 0; c < cols; c++) {
-      int32_t v = is_acc(addr) ? ex_acc_read(e, e->acc[(size_t)row * D + c]) : (int32_t)e->spad[(size_t)row * D + c];
+      int32_t v = acc ? ex_acc_read(e, e->acc[(size_t)row * D + c]) : (int32_t)e->spad[(size_t)row * D + c];
       if (transpose)
         blk[c * D + r] = v;
       else
@@ -1367,23 +1476,14 @@ static void op_compute(emu_t *e, int op, uint32_t A, uint32_t BD, uint32_t A_col
     }
     W = e->weights;
     read_block(e, BD, BD_rows, BD_cols, 1, 0, e->blk_b, "compute D"); /* BD = D, added */
-    for (uint32_t i = 0; i < D * D; i++) e->blk_c[i] = e->blk_b[i];
+    memcpy(e->blk_c, e->blk_b, sizeof(int32_t) * D * D);
   } else {
     read_block(e, BD, BD_rows, BD_cols, 1, e->b_tr, e->blk_b, "compute B");
     W = e->blk_b;
     if (preloaded) memcpy(e->os_state, e->os_d, sizeof(int32_t) * D * D);
-    for (uint32_t i = 0; i < D * D; i++) e->blk_c[i] = e->os_state[i];
+    memcpy(e->blk_c, e->os_state, sizeof(int32_t) * D * D);
   }
-  for (uint32_t i = 0; i < D; i++) {
-    const int32_t *ar = e->blk_a + i * D;
-    int32_t *cr = e->blk_c + i * D;
-    for (uint32_t k = 0; k < D; k++) {
-      int32_t av = ar[k];
-      if (!av) continue;
-      const int32_t *wr = W + k * D;
-      for (uint32_t j = 0; j < D; j++) cr[j] = wrap_add(cr[j], av * wr[j]);
-    }
-  }
+  mac_block(e->blk_c, e->blk_a, W, D);
   /* useful MACs: the A block times the columns of the operand it meets */
   e->st.macs += (uint64_t)A_rows * A_cols *
                 (e->dataflow == WEIGHT_STATIONARY ? e->weights_cols : (e->b_tr ? BD_rows : BD_cols));
@@ -1392,8 +1492,13 @@ static void op_compute(emu_t *e, int op, uint32_t A, uint32_t BD, uint32_t A_col
   if (!is_garbage(C)) {
     int64_t vals[256];
     for (uint32_t r = 0; r < e->c_rows; r++) {
+      uint32_t row = row_of(C) + r;
+      if (is_acc(C) && is_accumulate(C) && e->acc_written[row]) { /* write_row's accumulate, without int64 */
+        add_row((uint32_t *)e->acc + (size_t)row * D, (const uint32_t *)e->blk_c + r * D, e->c_cols);
+        continue;
+      }
       for (uint32_t c = 0; c < e->c_cols; c++) vals[c] = e->blk_c[r * D + c];
-      write_row(e, C, row_of(C) + r, vals, e->c_cols, e->sys_act, e->sys_shift, OP_NAMES[op]);
+      write_row(e, C, row, vals, e->c_cols, e->sys_act, e->sys_shift, OP_NAMES[op]);
     }
     mark_write(e, U_EXEC, C, e->c_rows, done);
   }

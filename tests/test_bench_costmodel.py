@@ -1,0 +1,39 @@
+"""bench/costmodel.py's held-out check of the prediction intervals (the intervals held out with their fold)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def _bench():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+    spec = importlib.util.spec_from_file_location("bench_costmodel", BENCH / "costmodel.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_intervals_from_other_folds_cover_their_share_and_a_shifted_fold_falls_out():
+    cm = _bench()
+    rng = np.random.default_rng(0)
+    other = (["a"] * 400, rng.normal(0.0, 0.2, 400))
+    groups = [f"g{i % 8}" for i in range(800)]
+    res = rng.normal(0.0, 0.2, 800)
+    inside = cm.held_out_coverage([other, (["a"] * 800, res)], 1, groups, confidence=0.8)
+    assert len(inside["a"]) == 800
+    assert 0.75 <= np.mean(inside["a"]) <= 0.85
+    # one fold measured 3 standard deviations off: its own runs cannot widen the interval it is judged by
+    res = res.copy()
+    shifted = np.array(groups) == "g3"
+    res[shifted] += 0.6
+    inside = cm.held_out_coverage([other, (["a"] * 800, res)], 1, groups, confidence=0.8)
+    mask = np.array(inside["a"])
+    order = [i for g in sorted(set(groups)) for i in np.flatnonzero(np.array(groups) == g)]
+    assert np.mean(mask[[order.index(i) for i in np.flatnonzero(shifted)]]) < 0.2
