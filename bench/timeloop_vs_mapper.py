@@ -100,13 +100,14 @@ def run_mapper(bin_dir: Path, env: dict[str, str], arch_text: str, prob_text: st
 def run_cosa(tl: Timeloop, arch_text: str, layer_doc: dict[str, Any], cosa_time: float) -> dict[str, Any]:
     hw = load_descriptor(arch_text, name="arch")
     layer = parse_layer(layer_doc)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         plan = make_plan(layer, hw, ScheduleOptions(mapper="cosa", baseline=False, time_limit_s=cosa_time,
                                                    model="timeloop", objective=LATENCY))
     except (MappingInfeasible, InputError) as exc:
-        return {"refused": str(exc), "cpu_s": round(time.perf_counter() - t0, 3)}
-    cpu = time.perf_counter() - t0
+        return {"refused": str(exc), "cpu_s": round(time.process_time() - c0, 3),
+                "wall_s": round(time.perf_counter() - t0, 3)}
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     problem = Problem.from_layer(layer)
     if plan.mapping.padded_dims:
         problem = Problem(dims={**problem.dims, **plan.mapping.padded_dims}, stride=problem.stride,
@@ -114,7 +115,8 @@ def run_cosa(tl: Timeloop, arch_text: str, layer_doc: dict[str, Any], cosa_time:
     map_text = dump_mapping_yaml(to_timeloop_mapping(plan.mapping, hw))
     r = tl.run(arch_text, yaml.safe_dump(to_timeloop_problem(problem), sort_keys=False), map_text)
     return {"predicted": plan.metrics.cycles, "timeloop": r.get("cycles") if r["accepted"] else None,
-            "timeloop_error": r.get("error"), "padded": bool(plan.mapping.padded_dims), "cpu_s": round(cpu, 3)}
+            "timeloop_error": r.get("error"), "padded": bool(plan.mapping.padded_dims), "cpu_s": round(cpu, 3),
+            "wall_s": round(wall, 3)}
 
 
 def merge_shards(data: Path, record: Path, n: int) -> list[dict[str, Any]]:
@@ -149,12 +151,18 @@ def table(rows: list[dict[str, Any]], budgets: list[float], header: list[str]) -
                      f"({sum(x <= 1 + 1e-9 for x in ratios) / max(1, len(found)):.1%}) "
                      f"| {sum(x <= 1.10 for x in ratios)}/{len(found)} | {max(ratios, default=float('nan')):.3f} "
                      f"| {gm:.3f} |" + (f" ({no_cosa} without cosa's cycles)" if no_cosa else ""))
-    cpu = [r["cosa"]["cpu_s"] for r in rows]
     refused = [r for r in rows if "refused" in r["cosa"]]
     rejected = [r for r in rows if "refused" not in r["cosa"] and r["cosa"].get("timeloop") is None]
+    # (rows planned before cosa's CPU time was recorded hold only the wall seconds, under "cpu_s")
+    timed = "CPU" if all("wall_s" in r["cosa"] for r in rows) else "wall"
+    cpu = [r["cosa"]["cpu_s"] for r in rows]
+    wall = [r["cosa"].get("wall_s", r["cosa"]["cpu_s"]) for r in rows]
     lines += ["", f"cosa: {len(rows)} pairs, refused {len(refused)}, maps Timeloop rejected {len(rejected)}; "
-              f"wall seconds per layer median {statistics.median(cpu):.2f}, p95 "
-              f"{sorted(cpu)[int(0.95 * (len(cpu) - 1))]:.2f} (shared machine).", ""]
+              f"{timed} seconds per layer median {statistics.median(cpu):.2f}, p95 "
+              f"{sorted(cpu)[int(0.95 * (len(cpu) - 1))]:.2f}" + (
+                  f"; wall seconds median {statistics.median(wall):.2f}, p95 "
+                  f"{sorted(wall)[int(0.95 * (len(wall) - 1))]:.2f}" if timed == "CPU" else "")
+              + " (shared machine).", ""]
     lines += ["## Pairs where cosa is slower than a mapper budget", "",
               "| architecture | layer | cosa (Timeloop) | " + " | ".join(f"mapper {s:g} s" for s in budgets) + " |",
               "|---|---|--:|" + "--:|" * len(budgets)]
@@ -238,7 +246,8 @@ def main() -> int:
         return 0  # a shard's rows are folded in by --merge-shards, which writes the table
     budgets = sorted({float(s) for r in rows for s in r["mapper"]})
     command = f"--merge-shards {args.merge_shards}" if args.merge_shards else "--rejudge" if args.rejudge else \
-        "--reuse-mapper (cosa re-planned; mapper searches as recorded)" if args.reuse_mapper else (
+        f"--reuse-mapper --cosa-time {args.cosa_time:g} (cosa re-planned; mapper searches as recorded)" \
+        if args.reuse_mapper else (
         f"--timeloop-bin DIR --seconds {' '.join(f'{s:g}' for s in args.seconds)} --seconds-sample "
         f"{args.seconds_sample} --cosa-time {args.cosa_time:g}" + (f" --pairs {args.pairs}" if args.pairs else ""))
     header = ["# cosa against timeloop-mapper on the fuzzed architectures, both judged by timeloop-model", "",

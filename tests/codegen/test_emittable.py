@@ -82,13 +82,21 @@ def _mapping(dram, spad, acc):
 
 
 @pytest.mark.parametrize("spec, mapping", [
-    # a squeeze-excite 1x1 conv on the 1x1 output of a global pool (EfficientNet-B0's 480 -> 20): emulated 1.52x
-    # modelled once (conv calls timed against tiled_matmul's call floor); both streams, as the compile builds both
+    # a squeeze-excite 1x1 conv on the 1x1 output of a global pool (EfficientNet-B0's 480 -> 20): the code runs
+    # conv calls (tiled_conv's call floor), which the model once counted as tiled_matmul's (emulated 1.52x)
     ({"op": "conv2d", "name": "se", "in_channels": 480, "out_channels": 20, "in_h": 1, "in_w": 1, "kernel": 1},
      _mapping([["C", 10]], [["K", 10]], [["K", 2], ["C", 3]])),
+    # a 1000-class classifier: the code reads weights laid out to its K tiles (rows of 8 x 128 = 1024 B, aligned),
+    # which the model once counted as rows of 1000 B (a request more per unaligned 64-B piece: emulated 0.82x)
+    pytest.param({"op": "matmul", "name": "fc", "M": 1, "K": 1280, "N": 1000},
+                 _mapping([["K", 8], ["C", 2]], [["K", 8]], [["K", 8], ["C", 40]]),
+                 marks=pytest.mark.xfail(strict=True, reason=(
+                     "known gap (issue 25): with this mapping's 8-block K tiles the code is emulated at 1.23x the "
+                     "model's cycles (193,029 vs 157,076); tests/codegen/test_one_timing.py's classifier tiling "
+                     "agrees within 1%"))),
 ])
 @pytest.mark.parametrize("stream", ["tileplan", "baseline"])  # the compile also builds the library's tiling
-def test_the_model_counts_what_the_code_runs_for_tiny_spatial(spec, mapping, stream):
+def test_the_model_counts_what_the_code_runs_for_tiny_spatial_and_padded_weights(spec, mapping, stream):
     hw = get_hardware("gemmini-16x16")
     layer = parse_layer(spec)
     art = build_module(mapping, layer, hw, epilogue=Epilogue(scale=0.01), stream=stream)
