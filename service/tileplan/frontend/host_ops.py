@@ -117,12 +117,51 @@ def _qsoftmax_te(x: Any, table: Any, y_scale: float, y_zp: int) -> Any:
     return te.compute(shape, out, name="qsoftmax")
 
 
+# relax unary op -> the ONNX operator onnxruntime computes it with (its own approximations of the functions: MLAS's
+# logistic and tanh, which differ from libm's by a float ulp, enough to move a result across a rounding tie)
+UNARY_ONNX = {"relax.sigmoid": "Sigmoid", "relax.tanh": "Tanh"}
+
+
+def unary_table(onnx_op: str, x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
+    """int8 -> int8 table of dequantize -> `onnx_op` -> quantize, entry (code + 128), computed by onnxruntime itself
+    on all 256 codes, so a program that looks it up equals onnxruntime's sessions (which run such a unit as a
+    table too, QLinearSigmoid / QLinearLookup, or as the float ops with the same MLAS functions)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = [numpy_helper.from_array(np.asarray(v), n) for n, v in (
+        ("xs", np.float32(x_scale)), ("xz", np.int8(x_zp)), ("ys", np.float32(y_scale)), ("yz", np.int8(y_zp)))]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["d"]), helper.make_node(onnx_op, ["d"], ["f"]),
+             helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, "table", [helper.make_tensor_value_info("x", TensorProto.INT8, [256])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, [256])], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    out: np.ndarray = sess.run(None, {"x": np.arange(-128, 128, dtype=np.int8)})[0]
+    return out.astype(np.int8)
+
+
+def _lookup_func(ty: Any) -> Any:
+    from tvm import te
+
+    shape = [int(d) for d in ty.shape]
+    x = te.placeholder(shape, "int8", name="x")
+    table = te.placeholder((256,), "int8", name="table")
+    y = te.compute(shape, lambda *i: table[x(*i).astype("int32") + 128], name="lookup")
+    return te.create_prim_func([x, table, y]).with_attr("global_symbol", "qlookup")
+
+
 def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
     """Rewrite the host op groups whose onnxruntime kernels round differently from the float QDQ definition, so
     the program's outputs equal onnxruntime's default session (which fuses them into integer operators):
 
     - dequantize(int8) -> softmax(last axis) -> quantize(int8): onnxruntime's QLinearSoftmax arithmetic
       (table of exp, integer reciprocal of the output scale; `_qsoftmax_te`).
+    - dequantize(int8) -> sigmoid / tanh -> quantize(int8), per-tensor: a 256-entry table onnxruntime computes
+      (`unary_table`), looked up.
 
     Returns the module and a note per rewritten kind."""
     from tvm import relax
@@ -135,6 +174,9 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             new = super().visit_call_(call)
             if not (isinstance(new.op, tvm_op_type()) and new.op.name == "relax.quantize"):
                 return new
+            unary = next((u for u in (self._bound(new.args[0], op) for op in UNARY_ONNX) if u is not None), None)
+            if unary is not None:
+                return self._lookup(new, unary)
             sm = self._bound(new.args[0], "relax.nn.softmax")
             dq = self._bound(sm.args[0], "relax.dequantize") if sm is not None else None
             if dq is None:
@@ -152,6 +194,20 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             rewritten.append("softmax")
             return relax.call_tir(gv, relax.Tuple([x, table]), new.ty)
 
+        def _lookup(self, q: Any, unary: Any) -> Any:
+            dq = self._bound(unary.args[0], "relax.dequantize")
+            if dq is None:
+                return q
+            x = dq.args[0]
+            xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], q.args[1], q.args[2]))
+            if (str(x.ty.dtype) != "int8" or str(q.attrs.out_dtype) != "int8" or xs is None or ys is None
+                    or yz is None or xz is None or not (np.isfinite(xs) and np.isfinite(ys))):
+                return q  # per-channel scales, other types, an infinite scale: the float definition
+            table = relax.const(unary_table(UNARY_ONNX[unary.op.name], xs, int(xz), ys, int(yz)))
+            gv = self.builder_.add_func(_lookup_func(x.ty), "qlookup")
+            rewritten.append(UNARY_ONNX[unary.op.name].lower())
+            return relax.call_tir(gv, relax.Tuple([x, table]), q.ty)
+
         def _bound(self, e: Any, op: str) -> Any:
             if not isinstance(e, relax.Var):
                 return None
@@ -167,8 +223,10 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
     for gv, f in mod.functions.items():
         if gv.name_hint != "main":
             out[gv] = f
-    notes = [f"{n} {k} op(s) computed as onnxruntime's integer kernel does (QLinearSoftmax)"
-             for k, n in sorted({k: rewritten.count(k) for k in rewritten}.items())]
+    how = {"softmax": "as onnxruntime's integer kernel does (QLinearSoftmax)",
+           "sigmoid": "by looking up a table onnxruntime made (its logistic function)",
+           "tanh": "by looking up a table onnxruntime made (its tanh)"}
+    notes = [f"{n} {k} op(s) computed {how[k]}" for k, n in sorted({k: rewritten.count(k) for k in rewritten}.items())]
     return out, notes
 
 
