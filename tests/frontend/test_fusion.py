@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import tarfile
+from typing import Any
 
 import pytest
 from frontend_helpers import OPTIONS, compile_bytes
@@ -45,6 +46,20 @@ def _files(artifact: bytes) -> dict[str, bytes]:
     with tarfile.open(fileobj=io.BytesIO(artifact)) as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
 
+
+
+def _same_outputs(on: Any, off: Any, shape: tuple[int, ...], seed: int) -> None:
+    """The fused and the unfused program give the same bytes on three random inputs of growing range."""
+    import numpy as np
+
+    from tileplan.frontend.runner import run_artifact
+
+    rng = np.random.default_rng(seed)
+    for trial in range(3):
+        x = (rng.standard_normal(shape) * (1 + trial)).astype(np.float32)
+        a, b = run_artifact(on.artifact, {"input": x}), run_artifact(off.artifact, {"input": x})
+        for k in b.outputs:
+            np.testing.assert_array_equal(a.outputs[k], b.outputs[k])
 
 def test_the_option_is_validated() -> None:
     assert CompileOptions().fusion == "auto"
@@ -177,9 +192,7 @@ def test_a_symmetric_pointwise_chain_is_fused_and_bit_identical() -> None:
     """Two 1x1 convs with symmetric activations: one fused kernel (the intermediate read by the second conv from
     the accumulator through the scale unit), the host Relu between absorbed; every output equal to the per-layer
     program's on random inputs, fewer DRAM bytes and cycles."""
-    import numpy as np
 
-    from tileplan.frontend.runner import run_artifact
 
     data = zoo.quantize(_pointwise(), symmetric=True)
     on = compile_bytes(data)
@@ -192,12 +205,7 @@ def test_a_symmetric_pointwise_chain_is_fused_and_bit_identical() -> None:
     glue_off = _files(off.artifact)[next(n for n in files if n.endswith("model.c"))].decode()
     # pw1, the host Relu between and pw2 are one step: the Relu ran on chip
     assert glue_off.count("TP_MARK(") - glue.count("TP_MARK(") == 2
-    rng = np.random.default_rng(0)
-    for trial in range(3):
-        x = (rng.standard_normal((2, 16, 12, 12)) * (1 + trial)).astype(np.float32)
-        a, b = run_artifact(on.artifact, {"input": x}), run_artifact(off.artifact, {"input": x})
-        for k in b.outputs:
-            np.testing.assert_array_equal(a.outputs[k], b.outputs[k])
+    _same_outputs(on, off, (2, 16, 12, 12), seed=0)
     assert g["dram_bytes_emulated_fused"] < sum(o["dram_bytes_emulated"] for o in off.summary["ops"]
                                                 if o["name"] in ("pw1", "pw2"))
     assert on.summary["total"]["dram_bytes_emulated"] < off.summary["total"]["dram_bytes_emulated"]
@@ -224,11 +232,9 @@ def test_a_relu6_clip_with_constant_node_bounds_is_absorbed() -> None:
     """torch's exporter gives Clip its bounds as Constant nodes, not initializers (torchvision's MobileNetV2: all 34
     ReLU6); a ReLU6 whose 6.0 quantizes to 127 is absorbed all the same, and the fused pair equals the per-layer
     program."""
-    import numpy as np
     import onnx
     from onnx import helper, numpy_helper
 
-    from tileplan.frontend.runner import run_artifact
 
     model = onnx.load_from_string(zoo.quantize(_chain("relu6"), symmetric=True))
     g = model.graph
@@ -249,9 +255,4 @@ def test_a_relu6_clip_with_constant_node_bounds_is_absorbed() -> None:
     (grp,) = on.summary["groups"]
     assert grp["members"] == ["dw", "project"] and grp["fused"], grp["reason"]
     assert on.summary["total"]["fusion_blocked"] == []
-    rng = np.random.default_rng(1)
-    for trial in range(3):
-        x = (rng.standard_normal((1, 8, 8, 8)) * (1 + trial)).astype(np.float32)
-        a, b = run_artifact(on.artifact, {"input": x}), run_artifact(off.artifact, {"input": x})
-        for k in b.outputs:
-            np.testing.assert_array_equal(a.outputs[k], b.outputs[k])
+    _same_outputs(on, off, (1, 8, 8, 8), seed=1)

@@ -7,6 +7,7 @@ far above its cycles, so cosa returned a slower plan.
 returns the MIP's latency in cycles, or None where the map lies outside the MIP's space."""
 
 import json
+from typing import Any
 
 import pyomo.environ as pyo
 import pytest
@@ -102,13 +103,18 @@ def test_the_output_buffers_fills_take_the_reuse_of_the_loops_that_leave_it_in_p
     assert lat <= cycles * 1.10
 
 
+def _cosa_plan(row: dict) -> Any:
+    """cosa's latency plan for a recorded (architecture, layer) pair, under Timeloop's semantics."""
+    hw = load_descriptor((DATA / row["arch"]).read_text(), name="fuzz")
+    return make_plan(parse_layer(row["layer"]), hw, ScheduleOptions(
+        mapper="cosa", baseline=False, time_limit_s=30, model="timeloop", objective=LATENCY))
+
+
 def test_a_dram_stating_only_a_write_bandwidth_paces_the_partial_sums():
     # 96 MACs each writing their partial sums into a 32-word DRAM write port: 735 cycles; R7 unrolled over the
     # buffers reduces them on the way (timeloop-mapper, 30 s: 480). The MIP had no DRAM term without a read bandwidth.
     row = _row("fuzz1_032", "L2")
-    hw = load_descriptor((DATA / row["arch"]).read_text(), name="fuzz")
-    plan = make_plan(parse_layer(row["layer"]), hw, ScheduleOptions(
-        mapper="cosa", baseline=False, time_limit_s=30, model="timeloop", objective=LATENCY))
+    plan = _cosa_plan(row)
     assert plan.metrics.cycles <= row["mapper"]["30"]["cycles"]
     lat, cycles = pinned_latency("fuzz1_032", "L2", "30")
     assert lat is not None and abs(lat - cycles) <= 0.01 * cycles
@@ -117,9 +123,7 @@ def test_a_dram_stating_only_a_write_bandwidth_paces_the_partial_sums():
 def test_inputs_streamed_to_unrolled_windows_are_counted_once_per_window():
     # S3 x Q2 unrolled under a buffer that keeps only outputs: 4 distinct inputs per cycle from DRAM, not 6
     row = _row("fuzz1_019", "L0")
-    hw = load_descriptor((DATA / row["arch"]).read_text(), name="fuzz")
-    plan = make_plan(parse_layer(row["layer"]), hw, ScheduleOptions(
-        mapper="cosa", baseline=False, time_limit_s=30, model="timeloop", objective=LATENCY))
+    plan = _cosa_plan(row)
     assert plan.metrics.cycles <= row["mapper"]["3"]["cycles"]
 
 

@@ -124,23 +124,31 @@ UNARY_ONNX = {"relax.sigmoid": "Sigmoid", "relax.tanh": "Tanh"}
 
 def unary_table(onnx_op: str, x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
     """int8 -> int8 table of dequantize -> `onnx_op` -> quantize, entry (code + 128), computed by onnxruntime itself
-    on all 256 codes, so a program that looks it up equals onnxruntime's sessions (which run such a unit as a
-    table too, QLinearSigmoid / QLinearLookup, or as the float ops with the same MLAS functions)."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
+    (the `ort-int8` judge) on all 256 codes, so a program that looks it up equals onnxruntime's sessions (which run
+    such a unit as a table too, QLinearSigmoid / QLinearLookup, or as the float ops with the same MLAS functions)."""
+    from onnx import helper
 
-    consts = [numpy_helper.from_array(np.asarray(v), n) for n, v in (
-        ("xs", np.float32(x_scale)), ("xz", np.int8(x_zp)), ("ys", np.float32(y_scale)), ("yz", np.int8(y_zp)))]
     nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["d"]), helper.make_node(onnx_op, ["d"], ["f"]),
              helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"])]
-    graph = helper.make_graph(nodes, "table", [helper.make_tensor_value_info("x", TensorProto.INT8, [256])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT8, [256])], consts)
+    return _onnxruntime_table(nodes, {"xs": x_scale, "xz": x_zp, "ys": y_scale, "yz": y_zp},
+                              {"x": np.arange(-128, 128, dtype=np.int8)})
+
+
+def _onnxruntime_table(nodes: list[Any], qparams: dict[str, float | int], feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """Output `y` (int8) of the graph `nodes` over int8 inputs `feeds`, run by the `ort-int8` judge; `qparams`:
+    the Q/DQ constants by name (a float is a scale, an int a zero point)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tileplan.frontend.reference import session
+
+    consts = [numpy_helper.from_array(np.asarray(v, np.float32 if isinstance(v, float) else np.int8), n)
+              for n, v in qparams.items()]
+    n = len(next(iter(feeds.values())))
+    graph = helper.make_graph(nodes, "table", [helper.make_tensor_value_info(k, TensorProto.INT8, [n]) for k in feeds],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, [n])], consts)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    out: np.ndarray = sess.run(None, {"x": np.arange(-128, 128, dtype=np.int8)})[0]
+    out: np.ndarray = session(model.SerializeToString(), "ort-int8").run(None, feeds)[0]
     return out.astype(np.int8)
 
 
@@ -159,27 +167,17 @@ def add_table(a: tuple[float, int], b: tuple[float, int], y: tuple[float, int], 
     (b + 128), computed by onnxruntime itself on all 65,536 pairs as its integer QLinearAdd (session option
     session.qdqisint8allowed): it rounds a few pairs apart from the float definition (ResNet-50's layer4.0 add:
     1 of 65,536), and the judges of QDQ and QOperator exports both run it."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
-    from tileplan.frontend.reference import session
-
-    consts = [numpy_helper.from_array(np.asarray(v), n) for n, v in (
-        ("as", np.float32(a[0])), ("az", np.int8(a[1])), ("bs", np.float32(b[0])), ("bz", np.int8(b[1])),
-        ("ys", np.float32(y[0])), ("yz", np.int8(y[1])))]
     nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["ad"]),
              helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"]),
              helper.make_node("Add", ["ad", "bd"], ["s" if relu else "f"])]
     if relu:
         nodes.append(helper.make_node("Relu", ["s"], ["f"]))
     nodes.append(helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"]))
-    io = [helper.make_tensor_value_info(n, TensorProto.INT8, [65536]) for n in ("a", "b", "y")]
-    graph = helper.make_graph(nodes, "add_table", io[:2], io[2:], consts)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
     codes = np.arange(-128, 128, dtype=np.int8)
-    out: np.ndarray = session(model.SerializeToString(), "ort-int8").run(
-        None, {"a": np.repeat(codes, 256), "b": np.tile(codes, 256)})[0]
-    return out.astype(np.int8)
+    return _onnxruntime_table(nodes, {"as": a[0], "az": a[1], "bs": b[0], "bz": b[1], "ys": y[0], "yz": y[1]},
+                              {"a": np.repeat(codes, 256), "b": np.tile(codes, 256)})
 
 
 def _pair_lookup_func(ty: Any) -> Any:

@@ -49,20 +49,21 @@ def session(model: bytes | str, reference: str = "ort-int8") -> Any:
 
     if reference not in REFERENCES:
         raise ValueError(f"unknown reference {reference!r}; one of {', '.join(REFERENCES)}")
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    if reference == "ort-noopt":
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    if reference == "ort-int8":
-        so.add_session_config_entry(INT8_ALLOWED, "1")
-    exact = ort.SessionOptions()  # the options above plus the exact x86 kernels (a copy: a failed try keeps none)
-    exact.log_severity_level = 4  # (a failed try is expected on some models: onnxruntime would print it as an error)
-    exact.graph_optimization_level = so.graph_optimization_level
-    if reference == "ort-int8":
-        exact.add_session_config_entry(INT8_ALLOWED, "1")
-    exact.add_session_config_entry(EXACT_X64, "1")
+
+    def options(exact: bool) -> Any:
+        so = ort.SessionOptions()
+        # (a failed exact try is expected on some models: onnxruntime would print it as an error)
+        so.log_severity_level = 4 if exact else 3
+        if reference == "ort-noopt":
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        if reference == "ort-int8":
+            so.add_session_config_entry(INT8_ALLOWED, "1")
+        if exact:
+            so.add_session_config_entry(EXACT_X64, "1")
+        return so
+
     try:
-        s = ort.InferenceSession(model, exact, providers=["CPUExecutionProvider"])
+        s = ort.InferenceSession(model, options(True), providers=["CPUExecutionProvider"])
         s._tileplan_exact = True
         return s
     except Exception as e:  # noqa: BLE001  onnxruntime's own errors: NotImplemented (no uint8-weight QGemm
@@ -70,8 +71,9 @@ def session(model: bytes | str, reference: str = "ort-int8") -> Any:
         # replace the existing tensor"); a model onnxruntime cannot load at all fails again below, as itself
         why = str(e).split("(node:")[0].split("] :")[-1].strip().splitlines()[0][:200]
         log.warning("%s: onnxruntime cannot make its exact (uint8-weight) kernels for this model (%s); judging with "
-                    "its default int8 kernels, which saturate on x86 CPUs without VNNI", reference, why)
-    s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+                    "its default int8 kernels, which can saturate with uint8 activations on x86 CPUs without VNNI",
+                    reference, why)
+    s = ort.InferenceSession(model, options(False), providers=["CPUExecutionProvider"])
     s._tileplan_exact = False
     return s
 
