@@ -17,9 +17,9 @@ block its input rows (every input-channel block, phases) and the project's bias 
 0, the expand's products over the input-channel blocks; the depthwise's rows <- its bias, its taps (a diagonal
 weight block each) with A read from the expand's rows; (2) config_ex(act2, M2); the project's products over block
 j with A read from the depthwise's rows, accumulating; after the last block the band's rows leave by mvout
-(config_st: M3, act3).  Weights are resident (loaded once) when all fit the scratchpad, else each block's
-(its expand column block, its diagonal blocks, its project row block) is loaded per band and block into one of
-two alternating slots.  The input arrives in NCHW; the kernel copies it into a zero-padded NHWC copy in its
+(config_st: M3, act3).  Weights are resident when all fit the scratchpad (each block's loaded in the first band's
+call of that block, under its work, and kept), else each block's (its expand column block, its diagonal blocks,
+its project row block) is loaded per band and block into one of two alternating slots.  The input arrives in NCHW; the kernel copies it into a zero-padded NHWC copy in its
 workspace and writes its output through an NHWC copy.
 Parameters: (I, W_p, bias_p, out, workspace): W_p = per block j, DIM rows of NB x DIM columns (NB = the expand's
 input-channel blocks, then R x S diagonal blocks, then the project's output-channel blocks: block b of row i at
@@ -268,7 +268,6 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
   TP_MEMORY_BARRIER();
   const int32_t *b1 = bias_p, *b2 = bias_p + {cp}, *b3 = bias_p + {2 * cp};
   gemmini_extended4_config_ld({nb * dim}, MVIN_SCALE_IDENTITY, false, {dim}, 1);
-{f"  for (int32_t j = 0; j < {nj}; j++) tp_load_w(W_p, j, j * {wj});" if t.resident else ""}
   /* input pixels: every stride-th pixel of a row (one phase) into consecutive rows, channel block cb at
      slot + cb * {hb * wrow} */
   gemmini_extended4_config_ld({sh.stride * c1p}, MVIN_SCALE_IDENTITY, false, {hb * wrow}, 0);
@@ -297,7 +296,7 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
           for (int32_t kb = 0; kb < {nk2}; kb++)
             tp_fill(b3 + kb * {dim}, acc + kb * {bm}, rows, tp_min({dim}, {sh.K2} - kb * {dim}));
         }}
-{"" if t.resident else "        tp_load_w(W_p, j, wb);"}
+{"        if (n == 0 && p0 == 0) tp_load_w(W_p, j, wb);  /* resident: loaded in the first band, under its work */" if t.resident else "        tp_load_w(W_p, j, wb);"}
         /* the expand's rows of this band: 0 at padding pixels, its bias elsewhere; then its products */
         for (int32_t h = 0; h < hin; h++) {{
           const int32_t ih = ih0 + h;
@@ -404,7 +403,7 @@ def _store_chain(rows: int, row_bytes: int, stride: int, block: float) -> float:
 
 def model_cycles(sh: IrShape, t: IrTiling, timing: Any, dim: int, max_bytes: int) -> float:
     """The calibrated per-call formula over the kernel's instructions as `generate` issues them: per band and
-    block two calls (each opened by a config_ex), the resident weights' prologue a call of its own; DMA requests
+    block two calls (each opened by a config_ex), a block's weights loaded in its first call; DMA requests
     counted per row and 64-byte block as the emulator counts them (the buffers 64-byte aligned), stores waiting
     behind others to their block, plus the run's fill and overhead.  Not counted: the emulator's extra request
     cost on strided rows of buffers larger than the L2 (the kernel's copies are at most a few hundred KiB)."""
@@ -435,8 +434,6 @@ def model_cycles(sh: IrShape, t: IrTiling, timing: Any, dim: int, max_bytes: int
     w_req_j = [sum(_requests(j * j_stride + w_rows_off + c, min(mvc, nb * dim - c), req)
                    for c in range(0, nb * dim, mvc)) for j in range(nj)]
     w_bytes_j = float(dim * nb * dim)
-    if t.resident:
-        add([sum(w_req_j), w_bytes_j * nj, 0, 0, 0, 0, 0, 0])
     bp = t.band
     for n in range(sh.N):
         for p0 in range(0, sh.P, bp):
@@ -466,7 +463,7 @@ def model_cycles(sh: IrShape, t: IrTiling, timing: Any, dim: int, max_bytes: int
                 if j == 0:
                     ld_req += in_req + b3_req
                     ld_bytes += in_bytes + b3_bytes
-                if not t.resident:
+                if not t.resident or (n == 0 and p0 == 0):
                     ld_req += w_req_j[j]
                     ld_bytes += w_bytes_j
                 # the expand's rows: every row a request; bytes only for the bias pieces (a zero-fill reads none)
