@@ -411,7 +411,7 @@ def render_groups(results: list[dict[str, Any]]) -> list[str]:
         if not gs:
             continue
         out += ["", f"### {r['name']}: groups", ""]
-        out.append("| members | kind | band rows x bands | halos kept | spad KiB | bytes per-layer | bytes fused | "
+        out.append("| members | kind | band rows x bands | halo rows | spad KiB | bytes per-layer | bytes fused | "
                    "modelled per-layer | modelled fused | gain (model) | emulated per-layer | emulated fused | "
                    "gain (emulated) | DRAM emulated per-layer | DRAM emulated fused | fused? |")
         out.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -419,6 +419,8 @@ def render_groups(results: list[dict[str, Any]]) -> list[str]:
             tile = g["tile"] or {}
             names = " -> ".join(_short(m) for m in g["members"])
             halos = ", ".join(f"{v}" for v in (tile.get("halos") or {}).values()) or "-"
+            if halos != "-":
+                halos += f" ({tile.get('strategy')})"
             e = _group_emulated(r, g)
             gain_e = (f"{e['unfused'] / e['fused']:.2f}x" if e["fused"] and e["unfused"] else "-")
             band = tile.get("rows") or g.get("band_output_rows") or g.get("band_rows") or "-"

@@ -167,7 +167,23 @@ def _plan_three(group: list[chains.Member], cycles: dict[str, float], target: An
             if gc.cycles_model_fused >= gc.cycles_model_unfused:
                 blockers.append("fusion does not pay: modelled fused cycles are not below the per-layer "
                                 f"program's ({gc.cycles_model_fused:,.0f} vs {gc.cycles_model_unfused:,.0f})")
+    tile = _ir_tile(group, sh, choice.tiling, target.dim) if choice is not None else None
     fused = not blockers
-    return GroupPlan([m.name for m in group], "inverted_residual", None, gc, fused,
+    return GroupPlan([m.name for m in group], "inverted_residual", tile, gc, fused,
                      "fused" if fused else "per-layer program kept: " + blockers[0], blockers,
                      choice if fused else None)
+
+
+def _ir_tile(group: list[chains.Member], sh: ir_kernel.IrShape, t: Any, dim: int) -> tiling.GroupTile:
+    """The fused inverted residual's tile as `ir_kernel` runs it: bands of output rows, the expand's halo rows
+    recomputed in every band (the extra MACs: its interior rows computed more than once)."""
+    bs = tiling.bands([m.spec.layer for m in group], t.band)
+    extra_rows = -sh.H
+    for p0 in range(0, sh.P, t.band):
+        vp = min(t.band, sh.P - p0)
+        rows = range(p0 * sh.stride, p0 * sh.stride + (vp - 1) * sh.stride + sh.R)
+        extra_rows += sum(1 for ih in rows if sh.pad_h <= ih < sh.pad_h + sh.H)
+    n = -(-sh.P // t.band)
+    return tiling.GroupTile(t.band, n, bs, "recompute" if n > 1 else "none", t.spad_rows * dim,
+                            t.acc_rows * dim * 4, sh.N * extra_rows * sh.W * sh.C1 * sh.C,
+                            [] if t.resident else ["weights loaded per band and channel block"])
