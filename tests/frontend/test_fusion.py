@@ -281,7 +281,7 @@ def test_a_relu6_clip_with_constant_node_bounds_is_absorbed() -> None:
     _same_outputs(on, off, (1, 8, 8, 8), seed=1)
 
 
-def _inverted_residual(c1: int, c: int, k2: int, hw: int, stride: int, relu: str = "relu6") -> object:
+def _inverted_residual(c1: int, c: int, k2: int, hw: int, stride: int, relu: str = "relu6", n: int = 1) -> object:
     """expand 1x1 (c1 -> c) -> 3x3 depthwise (stride) -> project 1x1 (c -> k2), ReLU6 after the first two (as
     MobileNetV2), then a dense layer."""
     g = zoo._Graph(11)
@@ -290,7 +290,7 @@ def _inverted_residual(c1: int, c: int, k2: int, hw: int, stride: int, relu: str
     y = g.conv(y, c, k2, k=1, relu="", name="project")
     y = g.op("Flatten", [g.op("GlobalAveragePool", [y], "gap")], "flatten")
     y = g.dense(y, k2, 4, name="fc")
-    return g.model("ir", {"input": [1, c1, hw, hw]}, y, [1, 4])
+    return g.model("ir", {"input": [n, c1, hw, hw]}, y, [n, 4])
 
 
 @pytest.mark.parametrize("c1,c,k2,hw,stride", [(8, 40, 8, 40, 2), (24, 48, 24, 30, 1), (160, 960, 160, 7, 1)])
@@ -317,4 +317,15 @@ def test_a_symmetric_inverted_residual_fuses_all_three_convs(c1: int, c: int, k2
     # (at 7x7 x 960 channels the weights dominate: the fused kernel's are padded to whole diagonal blocks)
     assert g["dram_bytes_emulated_fused"] < (0.6 if c != 960 else 0.8) * per_layer
     assert on.summary["total"]["cycles_emulated"] < off.summary["total"]["cycles_emulated"]
+    assert g["cycles_model_fused"] == pytest.approx(g["cycles_emulated_fused"], rel=0.10)
+
+
+def test_a_fused_inverted_residual_runs_a_batch() -> None:
+    """Two images through the fused inverted residual (stride 2, odd size): equal to the per-layer program."""
+    data = zoo.quantize(_inverted_residual(16, 32, 16, 15, 2, n=2), symmetric=True)
+    on = compile_bytes(data)
+    off = compile_bytes(data, options=OPTIONS.model_copy(update={"fusion": "off"}))
+    (g,) = on.summary["groups"]
+    assert g["members"] == ["expand", "dw", "project"] and g["fused"], g["reason"]
+    _same_outputs(on, off, (2, 16, 15, 15), seed=5)
     assert g["cycles_model_fused"] == pytest.approx(g["cycles_emulated_fused"], rel=0.10)
