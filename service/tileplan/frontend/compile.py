@@ -205,7 +205,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     field) for a model that cannot be compiled; every op that can run somewhere is compiled (on the host when
     the accelerator cannot run it, with the reason in the summary).  `workers` > 1 plans distinct layers and
     generates distinct kernels in that many processes (the result is the same)."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     from tileplan.frontend import onnx_import
 
     options = options or CompileOptions()
@@ -214,7 +214,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
                                       options.calibration_samples, options.seed)
     phases: dict[str, float] = {"load": round(time.perf_counter() - t0, 3)}
-    mark = [time.perf_counter()]
+    cpu_phases: dict[str, float] = {"load": round(_cpu_seconds() - cpu0, 3)}
+    mark = [time.perf_counter(), _cpu_seconds()]
     from tileplan.frontend.runner import Prebuild
 
     # the host build's objects that are ready before the program is (the emulator now, while TVM is imported;
@@ -235,10 +236,11 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     from tileplan.frontend.program import Step, Tensor, build_program, c_ident, pack, render
     from tileplan.frontend.runner import NoToolchain, emulate_files
 
-    def phase(name: str) -> None:  # wall seconds per compile phase (in the summary)
-        now = time.perf_counter()
+    def phase(name: str) -> None:  # wall and CPU seconds per compile phase (in the summary)
+        now, cpu = time.perf_counter(), _cpu_seconds()
         phases[name] = round(phases.get(name, 0.0) + now - mark[0], 3)
-        mark[0] = now
+        cpu_phases[name] = round(cpu_phases.get(name, 0.0) + cpu - mark[1], 3)
+        mark[0], mark[1] = now, cpu
 
     phase("startup")
     notes = list(imported.notes)
@@ -385,9 +387,19 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     pre.wait()
     summary["total"]["compile_seconds"] = round(time.perf_counter() - t0, 3)
     summary["total"]["phase_seconds"] = phases
+    summary["total"]["phase_cpu_seconds"] = cpu_phases
     if progress:
         progress(total, total)
     return CompiledModel(summary, pack(files, c_ident(model_name)), summary["notes"])
+
+
+def _cpu_seconds() -> float:
+    """User + system seconds of this process and of its children waited for so far (the C compiler; worker
+    processes once their pool has shut down)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _early_params_header(hw: Any) -> str | None:
