@@ -127,7 +127,8 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
           load1: tuple[float, ...]) -> None:
     lines = ["# Compile time: before and after, in one run", "",
              f"`python bench/compile_time.py --models {','.join(Path(m).name for m in args.models.split(','))} "
-             f"--baseline {rev[:12]} --hw {args.hw} --jobs {args.jobs} --repeat {args.repeat}` (models from "
+             f"--baseline {rev[:12]}" + (f" --this {args.this}" if args.this else "")
+             + f" --hw {args.hw} --jobs {args.jobs} --repeat {args.repeat}` (models from "
              "bench/zoo_export.py); this checkout: " + head + f". Load average at start {load0[0]:.1f}, at end "
              f"{load1[0]:.1f} on {os.cpu_count()} cores" + (": a shared, loaded machine, so wall seconds are far above "
                                                            "an idle machine's; CPU seconds compare the code"
