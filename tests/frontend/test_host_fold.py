@@ -83,6 +83,8 @@ def test_dequantize_folds_as_fold_constant() -> None:
         lambda bb: deq(_c(w32), _c(np.array([3.3e-5], np.float32)), _c(np.int32(0)), 0, "float32"),
         lambda bb: deq(_c(w32), _c(np.float32(0.5)), _c(np.int32(-2**31 + 5)), 0, "float32"),  # int32 wraps
         lambda bb: deq(_c(np.uint8(200)), _c(np.float32(0.1)), _c(np.uint8(128)), 0, "float32"),
+        lambda bb: deq(_c(np.array([-7, 0, 5], np.int8)), _c(np.float32(np.inf)), _c(np.int8(-7)), 0,
+                       "float32"),                                                # 0 * inf: NaN
     ])
 
 

@@ -362,9 +362,9 @@ def _fold_dequantize(call: Any, args: list[np.ndarray]) -> np.ndarray | None:
     s, z = _qparam(scale, data.ndim, int(call.attrs.axis)), _qparam(zp, data.ndim, int(call.attrs.axis))
     if s is None or z is None:
         return None
-    with np.errstate(over="ignore"):  # int32 wraps, as the compiled subtraction does
+    with np.errstate(all="ignore"):  # int32 wraps, as the compiled subtraction does; 0 * inf scale is NaN
         sub = data.astype(np.int32) - z.astype(np.int32)
-    return (sub.astype(np.float32) * s).astype(np.float32)
+        return (sub.astype(np.float32) * s).astype(np.float32)
 
 
 def _fold_quantize(call: Any, args: list[np.ndarray]) -> np.ndarray | None:
