@@ -378,9 +378,10 @@ def _qsoftmax_func(ty: Any, y_scale: float, y_zp: int) -> Any:
     return te.create_prim_func([x, table, y]).with_attr("global_symbol", "qsoftmax")
 
 
-def offload(mod: Any, symbols: dict[str, str]) -> Any:
+def offload(mod: Any, symbols: dict[str, str], operands: dict[str, tuple[int, ...]] | None = None) -> Any:
     """Replace every call of a composite function named in `symbols` by an opaque `call_dps_packed(symbol)`
-    (the accelerator op), and drop the composite functions."""
+    (the accelerator op), and drop the composite functions. `operands`: composite name -> the order its
+    arguments are passed in (an act matmul's A and B, whichever order the composite has them in)."""
     from tvm import relax
 
     gvs = {gv.name_hint: gv for gv in mod.functions}
@@ -391,7 +392,11 @@ def offload(mod: Any, symbols: dict[str, str]) -> Any:
             call = super().visit_call_(call)
             op = call.op
             if isinstance(op, relax.GlobalVar) and op.name_hint in symbols:
-                return relax.op.call_dps_packed(symbols[op.name_hint], relax.Tuple(list(call.args)), call.ty)
+                args = list(call.args)
+                order = (operands or {}).get(op.name_hint)
+                if order is not None:
+                    args = [args[i] for i in order]
+                return relax.op.call_dps_packed(symbols[op.name_hint], relax.Tuple(args), call.ty)
             return call
 
     main = _Offload().visit_expr(mod["main"])
