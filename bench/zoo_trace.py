@@ -6,7 +6,7 @@ order, between Tileplan's program and onnxruntime.
 
 The model is rewritten with every quantized activation added as a graph output: the output of each
 QuantizeLinear (QDQ files) or QLinear* / QGemm / QuantizeLinear node (QOperator files), int8 or uint8, shapes from
-onnx's shape inference. Adding a QuantizeLinear's output to the graph outputs leaves onnxruntime's QDQ fusion as
+onnx's shape inference after Tileplan's folding of Shape subgraphs (`onnx_import.fold_shapes`). Adding a QuantizeLinear's output to the graph outputs leaves onnxruntime's QDQ fusion as
 it was (its selectors refuse a unit whose DequantizeLinear or target op produces a graph output, not one whose
 QuantizeLinear does), and it leaves Tileplan's op groups as they were (the same tensor is already a group's
 output). The rewritten model is compiled by Tileplan's CLI (`tileplan compile`, in a fresh process), run on the
@@ -40,8 +40,12 @@ def traced_model(path: Path) -> tuple[Any, list[dict[str, Any]]]:
     import onnx
     from onnx import shape_inference
 
+    from tileplan.frontend.onnx_import import fold_shapes
+
     model = onnx.load(str(path))
-    inferred = shape_inference.infer_shapes(model)
+    # shapes as `tileplan compile` sees them: Shape subgraphs folded first (Swin-T computes most of its shapes)
+    folded, _ = fold_shapes(onnx.load(str(path)))
+    inferred = shape_inference.infer_shapes(folded, data_prop=True)
     types = {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input]}
     consts = {t.name for t in model.graph.initializer}
     outputs = {o.name for o in model.graph.output}
