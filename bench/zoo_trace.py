@@ -100,7 +100,8 @@ def main() -> None:
     ap.add_argument("--judge", default=None, help="ort-int8 (default for QDQ files), ort (QOperator), ort-noopt")
     ap.add_argument("--seed", type=int, default=1, help="the input (bench/zoo.py's judge uses seed 1)")
     ap.add_argument("--hw", default="gemmini-16x16")
-    ap.add_argument("--work", type=Path, default=None, help="keep the traced model and artifact here")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="keep the traced model, the artifact and the report (trace.json) here")
     ap.add_argument("--show", type=int, default=20, help="differing tensors printed (0: all)")
     ap.add_argument("--compile-arg", action="append", default=[],
                     help="passed to `tileplan compile` (default: --mapper gemmini-auto --no-baseline --no-emulate: "
@@ -142,6 +143,8 @@ def main() -> None:
     finals = {o: agreement({o: got[o]}, {o: want[o]}, steps) for o in model_outputs}
     report = {"model": str(args.model), "judge": judge, "seed": args.seed, "tensors": len(rows),
               "differing": sum(1 for r in rows if r["differ"]), "first": first, "rows": rows, "outputs": finals}
+    if args.work is not None:
+        (args.work / "trace.json").write_text(json.dumps(report, indent=1))
     if args.json:
         print(json.dumps(report, indent=1))
         return
