@@ -301,7 +301,9 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                               else None, w_t, _const_tensor(bp), a.spec.clamp,
                               timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant,
                               act=a.spec.act)
-    compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols))
+    operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in composites.items()
+                                            if isinstance(q, patterns.ActMatmul)}
+    compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols, operands))
     notes += compat_notes
     host = lower_host_cached(compat, workers)
     host_sources, host_ws, host_names = host_units(host.sources), host.workspace, host.names

@@ -117,6 +117,52 @@ def _qsoftmax_te(x: Any, table: Any, y_scale: float, y_zp: int) -> Any:
     return te.compute(shape, out, name="qsoftmax")
 
 
+def _qavgpool_func(ty_in: Any, ty_out: Any, attrs: Any, q: tuple[float, int, float, int]) -> Any:
+    """int8 NCHW average pool as onnxruntime's QLinearAveragePool computes it (QLinearPool2DTask): each code
+    dequantized as float(x - z_x) * s_x, the window's in-bounds values summed in row-major order from 0.0 in
+    float32, divided by the count (the kernel's area with count_include_pad, else the in-bounds area), and
+    y = round_half_even(avg / s_y + z_y): the zero point is added before the rounding (QuantizeLinear adds it
+    after), saturated to int8."""
+    from tvm import te, tirx
+
+    xs, xz, ys, yz = q
+    n, c, h, w = (int(d) for d in ty_in.shape)
+    oh, ow = [int(d) for d in ty_out.shape][2:]
+    kh, kw = (int(v) for v in attrs.pool_size)
+    sh, sw = (int(v) for v in attrs.strides)
+    pt, pl = int(attrs.padding[0]), int(attrs.padding[1])
+    include_pad = bool(attrs.count_include_pad)
+    x = te.placeholder((n, c, h, w), "int8", name="x")
+    rh = te.reduce_axis((0, kh), name="rh")
+    rw = te.reduce_axis((0, kw), name="rw")
+    f32 = "float32"
+
+    def value(b: Any, ch: Any, i: Any, j: Any) -> Any:
+        hi, wi = i * sh - pt + rh, j * sw - pl + rw
+        inside = tirx.all(hi >= 0, hi < h, wi >= 0, wi < w)
+        code = x[b, ch, tirx.max(tirx.min(hi, h - 1), 0), tirx.max(tirx.min(wi, w - 1), 0)].astype("int32")
+        dq = (code - tirx.const(xz, "int32")).astype(f32) * tirx.const(xs, f32)
+        return tirx.Select(inside, dq, tirx.const(0.0, f32))
+
+    total = te.compute((n, c, oh, ow), lambda b, ch, i, j: te.sum(value(b, ch, i, j), axis=[rh, rw]), name="winsum")
+
+    def span(o: Any, stride: int, pad: int, k: int, size: int) -> Any:
+        start = o * stride - pad
+        return tirx.min(start + k, size) - tirx.max(start, 0)
+
+    def out(b: Any, ch: Any, i: Any, j: Any) -> Any:
+        count = (tirx.const(kh * kw, "int32") if include_pad
+                 else span(i, sh, pt, kh, h) * span(j, sw, pl, kw, w))
+        avg = total[b, ch, i, j] / count.astype(f32)
+        v = tirx.nearbyint(avg / tirx.const(ys, f32) + tirx.const(float(yz), f32))
+        v = tirx.max(tirx.min(v, tirx.const(127.0, f32)), tirx.const(-128.0, f32))
+        return tirx.Cast("int8", v)
+
+    y = te.compute((n, c, oh, ow), out, name="qavgpool")
+    # opaque to FuseOps: its int32-shaped buffers must not be fused with the legalized ops' int64-shaped ones
+    return te.create_prim_func([x, y]).with_attr("global_symbol", "qavgpool").with_attr("op_pattern", 8)
+
+
 # relax unary op -> the ONNX operator onnxruntime computes it with (its own approximations of the functions: MLAS's
 # logistic and tanh, which differ from libm's by a float ulp, enough to move a result across a rounding tie)
 UNARY_ONNX = {"relax.sigmoid": "Sigmoid", "relax.tanh": "Tanh"}
@@ -202,6 +248,9 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
       (`unary_table`), looked up.
     - dequantize(int8) + dequantize(int8) [-> relu] -> quantize(int8), per-tensor, operands of one shape (a residual
       add): a 65,536-entry table of onnxruntime's QLinearAdd (`add_table`), looked up.
+    - dequantize(int8) -> avg_pool2d (NCHW, no dilation, a window smaller than the image) -> quantize(int8),
+      per-tensor: onnxruntime's QLinearAveragePool arithmetic (`_qavgpool_func`: the zero point added before the
+      rounding).
 
     Returns the module and a note per rewritten kind."""
     from tvm import relax
@@ -221,6 +270,9 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             add = self._bound(relu.args[0] if relu is not None else new.args[0], "relax.add")
             if add is not None:
                 return self._pair_lookup(new, add, relu is not None)
+            pool = self._bound(new.args[0], "relax.nn.avg_pool2d")
+            if pool is not None:
+                return self._avg_pool(new, pool)
             sm = self._bound(new.args[0], "relax.nn.softmax")
             dq = self._bound(sm.args[0], "relax.dequantize") if sm is not None else None
             if dq is None:
@@ -237,6 +289,25 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             gv = self.builder_.add_func(_qsoftmax_func(x.ty, float(ys), int(yz)), "qsoftmax")
             rewritten.append("softmax")
             return relax.call_tir(gv, relax.Tuple([x, table]), new.ty)
+
+        def _avg_pool(self, q: Any, pool: Any) -> Any:
+            dq = self._bound(pool.args[0], "relax.dequantize")
+            if dq is None:
+                return q
+            x, at = dq.args[0], pool.attrs
+            xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], q.args[1], q.args[2]))
+            hw = [int(d) for d in x.ty.shape][2:]
+            if (str(x.ty.dtype) != "int8" or str(q.attrs.out_dtype) != "int8" or xs is None or ys is None
+                    or yz is None or xz is None or not (np.isfinite(xs) and np.isfinite(ys))
+                    or str(at.layout) != "NCHW" or str(at.out_layout) != "NCHW"
+                    or any(int(d) != 1 for d in at.dilation)):
+                return q  # per-channel scales, other types or layouts, dilation: the float definition
+            if [int(k) for k in at.pool_size] == hw and all(int(p) == 0 for p in at.padding):
+                return q  # onnxruntime runs a window over the whole image as its global average pool
+            func = _qavgpool_func(x.ty, q.ty, at, (float(xs), int(xz), float(ys), int(yz)))
+            gv = self.builder_.add_func(func, "qavgpool")
+            rewritten.append("avgpool")
+            return relax.call_tir(gv, relax.Tuple([x]), q.ty)
 
         def _lookup(self, q: Any, unary: Any) -> Any:
             dq = self._bound(unary.args[0], "relax.dequantize")
@@ -284,6 +355,7 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
         if gv.name_hint != "main":
             out[gv] = f
     how = {"softmax": "as onnxruntime's integer kernel does (QLinearSoftmax)",
+           "avgpool": "as onnxruntime's integer kernel does (QLinearAveragePool)",
            "add": "by looking up a table of onnxruntime's integer kernel (QLinearAdd)",
            "sigmoid": "by looking up a table onnxruntime made (its logistic function)",
            "tanh": "by looking up a table onnxruntime made (its tanh)"}
@@ -306,9 +378,10 @@ def _qsoftmax_func(ty: Any, y_scale: float, y_zp: int) -> Any:
     return te.create_prim_func([x, table, y]).with_attr("global_symbol", "qsoftmax")
 
 
-def offload(mod: Any, symbols: dict[str, str]) -> Any:
+def offload(mod: Any, symbols: dict[str, str], operands: dict[str, tuple[int, ...]] | None = None) -> Any:
     """Replace every call of a composite function named in `symbols` by an opaque `call_dps_packed(symbol)`
-    (the accelerator op), and drop the composite functions."""
+    (the accelerator op), and drop the composite functions. `operands`: composite name -> the order its
+    arguments are passed in (an act matmul's A and B, whichever order the composite has them in)."""
     from tvm import relax
 
     gvs = {gv.name_hint: gv for gv in mod.functions}
@@ -319,7 +392,11 @@ def offload(mod: Any, symbols: dict[str, str]) -> Any:
             call = super().visit_call_(call)
             op = call.op
             if isinstance(op, relax.GlobalVar) and op.name_hint in symbols:
-                return relax.op.call_dps_packed(symbols[op.name_hint], relax.Tuple(list(call.args)), call.ty)
+                args = list(call.args)
+                order = (operands or {}).get(op.name_hint)
+                if order is not None:
+                    args = [args[i] for i in order]
+                return relax.op.call_dps_packed(symbols[op.name_hint], relax.Tuple(args), call.ty)
             return call
 
     main = _Offload().visit_expr(mod["main"])

@@ -91,6 +91,9 @@ class ActMatmul:
     y_zp: np.ndarray
     kind: str = "act_matmul"
     notes: list[str] = field(default_factory=list)
+    # the composite function's parameters feeding a and b (its parameters come in the graph order of their
+    # dequantize bindings, which may put b first: Swin-T's K^T is computed before its scaled Q)
+    operands: tuple[int, int] = (0, 1)
 
     @property
     def macs(self) -> int:
@@ -344,7 +347,26 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
             if len(match) != 1:
                 raise RuntimeError(f"composite {gv.name_hint} covers {len(match)} accepted ops ({inner})")
             composites[gv.name_hint] = match[0]
+            if isinstance(match[0], ActMatmul):
+                match[0].operands = _act_operands(func)
     return fused, composites
+
+
+def _act_operands(func: Any) -> tuple[int, int]:
+    """(index of the parameter dequantized into the matmul's first operand, ... its second) of an act
+    composite function."""
+    from tvm import relax
+
+    values = {b.var.__chandle__(): b.value for block in func.body.blocks for b in block.bindings}
+    params = [p.__chandle__() for p in func.params]
+    for v in values.values():
+        if isinstance(v, relax.Call) and getattr(v.op, "name", "") == "relax.matmul":
+            srcs = []
+            for arg in v.args[:2]:
+                dq = values.get(arg.__chandle__()) if isinstance(arg, relax.Var) else None
+                srcs.append((dq.args[0] if isinstance(dq, relax.Call) else arg).__chandle__())
+            return params.index(srcs[0]), params.index(srcs[1])
+    raise RuntimeError("act composite without a matmul")
 
 
 def _users(mod: Any) -> dict[str, list[str]]:
