@@ -23,6 +23,13 @@ zoo, random weights, onnxruntime's static quantizer, QDQ, per-tensor int8; and a
    rdcycle difference around the step (Spike's cycle CSR counts retired instructions of its functional model,
    and a RoCC instruction retires at once: not a Gemmini SoC's cycles), in the host build the emulated cycles.
 
+A program with fused-layer groups (tileplan.fusion; their kernels need symmetric activations: --symmetric) is
+built for Spike with `make riscv TILEPLAN_STAGE_ACC_READS=1`: libgemmini does not model a compute reading its A
+operand from the accumulator, which the fused kernels do; with the define each such read is an mvout with the
+read's activation and scale plus an mvin back (tileplan/fusion/staging.py).  The emulator runs the program as
+compiled, so byte equality checks the fused kernels' other instructions on Spike and the emulator's accumulator
+read against libgemmini's mvout.
+
 Rows are kept in <out>.json between runs (a run of a --models subset replaces only its own rows).
 """
 
@@ -93,8 +100,9 @@ def differing(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> int:
     return total
 
 
-def compile_cli(onnx_path: Path, hw: str, out: Path) -> tuple[float, Path | str]:
-    cmd = [sys.executable, "-m", "tileplan.cli", "compile", str(onnx_path), "--hw", hw, "--out", str(out)]
+def compile_cli(onnx_path: Path, hw: str, out: Path, fusion: str = "auto") -> tuple[float, Path | str]:
+    cmd = [sys.executable, "-m", "tileplan.cli", "compile", str(onnx_path), "--hw", hw, "--out", str(out),
+           "--fusion", fusion]
     t0 = time.perf_counter()
     run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
@@ -108,7 +116,7 @@ def run_one(label: str, onnx_path: Path, args: argparse.Namespace, spike: Path) 
     row: dict[str, Any] = {"model": label, "hw": args.hw}
     data = onnx_path.read_bytes()
     with tempfile.TemporaryDirectory(prefix="tp-spike-") as tmp:
-        wall, tar = compile_cli(onnx_path, args.hw, Path(tmp) / "out")
+        wall, tar = compile_cli(onnx_path, args.hw, Path(tmp) / "out", args.fusion)
         row["compile_s"] = round(wall, 1)
         if isinstance(tar, str):
             row["verdict"] = tar
@@ -119,11 +127,16 @@ def run_one(label: str, onnx_path: Path, args: argparse.Namespace, spike: Path) 
         meta = json.loads((root / "tileplan.json").read_text())
         row["steps"] = len(meta["steps"])
         row["accel_steps"] = sum(1 for s in meta["steps"] if s["kind"] == "accel")
-        make = ["make", "-s", "-j2", "riscv", "host-main", f"GEMMINI_INCLUDE={args.gemmini_include}"]
-        proc = subprocess.run(make, cwd=root, capture_output=True, text=True)
-        if proc.returncode:
-            row["verdict"] = "build failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
-            return row
+        # fused groups' kernels (tileplan.fusion): Spike's program stages their accumulator reads through DRAM
+        # (libgemmini does not model the read: tileplan/fusion/staging.py); the emulator runs the fused program
+        row["fused_steps"] = sum(1 for s in meta["steps"] if str(s.get("function", "")).startswith("tpf_"))
+        stage = ["TILEPLAN_STAGE_ACC_READS=1"] if row["fused_steps"] else []
+        for make in (["make", "-s", "-j2", "riscv", f"GEMMINI_INCLUDE={args.gemmini_include}", *stage],
+                     ["make", "-s", "-j2", "host-main"]):
+            proc = subprocess.run(make, cwd=root, capture_output=True, text=True)
+            if proc.returncode:
+                row["verdict"] = "build failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
+                return row
         feeds = zoo.sample_inputs(data, seed=args.seed)
         (root / "in.bin").write_bytes(b"".join(np.ascontiguousarray(x).tobytes() for x in feeds.values()))
         emu = subprocess.run([str(root / "build/host/model"), "in.bin", "emu.bin"], cwd=root, capture_output=True,
@@ -193,7 +206,18 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[str])
              "rdcycle (Spike's cycle CSR follows retired instructions; each RoCC instruction retires at once, so "
              "this is not a Gemmini SoC's cycle count), on the host Tileplan's emulated cycles. Rows named "
              "`<model>.qdq` / `<model>.qoperator`: bench/zoo_export.py's torchvision exports (seeded random weights, "
-             "224 x 224, onnxruntime quantize_static per-tensor int8), compiled as exported.", "",
+             "224 x 224, onnxruntime quantize_static per-tensor int8), compiled as exported. Rows `<model>.sym`: the "
+             "test model quantized with symmetric activations (--symmetric); `<name>_224_sym`: `bench/torch_models.py "
+             "--symmetric` exports (torchvision's architecture, ActivationSymmetric); `pointwise_32_128_32_28`: "
+             "`bench/fusion_pointwise.py`'s model(32, 128, 32, 28). Wall times were measured on a shared machine. "
+             "`N fused` in the steps column: steps "
+             "running a fused-layer group's kernel (tileplan.fusion); libgemmini does not model their consumer's "
+             "read of the producer's accumulator rows, so Spike's program is built with "
+             "`TILEPLAN_STAGE_ACC_READS=1` (each such read replaced by an mvout with the read's activation and "
+             "scale and an mvin back: tileplan/fusion/staging.py) while the emulator runs the fused program as "
+             "compiled: `Spike = emulator` then holds every other instruction of the fused kernels, and the "
+             "emulator's accumulator read, to libgemmini's mvout; Spike's cycles of those steps include the "
+             "staging.", "",
              "| model | hardware | steps (accelerator) | output elements | Spike = emulator | vs ort: differ, equal / within 1 "
              "LSB / max | vs ort-int8 | Spike rdcycle all / accelerator steps | emulated cycles (accelerator) | "
              "Spike wall s |",
@@ -209,7 +233,8 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[str])
         sp_acc = sum(c for _, k, c in r["spike_steps"] if k == "accel")
         emu_acc = sum(c for _, k, c in r["emu_steps"] if k == "accel")
         eq = f"yes ({r['differ_emu']})" if r["bytes_equal"] else f"no ({r['differ_emu']})"
-        lines.append(f"| {r['model']} | {r['hw']} | {r['steps']} ({r['accel_steps']}) | {r['elements']} | {eq} | "
+        fused = f", {r['fused_steps']} fused" if r.get("fused_steps") else ""
+        lines.append(f"| {r['model']} | {r['hw']} | {r['steps']} ({r['accel_steps']}{fused}) | {r['elements']} | {eq} | "
                      f"{o['differ']}, {_pct(o['equal'])} / {_pct(o['within1'])} / {o['max']:.0f} | {vs8} | "
                      f"{sp_all} / {sp_acc} | {emu_acc} | {r['spike_s']} |")
     lines += ["", "## Per step: Spike rdcycle and emulated cycles", ""]
@@ -252,6 +277,11 @@ def main() -> int:
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS),
                     help=f"comma-separated test models, of {','.join(DEFAULT_MODELS)} ('' for none)")
     ap.add_argument("--onnx", default="", help="comma-separated ONNX files, compiled as they are")
+    ap.add_argument("--symmetric", action="store_true",
+                    help="quantize the test models with symmetric activations (onnxruntime's ActivationSymmetric: "
+                    "no zero points, what fused groups need); rows <model>.sym")
+    ap.add_argument("--fusion", choices=["auto", "off"], default="auto",
+                    help="tileplan compile --fusion (default auto, the CLI's); rows of 'off' say so")
     ap.add_argument("--seed", type=int, default=3, help="seed of the random input")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per Spike run")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "spike.md"), help="'-': print only")
@@ -269,15 +299,18 @@ def main() -> int:
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     files = ",".join(Path(f).name for f in args.onnx.split(",") if f) or "-"
     rows: list[dict[str, Any]] = []
-    run = f"[{stamp}] --hw {args.hw} --models {args.models or '-'} --onnx {files}: no model"
+    flags = (" --symmetric" if args.symmetric else "") + (" --fusion off" if args.fusion == "off" else "")
+    run = f"[{stamp}] --hw {args.hw}{flags} --models {args.models or '-'} --onnx {files}: no model"
     with tempfile.TemporaryDirectory(prefix="tp-spike-models-") as work:
         jobs: list[tuple[str, Path]] = []
         for n in names:
             params = dict(DEFAULT_MODELS[n])
             path = Path(work) / f"{n}.onnx"
-            path.write_bytes(zoo.build(str(params.pop("name", n)), "qdq", **params))
-            jobs.append((n, path))
+            path.write_bytes(zoo.build(str(params.pop("name", n)), "qdq", symmetric=args.symmetric, **params))
+            jobs.append((n + (".sym" if args.symmetric else ""), path))
         jobs += [(Path(f).name.removesuffix(".onnx"), Path(f)) for f in args.onnx.split(",") if f]
+        if args.fusion == "off":
+            jobs = [(label + " (fusion off)", path) for label, path in jobs]
         for i, (label, path) in enumerate(jobs):
             try:
                 rows.append(run_one(label, path, args, spike))
@@ -286,7 +319,7 @@ def main() -> int:
                              "verdict": f"bench error: {type(e).__name__}: {e}"[:200]})
             print(json.dumps({k: v for k, v in rows[-1].items() if not k.endswith("_steps")}), flush=True)
             done = "" if i + 1 == len(jobs) else f" ({i + 1} of {len(jobs)} models so far)"
-            run = (f"[{stamp}] --hw {args.hw} --models {args.models or '-'} --onnx {files}: "
+            run = (f"[{stamp}] --hw {args.hw}{flags} --models {args.models or '-'} --onnx {files}: "
                    f"{time.perf_counter() - t_start:.0f} s{done}")
             if args.out != "-":
                 save(args, rows, run, stamp)  # after every model: a long run keeps what it has measured

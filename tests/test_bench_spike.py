@@ -62,3 +62,17 @@ def test_table_names_both_onnxruntime_judges(bench) -> None:  # type: ignore[no-
             if line.startswith("| new ") or line.startswith("| old ")}
     assert "| 7, 30.0% / 100.0% / 1 | 0, 100.0% / 100.0% / 0 | 5 / 5 | 7 |" in rows["| new"]
     assert "| 7, 30.0% / 100.0% / 1 | - | 5 / 5 | 7 |" in rows["| old"]
+
+
+def test_table_shows_fused_steps(bench) -> None:  # type: ignore[no-untyped-def]
+    """A program with fused-layer groups says how many of its accelerator steps run one (their Spike build is
+    staged); one without says nothing more."""
+    import argparse
+
+    base = {"hw": "gemmini-16x16", "steps": 12, "accel_steps": 6, "elements": 10, "differ_emu": 0,
+            "bytes_equal": True, "spike_steps": [("conv", "accel", 5)], "emu_steps": [("conv", "accel", 7)],
+            "spike_s": 0.1, "ort": {"differ": 0, "equal": 1.0, "within1": 1.0, "max": 0.0}}
+    table = bench.write(argparse.Namespace(judges="j"), [{**base, "model": "f", "fused_steps": 1},
+                                                          {**base, "model": "u", "fused_steps": 0}], ["r"])
+    assert "| f | gemmini-16x16 | 12 (6, 1 fused) |" in table
+    assert "| u | gemmini-16x16 | 12 (6) |" in table

@@ -6,6 +6,7 @@ GEMMINI_INCLUDE points the kernels at another header, whose missing features sto
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -177,3 +178,33 @@ def test_step_names_are_c_string_literals():
     assert c_string('a"b\\c') == '"a\\042b\\134c"'
     assert c_string("conv/1??=x") == '"conv/1\\077\\077=x"'
     assert c_string("é") == '"\\303\\251"'
+
+
+def test_staged_accumulator_reads_give_the_fused_programs_bytes(tmp_path):
+    """`make host-main TILEPLAN_STAGE_ACC_READS=1` (the build Spike + libgemmini can run: tileplan.fusion.staging)
+    of a program with a fused group (a symmetric pointwise chain: tileplan.fusion.kernel) writes the same output
+    file as the build without it, and prints more cycles for the fused step only (its intermediate now goes
+    through DRAM); the other steps are untouched."""
+    g = zoo._Graph(5)
+    y = g.conv(g.conv("input", 16, 48, k=1, relu="relu", name="pw1"), 48, 24, k=1, relu="relu", name="pw2")
+    y = g.dense(g.op("Flatten", [g.op("GlobalAveragePool", [y], "gap")], "flatten"), 24, 4, name="fc")
+    data = zoo.quantize(g.model("pw", {"input": [2, 16, 12, 12]}, y, [2, 4]), symmetric=True)
+    res = compile_bytes(data)
+    meta = json.loads(read_artifact(res.artifact)["tileplan.json"])
+    fused = [s["name"] for s in meta["steps"] if s["function"].startswith("tpf_")]
+    assert fused, "the symmetric pointwise chain is fused"
+    _, raw = _in_bin(data, seed=2)
+    (tmp_path / "in.bin").write_bytes(raw)
+    outs, cycles = [], []
+    for i, extra in enumerate(([], ["TILEPLAN_STAGE_ACC_READS=1"])):
+        root = _extract(res.artifact, tmp_path / str(i))
+        subprocess.run(["make", "-s", "-j2", "host-main", *extra], cwd=root, check=True, capture_output=True)
+        proc = subprocess.run([str(root / "build/host/model"), str(tmp_path / "in.bin"), str(tmp_path / f"o{i}.bin")],
+                              capture_output=True, text=True, check=True)
+        outs.append((tmp_path / f"o{i}.bin").read_bytes())
+        cycles.append({r[1]: int(r[0]) for r in re.findall(r"^\s*\d+ (?:accel|host)\s+(\d+)\s+(.*)$", proc.stdout,
+                                                             re.MULTILINE)})
+    assert outs[0] == outs[1]
+    assert set(cycles[0]) == set(cycles[1])
+    for name, c in cycles[0].items():
+        assert (cycles[1][name] > c) if name in fused else (cycles[1][name] == c), name

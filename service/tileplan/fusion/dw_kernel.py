@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from tileplan.fusion.staging import stage_acc_reads
+
 
 def _ceil(x: int, m: int) -> int:
     return -(-x // m) * m
@@ -169,6 +171,8 @@ def generate(name: str, sh: DwShape, t: DwTiling, *, dim: int, spad_rows: int, a
 static inline int32_t tp_min(int32_t a, int32_t b) {{ return a < b ? a : b; }}
 static const int32_t tp_phase_off[{sh.stride}] = {{{ph_tab}}};
 
+{stage_acc_reads(dim=dim, band=bm, act1=act1, scale1=scale1, st_stride=k2p, act2=act2, scale2=scale2,
+                 free_rows=slot_rows)}
 #define {name.upper()}_WORKSPACE_BYTES {workspace_bytes(sh, dim)}
 void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *out, uint8_t *workspace) {{
   int8_t *I_p = (int8_t *)(workspace + 0);
@@ -241,6 +245,10 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
                 fresh = 0;
               }}
           }}
+        /* staging (TILEPLAN_STAGE_ACC_READS) overwrites input rows p0 * stride.. of I_p: loaded, and before the
+           next band's first row */
+        const uint32_t a_mid = tp_acc_operand(mid, {in_base} + (slot ^ 1) * {slot_rows},
+                                              I_p + (n * {sh.Hp} + p0 * {sh.stride}) * {sh.Wp * cp}, ch, rows);
         for (int32_t kb = 0; kb < {nk2}; kb++) {{
           const int32_t kcols = tp_min({dim}, {sh.K2} - kb * {dim});
           for (int32_t r = 0; r < rows; r += {dim}) {{
@@ -248,10 +256,10 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
             const uint32_t c = TP_ACC_ADDR | TP_ACCUMULATE | (acc + kb * {bm} + r);
             if (r == 0) {{
               gemmini_extended_preload({w2_row} + (kb * {nj} + j) * {dim}, c, kcols, ch, kcols, rr);
-              gemmini_extended_compute_preloaded(TP_ACC_ADDR | (mid + r), GARBAGE_ADDR, ch, rr, {dim}, {dim});
+              gemmini_extended_compute_preloaded(a_mid + r, GARBAGE_ADDR, ch, rr, {dim}, {dim});
             }} else {{
               gemmini_extended_preload(GARBAGE_ADDR, c, kcols, ch, kcols, rr);
-              gemmini_extended_compute_accumulated(TP_ACC_ADDR | (mid + r), GARBAGE_ADDR, ch, rr, {dim}, {dim});
+              gemmini_extended_compute_accumulated(a_mid + r, GARBAGE_ADDR, ch, rr, {dim}, {dim});
             }}
           }}
         }}

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from tileplan.fusion.staging import stage_acc_reads
+
 
 def _ceil(x: int, m: int) -> int:
     return -(-x // m) * m
@@ -206,6 +208,8 @@ static void tp_layer(uint32_t a_base, uint32_t w, uint32_t kstride, uint32_t acc
   }}
 }}
 
+{stage_acc_reads(dim=dim, band=bm, act1=act1, scale1=scale1, st_stride=k2p, act2=act2, scale2=scale2,
+                 free_rows=n1 * bm)}
 #define {name.upper()}_WORKSPACE_BYTES {workspace_bytes(sh, dim)}
 void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *out, uint8_t *workspace) {{
   int8_t *I_p = (int8_t *)(workspace + {in_off});
@@ -251,8 +255,9 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
         gemmini_extended_mvin3(b1 + jb * {dim}, TP_ACC_ADDR | (mid + r), tp_min({dim}, {sh.K1} - jb * {dim}),
                                tp_min({dim}, rows - r));
       tp_layer(sp, (uint32_t)(jb * {n1} * {dim}), 0, mid, 1, {n1}, {sh.K1} - jb * {dim}, {sh.C1}, rows);
-      tp_layer(TP_ACC_ADDR | mid, TP_W2 + (uint32_t)(jb * {dim}), {nk1 * dim}, acc, {nk2}, 1, {sh.K2},
-               {sh.K1} - jb * {dim}, rows);
+      tp_layer(tp_acc_operand(mid, TP_IN + (slot ^ 1) * TP_IN_SLOT, I_p + m0 * {c1p}, tp_min({dim}, {sh.K1} - jb * {dim}),
+                              rows),
+               TP_W2 + (uint32_t)(jb * {dim}), {nk1 * dim}, acc, {nk2}, 1, {sh.K2}, {sh.K1} - jb * {dim}, rows);
     }}
     for (int32_t kb = 0; kb < {nk2}; kb++)
       for (int32_t r = 0; r < rows; r += {dim})
