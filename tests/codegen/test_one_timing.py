@@ -134,3 +134,39 @@ def test_whole_accumulator_rows_stored_in_blocks_are_not_a_strided_tile(spec, ma
     res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
     assert res.features["dram_req"] == 0
     assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
+
+
+def test_stores_into_the_padded_group_major_copy_are_counted_as_the_code_writes_them():
+    """MobileNetV3-Large features.11 block.1 (depthwise 3x3 over 480 channels on 14x14, 16 groups per array pass) as
+    the whole-model compile runs it (NCHW, so the stores cannot write the caller's output): tp_store writes the
+    padded copy [N, G, P, Q, K_p], pixels 16 bytes apart, so the 16 rows of an mvout share 64-byte blocks and wait
+    on each other (block_req). The model counted rows a pixel's 480 channels apart (no wait): emulated 1.106x
+    (76,845 vs 69,483); now it counts the rows the stores write (model_cycles' o_row)."""
+    from tileplan.codegen.pipeline import emulator_for
+    from tileplan.codegen.targets.gemmini import KernelABI
+
+    hw = get_hardware("gemmini-16x16")
+    layer = parse_layer({"op": "conv2d", "name": "dw", "in_channels": 480, "out_channels": 480, "in_h": 14,
+                         "in_w": 14, "kernel": 3, "padding": 1, "groups": 480})
+    mapping = Mapping.model_validate({
+        "levels": [
+            {"name": "Registers", "temporal": [], "spatial": []},
+            {"name": "Accumulator", "temporal": [["Q", 14], ["P", 14], ["S", 3], ["R", 3]], "spatial": [["C", 16]]},
+            {"name": "Scratchpad", "temporal": [], "spatial": [["K", 16]]},
+            {"name": "DRAM", "temporal": [["G", 30]], "spatial": []},
+        ],
+        "double_buffered": {"Accumulator": ["O"], "Scratchpad": ["I", "W"]},
+        "dataflow": "weight_stationary", "group_pack": 16,
+    })
+    art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k",
+                   abi=KernelABI("NCHW", pad_value=-3, prelaid=True))
+    assert not art.layout.store_direct and art.layout.store_pixel == 16
+    pd = art.layout.padded
+    rng = np.random.default_rng(0)
+    bufs = {"I": rng.integers(-128, 128, (1, 480, 14, 14), dtype=np.int8),
+            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
+            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32), "out": np.zeros((1, 480, 14, 14), np.int8),
+            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
+    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    assert res.features["block_req"] > 0
+    assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
