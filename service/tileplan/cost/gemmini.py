@@ -851,7 +851,7 @@ _CONV_SCALARS = ("dim", "rows", "cols", "in_bytes", "out_bytes", "fold", "groups
 def _conv_scalars(e: Execution) -> tuple[float, ...]:
     """The per-execution values conv_calls_many spreads over an execution's rows, in _CONV_SCALARS order."""
     big = _tensors_beyond_l2(e.batch, e.in_h, e.in_w, e.c, e.groups, e.r, e.s, e.k, e.out_h, e.out_w, e.in_bytes,
-                             e.out_bytes, e.l2_bytes)
+                             e.out_bytes, e.l2_bytes, e.w_row, e.o_row)
     return (e.dim, e.rows, e.cols, e.in_bytes, e.out_bytes, e.fold, e.groups, float(e.bias), float(e.overlapped),
             e.c, e.k, *big, e.o_row)
 
@@ -859,10 +859,11 @@ def _conv_scalars(e: Execution) -> tuple[float, ...]:
 @functools.lru_cache(maxsize=1024)
 def _tensors_beyond_l2(*geometry: Any) -> tuple[float, float, float]:
     """`_beyond_l2` of I, W and O, for every execution of one geometry (as 0.0 / 1.0)."""
-    (batch, in_h, in_w, c, groups, r, s, k, out_h, out_w, in_bytes, out_bytes, l2_bytes) = geometry
+    (batch, in_h, in_w, c, groups, r, s, k, out_h, out_w, in_bytes, out_bytes, l2_bytes, w_row, o_row) = geometry
     e = Execution(kind="conv", dim=1, batch=batch, groups=groups, out_h=out_h, out_w=out_w, k=k, c=c, r=r, s=s,
                   stride=(1, 1), pad=(0, 0), in_h=in_h, in_w=in_w, t_n=1, t_h=1, t_w=1, t_k=1, t_c=1, t_r=1, t_s=1,
-                  k_step=1, c_step=1, in_bytes=in_bytes, out_bytes=out_bytes, l2_bytes=l2_bytes)
+                  k_step=1, c_step=1, in_bytes=in_bytes, out_bytes=out_bytes, l2_bytes=l2_bytes, w_row=w_row,
+                  o_row=o_row)
     return float(_beyond_l2(e, "I")), float(_beyond_l2(e, "W")), float(_beyond_l2(e, "O"))
 
 
@@ -871,11 +872,12 @@ def _beyond_l2(e: Execution, tensor: str) -> bool:
     library refetches its tiles call after call; a tensor that fits stays in the L2 between refetches, one that
     does not is evicted before it is needed again, so its requests go to DRAM. The callers count only the requests
     of rows narrower than the tensor's own (a channel tile short of all channels), which jump from row to row;
-    whole rows stream contiguously (counting those too fits worse: costmodel.md)."""
+    whole rows stream contiguously (counting those too fits worse: costmodel.md). Where the code reads weights from a
+    copy padded to the tile grid (`w_row`) or stores into a padded copy (`o_row`), that copy is the tensor."""
     size = {
         "I": e.batch * e.in_h * e.in_w * e.c * e.groups,
-        "W": e.r * e.s * e.c * e.k * e.groups,
-        "O": e.batch * e.out_h * e.out_w * e.k * e.groups,
+        "W": e.r * e.s * e.c * (e.w_row or e.k) * e.groups,
+        "O": e.batch * e.out_h * e.out_w * (e.o_row * e.groups if e.o_row else e.k * e.groups),
     }[tensor] * (e.out_bytes if tensor == "O" else e.in_bytes)
     return size > e.l2_bytes
 
