@@ -299,9 +299,8 @@ def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[f
                        f"{a['block-diagonal x16'] / a['toeplitz']:.2f}x |")
     out += render_done(results)
     out += render_groups(results)
+    out += render_depthwise_ops(results)
     for r in results:
-        if r["symmetric"]:
-            continue
         today, packed = _blocks(r["runs"]["today"]), _blocks(r["runs"]["packed"])
         out += ["", f"## {r['name']} per block", ""]
         out.append("| block | today emulated | packed emulated | gain | today modelled | packed modelled | gain "
@@ -315,17 +314,54 @@ def render(results: list[dict[str, Any]], load: tuple[tuple[float, ...], tuple[f
     return "\n".join(out) + "\n"
 
 
+def render_depthwise_ops(results: list[dict[str, Any]]) -> list[str]:
+    """Every depthwise (grouped) op's modelled and emulated cycles in the today and packed programs."""
+    out: list[str] = []
+    for r in results:
+        runs = r["runs"]
+        if not {"today", "packed"} <= set(runs):
+            continue
+        ops = {c: {o["name"]: o for o in runs[c]["summary"]["ops"] if o.get("kernel")} for c in ("today", "packed")}
+        dw = [n for n, o in ops["today"].items() if (o.get("layer") or {}).get("groups", 1) > 1]
+        if not dw:
+            continue
+        out += ["", f"## {r['name']}: depthwise ops, modelled vs emulated", ""]
+        out.append("Per op, the program's modelled cycles (the calibrated cost model for the tiles the kernel runs) "
+                   "and its emulated cycles, in the *today* program (one group at a time) and the *packed* one.")
+        out.append("")
+        out.append("| op | today modelled | today emulated | emulated / modelled | packed modelled | packed emulated "
+                   "| emulated / modelled |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|")
+        ratios = []
+        for n in dw:
+            t, p = ops["today"][n], ops["packed"].get(n, {})
+            rt = t["cycles_emulated"] / t["cycles_model"] if t.get("cycles_model") else None
+            rp = (p["cycles_emulated"] / p["cycles_model"] if p.get("cycles_model") and p.get("cycles_emulated")
+                  else None)
+            if rt:
+                ratios.append(rt)
+            out.append(f"| {_short(n)} | {t['cycles_model']:,.0f} | {t['cycles_emulated']:,.0f} | "
+                       f"{rt or 0:.2f} | {_n(p.get('cycles_model'))} | {_n(p.get('cycles_emulated'))} | "
+                       f"{rp or 0:.2f} |")
+        if ratios:
+            out += ["", f"Today's depthwise ops: emulated / modelled {min(ratios):.2f} - {max(ratios):.2f} "
+                        f"(median {sorted(ratios)[len(ratios) // 2]:.2f})."]
+    return out
+
+
 def _why(reason: str) -> str:
     if "zero point" in reason or "per-channel" in reason:
         return "asymmetric activations (int32 out, host requantizes)"
     if "host clamp" in reason:
         return "host clamp after the mvout"
     if "window of rows" in reason:
-        return "exact on chip through the accumulator read, but no fused kernel for a 3x3 / depthwise consumer"
+        return "exact on chip through the accumulator read, but no fused kernel for a full 3x3 consumer"
     if "writes to memory" in reason or "shift" in reason:
         return "exact mvout, but no accumulator-to-scratchpad requantization among the kernels' instructions"
     if "does not fit" in reason:
         return "does not fit"
+    if "does not pay" in reason:
+        return "fusion does not pay (modelled fused cycles not below per-layer)"
     return reason
 
 
@@ -339,20 +375,20 @@ def render_groups(results: list[dict[str, Any]]) -> list[str]:
     out = ["", "## Fused groups (fusion: auto)", ""]
     out.append("What the fused-group planner (`tileplan.fusion`) found in each network's *fused* compile: candidate "
                "groups (chains of offloaded ops whose intermediate nothing else reads, cut into one inverted "
-               "residual / one basic block's two convs each), how many were fused, the intermediates' bytes (each "
-               "written and read once, per-layer), the emulated DRAM bytes of the program that ran and what they "
-               "would be with every group fused (the program's minus the intermediates': a bound, not a run), the "
+               "residual / one basic block's two convs each), how many were fused, the intermediates' bytes of the "
+               "groups kept per-layer (each written and read once), the emulated DRAM bytes of the program that "
+               "ran and what they would be with every group fused (the program's minus the intermediates': a bound, not a run), the "
                "groups' modelled cycles per-layer and fused (the cost model's per-layer cycles less the "
                "intermediates' DMA time at the calibrated bandwidth: also a bound), and pairs of offloaded ops "
                "with host ops between them (not candidates).")
     out.append("")
-    out.append("| network | groups | fused | intermediate bytes | DRAM bytes (run) | DRAM bytes, all fused (bound) | "
+    out.append("| network | groups | fused | intermediate bytes (kept groups) | DRAM bytes (run) | DRAM bytes, all fused (bound) | "
                "ratio | groups' modelled cycles per-layer | fused (bound) | ratio | host ops between | why kept |")
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for r in results:
         summ = r["runs"]["fused"]["summary"]
         gs, t = summ.get("groups", []), summ["total"]
-        inter = sum(g["intermediate_bytes"] for g in gs)
+        inter = sum(g["intermediate_bytes"] for g in gs if not g["fused"])  # (the fused ones' already gone)
         dram = t["dram_bytes_emulated"] or 0
         mu = sum(g["cycles_model_unfused"] for g in gs)
         mf = sum(g["cycles_model_fused"] for g in gs)
@@ -375,7 +411,7 @@ def render_groups(results: list[dict[str, Any]]) -> list[str]:
         if not gs:
             continue
         out += ["", f"### {r['name']}: groups", ""]
-        out.append("| members | kind | band rows x bands | halos kept | spad KiB | bytes per-layer | bytes fused | "
+        out.append("| members | kind | band rows x bands | halo rows | spad KiB | bytes per-layer | bytes fused | "
                    "modelled per-layer | modelled fused | gain (model) | emulated per-layer | emulated fused | "
                    "gain (emulated) | DRAM emulated per-layer | DRAM emulated fused | fused? |")
         out.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -383,9 +419,12 @@ def render_groups(results: list[dict[str, Any]]) -> list[str]:
             tile = g["tile"] or {}
             names = " -> ".join(_short(m) for m in g["members"])
             halos = ", ".join(f"{v}" for v in (tile.get("halos") or {}).values()) or "-"
+            if halos != "-":
+                halos += f" ({tile.get('strategy')})"
             e = _group_emulated(r, g)
             gain_e = (f"{e['unfused'] / e['fused']:.2f}x" if e["fused"] and e["unfused"] else "-")
-            out.append(f"| {names} | {g['kind']} | {tile.get('rows', '-')} x {tile.get('bands', '-')} | {halos} | "
+            band = tile.get("rows") or g.get("band_output_rows") or g.get("band_rows") or "-"
+            out.append(f"| {names} | {g['kind']} | {band} x {tile.get('bands', '-')} | {halos} | "
                        f"{(tile.get('spad_bytes') or 0) / 1024:.0f} | {g['bytes_unfused']:,} | {g['bytes_fused']:,} | "
                        f"{g['cycles_model_unfused']:,.0f} | {g['cycles_model_fused']:,.0f}"
                        f"{'' if g['fused'] else ' (bound)'} | "
@@ -463,9 +502,17 @@ def main() -> int:
     p.add_argument("--networks", help="comma-separated subset of " + ", ".join([*ZOO_MODELS, *TORCH_MODELS]))
     p.add_argument("--symmetric-only", action="store_true", help="only the ActivationSymmetric exports")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "fusion.md"))
+    p.add_argument("--json", help="also write the raw results (every compile's summary) to this file")
+    p.add_argument("--from-json", help="render a table from --json's file instead of running (with --out)")
     args = p.parse_args()
     if args.child:
         child(args)
+        return 0
+    if args.from_json:
+        raw = json.loads(Path(args.from_json).read_text())
+        text = render(raw["results"], tuple(map(tuple, raw["load"])), raw["wall"], raw["argv"],  # type: ignore[arg-type]
+                      depthwise_alternatives(raw["results"]))
+        Path(args.out).write_text(text)
         return 0
     names = list(ZOO_MODELS) + ([] if args.small else list(TORCH_MODELS))
     if args.networks:
@@ -481,7 +528,11 @@ def main() -> int:
                     + (["--symmetric"] if args.symmetric else [])
                     + ([f"--networks {args.networks}"] if args.networks else [])
                     + (["--symmetric-only"] if args.symmetric_only else []))
-    text = render(results, (load0, os.getloadavg()), time.perf_counter() - t0, argv, alternatives)
+    load, wall = (load0, os.getloadavg()), time.perf_counter() - t0
+    text = render(results, load, wall, argv, alternatives)
+    if args.json:  # (the exported models' bytes left out)
+        Path(args.json).write_text(json.dumps({"results": results, "load": load, "wall": wall, "argv": argv},
+                                              default=lambda o: None))
     print(text)
     if not args.small:
         Path(args.out).write_text(text)

@@ -32,7 +32,7 @@ from tileplan.strict import StrictModel
 from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc
 
 # Bumped whenever a change to mappers or the cost model can change a plan: part of every cache key.
-SOLVER_VERSION = f"{__version__}+cosa22"
+SOLVER_VERSION = f"{__version__}+cosa23"
 
 MapperName = Literal["cosa", "gemmini-auto", "random", "exhaustive"]
 CostModelName = Literal["gemmini", "timeloop", "first-order"]

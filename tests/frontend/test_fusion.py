@@ -20,11 +20,12 @@ from tileplan.fusion import tiling
 from tileplan.workload import Conv2dLayer
 
 
-def _chain(relu: str = "") -> object:
+def _chain(relu: str = "", k: int = 1) -> object:
     """expand 1x1 -> 3x3 depthwise -> project 1x1 with no activations between (a chain onnxruntime quantizes
-    without host ops between, symmetric or not), then a dense layer."""
+    without host ops between, symmetric or not), then a dense layer.  k = 3: a 3x3 conv instead of the expand
+    (MobileNetV2's stem before its first depthwise)."""
     g = zoo._Graph(3)
-    y = g.conv("input", 8, 24, k=1, relu=relu, name="expand")
+    y = g.conv("input", 8, 24, k=k, relu=relu, name="expand")
     y = g.conv(y, 24, 24, group=24, relu=relu, name="dw")
     y = g.conv(y, 24, 8, k=1, relu=relu, name="project")
     y = g.op("Flatten", [g.op("GlobalAveragePool", [y], "gap")], "flatten")
@@ -118,16 +119,38 @@ def test_zero_points_keep_the_per_layer_program(chain_asymmetric: bytes) -> None
     assert "fused-layer groups: 1, fused 0" in table and "[0] expand -> dw -> project" in table
 
 
-def test_a_symmetric_inverted_residual_fuses_its_depthwise_and_project(chain_symmetric: bytes) -> None:
-    """Symmetric activations: the depthwise -> project pair is one fused kernel (dw_kernel; the project reads the
-    depthwise's accumulator rows through the scale unit); the expand keeps its per-layer kernel (its output would
-    be read through windows of rows).  Outputs equal to fusion off, fewer DRAM bytes and cycles."""
+def test_a_symmetric_inverted_residual_is_one_fused_kernel(chain_symmetric: bytes) -> None:
+    """Symmetric activations: expand -> depthwise -> project is one fused kernel (ir_kernel; each layer reads the
+    previous one's accumulator rows through the scale unit).  Outputs equal to fusion off, fewer DRAM bytes and
+    cycles."""
     import numpy as np
 
     from tileplan.frontend.runner import run_artifact
 
     on = compile_bytes(chain_symmetric)
     off = compile_bytes(chain_symmetric, options=OPTIONS.model_copy(update={"fusion": "off"}))
+    (g,) = on.summary["groups"]
+    assert g["members"] == ["expand", "dw", "project"] and g["fused"], g["reason"]
+    assert g["intermediate_bytes"] == 2 * 24 * 64 * 2  # int8 out of two mvouts, each read once
+    x = np.random.default_rng(3).standard_normal((1, 8, 8, 8)).astype(np.float32)
+    a, b = run_artifact(on.artifact, {"input": x}), run_artifact(off.artifact, {"input": x})
+    for k in b.outputs:
+        np.testing.assert_array_equal(a.outputs[k], b.outputs[k])
+    assert on.summary["total"]["dram_bytes_emulated"] < off.summary["total"]["dram_bytes_emulated"]
+    assert on.summary["total"]["cycles_emulated"] < off.summary["total"]["cycles_emulated"]
+
+
+def test_a_depthwise_after_a_3x3_conv_fuses_with_its_project() -> None:
+    """A 3x3 conv before the depthwise (MobileNetV2's stem) is no expand: the depthwise -> project pair is one
+    fused kernel (dw_kernel; the project reads the depthwise's accumulator rows through the scale unit), the conv
+    keeps its per-layer kernel.  Outputs equal to fusion off, fewer DRAM bytes and cycles."""
+    import numpy as np
+
+    from tileplan.frontend.runner import run_artifact
+
+    data = zoo.quantize(_chain(k=3), symmetric=True)
+    on = compile_bytes(data)
+    off = compile_bytes(data, options=OPTIONS.model_copy(update={"fusion": "off"}))
     (g,) = on.summary["groups"]
     assert g["members"] == ["dw", "project"] and g["fused"], g["reason"]
     assert g["intermediate_bytes"] == 24 * 64 * 2  # int8 out of the depthwise's mvout, read once
@@ -147,11 +170,11 @@ def test_an_exact_host_relu_between_symmetric_ops_is_absorbed() -> None:
     hosts = {o["name"] for o in res.summary["ops"] if o["where"] == "host" and o["onnx_op"] == "Relu"}
     assert len(hosts) == 3  # (the summary lists them; the program runs the one between dw and project on chip)
     (g,) = res.summary["groups"]
-    assert g["members"] == ["dw", "project"] and g["fused"], g["reason"]
+    assert g["members"] == ["expand", "dw", "project"] and g["fused"], g["reason"]
     assert res.summary["total"]["fusion_blocked"] == []
     files = _files(res.artifact)
     glue = next(v for n, v in files.items() if n.endswith("model.c")).decode()
-    assert "tpf_group_0" in glue and "tpk_dw" not in glue and "tpk_project" not in glue and "tpk_expand" in glue
+    assert "tpf_group_0" in glue and "tpk_dw" not in glue and "tpk_project" not in glue and "tpk_expand" not in glue
 
 
 def test_host_ops_between_two_offloaded_ops_are_reported() -> None:
@@ -253,6 +276,56 @@ def test_a_relu6_clip_with_constant_node_bounds_is_absorbed() -> None:
     on = compile_bytes(data)
     off = compile_bytes(data, options=OPTIONS.model_copy(update={"fusion": "off"}))
     (grp,) = on.summary["groups"]
-    assert grp["members"] == ["dw", "project"] and grp["fused"], grp["reason"]
+    assert grp["members"] == ["expand", "dw", "project"] and grp["fused"], grp["reason"]
     assert on.summary["total"]["fusion_blocked"] == []
     _same_outputs(on, off, (1, 8, 8, 8), seed=1)
+
+
+def _inverted_residual(c1: int, c: int, k2: int, hw: int, stride: int, relu: str = "relu6", n: int = 1) -> object:
+    """expand 1x1 (c1 -> c) -> 3x3 depthwise (stride) -> project 1x1 (c -> k2), ReLU6 after the first two (as
+    MobileNetV2), then a dense layer."""
+    g = zoo._Graph(11)
+    y = g.conv("input", c1, c, k=1, relu=relu, name="expand")
+    y = g.conv(y, c, c, stride=stride, group=c, relu=relu, name="dw")
+    y = g.conv(y, c, k2, k=1, relu="", name="project")
+    y = g.op("Flatten", [g.op("GlobalAveragePool", [y], "gap")], "flatten")
+    y = g.dense(y, k2, 4, name="fc")
+    return g.model("ir", {"input": [n, c1, hw, hw]}, y, [n, 4])
+
+
+@pytest.mark.parametrize("c1,c,k2,hw,stride", [(8, 40, 8, 40, 2), (24, 48, 24, 30, 1), (160, 960, 160, 7, 1)])
+def test_a_symmetric_inverted_residual_fuses_all_three_convs(c1: int, c: int, k2: int, hw: int, stride: int
+                                                            ) -> None:
+    """expand -> depthwise -> project as one kernel (ir_kernel): the expanded tensor stays in the accumulator,
+    read by the depthwise through windows of rows (padding rows zero, halo rows recomputed per band), its output
+    read by the project.  Several bands, partial channel blocks; outputs equal to the per-layer program's, fewer
+    DRAM bytes and cycles, and the cost model scores the fused kernel as the emulator runs it (within 10%)."""
+    data = zoo.quantize(_inverted_residual(c1, c, k2, hw, stride), symmetric=True)
+    on = compile_bytes(data)
+    off = compile_bytes(data, options=OPTIONS.model_copy(update={"fusion": "off"}))
+    (g,) = on.summary["groups"]
+    assert g["members"] == ["expand", "dw", "project"] and g["fused"], g["reason"]
+    if c != 960:  # more than one band: halos recomputed across bands
+        assert g["band_output_rows"] < hw // stride
+    else:  # the weights do not fit the scratchpad at once: each channel block's loaded per band (one band here)
+        from tileplan.fusion import ir_kernel
+
+        assert ir_kernel.footprint(ir_kernel.IrShape(1, c1, c, hw, hw, 3, 3, 1, 1, 1, hw, hw, k2), 16, 1, True,
+                                   1)[0] > 16384
+    _same_outputs(on, off, (1, c1, hw, hw), seed=stride)
+    per_layer = sum(o["dram_bytes_emulated"] for o in off.summary["ops"] if o["name"] in g["members"])
+    # (at 7x7 x 960 channels the weights dominate: the fused kernel's are padded to whole diagonal blocks)
+    assert g["dram_bytes_emulated_fused"] < (0.6 if c != 960 else 0.8) * per_layer
+    assert on.summary["total"]["cycles_emulated"] < off.summary["total"]["cycles_emulated"]
+    assert g["cycles_model_fused"] == pytest.approx(g["cycles_emulated_fused"], rel=0.10)
+
+
+def test_a_fused_inverted_residual_runs_a_batch() -> None:
+    """Two images through the fused inverted residual (stride 2, odd size): equal to the per-layer program."""
+    data = zoo.quantize(_inverted_residual(16, 32, 16, 15, 2, n=2), symmetric=True)
+    on = compile_bytes(data)
+    off = compile_bytes(data, options=OPTIONS.model_copy(update={"fusion": "off"}))
+    (g,) = on.summary["groups"]
+    assert g["members"] == ["expand", "dw", "project"] and g["fused"], g["reason"]
+    _same_outputs(on, off, (2, 16, 15, 15), seed=5)
+    assert g["cycles_model_fused"] == pytest.approx(g["cycles_emulated_fused"], rel=0.10)

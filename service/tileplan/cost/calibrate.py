@@ -199,28 +199,61 @@ def _theta(vec: np.ndarray, base: CostParams) -> dict[str, float]:
     return theta
 
 
-def fit(data: Sequence[Dataset], start: CostParams = DEFAULT_PARAMS, max_nfev: int | None = None) -> CostParams:
+def fit(data: Sequence[Dataset], start: CostParams = DEFAULT_PARAMS, max_nfev: int | None = None,
+        restarts: int = 0) -> CostParams:
     """Least squares on relative error (soft-L1) over all `data`, each data set carrying the same total weight,
-    parameters within BOUNDS."""
+    parameters within BOUNDS. With `restarts`, also from that many starts scattered around `start` (each fitted
+    parameter times exp(N(0, 0.3)), a fixed seed), keeping the fit of the lowest loss: the loss has local minima
+    (the shipped parameters of 5ea4082 sat in one whose loss 17.15 three of four restarts brought to 17.09)."""
+    best = _fit_once(data, start, max_nfev)
+    rng = np.random.default_rng(0)
+    for _ in range(restarts):
+        scattered = {}
+        for n in FITTED:
+            lo, hi = BOUNDS[n]
+            scattered[n] = min(max(getattr(start, n) * float(np.exp(rng.normal(0.0, 0.3))), lo), hi)
+        other = _fit_once(data, start.model_copy(update=scattered), max_nfev)
+        if other[1] < best[1]:
+            best = other
+    return best[0]
+
+
+F_SCALE = 0.1  # soft-L1's scale: relative errors above 10% count about linearly
+
+
+def _residuals(data: Sequence[Dataset], theta: dict[str, float]) -> np.ndarray:
+    """Weighted relative errors of every run, each data set carrying the same total weight."""
     data = [d for d in data if len(d.y)]
+    total = sum(len(d.y) for d in data)
+    weights = [math.sqrt(total / (len(data) * len(d.y))) for d in data]
+    return np.concatenate([
+        w * (cycles_vectorised(d.x.x, d.x.row_id, d.x.n_rows, theta) - d.y) / d.y for d, w in zip(data, weights)
+    ])
+
+
+def loss(data: Sequence[Dataset], params: CostParams) -> float:
+    """What `fit` minimises at `params` (scipy's soft-L1 cost: 0.5 x sum of f^2 x 2 (sqrt(1 + (r / f)^2) - 1))."""
+    z = (_residuals(data, params.as_dict()) / F_SCALE) ** 2
+    return float(0.5 * F_SCALE ** 2 * np.sum(2.0 * (np.sqrt(1.0 + z) - 1.0)))
+
+
+def _fit_once(data: Sequence[Dataset], start: CostParams, max_nfev: int | None) -> tuple[CostParams, float]:
+    """One least-squares fit from `start`: the parameters and the loss they reach."""
     lo = np.array([BOUNDS[n][0] for n in FITTED])
     hi = np.array([BOUNDS[n][1] for n in FITTED])
     x0 = np.clip(np.array([getattr(start, n) for n in FITTED], dtype=float), lo, hi)
-    total = sum(len(d.y) for d in data)
-    weights = [math.sqrt(total / (len(data) * len(d.y))) for d in data]
+
     def residuals(v: np.ndarray) -> np.ndarray:
-        theta = _theta(v, start)
-        return np.concatenate([
-            w * (cycles_vectorised(d.x.x, d.x.row_id, d.x.n_rows, theta) - d.y) / d.y for d, w in zip(data, weights)
-        ])
+        return _residuals(data, _theta(v, start))
 
     sol = least_squares(
         # f_scale: relative errors above 10% count about linearly, as in the MAPE the model is judged by (0.3, i.e.
         # quadratic up to 30%, gave held-out MAPE of DOSA's mappings 12.2% by configuration instead of 12.1%)
-        residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale=np.maximum(np.abs(x0), 1e-2),
+        residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=F_SCALE, x_scale=np.maximum(np.abs(x0), 1e-2),
         max_nfev=max_nfev,
     )
-    return start.model_copy(update={n: float(v) for n, v in zip(FITTED, sol.x)})
+    params = start.model_copy(update={n: float(v) for n, v in zip(FITTED, sol.x)})
+    return params, loss(data, params)
 
 
 def predict(x: FeatureSet, params: CostParams) -> np.ndarray:

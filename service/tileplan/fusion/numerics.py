@@ -15,8 +15,8 @@ activation's clamp).  On Gemmini:
   execute unit writing the array's output into the scratchpad (`ex_write_to_spad`) only clips (weight-stationary)
   or shifts by a power of two (output-stationary): not the float requantization.  A consumer that reads its A
   operand row by row (a 1x1 conv or a matmul) can take the accumulator rows directly: `tileplan.fusion.kernel`
-  generates that chain of two; a 3x3 or depthwise consumer would need its windows (halo rows, padding) gathered
-  from the accumulator, which no kernel generates yet.
+  generates that chain of two; a depthwise consumer reads its windows (halo rows, padding) from accumulator rows
+  laid out for it (`tileplan.fusion.ir_kernel`); a full 3x3 consumer has no fused kernel.
 
 An output zero point z on chip.  The scale unit computes `sat8(round_half_even(float(acc + c) * M'))` for an
 integer c the bias can carry; onnxruntime's `sat(round_half_even(float(acc) * M) + z, lo, hi)`.  Folding z into
@@ -90,5 +90,6 @@ def route(name: str, spec: Any) -> str | None:
     output would stay on chip)."""
     return (f"{name}: its output is requantized exactly on chip only when the next layer reads it as its A operand "
             "from the accumulator (config_ex acc_scale); fused kernels exist for two pointwise (1x1 conv / "
-            "matmul) members only, and this group's consumer needs a window of rows (3x3 or depthwise) or has "
-            "more members")
+            "matmul) members, a depthwise -> pointwise pair and a whole inverted residual (expand -> depthwise -> "
+            "project), and this group's consumer needs a window of rows of a full (not depthwise) convolution or "
+            "the group has another shape")

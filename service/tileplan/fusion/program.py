@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tileplan.fusion import dw_kernel, kernel
+from tileplan.fusion import dw_kernel, ir_kernel, kernel
 
 
 @dataclass
@@ -36,37 +36,52 @@ def apply(prog: Any, groups: list[Any], specs: dict[str, Any], target: Any, max_
         if not g.fused:
             continue
         by_name = {st.name: i for i, st in enumerate(prog.steps) if st.kind == "accel"}
-        i1, i2 = by_name.get(g.members[0]), by_name.get(g.members[1])
+        idx = [by_name.get(m) for m in g.members]
         why = None
-        if i1 is None or i2 is None or i2 <= i1:
-            why = "program: the members are not two accelerator steps in order"
+        if any(i is None for i in idx) or any(b is None or a is None or b <= a for a, b in zip(idx, idx[1:])):
+            why = "program: the members are not accelerator steps in order"
         else:
-            s1, s2 = prog.steps[i1], prog.steps[i2]
-            span = set(range(i1, i2 + 1))
-            cur = s1.outputs[0]
-            for st in prog.steps[i1 + 1:i2]:
-                if st.kind != "host" or len(st.inputs) != 1 or st.inputs[0] is not cur or len(st.outputs) != 1:
-                    why = f"program: step {st.name} between the members is not the intermediate's activation"
+            span = set(range(int(idx[0] or 0), int(idx[-1] or 0) + 1))
+            for ia, ib in zip(idx, idx[1:]):
+                assert ia is not None and ib is not None
+                cur = prog.steps[ia].outputs[0]
+                for st in prog.steps[ia + 1:ib]:
+                    if st.kind != "host" or len(st.inputs) != 1 or st.inputs[0] is not cur or len(st.outputs) != 1:
+                        why = f"program: step {st.name} between the members is not the intermediate's activation"
+                        break
+                    if _readers(prog, cur, span) or cur.kind != "arena":
+                        why = "program: the intermediate is read elsewhere"
+                        break
+                    cur = st.outputs[0]
+                if why is None and (prog.steps[ib].inputs[0] is not cur or _readers(prog, cur, span)
+                                    or cur.kind != "arena" or len(prog.steps[ib].inputs) != 1):
+                    why = "program: a member does not read only the previous one's (activated) output"
+                if why is not None:
                     break
-                if _readers(prog, cur, span) or cur.kind != "arena":
-                    why = "program: the intermediate is read elsewhere"
-                    break
-                cur = st.outputs[0]
-            if why is None and (s2.inputs[0] is not cur or _readers(prog, cur, span) or cur.kind != "arena"
-                                or len(s2.inputs) != 1):
-                why = "program: the second member does not read only the first one's (activated) output"
+        i1, i2 = idx[0], idx[-1]
         if why is not None or i1 is None or i2 is None:
-            why = why or "program: the members are not two accelerator steps in order"
+            why = why or "program: the members are not accelerator steps in order"
             g.fused, g.reason = False, "per-layer program kept: " + why
             g.blockers.append(why)
             continue
+        s1, s2 = prog.steps[i1], prog.steps[i2]
         sp1, sp2 = specs[g.members[0]], specs[g.members[1]]
         assert g.kernel is not None
         name = f"tpf_group_{gi}"
         args = dict(dim=target.dim, spad_rows=target.spad_rows, acc_rows=target.acc_rows, max_bytes=max_bytes,
                     scale1=g.kernel.scale1, relu1=g.kernel.relu1, scale2=float(sp2.epilogue.scale),
                     relu2=bool(sp2.epilogue.relu), hw_name=hw_name)
-        if g.kernel.depthwise:
+        if len(g.members) == 3:
+            sp3 = specs[g.members[2]]
+            ish = ir_kernel.shape_of(sp1, sp2, sp3)
+            assert ish is not None and isinstance(g.kernel.tiling, ir_kernel.IrTiling)
+            src = ir_kernel.generate(name, ish, g.kernel.tiling, **{**args, "scale2": g.kernel.scale2,
+                                                                    "relu2": g.kernel.relu2,
+                                                                    "scale3": float(sp3.epilogue.scale),
+                                                                    "relu3": bool(sp3.epilogue.relu)})
+            w, b = ir_kernel.prelay(sp1, sp2, sp3, ish, target.dim)
+            ws_bytes = ir_kernel.workspace_bytes(ish, target.dim)
+        elif g.kernel.depthwise:
             dsh = dw_kernel.shape_of(sp1, sp2)
             assert dsh is not None and isinstance(g.kernel.tiling, dw_kernel.DwTiling)
             src = dw_kernel.generate(name, dsh, g.kernel.tiling, **args)
