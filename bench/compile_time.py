@@ -50,8 +50,26 @@ def compile_once(model: Path, hw: str, jobs: int, cache: Path, code: Path | None
         return {"error": (run.stderr.strip().splitlines() or ["?"])[-1], "wall": wall, "cpu": cpu, "load": load}
     total = json.loads(run.stdout)["total"]
     return {"wall": wall, "cpu": cpu, "load": load, "phases": total.get("phase_seconds"),
+            "cpu_phases": total.get("phase_cpu_seconds"), "outputs": _outputs_digest(cache),
             "cycles_model": total["cycles_model"], "cycles_emulated": total["cycles_emulated"],
             "share": total["accelerator_mac_share"]}
+
+
+def _outputs_digest(cache: Path) -> str | None:
+    """sha256 of the emulated run's outputs (the compile's own run on its seeded input, which the runner keeps
+    beside the build as run-*.npz); None unless there is exactly one such run in `cache`."""
+    import hashlib
+
+    import numpy as np
+
+    runs = sorted(cache.rglob("run-*.npz"))
+    if len(runs) != 1:
+        return None
+    h = hashlib.sha256()
+    with np.load(runs[0]) as z:
+        for k in sorted(k for k in z.files if k.startswith("out")):
+            h.update(k.encode() + z[k].tobytes())
+    return h.hexdigest()[:16]
 
 
 def extract(rev: str, into: Path) -> None:
@@ -109,7 +127,8 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
           load1: tuple[float, ...]) -> None:
     lines = ["# Compile time: before and after, in one run", "",
              f"`python bench/compile_time.py --models {','.join(Path(m).name for m in args.models.split(','))} "
-             f"--baseline {rev[:12]} --hw {args.hw} --jobs {args.jobs} --repeat {args.repeat}` (models from "
+             f"--baseline {rev[:12]}" + (f" --this {args.this}" if args.this else "")
+             + f" --hw {args.hw} --jobs {args.jobs} --repeat {args.repeat}` (models from "
              "bench/zoo_export.py); this checkout: " + head + f". Load average at start {load0[0]:.1f}, at end "
              f"{load1[0]:.1f} on {os.cpu_count()} cores" + (": a shared, loaded machine, so wall seconds are far above "
                                                            "an idle machine's; CPU seconds compare the code"
@@ -118,9 +137,13 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
              "Cold: empty caches (fresh TMPDIR and plan store); warm: the same compile again. CPU: user + system "
              "seconds of the compile and its children (workers, C compiler). Ratio: baseline / this checkout.", "",
              "Load: the 1-minute load average when each cold compile started (base / this).", "",
+             "Same outputs: the emulated run's outputs (the compile's own run on its seeded input) are byte-identical. "
+             "Phases: this checkout's cold compile, wall seconds and CPU seconds (user + system of the compile and of "
+             "the children it has waited for by then: a worker pool's CPU lands in the phase that shuts it down).", "",
              "| model | cold wall s (base / this / ratio) | cold CPU s (base / this / ratio) | warm wall s | "
-             "warm CPU s | load | same modelled cycles | same emulated cycles | this checkout's cold phases (s) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "warm CPU s | load | same modelled cycles | same emulated cycles | same outputs | "
+             "this checkout's cold phases, wall s | ... CPU s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     by: dict[tuple[str, int], dict[str, Any]] = {}
     for r in rows:
         by.setdefault((r["model"], r["repeat"]), {})[r["variant"]] = r
@@ -130,7 +153,7 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
             continue
         if "error" in b["cold"] or "error" in t["cold"]:
             lines.append(f"| {model} | error: {b['cold'].get('error', '')[:80]} / {t['cold'].get('error', '')[:80]} "
-                         "| | | | | | | |")
+                         "| | | | | | | | | |")
             continue
         cells = []
         for phase in ("cold", "warm"):
@@ -141,10 +164,13 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
             f"no: {b['cold']['cycles_model']:.0f} vs {t['cold']['cycles_model']:.0f}")
         emu = "yes" if b["cold"]["cycles_emulated"] == t["cold"]["cycles_emulated"] else (
             f"no: {b['cold']['cycles_emulated']} vs {t['cold']['cycles_emulated']}")
+        outs = "-" if not (b["cold"].get("outputs") and t["cold"].get("outputs")) else (
+            "yes" if b["cold"]["outputs"] == t["cold"]["outputs"] else "no")
         load = " / ".join(f"{r['cold'].get('load', float('nan')):.1f}" for r in (b, t))
         phases = ", ".join(f"{k} {v:.1f}" for k, v in (t["cold"].get("phases") or {}).items() if v >= 0.05)
+        cpu_phases = ", ".join(f"{k} {v:.1f}" for k, v in (t["cold"].get("cpu_phases") or {}).items() if v >= 0.05)
         lines.append(f"| {model} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {load} | {same} | {emu} | "
-                     f"{phases} |")
+                     f"{outs} | {phases} | {cpu_phases or '-'} |")
     args.out.write_text("\n".join(lines) + "\n")
     args.out.with_suffix(".json").write_text(json.dumps({"baseline": rev, "head": head, "rows": rows}, indent=1))
     print(f"wrote {args.out}")

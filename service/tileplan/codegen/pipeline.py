@@ -105,7 +105,9 @@ class Artifact:
                     machine=platform.machine(), tag=self.tag, calls=self.realization.calls,
                     dim=c.dim, bank_num=c.bank_num, bank_rows=c.bank_rows, spad_rows=c.spad_rows,
                     acc_rows=c.acc_rows, max_bytes=c.max_bytes,
-                    store=("straight into `out` (no CPU copy)" if lay and lay.store_direct else
+                    store=(("into an NHWC workspace copy that the CPU transposes into the NCHW `out` after the fence"
+                            if self.abi.layout == "NCHW" and not self.realization.matmul else
+                            "straight into `out` (no CPU copy)") if lay and lay.store_direct else
                            "into a padded workspace copy that the CPU copies into `out` after the fence"),
                     i_shape=(g.N, g.H, g.W, g.G * g.C), w_shape=g.weight_shape, b_shape=(g.G * g.K,),
                     o_shape=(g.N, g.P, g.Q, g.G * g.K), bp_shape=(lay.padded["G"], lay.padded["K"]) if lay else "?",

@@ -13,8 +13,9 @@ accumulator until the last reduction (R, S, C) tile, outputs stored once, two ca
         accumulator tile -> DRAM, requantized    [reverse_compute_at + tensorize gemmini.tile_store]
     fence                                        (then the CPU may touch what the stores wrote)
 
-The stores write the caller's output directly where the compute allows it (`store_into_output`: the padded
-output stage and the CPU's copy of it are dropped); otherwise the CPU copies the padded output after the fence.
+The stores write an NHWC output directly (`store_into_output`: the padded output stage and the CPU's copy of it
+are dropped): the caller's output, or, for an NCHW caller, an NHWC staging copy that the CPU transposes into the
+output after the fence (`ComputeDef.store_target`); with `direct_store=False` the CPU copies the padded output.
 
 Every change the realisation makes to the plan is listed in `Realization.deviations`.
 """
@@ -343,14 +344,15 @@ def _with_root_seq(func: tirx.PrimFunc, edit: Any) -> tirx.PrimFunc:
     return func.with_body(s_tir.SBlockRealize(realize.iter_values, realize.predicate, root))
 
 
-def store_into_output(func: tirx.PrimFunc, store_fn: str) -> tirx.PrimFunc:
-    """Let the tensorized tile store (`store_fn(out_ptr, o_off, acc)`) write the caller's output buffer `out`
-    itself, and drop the padded out_p and the stage that copied it into `out`.  The call gets the tile's offset
-    in out_p [N, G, P, Q, K] (from the tile's region), from which the support code finds the tile
-    (G.call_support_c, TP_STORE_DIRECT)."""
-    out = next((b for b in func.params if getattr(b, "name", "") == "out"), None)
+def store_into_output(func: tirx.PrimFunc, store_fn: str, target: str = "out") -> tirx.PrimFunc:
+    """Let the tensorized tile store (`store_fn(out_ptr, o_off, acc)`) write the NHWC buffer `target` itself (the
+    caller's output `out`, or a staging copy the CPU transposes into `out`), and drop the padded out_p and the
+    stage that copied it into `target`.  The call gets the tile's offset in out_p [N, G, P, Q, K] (from the
+    tile's region), from which the support code finds the tile (G.call_support_c, TP_STORE_DIRECT)."""
+    allocated = list(func.body.block.alloc_buffers) if isinstance(func.body, s_tir.SBlockRealize) else []
+    out = next((b for b in [*func.params, *allocated] if getattr(b, "name", "") == target), None)
     if out is None:
-        raise CodegenError("the compute has no output buffer named 'out'")
+        raise CodegenError(f"the compute has no output buffer named {target!r}")
     found: list[Any] = []
 
     def retarget(b: Any) -> Any:
@@ -375,7 +377,7 @@ def store_into_output(func: tirx.PrimFunc, store_fn: str) -> tirx.PrimFunc:
     func = func.with_body(_rebuild(func.body, retarget))
     if not found:
         raise CodegenError("no tensorized store block (out_p_o) to retarget")
-    func = _with_root_seq(func, lambda seq: [st for st in seq if _first_block_name(st) != "out"])
+    func = _with_root_seq(func, lambda seq: [st for st in seq if _first_block_name(st) != target])
     realize = func.body
     root = realize.block
     root = s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, root.body, root.init,
@@ -385,13 +387,14 @@ def store_into_output(func: tirx.PrimFunc, store_fn: str) -> tirx.PrimFunc:
 
 
 def with_fence(func: tirx.PrimFunc, fence_fn: str) -> tirx.PrimFunc:
-    """Call `fence_fn()` once every Gemmini instruction has been issued: before the stage that copies the padded
-    output (the CPU must not read what an mvout wrote before a fence), or at the end when there is none."""
+    """Call `fence_fn()` once every Gemmini instruction has been issued: before the first stage that copies what
+    the stores wrote (the padded output or the NHWC staging copy of an NCHW output; the CPU must not read what an
+    mvout wrote before a fence), or at the end when there is none."""
     fence = tirx.Evaluate(tirx.call_extern("int32", fence_fn))
 
     def edit(seq: list[Any]) -> list[Any]:
         names = [_first_block_name(st) for st in seq]
-        at = names.index("out") if "out" in names else len(seq)
+        at = min((names.index(n) for n in ("out_nhwc", "out") if n in names), default=len(seq))
         return [*seq[:at], fence, *seq[at:]]
 
     return _with_root_seq(func, edit)
@@ -471,7 +474,7 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
         r.deviations.append(f"input padding value {abi.pad_value}: padding rows are read from memory, not "
                             "zero-filled")
     cd = core_compute(tag)(geo, epilogue, abi=abi)
-    lay = dataclasses.replace(lay, store_direct=direct_store and cd.store_into_output)
+    lay = dataclasses.replace(lay, store_direct=direct_store)
     sch = s_tir.Schedule(prim_func(cd))
     t = lay.tile
 
@@ -497,7 +500,7 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     # copies the padded output where they cannot).  The host module's fence is its session's end.
     func = sch.mod["main"]
     if lay.store_direct:
-        func = store_into_output(func, "tp_host_store" if host else "tp_store")
+        func = store_into_output(func, "tp_host_store" if host else "tp_store", cd.store_target)
     sch = s_tir.Schedule(with_fence(func, "tp_host_end" if host else "tp_fence"))
     # the model counts the bytes the stores write: int32 accumulators are four per element
     # (the model of the code: the accumulator is loaded with a bias when the code loads one)

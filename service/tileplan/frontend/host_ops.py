@@ -341,12 +341,157 @@ def tvm_module(funcs: dict[str, Any], like: Any) -> Any:
     return new
 
 
+def _qparam(a: np.ndarray, ndim: int, axis: int) -> np.ndarray | None:
+    """A quantisation parameter broadcast against a tensor of `ndim` dimensions as the legalizations index it: one
+    element everywhere, a vector along `axis`; None for any other shape."""
+    if a.size == 1:
+        return a.reshape(())
+    if a.ndim != 1 or ndim == 0:
+        return None
+    shape = [1] * ndim
+    shape[axis % ndim] = a.shape[0]
+    return a.reshape(shape)
+
+
+def _fold_dequantize(call: Any, args: list[np.ndarray]) -> np.ndarray | None:
+    """TVM's legalized relax.dequantize of integer data to float32: float32(int32(x) - zp) * scale."""
+    data, scale, zp = args
+    if str(call.attrs.out_dtype) != "float32" or data.dtype.kind not in "iu" or scale.dtype != np.float32 \
+            or zp.dtype.kind not in "iu":
+        return None
+    s, z = _qparam(scale, data.ndim, int(call.attrs.axis)), _qparam(zp, data.ndim, int(call.attrs.axis))
+    if s is None or z is None:
+        return None
+    with np.errstate(all="ignore"):  # int32 wraps, as the compiled subtraction does; 0 * inf scale is NaN
+        sub = data.astype(np.int32) - z.astype(np.int32)
+        return (sub.astype(np.float32) * s).astype(np.float32)
+
+
+def _fold_quantize(call: Any, args: list[np.ndarray]) -> np.ndarray | None:
+    """_legalize_quantize of float32 data: clamp(nearbyint(x / scale) + zp), NaN -> the type's minimum."""
+    data, scale, zp = args
+    out = np.dtype(str(call.attrs.out_dtype))
+    if data.dtype != np.float32 or scale.dtype != np.float32 or out.kind not in "iu":
+        return None
+    s, z = _qparam(scale, data.ndim, int(call.attrs.axis)), _qparam(zp, data.ndim, int(call.attrs.axis))
+    if s is None or z is None:
+        return None
+    info = np.iinfo(out)
+    with np.errstate(all="ignore"):
+        q = np.rint(data / s).astype(np.float32) + z.astype(np.float32)
+        q = np.where(np.isnan(q), np.float32(info.min), np.maximum(np.minimum(q, np.float32(info.max)),
+                                                                  np.float32(info.min)))
+    return q.astype(out)
+
+
+def _fold_less(call: Any, args: list[np.ndarray]) -> np.ndarray | None:
+    a, b = args
+    if a.dtype != b.dtype or a.dtype.kind not in "iu":
+        return None
+    return np.less(a, b)
+
+
+def _fold_int_binary(fn: Any) -> Any:
+    def fold(call: Any, args: list[np.ndarray]) -> np.ndarray | None:
+        a, b = args
+        if a.dtype != b.dtype or a.dtype.kind not in "iu":  # integer arithmetic only (shape computations): wraps
+            return None
+        with np.errstate(over="ignore"):
+            return np.asarray(fn(a, b))
+    return fold
+
+
+def _fold_where(call: Any, args: list[np.ndarray]) -> np.ndarray | None:
+    c, a, b = args
+    if c.dtype != np.bool_ or a.dtype != b.dtype or a.dtype.kind not in "iub":
+        return None
+    return np.where(c, a, b)
+
+
+def _fold_take(call: Any, args: list[np.ndarray]) -> np.ndarray | None:
+    data, idx = args
+    if idx.dtype.kind not in "iu" or call.attrs.axis is None:
+        return None
+    axis = int(call.attrs.axis) % data.ndim if data.ndim else 0
+    n = data.shape[axis] if data.ndim else 0
+    mode = str(call.attrs.mode)
+    if mode == "wrap" and n:
+        return np.take(data, idx, axis=axis, mode="wrap")
+    if ((idx < 0) | (idx >= n)).any():  # "fast", "clip" within bounds only (no reading past the end)
+        return None
+    return np.take(data, idx, axis=axis)
+
+
+def _fold_shape_to_tensor(call: Any, args: list[np.ndarray]) -> np.ndarray | None:
+    (shape,) = args
+    return shape.astype(np.int64) if shape.ndim == 1 and shape.dtype == np.int64 else None
+
+
+# relax ops on constants computed here in NumPy, exactly as their TVM legalizations compute them (tested against
+# FoldConstant), before lowering: FoldConstant would JIT-compile one LLVM function per distinct call to fold them
+# (the scales are immediates, so nearly every call is distinct): ViT-B/16's 300 such calls were 90% of its host
+# lowering
+_NUMPY_FOLDS = {"relax.dequantize": _fold_dequantize, "relax.quantize": _fold_quantize, "relax.less": _fold_less,
+                "relax.add": _fold_int_binary(np.add), "relax.subtract": _fold_int_binary(np.subtract),
+                "relax.multiply": _fold_int_binary(np.multiply), "relax.where": _fold_where,
+                "relax.take": _fold_take, "relax.shape_to_tensor": _fold_shape_to_tensor}
+
+
+def fold_constants_numpy(mod: Any) -> Any:
+    """`mod` with every `_NUMPY_FOLDS` call in `main` whose arguments are constants replaced by its value (chains
+    included: a folded value is a constant to the calls that use it); the bindings left unused are dropped later
+    (lower_host's dead code elimination), as FoldConstant's are."""
+    import tvm
+    from tvm import relax
+    from tvm.ir.expr import GenericConst
+
+    @relax.expr_functor.mutator
+    class _Fold(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            new = super().visit_call_(call)
+            fold = _NUMPY_FOLDS.get(new.op.name) if isinstance(new.op, tvm_op_type()) else None
+            if fold is None:
+                return new
+            args = [self._const(a) for a in new.args]
+            if any(a is None for a in args):
+                return new
+            value = fold(new, args)
+            value = None if value is None else np.asarray(value)
+            if value is None or list(value.shape) != [int(d) for d in new.ty.shape] \
+                    or str(value.dtype) != str(new.ty.dtype):
+                return new
+            return relax.const(value, str(value.dtype))
+
+        def _const(self, e: Any) -> np.ndarray | None:
+            """The value of `e`: a constant, a variable bound to one, or a static shape (as int64)."""
+            if isinstance(e, relax.Var):
+                e = self.lookup_binding(e)
+            if isinstance(e, relax.Call) and isinstance(e.op, tvm_op_type()) and e.op.name == "relax.shape_of":
+                e = getattr(e.args[0].ty, "shape", None)
+            if isinstance(e, relax.ShapeExpr):
+                dims = list(e.values)
+                if all(isinstance(d, tvm.tirx.IntImm) for d in dims):
+                    return np.array([int(d) for d in dims], np.int64)
+                return None
+            return e.value.numpy() if isinstance(e, GenericConst) else None
+
+    m = _Fold()
+    main = m.visit_expr(mod["main"])
+    out = tvm_module({"main": main}, mod)
+    for gv, f in mod.functions.items():
+        if gv.name_hint != "main":
+            out[gv] = f
+    return out
+
+
 def lower_host(mod: Any) -> Any:
     """Legalize the host ops to TIR (quantize with ONNX's rounding), fold constant subgraphs (dequantized weights
-    of host ops), fuse elementwise chains into their producers, and make every fused group one PrimFunc."""
+    of host ops: most in NumPy, `fold_constants_numpy`), fuse elementwise chains into their producers, and make
+    every fused group one PrimFunc."""
     import tvm
     from tvm import relax
 
+    mod = fold_constants_numpy(mod)
     seq = tvm.transform.Sequential([
         relax.transform.LegalizeOps({"relax.quantize": _legalize_quantize}),
         relax.transform.FoldConstant(),

@@ -18,8 +18,9 @@ layer (one `sp_tiled_conv` / `loop_conv_ws` call per iteration of the DRAM loops
                       then per (DIM output channels, r, s, DIM input channels) one weight preload and one compute
                       per (batch, output row, <= DIM consecutive output columns), accumulating
 - gemmini.tile_store  accumulator tile -> DRAM with scale, ReLU and saturation (mvout, one row per output pixel and
-                      DIM output channels), straight into the caller's NHWC output where the compute allows it
-                      (`ComputeDef.store_into_output`; the schedule then drops the padded output stage)
+                      DIM output channels), straight into an NHWC output (`ComputeDef.store_target`: the
+                      caller's, or for an NCHW caller a staging copy the CPU transposes; the schedule drops the
+                      padded output stage)
 Their implementations call small C functions (`tp_init`, `tp_call`, `tp_store`, see `call_support_c`) that the C
 emitter prints into the kernel file: the tile extents are clipped to the layer there (edge tiles), the scratchpad
 halves alternate per call and the accumulator halves per output tile (two calls in flight).
@@ -186,9 +187,10 @@ class ComputeDef:
     out_padded: te.Tensor
     bias_padded: te.Tensor
     pad_stages: list[str]
-    # The tile store may write the caller's `output` directly (each output pixel's channels contiguous, NHWC),
-    # so the padded out_p and the CPU's copy of it go away; otherwise the CPU copies out_p after a fence.
-    store_into_output: bool = False
+    # The tile store writes the NHWC tensor named `store_target` directly (each output pixel's G x K channels
+    # contiguous), so the padded out_p and the CPU's copy of it go away: the caller's `out` itself, or, for an
+    # NCHW output, an NHWC staging copy in the workspace that the CPU transposes into `out` after the fence.
+    store_target: str = "out"
     abi: KernelABI = field(default_factory=KernelABI)
 
     @property
@@ -289,13 +291,13 @@ def build_conv(geo: ConvGeometry, epi: Epilogue, abi: KernelABI | None = None) -
         out_p = te.compute((N, G, P, Q, K), lambda n, g, p, q, k: acc[n, g, p, q, k], name="out_p")
     else:
         out_p = te.compute((N, G, P, Q, K), lambda n, g, p, q, k: _requant(acc[n, g, p, q, k], epi), name="out_p")
-    if nchw:  # the mvouts cannot write NCHW (channels are a row): the CPU copies out_p after the fence
-        out = te.compute((geo.N, geo.G * geo.K, geo.P, geo.Q),
-                         lambda n, gk, p, q: out_p[n, gk // geo.K, p, q, gk % geo.K], name="out")
-    else:
-        out = te.compute((geo.N, geo.P, geo.Q, geo.G * geo.K),
-                         lambda n, p, q, gk: out_p[n, gk // geo.K, p, q, gk % geo.K], name="out")
-    return ComputeDef(geo, epi, inputs, out, acc, out_p, b_p, stages, store_into_output=not nchw, abi=abi)
+    nhwc = te.compute((geo.N, geo.P, geo.Q, geo.G * geo.K),
+                      lambda n, p, q, gk: out_p[n, gk // geo.K, p, q, gk % geo.K], name="out_nhwc" if nchw else "out")
+    if nchw:  # the mvouts cannot write NCHW (channels are a row): they write an NHWC staging copy (rows G x K
+        # channels apart, as the cost model counts them), which the CPU transposes into `out` after the fence
+        out = te.compute((geo.N, geo.G * geo.K, geo.P, geo.Q), lambda n, gk, p, q: nhwc[n, p, q, gk], name="out")
+        return ComputeDef(geo, epi, inputs, out, acc, out_p, b_p, stages, store_target="out_nhwc", abi=abi)
+    return ComputeDef(geo, epi, inputs, nhwc, acc, out_p, b_p, stages, abi=abi)
 
 
 @register_core_compute(tag="gemmini.conv2d")
