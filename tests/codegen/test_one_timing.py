@@ -138,10 +138,10 @@ def test_whole_accumulator_rows_stored_in_blocks_are_not_a_strided_tile(spec, ma
 
 def test_stores_into_the_padded_group_major_copy_are_counted_as_the_code_writes_them():
     """MobileNetV3-Large features.11 block.1 (depthwise 3x3 over 480 channels on 14x14, 16 groups per array pass) as
-    the whole-model compile runs it (NCHW, so the stores cannot write the caller's output): tp_store writes the
-    padded copy [N, G, P, Q, K_p], pixels 16 bytes apart, so the 16 rows of an mvout share 64-byte blocks and wait
-    on each other (block_req). The model counted rows a pixel's 480 channels apart (no wait): emulated 1.106x
-    (76,845 vs 69,483); now it counts the rows the stores write (model_cycles' o_row)."""
+    the whole-model compile ran it before its NCHW outputs were staged in NHWC (direct_store=False here keeps that
+    code): tp_store writes the padded copy [N, G, P, Q, K_p], pixels 16 bytes apart, so the 16 rows of an mvout share
+    64-byte blocks and wait on each other (block_req). The model counted rows a pixel's 480 channels apart (no
+    wait): emulated 1.106x (76,845 vs 69,483); now it counts the rows the stores write (model_cycles' o_row)."""
     from tileplan.codegen.pipeline import emulator_for
     from tileplan.codegen.targets.gemmini import KernelABI
 
@@ -158,7 +158,7 @@ def test_stores_into_the_padded_group_major_copy_are_counted_as_the_code_writes_
         "double_buffered": {"Accumulator": ["O"], "Scratchpad": ["I", "W"]},
         "dataflow": "weight_stationary", "group_pack": 16,
     })
-    art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k",
+    art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k", direct_store=False,
                    abi=KernelABI("NCHW", pad_value=-3, prelaid=True))
     assert not art.layout.store_direct and art.layout.store_pixel == 16
     pd = art.layout.padded
