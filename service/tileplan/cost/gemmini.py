@@ -808,10 +808,11 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     big = {t: each("big_" + t) for t in ("I", "W", "O")}
     # only rows narrower than the tensor's (a channel tile short of all channels): whole rows stream contiguously
     c_all, k_all = each("c"), each("k")
-    # (a call runs one group, and an NHWC pixel holds every group's channels: a grouped layer's input and output
-    # rows are always wider than a call's tile, unless the stores write a group-major padded copy: o_row)
+    # (a call runs one group, and an NHWC output pixel holds every group's channels: a grouped layer's output rows
+    # are always wider than a call's tile, unless the stores write a group-major padded copy: o_row; the input is
+    # read from the host's group-major padded copy, whole rows per group)
     grouped = each("groups") > 1
-    dram_req = (load_i * in_req * big["I"] * ((cc < c_all) | grouped) + load_w * w_req * big["W"] * (kk < k_all)
+    dram_req = (load_i * in_req * big["I"] * (cc < c_all) + load_w * w_req * big["W"] * (kk < k_all)
                 + st_req * big["O"] * ((kk < k_all) | (grouped & (each("o_row") == 0))))
     # store requests waiting behind one to the same 64-byte block (`_store_chain`): mvouts of up to DIM pixels of
     # one block of up to DIM output channels, rows a pixel's channels apart (all groups': NHWC)
