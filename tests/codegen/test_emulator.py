@@ -353,3 +353,31 @@ def test_a_read_from_the_accumulator_is_scaled_activated_and_clipped():
         np.testing.assert_array_equal(r.buffers["got"], want)           # A @ I = A as the array saw it
         np.testing.assert_array_equal(r.buffers["got"], r.buffers["stored"])  # = what mvout stores
         assert r.buffers["got"][2, 3] == 127 and r.buffers["got"][0, 0] == 0  # clipped; 0.5 -> 0 (half to even)
+
+
+def test_rows_read_whole_in_pieces_or_up_to_their_padding_stream_and_channel_tiles_wait_on_dram():
+    """Requests on a tensor beyond the L2 wait on DRAM (dram_req) only for a strided tile: a call that moves rows
+    short of the columns the run reads of them (the cost model's channel tile narrower than the tensor's rows,
+    _beyond_l2). A row moved whole as many 64-byte mvins is not one, however many pieces; nor is a row of a copy
+    padded to the tile grid read up to its padding (1,000 of 1,024 bytes, which no transfer reads: the model's
+    tile of all of a tensor's channels). Two calls that each move half of every row are."""
+    rows = 640  # x 1,024 B: beyond the 512 KiB L2
+    x = np.zeros((rows, 1024), np.int8)
+
+    def run(pieces: list[list[tuple[int, int]]]) -> float:
+        prog = [isa.config_ld(1024)]
+        for call in pieces:
+            prog.append(isa.config_ex(WS))
+            for lo, hi in call:
+                for r0 in range(0, rows, 16):
+                    prog.append(isa.mvin(Dram("x", r0 * 1024 + lo), 0, hi - lo, 16))
+        return emu(16).run(prog, {"x": x}).features["dram_req"]
+
+    whole = [(c, min(c + 64, 1024)) for c in range(0, 1024, 64)]  # 16 mvins per row, 64 B each
+    assert run([whole]) == 0
+    padded = [(c, min(c + 64, 1000)) for c in range(0, 1000, 64)]
+    assert run([padded, padded]) == 0
+    halves = [[(c, c + 64) for c in range(0, 512, 64)], [(c, c + 64) for c in range(512, 1024, 64)]]
+    assert run(halves) == rows * 16  # a request per 64 B of every row, all of them strided
+    # the same padded copy read as two column tiles: strided, as the model counts a tile short of the channels
+    assert run([padded[:8], padded[8:]]) == rows * 16

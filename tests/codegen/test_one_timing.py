@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tileplan.codegen.pipeline import Epilogue, generate, random_inputs, reference, run
@@ -73,3 +74,203 @@ def test_padded_weight_rows_are_counted_as_the_code_lays_them_out(hw_name):
     art, res, _ = _emulate(layer, hw, mapping, "library")
     assert art.layout.padded["K"] > 1000 and not art.layout.w_in_place
     assert 0.9 <= res.cycles / art.model_cycles <= 1.1, (res.cycles, art.model_cycles)
+
+
+def _mapping_of(acc, spad_k, dram, padded=None, regs=()):
+    return Mapping.model_validate({
+        "levels": [
+            {"name": "Registers", "temporal": list(regs), "spatial": []},
+            {"name": "Accumulator", "temporal": acc[0], "spatial": acc[1]},
+            {"name": "Scratchpad", "temporal": [], "spatial": [["K", spad_k]]},
+            {"name": "DRAM", "temporal": dram, "spatial": []},
+        ],
+        "padded_dims": padded or {},
+        "double_buffered": {"Accumulator": ["O"], "Scratchpad": ["W", "I"]},
+        "dataflow": "weight_stationary",
+    })
+
+
+def test_whole_weight_rows_moved_in_many_pieces_are_not_a_strided_tile():
+    """MobileNetV3-Large's classifier.0 (960 -> 1280) as the zoo compile plans it: each call reads whole weight rows
+    of 1,280 bytes as 20 mvins of 64 B. The emulator tracked at most 16 pieces of a row per call and took a row in
+    more pieces for a strided tile, charging the 1.2 MB matrix's requests a DRAM wait each (dram_req 19,200; the
+    model, a tile of all columns: 0): emulated 1.14x (151,461 vs 133,253)."""
+    hw = get_hardware("gemmini-16x16")
+    layer = parse_layer({"op": "matmul", "name": "classifier0", "M": 1, "K": 960, "N": 1280})
+    mapping = _mapping_of(([["C", 5], ["K", 80]], [["C", 16]]), 16, [["C", 12]])
+    art, res, model = _emulate(layer, hw, mapping, "tileplan")
+    assert res.features["dram_req"] == model["dram_req"] == 0
+    assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
+
+
+@pytest.mark.parametrize("spec, mapping", [
+    # MobileNetV3-Large features.3 block.0 (1x1 expand, 24 -> 72 on 56x56): emulated 1.15x (163,307 vs 142,489)
+    ({"op": "conv2d", "name": "expand", "in_channels": 24, "out_channels": 72, "in_h": 56, "in_w": 56, "kernel": 1},
+     _mapping_of(([["Q", 28], ["P", 3], ["C", 2], ["K", 6]], [["C", 12]]), 12, [["Q", 2], ["P", 19]], {"P": 57})),
+    # EfficientNet-B0 features.2.0 block.3 (1x1 project, 96 -> 24 on 56x56): emulated 1.17x (104,220 vs 89,350)
+    ({"op": "conv2d", "name": "project", "in_channels": 96, "out_channels": 24, "in_h": 56, "in_w": 56, "kernel": 1},
+     _mapping_of(([["C", 6], ["K", 2]], [["C", 16]]), 12, [["P", 14]], regs=[["P", 4], ["Q", 56]])),
+])
+def test_whole_accumulator_rows_stored_in_blocks_are_not_a_strided_tile(spec, mapping):
+    """Two zoo convs as the whole-model compile runs them (NCHW, prelaid weights, int32 accumulators out): each call
+    stores whole pixel rows of all output channels (72 x 4 B) into the NHWC workspace, one 16-channel mvout at a
+    time, 16 pixels per mvout: a call's mvouts repeat the same column pieces, which the emulator counted apart, and
+    past 16 pieces it took them for a strided tile of a buffer beyond the L2 (the int32 workspace: 0.9 MB) and
+    charged each store request a DRAM wait (the model, a tile of all channels: none)."""
+    from tileplan.codegen.pipeline import emulator_for
+    from tileplan.codegen.targets.gemmini import KernelABI
+
+    hw = get_hardware("gemmini-16x16")
+    layer = parse_layer(spec)
+    art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k",
+                   abi=KernelABI("NCHW", pad_value=0, prelaid=True, acc_output=True))
+    pd = art.layout.padded
+    rng = np.random.default_rng(0)
+    bufs = {"I": rng.integers(-128, 128, (1, layer.in_channels, layer.in_h, layer.in_w), dtype=np.int8),
+            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
+            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32),
+            "out": np.zeros((1, layer.out_channels, layer.out_h, layer.out_w), np.int32),
+            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
+    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    assert res.features["dram_req"] == 0
+    assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
+
+
+def test_stores_into_the_padded_group_major_copy_are_counted_as_the_code_writes_them():
+    """MobileNetV3-Large features.11 block.1 (depthwise 3x3 over 480 channels on 14x14, 16 groups per array pass) as
+    the whole-model compile ran it before its NCHW outputs were staged in NHWC (direct_store=False here keeps that
+    code): tp_store writes the padded copy [N, G, P, Q, K_p], pixels 16 bytes apart, so the 16 rows of an mvout share
+    64-byte blocks and wait on each other (block_req). The model counted rows a pixel's 480 channels apart (no
+    wait): emulated 1.106x (76,845 vs 69,483); now it counts the rows the stores write (model_cycles' o_row)."""
+    from tileplan.codegen.pipeline import emulator_for
+    from tileplan.codegen.targets.gemmini import KernelABI
+
+    hw = get_hardware("gemmini-16x16")
+    layer = parse_layer({"op": "conv2d", "name": "dw", "in_channels": 480, "out_channels": 480, "in_h": 14,
+                         "in_w": 14, "kernel": 3, "padding": 1, "groups": 480})
+    mapping = Mapping.model_validate({
+        "levels": [
+            {"name": "Registers", "temporal": [], "spatial": []},
+            {"name": "Accumulator", "temporal": [["Q", 14], ["P", 14], ["S", 3], ["R", 3]], "spatial": [["C", 16]]},
+            {"name": "Scratchpad", "temporal": [], "spatial": [["K", 16]]},
+            {"name": "DRAM", "temporal": [["G", 30]], "spatial": []},
+        ],
+        "double_buffered": {"Accumulator": ["O"], "Scratchpad": ["I", "W"]},
+        "dataflow": "weight_stationary", "group_pack": 16,
+    })
+    art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k", direct_store=False,
+                   abi=KernelABI("NCHW", pad_value=-3, prelaid=True))
+    assert not art.layout.store_direct and art.layout.store_pixel == 16
+    pd = art.layout.padded
+    rng = np.random.default_rng(0)
+    bufs = {"I": rng.integers(-128, 128, (1, 480, 14, 14), dtype=np.int8),
+            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
+            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32), "out": np.zeros((1, 480, 14, 14), np.int8),
+            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
+    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    assert res.features["block_req"] > 0
+    assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
+
+
+def test_a_padded_weight_copy_beyond_the_l2_is_counted_as_the_code_reads_it():
+    """ResNet-18's fc (512 -> 1000) as the zoo compile planned it on gemmini-16x16: five column tiles of 13 blocks, so
+    the kernel reads a weight copy padded to the tile grid, 512 rows of 1,040 B = 532,480 B, beyond the 512 KiB L2,
+    while the layer's own 512,000 B fit. Its column tiles are strided rows of that copy and wait on DRAM in the
+    emulator; the model looked at the unpadded tensor and charged nothing: emulated 1.22x (81,070 vs 66,534). The
+    model of the code now sizes the copy it reads (w_row)."""
+    from tileplan.codegen.pipeline import emulator_for
+    from tileplan.codegen.targets.gemmini import KernelABI
+
+    hw = get_hardware("gemmini-16x16")
+    layer = parse_layer({"op": "matmul", "name": "fc", "M": 1, "K": 512, "N": 1000})
+    mapping = Mapping.model_validate({
+        "levels": [
+            {"name": "Registers", "temporal": [], "spatial": []},
+            {"name": "Accumulator", "temporal": [["C", 32], ["K", 200]], "spatial": [["C", 16]]},
+            {"name": "Scratchpad", "temporal": [], "spatial": []},
+            {"name": "DRAM", "temporal": [["K", 5]], "spatial": []},
+        ],
+        "double_buffered": {"Accumulator": ["O"], "Scratchpad": ["W", "I"]},
+        "dataflow": "weight_stationary",
+    })
+    art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k",
+                   abi=KernelABI("NHWC", 0, prelaid=True, acc_output=True))
+    pd = art.layout.padded
+    assert pd["K"] == 1040 and pd["C"] * pd["K"] > 512 * 1024 > 512 * 1000
+    rng = np.random.default_rng(0)
+    bufs = {"I": rng.integers(-128, 128, (1, 512), dtype=np.int8),
+            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
+            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32), "out": np.zeros((1, 1000), np.int32),
+            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
+    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    assert res.features["dram_req"] > 0
+    assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
+
+
+def test_padding_rows_read_from_memory_are_counted_under_the_library_tiling():
+    """ResNet-18's layer3 3x3 conv (256 -> 256, 14x14, input zero point -128) on gemmini-32x32, run in the library's
+    tiling and load order as the zoo compile keeps it: a non-zero padding value makes the kernel read the padding
+    rows from memory, while the library's model makes zero padding on chip and loaded 122,880 fewer bytes: emulated
+    1.09x (217,906 vs 199,372). The model of the code now loads the padded input (model_cycles' pad_read)."""
+    from tileplan.codegen.pipeline import emulator_for
+    from tileplan.codegen.targets.gemmini import KernelABI
+
+    hw = get_hardware("gemmini-32x32")
+    layer = parse_layer({"op": "conv2d", "name": "l3", "in_channels": 256, "out_channels": 256, "in_h": 14,
+                         "in_w": 14, "kernel": 3, "padding": 1})
+    mapping = Mapping.model_validate({
+        "levels": [
+            {"name": "Registers", "temporal": [], "spatial": []},
+            {"name": "Accumulator", "temporal": [["Q", 14], ["P", 14], ["C", 3], ["S", 3], ["R", 3]],
+             "spatial": [["C", 29]]},
+            {"name": "Scratchpad", "temporal": [], "spatial": [["K", 32]]},
+            {"name": "DRAM", "temporal": [["C", 3], ["K", 8]], "spatial": []},
+        ],
+        "padded_dims": {"C": 261},
+        "double_buffered": {"Accumulator": ["O"], "Scratchpad": ["I", "W"]},
+        "dataflow": "weight_stationary", "executor": "library",
+    })
+    art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k", stream="baseline",
+                   abi=KernelABI("NCHW", pad_value=-128, prelaid=True, acc_output=True))
+    pd = art.layout.padded
+    rng = np.random.default_rng(0)
+    bufs = {"I": rng.integers(-128, 128, (1, 256, 14, 14), dtype=np.int8),
+            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
+            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32), "out": np.zeros((1, 256, 14, 14), np.int32),
+            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
+    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
+
+
+def test_one_group_of_an_nhwc_output_is_a_strided_tile():
+    """MobileNetV3-Large features.3 block.1 (depthwise 3x3 over 72 channels on 56x56, 12 groups per array pass) as
+    the whole-model compile runs it: int32 accumulators stored into the NHWC staging copy (0.9 MB, beyond the L2),
+    each call one group's 48 bytes of a pixel's 288. The model took a group's channels for the whole row (no DRAM
+    wait); the emulator, the rows' other groups, strided: emulated 1.16x (263,511 vs 227,436)."""
+    from tileplan.codegen.pipeline import emulator_for
+    from tileplan.codegen.targets.gemmini import KernelABI
+
+    hw = get_hardware("gemmini-16x16")
+    layer = parse_layer({"op": "conv2d", "name": "dw", "in_channels": 72, "out_channels": 72, "in_h": 56,
+                         "in_w": 56, "kernel": 3, "padding": 1, "groups": 72})
+    mapping = Mapping.model_validate({
+        "levels": [
+            {"name": "Registers", "temporal": [], "spatial": []},
+            {"name": "Accumulator", "temporal": [["Q", 28], ["P", 14], ["S", 3], ["R", 3]], "spatial": [["C", 12]]},
+            {"name": "Scratchpad", "temporal": [], "spatial": [["K", 12]]},
+            {"name": "DRAM", "temporal": [["Q", 2], ["P", 4], ["G", 6]], "spatial": []},
+        ],
+        "double_buffered": {"Accumulator": ["O"], "Scratchpad": ["W", "I"]},
+        "dataflow": "weight_stationary", "group_pack": 12,
+    })
+    art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k",
+                   abi=KernelABI("NCHW", pad_value=-3, prelaid=True, acc_output=True))
+    pd = art.layout.padded
+    rng = np.random.default_rng(0)
+    bufs = {"I": rng.integers(-128, 128, (1, 72, 56, 56), dtype=np.int8),
+            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
+            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32), "out": np.zeros((1, 72, 56, 56), np.int32),
+            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
+    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    assert res.features["dram_req"] > 0
+    assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)

@@ -179,18 +179,27 @@ def realised_mapping(r: Realization, arch: Any) -> Mapping:
 
 
 def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "tileplan",
-                 out_bytes: float | None = None, w_row: int = 0) -> float:
+                 out_bytes: float | None = None, w_row: int = 0, o_row: int = 0, pad_read: bool = False) -> float:
     """The calibrated cost model's cycles (tileplan.cost.gemmini) for the realised tiles, so the prediction
     matches what the code runs rather than the plan it came from (`executor`: see CallLayout.reuse; `out_bytes`:
     bytes per stored output element where the kernel does not store the hardware's output type, e.g. the int32
     accumulators of KernelABI.acc_output; `w_row`: elements between the weight rows the kernel reads, when it reads
     a copy padded to the tile grid rather than the layer's K: a row's offset in its 64-byte block sets its DMA
-    requests)."""
+    requests; `o_row`: elements between the output pixels the stores write, when they write a padded copy
+    (CallLayout.store_pixel) rather than the caller's output: rows closer than 64 bytes wait on each other;
+    `pad_read`: the kernel reads the input's padding rows from memory (a non-zero padding value, KernelABI.pad_value),
+    so under the library's executor, whose model makes zero padding on chip, the padded input is what it loads)."""
     e = execution_from_mapping(problem, arch, realised_mapping(r, arch), executor)
     if out_bytes is not None:
         e = dataclasses.replace(e, out_bytes=float(out_bytes))
     if w_row and w_row != e.k:  # the kernel reads a copy of the weights whose rows are w_row elements apart
         e = dataclasses.replace(e, w_row=w_row)
+    if o_row:
+        e = dataclasses.replace(e, o_row=o_row)
+    if pad_read and e.kind == "conv" and any(e.pad):
+        dh, dw = problem.dilation
+        e = dataclasses.replace(e, pad=(0, 0), in_h=(e.out_h - 1) * e.stride[0] + (e.r - 1) * dh + 1,
+                                in_w=(e.out_w - 1) * e.stride[1] + (e.s - 1) * dw + 1)
     calls = call_features(e, nominal_dram_bandwidth(arch))
     return cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
 
@@ -497,4 +506,6 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     # (the model of the code: the accumulator is loaded with a bias when the code loads one)
     coded = dataclasses.replace(problem, bias=bool(epilogue.bias))
     return Scheduled(tag, cd, r, lay, sch, model_cycles(r, coded, arch, executor, 4.0 if abi.acc_output else None,
-                                                        0 if lay.w_in_place else lay.padded["K"]))
+                                                        0 if lay.w_in_place else lay.padded["K"],
+                                                        0 if lay.store_direct else lay.store_pixel,
+                                                        bool(abi.pad_value)))

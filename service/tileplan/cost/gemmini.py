@@ -233,6 +233,10 @@ class Execution:
     # Elements between consecutive weight rows in DRAM (0: the layer's K, the weights as the caller lays them out;
     # Tileplan's kernels read a copy padded to the tile grid, rows K_p apart: tileplan.codegen.schedule.model_cycles)
     w_row: int = 0
+    # Elements between consecutive output pixels the stores write (0: the layer's NHWC output, all groups' channels
+    # per pixel; Tileplan's kernels that cannot store into the caller's output write a padded copy [N, G, P, Q, K_p],
+    # pixels K_p apart: tileplan.codegen.schedule.model_cycles)
+    o_row: int = 0
 
     @property
     def rows(self) -> int:
@@ -662,7 +666,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
             _chunk_table(e.k, e.k_step, e.t_k, e.in_bytes),
             _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float((e.w_row or e.k) * e.in_bytes),
                            float(e.cols * max_block_len(e.cols, e.in_bytes)), float(e.in_bytes)),
-            _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float(e.k * e.out_bytes), float(e.cols),
+            _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float((e.o_row or e.k) * e.out_bytes), float(e.cols),
                            float(e.out_bytes), float(e.out_bytes), float(e.in_bytes)),
         )
 
@@ -688,7 +692,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     for e in es:
         loops = ((e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
                  (e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
-                 (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols, e.w_row),
+                 (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols, e.w_row, e.o_row),
                  (e.c, e.c_step, e.t_c, e.in_bytes, e.rows),
                  (e.batch, e.t_n))
         row = []
@@ -804,11 +808,16 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     big = {t: each("big_" + t) for t in ("I", "W", "O")}
     # only rows narrower than the tensor's (a channel tile short of all channels): whole rows stream contiguously
     c_all, k_all = each("c"), each("k")
+    # (a call runs one group, and an NHWC output pixel holds every group's channels: a grouped layer's output rows
+    # are always wider than a call's tile, unless the stores write a group-major padded copy: o_row; the input is
+    # read from the host's group-major padded copy, whole rows per group)
+    grouped = each("groups") > 1
     dram_req = (load_i * in_req * big["I"] * (cc < c_all) + load_w * w_req * big["W"] * (kk < k_all)
-                + st_req * big["O"] * (kk < k_all))
+                + st_req * big["O"] * ((kk < k_all) | (grouped & (each("o_row") == 0))))
     # store requests waiting behind one to the same 64-byte block (`_store_chain`): mvouts of up to DIM pixels of
     # one block of up to DIM output channels, rows a pixel's channels apart (all groups': NHWC)
-    block_req = final * nb * ho * kb * _store_chain(wo, d, each("groups") * k_all * out_b,
+    o_row = each("o_row")
+    block_req = final * nb * ho * kb * _store_chain(wo, d, np.where(o_row > 0, o_row, each("groups") * k_all) * out_b,
                                                      np.minimum(kk, cols_) * out_b)
     # the host's tile search (a per-run quantity) rides on each execution's first row
     search = np.zeros(len(xid))
@@ -840,24 +849,25 @@ def _loop_tables(i: int, key: tuple, tables_of: abc.Callable[[Execution], tuple[
 
 
 _CONV_SCALARS = ("dim", "rows", "cols", "in_bytes", "out_bytes", "fold", "groups", "bias", "overlapped", "c", "k",
-                 "big_I", "big_W", "big_O")
+                 "big_I", "big_W", "big_O", "o_row")
 
 
 def _conv_scalars(e: Execution) -> tuple[float, ...]:
     """The per-execution values conv_calls_many spreads over an execution's rows, in _CONV_SCALARS order."""
     big = _tensors_beyond_l2(e.batch, e.in_h, e.in_w, e.c, e.groups, e.r, e.s, e.k, e.out_h, e.out_w, e.in_bytes,
-                             e.out_bytes, e.l2_bytes)
+                             e.out_bytes, e.l2_bytes, e.w_row, e.o_row)
     return (e.dim, e.rows, e.cols, e.in_bytes, e.out_bytes, e.fold, e.groups, float(e.bias), float(e.overlapped),
-            e.c, e.k, *big)
+            e.c, e.k, *big, e.o_row)
 
 
 @functools.lru_cache(maxsize=1024)
 def _tensors_beyond_l2(*geometry: Any) -> tuple[float, float, float]:
     """`_beyond_l2` of I, W and O, for every execution of one geometry (as 0.0 / 1.0)."""
-    (batch, in_h, in_w, c, groups, r, s, k, out_h, out_w, in_bytes, out_bytes, l2_bytes) = geometry
+    (batch, in_h, in_w, c, groups, r, s, k, out_h, out_w, in_bytes, out_bytes, l2_bytes, w_row, o_row) = geometry
     e = Execution(kind="conv", dim=1, batch=batch, groups=groups, out_h=out_h, out_w=out_w, k=k, c=c, r=r, s=s,
                   stride=(1, 1), pad=(0, 0), in_h=in_h, in_w=in_w, t_n=1, t_h=1, t_w=1, t_k=1, t_c=1, t_r=1, t_s=1,
-                  k_step=1, c_step=1, in_bytes=in_bytes, out_bytes=out_bytes, l2_bytes=l2_bytes)
+                  k_step=1, c_step=1, in_bytes=in_bytes, out_bytes=out_bytes, l2_bytes=l2_bytes, w_row=w_row,
+                  o_row=o_row)
     return float(_beyond_l2(e, "I")), float(_beyond_l2(e, "W")), float(_beyond_l2(e, "O"))
 
 
@@ -866,11 +876,12 @@ def _beyond_l2(e: Execution, tensor: str) -> bool:
     library refetches its tiles call after call; a tensor that fits stays in the L2 between refetches, one that
     does not is evicted before it is needed again, so its requests go to DRAM. The callers count only the requests
     of rows narrower than the tensor's own (a channel tile short of all channels), which jump from row to row;
-    whole rows stream contiguously (counting those too fits worse: costmodel.md)."""
+    whole rows stream contiguously (counting those too fits worse: costmodel.md). Where the code reads weights from a
+    copy padded to the tile grid (`w_row`) or stores into a padded copy (`o_row`), that copy is the tensor."""
     size = {
         "I": e.batch * e.in_h * e.in_w * e.c * e.groups,
-        "W": e.r * e.s * e.c * e.k * e.groups,
-        "O": e.batch * e.out_h * e.out_w * e.k * e.groups,
+        "W": e.r * e.s * e.c * (e.w_row or e.k) * e.groups,
+        "O": e.batch * e.out_h * e.out_w * (e.o_row * e.groups if e.o_row else e.k * e.groups),
     }[tensor] * (e.out_bytes if tensor == "O" else e.in_bytes)
     return size > e.l2_bytes
 
@@ -935,10 +946,11 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     b_req = {(je, j_off): float(_row_req(je, j_off, (e.w_row or e.k) * e.in_bytes, b_span, e.in_bytes))
              for (_, je, _, _, j_off) in k_blocks}
     # and per output row (stores): je of a row of K output elements
-    s_req = {(je, j_off): float(_row_req(je, j_off * e.out_bytes / e.in_bytes, e.k * e.out_bytes, cols, e.out_bytes))
+    o_stride = (e.o_row or e.k) * e.out_bytes  # bytes between output rows
+    s_req = {(je, j_off): float(_row_req(je, j_off * e.out_bytes / e.in_bytes, o_stride, cols, e.out_bytes))
              for (_, je, _, _, j_off) in k_blocks}
     # store requests waiting behind others to their 64-byte block, per mvout row run (`_store_chain`)
-    chain_o = {(ie, je): float(_store_chain(ie, d, e.k * e.out_bytes, min(je, cols) * e.out_bytes))
+    chain_o = {(ie, je): float(_store_chain(ie, d, o_stride, min(je, cols) * e.out_bytes))
                for (_, ie, _, _, _) in blocks(rows_i, e.t_h, d) for (_, je, _, _, _) in k_blocks}
     # an operand loads only on the first iteration of the loops it is kept across (`first` is 0.0 or 1.0 per loop)
     keep_a = [{"P": 0, "K": 1, "C": 2}[dim] for dim in kept["I"]]

@@ -199,16 +199,18 @@ typedef struct emu {
   /* the cost model's per-call features of the open call, and the closed calls' sums (see "Reported cycles") */
   double cf_ld_req, cf_ld_bytes, cf_st_req, cf_st_bytes, cf_ex_rows, cf_ops, cf_pre, cf_dram_req, cf_block_req;
   int cf_any;
-  /* strided transfers: per (buffer, row stride) group, the span of DRAM it touched over the run; per call, each
-   * group's requests and the byte columns of its rows the call covered (see count_transfer) */
-  struct sgroup { int region; uint64_t stride; uintptr_t lo, hi; } *sg;
+  /* strided transfers: per (buffer, row stride) group, the span of DRAM it touched over the run and the width of
+   * its rows that any transfer touched (columns beyond it are padding no one reads); per call, each group's
+   * requests and the byte columns of its rows the call covered (see count_transfer) */
+  struct sgroup { int region; uint64_t stride, width; uintptr_t lo, hi; } *sg;
   int sg_n, sg_cap;
   struct cgroup { int group; double req; int n_iv; uint64_t iv[2 * 16]; } cg[16];
   int cg_n;
-  /* closed calls: features (EMU_FEATURES doubles, dram_req = 0) and their strided contributions (group, requests) */
+  /* closed calls: features (EMU_FEATURES doubles, dram_req = 0) and their contributions of rows not covered whole
+   * (group, requests, the columns covered from a row's start) */
   double *calls_f;
   size_t calls_n, calls_cap;
-  struct contrib { uint32_t call; int group; double req; } *ct;
+  struct contrib { uint32_t call; int group; double req; uint64_t prefix; } *ct;
   size_t ct_n, ct_cap;
   int cur_unit;
   double preload_done; /* when the last preload left the execute unit */
@@ -448,17 +450,26 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Did the call's transfers of this group cover every byte column of its rows (a whole row moved in pieces, not a
- * strided channel tile)?  Intervals [lo, hi) within [0, stride), sorted by start. */
-static int group_covered(struct cgroup *c, uint64_t stride) {
+/* The byte columns [0, prefix) of its rows that the call's transfers of this group covered without a gap (0: none
+ * from a row's start, or too many pieces to tell).  Intervals [lo, hi) within [0, stride), sorted by start. */
+static uint64_t group_prefix(struct cgroup *c) {
   if (c->n_iv < 0) return 0; /* (too many pieces to tell: strided) */
   qsort(c->iv, c->n_iv, 2 * sizeof(uint64_t), cmp_u64);
   uint64_t reach = 0;
   for (int i = 0; i < c->n_iv; i++) {
-    if (c->iv[2 * i] > reach) return 0;
+    if (c->iv[2 * i] > reach) break;
     if (c->iv[2 * i + 1] > reach) reach = c->iv[2 * i + 1];
   }
-  return reach >= stride;
+  return reach;
+}
+
+/* Did a call whose transfers covered [0, prefix) of this group's rows move whole rows (not a strided channel tile)?
+ * Whole rows: every byte column the run touched at that stride, i.e. the rows' real width (a copy padded to the
+ * tile grid, e.g. a 1000-column weight matrix in rows 1024 bytes apart, has columns no transfer touches: read up to
+ * its padding, a row is one sequential stream, as the model counts a tile of all of a tensor's channels). */
+static int group_whole(const emu_t *e, int g, uint64_t prefix) {
+  uint64_t need = e->sg[g].width < e->sg[g].stride ? e->sg[g].width : e->sg[g].stride;
+  return prefix >= need;
 }
 
 static void *grow(void *p, size_t *cap, size_t need, size_t size) {
@@ -481,11 +492,12 @@ static void close_call(emu_t *e) {
     memcpy(e->calls_f + EMU_FEATURES * e->calls_n, f, sizeof f);
     for (int i = 0; i < e->cg_n; i++) {
       struct cgroup *c = &e->cg[i];
-      if (group_covered(c, e->sg[c->group].stride)) continue;
+      uint64_t prefix = group_prefix(c);
+      if (prefix >= e->sg[c->group].stride) continue;
       struct contrib *nc = grow(e->ct, &e->ct_cap, e->ct_n + 1, sizeof *e->ct);
       if (!nc) break;
       e->ct = nc;
-      e->ct[e->ct_n++] = (struct contrib){(uint32_t)e->calls_n, c->group, c->req};
+      e->ct[e->ct_n++] = (struct contrib){(uint32_t)e->calls_n, c->group, c->req, prefix};
     }
     e->calls_n++;
   }
@@ -506,14 +518,15 @@ static double model_cycles(const emu_t *e, double *features) {
     if (i < e->calls_n) {
       memcpy(f, e->calls_f + EMU_FEATURES * i, sizeof f);
       for (; j < e->ct_n && e->ct[j].call == i; j++)
-        if (group_beyond_l2(e, e->ct[j].group)) f[7] += e->ct[j].req;
+        if (group_beyond_l2(e, e->ct[j].group) && !group_whole(e, e->ct[j].group, e->ct[j].prefix))
+          f[7] += e->ct[j].req;
     } else { /* the open call, as it stands */
       double g[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
                                 e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req};
       memcpy(f, g, sizeof f);
       for (int k = 0; k < e->cg_n; k++) {
         struct cgroup c = e->cg[k];
-        if (!group_covered(&c, e->sg[c.group].stride) && group_beyond_l2(e, c.group)) f[7] += c.req;
+        if (group_beyond_l2(e, c.group) && !group_whole(e, c.group, group_prefix(&c))) f[7] += c.req;
       }
     }
     double d, x, c;
@@ -573,9 +586,10 @@ static double row_requests(const emu_t *e, uintptr_t p, int region, uint32_t row
 }
 
 /* A transfer's requests (as dram_cycles counts them) and bytes into the open call's features.  Rows narrower than
- * their stride join their (buffer, stride) group: a call whose pieces of such rows leave columns uncovered moves a
- * strided tile, whose requests wait on DRAM when the group's span exceeds the L2 (tileplan.cost.gemmini._beyond_l2:
- * a channel tile narrower than the tensor's rows, in a tensor larger than the L2). */
+ * their stride join their (buffer, stride) group: a call whose pieces of such rows leave uncovered columns that the
+ * run reads (or writes) at that stride moves a strided tile, whose requests wait on DRAM when the group's span
+ * exceeds the L2 (tileplan.cost.gemmini._beyond_l2: a channel tile narrower than the tensor's rows, in a tensor
+ * larger than the L2); columns no transfer touches are padding (group_whole). */
 static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint64_t row_bytes, uint64_t stride,
                            double moved) {
   int region = p ? region_of(e, p) : -1;
@@ -600,10 +614,15 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
     if (!n) return;
     e->sg = n;
     e->sg_cap = (int)cap;
-    e->sg[e->sg_n++] = (struct sgroup){region, stride, p, hi};
+    e->sg[e->sg_n++] = (struct sgroup){region, stride, 0, p, hi};
   } else {
     if (p < e->sg[g].lo) e->sg[g].lo = p;
     if (hi > e->sg[g].hi) e->sg[g].hi = hi;
+  }
+  { /* the width of the rows that transfers touch (a row's columns from its start; a wrapping transfer: all) */
+    uint64_t off = (uint64_t)(p - (region >= 0 ? e->regions[region].base : 0)) % stride;
+    uint64_t end = off + row_bytes > stride ? stride : off + row_bytes;
+    if (end > e->sg[g].width) e->sg[g].width = end;
   }
   int i;
   for (i = 0; i < e->cg_n; i++)
@@ -624,11 +643,25 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
       np = 2;
     }
     for (int k = 0; k < np && c->n_iv >= 0; k++) {
+      /* merged with the intervals it overlaps or touches (a row moved as several mvins of 64-byte pieces) */
+      uint64_t a = pieces[2 * k], b = pieces[2 * k + 1];
+      for (int m = 0; m < c->n_iv;) {
+        if (c->iv[2 * m] <= b && a <= c->iv[2 * m + 1]) {
+          if (c->iv[2 * m] < a) a = c->iv[2 * m];
+          if (c->iv[2 * m + 1] > b) b = c->iv[2 * m + 1];
+          c->n_iv--;
+          c->iv[2 * m] = c->iv[2 * c->n_iv];
+          c->iv[2 * m + 1] = c->iv[2 * c->n_iv + 1];
+          m = 0;
+        } else {
+          m++;
+        }
+      }
       if (c->n_iv == 16) {
         c->n_iv = -1;
       } else {
-        c->iv[2 * c->n_iv] = pieces[2 * k];
-        c->iv[2 * c->n_iv + 1] = pieces[2 * k + 1];
+        c->iv[2 * c->n_iv] = a;
+        c->iv[2 * c->n_iv + 1] = b;
         c->n_iv++;
       }
     }
