@@ -152,17 +152,26 @@ class KernelCode:
         return cls(**d)
 
 
-def _codegen_digest() -> str:
-    """Identifies the code generator's version: a digest of its sources (a kernel cache entry made by other
-    code is never reused)."""
+def codegen_sources() -> list[Any]:
+    """The sources a cached kernel depends on: the code generator's, and the cost model's (a kernel entry carries
+    its modelled cycles, `codegen.schedule.model_cycles`, which the cost model computes)."""
     from pathlib import Path
 
     import tileplan.codegen as cg
+    import tileplan.cost as cost
 
+    files: list[Any] = []
+    for pkg in (cg, cost):
+        files += sorted(p for p in Path(str(pkg.__file__)).parent.rglob("*") if p.suffix in (".py", ".c", ".h"))
+    return files
+
+
+def _codegen_digest() -> str:
+    """Identifies the code generator's version: a digest of its sources and the cost model's (a kernel cache
+    entry made by other code is never reused)."""
     h = hashlib.sha256()
-    for p in sorted(Path(cg.__file__).parent.rglob("*")):
-        if p.suffix in (".py", ".c", ".h"):
-            h.update(p.read_bytes())
+    for p in codegen_sources():
+        h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
 
