@@ -26,8 +26,51 @@ import numpy as np
 from tileplan.fusion.staging import stage_acc_reads
 
 
-def _ceil(x: int, m: int) -> int:
+def ceil_to(x: int, m: int) -> int:
     return -(-x // m) * m
+
+
+def c_prelude(*, dim: int, spad_rows: int, acc_rows: int, max_bytes: int, hw_name: str) -> str:
+    """The C every fused kernel starts with: gemmini.h, the check that its configuration is the one the kernel was
+    generated for, and the address bits and helpers the kernels use (dw_kernel's pairs, ir_kernel's residuals)."""
+    return f"""#include <stdint.h>
+#include <string.h>
+#include "gemmini.h"
+
+#if !defined(DIM) || !defined(BANK_NUM) || !defined(BANK_ROWS) || !defined(ACC_ROWS) || !defined(MAX_BYTES)
+#error "gemmini.h did not define the configuration (gemmini_params.h)"
+#elif DIM != {dim} || BANK_NUM * BANK_ROWS != {spad_rows} || ACC_ROWS != {acc_rows} || MAX_BYTES != {max_bytes}
+#error "this kernel was generated for {hw_name}: DIM {dim}, {spad_rows} scratchpad rows, {acc_rows} accumulator rows, MAX_BYTES {max_bytes}"
+#endif
+#if defined(ELEM_T_IS_FLOAT) || !defined(ACC_SCALE_T_IS_FLOAT)
+#error "this kernel needs int8 elements and float accumulator scales (gemmini_params.h)"
+#endif
+
+#define TP_ACC_ADDR 0x80000000u
+#define TP_ACCUMULATE 0x40000000u
+#define TP_MEMORY_BARRIER() __asm__ __volatile__("" ::: "memory")
+
+static inline int32_t tp_min(int32_t a, int32_t b) {{ return a < b ? a : b; }}"""
+
+
+def project_store_tail(*, name: str, sh: Any, dim: int, nk2: int, bm: int, k2p: int) -> str:
+    """The end of a fused kernel whose last layer is the pointwise project: each band's output blocks stored into
+    the NHWC copy O_p, the fence, the CPU's copy of O_p into NCHW `out`, and the emulator runner's entry."""
+    return f"""      for (int32_t kb = 0; kb < {nk2}; kb++)
+        for (int32_t r = 0; r < rows; r += {dim})
+          gemmini_extended_mvout(O_p + ((n * {sh.P} + p0) * {sh.Q} + r) * {k2p} + kb * {dim}, TP_ACC_ADDR | (acc + kb * {bm} + r),
+                                 tp_min({dim}, {sh.K2} - kb * {dim}), tp_min({dim}, rows - r));
+    }}
+  gemmini_fence();
+  TP_MEMORY_BARRIER();
+  for (int32_t n = 0; n < {sh.N}; n++)
+    for (int32_t k = 0; k < {sh.K2}; k++)
+      for (int32_t p = 0; p < {sh.P * sh.Q}; p++) out[(n * {sh.K2} + k) * {sh.P * sh.Q} + p] = O_p[(n * {sh.P * sh.Q} + p) * {k2p} + k];
+}}
+
+/* Calling convention of the emulator's runner: args[i] is the i-th buffer, the workspace last. */
+void {name}_entry(void **args) {{ {name}((const int8_t *)args[0], (const int8_t *)args[1], (const int32_t *)args[2], (int8_t *)args[3], (uint8_t *)args[4]); }}
+"""
 
 
 @dataclass(frozen=True)
@@ -91,7 +134,7 @@ def _in_rows(sh: DwShape, bp: int) -> int:
 def choose_band(sh: DwShape, dim: int, spad_rows: int, acc_rows: int) -> DwTiling | None:
     """The most output rows per band whose two input slots fit the scratchpad beside both layers' weights and
     whose accumulator regions (two of the pointwise's K2 columns, two of one block of the depthwise's) fit."""
-    nj, nk2 = _ceil(sh.C, dim) // dim, _ceil(sh.K2, dim) // dim
+    nj, nk2 = ceil_to(sh.C, dim) // dim, ceil_to(sh.K2, dim) // dim
     w_rows = sh.R * sh.S * nj * dim + nj * nk2 * dim
     wrow = sum(_phase_cols(sh))
     best = None
@@ -105,7 +148,7 @@ def choose_band(sh: DwShape, dim: int, spad_rows: int, acc_rows: int) -> DwTilin
 
 
 def prelay(s1: Any, s2: Any, sh: DwShape, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    cp, k2p = _ceil(sh.C, dim), _ceil(sh.K2, dim)
+    cp, k2p = ceil_to(sh.C, dim), ceil_to(sh.K2, dim)
     nj = cp // dim
     w = np.asarray(s1.weights).reshape(sh.C, sh.R, sh.S)  # [G, R, S, 1, 1]
     diag = np.zeros((sh.R, sh.S, nj, dim, dim), np.int8)
@@ -120,8 +163,8 @@ def prelay(s1: Any, s2: Any, sh: DwShape, dim: int) -> tuple[np.ndarray, np.ndar
 
 
 def workspace_bytes(sh: DwShape, dim: int) -> int:
-    cp, k2p = _ceil(sh.C, dim), _ceil(sh.K2, dim)
-    return _ceil(sh.N * sh.Hp * sh.Wp * cp, 64) + _ceil(sh.N * sh.P * sh.Q * k2p, 64)
+    cp, k2p = ceil_to(sh.C, dim), ceil_to(sh.K2, dim)
+    return ceil_to(sh.N * sh.Hp * sh.Wp * cp, 64) + ceil_to(sh.N * sh.P * sh.Q * k2p, 64)
 
 
 def _f32(x: float) -> str:
@@ -130,7 +173,7 @@ def _f32(x: float) -> str:
 
 def generate(name: str, sh: DwShape, t: DwTiling, *, dim: int, spad_rows: int, acc_rows: int, max_bytes: int,
              scale1: float, relu1: bool, scale2: float, relu2: bool, hw_name: str) -> str:
-    cp, k2p = _ceil(sh.C, dim), _ceil(sh.K2, dim)
+    cp, k2p = ceil_to(sh.C, dim), ceil_to(sh.K2, dim)
     nj, nk2 = cp // dim, k2p // dim
     bp = t.band
     bm = bp * sh.Q  # accumulator rows of a band
@@ -142,7 +185,7 @@ def generate(name: str, sh: DwShape, t: DwTiling, *, dim: int, spad_rows: int, a
     w2_row = sh.R * sh.S * nj * dim
     in_base = w2_row + nj * nk2 * dim
     slot_rows = nj * hb * wrow
-    o_off = _ceil(sh.N * sh.Hp * sh.Wp * cp, 64)
+    o_off = ceil_to(sh.N * sh.Hp * sh.Wp * cp, 64)
     act1 = "RELU" if relu1 else "NO_ACTIVATION"
     act2 = "RELU" if relu2 else "NO_ACTIVATION"
     ph_tab = ", ".join(str(x) for x in ph_off)
@@ -151,24 +194,7 @@ def generate(name: str, sh: DwShape, t: DwTiling, *, dim: int, spad_rows: int, a
    stays in the accumulator and the pointwise layer reads it as its A operand through the scale unit (config_ex:
    {act1}, acc_scale {float(np.float32(scale1))!r}). Layouts: I NCHW int8, W_p diagonal blocks [{sh.R},{sh.S},{nj},{dim},{dim}] then
    W2[{cp},{k2p}] int8, bias_p b1[{cp}] then b2[{k2p}] int32, out NCHW int8. */
-#include <stdint.h>
-#include <string.h>
-#include "gemmini.h"
-
-#if !defined(DIM) || !defined(BANK_NUM) || !defined(BANK_ROWS) || !defined(ACC_ROWS) || !defined(MAX_BYTES)
-#error "gemmini.h did not define the configuration (gemmini_params.h)"
-#elif DIM != {dim} || BANK_NUM * BANK_ROWS != {spad_rows} || ACC_ROWS != {acc_rows} || MAX_BYTES != {max_bytes}
-#error "this kernel was generated for {hw_name}: DIM {dim}, {spad_rows} scratchpad rows, {acc_rows} accumulator rows, MAX_BYTES {max_bytes}"
-#endif
-#if defined(ELEM_T_IS_FLOAT) || !defined(ACC_SCALE_T_IS_FLOAT)
-#error "this kernel needs int8 elements and float accumulator scales (gemmini_params.h)"
-#endif
-
-#define TP_ACC_ADDR 0x80000000u
-#define TP_ACCUMULATE 0x40000000u
-#define TP_MEMORY_BARRIER() __asm__ __volatile__("" ::: "memory")
-
-static inline int32_t tp_min(int32_t a, int32_t b) {{ return a < b ? a : b; }}
+{c_prelude(dim=dim, spad_rows=spad_rows, acc_rows=acc_rows, max_bytes=max_bytes, hw_name=hw_name)}
 static const int32_t tp_phase_off[{sh.stride}] = {{{ph_tab}}};
 
 {stage_acc_reads(dim=dim, band=bm, act1=act1, scale1=scale1, st_stride=k2p, act2=act2, scale2=scale2,
@@ -264,28 +290,14 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
           }}
         }}
       }}
-      for (int32_t kb = 0; kb < {nk2}; kb++)
-        for (int32_t r = 0; r < rows; r += {dim})
-          gemmini_extended_mvout(O_p + ((n * {sh.P} + p0) * {sh.Q} + r) * {k2p} + kb * {dim}, TP_ACC_ADDR | (acc + kb * {bm} + r),
-                                 tp_min({dim}, {sh.K2} - kb * {dim}), tp_min({dim}, rows - r));
-    }}
-  gemmini_fence();
-  TP_MEMORY_BARRIER();
-  for (int32_t n = 0; n < {sh.N}; n++)
-    for (int32_t k = 0; k < {sh.K2}; k++)
-      for (int32_t p = 0; p < {sh.P * sh.Q}; p++) out[(n * {sh.K2} + k) * {sh.P * sh.Q} + p] = O_p[(n * {sh.P * sh.Q} + p) * {k2p} + k];
-}}
-
-/* Calling convention of the emulator's runner: args[i] is the i-th buffer, the workspace last. */
-void {name}_entry(void **args) {{ {name}((const int8_t *)args[0], (const int8_t *)args[1], (const int32_t *)args[2], (int8_t *)args[3], (uint8_t *)args[4]); }}
-"""
+{project_store_tail(name=name, sh=sh, dim=dim, nk2=nk2, bm=bm, k2p=k2p)}"""
 
 
 def model_cycles(sh: DwShape, t: DwTiling, timing: Any, dim: int, max_bytes: int) -> float:
     """The calibrated per-call formula over the kernel's instructions as `generate` issues them (one call per band,
     the weights' prologue a call of its own), as `kernel.model_cycles` does for pointwise chains."""
     req = timing.dma_request_bytes
-    cp, k2p = _ceil(sh.C, dim), _ceil(sh.K2, dim)
+    cp, k2p = ceil_to(sh.C, dim), ceil_to(sh.K2, dim)
     nj, nk2 = cp // dim, k2p // dim
     mvin_cols = max(1, max_bytes // dim) * dim
 

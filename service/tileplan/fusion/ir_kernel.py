@@ -34,9 +34,7 @@ from typing import Any
 
 import numpy as np
 
-
-def _ceil(x: int, m: int) -> int:
-    return -(-x // m) * m
+from tileplan.fusion.dw_kernel import c_prelude, ceil_to, project_store_tail
 
 
 @dataclass(frozen=True)
@@ -100,7 +98,7 @@ def _in_rows(sh: IrShape, bp: int) -> int:
 
 def _blocks(sh: IrShape, dim: int) -> tuple[int, int, int, int]:
     """(input-channel blocks n1, expanded-channel blocks nj, output-channel blocks nk2, weight blocks per j)."""
-    n1, nj, nk2 = _ceil(sh.C1, dim) // dim, _ceil(sh.C, dim) // dim, _ceil(sh.K2, dim) // dim
+    n1, nj, nk2 = ceil_to(sh.C1, dim) // dim, ceil_to(sh.C, dim) // dim, ceil_to(sh.K2, dim) // dim
     return n1, nj, nk2, n1 + sh.R * sh.S + nk2
 
 
@@ -168,7 +166,7 @@ def prelay(s1: Any, s2: Any, s3: Any, sh: IrShape, dim: int) -> tuple[np.ndarray
 
 def workspace_bytes(sh: IrShape, dim: int) -> int:
     n1, _, nk2, _ = _blocks(sh, dim)
-    return _ceil(sh.N * sh.Hp * sh.Wp * n1 * dim, 64) + _ceil(sh.N * sh.P * sh.Q * nk2 * dim, 64)
+    return ceil_to(sh.N * sh.Hp * sh.Wp * n1 * dim, 64) + ceil_to(sh.N * sh.P * sh.Q * nk2 * dim, 64)
 
 
 def _row_runs(sh: IrShape) -> list[tuple[int, int, int]]:
@@ -209,7 +207,7 @@ def generate(name: str, sh: IrShape, t: IrTiling, *, dim: int, spad_rows: int, a
     in_base = (nj if t.resident else 2) * wj
     slot_rows = n1 * hb * wrow
     mid, e_base = t.out_slots * nk2 * bm, t.out_slots * nk2 * bm + bm
-    o_off = _ceil(sh.N * sh.Hp * sh.Wp * c1p, 64)
+    o_off = ceil_to(sh.N * sh.Hp * sh.Wp * c1p, 64)
     runs = _row_runs(sh)
     acts = ["RELU" if r else "NO_ACTIVATION" for r in (relu1, relu2, relu3)]
     tab = lambda xs: ", ".join(str(x) for x in xs)  # noqa: E731
@@ -219,24 +217,7 @@ def generate(name: str, sh: IrShape, t: IrTiling, *, dim: int, spad_rows: int, a
    the accumulator, each read by the next layer as its A operand through the scale unit (config_ex: {acts[0]},
    acc_scale {float(np.float32(scale1))!r}; then {acts[1]}, {float(np.float32(scale2))!r}). Layouts: I NCHW int8, W_p per channel block
    [{dim}][{nb}x{dim}] int8, bias_p b1[{cp}] b2[{cp}] b3[{k2p}] int32, out NCHW int8. */
-#include <stdint.h>
-#include <string.h>
-#include "gemmini.h"
-
-#if !defined(DIM) || !defined(BANK_NUM) || !defined(BANK_ROWS) || !defined(ACC_ROWS) || !defined(MAX_BYTES)
-#error "gemmini.h did not define the configuration (gemmini_params.h)"
-#elif DIM != {dim} || BANK_NUM * BANK_ROWS != {spad_rows} || ACC_ROWS != {acc_rows} || MAX_BYTES != {max_bytes}
-#error "this kernel was generated for {hw_name}: DIM {dim}, {spad_rows} scratchpad rows, {acc_rows} accumulator rows, MAX_BYTES {max_bytes}"
-#endif
-#if defined(ELEM_T_IS_FLOAT) || !defined(ACC_SCALE_T_IS_FLOAT)
-#error "this kernel needs int8 elements and float accumulator scales (gemmini_params.h)"
-#endif
-
-#define TP_ACC_ADDR 0x80000000u
-#define TP_ACCUMULATE 0x40000000u
-#define TP_MEMORY_BARRIER() __asm__ __volatile__("" ::: "memory")
-
-static inline int32_t tp_min(int32_t a, int32_t b) {{ return a < b ? a : b; }}
+{c_prelude(dim=dim, spad_rows=spad_rows, acc_rows=acc_rows, max_bytes=max_bytes, hw_name=hw_name)}
 static const int32_t tp_phase_off[{sh.stride}] = {{{tab(ph_off)}}};
 /* one interior input row of the expand's region: runs of accumulator rows set to 0 (padding) or to the bias */
 static const int32_t tp_run_off[{len(runs)}] = {{{tab(r[0] for r in runs)}}};
@@ -369,21 +350,7 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
           }}
         }}
       }}
-      for (int32_t kb = 0; kb < {nk2}; kb++)
-        for (int32_t r = 0; r < rows; r += {dim})
-          gemmini_extended_mvout(O_p + ((n * {sh.P} + p0) * {sh.Q} + r) * {k2p} + kb * {dim}, TP_ACC_ADDR | (acc + kb * {bm} + r),
-                                 tp_min({dim}, {sh.K2} - kb * {dim}), tp_min({dim}, rows - r));
-    }}
-  gemmini_fence();
-  TP_MEMORY_BARRIER();
-  for (int32_t n = 0; n < {sh.N}; n++)
-    for (int32_t k = 0; k < {sh.K2}; k++)
-      for (int32_t p = 0; p < {sh.P * sh.Q}; p++) out[(n * {sh.K2} + k) * {sh.P * sh.Q} + p] = O_p[(n * {sh.P * sh.Q} + p) * {k2p} + k];
-}}
-
-/* Calling convention of the emulator's runner: args[i] is the i-th buffer, the workspace last. */
-void {name}_entry(void **args) {{ {name}((const int8_t *)args[0], (const int8_t *)args[1], (const int32_t *)args[2], (int8_t *)args[3], (uint8_t *)args[4]); }}
-"""
+{project_store_tail(name=name, sh=sh, dim=dim, nk2=nk2, bm=bm, k2p=k2p)}"""
 
 
 def _requests(offsets: np.ndarray, row_bytes: int, req: int) -> float:
@@ -487,7 +454,7 @@ def model_cycles(sh: IrShape, t: IrTiling, timing: Any, dim: int, max_bytes: int
                         for r in range(0, rows, dim):
                             rr = min(dim, rows - r)
                             offs = (((n * sh.P + p0) * sh.Q + r) * k2p + kb * dim) + np.arange(rr) * k2p
-                            st_req += _requests(offs + _ceil(sh.N * sh.Hp * sh.Wp * c1p, 64), kc, req)
+                            st_req += _requests(offs + ceil_to(sh.N * sh.Hp * sh.Wp * c1p, 64), kc, req)
                             st_bytes += rr * kc
                             block += _store_chain(rr, kc, k2p, float(req))
                 add([0, 0, st_req, st_bytes, nk2 * rows_time(rows), nk2 * math.ceil(rows / dim), nk2, block])
