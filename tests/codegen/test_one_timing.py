@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tileplan.codegen.pipeline import Epilogue, generate, random_inputs, reference, run
+from tileplan.codegen.pipeline import Epilogue, emulator_for, generate, random_inputs, reference, run
 from tileplan.cost.gemmini import FEATURE_COLUMNS, gemmini_calls
 from tileplan.hardware.catalog import get_hardware
 from tileplan.mappers.base import MapperOptions, get_mapper
@@ -76,6 +76,18 @@ def test_padded_weight_rows_are_counted_as_the_code_lays_them_out(hw_name):
     assert 0.9 <= res.cycles / art.model_cycles <= 1.1, (res.cycles, art.model_cycles)
 
 
+def _run_prelaid(art, in_shape, out_shape, out_dtype):
+    """Run a kernel of the whole-model ABI (prelaid, padded weights and bias) on the emulator: random input and
+    weights, zero bias."""
+    pd = art.layout.padded
+    rng = np.random.default_rng(0)
+    bufs = {"I": rng.integers(-128, 128, in_shape, dtype=np.int8),
+            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
+            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32), "out": np.zeros(out_shape, out_dtype),
+            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
+    return emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+
+
 def _mapping_of(acc, spad_k, dram, padded=None, regs=()):
     return Mapping.model_validate({
         "levels": [
@@ -117,21 +129,14 @@ def test_whole_accumulator_rows_stored_in_blocks_are_not_a_strided_tile(spec, ma
     time, 16 pixels per mvout: a call's mvouts repeat the same column pieces, which the emulator counted apart, and
     past 16 pieces it took them for a strided tile of a buffer beyond the L2 (the int32 workspace: 0.9 MB) and
     charged each store request a DRAM wait (the model, a tile of all channels: none)."""
-    from tileplan.codegen.pipeline import emulator_for
     from tileplan.codegen.targets.gemmini import KernelABI
 
     hw = get_hardware("gemmini-16x16")
     layer = parse_layer(spec)
     art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k",
                    abi=KernelABI("NCHW", pad_value=0, prelaid=True, acc_output=True))
-    pd = art.layout.padded
-    rng = np.random.default_rng(0)
-    bufs = {"I": rng.integers(-128, 128, (1, layer.in_channels, layer.in_h, layer.in_w), dtype=np.int8),
-            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
-            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32),
-            "out": np.zeros((1, layer.out_channels, layer.out_h, layer.out_w), np.int32),
-            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
-    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    res = _run_prelaid(art, (1, layer.in_channels, layer.in_h, layer.in_w),
+                       (1, layer.out_channels, layer.out_h, layer.out_w), np.int32)
     assert res.features["dram_req"] == 0
     assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
 
@@ -142,7 +147,6 @@ def test_stores_into_the_padded_group_major_copy_are_counted_as_the_code_writes_
     code): tp_store writes the padded copy [N, G, P, Q, K_p], pixels 16 bytes apart, so the 16 rows of an mvout share
     64-byte blocks and wait on each other (block_req). The model counted rows a pixel's 480 channels apart (no
     wait): emulated 1.106x (76,845 vs 69,483); now it counts the rows the stores write (model_cycles' o_row)."""
-    from tileplan.codegen.pipeline import emulator_for
     from tileplan.codegen.targets.gemmini import KernelABI
 
     hw = get_hardware("gemmini-16x16")
@@ -161,13 +165,7 @@ def test_stores_into_the_padded_group_major_copy_are_counted_as_the_code_writes_
     art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k", direct_store=False,
                    abi=KernelABI("NCHW", pad_value=-3, prelaid=True))
     assert not art.layout.store_direct and art.layout.store_pixel == 16
-    pd = art.layout.padded
-    rng = np.random.default_rng(0)
-    bufs = {"I": rng.integers(-128, 128, (1, 480, 14, 14), dtype=np.int8),
-            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
-            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32), "out": np.zeros((1, 480, 14, 14), np.int8),
-            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
-    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    res = _run_prelaid(art, (1, 480, 14, 14), (1, 480, 14, 14), np.int8)
     assert res.features["block_req"] > 0
     assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
 
@@ -178,7 +176,6 @@ def test_a_padded_weight_copy_beyond_the_l2_is_counted_as_the_code_reads_it():
     while the layer's own 512,000 B fit. Its column tiles are strided rows of that copy and wait on DRAM in the
     emulator; the model looked at the unpadded tensor and charged nothing: emulated 1.22x (81,070 vs 66,534). The
     model of the code now sizes the copy it reads (w_row)."""
-    from tileplan.codegen.pipeline import emulator_for
     from tileplan.codegen.targets.gemmini import KernelABI
 
     hw = get_hardware("gemmini-16x16")
@@ -197,12 +194,7 @@ def test_a_padded_weight_copy_beyond_the_l2_is_counted_as_the_code_reads_it():
                    abi=KernelABI("NHWC", 0, prelaid=True, acc_output=True))
     pd = art.layout.padded
     assert pd["K"] == 1040 and pd["C"] * pd["K"] > 512 * 1024 > 512 * 1000
-    rng = np.random.default_rng(0)
-    bufs = {"I": rng.integers(-128, 128, (1, 512), dtype=np.int8),
-            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
-            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32), "out": np.zeros((1, 1000), np.int32),
-            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
-    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    res = _run_prelaid(art, (1, 512), (1, 1000), np.int32)
     assert res.features["dram_req"] > 0
     assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
 
@@ -212,7 +204,6 @@ def test_padding_rows_read_from_memory_are_counted_under_the_library_tiling():
     tiling and load order as the zoo compile keeps it: a non-zero padding value makes the kernel read the padding
     rows from memory, while the library's model makes zero padding on chip and loaded 122,880 fewer bytes: emulated
     1.09x (217,906 vs 199,372). The model of the code now loads the padded input (model_cycles' pad_read)."""
-    from tileplan.codegen.pipeline import emulator_for
     from tileplan.codegen.targets.gemmini import KernelABI
 
     hw = get_hardware("gemmini-32x32")
@@ -232,13 +223,7 @@ def test_padding_rows_read_from_memory_are_counted_under_the_library_tiling():
     })
     art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k", stream="baseline",
                    abi=KernelABI("NCHW", pad_value=-128, prelaid=True, acc_output=True))
-    pd = art.layout.padded
-    rng = np.random.default_rng(0)
-    bufs = {"I": rng.integers(-128, 128, (1, 256, 14, 14), dtype=np.int8),
-            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
-            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32), "out": np.zeros((1, 256, 14, 14), np.int32),
-            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
-    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    res = _run_prelaid(art, (1, 256, 14, 14), (1, 256, 14, 14), np.int32)
     assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
 
 
@@ -247,7 +232,6 @@ def test_one_group_of_an_nhwc_output_is_a_strided_tile():
     the whole-model compile runs it: int32 accumulators stored into the NHWC staging copy (0.9 MB, beyond the L2),
     each call one group's 48 bytes of a pixel's 288. The model took a group's channels for the whole row (no DRAM
     wait); the emulator, the rows' other groups, strided: emulated 1.16x (263,511 vs 227,436)."""
-    from tileplan.codegen.pipeline import emulator_for
     from tileplan.codegen.targets.gemmini import KernelABI
 
     hw = get_hardware("gemmini-16x16")
@@ -265,12 +249,6 @@ def test_one_group_of_an_nhwc_output_is_a_strided_tile():
     })
     art = generate(layer, hw, mapping, Epilogue(scale=0.004), name="k",
                    abi=KernelABI("NCHW", pad_value=-3, prelaid=True, acc_output=True))
-    pd = art.layout.padded
-    rng = np.random.default_rng(0)
-    bufs = {"I": rng.integers(-128, 128, (1, 72, 56, 56), dtype=np.int8),
-            "W_p": rng.integers(-128, 128, (pd["G"], pd["R"], pd["S"], pd["C"], pd["K"]), dtype=np.int8),
-            "bias_p": np.zeros((pd["G"], pd["K"]), np.int32), "out": np.zeros((1, 72, 56, 56), np.int32),
-            "workspace": np.zeros(max(64, art.workspace_bytes), np.uint8)}
-    res = emulator_for(art).run(art.c_source, bufs, entry=art.entry, readonly=("I", "W_p", "bias_p"))
+    res = _run_prelaid(art, (1, 72, 56, 56), (1, 72, 56, 56), np.int32)
     assert res.features["dram_req"] > 0
     assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
