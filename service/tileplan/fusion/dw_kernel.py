@@ -123,11 +123,13 @@ class DwTiling:
     acc_rows: int
 
 
-def _phase_cols(sh: DwShape) -> list[int]:
+def phase_cols(sh: Any) -> list[int]:
+    """Padded input columns of each stride phase (a DwShape's, or an IrShape's depthwise)."""
     return [len(range(ph, sh.Wp, sh.stride)) for ph in range(sh.stride)]
 
 
-def _in_rows(sh: DwShape, bp: int) -> int:
+def in_rows(sh: Any, bp: int) -> int:
+    """Padded input rows a band of `bp` output rows reads (a DwShape's, or an IrShape's depthwise)."""
     return (bp - 1) * sh.stride + sh.R
 
 
@@ -136,10 +138,10 @@ def choose_band(sh: DwShape, dim: int, spad_rows: int, acc_rows: int) -> DwTilin
     whose accumulator regions (two of the pointwise's K2 columns, two of one block of the depthwise's) fit."""
     nj, nk2 = ceil_to(sh.C, dim) // dim, ceil_to(sh.K2, dim) // dim
     w_rows = sh.R * sh.S * nj * dim + nj * nk2 * dim
-    wrow = sum(_phase_cols(sh))
+    wrow = sum(phase_cols(sh))
     best = None
     for bp in range(1, sh.P + 1):
-        sp = w_rows + 2 * nj * _in_rows(sh, bp) * wrow
+        sp = w_rows + 2 * nj * in_rows(sh, bp) * wrow
         ac = 2 * (nk2 + 1) * bp * sh.Q
         if sp > spad_rows or ac > acc_rows:
             break
@@ -178,10 +180,10 @@ def generate(name: str, sh: DwShape, t: DwTiling, *, dim: int, spad_rows: int, a
     bp = t.band
     bm = bp * sh.Q  # accumulator rows of a band
     mvin_cols = max(1, max_bytes // dim) * dim
-    phases = _phase_cols(sh)
+    phases = phase_cols(sh)
     ph_off = [sum(phases[:i]) for i in range(sh.stride)]
     wrow = sum(phases)
-    hb = _in_rows(sh, bp)
+    hb = in_rows(sh, bp)
     w2_row = sh.R * sh.S * nj * dim
     in_base = w2_row + nj * nk2 * dim
     slot_rows = nj * hb * wrow
@@ -311,7 +313,7 @@ def model_cycles(sh: DwShape, t: DwTiling, timing: Any, dim: int, max_bytes: int
                  for c in range(0, sh.C, dim) for k in range(0, sh.K2, mvin_cols))
     total = call(w_req, sh.R * sh.S * nj * dim * dim + sh.C * sh.K2, 0, 0, 0.0)
     dmas, exs = [], []
-    phases = _phase_cols(sh)
+    phases = phase_cols(sh)
     for _n in range(sh.N):
         for p0 in range(0, sh.P, t.band):
             vp = min(t.band, sh.P - p0)

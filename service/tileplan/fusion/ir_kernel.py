@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from tileplan.fusion.dw_kernel import c_prelude, ceil_to, project_store_tail
+from tileplan.fusion.dw_kernel import c_prelude, ceil_to, in_rows, phase_cols, project_store_tail
 
 
 @dataclass(frozen=True)
@@ -88,14 +88,6 @@ class IrTiling:
     acc_rows: int
 
 
-def _phase_cols(sh: IrShape) -> list[int]:
-    return [len(range(ph, sh.Wp, sh.stride)) for ph in range(sh.stride)]
-
-
-def _in_rows(sh: IrShape, bp: int) -> int:
-    return (bp - 1) * sh.stride + sh.R
-
-
 def _blocks(sh: IrShape, dim: int) -> tuple[int, int, int, int]:
     """(input-channel blocks n1, expanded-channel blocks nj, output-channel blocks nk2, weight blocks per j)."""
     n1, nj, nk2 = ceil_to(sh.C1, dim) // dim, ceil_to(sh.C, dim) // dim, ceil_to(sh.K2, dim) // dim
@@ -105,8 +97,8 @@ def _blocks(sh: IrShape, dim: int) -> tuple[int, int, int, int]:
 def footprint(sh: IrShape, dim: int, bp: int, resident: bool, out_slots: int) -> tuple[int, int]:
     """(scratchpad rows, accumulator rows) at this band size."""
     n1, nj, nk2, nb = _blocks(sh, dim)
-    wrow = sum(_phase_cols(sh))
-    hb = _in_rows(sh, bp)
+    wrow = sum(phase_cols(sh))
+    hb = in_rows(sh, bp)
     sp = (nj if resident else 2) * nb * dim + 2 * n1 * hb * wrow
     ac = out_slots * nk2 * bp * sh.Q + bp * sh.Q + hb * wrow
     return sp, ac
@@ -174,7 +166,7 @@ def _row_runs(sh: IrShape) -> list[tuple[int, int, int]]:
     the bias; adjacent zero runs merged."""
     runs: list[tuple[int, int, int]] = []
     off = 0
-    for ph, cols in enumerate(_phase_cols(sh)):
+    for ph, cols in enumerate(phase_cols(sh)):
         lo = max(0, min(cols, -(-(sh.pad_w - ph) // sh.stride)))
         hi = max(lo, min(cols, -(-(sh.pad_w + sh.W - ph) // sh.stride)))
         for a, b, kind in ((0, lo, 0), (lo, hi, 1), (hi, cols, 0)):
@@ -199,10 +191,10 @@ def generate(name: str, sh: IrShape, t: IrTiling, *, dim: int, spad_rows: int, a
     bp = t.band
     bm = bp * sh.Q
     mvc = max(1, max_bytes // dim) * dim
-    phases = _phase_cols(sh)
+    phases = phase_cols(sh)
     ph_off = [sum(phases[:i]) for i in range(sh.stride)]
     wrow = sum(phases)
-    hb = _in_rows(sh, bp)
+    hb = in_rows(sh, bp)
     wj = nb * dim  # scratchpad rows of one block's weights
     in_base = (nj if t.resident else 2) * wj
     slot_rows = n1 * hb * wrow
@@ -378,7 +370,7 @@ def model_cycles(sh: IrShape, t: IrTiling, timing: Any, dim: int, max_bytes: int
     n1, nj, nk2, nb = _blocks(sh, dim)
     c1p, k2p = n1 * dim, nk2 * dim
     mvc = max(1, max_bytes // dim) * dim
-    phases = _phase_cols(sh)
+    phases = phase_cols(sh)
     wrow = sum(phases)
     runs = _row_runs(sh)
     floor = timing.compute_floor_cycles
