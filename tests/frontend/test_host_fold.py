@@ -8,13 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import tvm  # a dependency of Tileplan: never skipped
+from tvm import relax
+from tvm.ir.expr import GenericConst
 
-tvm = pytest.importorskip("tvm")
-
-from tvm import relax  # noqa: E402
-from tvm.ir.expr import GenericConst  # noqa: E402
-
-from tileplan.frontend import host_ops  # noqa: E402
+from tileplan.frontend import host_ops
 
 
 def _module(calls: list[Any]) -> Any:
