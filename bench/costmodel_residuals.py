@@ -64,7 +64,7 @@ FINDINGS = [
     "| every request on a tensor larger than the L2 holds one of the DMA's 16 slots for DRAM's latency (a call's DMA "
     "time at least those requests x a fitted slot time) | 0.45 cycles (never binds) | unchanged | unchanged |",
     "",
-    "Second round (issue 25), the same way but one fit per fold from the shipped parameters (no restarts); Spearman "
+    "Second round (issue 25): ten variants, measured the same way but with one fit per fold from the shipped parameters (no restarts); Spearman "
     "to five digits, since the rule is that MAPE and Spearman of both splits and the library's MAPE all improve. None "
     "passed, so the model is unchanged:",
     "",
@@ -91,6 +91,12 @@ FINDINGS = [
     "| a constant part of a compute's floor (cycles on top of compute_floor_dims x DIM), with the misses above | "
     "1.9 cycles | 11.39% / 0.99318, library 14.14% | 11.38% / 0.99370, library 14.08% |",
     "| strided convolutions (config_ex's A stride) stream each row slower | 0 | unchanged | unchanged |",
+    "| loop_conv_ws hides less of the shorter of DMA and compute when the convolution is strided with a kernel wider "
+    "than 1 (its own overlap_loss) | 0.267 (0.231 for the rest) | 11.54% / 0.99331, library 14.23% | 11.53% / "
+    "0.99370, library 14.20% |",
+    "| the L2 misses above with the 128x128 random-mapping runs read as having no L2 limit (its SoC's L2 is not "
+    "published; its C256_K256_P13 runs move 12.5M such requests in 20.7M cycles) | 1.63 cycles / miss | 11.76% / "
+    "0.99321, library 13.93% | 11.79% / 0.99360, library 13.77% |",
     "",
     "What the second round found in the data (bench/costmodel.md's worst runs; cycles per DMA request = measured "
     "cycles over the requests the model counts):",
