@@ -234,6 +234,8 @@ def indistinguishable(d: Dataset, preds: dict[str, np.ndarray]) -> list[str]:
             y = d.y[ii]
             floor += min(float(np.sum(np.abs(c - y) / y)) for c in y)
         n = sum(len(ii) for ii in mine)
+        if not n:
+            continue
         spread = max((float(d.y[ii].max() / d.y[ii].min()) for ii in shared), default=1.0)
         lines.append(f"| {kind} | {n} | {sum(len(ii) for ii in shared)} | {len(shared)} | {spread:.2f}x | "
                      f"{floor / n * 100:.1f}% |")

@@ -37,3 +37,36 @@ def test_intervals_from_other_folds_cover_their_share_and_a_shifted_fold_falls_o
     mask = np.array(inside["a"])
     order = [i for g in sorted(set(groups)) for i in np.flatnonzero(np.array(groups) == g)]
     assert np.mean(mask[[order.index(i) for i in np.flatnonzero(shifted)]]) < 0.2
+
+
+def _residuals_bench():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+    spec = importlib.util.spec_from_file_location("bench_costmodel_residuals", BENCH / "costmodel_residuals.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_runs_with_identical_call_features_put_their_spread_under_the_mape():
+    from types import SimpleNamespace
+
+    from tileplan.cost.calibrate import Dataset, FeatureSet
+
+    rb = _residuals_bench()
+    same, other = np.ones((1, 17)), np.full((1, 17), 2.0)
+
+    def run(config: str, layer: str = "L") -> SimpleNamespace:
+        return SimpleNamespace(kind="library", layer_key=layer, config=config, source="t")
+
+    # three configurations run identical calls (100, 150, 200 cycles); a fourth run has calls of its own
+    runs = [run("a"), run("b"), run("c"), run("a", "M")]
+    d = Dataset("t", runs, FeatureSet([same, same, same, other], merged=True), np.array([100.0, 150.0, 200.0, 50.0]))  # type: ignore[arg-type]
+    pred = np.array([150.0, 150.0, 150.0, 50.0])
+    lines = rb.indistinguishable(d, {"by configuration": pred, "by network": pred})
+    library = next(line for line in lines if line.startswith("| library |"))
+    # the best single prediction of the group is 150: APE 0.5 + 0 + 0.25 over the kind's four runs
+    assert library == "| library | 4 | 3 | 1 | 2.00x | 18.8% |"
+    # configuration a sits log(100 / geometric mean) below its twins
+    offset = next(line for line in lines if line.startswith("| a |"))
+    assert offset == f"| a | 1 | {np.log(100.0) - np.mean(np.log([100.0, 150.0, 200.0])):+.3f} |"
