@@ -524,7 +524,8 @@ def main() -> int:
         if args.symmetric or args.symmetric_only:
             results += [bench_model(n, args, Path(d), symmetric=True) for n in names]
     alternatives = depthwise_alternatives(results)
-    argv = " ".join(["--small" if args.small else ("--helper" if args.helper else "--torch-python PYTHON")]
+    given = "--torch-python PYTHON" if args.torch_python else "--models DIR"  # (DIR: exports made elsewhere)
+    argv = " ".join(["--small" if args.small else ("--helper" if args.helper else given)]
                     + (["--symmetric"] if args.symmetric else [])
                     + ([f"--networks {args.networks}"] if args.networks else [])
                     + (["--symmetric-only"] if args.symmetric_only else []))

@@ -44,3 +44,18 @@ def test_the_reason_names_the_mismatches() -> None:
 
     why = numerics.requant_on_chip("dw", Spec())
     assert why is not None and "output zero point -128" in why and "accumulator offset" in why
+
+
+def test_the_zoo_mobilenet_v2_multipliers_one_exact_offset_and_one_three_off() -> None:
+    """Two expands' multipliers of the zoo's MobileNetV2 (bench/zoo_export.py, z = -128 after the folded ReLU6):
+    features.8's has an exact offset (the scale unit then stores the host's int8 for every accumulator, saturated
+    ones included), features.10's, 0.07% away, none: its best offset gets 3 accumulators wrong, as a brute-force
+    count over every accumulator that can reach the int8 range says."""
+    acc = np.arange(-60000, 60000)
+    bad, c = numerics.offset_mismatches(0.006855195853859186, -128, -128, 127)
+    assert (bad, c) == (0, -18672)
+    np.testing.assert_array_equal(scale_unit(acc, 0.006855195853859186, c), host(acc, 0.006855195853859186, -128))
+    bad, c = numerics.offset_mismatches(0.006850051693618298, -128, -128, 127)
+    assert bad == 3
+    assert int(np.count_nonzero(scale_unit(acc, 0.006850051693618298, c)
+                                != host(acc, 0.006850051693618298, -128))) == 3

@@ -18,15 +18,30 @@ activation's clamp).  On Gemmini:
   generates that chain of two; a depthwise consumer reads its windows (halo rows, padding) from accumulator rows
   laid out for it (`tileplan.fusion.ir_kernel`); a full 3x3 consumer has no fused kernel.
 
-An output zero point z on chip.  The scale unit computes `sat8(round_half_even(float(acc + c) * M'))` for an
-integer c the bias can carry; onnxruntime's `sat(round_half_even(float(acc) * M) + z, lo, hi)`.  Folding z into
-the consumer instead (reading `round(acc * M)` and correcting its bias) needs the int8 window [-128, 127] to be
-[lo - z, hi - z]: never for z != 0 (after a ReLU6, z = -128 and the values the consumer needs are 0..255).  So the
-only candidate is the offset c ~ z / M with M' = M, and it is exact only if shifting every rounding boundary
-(k + 1/2) / M by z / M moves none of them across an integer: `offset_mismatches` counts, over every accumulator
-whose result is not saturated, those the best such offset requantizes differently.  Measured on torchvision's
-MobileNetV2 (onnxruntime's default QDQ export, 50 convs with an output zero point): none has an exact offset (1 to
-127 accumulators per layer off by one step; `python bench/fusion.py` reports each group's count), so asymmetric intermediates stay int32 and host-requantized.
+An output zero point z on chip.  The scale unit computes `sat8(round_half_even(float(acc + c) * M'))` for an integer
+c the bias can carry; onnxruntime's `sat(round_half_even(float(acc) * M) + z, lo, hi)`.  Folding z into the consumer
+instead (reading `round(acc * M)` and correcting its bias) needs the int8 window [-128, 127] to be [lo - z, hi - z]:
+never for z != 0 (after a ReLU6, z = -128 and the values the consumer needs are 0..255).  So the only candidate is
+the offset c ~ z / M with M' = M, and it is exact only if shifting every rounding boundary (k + 1/2) / M by z / M
+moves none of them across an integer: `offset_mismatches` counts, over every accumulator whose result is not
+saturated, those the best such offset requantizes differently.  A multiplier M' != M does not help: with t = acc + c
+(the unsaturated t span [-128 / M, 127 / M], centred on 0) the read is off the host's value by delta + (M' - M) t,
+delta = c M - z, which is at least |delta| over half the span (measured on three of the export below's multipliers,
+every M' within 3000 float steps of M with the best offsets: 3 -> 2, 12 -> 12 and 70 -> 70 accumulators off).  Nor
+do several reads combined by the consumer (it is linear in its operand, so it could sum reads of the same rows with
+different scales, offsets and weights): each read is a step function of acc with its steps where (acc + c) s crosses
+a half-integer, and the sum needs exactly the host's 255 steps, acc M = k + 1/2 for k = 0..254 (q - z spans 256
+values).  A read with scale M and no offset has the first 127 and saturates; any offset places its steps off by the
+same fraction delta; scales M / m without offset (m odd) give only every m-th step, so steps 128..254 would take
+about one read, i.e. one pass of the consumer, per prime in 255..509.
+
+Measured on the zoo's MobileNetV2 (bench/zoo_export.py: torchvision, random weights, onnxruntime's default QDQ
+export, 17 candidate groups): all 34 intermediates (the first two members' outputs) have z = -128 (the ReLU6 folded
+into the zero point: 0 at the bottom of the int8 range, so q - z spans 0..255); one (features.8's expand, M =
+0.0068552, offset -18672) has an exact offset, the other 33 requantize 3-123 accumulators differently (`python
+bench/fusion.py` reports each group's count), so no group has every intermediate exact and asymmetric intermediates
+stay int32 and host-requantized.  The projects' outputs also have zero points (-8..7): a fused kernel would store
+them as int32 accumulators too, as the per-layer kernels do.
 """
 
 from __future__ import annotations
