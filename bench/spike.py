@@ -129,7 +129,10 @@ def run_one(label: str, onnx_path: Path, args: argparse.Namespace, spike: Path) 
         row["accel_steps"] = sum(1 for s in meta["steps"] if s["kind"] == "accel")
         # fused groups' kernels (tileplan.fusion): Spike's program stages their accumulator reads through DRAM
         # (libgemmini does not model the read: tileplan/fusion/staging.py); the emulator runs the fused program
-        row["fused_steps"] = sum(1 for s in meta["steps"] if str(s.get("function", "")).startswith("tpf_"))
+        fused = [s for s in meta["steps"] if str(s.get("function", "")).startswith("tpf_")]
+        row["fused_steps"] = len(fused)
+        # of them whole inverted residuals (expand+dw+project: fusion/ir_kernel), the others pairs
+        row["fused_three"] = sum(1 for s in fused if str(s.get("name", "")).count("+") == 2)
         stage = ["TILEPLAN_STAGE_ACC_READS=1"] if row["fused_steps"] else []
         for make in (["make", "-s", "-j2", "riscv", f"GEMMINI_INCLUDE={args.gemmini_include}", *stage],
                      ["make", "-s", "-j2", "host-main"]):
@@ -211,7 +214,8 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[str])
              "--symmetric` exports (torchvision's architecture, ActivationSymmetric); `pointwise_32_128_32_28`: "
              "`bench/fusion_pointwise.py`'s model(32, 128, 32, 28). Wall times were measured on a shared machine. "
              "`N fused` in the steps column: steps "
-             "running a fused-layer group's kernel (tileplan.fusion); libgemmini does not model their consumer's "
+             "running a fused-layer group's kernel (tileplan.fusion; `(K of 3 ops)`: K of them a whole inverted "
+             "residual, expand -> depthwise -> project, fusion/ir_kernel, the others pairs); libgemmini does not model their consumer's "
              "read of the producer's accumulator rows, so Spike's program is built with "
              "`TILEPLAN_STAGE_ACC_READS=1` (each such read replaced by an mvout with the read's activation and "
              "scale and an mvin back: tileplan/fusion/staging.py) while the emulator runs the fused program as "
@@ -234,6 +238,7 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[str])
         emu_acc = sum(c for _, k, c in r["emu_steps"] if k == "accel")
         eq = f"yes ({r['differ_emu']})" if r["bytes_equal"] else f"no ({r['differ_emu']})"
         fused = f", {r['fused_steps']} fused" if r.get("fused_steps") else ""
+        fused += f" ({r['fused_three']} of 3 ops)" if r.get("fused_three") else ""
         lines.append(f"| {r['model']} | {r['hw']} | {r['steps']} ({r['accel_steps']}{fused}) | {r['elements']} | {eq} | "
                      f"{o['differ']}, {_pct(o['equal'])} / {_pct(o['within1'])} / {o['max']:.0f} | {vs8} | "
                      f"{sp_all} / {sp_acc} | {emu_acc} | {r['spike_s']} |")
@@ -282,6 +287,8 @@ def main() -> int:
                     "no zero points, what fused groups need); rows <model>.sym")
     ap.add_argument("--fusion", choices=["auto", "off"], default="auto",
                     help="tileplan compile --fusion (default auto, the CLI's); rows of 'off' say so")
+    ap.add_argument("--tag", default="", help="appended to every row's name in parentheses (rows of a tagged run "
+                    "sit beside the untagged rows of the same models)")
     ap.add_argument("--seed", type=int, default=3, help="seed of the random input")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per Spike run")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "spike.md"), help="'-': print only")
@@ -300,6 +307,7 @@ def main() -> int:
     files = ",".join(Path(f).name for f in args.onnx.split(",") if f) or "-"
     rows: list[dict[str, Any]] = []
     flags = (" --symmetric" if args.symmetric else "") + (" --fusion off" if args.fusion == "off" else "")
+    flags += f" --tag '{args.tag}'" if args.tag else ""
     run = f"[{stamp}] --hw {args.hw}{flags} --models {args.models or '-'} --onnx {files}: no model"
     with tempfile.TemporaryDirectory(prefix="tp-spike-models-") as work:
         jobs: list[tuple[str, Path]] = []
@@ -311,6 +319,8 @@ def main() -> int:
         jobs += [(Path(f).name.removesuffix(".onnx"), Path(f)) for f in args.onnx.split(",") if f]
         if args.fusion == "off":
             jobs = [(label + " (fusion off)", path) for label, path in jobs]
+        if args.tag:
+            jobs = [(f"{label} ({args.tag})", path) for label, path in jobs]
         for i, (label, path) in enumerate(jobs):
             try:
                 rows.append(run_one(label, path, args, spike))

@@ -76,3 +76,6 @@ def test_table_shows_fused_steps(bench) -> None:  # type: ignore[no-untyped-def]
                                                           {**base, "model": "u", "fused_steps": 0}], ["r"])
     assert "| f | gemmini-16x16 | 12 (6, 1 fused) |" in table
     assert "| u | gemmini-16x16 | 12 (6) |" in table
+    table = bench.write(argparse.Namespace(judges="j"), [{**base, "model": "ir", "fused_steps": 3, "fused_three": 2}],
+                        ["r"])
+    assert "| ir | gemmini-16x16 | 12 (6, 3 fused (2 of 3 ops)) |" in table

@@ -180,19 +180,25 @@ def test_step_names_are_c_string_literals():
     assert c_string("é") == '"\\303\\251"'
 
 
-def test_staged_accumulator_reads_give_the_fused_programs_bytes(tmp_path):
+@pytest.mark.parametrize("group", ["pointwise", "inverted_residual"])
+def test_staged_accumulator_reads_give_the_fused_programs_bytes(tmp_path, group):
     """`make host-main TILEPLAN_STAGE_ACC_READS=1` (the build Spike + libgemmini can run: tileplan.fusion.staging)
-    of a program with a fused group (a symmetric pointwise chain: tileplan.fusion.kernel) writes the same output
-    file as the build without it, and prints more cycles for the fused step only (its intermediate now goes
+    of a program with a fused group (a symmetric pointwise chain: tileplan.fusion.kernel; an inverted residual,
+    expand -> depthwise -> project: tileplan.fusion.ir_kernel, two accumulator reads) writes the same output
+    file as the build without it, and prints more cycles for the fused step only (its intermediates now go
     through DRAM); the other steps are untouched."""
     g = zoo._Graph(5)
-    y = g.conv(g.conv("input", 16, 48, k=1, relu="relu", name="pw1"), 48, 24, k=1, relu="relu", name="pw2")
+    if group == "pointwise":
+        y = g.conv(g.conv("input", 16, 48, k=1, relu="relu", name="pw1"), 48, 24, k=1, relu="relu", name="pw2")
+    else:
+        y = g.conv("input", 16, 48, k=1, relu="relu6", name="expand")
+        y = g.conv(g.conv(y, 48, 48, stride=1, group=48, relu="relu6", name="dw"), 48, 24, k=1, relu="", name="pw2")
     y = g.dense(g.op("Flatten", [g.op("GlobalAveragePool", [y], "gap")], "flatten"), 24, 4, name="fc")
     data = zoo.quantize(g.model("pw", {"input": [2, 16, 12, 12]}, y, [2, 4]), symmetric=True)
     res = compile_bytes(data)
     meta = json.loads(read_artifact(res.artifact)["tileplan.json"])
     fused = [s["name"] for s in meta["steps"] if s["function"].startswith("tpf_")]
-    assert fused, "the symmetric pointwise chain is fused"
+    assert fused == (["pw1+pw2"] if group == "pointwise" else ["expand+dw+pw2"]), fused
     _, raw = _in_bin(data, seed=2)
     (tmp_path / "in.bin").write_bytes(raw)
     outs, cycles = [], []

@@ -11,14 +11,14 @@ import pytest
 
 from tileplan.codegen.emulator import Emulator, TimingParams
 from tileplan.codegen.emulator.build import BuildError
-from tileplan.fusion import dw_kernel, kernel, staging
+from tileplan.fusion import dw_kernel, ir_kernel, kernel, staging
 from tileplan.workload import Conv2dLayer, MatmulLayer
 
 STAGED = "#define TILEPLAN_STAGE_ACC_READS 1\n"
 
 
-def _run(src: str, bufs: dict[str, np.ndarray], entry: str, acc: int) -> object:
-    e = Emulator(dim=16, spad_rows=16384, acc_rows=acc, timing=TimingParams.for_dim(16))
+def _run(src: str, bufs: dict[str, np.ndarray], entry: str, acc: int, spad: int = 16384) -> object:
+    e = Emulator(dim=16, spad_rows=spad, acc_rows=acc, timing=TimingParams.for_dim(16))
     return e.run(src, bufs, entry=entry, readonly=("I", "W", "B"))
 
 
@@ -82,6 +82,49 @@ def test_staged_depthwise_pointwise_equals_the_fused_kernel(n: int, c: int, hw: 
     np.testing.assert_array_equal(staged.buffers["out"], fused.buffers["out"])  # type: ignore[attr-defined]
     assert fused.dram_bytes_out == out.nbytes  # type: ignore[attr-defined]
     assert staged.dram_bytes_out == out.nbytes + n * dw.out_h * dw.out_w * c  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("n", "c1", "c", "hw", "stride", "k2", "acc", "spad", "bp"), [
+    (1, 24, 40, 9, 1, 20, 1024, 16384, 4),   # channel edges, bands of 4, 4 and 1 output rows
+    (2, 16, 48, 15, 2, 24, 1024, 16384, 3),  # stride 2, odd size, batch 2
+    (1, 8, 24, 10, 1, 8, 200, 16384, 5),     # a small accumulator: one project region
+    (1, 24, 40, 9, 1, 20, 1024, 768, 4),     # a small scratchpad: weights loaded per band and block (mvin2 restored)
+])
+def test_staged_inverted_residual_equals_the_fused_kernel(n: int, c1: int, c: int, hw: int, stride: int, k2: int,
+                                                          acc: int, spad: int, bp: int) -> None:
+    """ir_kernel's two accumulator reads (the depthwise's windows over the expand's rows, halo rows and padding
+    rows included; the project's over the depthwise's) both staged: the same bytes, and every expand row of every
+    band and block (hin x padded width, recomputed halos included) and every depthwise row stored once more."""
+    rng = np.random.default_rng(c + hw + acc)
+    ex = Conv2dLayer(name="ex", in_channels=c1, out_channels=c, in_h=hw, in_w=hw, kernel=(1, 1), batch=n)
+    dw = Conv2dLayer(name="dw", in_channels=c, out_channels=c, groups=c, in_h=hw, in_w=hw, kernel=(3, 3),
+                     padding=(1, 1), stride=(stride, stride), batch=n)
+    pw = Conv2dLayer(name="pw", in_channels=c, out_channels=k2, in_h=dw.out_h, in_w=dw.out_w, kernel=(1, 1), batch=n)
+    abi = SimpleNamespace(layout="NCHW")
+    s1 = SimpleNamespace(layer=ex, weights=rng.integers(-128, 128, (1, 1, 1, c1, c), dtype=np.int8),
+                         bias=rng.integers(-3000, 3000, c, dtype=np.int32), abi=abi)
+    s2 = SimpleNamespace(layer=dw, weights=rng.integers(-128, 128, (c, 3, 3, 1, 1), dtype=np.int8),
+                         bias=rng.integers(-2000, 2000, c, dtype=np.int32), abi=abi)
+    s3 = SimpleNamespace(layer=pw, weights=rng.integers(-128, 128, (1, 1, 1, c, k2), dtype=np.int8),
+                         bias=rng.integers(-3000, 3000, k2, dtype=np.int32), abi=abi)
+    sh = ir_kernel.shape_of(s1, s2, s3)
+    assert sh is not None
+    (t,) = [x for x in ir_kernel.candidates(sh, 16, spad, acc) if x.band == bp]
+    assert t.out_slots == (1 if acc < 1024 else 2) and t.resident == (spad == 16384)
+    w, b = ir_kernel.prelay(s1, s2, s3, sh, 16)
+    src = ir_kernel.generate("tpf_irst", sh, t, dim=16, spad_rows=spad, acc_rows=acc, max_bytes=64, scale1=0.003,
+                             relu1=True, scale2=0.009, relu2=True, scale3=0.012, relu3=False, hw_name="test")
+    out = np.zeros((n, k2, dw.out_h, dw.out_w), np.int8)
+    bufs = {"I": rng.integers(-128, 128, (n, c1, hw, hw), dtype=np.int8), "W": w, "B": b, "out": out,
+            "ws": np.zeros(ir_kernel.workspace_bytes(sh, 16, t), np.uint8)}
+    fused = _run(src, bufs, "tpf_irst_entry", acc, spad)
+    staged = _run(STAGED + src, bufs, "tpf_irst_entry", acc, spad)
+    np.testing.assert_array_equal(staged.buffers["out"], fused.buffers["out"])  # type: ignore[attr-defined]
+    assert np.any(fused.buffers["out"] != 0)  # type: ignore[attr-defined]
+    assert fused.dram_bytes_out == out.nbytes  # type: ignore[attr-defined]
+    bands = [(min(t.band, sh.P - p0) - 1) * stride + 3 for p0 in range(0, sh.P, t.band)]
+    expand_rows = n * sum(bands) * sh.Wp
+    assert staged.dram_bytes_out == out.nbytes + (expand_rows + n * sh.P * sh.Q) * c  # type: ignore[attr-defined]
 
 
 def test_a_kernel_without_room_to_stage_refuses_the_staged_build() -> None:

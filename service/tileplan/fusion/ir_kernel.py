@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from tileplan.fusion.dw_kernel import c_prelude, ceil_to, in_rows, phase_cols, project_store_tail
+from tileplan.fusion.staging import stage_acc_reads
 
 
 @dataclass(frozen=True)
@@ -156,9 +157,19 @@ def prelay(s1: Any, s2: Any, s3: Any, sh: IrShape, dim: int) -> tuple[np.ndarray
     return out.reshape(-1), b
 
 
-def workspace_bytes(sh: IrShape, dim: int) -> int:
+def _stage_rows(sh: IrShape, t: IrTiling) -> int:
+    """Rows the staged build (TILEPLAN_STAGE_ACC_READS) moves through DRAM at once: a band's expand rows (its
+    padded input rows at full padded width), at least the depthwise's rows of a band."""
+    return max(in_rows(sh, t.band) * sum(phase_cols(sh)), t.band * sh.Q)
+
+
+def workspace_bytes(sh: IrShape, dim: int, t: IrTiling) -> int:
+    """The padded NHWC input copy, the NHWC output copy, and the staged build's DRAM buffer (tileplan.fusion.staging:
+    the expand's band halo rows included, which no consumed part of the input copy always holds; unused by the fused
+    program as compiled)."""
     n1, _, nk2, _ = _blocks(sh, dim)
-    return ceil_to(sh.N * sh.Hp * sh.Wp * n1 * dim, 64) + ceil_to(sh.N * sh.P * sh.Q * nk2 * dim, 64)
+    return (ceil_to(sh.N * sh.Hp * sh.Wp * n1 * dim, 64) + ceil_to(sh.N * sh.P * sh.Q * nk2 * dim, 64)
+            + ceil_to(_stage_rows(sh, t) * dim, 64))
 
 
 def _row_runs(sh: IrShape) -> list[tuple[int, int, int]]:
@@ -200,6 +211,7 @@ def generate(name: str, sh: IrShape, t: IrTiling, *, dim: int, spad_rows: int, a
     slot_rows = n1 * hb * wrow
     mid, e_base = t.out_slots * nk2 * bm, t.out_slots * nk2 * bm + bm
     o_off = ceil_to(sh.N * sh.Hp * sh.Wp * c1p, 64)
+    st_off = o_off + ceil_to(sh.N * sh.P * sh.Q * k2p, 64)
     runs = _row_runs(sh)
     acts = ["RELU" if r else "NO_ACTIVATION" for r in (relu1, relu2, relu3)]
     tab = lambda xs: ", ".join(str(x) for x in xs)  # noqa: E731
@@ -228,10 +240,18 @@ static void tp_load_w(const int8_t *W_p, int32_t j, uint32_t wb) {{
     gemmini_extended_mvin2(W_p + j * {dim * nb * dim} + c, wb + c, tp_min({mvc}, {nb * dim} - c), {dim});
 }}
 
-#define {name.upper()}_WORKSPACE_BYTES {workspace_bytes(sh, dim)}
+/* The two accumulator reads (tileplan.fusion.staging): the depthwise's windows over the expand's rows (act1, M1),
+   the project's over the depthwise's (act2, M2); staged through the idle input slot and the workspace's last
+   region, the mvin2 of the weights restored after each. */
+{stage_acc_reads(dim=dim, band=_stage_rows(sh, t), act1=acts[0], scale1=scale1, st_stride=k2p, act2=acts[2],
+                 scale2=scale3, free_rows=slot_rows, fn="tp_expand_operand", ld1=(nb * dim, dim))}
+{stage_acc_reads(dim=dim, band=bm, act1=acts[1], scale1=scale2, st_stride=k2p, act2=acts[2], scale2=scale3,
+                 free_rows=slot_rows, fn="tp_dw_operand", ld1=(nb * dim, dim))}
+#define {name.upper()}_WORKSPACE_BYTES {workspace_bytes(sh, dim, t)}
 void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *out, uint8_t *workspace) {{
   int8_t *I_p = (int8_t *)(workspace + 0);
   int8_t *O_p = (int8_t *)(workspace + {o_off});
+  int8_t *stage = (int8_t *)(workspace + {st_off});
   memset(I_p, 0, {sh.N * sh.Hp * sh.Wp * c1p});
   for (int32_t n = 0; n < {sh.N}; n++)
     for (int32_t c = 0; c < {sh.C1}; c++)
@@ -252,6 +272,7 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
       const int32_t vp = tp_min({bp}, {sh.P} - p0), rows = vp * {sh.Q};
       const int32_t hin = (vp - 1) * {sh.stride} + {sh.R}, ih0 = p0 * {sh.stride};
       const uint32_t sp = {in_base} + slot * {slot_rows}, acc = oslot * {nk2 * bm};
+      const uint32_t sp_free = {in_base} + (slot ^ 1) * {slot_rows};  /* the idle input slot (staged build) */
       for (int32_t j = 0; j < {nj}; j++) {{
         const int32_t ch = tp_min({dim}, {sh.C} - j * {dim});
         const uint32_t wb = {f"j * {wj}" if t.resident else f"(wslot ^= 1) * {wj}"};
@@ -306,6 +327,7 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
         }}
         /* the depthwise: its bias, then one diagonal block per tap, A the expand's rows (scaled by M1) */
         tp_fill(b2 + j * {dim}, {mid}, rows, ch);
+        const uint32_t a_ex = tp_expand_operand({e_base}, sp_free, stage, ch, hin * {wrow});
         for (int32_t r = 0; r < {sh.R}; r++)
           for (int32_t s = 0; s < {sh.S}; s++) {{
             const uint32_t wblk = wb + ({n1} + r * {sh.S} + s) * {dim};
@@ -313,7 +335,7 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
             for (int32_t p = 0; p < vp; p++)
               for (int32_t q = 0; q < {sh.Q}; q += {dim}) {{
                 const int32_t rr = tp_min({dim}, {sh.Q} - q);
-                const uint32_t a = TP_ACC_ADDR | ({e_base} + (p * {sh.stride} + r) * {wrow} + tp_phase_off[s % {sh.stride}] + s / {sh.stride} + q);
+                const uint32_t a = a_ex + (p * {sh.stride} + r) * {wrow} + tp_phase_off[s % {sh.stride}] + s / {sh.stride} + q;
                 const uint32_t c = TP_ACC_ADDR | TP_ACCUMULATE | ({mid} + p * {sh.Q} + q);
                 if (fresh) {{
                   gemmini_extended_preload(wblk, c, ch, ch, ch, rr);
@@ -327,6 +349,7 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
           }}
         /* the project over block j, A the depthwise's rows (scaled by M2) */
         gemmini_extended3_config_ex(WEIGHT_STATIONARY, {acts[1]}, 0, {_f32(scale2)}, 1, 1, false, false, false);
+        const uint32_t a_dw = tp_dw_operand({mid}, sp_free, stage, ch, rows);
         for (int32_t kb = 0; kb < {nk2}; kb++) {{
           const int32_t kcols = tp_min({dim}, {sh.K2} - kb * {dim});
           for (int32_t r = 0; r < rows; r += {dim}) {{
@@ -334,10 +357,10 @@ void {name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, int8_t *o
             const uint32_t c = TP_ACC_ADDR | TP_ACCUMULATE | (acc + kb * {bm} + r);
             if (r == 0) {{
               gemmini_extended_preload(wb + ({n1 + sh.R * sh.S} + kb) * {dim}, c, kcols, ch, kcols, rr);
-              gemmini_extended_compute_preloaded(TP_ACC_ADDR | ({mid} + r), GARBAGE_ADDR, ch, rr, {dim}, {dim});
+              gemmini_extended_compute_preloaded(a_dw + r, GARBAGE_ADDR, ch, rr, {dim}, {dim});
             }} else {{
               gemmini_extended_preload(GARBAGE_ADDR, c, kcols, ch, kcols, rr);
-              gemmini_extended_compute_accumulated(TP_ACC_ADDR | ({mid} + r), GARBAGE_ADDR, ch, rr, {dim}, {dim});
+              gemmini_extended_compute_accumulated(a_dw + r, GARBAGE_ADDR, ch, rr, {dim}, {dim});
             }}
           }}
         }}

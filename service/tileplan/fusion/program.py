@@ -80,7 +80,7 @@ def apply(prog: Any, groups: list[Any], specs: dict[str, Any], target: Any, max_
                                                                     "scale3": float(sp3.epilogue.scale),
                                                                     "relu3": bool(sp3.epilogue.relu)})
             w, b = ir_kernel.prelay(sp1, sp2, sp3, ish, target.dim)
-            ws_bytes = ir_kernel.workspace_bytes(ish, target.dim)
+            ws_bytes = ir_kernel.workspace_bytes(ish, target.dim, g.kernel.tiling)
         elif g.kernel.depthwise:
             dsh = dw_kernel.shape_of(sp1, sp2)
             assert dsh is not None and isinstance(g.kernel.tiling, dw_kernel.DwTiling)

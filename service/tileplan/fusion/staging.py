@@ -25,15 +25,20 @@ def _f32(x: float) -> str:
 
 
 def stage_acc_reads(*, dim: int, band: int, act1: str, scale1: float, st_stride: int, act2: str, scale2: float,
-                    free_rows: int) -> str:
+                    free_rows: int, fn: str = "tp_acc_operand", ld1: tuple[int, int] | None = None) -> str:
     """C: `tp_acc_operand(mid, free_sp, stage, cols, rows)`, the A address of the accumulator rows mid.. (`rows`
     rows of `cols` columns, at most `band` rows) as the consumer reads them: the accumulator address, or with
     TILEPLAN_STAGE_ACC_READS the scratchpad rows free_sp.. (`free_rows` of them free while it runs) holding the
     same int8 values (mvout with config_st(DIM, act1, scale1) to `stage`, DIM bytes a row, and mvin back; the
     kernel's config_st(st_stride, act2, scale2) restored).  `stage`: `rows` x DIM bytes of the kernel's workspace
     that nothing reads after the band's input is in the scratchpad (the kernel's padded input copy of rows it has
-    loaded and no later band loads; a buffer of the kernel's own would be memory the emulator does not know).  Config_ld id 1 (mvin2) is set to the staging buffer's stride: the kernels load only
-    their resident weights through it, before the first band."""
+    loaded and no later band loads, or a region of its workspace kept for it; a buffer of the kernel's own would be
+    memory the emulator does not know).  Config_ld id 1 (mvin2) is set to the staging buffer's stride, and back to
+    `ld1` = (stride, block stride) when given (a kernel loading weights through mvin2 between bands); without it
+    the kernel loads only its resident weights through mvin2, before the first band.  `fn` names the function (a
+    kernel with two accumulator reads of different scales has one for each)."""
+    restore = ("" if ld1 is None else
+               f"\n  gemmini_extended4_config_ld({ld1[0]}, MVIN_SCALE_IDENTITY, false, {ld1[1]}, 1);  /* the kernel's mvin2 */")
     return f"""/* The consumer's A operand: the producer's accumulator rows read through the scale unit; with
    TILEPLAN_STAGE_ACC_READS (for Spike + libgemmini, which does not model that read) the same rows stored by mvout
    with the same activation and scale and loaded back into free scratchpad rows (tileplan.fusion.staging). */
@@ -42,7 +47,7 @@ def stage_acc_reads(*, dim: int, band: int, act1: str, scale1: float, st_stride:
 #error "TILEPLAN_STAGE_ACC_READS: this kernel has {free_rows} free scratchpad rows for a band of {band}"
 #endif
 #endif
-static uint32_t tp_acc_operand(uint32_t mid, uint32_t free_sp, int8_t *stage, int32_t cols, int32_t rows) {{
+static uint32_t {fn}(uint32_t mid, uint32_t free_sp, int8_t *stage, int32_t cols, int32_t rows) {{
 #ifdef TILEPLAN_STAGE_ACC_READS
   gemmini_fence();  /* the band's input rows are in the scratchpad (stage may overwrite them in DRAM) and the
                        previous staging's mvin has read stage */
@@ -52,7 +57,7 @@ static uint32_t tp_acc_operand(uint32_t mid, uint32_t free_sp, int8_t *stage, in
   gemmini_fence();  /* stored before it is loaded */
   gemmini_extended4_config_ld({dim}, MVIN_SCALE_IDENTITY, false, {dim}, 1);
   for (int32_t r = 0; r < rows; r += {dim})
-    gemmini_extended_mvin2(stage + r * {dim}, free_sp + r, cols, tp_min({dim}, rows - r));
+    gemmini_extended_mvin2(stage + r * {dim}, free_sp + r, cols, tp_min({dim}, rows - r));{restore}
   gemmini_extended_config_st({st_stride}, {act2}, {_f32(scale2)});
   return free_sp;
 #else
