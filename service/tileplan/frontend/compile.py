@@ -222,9 +222,29 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     # the model is read (and a float or broken one refused) before TVM is imported: 1.5 s of the startup
     imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
                                       options.calibration_samples, options.seed)
+    # the layers' solves start now, in worker processes, while this one imports TVM and the model into Relax
+    early_plans = EarlyPlans.start(imported, hw, _schedule_options(options), planner, workers,
+                                   options.offload and not _codegen_unsupported(hw))
+    try:
+        return _compile_imported(imported, hw, options, planner, progress, workers, early_plans, t0, cpu0)
+    finally:
+        early_plans.close()
+
+
+def _codegen_unsupported(hw: Any) -> str | None:
+    from tileplan.codegen.support import codegen_unsupported
+
+    return codegen_unsupported(hw)
+
+
+def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: Planner,
+                      progress: Progress | None, workers: int, early_plans: EarlyPlans, t0: float,
+                      cpu0: float) -> CompiledModel:
+    """compile_model's work after the model is imported (`early_plans`: the layers' solves already started)."""
     phases: dict[str, float] = {"load": round(time.perf_counter() - t0, 3)}
     cpu_phases: dict[str, float] = {"load": round(_cpu_seconds() - cpu0, 3)}
     mark = [time.perf_counter(), _cpu_seconds()]
+    from tileplan.frontend import onnx_import
     from tileplan.frontend.runner import Prebuild
 
     # the host build's objects that are ready before the program is (the emulator now, while TVM is imported;
@@ -274,9 +294,23 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     stream = "baseline" if executor_for(options.mapper) == "library" else "tileplan"
     total = len(composites) + 1
     accel = {c: _Accel(q, partition.kernel_spec(q)) for c, q in composites.items()}
+
+    def host_module(fused: Any, composites: dict[str, Any]) -> tuple[Any, list[str]]:
+        """The host part of the program whose accelerator ops are `composites` (in step order)."""
+        symbols = {c: f"tp_accel_{i}" for i, c in enumerate(composites)}
+        operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in composites.items()
+                                                if isinstance(q, patterns.ActMatmul)}
+        return host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols, operands))
+
+    # the host part as it is when every offloaded op gets its kernel (almost always) is lowered, and its C
+    # compiled, in a forked process while the layers are planned and their kernels made
+    host_early = EarlyHost.start(lambda: host_module(fused, composites), workers,
+                                 (lambda part: _prebuild_host(model_name, hw, early, part)) if early is not None
+                                 else None)
+    early_plans.processes.append(host_early)
     phase("other")
     plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
-                               lambda done: progress(done, total) if progress else None, phase)
+                               lambda done: progress(done, total) if progress else None, phase, early_plans)
     _keep_library_tiling(list(accel.values()), hw, stream)
     if early is not None:
         _prebuild(pre, model_name, hw, early, {f"kernels/{a.art.name}.c": a.art.c_source
@@ -285,7 +319,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     for a in accel.values():
         if a.reason:
             reasons[a.qop.name] = a.reason
-    if any(a.reason for a in accel.values()):  # fuse again without the ops that got no code
+    refused = any(a.reason for a in accel.values())
+    if refused:  # fuse again without the ops that got no code
         ok = {a.qop.name for a in accel.values() if not a.reason}
         fused, composites = patterns.fuse(mod, onnx_nodes, lambda q: q.name in ok)
         accel = {c: next(a for a in accel.values() if a.qop.name == q.name) for c, q in composites.items()}
@@ -310,13 +345,17 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                               else None, w_t, _const_tensor(bp), a.spec.clamp,
                               timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant,
                               act=a.spec.act)
-    operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in composites.items()
-                                            if isinstance(q, patterns.ActMatmul)}
-    compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols, operands))
+    host_c_started = False
+    if host_early.compat is not None and not refused:
+        compat, compat_notes = host_early.compat, host_early.notes  # the same program: what the process lowers
+        host_c_started = host_early.wait_lowered()  # (then in the lowering cache; else lowered here)
+    else:
+        host_early.stop()
+        compat, compat_notes = host_module(fused, composites)
     notes += compat_notes
     host = lower_host_cached(compat, workers)
     host_sources, host_ws, host_names = host_units(host.sources), host.workspace, host.names
-    if early is not None:
+    if early is not None and not host_c_started:  # (else the process compiles them, joined before the build)
         _prebuild(pre, model_name, hw, early, {f"host/{k}.c": v for k, v in host_sources.items()})
     decls = list(host.decls)
     prog = build_program(host.main, templates, host_ws, host_names)
@@ -385,6 +424,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                    readme=_readme(model_name, hw.name, prog, imported, summary), input_names=in_names,
                    output_names=out_names, params_header=params_header)
     phase("other")
+    host_early.join()  # its objects are in the object cache before the build looks for them
     if options.emulate:
         try:
             feeds = _random_feeds(imported.inputs, options.seed + 1)
@@ -430,6 +470,77 @@ def _early_params_header(hw: Any) -> str | None:
         return None
     return GemminiConfig(dim=rows.dim, spad_rows=rows.spad_rows, acc_rows=rows.acc_rows,
                          max_bytes=int(REQUEST_BYTES)).params_header()
+
+
+def _prebuild_host(model_name: str, hw: Any, params_header: str, part: HostPart) -> None:
+    """Compile the host part's C files (`host_units`) as the host build will, into the object cache, and wait."""
+    from tileplan.frontend.runner import Prebuild
+
+    pre = Prebuild()
+    try:
+        _prebuild(pre, model_name, hw, params_header, {f"host/{k}.c": v for k, v in host_units(part.sources).items()})
+    finally:
+        pre.wait()
+
+
+class EarlyHost:
+    """The host part lowered (`lower_host_cached`, which leaves it in the lowering cache) and then, with
+    `compile_c`, its C files compiled into the object cache, in a forked process started before the layers are
+    planned.  The compile then finds both in the caches, exactly as a warm compile does, when its host part is
+    the one lowered here (`compat`: every offloaded op got its kernel); otherwise it stops the process and
+    lowers its own.  Nothing is started with `workers` < 2 or without fork."""
+
+    def __init__(self, compat: Any = None, notes: list[str] | None = None) -> None:
+        self.compat, self.notes = compat, notes or []
+        self.proc: Any = None
+        self.lowered: Any = None
+
+    @classmethod
+    def start(cls, host_module: Callable[[], tuple[Any, list[str]]], workers: int,
+              compile_c: Callable[[HostPart], None] | None) -> EarlyHost:
+        """`host_module`: the host part (the module to lower) and its notes."""
+        import multiprocessing
+
+        if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            return cls()
+        ctx = multiprocessing.get_context("fork")
+        compat, notes = host_module()
+        early = cls(compat, notes)
+        early.lowered = ctx.Event()
+
+        def run() -> None:
+            part = lower_host_cached(compat, workers)
+            early.lowered.set()
+            if compile_c is not None:
+                compile_c(part)
+
+        early.proc = ctx.Process(target=run, name="tileplan-host", daemon=False)
+        early.proc.start()
+        return early
+
+    def wait_lowered(self) -> bool:
+        """Wait until the process has lowered the host part (True) or ended without (False)."""
+        if self.proc is None:
+            return False
+        while not self.lowered.wait(0.05):
+            if not self.proc.is_alive():
+                return bool(self.lowered.is_set())
+        return True
+
+    def join(self) -> None:
+        if self.proc is not None:
+            self.proc.join()
+
+    def stop(self) -> None:
+        """End the process (its work is not the program's) and forget its host part: stopped while it lowers,
+        waited for once it compiles C (the C compiler's processes and scratch directories are its to end)."""
+        if self.proc is not None and self.proc.is_alive() and not self.lowered.is_set():
+            self.proc.terminate()
+        self.join()
+        self.compat = None
+
+    def close(self) -> None:
+        self.stop()
 
 
 def _prebuild(pre: Any, model_name: str, hw: Any, params_header: str, sources: dict[str, str | None]) -> None:
@@ -573,8 +684,77 @@ def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
     return make_plan(layer, hw, options)
 
 
+def _exact_layer_key(layer: Any) -> str:
+    """A layer as a solve sees it (its name included: a plan names its layer), its repeat count aside."""
+    return str(layer.model_dump_json(exclude={"count"}))
+
+
+class EarlyPlans:
+    """The solves of a model's layers started before TVM is imported: the layers as `workload_onnx` reads them
+    from the imported ONNX graph (the same layers `partition.kernel_spec` makes of the ops the compile offloads,
+    names included), each distinct one (its first in graph order) solved in a worker process forked before TVM
+    is loaded, while this process imports TVM and the model.  `_plan_and_generate` takes a solve from here only
+    for a layer exactly equal to the one it would solve (`_exact_layer_key`) and solves any other itself, so the
+    plans are the same with or without; a speculated layer the compile does not offload is solved for nothing.
+    Only for the planners whose misses `_plan_and_generate` solves with `_solve` in workers (a StorePlanner, asked
+    here first, or the default planner), with `workers` > 1 and fork available."""
+
+    def __init__(self) -> None:
+        self.futures: dict[str, Any] = {}  # exact layer key -> Future[Plan]
+        self.pool: Any = None
+        self.processes: list[Any] = []  # more background work the compile ends with these solves (`close`)
+
+    @classmethod
+    def start(cls, imported: Any, hw: Any, options: ScheduleOptions, planner: Planner, workers: int,
+              offload: bool) -> EarlyPlans:
+        import multiprocessing
+
+        early = cls()
+        if not offload or workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or not (
+                isinstance(planner, StorePlanner) or planner is default_planner):
+            return early
+        from tileplan.workload_onnx import graph_layers
+
+        try:
+            layers, _ = graph_layers(imported.model.graph)
+        except (InputError, ValueError, KeyError, TypeError):
+            return early  # the compile plans what it finds (and reports what is wrong) as without this
+        distinct: dict[str, Any] = {}
+        seen: set[str] = set()
+        for layer in layers:
+            k = layer.model_dump_json(exclude={"name", "count"})  # as _plan_and_generate dedupes
+            if k not in seen:
+                seen.add(k)
+                distinct[_exact_layer_key(layer)] = layer
+        todo = {k: layer for k, layer in distinct.items()
+                if not (isinstance(planner, StorePlanner) and planner.lookup(layer, hw, options) is not None)}
+        if len(todo) < 2:
+            return early
+        from concurrent.futures import ProcessPoolExecutor
+
+        early.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        for k, layer in todo.items():
+            early.futures[k] = early.pool.submit(_solve, layer, hw, options)
+        return early
+
+    def take(self, layer: Any) -> Any:
+        """The started solve of exactly this layer (a Future), or None."""
+        return self.futures.pop(_exact_layer_key(layer), None)
+
+    def close(self) -> None:
+        """Drop the solves nobody took (those not started are cancelled) and end the workers; close `processes`."""
+        for p in self.processes:
+            p.close()
+        self.processes.clear()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+        self.futures.clear()
+
+
 def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, stream: str, planner: Planner,
-                       workers: int, progress: Callable[[int], None], phase: Callable[[str], None]) -> dict[str, Plan]:
+                       workers: int, progress: Callable[[int], None], phase: Callable[[str], None],
+                       early: EarlyPlans | None = None) -> dict[str, Plan]:
     """Plan every distinct layer of `ops` once and generate every distinct kernel once, filling each op's plan
     and kernel (or its reason for staying on the host).  With `workers` > 1 the solves and code generation run in
     forked processes: a planner that can `lookup` / `save` (StorePlanner) is asked in this process and only
@@ -625,8 +805,11 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
         solving: dict[Future[Plan], str] = {}
         for k, a in firsts.items():
             cached = planner.lookup(a.spec.layer, hw, options) if isinstance(planner, StorePlanner) else None
+            started = early.take(a.spec.layer) if early is not None and cached is None else None
             if cached is not None:
                 plans[k] = cached
+            elif started is not None:  # solved (or being solved) since before TVM was imported
+                solving[started] = k
             elif isinstance(planner, StorePlanner) or planner is default_planner:
                 solving[ex.submit(_solve, a.spec.layer, hw, options)] = k
             else:
