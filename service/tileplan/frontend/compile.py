@@ -293,7 +293,6 @@ def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: 
     sched_opts = _schedule_options(options)
     stream = "baseline" if executor_for(options.mapper) == "library" else "tileplan"
     total = len(composites) + 1
-    accel = {c: _Accel(q, partition.kernel_spec(q)) for c, q in composites.items()}
 
     def host_module(fused: Any, composites: dict[str, Any]) -> tuple[Any, list[str]]:
         """The host part of the program whose accelerator ops are `composites` (in step order)."""
@@ -308,6 +307,7 @@ def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: 
                                  (lambda part: _prebuild_host(model_name, hw, early, part)) if early is not None
                                  else None)
     early_plans.processes.append(host_early)
+    accel = {c: _Accel(q, partition.kernel_spec(q)) for c, q in composites.items()}
     phase("other")
     plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
                                lambda done: progress(done, total) if progress else None, phase, early_plans)
@@ -345,15 +345,15 @@ def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: 
                               else None, w_t, _const_tensor(bp), a.spec.clamp,
                               timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant,
                               act=a.spec.act)
-    host_c_started = False
+    host_c_started, host_key = False, None
     if host_early.compat is not None and not refused:
         compat, compat_notes = host_early.compat, host_early.notes  # the same program: what the process lowers
-        host_c_started = host_early.wait_lowered()  # (then in the lowering cache; else lowered here)
+        host_c_started, host_key = host_early.wait_lowered(), host_early.key  # (then in the lowering cache)
     else:
         host_early.stop()
         compat, compat_notes = host_module(fused, composites)
     notes += compat_notes
-    host = lower_host_cached(compat, workers)
+    host = lower_host_cached(compat, workers, host_key)
     host_sources, host_ws, host_names = host_units(host.sources), host.workspace, host.names
     if early is not None and not host_c_started:  # (else the process compiles them, joined before the build)
         _prebuild(pre, model_name, hw, early, {f"host/{k}.c": v for k, v in host_sources.items()})
@@ -494,6 +494,7 @@ class EarlyHost:
         self.compat, self.notes = compat, notes or []
         self.proc: Any = None
         self.lowered: Any = None
+        self.key: str | None = None
 
     @classmethod
     def start(cls, host_module: Callable[[], tuple[Any, list[str]]], workers: int,
@@ -506,10 +507,11 @@ class EarlyHost:
         ctx = multiprocessing.get_context("fork")
         compat, notes = host_module()
         early = cls(compat, notes)
+        early.key = host_cache_key(compat)  # (the process and the compile look the same entry up)
         early.lowered = ctx.Event()
 
         def run() -> None:
-            part = lower_host_cached(compat, workers)
+            part = lower_host_cached(compat, workers, early.key)
             early.lowered.set()
             if compile_c is not None:
                 compile_c(part)
@@ -610,18 +612,26 @@ def _emit_host_functions(jobs: list[tuple[Any, str, int]], workers: int) -> list
         _EMIT_JOBS = []
 
 
-def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
+def host_cache_key(compat: Any) -> str:
+    """`lower_host_cached`'s key of a host module: TVM's JSON of it and the lowering's code."""
+    import tvm
+
+    return hashlib.sha256(tvm.ir.save_json(compat).encode() + _host_digest().encode()).hexdigest()[:32]
+
+
+def lower_host_cached(compat: Any, workers: int = 1, key: str | None = None) -> HostPart:
     """host_ops.lower_host and the C of every host function, cached on disk by the module it starts from (TVM's
     JSON of it) and the lowering's code: a warm compile of a transformer spends most of its time here
     otherwise (bert_layer: 26 s of lowering on the shared machine, 0.3 s to key it).  `workers` > 1: the host
-    functions' C is made in that many forked processes (the same text)."""
+    functions' C is made in that many forked processes (the same text).  `key`: `host_cache_key(compat)`, if
+    known."""
     import tvm
 
     from tileplan.codegen.emulator.build import default_cache_dir
     from tileplan.frontend import host_ops
     from tileplan.frontend.program import short_ident
 
-    key = hashlib.sha256(tvm.ir.save_json(compat).encode() + _host_digest().encode()).hexdigest()[:32]
+    key = key or host_cache_key(compat)
     path = default_cache_dir() / "host" / f"{key}.json"
     if path.exists():
         try:
