@@ -149,16 +149,7 @@ def load_onnx(data: bytes) -> OnnxWorkload:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception as exc:  # noqa: BLE001 - onnx raises InferenceError and plain exceptions from C++
         raise InputError(("model",), f"ONNX shape inference failed: {exc}") from None
-    layers, notes = graph_layers(inferred.graph)
-    if not layers:
-        raise InputError(("model",), "the model has no convolution or matrix product to plan")
-    return OnnxWorkload(name=inferred.graph.name or "model", layers=layers, notes=notes)
-
-
-def graph_layers(g: Any) -> tuple[list[Conv2dLayer | MatmulLayer], list[str]]:
-    """The layers (graph order) and notes of a shape-inferred ONNX graph whose nodes are named (`load_onnx`'s
-    work after parsing; `tileplan compile` asks it of the model it imported, to start planning before TVM is
-    loaded)."""
+    g = inferred.graph
     shapes: dict[str, list[int | None] | None] = {}
     for info in [*g.input, *g.value_info, *g.output]:
         shapes[info.name] = _shape(info)
@@ -218,4 +209,6 @@ def graph_layers(g: Any) -> tuple[list[Conv2dLayer | MatmulLayer], list[str]]:
             skipped[node.op_type] = skipped.get(node.op_type, 0) + 1
     for op, n in sorted(skipped.items()):
         notes.append(f"{n} {op} node(s) not planned (no conv2d/matmul form)")
-    return layers, notes
+    if not layers:
+        raise InputError(("model",), "the model has no convolution or matrix product to plan")
+    return OnnxWorkload(name=g.name or "model", layers=layers, notes=notes)

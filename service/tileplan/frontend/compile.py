@@ -222,25 +222,18 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     # the model is read (and a float or broken one refused) before TVM is imported: 1.5 s of the startup
     imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
                                       options.calibration_samples, options.seed)
-    # the layers' solves start now, in worker processes, while this one imports TVM and the model into Relax
-    early_plans = EarlyPlans.start(imported, hw, _schedule_options(options), planner, workers,
-                                   options.offload and not _codegen_unsupported(hw))
+    background: list[EarlyHost] = []  # processes the compile starts and ends, also when it fails
     try:
-        return _compile_imported(imported, hw, options, planner, progress, workers, early_plans, t0, cpu0)
+        return _compile_imported(imported, hw, options, planner, progress, workers, background, t0, cpu0)
     finally:
-        early_plans.close()
-
-
-def _codegen_unsupported(hw: Any) -> str | None:
-    from tileplan.codegen.support import codegen_unsupported
-
-    return codegen_unsupported(hw)
+        for b in background:
+            b.close()
 
 
 def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: Planner,
-                      progress: Progress | None, workers: int, early_plans: EarlyPlans, t0: float,
+                      progress: Progress | None, workers: int, background: list[EarlyHost], t0: float,
                       cpu0: float) -> CompiledModel:
-    """compile_model's work after the model is imported (`early_plans`: the layers' solves already started)."""
+    """compile_model's work after the model is imported (`background`: where it puts the processes it starts)."""
     phases: dict[str, float] = {"load": round(time.perf_counter() - t0, 3)}
     cpu_phases: dict[str, float] = {"load": round(_cpu_seconds() - cpu0, 3)}
     mark = [time.perf_counter(), _cpu_seconds()]
@@ -306,11 +299,11 @@ def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: 
     host_early = EarlyHost.start(lambda: host_module(fused, composites), workers,
                                  (lambda part: _prebuild_host(model_name, hw, early, part)) if early is not None
                                  else None)
-    early_plans.processes.append(host_early)
+    background.append(host_early)
     accel = {c: _Accel(q, partition.kernel_spec(q)) for c, q in composites.items()}
     phase("other")
     plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
-                               lambda done: progress(done, total) if progress else None, phase, early_plans)
+                               lambda done: progress(done, total) if progress else None, phase)
     _keep_library_tiling(list(accel.values()), hw, stream)
     if early is not None:
         _prebuild(pre, model_name, hw, early, {f"kernels/{a.art.name}.c": a.art.c_source
@@ -694,77 +687,8 @@ def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
     return make_plan(layer, hw, options)
 
 
-def _exact_layer_key(layer: Any) -> str:
-    """A layer as a solve sees it (its name included: a plan names its layer), its repeat count aside."""
-    return str(layer.model_dump_json(exclude={"count"}))
-
-
-class EarlyPlans:
-    """The solves of a model's layers started before TVM is imported: the layers as `workload_onnx` reads them
-    from the imported ONNX graph (the same layers `partition.kernel_spec` makes of the ops the compile offloads,
-    names included), each distinct one (its first in graph order) solved in a worker process forked before TVM
-    is loaded, while this process imports TVM and the model.  `_plan_and_generate` takes a solve from here only
-    for a layer exactly equal to the one it would solve (`_exact_layer_key`) and solves any other itself, so the
-    plans are the same with or without; a speculated layer the compile does not offload is solved for nothing.
-    Only for the planners whose misses `_plan_and_generate` solves with `_solve` in workers (a StorePlanner, asked
-    here first, or the default planner), with `workers` > 1 and fork available."""
-
-    def __init__(self) -> None:
-        self.futures: dict[str, Any] = {}  # exact layer key -> Future[Plan]
-        self.pool: Any = None
-        self.processes: list[Any] = []  # more background work the compile ends with these solves (`close`)
-
-    @classmethod
-    def start(cls, imported: Any, hw: Any, options: ScheduleOptions, planner: Planner, workers: int,
-              offload: bool) -> EarlyPlans:
-        import multiprocessing
-
-        early = cls()
-        if not offload or workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or not (
-                isinstance(planner, StorePlanner) or planner is default_planner):
-            return early
-        from tileplan.workload_onnx import graph_layers
-
-        try:
-            layers, _ = graph_layers(imported.model.graph)
-        except (InputError, ValueError, KeyError, TypeError):
-            return early  # the compile plans what it finds (and reports what is wrong) as without this
-        distinct: dict[str, Any] = {}
-        seen: set[str] = set()
-        for layer in layers:
-            k = layer.model_dump_json(exclude={"name", "count"})  # as _plan_and_generate dedupes
-            if k not in seen:
-                seen.add(k)
-                distinct[_exact_layer_key(layer)] = layer
-        todo = {k: layer for k, layer in distinct.items()
-                if not (isinstance(planner, StorePlanner) and planner.lookup(layer, hw, options) is not None)}
-        if len(todo) < 2:
-            return early
-        from concurrent.futures import ProcessPoolExecutor
-
-        early.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
-        for k, layer in todo.items():
-            early.futures[k] = early.pool.submit(_solve, layer, hw, options)
-        return early
-
-    def take(self, layer: Any) -> Any:
-        """The started solve of exactly this layer (a Future), or None."""
-        return self.futures.pop(_exact_layer_key(layer), None)
-
-    def close(self) -> None:
-        """Drop the solves nobody took (those not started are cancelled) and end the workers; close `processes`."""
-        for p in self.processes:
-            p.close()
-        self.processes.clear()
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
-        self.futures.clear()
-
-
 def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, stream: str, planner: Planner,
-                       workers: int, progress: Callable[[int], None], phase: Callable[[str], None],
-                       early: EarlyPlans | None = None) -> dict[str, Plan]:
+                       workers: int, progress: Callable[[int], None], phase: Callable[[str], None]) -> dict[str, Plan]:
     """Plan every distinct layer of `ops` once and generate every distinct kernel once, filling each op's plan
     and kernel (or its reason for staying on the host).  With `workers` > 1 the solves and code generation run in
     forked processes: a planner that can `lookup` / `save` (StorePlanner) is asked in this process and only
@@ -815,11 +739,8 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
         solving: dict[Future[Plan], str] = {}
         for k, a in firsts.items():
             cached = planner.lookup(a.spec.layer, hw, options) if isinstance(planner, StorePlanner) else None
-            started = early.take(a.spec.layer) if early is not None and cached is None else None
             if cached is not None:
                 plans[k] = cached
-            elif started is not None:  # solved (or being solved) since before TVM was imported
-                solving[started] = k
             elif isinstance(planner, StorePlanner) or planner is default_planner:
                 solving[ex.submit(_solve, a.spec.layer, hw, options)] = k
             else:
