@@ -242,9 +242,6 @@ def test_host_functions_made_in_workers_are_the_same(tmp_path, monkeypatch):
     data = zoo.build("bert_encoder", "qdq")
     opts = OPTIONS.model_copy(update={"emulate": False})
     made: list[int] = []
-    # lowered here, not in the forked process a compile with workers lowers it in (EarlyHost: its calls are not
-    # seen here; tests/frontend/test_compile_overlap.py compares that process's programs)
-    monkeypatch.setattr(compile_mod.EarlyHost, "start", classmethod(lambda cls, *a: cls()))
     real = compile_mod._emit_host_functions
     monkeypatch.setattr(compile_mod, "_emit_host_functions", lambda jobs, w: made.append(len(jobs)) or real(jobs, w))
     arts = []

@@ -222,22 +222,9 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     # the model is read (and a float or broken one refused) before TVM is imported: 1.5 s of the startup
     imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
                                       options.calibration_samples, options.seed)
-    background: list[EarlyHost] = []  # processes the compile starts and ends, also when it fails
-    try:
-        return _compile_imported(imported, hw, options, planner, progress, workers, background, t0, cpu0)
-    finally:
-        for b in background:
-            b.close()
-
-
-def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: Planner,
-                      progress: Progress | None, workers: int, background: list[EarlyHost], t0: float,
-                      cpu0: float) -> CompiledModel:
-    """compile_model's work after the model is imported (`background`: where it puts the processes it starts)."""
     phases: dict[str, float] = {"load": round(time.perf_counter() - t0, 3)}
     cpu_phases: dict[str, float] = {"load": round(_cpu_seconds() - cpu0, 3)}
     mark = [time.perf_counter(), _cpu_seconds()]
-    from tileplan.frontend import onnx_import
     from tileplan.frontend.runner import Prebuild
 
     # the host build's objects that are ready before the program is (the emulator now, while TVM is imported;
@@ -286,20 +273,6 @@ def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: 
     sched_opts = _schedule_options(options)
     stream = "baseline" if executor_for(options.mapper) == "library" else "tileplan"
     total = len(composites) + 1
-
-    def host_module(fused: Any, composites: dict[str, Any]) -> tuple[Any, list[str]]:
-        """The host part of the program whose accelerator ops are `composites` (in step order)."""
-        symbols = {c: f"tp_accel_{i}" for i, c in enumerate(composites)}
-        operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in composites.items()
-                                                if isinstance(q, patterns.ActMatmul)}
-        return host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols, operands))
-
-    # the host part as it is when every offloaded op gets its kernel (almost always) is lowered, and its C
-    # compiled, in a forked process while the layers are planned and their kernels made
-    host_early = EarlyHost.start(lambda: host_module(fused, composites), workers,
-                                 (lambda part: _prebuild_host(model_name, hw, early, part)) if early is not None
-                                 else None)
-    background.append(host_early)
     accel = {c: _Accel(q, partition.kernel_spec(q)) for c, q in composites.items()}
     phase("other")
     plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
@@ -312,8 +285,7 @@ def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: 
     for a in accel.values():
         if a.reason:
             reasons[a.qop.name] = a.reason
-    refused = any(a.reason for a in accel.values())
-    if refused:  # fuse again without the ops that got no code
+    if any(a.reason for a in accel.values()):  # fuse again without the ops that got no code
         ok = {a.qop.name for a in accel.values() if not a.reason}
         fused, composites = patterns.fuse(mod, onnx_nodes, lambda q: q.name in ok)
         accel = {c: next(a for a in accel.values() if a.qop.name == q.name) for c, q in composites.items()}
@@ -338,17 +310,13 @@ def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: 
                               else None, w_t, _const_tensor(bp), a.spec.clamp,
                               timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant,
                               act=a.spec.act)
-    host_c_started, host_key = False, None
-    if host_early.compat is not None and not refused:
-        compat, compat_notes = host_early.compat, host_early.notes  # the same program: what the process lowers
-        host_c_started, host_key = host_early.wait_lowered(), host_early.key  # (then in the lowering cache)
-    else:
-        host_early.stop()
-        compat, compat_notes = host_module(fused, composites)
+    operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in composites.items()
+                                            if isinstance(q, patterns.ActMatmul)}
+    compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols, operands))
     notes += compat_notes
-    host = lower_host_cached(compat, workers, host_key)
+    host = lower_host_cached(compat, workers)
     host_sources, host_ws, host_names = host_units(host.sources), host.workspace, host.names
-    if early is not None and not host_c_started:  # (else the process compiles them, joined before the build)
+    if early is not None:
         _prebuild(pre, model_name, hw, early, {f"host/{k}.c": v for k, v in host_sources.items()})
     decls = list(host.decls)
     prog = build_program(host.main, templates, host_ws, host_names)
@@ -417,7 +385,6 @@ def _compile_imported(imported: Any, hw: Any, options: CompileOptions, planner: 
                    readme=_readme(model_name, hw.name, prog, imported, summary), input_names=in_names,
                    output_names=out_names, params_header=params_header)
     phase("other")
-    host_early.join()  # its objects are in the object cache before the build looks for them
     if options.emulate:
         try:
             feeds = _random_feeds(imported.inputs, options.seed + 1)
@@ -463,79 +430,6 @@ def _early_params_header(hw: Any) -> str | None:
         return None
     return GemminiConfig(dim=rows.dim, spad_rows=rows.spad_rows, acc_rows=rows.acc_rows,
                          max_bytes=int(REQUEST_BYTES)).params_header()
-
-
-def _prebuild_host(model_name: str, hw: Any, params_header: str, part: HostPart) -> None:
-    """Compile the host part's C files (`host_units`) as the host build will, into the object cache, and wait."""
-    from tileplan.frontend.runner import Prebuild
-
-    pre = Prebuild()
-    try:
-        _prebuild(pre, model_name, hw, params_header, {f"host/{k}.c": v for k, v in host_units(part.sources).items()})
-    finally:
-        pre.wait()
-
-
-class EarlyHost:
-    """The host part lowered (`lower_host_cached`, which leaves it in the lowering cache) and then, with
-    `compile_c`, its C files compiled into the object cache, in a forked process started before the layers are
-    planned.  The compile then finds both in the caches, exactly as a warm compile does, when its host part is
-    the one lowered here (`compat`: every offloaded op got its kernel); otherwise it stops the process and
-    lowers its own.  Nothing is started with `workers` < 2 or without fork."""
-
-    def __init__(self, compat: Any = None, notes: list[str] | None = None) -> None:
-        self.compat, self.notes = compat, notes or []
-        self.proc: Any = None
-        self.lowered: Any = None
-        self.key: str | None = None
-
-    @classmethod
-    def start(cls, host_module: Callable[[], tuple[Any, list[str]]], workers: int,
-              compile_c: Callable[[HostPart], None] | None) -> EarlyHost:
-        """`host_module`: the host part (the module to lower) and its notes."""
-        import multiprocessing
-
-        if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
-            return cls()
-        ctx = multiprocessing.get_context("fork")
-        compat, notes = host_module()
-        early = cls(compat, notes)
-        early.key = host_cache_key(compat)  # (the process and the compile look the same entry up)
-        early.lowered = ctx.Event()
-
-        def run() -> None:
-            part = lower_host_cached(compat, workers, early.key)
-            early.lowered.set()
-            if compile_c is not None:
-                compile_c(part)
-
-        early.proc = ctx.Process(target=run, name="tileplan-host", daemon=False)
-        early.proc.start()
-        return early
-
-    def wait_lowered(self) -> bool:
-        """Wait until the process has lowered the host part (True) or ended without (False)."""
-        if self.proc is None:
-            return False
-        while not self.lowered.wait(0.05):
-            if not self.proc.is_alive():
-                return bool(self.lowered.is_set())
-        return True
-
-    def join(self) -> None:
-        if self.proc is not None:
-            self.proc.join()
-
-    def stop(self) -> None:
-        """End the process (its work is not the program's) and forget its host part: stopped while it lowers,
-        waited for once it compiles C (the C compiler's processes and scratch directories are its to end)."""
-        if self.proc is not None and self.proc.is_alive() and not self.lowered.is_set():
-            self.proc.terminate()
-        self.join()
-        self.compat = None
-
-    def close(self) -> None:
-        self.stop()
 
 
 def _prebuild(pre: Any, model_name: str, hw: Any, params_header: str, sources: dict[str, str | None]) -> None:
@@ -605,26 +499,18 @@ def _emit_host_functions(jobs: list[tuple[Any, str, int]], workers: int) -> list
         _EMIT_JOBS = []
 
 
-def host_cache_key(compat: Any) -> str:
-    """`lower_host_cached`'s key of a host module: TVM's JSON of it and the lowering's code."""
-    import tvm
-
-    return hashlib.sha256(tvm.ir.save_json(compat).encode() + _host_digest().encode()).hexdigest()[:32]
-
-
-def lower_host_cached(compat: Any, workers: int = 1, key: str | None = None) -> HostPart:
+def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
     """host_ops.lower_host and the C of every host function, cached on disk by the module it starts from (TVM's
     JSON of it) and the lowering's code: a warm compile of a transformer spends most of its time here
     otherwise (bert_layer: 26 s of lowering on the shared machine, 0.3 s to key it).  `workers` > 1: the host
-    functions' C is made in that many forked processes (the same text).  `key`: `host_cache_key(compat)`, if
-    known."""
+    functions' C is made in that many forked processes (the same text)."""
     import tvm
 
     from tileplan.codegen.emulator.build import default_cache_dir
     from tileplan.frontend import host_ops
     from tileplan.frontend.program import short_ident
 
-    key = key or host_cache_key(compat)
+    key = hashlib.sha256(tvm.ir.save_json(compat).encode() + _host_digest().encode()).hexdigest()[:32]
     path = default_cache_dir() / "host" / f"{key}.json"
     if path.exists():
         try:
