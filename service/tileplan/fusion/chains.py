@@ -72,15 +72,14 @@ def _qparams(node: Any, consts: dict[str, Any]) -> tuple[float, int] | None:
     return float(scale), int(zp)
 
 
-def absorb(tensor: str, model: Any, readers: dict[str, list[str]], consts: dict[str, Any]
-           ) -> tuple[str, tuple[str, ...]]:
+def absorb(tensor: str, model: Any, readers: dict[str, list[str]], consts: dict[str, Any],
+           index: tuple[dict[str, Any], dict[str, Any]] | None = None) -> tuple[str, tuple[str, ...]]:
     """Follow `tensor` (a QuantizeLinear's output) through DequantizeLinear -> Relu / Clip -> QuantizeLinear
     chains that are exact in int8 (see the module's docstring): the last quantized tensor and the absorbed
-    activation nodes."""
+    activation nodes.  `index`: `graph_index(model)`, made once by a caller that asks for many tensors."""
     import numpy as np
 
-    nodes = {n.name: n for n in model.graph.node}
-    made = {o: n for n in model.graph.node for o in n.output}
+    nodes, made = index if index is not None else graph_index(model)
     absorbed: list[str] = []
 
     def only_reader(t: str, kinds: tuple[str, ...]) -> Any:
@@ -111,9 +110,15 @@ def absorb(tensor: str, model: Any, readers: dict[str, list[str]], consts: dict[
     return tensor, tuple(absorbed)
 
 
+def graph_index(model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The graph's nodes by name and by the tensors they make."""
+    return {n.name: n for n in model.graph.node}, {o: n for n in model.graph.node for o in n.output}
+
+
 def members(model: Any, qops: list[Any], specs: list[Any]) -> list[Member | None]:
     """A Member per offloaded op in program order (None where the composite's tensors cannot be told)."""
-    nodes = {n.name: n for n in model.graph.node}
+    index = graph_index(model)
+    nodes = index[0]
     readers, consts = consumers(model), _constants(model)
     out: list[Member | None] = []
     for q, s in zip(qops, specs):
@@ -121,7 +126,7 @@ def members(model: Any, qops: list[Any], specs: list[Any]) -> list[Member | None
         if ends is None:
             out.append(None)
             continue
-        output, absorbed = absorb(ends[1], model, readers, consts)
+        output, absorbed = absorb(ends[1], model, readers, consts, index)
         out.append(Member(q.name, ends[0], output, s, int(q.macs), absorbed))
     return out
 
