@@ -2,6 +2,11 @@
 torch + torchvision + onnxruntime; never a Tileplan dependency):
 
     PY bench/zoo_export.py --out DIR resnet18 vit_b_16 bert_layer
+    PY bench/zoo_export.py --out DIR --any mnasnet0_5 inception_v3   # any torchvision classification model
+
+Without --any, only the zoo's own models (VISION, TRANSFORMERS); with it, any name torchvision lists among its
+classification models (`torchvision.models.list_models(module=torchvision.models)`), exported the same way, e.g.
+the held-out models of issue 24. Inception v3 takes 299 x 299 images (INPUT_SIZE), every other model 224 x 224.
 
 Each model: seeded random weights, BatchNorm statistics from a few random forward passes in training mode
 (cumulative averages), `torch.onnx.export` at opset 17, batch 1 (224 x 224 images; 128 tokens of width 768 for
@@ -29,6 +34,8 @@ TRANSFORMERS = ("bert_layer", "gpt2_block")
 BN_PASSES = 4
 CALIBRATION = 8
 SEQ, WIDTH, HEADS, FFN = 128, 768, 12, 3072
+INPUT_SIZE = {"inception_v3": 299}  # image side of the models whose layers do not fit a 224 x 224 image
+NO_AUX = ("googlenet", "inception_v3")  # auxiliary classifiers only train; seeded init as torchvision trains them
 
 
 def _transformer(name: str) -> Any:
@@ -81,16 +88,19 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
 
     if name in TRANSFORMERS:
         return _transformer(name), (1, SEQ, WIDTH)
-    kwargs = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
-    net = getattr(torchvision.models, name)(weights=None, **kwargs)
+    if name not in torchvision.models.list_models(module=torchvision.models):
+        raise ValueError(f"{name} is not a torchvision classification model")
+    kwargs = {"aux_logits": False, "init_weights": True} if name in NO_AUX else {}
+    net = torchvision.models.get_model(name, weights=None, **kwargs)
+    side = INPUT_SIZE.get(name, 224)
     for m in net.modules():
         if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
             m.momentum = None  # cumulative average over the passes below
     net.train()
     with torch.no_grad():
         for _ in range(BN_PASSES):
-            net(torch.randn(2, 3, 224, 224))
-    return net, (1, 3, 224, 224)
+            net(torch.randn(2, 3, side, side))
+    return net, (1, 3, side, side)
 
 
 def _shared_initializers(model: Any) -> list[Any]:
@@ -166,10 +176,13 @@ def main() -> None:
 
     logging.getLogger().setLevel(logging.ERROR)  # the quantizer's "consider pre-processing" advice
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="+", choices=VISION + TRANSFORMERS)
+    ap.add_argument("models", nargs="+", help=f"model names: {' '.join(VISION + TRANSFORMERS)} (or see --any)")
+    ap.add_argument("--any", action="store_true", help="also any torchvision classification model by name")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    if not args.any and (bad := [m for m in args.models if m not in VISION + TRANSFORMERS]):
+        ap.error(f"not in the zoo: {' '.join(bad)} (--any exports any torchvision classification model)")
     for name in args.models:
         try:
             paths = export(name, args.out, args.seed)

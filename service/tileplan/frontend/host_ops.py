@@ -306,16 +306,18 @@ def _lookup_func(ty: Any) -> Any:
     return te.create_prim_func([x, table, y]).with_attr("global_symbol", "qlookup")
 
 
-def add_table(a: tuple[float, int], b: tuple[float, int], y: tuple[float, int], relu: bool) -> np.ndarray:
+def add_table(a: tuple[float, int], b: tuple[float, int], y: tuple[float, int], relu: bool,
+              op: str = "Add") -> np.ndarray:
     """int8 x int8 -> int8 table of dequantize(a) + dequantize(b) [-> relu] -> quantize, entry (a + 128) * 256 +
     (b + 128), computed by onnxruntime itself on all 65,536 pairs as its integer QLinearAdd (session option
     session.qdqisint8allowed): it rounds a few pairs apart from the float definition (ResNet-50's layer4.0 add:
-    1 of 65,536), and the judges of QDQ and QOperator exports both run it."""
+    1 of 65,536), and the judges of QDQ and QOperator exports both run it.  `op="Mul"`: the same for a product,
+    onnxruntime's QLinearMul (EfficientNet-B1's squeeze-excitation scaling: 18 of 65,536 pairs apart)."""
     from onnx import helper
 
     nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["ad"]),
              helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"]),
-             helper.make_node("Add", ["ad", "bd"], ["s" if relu else "f"])]
+             helper.make_node(op, ["ad", "bd"], ["s" if relu else "f"])]
     if relu:
         nodes.append(helper.make_node("Relu", ["s"], ["f"]))
     nodes.append(helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"]))
@@ -324,14 +326,21 @@ def add_table(a: tuple[float, int], b: tuple[float, int], y: tuple[float, int], 
                               {"a": np.repeat(codes, 256), "b": np.tile(codes, 256)})
 
 
-def _pair_lookup_func(ty: Any) -> Any:
+def _pair_lookup_func(ty: Any, bty: Any = None) -> Any:
+    """y = table[(a + 128) * 256 + b + 128] elementwise; `bty` (same rank, each dimension equal or 1): `b`
+    broadcast over `a`'s shape (default: `a`'s type)."""
     from tvm import te
 
     shape = [int(d) for d in ty.shape]
+    bshape = [int(d) for d in (bty if bty is not None else ty).shape]
     a = te.placeholder(shape, "int8", name="a")
-    b = te.placeholder(shape, "int8", name="b")
+    b = te.placeholder(bshape, "int8", name="b")
     table = te.placeholder((65536,), "int8", name="table")
-    y = te.compute(shape, lambda *i: table[(a(*i).astype("int32") + 128) * 256 + b(*i).astype("int32") + 128],
+
+    def at_b(i: Any) -> Any:
+        return b(*[i[k] if bshape[k] == shape[k] else 0 for k in range(len(shape))])
+
+    y = te.compute(shape, lambda *i: table[(a(*i).astype("int32") + 128) * 256 + at_b(i).astype("int32") + 128],
                    name="pair_lookup")
     return te.create_prim_func([a, b, table, y]).with_attr("global_symbol", "qadd")
 
@@ -368,6 +377,9 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             add = self._bound(relu.args[0] if relu is not None else new.args[0], "relax.add")
             if add is not None:
                 return self._pair_lookup(new, add, relu is not None)
+            mul = self._bound(new.args[0], "relax.multiply")
+            if mul is not None:
+                return self._pair_lookup(new, mul, False, "Mul")
             pool = self._bound(new.args[0], "relax.nn.avg_pool2d")
             if pool is not None:
                 return self._avg_pool(new, pool)
@@ -421,20 +433,28 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             rewritten.append(UNARY_ONNX[unary.op.name].lower())
             return relax.call_tir(gv, relax.Tuple([x, table]), q.ty)
 
-        def _pair_lookup(self, q: Any, add: Any, relu: bool) -> Any:
+        def _pair_lookup(self, q: Any, add: Any, relu: bool, op: str = "Add") -> Any:
             dqs = [self._bound(x, "relax.dequantize") for x in add.args]
             if any(d is None for d in dqs):
                 return q
             xs = [d.args[0] for d in dqs]
             params = [(_scalar(d.args[1]), _scalar(d.args[2])) for d in dqs] + [(_scalar(q.args[1]), _scalar(q.args[2]))]
             shapes = [[int(v) for v in x.ty.shape] for x in xs]
-            if (any(str(x.ty.dtype) != "int8" for x in xs) or str(q.attrs.out_dtype) != "int8" or shapes[0] != shapes[1]
+            if op == "Mul" and shapes[0] != shapes[1] and _broadcasts(shapes[0], shapes[1]):
+                pass  # b broadcast over a (a squeeze-excitation's per-channel scale)
+            elif op == "Mul" and shapes[0] != shapes[1] and _broadcasts(shapes[1], shapes[0]):
+                xs, params, shapes = [xs[1], xs[0]], [params[1], params[0], params[2]], [shapes[1], shapes[0]]
+            elif shapes[0] != shapes[1]:
+                return q  # other broadcasting: the float definition
+            if (any(str(x.ty.dtype) != "int8" for x in xs) or str(q.attrs.out_dtype) != "int8"
+                    or [int(v) for v in q.ty.shape] != shapes[0]
                     or any(sc is None or zp is None or not np.isfinite(sc) for sc, zp in params)):
-                return q  # broadcasting, per-channel scales, other types, an infinite scale: the float definition
+                return q  # per-channel scales, other types, an infinite scale: the float definition
             (sa, za), (sb, zb), (sy, zy) = params
-            table = relax.const(add_table((float(sa), int(za)), (float(sb), int(zb)), (float(sy), int(zy)), relu))  # type: ignore[arg-type]
-            gv = self.builder_.add_func(_pair_lookup_func(xs[0].ty), "qadd")
-            rewritten.append("add")
+            table = relax.const(add_table((float(sa), int(za)), (float(sb), int(zb)), (float(sy), int(zy)), relu,  # type: ignore[arg-type]
+                                          op))
+            gv = self.builder_.add_func(_pair_lookup_func(xs[0].ty, xs[1].ty), "qadd")
+            rewritten.append(op.lower())
             return relax.call_tir(gv, relax.Tuple([xs[0], xs[1], table]), q.ty)
 
         def _bound(self, e: Any, op: str) -> Any:
@@ -455,10 +475,16 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
     how = {"softmax": "as onnxruntime's integer kernel does (QLinearSoftmax)",
            "avgpool": "as onnxruntime's integer kernel does (QLinearAveragePool)",
            "add": "by looking up a table of onnxruntime's integer kernel (QLinearAdd)",
+           "mul": "by looking up a table of onnxruntime's integer kernel (QLinearMul)",
            "sigmoid": "by looking up a table onnxruntime made (its logistic function)",
            "tanh": "by looking up a table onnxruntime made (its tanh)"}
     notes = [f"{n} {k} op(s) computed {how[k]}" for k, n in sorted({k: rewritten.count(k) for k in rewritten}.items())]
     return out, notes
+
+
+def _broadcasts(shape: list[int], other: list[int]) -> bool:
+    """`other` broadcasts over `shape` without growing it: the same rank, each dimension equal or 1."""
+    return len(shape) == len(other) and all(o in (d, 1) for d, o in zip(shape, other))
 
 
 def tvm_op_type() -> Any:
