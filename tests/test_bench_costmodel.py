@@ -11,9 +11,10 @@ import numpy as np
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-def _bench():
+def _load(script: str):
+    """bench/<script>.py as a module (the benches are scripts, not a package)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-    spec = importlib.util.spec_from_file_location("bench_costmodel", BENCH / "costmodel.py")
+    spec = importlib.util.spec_from_file_location(f"bench_{script}", BENCH / f"{script}.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -21,7 +22,7 @@ def _bench():
 
 
 def test_intervals_from_other_folds_cover_their_share_and_a_shifted_fold_falls_out():
-    cm = _bench()
+    cm = _load("costmodel")
     rng = np.random.default_rng(0)
     other = (["a"] * 400, rng.normal(0.0, 0.2, 400))
     groups = [f"g{i % 8}" for i in range(800)]
@@ -39,21 +40,12 @@ def test_intervals_from_other_folds_cover_their_share_and_a_shifted_fold_falls_o
     assert np.mean(mask[[order.index(i) for i in np.flatnonzero(shifted)]]) < 0.2
 
 
-def _residuals_bench():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-    spec = importlib.util.spec_from_file_location("bench_costmodel_residuals", BENCH / "costmodel_residuals.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_runs_with_identical_call_features_put_their_spread_under_the_mape():
     from types import SimpleNamespace
 
     from tileplan.cost.calibrate import Dataset, FeatureSet
 
-    rb = _residuals_bench()
+    rb = _load("costmodel_residuals")
     same, other = np.ones((1, 17)), np.full((1, 17), 2.0)
 
     def run(config: str, layer: str = "L") -> SimpleNamespace:
