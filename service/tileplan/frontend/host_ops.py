@@ -327,8 +327,9 @@ def add_table(a: tuple[float, int], b: tuple[float, int], y: tuple[float, int], 
 
 
 def _pair_lookup_func(ty: Any, bty: Any = None) -> Any:
-    """y = table[(a + 128) * 256 + b + 128] elementwise; `bty` (same rank, each dimension equal or 1): `b`
-    broadcast over `a`'s shape (default: `a`'s type)."""
+    """y = table[(a + 128) * 256 + b + 128] elementwise; `bty` (numpy broadcasting that does not grow `a`: no more
+    dimensions, each trailing one equal or 1, e.g. a scalar or a [1, C, 1, 1] scale): `b` broadcast over `a`'s
+    shape (default: `a`'s type)."""
     from tvm import te
 
     shape = [int(d) for d in ty.shape]
@@ -336,9 +337,10 @@ def _pair_lookup_func(ty: Any, bty: Any = None) -> Any:
     a = te.placeholder(shape, "int8", name="a")
     b = te.placeholder(bshape, "int8", name="b")
     table = te.placeholder((65536,), "int8", name="table")
+    lead = len(shape) - len(bshape)
 
     def at_b(i: Any) -> Any:
-        return b(*[i[k] if bshape[k] == shape[k] else 0 for k in range(len(shape))])
+        return b(*[i[lead + k] if bshape[k] == shape[lead + k] else 0 for k in range(len(bshape))])
 
     y = te.compute(shape, lambda *i: table[(a(*i).astype("int32") + 128) * 256 + at_b(i).astype("int32") + 128],
                    name="pair_lookup")
@@ -353,8 +355,9 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
       (table of exp, integer reciprocal of the output scale; `_qsoftmax_te`).
     - dequantize(int8) -> sigmoid / tanh -> quantize(int8), per-tensor: a 256-entry table onnxruntime computes
       (`unary_table`), looked up.
-    - dequantize(int8) + dequantize(int8) [-> relu] -> quantize(int8), per-tensor, operands of one shape (a residual
-      add): a 65,536-entry table of onnxruntime's QLinearAdd (`add_table`), looked up.
+    - dequantize(int8) + / * dequantize(int8) [-> relu] -> quantize(int8), per-tensor, operands of one shape (a
+      residual add) or one broadcast over the other (a squeeze-excitation's scale, a quantized scalar constant):
+      a 65,536-entry table of onnxruntime's QLinearAdd / QLinearMul (`add_table`), looked up.
     - dequantize(int8) -> avg_pool2d (NCHW, no dilation, a window smaller than the image) -> quantize(int8),
       per-tensor: onnxruntime's QLinearAveragePool arithmetic (`_qavgpool_func`: the zero point added before the
       rounding).
@@ -440,12 +443,14 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             xs = [d.args[0] for d in dqs]
             params = [(_scalar(d.args[1]), _scalar(d.args[2])) for d in dqs] + [(_scalar(q.args[1]), _scalar(q.args[2]))]
             shapes = [[int(v) for v in x.ty.shape] for x in xs]
-            if op == "Mul" and shapes[0] != shapes[1] and _broadcasts(shapes[0], shapes[1]):
-                pass  # b broadcast over a (a squeeze-excitation's per-channel scale)
-            elif op == "Mul" and shapes[0] != shapes[1] and _broadcasts(shapes[1], shapes[0]):
+            # one operand broadcast over the other (a squeeze-excitation's per-channel scale, GELU's "+ 1" scalar):
+            # onnxruntime's QLinearAdd / QLinearMul broadcast too; the broadcast one goes second
+            if shapes[0] != shapes[1] and _broadcasts(shapes[0], shapes[1]):
+                pass
+            elif shapes[0] != shapes[1] and _broadcasts(shapes[1], shapes[0]):
                 xs, params, shapes = [xs[1], xs[0]], [params[1], params[0], params[2]], [shapes[1], shapes[0]]
             elif shapes[0] != shapes[1]:
-                return q  # other broadcasting: the float definition
+                return q  # both operands broadcast: the float definition
             if (any(str(x.ty.dtype) != "int8" for x in xs) or str(q.attrs.out_dtype) != "int8"
                     or [int(v) for v in q.ty.shape] != shapes[0]
                     or any(sc is None or zp is None or not np.isfinite(sc) for sc, zp in params)):
@@ -483,8 +488,9 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
 
 
 def _broadcasts(shape: list[int], other: list[int]) -> bool:
-    """`other` broadcasts over `shape` without growing it: the same rank, each dimension equal or 1."""
-    return len(shape) == len(other) and all(o in (d, 1) for d, o in zip(shape, other))
+    """`other` broadcasts over `shape` without growing it (numpy's rule, aligned at the last dimension): no higher
+    rank, each of its dimensions equal to `shape`'s or 1; a scalar broadcasts over anything."""
+    return len(other) <= len(shape) and all(o in (d, 1) for d, o in zip(shape[len(shape) - len(other):], other))
 
 
 def tvm_op_type() -> Any:
