@@ -215,6 +215,30 @@ def _qsoftmax_te(x: Any, table: Any, y_scale: float, y_zp: int) -> Any:
     return te.compute(shape, out, name="qsoftmax")
 
 
+def _qglobal_avgpool_func(ty_in: Any, q: tuple[float, int, float, int]) -> Any:
+    """int8 NCHW global average pool as onnxruntime's QLinearGlobalAveragePool computes it (MLAS): the image's
+    codes summed in int32, then requantized once, y = round_half_even(float(sum - z_x * N) * (s_x / (s_y * N)))
+    + z_y (the scale computed in float32), saturated to int8."""
+    from tvm import te, tirx
+
+    xs, xz, ys, yz = q
+    n, c, h, w = (int(d) for d in ty_in.shape)
+    x = te.placeholder((n, c, h, w), "int8", name="x")
+    rh = te.reduce_axis((0, h), name="rh")
+    rw = te.reduce_axis((0, w), name="rw")
+    total = te.compute((n, c), lambda b, ch: te.sum(x[b, ch, rh, rw].astype("int32"), axis=[rh, rw]), name="imgsum")
+    scale = float(np.float32(xs) / (np.float32(ys) * np.float32(h * w)))
+    f32 = "float32"
+
+    def out(b: Any, ch: Any, i: Any, j: Any) -> Any:
+        v = tirx.nearbyint((total[b, ch] - tirx.const(xz * h * w, "int32")).astype(f32) * tirx.const(scale, f32))
+        v = tirx.max(tirx.min(v, tirx.const(127.0 - yz, f32)), tirx.const(-128.0 - yz, f32))
+        return tirx.Cast("int8", v.astype("int32") + tirx.const(yz, "int32"))
+
+    y = te.compute((n, c, 1, 1), out, name="qglobalavgpool")
+    return te.create_prim_func([x, y]).with_attr("global_symbol", "qglobalavgpool").with_attr("op_pattern", 8)
+
+
 def _qavgpool_func(ty_in: Any, ty_out: Any, attrs: Any, q: tuple[float, int, float, int]) -> Any:
     """int8 NCHW average pool as onnxruntime's QLinearAveragePool computes it (QLinearPool2DTask): each code
     dequantized as float(x - z_x) * s_x, the window's in-bounds values summed in row-major order from 0.0 in
@@ -347,7 +371,7 @@ def _pair_lookup_func(ty: Any, bty: Any = None) -> Any:
     return te.create_prim_func([a, b, table, y]).with_attr("global_symbol", "qadd")
 
 
-def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
+def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset()) -> tuple[Any, list[str]]:
     """Rewrite the host op groups whose onnxruntime kernels round differently from the float QDQ definition, so
     the program's outputs equal onnxruntime's default session (which fuses them into integer operators):
 
@@ -361,6 +385,9 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
     - dequantize(int8) -> avg_pool2d (NCHW, no dilation, a window smaller than the image) -> quantize(int8),
       per-tensor: onnxruntime's QLinearAveragePool arithmetic (`_qavgpool_func`: the zero point added before the
       rounding).
+    - dequantize(int8) -> an ONNX GlobalAveragePool (NCHW; `global_pools`: the names of its relax bindings, since
+      a ReduceMean, which onnxruntime keeps in float, imports as the same mean) -> quantize(int8), per-tensor:
+      onnxruntime's QLinearGlobalAveragePool arithmetic (`_qglobal_avgpool_func`: an int32 sum, requantized once).
 
     Returns the module and a note per rewritten kind."""
     from tvm import relax
@@ -386,6 +413,10 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             pool = self._bound(new.args[0], "relax.nn.avg_pool2d")
             if pool is not None:
                 return self._avg_pool(new, pool)
+            mean = self._bound(new.args[0], "relax.mean")
+            if mean is not None and str(new.args[0].name) in global_pools:
+                # (a ReduceMean, which onnxruntime keeps in float, is the same relax.mean)
+                return self._global_avg_pool(new, mean)
             sm = self._bound(new.args[0], "relax.nn.softmax")
             dq = self._bound(sm.args[0], "relax.dequantize") if sm is not None else None
             if dq is None:
@@ -420,6 +451,21 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             func = _qavgpool_func(x.ty, q.ty, at, (float(xs), int(xz), float(ys), int(yz)))
             gv = self.builder_.add_func(func, "qavgpool")
             rewritten.append("avgpool")
+            return relax.call_tir(gv, relax.Tuple([x]), q.ty)
+
+        def _global_avg_pool(self, q: Any, mean: Any) -> Any:
+            dq = self._bound(mean.args[0], "relax.dequantize")
+            if dq is None:
+                return q
+            x = dq.args[0]
+            xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], q.args[1], q.args[2]))
+            if (str(x.ty.dtype) != "int8" or str(q.attrs.out_dtype) != "int8" or xs is None or ys is None
+                    or yz is None or xz is None or not (np.isfinite(xs) and np.isfinite(ys)) or len(x.ty.shape) != 4
+                    or sorted(int(a) for a in mean.attrs.axis) != [2, 3] or not bool(mean.attrs.keepdims)):
+                return q  # per-channel scales, other types or layouts, an infinite scale: the float definition
+            gv = self.builder_.add_func(_qglobal_avgpool_func(x.ty, (float(xs), int(xz), float(ys), int(yz))),
+                                        "qglobalavgpool")
+            rewritten.append("globalavgpool")
             return relax.call_tir(gv, relax.Tuple([x]), q.ty)
 
         def _lookup(self, q: Any, unary: Any) -> Any:
@@ -479,6 +525,7 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             out[gv] = f
     how = {"softmax": "as onnxruntime's integer kernel does (QLinearSoftmax)",
            "avgpool": "as onnxruntime's integer kernel does (QLinearAveragePool)",
+           "globalavgpool": "as onnxruntime's integer kernel does (QLinearGlobalAveragePool)",
            "add": "by looking up a table of onnxruntime's integer kernel (QLinearAdd)",
            "mul": "by looking up a table of onnxruntime's integer kernel (QLinearMul)",
            "sigmoid": "by looking up a table onnxruntime made (its logistic function)",
