@@ -117,3 +117,40 @@ def test_squeeze_excitation_mul_equals_onnxruntimes_qlinearmul_on_every_pair():
     # ort-int8 runs the unit as QLinearMul (as `ort` does a QOperator export); x86's default session keeps this
     # QDQ Mul in float
     np.testing.assert_array_equal(got, reference_outputs(data, {"a": a, "b": b}, "ort-int8")["y"])
+
+
+@pytest.mark.parametrize("cshape, swap", [([], False), ([], True), ([1, 256, 1, 1], False), ([1, 256, 1, 1], True)])
+def test_add_of_a_quantized_constant_equals_onnxruntimes_qlinearadd(cshape, swap):
+    """MaxViT-T's /stem/stem.0/stem.0.2/Add (its scales): GELU's erf(x / sqrt 2) + 1, an activation plus a constant
+    quantized in the graph (QuantizeLinear of a float constant -> DequantizeLinear), the constant a scalar broadcast
+    over the activation. ort-int8 (the judge of QDQ files) runs it as QLinearAdd, as `ort` does a QOperator export;
+    the float definition rounds apart from it (MaxViT's first differing activation, bench/zoo_trace.py: 97.34% of
+    codes equal). Shape [] is MaxViT's constant 1.0 over all 256 codes of the activation; [1, 256, 1, 1] a
+    constant tensor broadcast over [1, 256, 16, 16] holding every code, so every pair of codes occurs. `swap`: the
+    constant is Add's first operand."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tileplan.frontend.reference import reference_outputs
+
+    sa, za, sb, zb, sc, zc = 0.00784312, -1, 0.00392157, -128, 0.00784313, -128
+    codes = np.arange(-128, 128)
+    const = np.float32(1.0) if cshape == [] else ((codes - zb) * np.float32(sb)).astype(np.float32).reshape(cshape)
+    consts = {"sa": np.float32(sa), "za": np.int8(za), "sb": np.float32(sb), "zb": np.int8(zb),
+              "sc": np.float32(sc), "zc": np.int8(zc), "k": const}
+    nodes = [helper.make_node("QuantizeLinear", ["a", "sa", "za"], ["aq"]),
+             helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
+             helper.make_node("QuantizeLinear", ["k", "sb", "zb"], ["kq"]),
+             helper.make_node("DequantizeLinear", ["kq", "sb", "zb"], ["kd"]),
+             helper.make_node("Add", ["kd", "ad"] if swap else ["ad", "kd"], ["s"]),
+             helper.make_node("QuantizeLinear", ["s", "sc", "zc"], ["sq"]),
+             helper.make_node("DequantizeLinear", ["sq", "sc", "zc"], ["y"])]
+    shape = [1, 256, 16, 16]
+    graph = helper.make_graph(nodes, "gelu_add", [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    a = ((np.tile(codes, 256) - za) * np.float32(sa)).astype(np.float32).reshape(shape)
+    got = run_artifact(compile_bytes(data).artifact, {"a": a}).outputs["y"]
+    np.testing.assert_array_equal(got, reference_outputs(data, {"a": a}, "ort-int8")["y"])

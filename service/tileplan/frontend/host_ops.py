@@ -215,6 +215,30 @@ def _qsoftmax_te(x: Any, table: Any, y_scale: float, y_zp: int) -> Any:
     return te.compute(shape, out, name="qsoftmax")
 
 
+def _qglobal_avgpool_func(ty_in: Any, q: tuple[float, int, float, int]) -> Any:
+    """int8 NCHW global average pool as onnxruntime's QLinearGlobalAveragePool computes it (MLAS): the image's
+    codes summed in int32, then requantized once, y = round_half_even(float(sum - z_x * N) * (s_x / (s_y * N)))
+    + z_y (the scale computed in float32), saturated to int8."""
+    from tvm import te, tirx
+
+    xs, xz, ys, yz = q
+    n, c, h, w = (int(d) for d in ty_in.shape)
+    x = te.placeholder((n, c, h, w), "int8", name="x")
+    rh = te.reduce_axis((0, h), name="rh")
+    rw = te.reduce_axis((0, w), name="rw")
+    total = te.compute((n, c), lambda b, ch: te.sum(x[b, ch, rh, rw].astype("int32"), axis=[rh, rw]), name="imgsum")
+    scale = float(np.float32(xs) / (np.float32(ys) * np.float32(h * w)))
+    f32 = "float32"
+
+    def out(b: Any, ch: Any, i: Any, j: Any) -> Any:
+        v = tirx.nearbyint((total[b, ch] - tirx.const(xz * h * w, "int32")).astype(f32) * tirx.const(scale, f32))
+        v = tirx.max(tirx.min(v, tirx.const(127.0 - yz, f32)), tirx.const(-128.0 - yz, f32))
+        return tirx.Cast("int8", v.astype("int32") + tirx.const(yz, "int32"))
+
+    y = te.compute((n, c, 1, 1), out, name="qglobalavgpool")
+    return te.create_prim_func([x, y]).with_attr("global_symbol", "qglobalavgpool").with_attr("op_pattern", 8)
+
+
 def _qavgpool_func(ty_in: Any, ty_out: Any, attrs: Any, q: tuple[float, int, float, int]) -> Any:
     """int8 NCHW average pool as onnxruntime's QLinearAveragePool computes it (QLinearPool2DTask): each code
     dequantized as float(x - z_x) * s_x, the window's in-bounds values summed in row-major order from 0.0 in
@@ -327,8 +351,9 @@ def add_table(a: tuple[float, int], b: tuple[float, int], y: tuple[float, int], 
 
 
 def _pair_lookup_func(ty: Any, bty: Any = None) -> Any:
-    """y = table[(a + 128) * 256 + b + 128] elementwise; `bty` (same rank, each dimension equal or 1): `b`
-    broadcast over `a`'s shape (default: `a`'s type)."""
+    """y = table[(a + 128) * 256 + b + 128] elementwise; `bty` (numpy broadcasting that does not grow `a`: no more
+    dimensions, each trailing one equal or 1, e.g. a scalar or a [1, C, 1, 1] scale): `b` broadcast over `a`'s
+    shape (default: `a`'s type)."""
     from tvm import te
 
     shape = [int(d) for d in ty.shape]
@@ -336,16 +361,17 @@ def _pair_lookup_func(ty: Any, bty: Any = None) -> Any:
     a = te.placeholder(shape, "int8", name="a")
     b = te.placeholder(bshape, "int8", name="b")
     table = te.placeholder((65536,), "int8", name="table")
+    lead = len(shape) - len(bshape)
 
     def at_b(i: Any) -> Any:
-        return b(*[i[k] if bshape[k] == shape[k] else 0 for k in range(len(shape))])
+        return b(*[i[lead + k] if bshape[k] == shape[lead + k] else 0 for k in range(len(bshape))])
 
     y = te.compute(shape, lambda *i: table[(a(*i).astype("int32") + 128) * 256 + at_b(i).astype("int32") + 128],
                    name="pair_lookup")
     return te.create_prim_func([a, b, table, y]).with_attr("global_symbol", "qadd")
 
 
-def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
+def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset()) -> tuple[Any, list[str]]:
     """Rewrite the host op groups whose onnxruntime kernels round differently from the float QDQ definition, so
     the program's outputs equal onnxruntime's default session (which fuses them into integer operators):
 
@@ -353,11 +379,15 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
       (table of exp, integer reciprocal of the output scale; `_qsoftmax_te`).
     - dequantize(int8) -> sigmoid / tanh -> quantize(int8), per-tensor: a 256-entry table onnxruntime computes
       (`unary_table`), looked up.
-    - dequantize(int8) + dequantize(int8) [-> relu] -> quantize(int8), per-tensor, operands of one shape (a residual
-      add): a 65,536-entry table of onnxruntime's QLinearAdd (`add_table`), looked up.
+    - dequantize(int8) + / * dequantize(int8) [-> relu] -> quantize(int8), per-tensor, operands of one shape (a
+      residual add) or one broadcast over the other (a squeeze-excitation's scale, a quantized scalar constant):
+      a 65,536-entry table of onnxruntime's QLinearAdd / QLinearMul (`add_table`), looked up.
     - dequantize(int8) -> avg_pool2d (NCHW, no dilation, a window smaller than the image) -> quantize(int8),
       per-tensor: onnxruntime's QLinearAveragePool arithmetic (`_qavgpool_func`: the zero point added before the
       rounding).
+    - dequantize(int8) -> an ONNX GlobalAveragePool (NCHW; `global_pools`: the names of its relax bindings, since
+      a ReduceMean, which onnxruntime keeps in float, imports as the same mean) -> quantize(int8), per-tensor:
+      onnxruntime's QLinearGlobalAveragePool arithmetic (`_qglobal_avgpool_func`: an int32 sum, requantized once).
 
     Returns the module and a note per rewritten kind."""
     from tvm import relax
@@ -383,6 +413,10 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             pool = self._bound(new.args[0], "relax.nn.avg_pool2d")
             if pool is not None:
                 return self._avg_pool(new, pool)
+            mean = self._bound(new.args[0], "relax.mean")
+            if mean is not None and str(new.args[0].name) in global_pools:
+                # (a ReduceMean, which onnxruntime keeps in float, is the same relax.mean)
+                return self._global_avg_pool(new, mean)
             sm = self._bound(new.args[0], "relax.nn.softmax")
             dq = self._bound(sm.args[0], "relax.dequantize") if sm is not None else None
             if dq is None:
@@ -419,6 +453,21 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             rewritten.append("avgpool")
             return relax.call_tir(gv, relax.Tuple([x]), q.ty)
 
+        def _global_avg_pool(self, q: Any, mean: Any) -> Any:
+            dq = self._bound(mean.args[0], "relax.dequantize")
+            if dq is None:
+                return q
+            x = dq.args[0]
+            xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], q.args[1], q.args[2]))
+            if (str(x.ty.dtype) != "int8" or str(q.attrs.out_dtype) != "int8" or xs is None or ys is None
+                    or yz is None or xz is None or not (np.isfinite(xs) and np.isfinite(ys)) or len(x.ty.shape) != 4
+                    or sorted(int(a) for a in mean.attrs.axis) != [2, 3] or not bool(mean.attrs.keepdims)):
+                return q  # per-channel scales, other types or layouts, an infinite scale: the float definition
+            gv = self.builder_.add_func(_qglobal_avgpool_func(x.ty, (float(xs), int(xz), float(ys), int(yz))),
+                                        "qglobalavgpool")
+            rewritten.append("globalavgpool")
+            return relax.call_tir(gv, relax.Tuple([x]), q.ty)
+
         def _lookup(self, q: Any, unary: Any) -> Any:
             dq = self._bound(unary.args[0], "relax.dequantize")
             if dq is None:
@@ -440,12 +489,14 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             xs = [d.args[0] for d in dqs]
             params = [(_scalar(d.args[1]), _scalar(d.args[2])) for d in dqs] + [(_scalar(q.args[1]), _scalar(q.args[2]))]
             shapes = [[int(v) for v in x.ty.shape] for x in xs]
-            if op == "Mul" and shapes[0] != shapes[1] and _broadcasts(shapes[0], shapes[1]):
-                pass  # b broadcast over a (a squeeze-excitation's per-channel scale)
-            elif op == "Mul" and shapes[0] != shapes[1] and _broadcasts(shapes[1], shapes[0]):
+            # one operand broadcast over the other (a squeeze-excitation's per-channel scale, GELU's "+ 1" scalar):
+            # onnxruntime's QLinearAdd / QLinearMul broadcast too; the broadcast one goes second
+            if shapes[0] != shapes[1] and _broadcasts(shapes[0], shapes[1]):
+                pass
+            elif shapes[0] != shapes[1] and _broadcasts(shapes[1], shapes[0]):
                 xs, params, shapes = [xs[1], xs[0]], [params[1], params[0], params[2]], [shapes[1], shapes[0]]
             elif shapes[0] != shapes[1]:
-                return q  # other broadcasting: the float definition
+                return q  # both operands broadcast: the float definition
             if (any(str(x.ty.dtype) != "int8" for x in xs) or str(q.attrs.out_dtype) != "int8"
                     or [int(v) for v in q.ty.shape] != shapes[0]
                     or any(sc is None or zp is None or not np.isfinite(sc) for sc, zp in params)):
@@ -474,6 +525,7 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
             out[gv] = f
     how = {"softmax": "as onnxruntime's integer kernel does (QLinearSoftmax)",
            "avgpool": "as onnxruntime's integer kernel does (QLinearAveragePool)",
+           "globalavgpool": "as onnxruntime's integer kernel does (QLinearGlobalAveragePool)",
            "add": "by looking up a table of onnxruntime's integer kernel (QLinearAdd)",
            "mul": "by looking up a table of onnxruntime's integer kernel (QLinearMul)",
            "sigmoid": "by looking up a table onnxruntime made (its logistic function)",
@@ -483,8 +535,9 @@ def onnxruntime_compatible(mod: Any) -> tuple[Any, list[str]]:
 
 
 def _broadcasts(shape: list[int], other: list[int]) -> bool:
-    """`other` broadcasts over `shape` without growing it: the same rank, each dimension equal or 1."""
-    return len(shape) == len(other) and all(o in (d, 1) for d, o in zip(shape, other))
+    """`other` broadcasts over `shape` without growing it (numpy's rule, aligned at the last dimension): no higher
+    rank, each of its dimensions equal to `shape`'s or 1; a scalar broadcasts over anything."""
+    return len(other) <= len(shape) and all(o in (d, 1) for d, o in zip(shape[len(shape) - len(other):], other))
 
 
 def tvm_op_type() -> Any:
