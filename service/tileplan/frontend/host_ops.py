@@ -421,13 +421,12 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset())
             dq = self._bound(sm.args[0], "relax.dequantize") if sm is not None else None
             if dq is None:
                 return new
+            unit = self._int8_unit(dq, new)
             x = dq.args[0]
             ndim = len(x.ty.shape)
-            xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], new.args[1], new.args[2]))
-            if (str(x.ty.dtype) != "int8" or str(new.attrs.out_dtype) != "int8" or xs is None or ys is None
-                    or yz is None or xz is None or int(sm.attrs.axis) % ndim != ndim - 1
-                    or not (np.isfinite(xs) and np.isfinite(ys))):  # scale inf: the float definition (NaN)
+            if unit is None or int(sm.attrs.axis) % ndim != ndim - 1:  # scale inf: the float definition (NaN)
                 return new
+            xs, xz, ys, yz = unit
             d = int(x.ty.shape[-1])
             table = relax.const(softmax_table(float(xs), d))
             gv = self.builder_.add_func(_qsoftmax_func(x.ty, float(ys), int(yz)), "qsoftmax")
@@ -435,17 +434,13 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset())
             return relax.call_tir(gv, relax.Tuple([x, table]), new.ty)
 
         def _avg_pool(self, q: Any, pool: Any) -> Any:
-            dq = self._bound(pool.args[0], "relax.dequantize")
-            if dq is None:
-                return q
-            x, at = dq.args[0], pool.attrs
-            xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], q.args[1], q.args[2]))
-            hw = [int(d) for d in x.ty.shape][2:]
-            if (str(x.ty.dtype) != "int8" or str(q.attrs.out_dtype) != "int8" or xs is None or ys is None
-                    or yz is None or xz is None or not (np.isfinite(xs) and np.isfinite(ys))
-                    or str(at.layout) != "NCHW" or str(at.out_layout) != "NCHW"
+            at = pool.attrs
+            unit = self._int8_input(q, pool.args[0])
+            if (unit is None or str(at.layout) != "NCHW" or str(at.out_layout) != "NCHW"
                     or any(int(d) != 1 for d in at.dilation)):
                 return q  # per-channel scales, other types or layouts, dilation: the float definition
+            x, (xs, xz, ys, yz) = unit
+            hw = [int(d) for d in x.ty.shape][2:]
             if [int(k) for k in at.pool_size] == hw and all(int(p) == 0 for p in at.padding):
                 return q  # onnxruntime runs a window over the whole image as its global average pool
             func = _qavgpool_func(x.ty, q.ty, at, (float(xs), int(xz), float(ys), int(yz)))
@@ -454,29 +449,21 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset())
             return relax.call_tir(gv, relax.Tuple([x]), q.ty)
 
         def _global_avg_pool(self, q: Any, mean: Any) -> Any:
-            dq = self._bound(mean.args[0], "relax.dequantize")
-            if dq is None:
-                return q
-            x = dq.args[0]
-            xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], q.args[1], q.args[2]))
-            if (str(x.ty.dtype) != "int8" or str(q.attrs.out_dtype) != "int8" or xs is None or ys is None
-                    or yz is None or xz is None or not (np.isfinite(xs) and np.isfinite(ys)) or len(x.ty.shape) != 4
+            unit = self._int8_input(q, mean.args[0])
+            if (unit is None or len(unit[0].ty.shape) != 4
                     or sorted(int(a) for a in mean.attrs.axis) != [2, 3] or not bool(mean.attrs.keepdims)):
                 return q  # per-channel scales, other types or layouts, an infinite scale: the float definition
+            x, (xs, xz, ys, yz) = unit
             gv = self.builder_.add_func(_qglobal_avgpool_func(x.ty, (float(xs), int(xz), float(ys), int(yz))),
                                         "qglobalavgpool")
             rewritten.append("globalavgpool")
             return relax.call_tir(gv, relax.Tuple([x]), q.ty)
 
         def _lookup(self, q: Any, unary: Any) -> Any:
-            dq = self._bound(unary.args[0], "relax.dequantize")
-            if dq is None:
-                return q
-            x = dq.args[0]
-            xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], q.args[1], q.args[2]))
-            if (str(x.ty.dtype) != "int8" or str(q.attrs.out_dtype) != "int8" or xs is None or ys is None
-                    or yz is None or xz is None or not (np.isfinite(xs) and np.isfinite(ys))):
+            unit = self._int8_input(q, unary.args[0])
+            if unit is None:
                 return q  # per-channel scales, other types, an infinite scale: the float definition
+            x, (xs, xz, ys, yz) = unit
             table = relax.const(unary_table(UNARY_ONNX[unary.op.name], xs, int(xz), ys, int(yz)))
             gv = self.builder_.add_func(_lookup_func(x.ty), "qlookup")
             rewritten.append(UNARY_ONNX[unary.op.name].lower())
@@ -507,6 +494,24 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset())
             gv = self.builder_.add_func(_pair_lookup_func(xs[0].ty, xs[1].ty), "qadd")
             rewritten.append(op.lower())
             return relax.call_tir(gv, relax.Tuple([xs[0], xs[1], table]), q.ty)
+
+        @staticmethod
+        def _int8_unit(dq: Any, q: Any) -> tuple[float, int, float, int] | None:
+            """(x scale, x zero point, y scale, y zero point) of an int8 dequantize -> op -> quantize unit with
+            per-tensor, finite scales (the units onnxruntime runs as integer kernels); None for anything else
+            (per-channel scales, other types, an infinite scale), which keeps the float definition."""
+            xs, xz, ys, yz = (_scalar(a) for a in (dq.args[1], dq.args[2], q.args[1], q.args[2]))
+            if (str(dq.args[0].ty.dtype) != "int8" or str(q.attrs.out_dtype) != "int8" or xs is None or ys is None
+                    or yz is None or xz is None or not (np.isfinite(xs) and np.isfinite(ys))):
+                return None
+            return float(xs), int(xz), float(ys), int(yz)
+
+        def _int8_input(self, q: Any, operand: Any) -> tuple[Any, tuple[float, int, float, int]] | None:
+            """The int8 tensor a unary unit dequantizes (`operand` bound to a dequantize) and the unit's
+            `_int8_unit` parameters, or None where either is missing."""
+            dq = self._bound(operand, "relax.dequantize")
+            unit = self._int8_unit(dq, q) if dq is not None else None
+            return (dq.args[0], unit) if unit is not None else None
 
         def _bound(self, e: Any, op: str) -> Any:
             if not isinstance(e, relax.Var):
