@@ -37,6 +37,37 @@ def _model(op: str = "Sigmoid", y_scale: float = Y_SCALE, y_zp: int = Y_ZP) -> b
     return model.SerializeToString()
 
 
+def _pair_unit(name: str, op: str, scales: tuple, shape: list[int], b_shape: list[int] | None = None,
+               b_const: np.ndarray | None = None, relu: bool = False, swap: bool = False) -> bytes:
+    """An int8 binary unit as onnxruntime's quantizer writes it: `a` and `b` each QuantizeLinear -> DequantizeLinear
+    (scales = sa, za, sb, zb, sc, zc), `op` of the two (b first with `swap`) [-> Relu], QuantizeLinear ->
+    DequantizeLinear to `y`. `b` is a graph input of `b_shape` (default `shape`), or the float constant `b_const`."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    sa, za, sb, zb, sc, zc = scales
+    consts = {"sa": np.float32(sa), "za": np.int8(za), "sb": np.float32(sb), "zb": np.int8(zb),
+              "sc": np.float32(sc), "zc": np.int8(zc)}
+    if b_const is not None:
+        consts["b"] = b_const
+    pair = ["bd", "ad"] if swap else ["ad", "bd"]
+    nodes = [helper.make_node("QuantizeLinear", ["a", "sa", "za"], ["aq"]),
+             helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
+             helper.make_node("QuantizeLinear", ["b", "sb", "zb"], ["bq"]),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"])]
+    nodes += ([helper.make_node(op, pair, ["s0"]), helper.make_node("Relu", ["s0"], ["s"])] if relu
+              else [helper.make_node(op, pair, ["s"])])
+    nodes += [helper.make_node("QuantizeLinear", ["s", "sc", "zc"], ["sq"]),
+              helper.make_node("DequantizeLinear", ["sq", "sc", "zc"], ["y"])]
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape)]
+    if b_const is None:
+        inputs.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, b_shape or shape))
+    graph = helper.make_graph(nodes, name, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
 @pytest.mark.parametrize("op, y_scale, y_zp", [("Sigmoid", Y_SCALE, Y_ZP), ("Tanh", 1 / 127.5, 0),
                                                ("Tanh", 0.0078125, -1)])
 def test_quantized_unary_equals_onnxruntime_on_every_input_code(op, y_scale, y_zp):
@@ -52,28 +83,11 @@ def test_residual_add_equals_onnxruntimes_qlinearadd_on_every_pair():
     """ResNet-50's layer4.0 residual add (its scales; Add -> Relu): the float definition and onnxruntime's integer
     QLinearAdd (what both judges run) round 1 of the 65,536 input pairs apart; the host looks the add up in a
     table of onnxruntime's kernel, so every pair equals it."""
-    from onnx import TensorProto, helper, numpy_helper
-
     from tileplan.frontend.reference import reference_outputs
 
     sa, za, sb, zb, sc, zc = 0.039014797657728195, 0, 0.04061543941497803, 5, 0.02945830300450325, -128
-    consts = {"sa": np.float32(sa), "za": np.int8(za), "sb": np.float32(sb), "zb": np.int8(zb),
-              "sc": np.float32(sc), "zc": np.int8(zc)}
-    nodes = [helper.make_node("QuantizeLinear", ["a", "sa", "za"], ["aq"]),
-             helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
-             helper.make_node("QuantizeLinear", ["b", "sb", "zb"], ["bq"]),
-             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
-             helper.make_node("Add", ["ad", "bd"], ["s0"]), helper.make_node("Relu", ["s0"], ["s"]),
-             helper.make_node("QuantizeLinear", ["s", "sc", "zc"], ["sq"]),
-             helper.make_node("DequantizeLinear", ["sq", "sc", "zc"], ["y"])]
     shape = [1, 256, 16, 16]
-    graph = helper.make_graph(nodes, "residual_add", [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
-                                                      for n in ("a", "b")],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    data = model.SerializeToString()
+    data = _pair_unit("residual_add", "Add", (sa, za, sb, zb, sc, zc), shape, relu=True)
     codes = np.arange(-128, 128)
     a = ((np.tile(codes, 256) - za) * np.float32(sa)).astype(np.float32).reshape(shape)
     b = ((np.repeat(codes, 256) - zb) * np.float32(sb)).astype(np.float32).reshape(shape)
@@ -88,28 +102,11 @@ def test_squeeze_excitation_mul_equals_onnxruntimes_qlinearmul_on_every_pair():
     (the `ort-int8` judge of QDQ files and `ort` of QOperator ones) round 18 of the 65,536 input pairs apart; before the host looked the Mul up in a table
     of onnxruntime's kernel, the first differing activation of the model (bench/zoo_trace.py), 29% of its logits
     equal. Every pair: channel c of `a` holds all 256 codes, `b`'s channel c the code c - 128."""
-    from onnx import TensorProto, helper, numpy_helper
-
     from tileplan.frontend.reference import reference_outputs
 
     sa, za, sb, zb, sc, zc = 0.002636348595842719, -128, 0.027957424521446228, -118, 0.016051411628723145, -116
-    consts = {"sa": np.float32(sa), "za": np.int8(za), "sb": np.float32(sb), "zb": np.int8(zb),
-              "sc": np.float32(sc), "zc": np.int8(zc)}
-    nodes = [helper.make_node("QuantizeLinear", ["a", "sa", "za"], ["aq"]),
-             helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
-             helper.make_node("QuantizeLinear", ["b", "sb", "zb"], ["bq"]),
-             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
-             helper.make_node("Mul", ["ad", "bd"], ["s"]),
-             helper.make_node("QuantizeLinear", ["s", "sc", "zc"], ["sq"]),
-             helper.make_node("DequantizeLinear", ["sq", "sc", "zc"], ["y"])]
     shape, bshape = [1, 256, 16, 16], [1, 256, 1, 1]
-    graph = helper.make_graph(nodes, "se_mul", [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape),
-                                                helper.make_tensor_value_info("b", TensorProto.FLOAT, bshape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    data = model.SerializeToString()
+    data = _pair_unit("se_mul", "Mul", (sa, za, sb, zb, sc, zc), shape, bshape)
     codes = np.arange(-128, 128)
     a = ((np.tile(codes, 256) - za) * np.float32(sa)).astype(np.float32).reshape(shape)
     b = ((codes - zb) * np.float32(sb)).astype(np.float32).reshape(bshape)
@@ -128,29 +125,13 @@ def test_add_of_a_quantized_constant_equals_onnxruntimes_qlinearadd(cshape, swap
     codes equal). Shape [] is MaxViT's constant 1.0 over all 256 codes of the activation; [1, 256, 1, 1] a
     constant tensor broadcast over [1, 256, 16, 16] holding every code, so every pair of codes occurs. `swap`: the
     constant is Add's first operand."""
-    from onnx import TensorProto, helper, numpy_helper
-
     from tileplan.frontend.reference import reference_outputs
 
     sa, za, sb, zb, sc, zc = 0.00784312, -1, 0.00392157, -128, 0.00784313, -128
     codes = np.arange(-128, 128)
     const = np.float32(1.0) if cshape == [] else ((codes - zb) * np.float32(sb)).astype(np.float32).reshape(cshape)
-    consts = {"sa": np.float32(sa), "za": np.int8(za), "sb": np.float32(sb), "zb": np.int8(zb),
-              "sc": np.float32(sc), "zc": np.int8(zc), "k": const}
-    nodes = [helper.make_node("QuantizeLinear", ["a", "sa", "za"], ["aq"]),
-             helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
-             helper.make_node("QuantizeLinear", ["k", "sb", "zb"], ["kq"]),
-             helper.make_node("DequantizeLinear", ["kq", "sb", "zb"], ["kd"]),
-             helper.make_node("Add", ["kd", "ad"] if swap else ["ad", "kd"], ["s"]),
-             helper.make_node("QuantizeLinear", ["s", "sc", "zc"], ["sq"]),
-             helper.make_node("DequantizeLinear", ["sq", "sc", "zc"], ["y"])]
     shape = [1, 256, 16, 16]
-    graph = helper.make_graph(nodes, "gelu_add", [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    data = model.SerializeToString()
+    data = _pair_unit("gelu_add", "Add", (sa, za, sb, zb, sc, zc), shape, b_const=const, swap=swap)
     a = ((np.tile(codes, 256) - za) * np.float32(sa)).astype(np.float32).reshape(shape)
     got = run_artifact(compile_bytes(data).artifact, {"a": a}).outputs["y"]
     np.testing.assert_array_equal(got, reference_outputs(data, {"a": a}, "ort-int8")["y"])
