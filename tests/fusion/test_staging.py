@@ -22,6 +22,16 @@ def _run(src: str, bufs: dict[str, np.ndarray], entry: str, acc: int, spad: int 
     return e.run(src, bufs, entry=entry, readonly=("I", "W", "B"))
 
 
+def _plan(mod: object, s1: object, s2: object, acc: int) -> tuple:
+    """A pair kernel's (kernel.py or dw_kernel.py) shape, band and prelaid weights and bias for specs s1 -> s2 on
+    16x16 with 16,384 scratchpad rows and `acc` accumulator rows; every step must succeed."""
+    sh = mod.shape_of(s1, s2)  # type: ignore[attr-defined]
+    assert sh is not None
+    t = mod.choose_band(sh, 16, 16384, acc)  # type: ignore[attr-defined]
+    assert t is not None
+    return (sh, t, *mod.prelay(s1, s2, sh, 16))  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("m", "c1", "k1", "k2", "acc"), [
     (40, 24, 56, 20, 1024),   # edges in every dimension, one band
     (100, 16, 32, 16, 200),   # several bands through both input slots
@@ -35,11 +45,7 @@ def test_staged_pointwise_chain_equals_the_fused_kernel(m: int, c1: int, k1: int
                                bias=rng.integers(-3000, 3000, k, dtype=np.int32), abi=SimpleNamespace(layout="NHWC"))
 
     s1, s2 = spec(c1, k1), spec(k1, k2)
-    sh = kernel.shape_of(s1, s2)
-    assert sh is not None
-    t = kernel.choose_band(sh, 16, 16384, acc)
-    assert t is not None
-    w, b = kernel.prelay(s1, s2, sh, 16)
+    sh, t, w, b = _plan(kernel, s1, s2, acc)
     src = kernel.generate("tpf_st", sh, t, dim=16, spad_rows=16384, acc_rows=acc, max_bytes=64, scale1=0.0071,
                           relu1=True, scale2=0.013, relu2=False, hw_name="test")
     bufs = {"I": rng.integers(-128, 128, (m, c1), dtype=np.int8), "W": w, "B": b,
@@ -67,11 +73,7 @@ def test_staged_depthwise_pointwise_equals_the_fused_kernel(n: int, c: int, hw: 
                          bias=rng.integers(-2000, 2000, c, dtype=np.int32), abi=abi)
     s2 = SimpleNamespace(layer=pw, weights=rng.integers(-128, 128, (1, 1, 1, c, k2), dtype=np.int8),
                          bias=rng.integers(-3000, 3000, k2, dtype=np.int32), abi=abi)
-    sh = dw_kernel.shape_of(s1, s2)
-    assert sh is not None
-    t = dw_kernel.choose_band(sh, 16, 16384, acc)
-    assert t is not None
-    w, b = dw_kernel.prelay(s1, s2, sh, 16)
+    sh, t, w, b = _plan(dw_kernel, s1, s2, acc)
     src = dw_kernel.generate("tpf_dwst", sh, t, dim=16, spad_rows=16384, acc_rows=acc, max_bytes=64, scale1=0.004,
                              relu1=True, scale2=0.011, relu2=False, hw_name="test")
     out = np.zeros((n, k2, dw.out_h, dw.out_w), np.int8)
