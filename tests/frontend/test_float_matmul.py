@@ -23,7 +23,7 @@ SA, ZA, SB, ZB = 0.02, -3, 0.05, 4
 
 def _model(op: str, equation: str, a_shape: list[int], b_shape: list[int], y_shape: list[int],
            quantized_output: bool, y_scale: float = 0.05) -> bytes:
-    """a -> Q -> DQ, b -> Q -> DQ -> Einsum(equation) / MatMul [-> Q -> DQ] -> y."""
+    """a -> Q -> DQ, b -> Q -> DQ -> Einsum(equation) / (Neg(a) -> MatMul) [-> Q -> DQ] -> y."""
     from onnx import TensorProto, helper, numpy_helper
 
     consts = {"sa": np.float32(SA), "za": np.int8(ZA), "sb": np.float32(SB), "zb": np.int8(ZB),
@@ -36,7 +36,9 @@ def _model(op: str, equation: str, a_shape: list[int], b_shape: list[int], y_sha
     if op == "Einsum":
         nodes.append(helper.make_node("Einsum", ["ad", "bd"], [out], equation=equation))
     else:
-        nodes.append(helper.make_node("MatMul", ["ad", "bd"], [out]))
+        # (a Neg between: onnxruntime fuses dequantize -> MatMul with a float output into its integer
+        # MatMulIntegerToFloat, which is not the float product this test is about)
+        nodes += [helper.make_node("Neg", ["ad"], ["an"]), helper.make_node("MatMul", ["an", "bd"], [out])]
     if quantized_output:
         nodes += [helper.make_node("QuantizeLinear", ["m", "sy", "zy"], ["mq"]),
                   helper.make_node("DequantizeLinear", ["mq", "sy", "zy"], ["y"])]
@@ -60,10 +62,12 @@ CASES = [
     # MaxViT-T's window attention (stage 1: 2 heads of 32, windows of 7 x 7 = 49 tokens; 8 of its 64 windows)
     ("Einsum", "bghij,bghjd->bghid", [1, 8, 2, 49, 49], [1, 8, 2, 49, 32], [1, 8, 2, 49, 32]),   # softmax x V
     ("Einsum", "bghid,bghjd->bghij", [1, 8, 2, 49, 32], [1, 8, 2, 49, 32], [1, 8, 2, 49, 49]),   # Q x K^T
-    ("Einsum", "bik,bkj->bij", [3, 5, 300], [3, 300, 7], [3, 5, 7]),      # K in three slices (N 7: slices of 1024)
-    ("Einsum", "bik,bkj->bij", [2, 40, 300], [2, 300, 130], [2, 40, 130]),  # K in slices of 128
-    ("MatMul", "", [2, 3, 17, 200], [2, 3, 200, 33], [2, 3, 17, 33]),     # slices of 256 (N 33)
+    ("Einsum", "bik,bkj->bij", [3, 5, 1100], [3, 1100, 7], [3, 5, 7]),    # N 7: K in slices of 1024
+    ("Einsum", "bik,bkj->bij", [2, 140, 300], [2, 300, 130], [2, 140, 130]),  # slices of 128, 128 and 44
+    ("Einsum", "ik,bkj->bij", [6, 40], [2, 40, 10], [2, 6, 10]),
+    ("MatMul", "", [2, 3, 17, 300], [2, 3, 300, 33], [2, 3, 17, 33]),     # N 33: slices of 256
     ("MatMul", "", [4, 9, 9], [4, 9, 20], [4, 9, 20]),
+    ("MatMul", "", [2, 5, 40], [40, 24], [2, 5, 24]),                     # B a matrix: onnxruntime's M is 10
 ]
 
 
