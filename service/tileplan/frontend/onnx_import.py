@@ -416,6 +416,15 @@ def _clip(inputs: Any, attrs: dict) -> Any:
     return relax.op.clip(x, bounds[0], bounds[1])
 
 
+def _einsum(inputs: Any, attrs: dict) -> Any:
+    """Einsum as one `relax.einsum` (TVM's importer emits it already legalized, topi.einsum's sequential sums;
+    host_ops legalizes it with onnxruntime's arithmetic where it can)."""
+    from tvm import relax
+
+    eq = attrs["equation"]
+    return relax.op.einsum(list(inputs), eq.decode("utf-8") if isinstance(eq, bytes) else str(eq))
+
+
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's."""
     from tvm.relax.frontend.onnx import onnx_frontend
@@ -455,7 +464,8 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
         def _convert_operator(self, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
             node = attrs["tvm_custom"]["name"]
             try:
-                sym = _clip(inputs, attrs) if op_name == "Clip" else None
+                sym = (_clip(inputs, attrs) if op_name == "Clip" else _einsum(inputs, attrs) if op_name == "Einsum"
+                       else None)
                 if sym is None:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)
             except InputError:
