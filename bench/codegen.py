@@ -175,7 +175,8 @@ def main() -> None:
              "(`tileplan.cost.gemmini`, `_cycle_terms` / `_totals`) applied to the instructions the program actually "
              "issued: per call (config_ex) the DMA requests and bytes of its loads and stores, the rows its computes "
              "streamed (at least the compute floor each), its compute instructions and weight preloads, and the "
-             "requests on strided rows of buffers larger than the L2; the parameters are the descriptor's "
+             "requests on strided rows of buffers larger than the L2 (and, counted again, than the LLC); the "
+             "parameters are the descriptor's "
              "`CostParams` (`tileplan.codegen.pipeline.timing_for`). So emulated / model(code) measures whether the "
              "model counts what the code does; the instruction-level timeline (three units, hazards, DMA/array "
              "contention) is kept beside it (`RunResult.timeline_cycles`, column `timeline`).", "",

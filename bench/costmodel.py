@@ -467,7 +467,9 @@ def main() -> None:
         "at the DMA's 16 B/cycle peak times a fitted efficiency (the YAML's nominal figure is not used); a request on a "
         "tensor larger than the SoC's L2 (512 KiB: the L2 no longer holds it when the library refetches it) whose row "
         "is strided (a channel tile narrower than the tensor's rows) waits on DRAM a fitted `dram_request_cycles` more "
-        "(counting contiguous rows too, or ignoring the L2, fits worse). The DMA writes every output row as its own "
+        "(counting contiguous rows too, or ignoring the L2, fits worse), and one on a tensor larger than the 4 MiB LLC "
+        "that DOSA's FireSim image models behind the L2 (FASED's LLC, `..._l2_llc4mb_ddr3`) waits a fitted "
+        "`llc_miss_cycles` more (DRAM). The DMA writes every output row as its own "
         "put (DMA.scala, StreamWriter: at least one 16-byte beat, up to 16 in flight) and the L2 serves puts to one "
         "64-byte block one after another: a store request behind earlier ones of its mvout to the same block (rows "
         "closer than 64 B: few output channels) waits a fitted `block_wait_cycles` (per request of the longest "
@@ -486,6 +488,7 @@ def main() -> None:
         *[f"| {n} | {getattr(params, n):.4g} | {getattr(shipped, n):.4g} |" for n in FITTED],
         f"| dma_bytes_per_cycle (hardware fact, not fitted) | {params.dma_bytes_per_cycle:g} | |",
         f"| l2_bytes (hardware fact, not fitted) | {params.l2_bytes:g} | |",
+        f"| llc_bytes (hardware fact, not fitted) | {params.llc_bytes:g} | |",
         "",
         f"Fit: both sets weighted equally, soft-L1 on relative error (f_scale 0.1: about linear above 10%); {len(set(art.labels(lambda r: r.config)))} + 4 + "
         f"{len(set(rand.keys))} + 2 cross-validation fits took {cv_s:.0f} s (whole bench "

@@ -34,8 +34,10 @@ sys.path.insert(0, str(ROOT / "service"))
 from tileplan.hardware.catalog import catalog_dir  # noqa: E402
 
 # The calibrated model's DRAM terms (tileplan.cost.gemmini): sustained bytes per cycle (16 B x dram_efficiency),
-# cycles per DMA request, per request on DRAM beyond the L2, and per store that waits for its block.
-FREE_DRAM = {"dram_efficiency": 1.0e6, "dma_request_cycles": 0.0, "dram_request_cycles": 0.0, "block_wait_cycles": 0.0}
+# cycles per DMA request, per request on DRAM beyond the L2 (and beyond the LLC), and per store that waits for its
+# block.
+FREE_DRAM = {"dram_efficiency": 1.0e6, "dma_request_cycles": 0.0, "dram_request_cycles": 0.0, "llc_miss_cycles": 0.0,
+             "block_wait_cycles": 0.0}
 
 
 def free_dram_descriptor(hw: str, out: Path) -> Path:

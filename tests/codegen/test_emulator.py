@@ -355,6 +355,25 @@ def test_a_read_from_the_accumulator_is_scaled_activated_and_clipped():
         assert r.buffers["got"][2, 3] == 127 and r.buffers["got"][0, 0] == 0  # clipped; 0.5 -> 0 (half to even)
 
 
+def test_channel_tiles_of_a_tensor_beyond_the_llc_wait_on_dram_longer():
+    """As the cost model's far_req: a strided request on a buffer larger than the LLC (llc_bytes) counts there too,
+    and costs llc_miss_cycles more; on a buffer between the L2 and the LLC only dram_req counts."""
+    def run(rows: int, llc_miss: float) -> tuple[float, float, float]:
+        x = np.zeros((rows, 1024), np.int8)
+        prog = [isa.config_ld(1024)]
+        for lo in (0, 512):
+            prog.append(isa.config_ex(WS))
+            for r0 in range(0, rows, 16):
+                prog.append(isa.mvin(Dram("x", r0 * 1024 + lo), 0, 64, 16))
+        res = emu(16, llc_bytes=4 << 20, llc_miss_cycles=llc_miss).run(prog, {"x": x})
+        return res.features["dram_req"], res.features["far_req"], res.cycles
+
+    assert run(1024, 0.0)[:2] == (2048, 0)  # 1 MiB: beyond the L2, within the LLC
+    near, far, cycles = run(8192, 0.0)  # 8 MiB: beyond both
+    assert (near, far) == (16384, 16384)
+    assert run(8192, 10.0)[2] == pytest.approx(cycles + 10.0 * far, rel=1e-9)
+
+
 def test_rows_read_whole_in_pieces_or_up_to_their_padding_stream_and_channel_tiles_wait_on_dram():
     """Requests on a tensor beyond the L2 wait on DRAM (dram_req) only for a strided tile: a call that moves rows
     short of the columns the run reads of them (the cost model's channel tile narrower than the tensor's rows,

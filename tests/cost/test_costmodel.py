@@ -61,14 +61,17 @@ def cv_artifact(data):
 def test_restarts_leave_the_local_minimum_the_shipped_parameters_sat_in(data) -> None:
     """The fit's loss has local minima: the parameters shipped until issue 25 (fitted from the previous ones) sat in
     one that least squares from there does not leave; fits from starts scattered around it reach a lower loss, and
-    `fit(restarts=...)` keeps the lowest. The shipped parameters now sit at that lower loss."""
+    `fit(restarts=...)` keeps the lowest. The shipped parameters now sit at that lower loss. (With the LLC term,
+    llc_miss_cycles, which those parameters lacked (0), the minimum a plain fit from them reaches is 16.36, restarts
+    16.29.)"""
     before = CostParams(
         dram_efficiency=0.71, dma_request_cycles=0.9722, dram_request_cycles=0.9483, block_wait_cycles=11.22,
         op_overhead_cycles=0.0032, compute_floor_dims=0.4265, preload_dims=0.3242, call_floor_cycles=274.0251,
         call_floor_matmul=129.4556, run_overhead_cycles=776.6998, overlap_loss=0.2591, tile_search_cycles=275.5847,
+        llc_miss_cycles=0.0,
     )
     stuck = loss(data, fit(data, before))
-    assert stuck > 17.1
+    assert stuck > 16.33
     restarted = loss(data, fit(data, before, restarts=2))
     assert restarted < stuck - 0.05
     assert loss(data, CostParams()) == pytest.approx(restarted, abs=0.01)
@@ -602,6 +605,33 @@ def test_strided_requests_on_tensors_beyond_the_l2_wait_on_dram() -> None:
     assert dram_requests(1024, 1024, 16, l2=64 << 20) == 0
     hw = get_hardware("gemmini-16x16")
     assert CostParams.for_descriptor(hw).dram_request_cycles > 0
+
+
+def test_strided_requests_on_tensors_beyond_the_llc_wait_on_dram_longer() -> None:
+    """DOSA's FireSim image (..._l2_llc4mb_ddr3) has FASED's 4 MiB LLC behind the 512 KiB L2: a strided request on a
+    tensor larger than the LLC too (far_req) waits on DRAM, llc_miss_cycles more; one on a tensor between the two
+    is served by the LLC (dram_req only). U-Net's 3x3 1024->1024 weights (9.4 MB) are beyond both, a 3x3 512->512
+    layer's (2.4 MB) beyond the L2 only; its outputs (0.4 MB) beyond neither."""
+    from tileplan.cost.gemmini import Execution
+
+    far, near = FEATURE_COLUMNS.index("far_req"), FEATURE_COLUMNS.index("dram_req")
+
+    def requests(c: int, k: int, llc: float = 4 << 20) -> tuple[float, float]:
+        e = Execution(
+            kind="conv", dim=16, batch=1, groups=1, out_h=28, out_w=28, k=k, c=c, r=3, s=3, stride=(1, 1),
+            pad=(1, 1), in_h=28, in_w=28, t_n=1, t_h=4, t_w=28, t_k=16, t_c=c, t_r=3, t_s=3, k_step=16, c_step=c,
+            bias=False, llc_bytes=llc,
+        )
+        calls = call_features(e, 8.0)
+        return float((calls[:, near] * calls[:, 0]).sum()), float((calls[:, far] * calls[:, 0]).sum())
+
+    weight_rows = 9 * 1024
+    assert requests(1024, 1024) == (7 * 64 * weight_rows + 7 * 64 * 4 * 28, 7 * 64 * weight_rows)
+    on_l2, on_llc = requests(512, 512)
+    assert on_l2 == 7 * 32 * 9 * 512 and on_llc == 0  # weights: strided, beyond the L2, within the LLC
+    assert requests(1024, 1024, llc=64 << 20)[1] == 0
+    p = CostParams.for_descriptor(get_hardware("gemmini-16x16"))
+    assert p.llc_bytes == 4 << 20 and p.llc_miss_cycles > 0
 
 
 def test_narrow_output_rows_wait_behind_their_block() -> None:

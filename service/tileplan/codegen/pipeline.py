@@ -220,6 +220,8 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
     | dram_request_cycles      | CostParams.dram_request_cycles (strided rows of buffers beyond the L2)  |
     | block_wait_cycles        | CostParams.block_wait_cycles (stores behind others to one 64-B block)   |
     | l2_bytes                 | CostParams.l2_bytes                                                     |
+    | llc_miss_cycles          | CostParams.llc_miss_cycles (the same requests on buffers beyond the LLC)|
+    | llc_bytes                | CostParams.llc_bytes                                                    |
     | calls_overlap            | 1 when the code double buffers (`double_buffer`), else 0                |
     | latencies, issue, config | 0 (the calibrated model has no such terms)                              |
     | queues                   | unbounded (the double-buffered halves bound the run-ahead)              |
@@ -237,7 +239,8 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
         config_cycles=0.0, compute_latency=0.0, queue_load=0.0, queue_exec=0.0, queue_store=0.0,
         call_floor_cycles=p.call_floor_matmul if matmul else p.call_floor_cycles, run_cycles=p.run_overhead_cycles,
         compute_floor_cycles=p.compute_floor_dims * hw.pe_array.rows, dram_request_cycles=p.dram_request_cycles,
-        block_wait_cycles=p.block_wait_cycles, l2_bytes=p.l2_bytes, calls_overlap=1.0 if double_buffer else 0.0)
+        block_wait_cycles=p.block_wait_cycles, l2_bytes=p.l2_bytes, llc_miss_cycles=p.llc_miss_cycles,
+        llc_bytes=p.llc_bytes, calls_overlap=1.0 if double_buffer else 0.0)
 
 
 def _ident(name: str) -> str:

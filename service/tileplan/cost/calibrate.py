@@ -46,6 +46,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "dram_efficiency": (0.05, 1.0),  # cannot beat the DMA's peak
     "dma_request_cycles": (0.0, 100.0),
     "dram_request_cycles": (0.0, 100.0),
+    "llc_miss_cycles": (0.0, 100.0),
     "block_wait_cycles": (0.0, 1000.0),
     "op_overhead_cycles": (0.0, 1000.0),
     "preload_dims": (0.0, 8.0),

@@ -51,9 +51,14 @@ software library per iteration of the DRAM-level loops:
   refetches a tile call after call; a tensor that fits the L2 is still there at the next refetch, one larger than
   it has been evicted, so a request on it waits on DRAM, `dram_request_cycles` more, when its row is strided (a
   channel tile narrower than the tensor's rows; whole rows stream) (`_beyond_l2`; fitted: ~1 cycle; its effect on
-  held-out error is in bench/results/costmodel.md). FireSim's U-Net layers of 2-20 MB
-  tensors and small DMA rows (1 input channel, 2 output channels, 16-channel weight rows 1 KB apart) still
-  measure 2-3x the model: something more than a per-request DRAM wait (not modelled; costmodel.md).
+  held-out error is in bench/results/costmodel.md). The FireSim image DOSA's runs used
+  (firesim_rocket_singlecore_16pe4kdummygemmini_nofirstlayer_no_nic_l2_llc4mb_ddr3, charleshong3/firesim-dosa)
+  models a 4 MiB last-level cache between the L2 and DDR3 (FASED's LLC model, `CostParams.llc_bytes`): a tensor
+  larger than the L2 but not the LLC is refetched from the LLC, and `dram_request_cycles` is that wait; a strided
+  request on a tensor larger than the LLC too goes to DRAM and waits `llc_miss_cycles` more (`far_req`; fitted:
+  ~7 cycles against ~1). FireSim's U-Net layers of 2-20 MB tensors and small DMA rows (1 input channel, 2 output
+  channels) still measure up to 2x the model (costmodel.md). The runs are bare-metal (machine mode, no
+  virtual memory), so Gemmini's DMA TLB translates nothing and costs nothing here.
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
   overlap the current call's compute, so a call's work is about max(DMA, compute) + a fitted share of the
   shorter (one share for loop_conv_ws, one for loop_ws); the first call's loads and the last call's compute
@@ -230,6 +235,8 @@ class Execution:
     # The SoC's shared L2 (bytes): the DMA's requests go through it, so a tensor that fits is refetched from it and
     # one that does not from DRAM (`l2_bytes` in CostParams, a hardware fact).
     l2_bytes: float = DEFAULT_PARAMS.l2_bytes
+    # The last-level cache behind the L2 (`llc_bytes`): a tensor larger than it too is served by DRAM.
+    llc_bytes: float = DEFAULT_PARAMS.llc_bytes
     # Elements between consecutive weight rows in DRAM (0: the layer's K, the weights as the caller lays them out;
     # Tileplan's kernels read a copy padded to the tile grid, rows K_p apart: tileplan.codegen.schedule.model_cycles)
     w_row: int = 0
@@ -349,6 +356,7 @@ class ExecutionBuilder:
                           else (arch.levels[levels[1]].name, arch.levels[levels[0]].name))
         self.bias = problem.bias or executor == "tileplan"
         self.l2 = CostParams.for_descriptor(arch.hardware).l2_bytes
+        self.llc = CostParams.for_descriptor(arch.hardware).llc_bytes
         self.kind = "matmul" if runs_as_matmul(problem) else "conv"
         sh, sw = problem.stride
         dh, dw = problem.dilation
@@ -377,7 +385,7 @@ class ExecutionBuilder:
                 kind="matmul", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=1, k=dims["K"],
                 c=dims["C"], r=1, s=1, stride=(1, 1), pad=(0, 0), in_h=dims["P"], in_w=1, t_n=1, t_w=1, t_r=1, t_s=1,
                 k_step=0, c_step=0, in_bytes=arch.input_bytes, out_bytes=arch.output_bytes, bias=self.bias,
-                dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2,
+                dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
             )
         else:
             self._fixed = dict(
@@ -385,7 +393,7 @@ class ExecutionBuilder:
                 kind="conv", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=dims["Q"], k=dims["K"],
                 c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=pad, in_h=in_h, in_w=in_w,
                 in_bytes=arch.input_bytes, out_bytes=arch.output_bytes, bias=self.bias, reuse=executor == "tileplan",
-                dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2,
+                dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
             )
         self._template: dict[str, Any] | None = None
 
@@ -460,9 +468,10 @@ def tile_search_evaluations(problem: Problem, arch: Architecture) -> int:
 # quantity (the host's tile search before the first call), carried by a run's first row and not multiplied by
 # `count`. `dram_req`: the DMA requests (of ld_req and st_req) on tensors larger than the L2 (`_beyond_l2`).
 # `block_req`: store requests that wait behind earlier ones of their mvout to the same 64-byte block (`_store_chain`).
+# `far_req`: the requests of `dram_req` on tensors larger than the LLC too (`_beyond_l2` at llc_bytes).
 FEATURE_COLUMNS = (
     "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
-    "overlap", "matmul", "part_ops", "part_rows", "search", "dram_req", "block_req",
+    "overlap", "matmul", "part_ops", "part_rows", "search", "dram_req", "block_req", "far_req",
 )
 
 
@@ -812,8 +821,13 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     # are always wider than a call's tile, unless the stores write a group-major padded copy: o_row; the input is
     # read from the host's group-major padded copy, whole rows per group)
     grouped = each("groups") > 1
+    strided_st = (kk < k_all) | (grouped & (each("o_row") == 0))
     dram_req = (load_i * in_req * big["I"] * (cc < c_all) + load_w * w_req * big["W"] * (kk < k_all)
-                + st_req * big["O"] * ((kk < k_all) | (grouped & (each("o_row") == 0))))
+                + st_req * big["O"] * strided_st)
+    # the same requests on tensors larger than the LLC too (`_beyond_l2` at llc_bytes): DRAM serves them
+    far = {t: each("far_" + t) for t in ("I", "W", "O")}
+    far_req = (load_i * in_req * far["I"] * (cc < c_all) + load_w * w_req * far["W"] * (kk < k_all)
+               + st_req * far["O"] * strided_st)
     # store requests waiting behind one to the same 64-byte block (`_store_chain`): mvouts of up to DIM pixels of
     # one block of up to DIM output channels, rows a pixel's channels apart (all groups': NHWC)
     o_row = each("o_row")
@@ -825,7 +839,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     search[starts] = [float(es[i].search) for i in xid[starts]]
     out = np.broadcast_arrays(
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
-        each("overlapped"), 0.0, part_ops, part_rows, search, dram_req, block_req,
+        each("overlapped"), 0.0, part_ops, part_rows, search, dram_req, block_req, far_req,
     )
     return dict(zip(FEATURE_COLUMNS, out)), xid
 
@@ -849,15 +863,17 @@ def _loop_tables(i: int, key: tuple, tables_of: abc.Callable[[Execution], tuple[
 
 
 _CONV_SCALARS = ("dim", "rows", "cols", "in_bytes", "out_bytes", "fold", "groups", "bias", "overlapped", "c", "k",
-                 "big_I", "big_W", "big_O", "o_row")
+                 "big_I", "big_W", "big_O", "o_row", "far_I", "far_W", "far_O")
 
 
 def _conv_scalars(e: Execution) -> tuple[float, ...]:
     """The per-execution values conv_calls_many spreads over an execution's rows, in _CONV_SCALARS order."""
     big = _tensors_beyond_l2(e.batch, e.in_h, e.in_w, e.c, e.groups, e.r, e.s, e.k, e.out_h, e.out_w, e.in_bytes,
                              e.out_bytes, e.l2_bytes, e.w_row, e.o_row)
+    far = _tensors_beyond_l2(e.batch, e.in_h, e.in_w, e.c, e.groups, e.r, e.s, e.k, e.out_h, e.out_w, e.in_bytes,
+                             e.out_bytes, e.llc_bytes, e.w_row, e.o_row)
     return (e.dim, e.rows, e.cols, e.in_bytes, e.out_bytes, e.fold, e.groups, float(e.bias), float(e.overlapped),
-            e.c, e.k, *big, e.o_row)
+            e.c, e.k, *big, e.o_row, *far)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -871,7 +887,7 @@ def _tensors_beyond_l2(*geometry: Any) -> tuple[float, float, float]:
     return float(_beyond_l2(e, "I")), float(_beyond_l2(e, "W")), float(_beyond_l2(e, "O"))
 
 
-def _beyond_l2(e: Execution, tensor: str) -> bool:
+def _beyond_l2(e: Execution, tensor: str, cache_bytes: float | None = None) -> bool:
     """Whether a whole operand tensor ("I", "W", "O") is larger than the L2 the DMA reads and writes through. The
     library refetches its tiles call after call; a tensor that fits stays in the L2 between refetches, one that
     does not is evicted before it is needed again, so its requests go to DRAM. The callers count only the requests
@@ -883,7 +899,7 @@ def _beyond_l2(e: Execution, tensor: str) -> bool:
         "W": e.r * e.s * e.c * (e.w_row or e.k) * e.groups,
         "O": e.batch * e.out_h * e.out_w * (e.o_row * e.groups if e.o_row else e.k * e.groups),
     }[tensor] * (e.out_bytes if tensor == "O" else e.in_bytes)
-    return size > e.l2_bytes
+    return size > (e.l2_bytes if cache_bytes is None else cache_bytes)
 
 
 def _kept_across(e: Execution, trips: dict[str, int], tensor: str) -> list[str]:
@@ -936,6 +952,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     trips = {"P": tiles(rows_i, e.t_h, d), "K": tiles(e.k, e.t_k, cols), "C": tiles(e.c, e.t_c, rows), "G": e.groups}
     out = []
     big = {t: float(_beyond_l2(e, t)) for t in ("I", "W", "O")}
+    far = {t: float(_beyond_l2(e, t, e.llc_bytes)) for t in ("I", "W", "O")}
     kept = {t: _kept_across(e, trips, t) for t in ("I", "W")}  # the DRAM loops each operand is kept across
     a_span, b_span = rows * max_block_len(rows, e.in_bytes), cols * max_block_len(cols, e.in_bytes)
     c_blocks, k_blocks = blocks(e.c, e.t_c, rows, row_elems=True), blocks(e.k, e.t_k, cols, row_elems=True)
@@ -958,6 +975,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     groups, in_bytes, out_bytes, bias = e.groups, e.in_bytes, e.out_bytes, e.bias
     c_all, k_all, overlapped = e.c, e.k, float(e.overlapped)
     big_i, big_w, big_o = big["I"], big["W"], big["O"]
+    far_i, far_w, far_o = far["I"], far["W"], far["O"]
     for (ib, ie, _, i0, _), i_n in blocks(rows_i, e.t_h, d).items():
         ceil_i = np.ceil(ie / d)
         part_rows = ie % d
@@ -981,6 +999,8 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                 block_req = jb * chain_o[(ie, je)] if kf else 0.0
                 dram_req = (load_a * ie * a_row * big_i * (ke < c_all)
                             + load_b * ke * b_row * big_w * (je < k_all))
+                far_req = (load_a * ie * a_row * far_i * (ke < c_all)
+                           + load_b * ke * b_row * far_w * (je < k_all))
                 ld_bytes = (load_a * ie * ke + load_b * ke * je) * in_bytes
                 if k0 and bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * float(_acc_row_req(je, cols))
@@ -990,9 +1010,10 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                     st_req = ie * st_row
                     st_bytes = ie * je * out_bytes
                     dram_req += st_req * big_o * (je < k_all)
+                    far_req += st_req * far_o * (je < k_all)
                 out.append(
                     (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, overlapped, 1.0,
-                     part_ops, part_rows, 0.0, dram_req, block_req)
+                     part_ops, part_rows, 0.0, dram_req, block_req, far_req)
                 )
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
@@ -1037,6 +1058,8 @@ def _cycle_terms(col: Any, p: Any) -> Any:
     dma = (col["ld_req"] + col["st_req"]) * p["dma_request_cycles"] + (col["ld_bytes"] + col["st_bytes"]) / bw
     # a request on a tensor the L2 cannot hold waits on DRAM (`_beyond_l2`)
     dma = dma + col["dram_req"] * p["dram_request_cycles"]
+    # and waits longer still when the tensor is larger than the LLC too: DRAM serves it (`_beyond_l2` at llc_bytes)
+    dma = dma + col["far_req"] * p["llc_miss_cycles"]
     # a store request waits for the ones before it to its 64-byte block (`_store_chain`)
     dma = dma + col["block_req"] * p["block_wait_cycles"]
     # A compute instruction streams its rows (up to DIM) through the array, and occupies it for at least a fitted
@@ -1141,7 +1164,8 @@ def _notes(arch: Architecture, occupied: tuple[int, int, int], executor: str) ->
         f"DRAM: the calibrated DMA rate, {rate:.2f} B/cycle ({p['dma_bytes_per_cycle']:g} B/cycle peak x "
         f"{p['dram_efficiency']:.3f}); the descriptor's nominal {nominal:g} B/cycle is not used by this model "
         "(set cost_params.dram_efficiency or dma_bytes_per_cycle to model another memory system); requests on a "
-        f"tensor larger than the {p['l2_bytes'] / 1024:g} KiB L2 wait {p['dram_request_cycles']:.2f} cycles more"
+        f"tensor larger than the {p['l2_bytes'] / 1024:g} KiB L2 wait {p['dram_request_cycles']:.2f} cycles more, "
+        f"{p['llc_miss_cycles']:.2f} more again beyond the {p['llc_bytes'] / 1024:g} KiB LLC"
     )
     default = CostParams().as_dict()
     own = sorted(k for k, v in arch.hardware.cost_params.items() if k in default and abs(v - default[k]) > 1e-9)

@@ -428,11 +428,11 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double by
 }
 
 /* The cost model's per-call timing (tileplan.cost.gemmini._cycle_terms) of one call's features f (CALL_FEATURES
- * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req, block_req). */
+ * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req, block_req, far_req). */
 static void call_terms(const emu_t *e, const double *f, double *dma, double *ex, double *total) {
   const emu_timing_t *t = &e->t;
   double d = (f[0] + f[2]) * t->dma_request_cycles + (f[1] + f[3]) / t->dram_bytes_per_cycle +
-             f[7] * t->dram_request_cycles + f[8] * t->block_wait_cycles;
+             f[7] * t->dram_request_cycles + f[8] * t->block_wait_cycles + f[9] * t->llc_miss_cycles;
   double x = f[4] + f[5] * t->compute_op_cycles + f[6] * t->preload_cycles;
   double lo = d < x ? d : x, hi = d < x ? x : d;
   double work = t->calls_overlap > 0 ? hi + t->overlap_loss * lo : d + x;
@@ -444,6 +444,9 @@ static void call_terms(const emu_t *e, const double *f, double *dma, double *ex,
 
 /* Whether a group's rows lie in a tensor the L2 cannot hold: the DRAM span its transfers touched over the run. */
 static int group_beyond_l2(const emu_t *e, int g) { return (double)(e->sg[g].hi - e->sg[g].lo) > e->t.l2_bytes; }
+
+/* ... and the LLC behind it as well (tileplan.cost.gemmini: far_req). */
+static int group_beyond_llc(const emu_t *e, int g) { return (double)(e->sg[g].hi - e->sg[g].lo) > e->t.llc_bytes; }
 
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -485,7 +488,7 @@ static void *grow(void *p, size_t *cap, size_t need, size_t size) {
 static void close_call(emu_t *e) {
   if (!e->cf_any) return;
   double f[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req};
+                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0};
   double *nf = grow(e->calls_f, &e->calls_cap, e->calls_n + 1, EMU_FEATURES * sizeof(double));
   if (nf) {
     e->calls_f = nf;
@@ -518,15 +521,20 @@ static double model_cycles(const emu_t *e, double *features) {
     if (i < e->calls_n) {
       memcpy(f, e->calls_f + EMU_FEATURES * i, sizeof f);
       for (; j < e->ct_n && e->ct[j].call == i; j++)
-        if (group_beyond_l2(e, e->ct[j].group) && !group_whole(e, e->ct[j].group, e->ct[j].prefix))
+        if (group_beyond_l2(e, e->ct[j].group) && !group_whole(e, e->ct[j].group, e->ct[j].prefix)) {
           f[7] += e->ct[j].req;
+          if (group_beyond_llc(e, e->ct[j].group)) f[9] += e->ct[j].req;
+        }
     } else { /* the open call, as it stands */
       double g[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req};
+                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0};
       memcpy(f, g, sizeof f);
       for (int k = 0; k < e->cg_n; k++) {
         struct cgroup c = e->cg[k];
-        if (group_beyond_l2(e, c.group) && !group_whole(e, c.group, group_prefix(&c))) f[7] += c.req;
+        if (group_beyond_l2(e, c.group) && !group_whole(e, c.group, group_prefix(&c))) {
+          f[7] += c.req;
+          if (group_beyond_llc(e, c.group)) f[9] += c.req;
+        }
       }
     }
     double d, x, c;

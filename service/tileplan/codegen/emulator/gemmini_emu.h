@@ -47,6 +47,8 @@ typedef struct {
   double dram_request_cycles;   /* extra cycles of a strided-row request on a buffer larger than the L2 */
   double block_wait_cycles;     /* a store request behind an earlier one of its mvout to the same 64-B block */
   double l2_bytes;              /* the SoC's L2: buffers up to this size are refetched from it */
+  double llc_miss_cycles;       /* further cycles of such a request when the buffer is larger than the LLC too */
+  double llc_bytes;             /* the last-level cache behind the L2 (FireSim's FASED LLC model) */
   double calls_overlap;         /* 1: two calls in flight (double buffered), 0: one at a time */
 } emu_timing_t;
 
@@ -64,8 +66,8 @@ typedef struct {
   uint64_t calls; /* library calls (config_ex) */
   /* the cost model's call features summed over the calls: DMA requests and bytes of loads, of stores, rows the
    * computes streamed (floored), compute instructions, weight preloads, requests that wait on DRAM, store
-   * requests that wait behind others to their 64-byte block */
-#define EMU_FEATURES 9
+   * requests that wait behind others to their 64-byte block, requests that wait on DRAM beyond the LLC too */
+#define EMU_FEATURES 10
   double features[EMU_FEATURES];
 } emu_stats_t;
 
