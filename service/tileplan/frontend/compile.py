@@ -524,7 +524,8 @@ def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
     lowered = host_ops.lower_host(compat)
     main = lowered["main"]
     part = HostPart(main, {}, {}, {}, [])
-    jobs = [(gv.name_hint, func, short_ident(gv.name_hint, "tp_host_"), _n_outputs(main, gv.name_hint))
+    n_outputs = _output_counts(main)
+    jobs = [(gv.name_hint, func, short_ident(gv.name_hint, "tp_host_"), n_outputs.get(gv.name_hint, 1))
             for gv, func in lowered.functions.items() if isinstance(func, tirx.PrimFunc)]
     for (hint, _, cname, n_out), fn in zip(jobs, _emit_host_functions([j[1:] for j in jobs], workers)):
         part.sources[cname], part.workspace[hint], part.names[hint] = fn.source, fn.workspace_bytes, cname
@@ -624,10 +625,17 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                                              c_ident(a.qop.name, "tpk_"), "baseline"))
 
         solving: dict[Future[Plan], str] = {}
+        cached = {k: planner.lookup(a.spec.layer, hw, options) if isinstance(planner, StorePlanner) else None
+                  for k, a in firsts.items()}
+        if (isinstance(planner, StorePlanner) or planner is default_planner) and any(p is None for p in cached.values()):
+            # the mappers' modules (pyomo among them: ~0.4 CPU s) imported once, here, before the pool forks its
+            # workers (at its first submit), instead of once in every worker that solves
+            from tileplan.mappers.base import available_mappers
+
+            available_mappers()
         for k, a in firsts.items():
-            cached = planner.lookup(a.spec.layer, hw, options) if isinstance(planner, StorePlanner) else None
-            if cached is not None:
-                plans[k] = cached
+            if cached[k] is not None:
+                plans[k] = cached[k]
             elif isinstance(planner, StorePlanner) or planner is default_planner:
                 solving[ex.submit(_solve, a.spec.layer, hw, options)] = k
             else:
@@ -769,15 +777,18 @@ def _random_feeds(inputs: list[Any], seed: int) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _n_outputs(main: Any, prim: str) -> int:
+def _output_counts(main: Any) -> dict[str, int]:
+    """Outputs of each PrimFunc `main` calls (by name; its first call_tir's), read in one walk over `main` (a
+    walk per function was quadratic: ViT-B/16's 161 host functions, ~1 CPU s under cProfile)."""
     from tvm import relax
 
+    out: dict[str, int] = {}
     for block in main.body.blocks:
         for b in block.bindings:
             v = b.value
-            if isinstance(v, relax.Call) and v.op.name == "relax.call_tir" and v.args[0].name_hint == prim:
-                return len(v.ty.fields) if isinstance(v.ty, relax.TupleType) else 1
-    return 1
+            if isinstance(v, relax.Call) and v.op.name == "relax.call_tir" and v.args[0].name_hint not in out:
+                out[v.args[0].name_hint] = len(v.ty.fields) if isinstance(v.ty, relax.TupleType) else 1
+    return out
 
 
 def _host_decl(fn: Any, outputs: int) -> str:
