@@ -634,8 +634,9 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
 
             available_mappers()
         for k, a in firsts.items():
-            if cached[k] is not None:
-                plans[k] = cached[k]
+            found = cached[k]
+            if found is not None:
+                plans[k] = found
             elif isinstance(planner, StorePlanner) or planner is default_planner:
                 solving[ex.submit(_solve, a.spec.layer, hw, options)] = k
             else:
