@@ -51,7 +51,7 @@ def compile_once(model: Path, hw: str, jobs: int, cache: Path, code: Path | None
     total = json.loads(run.stdout)["total"]
     return {"wall": wall, "cpu": cpu, "load": load, "phases": total.get("phase_seconds"),
             "cpu_phases": total.get("phase_cpu_seconds"), "outputs": _outputs_digest(cache),
-            "artifact": _artifact_digest(out),
+            "artifact": _artifact_digest(out), "plans": _plans_digest(cache),
             "cycles_model": total["cycles_model"], "cycles_emulated": total["cycles_emulated"],
             "share": total["accelerator_mac_share"]}
 
@@ -62,6 +62,26 @@ def _artifact_digest(out: Path) -> str | None:
 
     tars = sorted(out.glob("*.tar"))
     return hashlib.sha256(tars[0].read_bytes()).hexdigest()[:16] if len(tars) == 1 else None
+
+
+def _plans_digest(cache: Path) -> str | None:
+    """sha256 of every plan in the compile's plan store (by key: mapping, metrics, baseline, solver status, notes;
+    without the solve's seconds, which are wall time); None without a store."""
+    import hashlib
+    import sqlite3
+
+    db = cache / "plans.db"
+    if not db.exists():
+        return None
+    h = hashlib.sha256()
+    with sqlite3.connect(db) as con:
+        for key, doc in con.execute("select key, doc from plans order by key"):
+            d = json.loads(doc)
+            for part in (d, d.get("baseline") or {}):
+                if isinstance(part.get("solver"), dict):
+                    part["solver"].pop("seconds", None)
+            h.update(key.encode() + json.dumps(d, sort_keys=True).encode())
+    return h.hexdigest()[:16]
 
 
 def _outputs_digest(cache: Path) -> str | None:
@@ -147,13 +167,14 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
              "seconds of the compile and its children (workers, C compiler). Ratio: baseline / this checkout.", "",
              "Load: the 1-minute load average when each cold compile started (base / this).", "",
              "Same outputs: the emulated run's outputs (the compile's own run on its seeded input) are byte-identical; "
-             "same artifact: the compile's tar (every file of the program, and the summary in its manifest) is. "
+             "same artifact: the compile's tar (every file of the program, and the summary in its manifest) is; same "
+             "plans: every plan the compile stored (mapping, metrics, baseline, solver status; not its seconds) is. "
              "Phases: this checkout's cold compile, wall seconds and CPU seconds (user + system of the compile and of "
              "the children it has waited for by then: a worker pool's CPU lands in the phase that shuts it down).", "",
              "| model | cold wall s (base / this / ratio) | cold CPU s (base / this / ratio) | warm wall s | "
              "warm CPU s | load | same modelled cycles | same emulated cycles | same outputs | same artifact | "
-             "this checkout's cold phases, wall s | ... CPU s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "same plans | this checkout's cold phases, wall s | ... CPU s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     by: dict[tuple[str, int], dict[str, Any]] = {}
     for r in rows:
         by.setdefault((r["model"], r["repeat"]), {})[r["variant"]] = r
@@ -163,7 +184,7 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
             continue
         if "error" in b["cold"] or "error" in t["cold"]:
             lines.append(f"| {model} | error: {b['cold'].get('error', '')[:80]} / {t['cold'].get('error', '')[:80]} "
-                         "| | | | | | | | | | |")
+                         "| | | | | | | | | | | |")
             continue
         cells = []
         for phase in ("cold", "warm"):
@@ -178,11 +199,13 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
             "yes" if b["cold"]["outputs"] == t["cold"]["outputs"] else "no")
         arts = "-" if not (b["cold"].get("artifact") and t["cold"].get("artifact")) else (
             "yes" if b["cold"]["artifact"] == t["cold"]["artifact"] else "no")
+        plans = "-" if not (b["cold"].get("plans") and t["cold"].get("plans")) else (
+            "yes" if b["cold"]["plans"] == t["cold"]["plans"] else "no")
         load = " / ".join(f"{r['cold'].get('load', float('nan')):.1f}" for r in (b, t))
         phases = ", ".join(f"{k} {v:.1f}" for k, v in (t["cold"].get("phases") or {}).items() if v >= 0.05)
         cpu_phases = ", ".join(f"{k} {v:.1f}" for k, v in (t["cold"].get("cpu_phases") or {}).items() if v >= 0.05)
         lines.append(f"| {model} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {load} | {same} | {emu} | "
-                     f"{outs} | {arts} | {phases} | {cpu_phases or '-'} |")
+                     f"{outs} | {arts} | {plans} | {phases} | {cpu_phases or '-'} |")
     args.out.write_text("\n".join(lines) + "\n")
     args.out.with_suffix(".json").write_text(json.dumps({"baseline": rev, "head": head, "rows": rows}, indent=1))
     print(f"wrote {args.out}")

@@ -19,6 +19,8 @@ Pure arithmetic (no TVM): the mappers import it.
 
 from __future__ import annotations
 
+import collections.abc as abc
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +133,40 @@ def fits_halves(problem: Any, tile: dict[str, int], memory: MemoryRows, fold_ok:
     return overfill(spad, acc, memory) <= 1.0
 
 
+def halves_rule(problem: Any, memory: MemoryRows, fold_ok: bool = True) -> Callable[[abc.Mapping[str, int]], bool]:
+    """`fits_halves(problem, tile, memory, fold_ok)` as a function of the tile alone: what depends on the problem
+    (matmul or conv, the array's stride, the bounds) worked out once, the call tile clipped without building its
+    dict; the same arithmetic (`input_rows`, `weight_rows`, `acc_rows`, `kernel_fold`, `overfill`). The retile
+    search asks it of ~1,500 candidate tilings per layer (ResNet-50: 34k calls, 1 CPU s as `fits_halves`)."""
+    dim = memory.dim
+    d = problem.dims
+    bn, bp, bq, bk, bc, br, bs = (d[k] for k in ("N", "P", "Q", "K", "C", "R", "S"))
+    if _is_matmul(problem):
+        def fits_matmul(tile: abc.Mapping[str, int]) -> bool:
+            get = tile.get
+            n = max(1, min(get("N", 1), bn))
+            p = max(1, min(-(-get("P", 1) // dim) * dim, bp))
+            k = max(1, min(-(-get("K", 1) // dim) * dim, bk))
+            c = max(1, min(-(-get("C", 1) // dim) * dim, bc))
+            spad = input_rows(dim, n, 1, p, 1, 1, c, (1, 1), (1, 1)) + weight_rows(dim, k, 1, 1, c)
+            return overfill(spad, acc_rows(dim, n, 1, p, k), memory) <= 1.0
+
+        return fits_matmul
+    stride = array_stride(br, bs, problem.stride)
+    dilation = problem.dilation
+
+    def fits_conv(tile: abc.Mapping[str, int]) -> bool:
+        get = tile.get
+        n, p, q = max(1, min(get("N", 1), bn)), max(1, min(get("P", 1), bp)), max(1, min(get("Q", 1), bq))
+        k, c = max(1, min(get("K", 1), bk)), max(1, min(get("C", 1), bc))
+        r, s = max(1, min(get("R", 1), br)), max(1, min(get("S", 1), bs))
+        fold = kernel_fold(dim, bc, c, s, dilation[1]) if fold_ok else 1
+        spad = input_rows(dim, n, p, q, r, s, c, stride, dilation, fold) + weight_rows(dim, k, r, s, c)
+        return overfill(spad, acc_rows(dim, n, p, q, k), memory) <= 1.0
+
+    return fits_conv
+
+
 def mapping_tile(mapping: Any, top: int) -> dict[str, int]:
     """The call tile of a mapping: per dimension, the product of every factor below level `top` (DRAM)."""
     tile: dict[str, int] = {}
@@ -172,4 +208,4 @@ def emittable(problem: Any, arch: Any, mapping: Any) -> bool:
 
 
 __all__ = ["MemoryRows", "acc_rows", "array_stride", "call_memory", "call_tile", "emittable", "emittable_memory", "fits_halves",
-           "input_rows", "kernel_fold", "mapping_tile", "memory_rows", "overfill", "weight_rows"]
+           "halves_rule", "input_rows", "kernel_fold", "mapping_tile", "memory_rows", "overfill", "weight_rows"]

@@ -101,3 +101,39 @@ def test_the_model_counts_what_the_code_runs_for_tiny_spatial_and_padded_weights
     art = build_module(mapping, layer, hw, epilogue=Epilogue(scale=0.01), stream=stream)
     res = run(art, random_inputs(art.geometry, 0))
     assert abs(res.cycles / art.model_cycles - 1) < 0.05, (res.cycles, art.model_cycles)
+
+
+@pytest.mark.parametrize("fold_ok", [True, False])
+def test_halves_rule_answers_as_fits_halves(fold_ok):
+    """`halves_rule` (the retile search's precomputed form) gives `fits_halves`'s answer on every tile of a sweep:
+    convs (strided 1x1, folded kernel columns, dilated, grouped), matmuls (row / channel blocks), tiles past the
+    layer's bounds and with dimensions missing, on both array sizes."""
+    import itertools
+    import random
+
+    layers = [
+        {"op": "conv2d", "in_channels": 3, "out_channels": 64, "in_h": 224, "in_w": 224, "kernel": 7, "stride": 2,
+         "padding": 3},
+        {"op": "conv2d", "in_channels": 64, "out_channels": 64, "in_h": 28, "in_w": 28, "kernel": 1, "stride": 2},
+        {"op": "conv2d", "in_channels": 256, "out_channels": 512, "in_h": 14, "in_w": 14, "kernel": 3, "padding": 2,
+         "dilation": 2},
+        {"op": "conv2d", "in_channels": 96, "out_channels": 96, "in_h": 56, "in_w": 56, "kernel": 3, "padding": 1,
+         "groups": 96},
+        {"op": "matmul", "M": 197, "K": 768, "N": 3072},
+        {"op": "matmul", "M": 1, "K": 2048, "N": 1000},
+    ]
+    rng = random.Random(7)
+    for hw_name, spec in itertools.product(["gemmini-16x16", "gemmini-32x32"], layers):
+        hw = get_hardware(hw_name)
+        memory = emittable.emittable_memory(hw.resolve())
+        assert memory is not None
+        problem = Problem.from_layer(parse_layer(spec))
+        rule = emittable.halves_rule(problem, memory, fold_ok)
+        answers = set()
+        for _ in range(3000):
+            tile = {d: rng.randint(1, 2 * n + 3) if rng.random() < 0.5 else rng.randint(1, max(1, n // 4))
+                    for d, n in problem.dims.items() if rng.random() < 0.95}
+            want = emittable.fits_halves(problem, tile, memory, fold_ok)
+            assert rule(tile) is want, (hw_name, spec, tile)
+            answers.add(want)
+        assert answers == {True, False}, (hw_name, spec)  # the sweep reaches both sides of the rule

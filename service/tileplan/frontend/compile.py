@@ -527,7 +527,8 @@ def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
     lowered = host_ops.lower_host(compat)
     main = lowered["main"]
     part = HostPart(main, {}, {}, {}, [])
-    jobs = [(gv.name_hint, func, short_ident(gv.name_hint, "tp_host_"), _n_outputs(main, gv.name_hint))
+    n_outputs = _output_counts(main)
+    jobs = [(gv.name_hint, func, short_ident(gv.name_hint, "tp_host_"), n_outputs.get(gv.name_hint, 1))
             for gv, func in lowered.functions.items() if isinstance(func, tirx.PrimFunc)]
     for (hint, _, cname, n_out), fn in zip(jobs, _emit_host_functions([j[1:] for j in jobs], workers)):
         part.sources[cname], part.workspace[hint], part.names[hint] = fn.source, fn.workspace_bytes, cname
@@ -772,15 +773,18 @@ def _random_feeds(inputs: list[Any], seed: int) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _n_outputs(main: Any, prim: str) -> int:
+def _output_counts(main: Any) -> dict[str, int]:
+    """Outputs of each PrimFunc `main` calls (by name; its first call_tir's), read in one walk over `main` (a
+    walk per function was quadratic: ViT-B/16's 161 host functions, 0.11 CPU s against 0.002)."""
     from tvm import relax
 
+    out: dict[str, int] = {}
     for block in main.body.blocks:
         for b in block.bindings:
             v = b.value
-            if isinstance(v, relax.Call) and v.op.name == "relax.call_tir" and v.args[0].name_hint == prim:
-                return len(v.ty.fields) if isinstance(v.ty, relax.TupleType) else 1
-    return 1
+            if isinstance(v, relax.Call) and v.op.name == "relax.call_tir" and v.args[0].name_hint not in out:
+                out[v.args[0].name_hint] = len(v.ty.fields) if isinstance(v.ty, relax.TupleType) else 1
+    return out
 
 
 def _host_decl(fn: Any, outputs: int) -> str:

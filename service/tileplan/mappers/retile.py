@@ -31,7 +31,7 @@ from tileplan.cost.gemmini import (
 from tileplan.cost.model import evaluate_mapping
 from tileplan.cost.params import CostParams
 from tileplan.dims import DIMS, TENSORS
-from tileplan.emittable import MemoryRows, emittable, emittable_memory, fits_halves
+from tileplan.emittable import emittable, emittable_memory, fits_halves, halves_rule
 from tileplan.execution import library_levels
 from tileplan.hardware import Architecture
 from tileplan.mappers.base import TILEPLAN, Objective
@@ -255,11 +255,13 @@ class _Fits:
         self.out_bytes = arch.element_bytes("O", acc)
         self.out_copies = 2 if "O" in acc_db else 1
         self.room = (acc.capacity or 0) * acc.instances
-        self.emit: MemoryRows | None = emittable_memory(arch)
+        emit = emittable_memory(arch)
+        # (`fits_halves` with the layer's part worked out once)
+        self.emits = halves_rule(self.problem, emit) if emit is not None else None
 
     def __call__(self, tiles: dict[str, int]) -> bool:
         # the code generator emits the tile as it is (tileplan.emittable): the plan scored is the code that runs
-        if self.emit is not None and not fits_halves(self.problem, tiles, self.emit):
+        if self.emits is not None and not self.emits(tiles):
             return False
         if not self.exact:
             return _may_fit(self.problem, self.shape, tiles, self.db)
