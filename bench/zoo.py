@@ -66,20 +66,36 @@ def export(torch_python: str, work: Path, models: list[str]) -> dict[str, dict[s
 
 
 def existing(work: Path, models: list[str]) -> dict[str, dict[str, Path] | str]:
-    """The exports already in `work` (`--no-export`): NAME.{float,qdq,qoperator}.onnx, whichever exist."""
+    """The exports already in `work` (`--no-export`): NAME.{float,qdq,qoperator,dynamic}.onnx, whichever exist
+    (NAME may be `model@variant`, bench/zoo_export.py --variant; `dynamic`: onnxruntime's quantize_dynamic)."""
     got: dict[str, dict[str, Path] | str] = {}
     for m in models:
-        paths = {f: work / f"{m}.{f}.onnx" for f in ("float", "qdq", "qoperator")}
+        paths = {f: work / f"{m}.{f}.onnx" for f in ("float", "qdq", "qoperator", "dynamic")}
         found = {f: p for f, p in paths.items() if p.exists()}
         got[m] = found if found else f"no export of {m} in {work}"
     return got
+
+
+def input_shapes(model: Path) -> list[str]:
+    """`--input-shape NAME=...` for each model input with a symbolic dimension (a dynamic batch), that
+    dimension 1: what a user compiling such an export passes (without it the compile refuses, naming the input)."""
+    import onnx
+
+    m = onnx.load(str(model), load_external_data=False)
+    inits = {t.name for t in m.graph.initializer}
+    args = []
+    for i in m.graph.input:
+        dims = i.type.tensor_type.shape.dim
+        if i.name not in inits and any(not d.HasField("dim_value") for d in dims):
+            args += ["--input-shape", f"{i.name}=" + "x".join(str(d.dim_value or 1) for d in dims)]
+    return args
 
 
 def compile_once(model: Path, hw: str, out: Path, cache: Path, jobs: int) -> tuple[float, dict[str, Any] | str]:
     """`tileplan compile` in a fresh process with its caches in `cache`: (wall seconds, summary or error)."""
     env = {**os.environ, "TMPDIR": str(cache)}
     cmd = [sys.executable, "-m", "tileplan.cli", "compile", str(model), "--hw", hw, "--out", str(out),
-           "--plans-db", f"sqlite:///{cache}/plans.db", "--jobs", str(jobs), "--json"]
+           "--plans-db", f"sqlite:///{cache}/plans.db", "--jobs", str(jobs), "--json", *input_shapes(model)]
     t0 = time.perf_counter()
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
@@ -94,7 +110,8 @@ def judge(path: Path, artifact: Path, fmt: str, classifier: bool, seed: int) -> 
 
     sess = session(str(path), "ort")
     inp = sess.get_inputs()[0]
-    x = np.random.default_rng(seed).standard_normal([int(d) for d in inp.shape]).astype(np.float32)
+    x = np.random.default_rng(seed).standard_normal([d if isinstance(d, int) else 1 for d in inp.shape]
+                                                    ).astype(np.float32)
     feeds = {inp.name: x}
     got = run_artifact(artifact.read_bytes(), feeds).outputs
     names = [o.name for o in sess.get_outputs()]
@@ -295,7 +312,8 @@ def main() -> None:
                            emulation=emulation_gaps(s), phases=t.get("phase_seconds"))
                 rec["host"], rec["reasons"] = host_summary(s)
                 artifact = next(Path(out).glob("*.tar"))
-                rec["judge"] = judge(ex[fmt], artifact, fmt, name not in CLASSIFIERS_EXCEPT, args.seed)
+                rec["judge"] = judge(ex[fmt], artifact, fmt, name.split("@")[0] not in CLASSIFIERS_EXCEPT,
+                                     args.seed)
             print(name, fmt, json.dumps({k: v for k, v in rec.items() if k != "phases"}), flush=True)
             write(args, records, None)  # the table so far (a long run on a shared machine can be stopped)
     write(args, records, time.perf_counter() - t_start)
