@@ -295,9 +295,16 @@ def uint8_to_int8(model: Any) -> str | None:
                 ok = False
             if not ok:
                 return None
-        q_out_u8 = n.op_type == "QuantizeLinear" and n.output[0] in u8
-        dq_in_u8 = n.op_type == "DequantizeLinear" and n.input[0] in u8
-        if (q_out_u8 or dq_in_u8) and (len(n.input) < 3 or not n.input[2]):
+        if n.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        value = n.output[0] if n.op_type == "QuantizeLinear" else n.input[0]
+        zp = n.input[2] if len(n.input) > 2 and n.input[2] else None
+        if value not in u8 and zp not in u8:
+            continue
+        # the value and its zero point move together: a zero point is an initializer (or absent: uint8's 0)
+        if value not in u8 or (zp is not None and (zp not in u8 or zp in made)):
+            return None
+        if zp is None:
             if n.input[1] not in inits:
                 return None
             no_zp.append(n)
