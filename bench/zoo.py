@@ -190,6 +190,8 @@ def write_partition(out: Path, command: str, rows: list[tuple[str, str, dict[str
              "| model | fmt | imports | MACs offloaded | GMAC | host ops with MACs (count, GMAC, reason) |",
              "|---|---|---|---|---|---|"]
     for name, fmt, r in rows:
+        if r.get("error") == f"no {fmt} export" and "@" in name:
+            continue  # a variant made in other formats (quantize_dynamic's only, the others' QDQ / QOperator)
         if "error" in r:
             lines.append(f"| {name} | {fmt} | no: {r['error'][:200]} | | | |")
             continue
@@ -272,8 +274,12 @@ def main() -> None:
                      if isinstance(ex, str) or fmt not in ex else partition_only(ex[fmt]))
                 print(name, fmt, json.dumps({k: v for k, v in r.items() if k != "host"}), flush=True)
                 rows.append((name, fmt, r))
-        write_partition(args.out.with_name("zoo_partition.md"), f"python bench/zoo.py --partition-only --no-export "
-                        f"--work DIR --models {args.models} --formats {args.formats}", rows)
+        own = args.out.name != "zoo.md" and not args.out.name.startswith("zoo_gemmini")  # e.g. zoo_exports.md
+        write_partition(args.out.with_name(f"{args.out.stem}_partition.md" if own else "zoo_partition.md"),
+                        f"python bench/zoo.py --partition-only --no-export "
+                        f"--work DIR --models {args.models} --formats {args.formats}"
+                        + (f" --out {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}"
+                           if own else ""), rows)
         return
     if args.rewrite:
         write(args, [], None)
@@ -338,7 +344,12 @@ def write(args: argparse.Namespace, records: list[dict[str, Any]], seconds: floa
     lines = ["# Zoo: the models people run, compiled as exported", "",
              f"`python bench/zoo.py --torch-python PY --work DIR --hw {args.hw} --models M --formats F`, runs: "
              + "; ".join(runs) + ". Models: bench/zoo_export.py (torchvision, seeded random "
-             "weights, opset 17, batch 1, onnxruntime quantize_static per-tensor int8).", "",
+             "weights, opset 17, batch 1, onnxruntime quantize_static per-tensor int8)"
+             + (". Rows `model@variant`: other exports of the same model and seed, `PY bench/zoo_export.py --out DIR "
+                "--any --variant V,... MODEL` (VARIANTS in bench/zoo_export.py: the exporter and its opset, the input's "
+                "batch, size and layout, the quantizer's options; `dynamic` = quantize_dynamic, its own format), run "
+                "with `--no-export --no-warm` (a dynamic batch compiled with `--input-shape` at batch 1)"
+                if any("@" in r["model"] for r in records) else "") + ".", "",
              "Judges: `ort-int8` (QDQ rows; the judge they are held to, except a model with a Q/DQ scale of inf, "
              "GPT-2's, held to `ort-noopt`: README, \"Infinite scales\") = onnxruntime on the same file with "
              "`session.qdqisint8allowed=1`, every int8 QDQ unit run as its integer QLinear* kernel (onnxruntime's "
