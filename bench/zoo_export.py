@@ -66,6 +66,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "side160": {"side": 160},
     "nhwc": {"nhwc": True},
     "dynamic": {"dynamic": True},  # quantize_dynamic
+    "converted21": {"convert": 21},  # the recipe's quantized files moved to opset 21 by onnx's version converter
 }
 
 
@@ -237,6 +238,10 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
                 src = Path(tmp) / "float-unshared.onnx"
                 onnx.save(_unshare_initializers(onnx.load(str(paths["float"]))), str(src))
             quantize_static(str(src), str(dst), Reader(), quant_format=qf, extra_options=extra, **q)
+            if v.get("convert"):
+                from onnx import version_converter
+
+                onnx.save(version_converter.convert_version(onnx.load(str(dst)), v["convert"]), str(dst))
             tmp_out = paths[fmt].with_suffix(".tmp")
             tmp_out.write_bytes(dst.read_bytes())
             tmp_out.replace(paths[fmt])

@@ -101,3 +101,42 @@ def test_dynamic_quantization_stays_on_the_host_naming_why_and_matches(model, tm
     got, want = run_artifact(res.artifact, feeds).outputs, onnxruntime_outputs(data, feeds)
     for k, w in want.items():
         np.testing.assert_allclose(got[k], w, rtol=1e-5, atol=1e-5)
+
+
+def test_the_uint8_rewrite_computes_the_same_reals_with_and_without_zero_points():
+    """onnx_import.uint8_to_int8 on a hand-written graph: a QuantizeLinear without a zero point (uint8's 0), one
+    with, a MaxPool and a Concat on the uint8 values, a uint8 constant: onnxruntime gives the same floats for the
+    rewritten graph, whose tensors are all int8."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tileplan.frontend.onnx_import import uint8_to_int8
+    from tileplan.frontend.reference import session
+
+    inits = [numpy_helper.from_array(np.float32(0.02), "s"), numpy_helper.from_array(np.uint8(131), "z"),
+             numpy_helper.from_array(np.arange(0, 250, 10, dtype=np.uint8).reshape(1, 1, 5, 5), "k")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s"], ["q0"]),
+             helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q1"]),
+             helper.make_node("MaxPool", ["q1"], ["p1"], kernel_shape=[2, 2], pads=[0, 1, 0, 1], strides=[1, 1]),
+             helper.make_node("Concat", ["q1", "k"], ["c1"], axis=1),
+             helper.make_node("DequantizeLinear", ["q0", "s"], ["y0"]),
+             helper.make_node("DequantizeLinear", ["p1", "s", "z"], ["y1"]),
+             helper.make_node("DequantizeLinear", ["c1", "s", "z"], ["y2"])]
+    g = helper.make_graph(nodes, "u8", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])],
+                          [helper.make_tensor_value_info(y, TensorProto.FLOAT, shape) for y, shape in
+                           (("y0", [1, 1, 5, 5]), ("y1", [1, 1, 4, 6]), ("y2", [1, 2, 5, 5]))],
+                          inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    before = model.SerializeToString()
+    note = uint8_to_int8(model)
+    assert note and "4 tensors" in note, note
+    onnx.checker.check_model(model)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type.tensor_type.elem_type for v in inferred.graph.value_info}
+    assert {types[t] for t in ("q0", "q1", "p1", "c1")} == {TensorProto.INT8}
+    x = {"x": (np.random.default_rng(0).standard_normal((1, 1, 5, 5)) * 3).astype(np.float32)}  # both clamps hit
+    want = session(before, "ort-noopt").run(None, x)
+    got = session(model.SerializeToString(), "ort-noopt").run(None, x)
+    for w, v in zip(want, got):
+        np.testing.assert_array_equal(w, v)
