@@ -348,7 +348,8 @@ def write(args: argparse.Namespace, records: list[dict[str, Any]], seconds: floa
              + (". Rows `model@variant`: other exports of the same model and seed, `PY bench/zoo_export.py --out DIR "
                 "--any --variant V,... MODEL` (VARIANTS in bench/zoo_export.py: the exporter and its opset, the input's "
                 "batch, size and layout, the quantizer's options; `dynamic` = quantize_dynamic, its own format), run "
-                "with `--no-export --no-warm` (a dynamic batch compiled with `--input-shape` at batch 1)"
+                "with `--no-export --no-warm --out bench/results/zoo_exports.md` (a dynamic batch compiled with `--input-shape` at "
+                "batch 1)"
                 if any("@" in r["model"] for r in records) else "") + ".", "",
              "Judges: `ort-int8` (QDQ rows; the judge they are held to, except a model with a Q/DQ scale of inf, "
              "GPT-2's, held to `ort-noopt`: README, \"Infinite scales\") = onnxruntime on the same file with "

@@ -60,6 +60,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "u8u8": {"quant": {"activation_type": "QUInt8", "weight_type": "QUInt8"}},
     "reduce_range": {"quant": {"reduce_range": True}},
     "symmetric": {"quant": {"extra": {"ActivationSymmetric": True, "WeightSymmetric": True}}},
+    "symmetric_per_channel": {"quant": {"per_channel": True,
+                                        "extra": {"ActivationSymmetric": True, "WeightSymmetric": True}}},
     "uint8_per_channel": {"quant": {"activation_type": "QUInt8", "per_channel": True, "reduce_range": True}},
     "dynamic_batch": {"dynamic_batch": True},
     "batch2": {"batch": 2},
