@@ -313,7 +313,10 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in composites.items()
                                             if isinstance(q, patterns.ActMatmul)}
     global_pools = frozenset(v for v, n in onnx_nodes.items() if n.op_type == "GlobalAveragePool")
-    compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols, operands), global_pools)
+    constants = {c: q.x_const for c, q in composites.items()
+                 if isinstance(q, patterns.QuantOp) and q.x_const is not None}
+    compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols, operands, constants),
+                                                           global_pools)
     notes += compat_notes
     host = lower_host_cached(compat, workers)
     host_sources, host_ws, host_names = host_units(host.sources), host.workspace, host.names

@@ -560,10 +560,13 @@ def _qsoftmax_func(ty: Any, y_scale: float, y_zp: int) -> Any:
     return te.create_prim_func([x, table, y]).with_attr("global_symbol", "qsoftmax")
 
 
-def offload(mod: Any, symbols: dict[str, str], operands: dict[str, tuple[int, ...]] | None = None) -> Any:
+def offload(mod: Any, symbols: dict[str, str], operands: dict[str, tuple[int, ...]] | None = None,
+            constants: dict[str, Any] | None = None) -> Any:
     """Replace every call of a composite function named in `symbols` by an opaque `call_dps_packed(symbol)`
     (the accelerator op), and drop the composite functions. `operands`: composite name -> the order its
-    arguments are passed in (an act matmul's A and B, whichever order the composite has them in)."""
+    arguments are passed in (an act matmul's A and B, whichever order the composite has them in); `constants`:
+    composite name -> its activation operand when that is a constant bound into the composite (the call then has
+    no argument; the accelerator op reads the constant)."""
     from tvm import relax
 
     gvs = {gv.name_hint: gv for gv in mod.functions}
@@ -575,6 +578,8 @@ def offload(mod: Any, symbols: dict[str, str], operands: dict[str, tuple[int, ..
             op = call.op
             if isinstance(op, relax.GlobalVar) and op.name_hint in symbols:
                 args = list(call.args)
+                if not args and op.name_hint in (constants or {}):
+                    args = [(constants or {})[op.name_hint]]
                 order = (operands or {}).get(op.name_hint)
                 if order is not None:
                     args = [args[i] for i in order]

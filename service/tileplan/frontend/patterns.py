@@ -58,6 +58,10 @@ class QuantOp:
     # then 1 and y_zp 0, so that M = s_x * s_w / s_y is that product
     float_output: bool = False
     float_bias: np.ndarray | None = None  # float_output: a float bias added to float(acc) * M (an un-quantized one)
+    # the activation operand when it is a constant of the model (Swin V2's position-bias MLP on its coordinate
+    # table): FuseOpsByPattern binds constants into the composite, so the call has no argument for it and the
+    # program passes this constant (a Relax GenericConst) instead (host_ops.offload)
+    x_const: Any = None
 
     @property
     def macs(self) -> int:
@@ -303,6 +307,7 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
     Returns (module, {composite function name: QuantOp or ActMatmul}); every match (accepted or not) is passed
     to `decide`, which records its own reasons."""
     from tvm import relax
+    from tvm.ir.expr import GenericConst
 
     conv, matmul = build_patterns()
     act = build_act_pattern()
@@ -325,6 +330,8 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
                    else quant_op("matmul" if kind in not_float else kind, ann, names, onnx_nodes))
             if qop is None:
                 return False
+            if isinstance(qop, QuantOp) and isinstance(ann["x"], GenericConst):
+                qop.x_const = ann["x"]
             ok = bool(decide(qop))
             if ok:
                 for n in names:  # the composite keeps the names of the model's nodes (unique; see below)
