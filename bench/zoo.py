@@ -66,20 +66,37 @@ def export(torch_python: str, work: Path, models: list[str]) -> dict[str, dict[s
 
 
 def existing(work: Path, models: list[str]) -> dict[str, dict[str, Path] | str]:
-    """The exports already in `work` (`--no-export`): NAME.{float,qdq,qoperator}.onnx, whichever exist."""
+    """The exports already in `work` (`--no-export`): NAME.{float,qdq,qoperator,dynamic}.onnx, whichever exist
+    (NAME may be `model@variant`, bench/zoo_export.py --variant; `dynamic`: onnxruntime's quantize_dynamic)."""
     got: dict[str, dict[str, Path] | str] = {}
     for m in models:
-        paths = {f: work / f"{m}.{f}.onnx" for f in ("float", "qdq", "qoperator")}
+        paths = {f: work / f"{m}.{f}.onnx" for f in ("float", "qdq", "qoperator", "dynamic")}
         found = {f: p for f, p in paths.items() if p.exists()}
         got[m] = found if found else f"no export of {m} in {work}"
     return got
+
+
+def symbolic_inputs(model: Path) -> dict[str, list[int]]:
+    """The model inputs with a symbolic dimension (a dynamic batch), that dimension 1: the shapes a user compiling
+    such an export gives (`--input-shape`; without it the compile refuses, naming the input)."""
+    import onnx
+
+    m = onnx.load(str(model), load_external_data=False)
+    inits = {t.name for t in m.graph.initializer}
+    return {i.name: [d.dim_value or 1 for d in i.type.tensor_type.shape.dim] for i in m.graph.input
+            if i.name not in inits and any(not d.HasField("dim_value") for d in i.type.tensor_type.shape.dim)}
+
+
+def input_shapes(model: Path) -> list[str]:
+    """`--input-shape NAME=1x3x224x224` for each of symbolic_inputs(model)."""
+    return [a for n, s in symbolic_inputs(model).items() for a in ("--input-shape", f"{n}={'x'.join(map(str, s))}")]
 
 
 def compile_once(model: Path, hw: str, out: Path, cache: Path, jobs: int) -> tuple[float, dict[str, Any] | str]:
     """`tileplan compile` in a fresh process with its caches in `cache`: (wall seconds, summary or error)."""
     env = {**os.environ, "TMPDIR": str(cache)}
     cmd = [sys.executable, "-m", "tileplan.cli", "compile", str(model), "--hw", hw, "--out", str(out),
-           "--plans-db", f"sqlite:///{cache}/plans.db", "--jobs", str(jobs), "--json"]
+           "--plans-db", f"sqlite:///{cache}/plans.db", "--jobs", str(jobs), "--json", *input_shapes(model)]
     t0 = time.perf_counter()
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
@@ -94,7 +111,8 @@ def judge(path: Path, artifact: Path, fmt: str, classifier: bool, seed: int) -> 
 
     sess = session(str(path), "ort")
     inp = sess.get_inputs()[0]
-    x = np.random.default_rng(seed).standard_normal([int(d) for d in inp.shape]).astype(np.float32)
+    x = np.random.default_rng(seed).standard_normal([d if isinstance(d, int) else 1 for d in inp.shape]
+                                                    ).astype(np.float32)
     feeds = {inp.name: x}
     got = run_artifact(artifact.read_bytes(), feeds).outputs
     names = [o.name for o in sess.get_outputs()]
@@ -133,7 +151,7 @@ def partition_only(path: Path) -> dict[str, Any]:
     from tileplan.frontend import onnx_import, partition, patterns
 
     try:
-        imported = onnx_import.load_model(path.read_bytes(), None, False, None, 8, 0)
+        imported = onnx_import.load_model(path.read_bytes(), symbolic_inputs(path) or None, False, None, 8, 0)
         mod, onnx_nodes = onnx_import.to_relax(imported)
         reasons: dict[str, str] = {}
 
@@ -172,6 +190,8 @@ def write_partition(out: Path, command: str, rows: list[tuple[str, str, dict[str
              "| model | fmt | imports | MACs offloaded | GMAC | host ops with MACs (count, GMAC, reason) |",
              "|---|---|---|---|---|---|"]
     for name, fmt, r in rows:
+        if r.get("error") == f"no {fmt} export" and "@" in name:
+            continue  # a variant made in other formats (quantize_dynamic's only, the others' QDQ / QOperator)
         if "error" in r:
             lines.append(f"| {name} | {fmt} | no: {r['error'][:200]} | | | |")
             continue
@@ -254,8 +274,12 @@ def main() -> None:
                      if isinstance(ex, str) or fmt not in ex else partition_only(ex[fmt]))
                 print(name, fmt, json.dumps({k: v for k, v in r.items() if k != "host"}), flush=True)
                 rows.append((name, fmt, r))
-        write_partition(args.out.with_name("zoo_partition.md"), f"python bench/zoo.py --partition-only --no-export "
-                        f"--work DIR --models {args.models} --formats {args.formats}", rows)
+        own = args.out.name != "zoo.md" and not args.out.name.startswith("zoo_gemmini")  # e.g. zoo_exports.md
+        write_partition(args.out.with_name(f"{args.out.stem}_partition.md" if own else "zoo_partition.md"),
+                        f"python bench/zoo.py --partition-only --no-export "
+                        f"--work DIR --models {args.models} --formats {args.formats}"
+                        + (f" --out {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}"
+                           if own else ""), rows)
         return
     if args.rewrite:
         write(args, [], None)
@@ -295,7 +319,8 @@ def main() -> None:
                            emulation=emulation_gaps(s), phases=t.get("phase_seconds"))
                 rec["host"], rec["reasons"] = host_summary(s)
                 artifact = next(Path(out).glob("*.tar"))
-                rec["judge"] = judge(ex[fmt], artifact, fmt, name not in CLASSIFIERS_EXCEPT, args.seed)
+                rec["judge"] = judge(ex[fmt], artifact, fmt, name.split("@")[0] not in CLASSIFIERS_EXCEPT,
+                                     args.seed)
             print(name, fmt, json.dumps({k: v for k, v in rec.items() if k != "phases"}), flush=True)
             write(args, records, None)  # the table so far (a long run on a shared machine can be stopped)
     write(args, records, time.perf_counter() - t_start)
@@ -319,7 +344,13 @@ def write(args: argparse.Namespace, records: list[dict[str, Any]], seconds: floa
     lines = ["# Zoo: the models people run, compiled as exported", "",
              f"`python bench/zoo.py --torch-python PY --work DIR --hw {args.hw} --models M --formats F`, runs: "
              + "; ".join(runs) + ". Models: bench/zoo_export.py (torchvision, seeded random "
-             "weights, opset 17, batch 1, onnxruntime quantize_static per-tensor int8).", "",
+             "weights, opset 17, batch 1, onnxruntime quantize_static per-tensor int8)"
+             + (". Rows `model@variant`: other exports of the same model and seed, `PY bench/zoo_export.py --out DIR "
+                "--any --variant V,... MODEL` (VARIANTS in bench/zoo_export.py: the exporter and its opset, the input's "
+                "batch, size and layout, the quantizer's options; `dynamic` = quantize_dynamic, its own format), run "
+                "with `--no-export --no-warm --out bench/results/zoo_exports.md` (a dynamic batch compiled with `--input-shape` at "
+                "batch 1)"
+                if any("@" in r["model"] for r in records) else "") + ".", "",
              "Judges: `ort-int8` (QDQ rows; the judge they are held to, except a model with a Q/DQ scale of inf, "
              "GPT-2's, held to `ort-noopt`: README, \"Infinite scales\") = onnxruntime on the same file with "
              "`session.qdqisint8allowed=1`, every int8 QDQ unit run as its integer QLinear* kernel (onnxruntime's "
@@ -341,6 +372,8 @@ def write(args: argparse.Namespace, records: list[dict[str, Any]], seconds: floa
              "(worst) | compile cold / warm s | host ops |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
+        if r.get("error") == f"no {r['format']} export" and r["model"].partition("@")[2]:
+            continue  # a variant made in other formats (quantize_dynamic's only, the others' QDQ / QOperator)
         if "error" in r:
             lines.append(f"| {r['model']} | {r['format']} | no: {r['error'][:160]} | | | | | | | | | | "
                          f"{r.get('cold_s', 0):.1f}{_load(r)} | |")

@@ -3,6 +3,7 @@ torch + torchvision + onnxruntime; never a Tileplan dependency):
 
     PY bench/zoo_export.py --out DIR resnet18 vit_b_16 bert_layer
     PY bench/zoo_export.py --out DIR --any mnasnet0_5 inception_v3   # any torchvision classification model
+    PY bench/zoo_export.py --out DIR --variant per_channel,dynamo18 resnet18   # other exports (VARIANTS)
 
 Without --any, only the zoo's own models (VISION, TRANSFORMERS); with it, any name torchvision lists among its
 classification models (`torchvision.models.list_models(module=torchvision.models)`), exported the same way, e.g.
@@ -14,6 +15,12 @@ the transformer blocks), nothing simplified or folded by hand; then onnxruntime'
 activations and weights, per-tensor, MinMax on 8 seeded random inputs) in both of its formats. Writes
 DIR/<name>.float.onnx, DIR/<name>.qdq.onnx and DIR/<name>.qoperator.onnx (existing files are kept) and prints
 one line per model: name, then the three paths, or `name FAILED reason` when the export or the quantizer fails.
+
+`--variant V,...` makes other exports a user plausibly produces instead of the recipe above (VARIANTS: the
+exporter, its opset, the input's batch, size and layout, the quantizer's options), each into
+DIR/<name>@<variant>.{float,qdq,qoperator}.onnx, printed under the name `<name>@<variant>` (bench/zoo.py
+--no-export --models resnet18@per_channel reads them). `dynamic` (onnxruntime's quantize_dynamic:
+DynamicQuantizeLinear + ConvInteger / MatMulInteger, no calibration) writes DIR/<name>@dynamic.dynamic.onnx.
 """
 
 from __future__ import annotations
@@ -36,6 +43,33 @@ CALIBRATION = 8
 SEQ, WIDTH, HEADS, FFN = 128, 768, 12, 3072
 INPUT_SIZE = {"inception_v3": 299}  # image side of the models whose layers do not fit a 224 x 224 image
 NO_AUX = ("googlenet", "inception_v3")  # auxiliary classifiers only train; seeded init as torchvision trains them
+
+# Other exports (--variant): keyword arguments of torch.onnx.export ("export"), of quantize_static ("quant": names
+# of QuantType members for the types; "extra": its extra_options), and of the input ("batch", "side", "nhwc",
+# "dynamic_batch"). Anything not given is the recipe's.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "dynamo": {"export": {"dynamo": True}},  # the exporter's own default opset
+    "dynamo13": {"export": {"dynamo": True, "opset_version": 13}},
+    "dynamo18": {"export": {"dynamo": True, "opset_version": 18}},
+    "dynamo21": {"export": {"dynamo": True, "opset_version": 21}},
+    "opset13": {"export": {"opset_version": 13}},
+    "opset18": {"export": {"opset_version": 18}},
+    "opset20": {"export": {"opset_version": 20}},
+    "per_channel": {"quant": {"per_channel": True}},
+    "uint8": {"quant": {"activation_type": "QUInt8"}},  # uint8 activations, int8 weights (the old default)
+    "u8u8": {"quant": {"activation_type": "QUInt8", "weight_type": "QUInt8"}},
+    "reduce_range": {"quant": {"reduce_range": True}},
+    "symmetric": {"quant": {"extra": {"ActivationSymmetric": True, "WeightSymmetric": True}}},
+    "symmetric_per_channel": {"quant": {"per_channel": True,
+                                        "extra": {"ActivationSymmetric": True, "WeightSymmetric": True}}},
+    "uint8_per_channel": {"quant": {"activation_type": "QUInt8", "per_channel": True, "reduce_range": True}},
+    "dynamic_batch": {"dynamic_batch": True},
+    "batch2": {"batch": 2},
+    "side160": {"side": 160},
+    "nhwc": {"nhwc": True},
+    "dynamic": {"dynamic": True},  # quantize_dynamic
+    "converted21": {"convert": 21},  # the recipe's quantized files moved to opset 21 by onnx's version converter
+}
 
 
 def _transformer(name: str) -> Any:
@@ -127,23 +161,62 @@ def _unshare_initializers(model: Any) -> Any:
     return model
 
 
-def export(name: str, out: Path, seed: int = 0) -> dict[str, Path]:
+class _NHWC:
+    """A wrapper taking channels-last images (N, H, W, C), as a TensorFlow-style pipeline feeds them."""
+
+    def __new__(cls, net: Any) -> Any:
+        import torch
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.net = net
+
+            def forward(self, x: Any) -> Any:
+                return self.net(x.permute(0, 3, 1, 2))
+
+        return Wrapped()
+
+
+def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, Path]:
     import onnx
     import torch
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
 
-    paths = {f: out / f"{name}.{f}.onnx" for f in ("float", "qdq", "qoperator")}
+    v = VARIANTS[variant] if variant else {}
+    stem = f"{name}@{variant}" if variant else name
+    fmts = ("float", "dynamic") if v.get("dynamic") else ("float", "qdq", "qoperator")
+    paths = {f: out / f"{stem}.{f}.onnx" for f in fmts}
     if all(p.exists() for p in paths.values()):
         return paths
     torch.manual_seed(seed)
     net, shape = _net(name)
     net.eval()
+    if v.get("side") and len(shape) == 4:
+        shape = (*shape[:2], v["side"], v["side"])
+    if v.get("batch"):
+        shape = (v["batch"], *shape[1:])
+    if v.get("nhwc") and len(shape) == 4:
+        net, shape = _NHWC(net), (shape[0], shape[2], shape[3], shape[1])
     out.mkdir(parents=True, exist_ok=True)
     if not paths["float"].exists():
+        kwargs: dict[str, Any] = {"opset_version": 17, "dynamo": False, **v.get("export", {})}
+        if v.get("dynamic_batch"):
+            kwargs["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
         # with gradients on: PyTorch's fused attention fast path (eval + no_grad) has no ONNX export
-        torch.onnx.export(net, (torch.randn(*shape),), str(paths["float"]), opset_version=17, dynamo=False,
-                          input_names=["input"], output_names=["output"])
+        torch.onnx.export(net, (torch.randn(*shape),), str(paths["float"]), input_names=["input"],
+                          output_names=["output"], **kwargs)
         onnx.checker.check_model(str(paths["float"]))
+    if v.get("dynamic"):
+        if not paths["dynamic"].exists():
+            quantize_dynamic(str(paths["float"]), str(paths["dynamic"]))
+        return paths
     rng = np.random.default_rng(seed)
     feeds = [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(CALIBRATION)]
 
@@ -154,6 +227,9 @@ def export(name: str, out: Path, seed: int = 0) -> dict[str, Path]:
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self._it, None)
 
+    q = {"activation_type": "QInt8", "weight_type": "QInt8", "per_channel": False, **v.get("quant", {})}
+    extra = q.pop("extra", {})
+    q["activation_type"], q["weight_type"] = QuantType[q["activation_type"]], QuantType[q["weight_type"]]
     for fmt, qf in (("qdq", QuantFormat.QDQ), ("qoperator", QuantFormat.QOperator)):
         if paths[fmt].exists():
             continue
@@ -163,8 +239,11 @@ def export(name: str, out: Path, seed: int = 0) -> dict[str, Path]:
             if fmt == "qoperator" and _shared_initializers(onnx.load(str(src))):
                 src = Path(tmp) / "float-unshared.onnx"
                 onnx.save(_unshare_initializers(onnx.load(str(paths["float"]))), str(src))
-            quantize_static(str(src), str(dst), Reader(), quant_format=qf,
-                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=False)
+            quantize_static(str(src), str(dst), Reader(), quant_format=qf, extra_options=extra, **q)
+            if v.get("convert"):
+                from onnx import version_converter
+
+                onnx.save(version_converter.convert_version(onnx.load(str(dst)), v["convert"]), str(dst))
             tmp_out = paths[fmt].with_suffix(".tmp")
             tmp_out.write_bytes(dst.read_bytes())
             tmp_out.replace(paths[fmt])
@@ -180,16 +259,21 @@ def main() -> None:
     ap.add_argument("--any", action="store_true", help="also any torchvision classification model by name")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--variant", default="", help=f"comma-separated, other exports: {' '.join(VARIANTS)}")
     args = ap.parse_args()
+    variants = [x for x in args.variant.split(",") if x] or [""]
+    if bad := [x for x in variants if x and x not in VARIANTS]:
+        ap.error(f"unknown variant(s): {' '.join(bad)}")
     if not args.any and (bad := [m for m in args.models if m not in VISION + TRANSFORMERS]):
         ap.error(f"not in the zoo: {' '.join(bad)} (--any exports any torchvision classification model)")
-    for name in args.models:
+    for name, variant in ((n, x) for n in args.models for x in variants):
+        label = f"{name}@{variant}" if variant else name
         try:
-            paths = export(name, args.out, args.seed)
-            print(name, paths["float"], paths["qdq"], paths["qoperator"], flush=True)
+            paths = export(name, args.out, args.seed, variant)
+            print(label, *paths.values(), flush=True)
         except Exception as exc:  # noqa: BLE001 - reported per model, the others still export
             traceback.print_exc(file=sys.stderr)
-            print(name, "FAILED", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            print(label, "FAILED", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                   flush=True)
 
 

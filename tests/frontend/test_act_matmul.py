@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from frontend_helpers import compile_bytes, lsb_errors, onnxruntime_outputs
+from frontend_helpers import assert_matches_onnxruntime, compile_bytes, lsb_errors, onnxruntime_outputs
 
+from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
 
 RNG = np.random.default_rng(7)
@@ -220,8 +221,14 @@ def test_products_left_on_the_host_say_why():
     o = _matmul_ops(compile_bytes(data, **opts).summary)["product"]
     assert o["where"] == "host"
     assert "broadcast over only some of the batch dimensions" in o["reason"], o["reason"]
+
+
+def test_a_uint8_product_of_two_activations_runs_on_the_accelerator_as_int8():
+    """uint8 activations are stored as int8 with their zero points moved by -128 (onnx_import.uint8_to_int8):
+    the product's (a - z_a)(b - z_b) is unchanged, so it runs on the accelerator and matches onnxruntime."""
     data = _quantize(_products_model((2, 5, 9), (2, 9, 7)), "qdq", activation="uint8")
-    o = _matmul_ops(compile_bytes(data, **opts).summary)["product"]
-    assert o["where"] == "host"
-    assert o["reason"].startswith("uint8 x uint8 -> uint8 matmul of two activations: the accelerator's datapath "
-                                  "is int8"), o["reason"]
+    res = compile_bytes(data)
+    o = _matmul_ops(res.summary)["product"]
+    assert o["where"] == "accelerator", o["reason"]
+    feeds = zoo.sample_inputs(data, seed=2)
+    assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)

@@ -877,6 +877,14 @@ class _GraphIndex:
                    {t.name for t in model.graph.initializer}, _shapes(model))
 
 
+def _runtime_quantized(name: str, g: _GraphIndex) -> bool:
+    """Whether `name` is (the dequantisation of) a DynamicQuantizeLinear's output: quantized at run time."""
+    p = g.producers.get(name)
+    if p is not None and p.op_type == "DequantizeLinear":
+        p = g.producers.get(p.input[0])
+    return p is not None and p.op_type == "DynamicQuantizeLinear"
+
+
 def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
     """Why `node` runs on the host: the partitioner's reason for a quantized conv / matmul it matched, else
     what the node is and what the accelerator (Gemmini's multiply-accumulate array) would need to run it."""
@@ -885,6 +893,11 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
     op = node.op_type
     if op == "Conv" and len(g.shapes.get(node.input[1], ())) == 5:
         return "a 3-D convolution: the accelerator's kernels are 1-D and 2-D"
+    if op in ("MatMul", "Gemm", "Conv", "MatMulInteger", "ConvInteger") and _runtime_quantized(node.input[0], g):
+        return (f"{op} of an input quantized at run time (DynamicQuantizeLinear: onnxruntime's quantize_dynamic): its "
+                "scale and zero point exist only when the model runs, while an accelerator kernel takes the input "
+                "zero point folded into its bias and padding, and its requantisation scale, at compile time; "
+                "computed on the host (quantize statically, quantize_static, to offload it)")
     if op in ("MatMul", "Gemm", "Conv"):
         producers, inits = g.producers, g.inits
         consumers = g.consumers.get(node.output[0], [])

@@ -235,6 +235,101 @@ def dedicate_dequantize(model: Any) -> int:
     return made
 
 
+# Operators that only move, select or compare values: they commute with the order-preserving x -> x - 128 that
+# stores a uint8 tensor as int8 (uint8_to_int8). Value: the indices of their inputs that carry the tensor.
+SHIFT_COMMUTING = {"MaxPool": (0,), "Reshape": (0,), "Flatten": (0,), "Transpose": (0,), "Squeeze": (0,),
+                   "Unsqueeze": (0,), "Slice": (0,), "Split": (0,), "Identity": (0,), "Gather": (0,),
+                   "Expand": (0,), "Tile": (0,), "DepthToSpace": (0,), "SpaceToDepth": (0,), "ReduceMax": (0,),
+                   "ReduceMin": (0,), "Concat": None, "Max": None, "Min": None}  # None: every input
+
+
+def uint8_to_int8(model: Any) -> str | None:
+    """Store the model's uint8 activations (onnxruntime's QuantType.QUInt8, the quantizer's old default) as int8:
+    every uint8 value v becomes v - 128 and every uint8 zero point z becomes z - 128, so each dequantized value
+    (v - z) * s, each QuantizeLinear's clamp to the type's range and each integer op's (x - z_x) are unchanged:
+    the model computes exactly the same reals, on the int8 datapath. uint8 weights become int8 the same way (their
+    zero point z_w - 128; only a symmetric one, 128, becomes the 0 the accelerator multiplies with).
+
+    Rewritten only when every uint8 tensor is made by a QuantizeLinear, an initializer or an op of SHIFT_COMMUTING
+    from uint8 tensors, and read only by QuantizeLinear / DequantizeLinear (as value or zero point) or such an op;
+    not a graph input or output (what the caller feeds and gets stays as the model declares). Otherwise the model
+    is left as it is (its uint8 ops then run on the host). Returns the import's note, None when nothing changed."""
+    from onnx import TensorProto, numpy_helper
+
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    u8 = {t.name for t in g.initializer if t.data_type == TensorProto.UINT8}
+    made: set[str] = set()
+    changed = True
+    while changed:  # types forward through the commuting ops (the graph is topologically sorted, but cheaply safe)
+        changed = False
+        for n in g.node:
+            if n.op_type == "QuantizeLinear":
+                to = next((a.i for a in n.attribute if a.name == "output_dtype"), 0)
+                is_u8 = (to == TensorProto.UINT8 if to else (len(n.input) < 3 or not n.input[2] or n.input[2] in u8))
+            elif n.op_type in SHIFT_COMMUTING:
+                carried = SHIFT_COMMUTING[n.op_type] or range(len(n.input))
+                is_u8 = any(n.input[i] in u8 for i in carried if i < len(n.input))
+            else:
+                continue
+            if is_u8 and n.output[0] not in u8:
+                u8.update(n.output if n.op_type == "Split" else n.output[:1])
+                made.update(n.output if n.op_type == "Split" else n.output[:1])
+                changed = True
+    if not made:
+        return None
+    io = {v.name for v in g.input} | {v.name for v in g.output}
+    if u8 & io:
+        return None
+    no_zp: list[Any] = []
+    for n in g.node:
+        for i, x in enumerate(n.input):
+            if x not in u8:
+                continue
+            if n.op_type in ("QuantizeLinear", "DequantizeLinear"):
+                ok = i == 2 or (i == 0 and n.op_type == "DequantizeLinear")
+            elif n.op_type in SHIFT_COMMUTING:
+                idx = SHIFT_COMMUTING[n.op_type]
+                ok = idx is None or i in idx
+            else:
+                ok = False
+            if not ok:
+                return None
+        if n.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        value = n.output[0] if n.op_type == "QuantizeLinear" else n.input[0]
+        zp = n.input[2] if len(n.input) > 2 and n.input[2] else None
+        if value not in u8 and zp not in u8:
+            continue
+        # the value and its zero point move together: a zero point is an initializer (or absent: uint8's 0)
+        if value not in u8 or (zp is not None and (zp not in u8 or zp in made)):
+            return None
+        if zp is None:
+            if n.input[1] not in inits:
+                return None
+            no_zp.append(n)
+    for name in u8 - made:  # uint8 initializers: values and zero points
+        t = inits[name]
+        v = numpy_helper.to_array(t).astype(np.int16) - 128
+        t.CopyFrom(numpy_helper.from_array(v.astype(np.int8), name))
+    for n in no_zp:  # a missing zero point is uint8's 0: int8's -128
+        scale = numpy_helper.to_array(inits[n.input[1]])
+        zp = numpy_helper.from_array(np.full(scale.shape, -128, np.int8), f"{n.name or n.output[0]}/zero_point_s8")
+        g.initializer.append(zp)
+        while len(n.input) < 3:
+            n.input.append("")
+        n.input[2] = zp.name
+    for n in g.node:
+        for a in n.attribute:
+            if n.op_type == "QuantizeLinear" and a.name == "output_dtype" and a.i == TensorProto.UINT8:
+                a.i = TensorProto.INT8
+    for v in g.value_info:
+        if v.name in u8 and v.type.tensor_type.elem_type == TensorProto.UINT8:
+            v.type.tensor_type.elem_type = TensorProto.INT8
+    return (f"uint8 activations stored as int8 ({len(made)} tensors; values and zero points - 128: the same real "
+            "values, exactly, on the int8 datapath)")
+
+
 # Operators whose outputs are functions of their inputs' shapes: with static input shapes every subgraph computed
 # from them is a constant (PyTorch's exports compute reshape targets, slice bounds and expand shapes this way)
 SHAPE_OPS = {"Shape", "Size"}
@@ -319,6 +414,9 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     rewritten = to_qdq(model)
     if rewritten:
         notes.append(f"QOperator nodes rewritten as QDQ: {rewritten}")
+    shifted = uint8_to_int8(model)
+    if shifted:
+        notes.append(shifted)
     by_tileplan = False
     if is_float_model(model):
         if not quantize:

@@ -119,7 +119,9 @@ def offload_reason(op: QuantOp | ActMatmul) -> str | None:
     if op.w.dtype != np.int8:
         return f"{op.w.dtype} weights: the accelerator multiplies int8 weights"
     if np.any(np.asarray(op.w_zp) != 0):
-        return "weight zero point is not 0: the accelerator multiplies the raw int8 weights"
+        zw = np.unique(np.asarray(op.w_zp)).tolist()
+        return (f"weight zero point {zw[0] if len(zw) == 1 else zw[:4]} is not 0 (uint8 weights are stored as int8, "
+                "so their zero point here is theirs - 128): the accelerator multiplies the raw int8 weights")
     if _scalar(op.x_scale) is None or _scalar(op.y_scale) is None:
         return "per-channel activation scales: the accelerator needs per-tensor input and output scales"
     if _scalar(op.x_zp) is None or _scalar(op.y_zp) is None:

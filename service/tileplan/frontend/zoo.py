@@ -245,11 +245,12 @@ def random_calibration(model: Any, samples: int = 8, seed: int = 0) -> list[dict
 
 def quantize(model: Any, fmt: str = "qdq", calibration: list[dict[str, np.ndarray]] | None = None,
              seed: int = 0, per_channel: bool = False, keep_activations: bool = False,
-             symmetric: bool = False) -> bytes:
+             symmetric: bool = False, activation_type: str = "QInt8", weight_type: str = "QInt8") -> bytes:
     """onnxruntime's static quantizer: int8 activations and weights, per-tensor (or per-channel weights), MinMax
     calibration on `calibration` feeds (default: 8 random ones).  `keep_activations`: keep Relu / Clip nodes
     the output quantisation makes redundant (QDQKeepRemovableActivations); `symmetric`: activations with zero
-    points 0 (ActivationSymmetric)."""
+    points 0 (ActivationSymmetric); `activation_type` / `weight_type`: a QuantType name (QUInt8: uint8, the
+    quantizer's old default)."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -274,7 +275,8 @@ def quantize(model: Any, fmt: str = "qdq", calibration: list[dict[str, np.ndarra
         try:
             quantize_static(str(src), str(dst), _Reader(),
                             quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
-                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=per_channel,
+                            activation_type=QuantType[activation_type], weight_type=QuantType[weight_type],
+                            per_channel=per_channel,
                             extra_options={"QDQKeepRemovableActivations": keep_activations,
                                            "ActivationSymmetric": symmetric})
         finally:
@@ -283,7 +285,7 @@ def quantize(model: Any, fmt: str = "qdq", calibration: list[dict[str, np.ndarra
 
 
 def build(name: str, fmt: str = "qdq", seed: int = 0, per_channel: bool = False, keep_activations: bool = False,
-          symmetric: bool = False, **params: Any) -> bytes:
+          symmetric: bool = False, activation_type: str = "QInt8", weight_type: str = "QInt8", **params: Any) -> bytes:
     """The model `name` (MODELS) with `params` (sizes), quantized in `fmt` ("float": not quantized)."""
     if name not in MODELS:
         raise KeyError(f"unknown zoo model {name!r}; one of {sorted(MODELS)}")
@@ -293,7 +295,7 @@ def build(name: str, fmt: str = "qdq", seed: int = 0, per_channel: bool = False,
     if fmt == "float":
         return bytes(model.SerializeToString())
     return quantize(model, fmt, seed=seed, per_channel=per_channel, keep_activations=keep_activations,
-                    symmetric=symmetric)
+                    symmetric=symmetric, activation_type=activation_type, weight_type=weight_type)
 
 
 def sample_inputs(data: bytes, seed: int = 1) -> dict[str, np.ndarray]:
