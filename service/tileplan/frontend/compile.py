@@ -1115,14 +1115,14 @@ def _add_cycles(summary: dict[str, Any], prog: Any, cycles: list[float], dram: l
 
 
 def _readme(model_name: str, hw: str, prog: Any, imported: Any, summary: dict[str, Any]) -> str:
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import c_comment, c_ident
 
     t = summary["total"]
     sig = ", ".join([f"const {x.ctype} *{c_ident(i.name, 'in_')}" for x, i in zip(prog.inputs, imported.inputs)]
                     + [f"{x.ctype} *{c_ident(o.name, 'out_')}" for x, o in zip(prog.outputs, imported.outputs)])
-    rows = "\n".join(f"| {o['name']} | {o['op']} | {o['where']} | {o.get('cycles_emulated') or ''} | "
+    rows = "\n".join(f"| {c_comment(o['name'])} | {o['op']} | {o['where']} | {o.get('cycles_emulated') or ''} | "
                      f"{o['reason']} |" for o in summary["ops"])
-    return f"""# {model_name} for {hw}
+    return f"""# {c_comment(model_name)} for {hw}
 
 Compiled by Tileplan: {t['accelerator_ops']} of {t['ops']} ops on the accelerator
 ({t['accelerator_mac_share']:.1%} of the MACs), {t['host_ops']} on the host CPU; {len(prog.steps)} steps.
