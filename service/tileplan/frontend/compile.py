@@ -242,7 +242,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     from tileplan.codegen.registry import CodegenError
     from tileplan.codegen.support import codegen_unsupported
     from tileplan.frontend import host_ops, partition, patterns
-    from tileplan.frontend.program import Step, Tensor, build_program, c_ident, pack, render
+    from tileplan.frontend.program import Step, Tensor, build_program, pack, render, short_ident
     from tileplan.frontend.runner import NoToolchain, emulate_files
 
     def phase(name: str) -> None:  # wall and CPU seconds per compile phase (in the summary)
@@ -402,7 +402,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     summary["total"]["phase_cpu_seconds"] = cpu_phases
     if progress:
         progress(total, total)
-    return CompiledModel(summary, pack(files, c_ident(model_name)), summary["notes"])
+    return CompiledModel(summary, pack(files, short_ident(model_name)), summary["notes"])
 
 
 def _cpu_seconds() -> float:
@@ -585,7 +585,7 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
 
     from tileplan.codegen.registry import CodegenError
     from tileplan.frontend import partition
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import short_ident
 
     lkeys = [a.spec.layer.model_dump_json(exclude={"name", "count"}) for a in ops]
     firsts = {k: a for k, a in reversed(list(zip(lkeys, ops)))}  # the first op of each distinct layer
@@ -615,13 +615,13 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
                 if kkey not in kernels:
                     kernels[kkey] = ex.submit(generate_kernel, a.spec, hw, a.plan.mapping,
-                                              c_ident(a.qop.name, "tpk_"), stream)
+                                              short_ident(a.qop.name, "tpk_"), stream)
                 a.art = kernels[kkey]
                 key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
                 if stream != "baseline" and a.plan.baseline is not None and key not in seen:
                     seen.add(key)
                     library.append(ex.submit(_try, generate_kernel, a.spec, hw, a.plan.baseline.mapping,
-                                             c_ident(a.qop.name, "tpk_"), "baseline"))
+                                             short_ident(a.qop.name, "tpk_"), "baseline"))
 
         solving: dict[Future[Plan], str] = {}
         for k, a in firsts.items():
@@ -677,7 +677,7 @@ def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, op
     at its first op) and its kernel (generated at its first op), then counts as done."""
     from tileplan.codegen.registry import CodegenError
     from tileplan.frontend import partition
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import short_ident
 
     plans: dict[str, Plan] = {}
     errors: dict[str, str] = {}
@@ -695,7 +695,7 @@ def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, op
             a.plan = plans[k]
             kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
             if kkey not in kernels:
-                kernels[kkey] = _try(generate_kernel, a.spec, hw, a.plan.mapping, c_ident(a.qop.name, "tpk_"), stream)
+                kernels[kkey] = _try(generate_kernel, a.spec, hw, a.plan.mapping, short_ident(a.qop.name, "tpk_"), stream)
                 phase("codegen")
             if isinstance(kernels[kkey], (CodegenError, MappingInfeasible)):
                 a.art, a.reason = None, f"no accelerator code: {kernels[kkey]}"
@@ -716,7 +716,7 @@ def _keep_library_tiling(ops: list[_Accel], hw: Any, stream: str) -> None:
     faster than the plan's kernel (code generation may have had to shrink the plan's tiles), the faster kernel
     is the one the program runs (`library_tiling` says so)."""
     from tileplan.frontend import partition
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import short_ident
 
     chosen: dict[tuple[Any, ...], tuple[Any, str, float]] = {}
     for a in ops:
@@ -724,7 +724,7 @@ def _keep_library_tiling(ops: list[_Accel], hw: Any, stream: str) -> None:
             continue
         key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
         if key not in chosen:
-            bmap, name = a.plan.baseline.mapping, c_ident(a.qop.name, "tpk_")
+            bmap, name = a.plan.baseline.mapping, short_ident(a.qop.name, "tpk_")
             lib = a.art if stream == "baseline" else _try(generate_kernel, a.spec, hw, bmap, name, "baseline")
             if isinstance(lib, Exception):  # the library's tiling cannot be generated with this ABI
                 chosen[key] = (a.art, "", float(a.plan.baseline.metrics.cycles))
