@@ -118,3 +118,27 @@ def test_very_long_names_compile(client: TestClient) -> None:
         with tarfile.open(fileobj=io.BytesIO(tar.content)) as t:
             assert all(len(m.name) < 512 for m in t.getmembers())
 
+
+
+def _run(client: TestClient, model: bytes, x: Any) -> Any:
+    from tileplan.frontend.runner import run_artifact
+
+    r = client.post("/compile", json={"hardware": "gemmini-16x16", "model": base64.b64encode(model).decode(),
+                                      "options": {"time_limit_s": 2}, "wait": True})
+    assert r.status_code == 200, r.text[:2000]
+    tar = client.get(f"/compiles/{r.json()['id']}/artifact").content
+    return next(iter(run_artifact(tar, {"input": x}).outputs.values()))
+
+
+def test_names_that_are_one_c_name_do_not_share_a_kernel(client: TestClient) -> None:
+    """Node names `n.`, `n..`, `n...` are all the C name `n`: each layer's kernel was written to
+    kernels/tpk_n.c in turn, and the program called the last one for every layer (silently wrong outputs)."""
+    import numpy as np
+    import onnx
+
+    plain = zoo.build("mlp", "qdq")
+    m = onnx.load_model_from_string(plain)
+    for i, node in enumerate(m.graph.node):
+        node.name = "n" + "." * (i + 1)
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    np.testing.assert_array_equal(_run(client, m.SerializeToString(), x), _run(client, plain, x))
