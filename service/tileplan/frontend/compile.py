@@ -324,11 +324,13 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     phase("host")
     groups = _plan_groups(imported.model, accel, hw, options)
     fused_kernels = _fuse_program(prog, groups, accel, hw) if any(g.fused for g in groups) else []
-    kernel_sources = {}
+    kernel_sources: dict[str, str] = {}
     for a in {id(a.art): a for a in accel.values()}.values():
         if not any(st.function == a.art.name for st in prog.steps):
             continue  # every op it ran is in a fused group now
         art = a.art
+        if kernel_sources.get(art.name, art.c_source) != art.c_source:  # (name_nodes makes the names distinct)
+            raise InputError(("model", a.qop.name), f"its kernel's C name {art.name} is another node's too: rename one")
         kernel_sources[art.name] = art.c_source
         out_t = "int32_t" if a.spec.abi.acc_output else "int8_t"
         decls.append(f"void {art.name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, {out_t} *out, "
@@ -468,7 +470,7 @@ def _host_digest() -> str:
     h = hashlib.sha256(str(tvm.__version__).encode())
     for mod in (host_ops, emit_c):
         h.update(Path(str(mod.__file__)).read_bytes())
-    h.update(b"C names: program.short_ident, 96")  # (the cached entries carry the host functions' C names)
+    h.update(b"C names: program.short_ident, 96, distinct")  # (the cached entries carry the host functions' C names)
     return h.hexdigest()[:16]
 
 
@@ -524,8 +526,15 @@ def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
     lowered = host_ops.lower_host(compat)
     main = lowered["main"]
     part = HostPart(main, {}, {}, {}, [])
-    jobs = [(gv.name_hint, func, short_ident(gv.name_hint, "tp_host_"), _n_outputs(main, gv.name_hint))
-            for gv, func in lowered.functions.items() if isinstance(func, tirx.PrimFunc)]
+    jobs, used = [], set()
+    for gv, func in lowered.functions.items():
+        if isinstance(func, tirx.PrimFunc):  # (C names distinct: `a.b` and `a_b` are both tp_host_a_b)
+            cname, k = short_ident(gv.name_hint, "tp_host_"), 1
+            while cname in used:
+                k += 1
+                cname = short_ident(f"{gv.name_hint}_{k}", "tp_host_")
+            used.add(cname)
+            jobs.append((gv.name_hint, func, cname, _n_outputs(main, gv.name_hint)))
     for (hint, _, cname, n_out), fn in zip(jobs, _emit_host_functions([j[1:] for j in jobs], workers)):
         part.sources[cname], part.workspace[hint], part.names[hint] = fn.source, fn.workspace_bytes, cname
         part.decls.append(_host_decl(fn, n_out))
