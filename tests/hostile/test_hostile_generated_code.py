@@ -142,3 +142,19 @@ def test_names_that_are_one_c_name_do_not_share_a_kernel(client: TestClient) -> 
         node.name = "n" + "." * (i + 1)
     x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
     np.testing.assert_array_equal(_run(client, m.SerializeToString(), x), _run(client, plain, x))
+
+
+def test_a_non_ascii_graph_name_downloads(client: TestClient) -> None:
+    """The artifact's file name (Content-Disposition) is made from the graph's name: letters outside Latin-1 could
+    not be sent in a header at all (a 500 on every download of that compile)."""
+    import onnx
+
+    m = onnx.load_model_from_string(zoo.build("mlp", "qdq"))
+    m.graph.name = "модель 模型 " + "ß" * 300
+    r = client.post("/compile", json={"hardware": "gemmini-16x16", "model": base64.b64encode(m.SerializeToString())
+                                      .decode(), "options": {"time_limit_s": 2}, "wait": True})
+    assert r.status_code == 200, r.text[:2000]
+    tar = client.get(f"/compiles/{r.json()['id']}/artifact")
+    assert tar.status_code == 200, tar.text[:500]
+    name = tar.headers["content-disposition"]
+    assert name.isascii() and len(name) < 200, name
