@@ -226,8 +226,48 @@ def _zip_bomb_npz(gib: float = 1.0) -> bytes:
     return buf.getvalue()
 
 
-def compile_cases() -> list[tuple[str, str, str, dict[str, Any]]]:
-    """Issue 23's compile-path probes: (case, method, path, httpx keyword arguments)."""
+def _named_model(secret: Path, marker: Path) -> bytes:
+    """The QDQ MLP whose graph and node names try to leave their comments in the generated C and Makefile: an
+    `#include` of the server's file (gcc's errors would quote its lines) and a `$(shell touch marker)` make line."""
+    import onnx
+
+    from tileplan.frontend import zoo
+
+    m = onnx.load_model_from_string(zoo.build("mlp", "qdq"))
+    m.graph.name = f"mlp\n$(shell touch {marker})\n"
+    for node in m.graph.node:
+        node.name = f'{node.name} */\n#include "{secret}"\n/*'
+    return m.SerializeToString()
+
+
+def _sparse_bomb() -> bytes:
+    """A QDQ MLP holding a sparse tensor of one value whose dense shape is 2^40 elements."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from tileplan.frontend import zoo
+
+    m = onnx.load_model_from_string(zoo.build("mlp", "qdq"))
+    m.graph.sparse_initializer.append(helper.make_sparse_tensor(
+        helper.make_tensor("sp", TensorProto.FLOAT, [1], [1.0]), helper.make_tensor("sp_i", TensorProto.INT64, [1], [0]),
+        [1 << 40]))
+    return m.SerializeToString()
+
+
+def _long_raw_data() -> bytes:
+    import onnx
+
+    from tileplan.frontend import zoo
+
+    m = onnx.load_model_from_string(zoo.build("mlp", "qdq"))
+    t = max(m.graph.initializer, key=lambda t: len(t.raw_data))
+    t.raw_data = t.raw_data * 3
+    return m.SerializeToString()
+
+
+def compile_cases(secret: Path | None = None, marker: Path | None = None) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """Issue 23's compile-path probes: (case, method, path, httpx keyword arguments); with `secret` and `marker`
+    (a server file, a file no command may make) the names-in-generated-code case too."""
     import base64
     import json
 
@@ -273,7 +313,10 @@ def compile_cases() -> list[tuple[str, str, str, dict[str, Any]]]:
           "headers": {**AUTH, "content-type": "application/json"}}),
         ("c9 input_shapes [1,3,2^20,2^20]", "POST", "/compile",
          body(float_mlp, input_shapes={"input": [1, 3, 1 << 20, 1 << 20]})),
-    ]
+        ("c11 sparse tensor of 2^40 dense elements", "POST", "/compile", body(_sparse_bomb())),
+        ("c12 raw_data 3x what its dims say", "POST", "/compile", body(_long_raw_data())),
+    ] + ([("c10 names: '*/ #include <server file>', '$(shell touch F)'", "POST", "/compile",
+           body(_named_model(secret, marker), wait=True))] if secret is not None and marker is not None else [])
 
 
 def children(pid: int) -> list[int]:
@@ -773,7 +816,7 @@ def mix(args: argparse.Namespace) -> None:
             key = r.json()["plans"][0]["key"]
             descriptor = c.get("/hardware/gemmini-8x8").json()
         descriptor = {k: v for k, v in descriptor.items() if k != "source"}
-        cases = hostile_cases(descriptor, key) + compile_cases()
+        cases = hostile_cases(descriptor, key) + compile_cases(work / SECRET_FILE, work / "made-by-a-name")
         load0 = os.getloadavg()[0]
         calm = measure(url, api.pid, [], args.baseline_seconds, args.rate)
         mixed = measure(url, api.pid, cases, args.seconds, args.rate)
@@ -818,6 +861,8 @@ def mix(args: argparse.Namespace) -> None:
         row("hostile answers 5xx", lambda r: str(sum(n for v in r.hostile.values() for c, n in v.items()
                                                      if c.startswith("5"))), "0"),
         row("hostile answers holding bytes of a server file", lambda r: str(r.leaks), "0"),
+        f"| commands a model's names ran on the server (c10's file made) | | "
+        f"{'yes' if (work / 'made-by-a-name').exists() else 'no'} | no |",
         "",
         f"Hostile requests sent: {sum(sum(v.values()) for v in mixed.hostile.values())}.",
         "",
@@ -836,7 +881,11 @@ def mix(args: argparse.Namespace) -> None:
     lines += ["", "Case 5 (PostgreSQL going away) is not in this SQLite mix: tests/hostile/test_hostile_database.py "
               "replays it. Cases c1-c9 are issue 23's compile-path probes (c1: external data naming the server's "
               f"`{SECRET_FILE}` and database, both in its working directory; c4: 90 MB models, read in full before the "
-              "request's error, `input_shapes` naming no input, with a 120 s client timeout).", "",
+              "request's error, `input_shapes` naming no input, with a 120 s client timeout). c10-c12 are this session's "
+              "(branch hostile): c10 a model whose graph and node names try to close their comments in the generated "
+              "C and Makefile (an `#include` of the server's file, whose lines gcc's errors would quote, and a make "
+              "`$(shell ...)` line; waited for, so the first try may give up at 5 s and the next is answered from the "
+              "store), c11 a sparse tensor's dense shape, c12 raw_data longer than its dims.", "",
               "## Damaged storage (issue 23, case 8)", "",
               "After the mix the server is stopped, the `plans` table's root page in its SQLite file overwritten, and "
               "the server started again on it; each request 5 times:", "",

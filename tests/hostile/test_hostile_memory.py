@@ -111,3 +111,52 @@ def test_a_compile_over_the_memory_cap_fails_alone_as_the_requests_fault(tmp_pat
         ok = _post(c, zoo.build("mlp", "qdq"))  # the next compile runs (in a fresh process)
         assert ok.status_code == 200, ok.text
         assert c.app.state.modules.pool.slots.killed >= 1
+
+
+def _with_sparse(dense: int, where: str) -> bytes:
+    """The QDQ MLP plus a sparse tensor of one value whose dense shape is `dense` elements (4 bytes each)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    m = onnx.load_model_from_string(zoo.build("mlp", "qdq"))
+    st = helper.make_sparse_tensor(helper.make_tensor("sp", TensorProto.FLOAT, [1], [1.0]),
+                                   helper.make_tensor("sp_i", TensorProto.INT64, [1], [0]), [dense])
+    if where == "initializer":
+        m.graph.sparse_initializer.append(st)
+    else:
+        m.graph.node.insert(0, helper.make_node("Constant", [], ["sp"], name="sp_const", sparse_value=st))
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("where", ["initializer", "constant"])
+def test_a_sparse_tensors_dense_shape_is_bounded(where: str) -> None:
+    """A sparse tensor's 12 bytes can stand for 2^40 elements: any reader that densifies it (onnxruntime, an
+    importer) allocates them all, so its dense shape counts as a tensor's."""
+    with pytest.raises(InputError) as err:
+        decode(_with_sparse(1 << 40, where))
+    assert err.value.type == "too_large" and "'sp'" in err.value.msg and "sparse" in err.value.msg, err.value.msg
+
+
+@pytest.mark.parametrize("factor", [0.5, 3])
+def test_raw_data_must_hold_exactly_what_the_dims_say(factor: float) -> None:
+    """raw_data shorter than its dims (the ONNX checker's catch) or longer (which the checker lets through, and
+    TVM's importer failed on after the compile was queued and stored): a 422 naming the tensor, up front."""
+    import onnx
+
+    m = onnx.load_model_from_string(zoo.build("mlp", "qdq"))
+    t = max(m.graph.initializer, key=lambda t: len(t.raw_data))
+    t.raw_data = (t.raw_data * 3)[: int(len(t.raw_data) * factor)]
+    with pytest.raises(InputError) as err:
+        decode(m.SerializeToString())
+    assert err.value.loc == ("model",) and t.name in err.value.msg and "raw_data" in err.value.msg, err.value.msg
+
+
+def test_compile_refuses_a_raw_data_mismatch_without_storing_a_compile(client: TestClient) -> None:
+    import onnx
+
+    m = onnx.load_model_from_string(zoo.build("mlp", "qdq"))
+    t = max(m.graph.initializer, key=lambda t: len(t.raw_data))
+    t.raw_data = t.raw_data * 2
+    r = _post(client, m.SerializeToString(), wait=False)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "model"], r.text
+    assert client.get("/compiles").json()["compiles"] == []

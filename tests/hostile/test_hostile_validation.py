@@ -221,3 +221,21 @@ def test_onnx_model_with_absurd_dimensions_is_a_422(client: TestClient) -> None:
     r = client.post("/schedule", json={"hardware": "gemmini-16x16", "model": matmul(1, 3 * 10**6)})
     assert r.status_code == 422, r.text[:300]
     assert item(r)["loc"][:3] == ["body", "layers", 0] and "max_layer_extent" in item(r)["msg"], r.text[:300]
+
+
+@pytest.mark.parametrize(("body", "headers", "says"), [
+    (b'{"hardware": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", {}, "nested"),
+    (b'{"hardware": "gemmini-\xff16x16", "layers": []}', {}, "UTF-8"),
+    (b'{"hardware": "gemmini-8x8", "layers": [{"op": "matmul", "M": ' + b"9" * 100_000 + b', "K": 8, "N": 8}]}',
+     {}, "digits"),
+    (__import__("gzip").compress(b'{"hardware": "gemmini-8x8", "layers": []}'), {"content-encoding": "gzip"},
+     "Content-Encoding"),
+], ids=["deep", "not-utf8", "digits", "gzip"])
+def test_a_body_json_cannot_read_says_why(client: TestClient, body: bytes, headers: dict[str, str], says: str) -> None:
+    """Bodies the JSON reader fails on other than by syntax (nesting past its recursion limit, bytes that are not
+    UTF-8, an integer of 100,000 digits, a compressed body): a 422 `json_invalid` at `body` with the reason, as
+    malformed JSON is, not a bare 400 "There was an error parsing the body"."""
+    r = client.post("/schedule", content=body, headers={"content-type": "application/json", **headers})
+    assert r.status_code == 422, r.text[:300]
+    d = item(r)
+    assert d["loc"] == ["body"] and d["type"] == "json_invalid" and says in d["msg"], d

@@ -88,6 +88,8 @@ def install(app: FastAPI) -> None:
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
         if isinstance(exc, ApiError):
             body = detail(exc.loc, exc.msg, exc.type)
+        elif exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI's "error parsing the body"
+            return JSONResponse(detail(["body"], _unreadable(request, exc.__cause__), "json_invalid"), status_code=422)
         else:
             body = detail([], str(exc.detail), _http_type(exc.status_code))
         return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
@@ -137,6 +139,20 @@ def transient_storage_error(exc: BaseException) -> bool:
         return False  # a table or column gone: not coming back by itself
     return bool(exc.connection_invalidated) or isinstance(exc, (OperationalError, InterfaceError)) or isinstance(
         exc.orig, (psycopg.OperationalError, psycopg.InterfaceError))
+
+
+def _unreadable(request: Request, cause: BaseException) -> str:
+    """Why a body's JSON could not be read, when it was not a syntax error (those are pydantic's json_invalid)."""
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        return f"Content-Encoding {encoding!r} is not accepted: send the JSON uncompressed"
+    if isinstance(cause, RecursionError):
+        return "malformed JSON: nested too deeply"
+    if isinstance(cause, UnicodeDecodeError):
+        return f"malformed JSON: not UTF-8 (byte 0x{cause.object[cause.start]:02x} at position {cause.start})"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return "malformed JSON: a number of over 4300 digits"
+    return f"malformed JSON: {type(cause).__name__}"
 
 
 def _http_type(status: int) -> str:

@@ -242,7 +242,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     from tileplan.codegen.registry import CodegenError
     from tileplan.codegen.support import codegen_unsupported
     from tileplan.frontend import host_ops, partition, patterns
-    from tileplan.frontend.program import Step, Tensor, build_program, c_ident, pack, render
+    from tileplan.frontend.program import Step, Tensor, build_program, pack, render, short_ident
     from tileplan.frontend.runner import NoToolchain, emulate_files
 
     def phase(name: str) -> None:  # wall and CPU seconds per compile phase (in the summary)
@@ -327,11 +327,13 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     phase("host")
     groups = _plan_groups(imported.model, accel, hw, options)
     fused_kernels = _fuse_program(prog, groups, accel, hw) if any(g.fused for g in groups) else []
-    kernel_sources = {}
+    kernel_sources: dict[str, str] = {}
     for a in {id(a.art): a for a in accel.values()}.values():
         if not any(st.function == a.art.name for st in prog.steps):
             continue  # every op it ran is in a fused group now
         art = a.art
+        if kernel_sources.get(art.name, art.c_source) != art.c_source:  # (name_nodes makes the names distinct)
+            raise InputError(("model", a.qop.name), f"its kernel's C name {art.name} is another node's too: rename one")
         kernel_sources[art.name] = art.c_source
         out_t = "int32_t" if a.spec.abi.acc_output else "int8_t"
         decls.append(f"void {art.name}(const int8_t *I, const int8_t *W_p, const int32_t *bias_p, {out_t} *out, "
@@ -405,7 +407,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     summary["total"]["phase_cpu_seconds"] = cpu_phases
     if progress:
         progress(total, total)
-    return CompiledModel(summary, pack(files, c_ident(model_name)), summary["notes"])
+    return CompiledModel(summary, pack(files, short_ident(model_name)), summary["notes"])
 
 
 def _cpu_seconds() -> float:
@@ -471,7 +473,7 @@ def _host_digest() -> str:
     h = hashlib.sha256(str(tvm.__version__).encode())
     for mod in (host_ops, emit_c):
         h.update(Path(str(mod.__file__)).read_bytes())
-    h.update(b"C names: program.short_ident, 96")  # (the cached entries carry the host functions' C names)
+    h.update(b"C names: program.short_ident, 96, distinct")  # (the cached entries carry the host functions' C names)
     return h.hexdigest()[:16]
 
 
@@ -528,8 +530,15 @@ def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
     main = lowered["main"]
     part = HostPart(main, {}, {}, {}, [])
     n_outputs = _output_counts(main)
-    jobs = [(gv.name_hint, func, short_ident(gv.name_hint, "tp_host_"), n_outputs.get(gv.name_hint, 1))
-            for gv, func in lowered.functions.items() if isinstance(func, tirx.PrimFunc)]
+    jobs, used = [], set()
+    for gv, func in lowered.functions.items():
+        if isinstance(func, tirx.PrimFunc):  # (C names distinct: `a.b` and `a_b` are both tp_host_a_b)
+            cname, k = short_ident(gv.name_hint, "tp_host_"), 1
+            while cname in used:
+                k += 1
+                cname = short_ident(f"{gv.name_hint}_{k}", "tp_host_")
+            used.add(cname)
+            jobs.append((gv.name_hint, func, cname, n_outputs.get(gv.name_hint, 1)))
     for (hint, _, cname, n_out), fn in zip(jobs, _emit_host_functions([j[1:] for j in jobs], workers)):
         part.sources[cname], part.workspace[hint], part.names[hint] = fn.source, fn.workspace_bytes, cname
         part.decls.append(_host_decl(fn, n_out))
@@ -589,7 +598,7 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
 
     from tileplan.codegen.registry import CodegenError
     from tileplan.frontend import partition
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import short_ident
 
     lkeys = [a.spec.layer.model_dump_json(exclude={"name", "count"}) for a in ops]
     firsts = {k: a for k, a in reversed(list(zip(lkeys, ops)))}  # the first op of each distinct layer
@@ -619,13 +628,13 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
                 if kkey not in kernels:
                     kernels[kkey] = ex.submit(generate_kernel, a.spec, hw, a.plan.mapping,
-                                              c_ident(a.qop.name, "tpk_"), stream)
+                                              short_ident(a.qop.name, "tpk_"), stream)
                 a.art = kernels[kkey]
                 key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
                 if stream != "baseline" and a.plan.baseline is not None and key not in seen:
                     seen.add(key)
                     library.append(ex.submit(_try, generate_kernel, a.spec, hw, a.plan.baseline.mapping,
-                                             c_ident(a.qop.name, "tpk_"), "baseline"))
+                                             short_ident(a.qop.name, "tpk_"), "baseline"))
 
         solving: dict[Future[Plan], str] = {}
         for k, a in firsts.items():
@@ -681,7 +690,7 @@ def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, op
     at its first op) and its kernel (generated at its first op), then counts as done."""
     from tileplan.codegen.registry import CodegenError
     from tileplan.frontend import partition
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import short_ident
 
     plans: dict[str, Plan] = {}
     errors: dict[str, str] = {}
@@ -699,7 +708,7 @@ def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, op
             a.plan = plans[k]
             kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
             if kkey not in kernels:
-                kernels[kkey] = _try(generate_kernel, a.spec, hw, a.plan.mapping, c_ident(a.qop.name, "tpk_"), stream)
+                kernels[kkey] = _try(generate_kernel, a.spec, hw, a.plan.mapping, short_ident(a.qop.name, "tpk_"), stream)
                 phase("codegen")
             if isinstance(kernels[kkey], (CodegenError, MappingInfeasible)):
                 a.art, a.reason = None, f"no accelerator code: {kernels[kkey]}"
@@ -720,7 +729,7 @@ def _keep_library_tiling(ops: list[_Accel], hw: Any, stream: str) -> None:
     faster than the plan's kernel (code generation may have had to shrink the plan's tiles), the faster kernel
     is the one the program runs (`library_tiling` says so)."""
     from tileplan.frontend import partition
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import short_ident
 
     chosen: dict[tuple[Any, ...], tuple[Any, str, float]] = {}
     for a in ops:
@@ -728,7 +737,7 @@ def _keep_library_tiling(ops: list[_Accel], hw: Any, stream: str) -> None:
             continue
         key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
         if key not in chosen:
-            bmap, name = a.plan.baseline.mapping, c_ident(a.qop.name, "tpk_")
+            bmap, name = a.plan.baseline.mapping, short_ident(a.qop.name, "tpk_")
             lib = a.art if stream == "baseline" else _try(generate_kernel, a.spec, hw, bmap, name, "baseline")
             if isinstance(lib, Exception):  # the library's tiling cannot be generated with this ABI
                 chosen[key] = (a.art, "", float(a.plan.baseline.metrics.cycles))
@@ -1135,14 +1144,14 @@ def _add_cycles(summary: dict[str, Any], prog: Any, cycles: list[float], dram: l
 
 
 def _readme(model_name: str, hw: str, prog: Any, imported: Any, summary: dict[str, Any]) -> str:
-    from tileplan.frontend.program import c_ident
+    from tileplan.frontend.program import c_comment, c_ident
 
     t = summary["total"]
     sig = ", ".join([f"const {x.ctype} *{c_ident(i.name, 'in_')}" for x, i in zip(prog.inputs, imported.inputs)]
                     + [f"{x.ctype} *{c_ident(o.name, 'out_')}" for x, o in zip(prog.outputs, imported.outputs)])
-    rows = "\n".join(f"| {o['name']} | {o['op']} | {o['where']} | {o.get('cycles_emulated') or ''} | "
+    rows = "\n".join(f"| {c_comment(o['name'])} | {o['op']} | {o['where']} | {o.get('cycles_emulated') or ''} | "
                      f"{o['reason']} |" for o in summary["ops"])
-    return f"""# {model_name} for {hw}
+    return f"""# {c_comment(model_name)} for {hw}
 
 Compiled by Tileplan: {t['accelerator_ops']} of {t['ops']} ops on the accelerator
 ({t['accelerator_mac_share']:.1%} of the MACs), {t['host_ops']} on the host CPU; {len(prog.steps)} steps.

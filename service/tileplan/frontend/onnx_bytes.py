@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from tileplan.errors import InputError
 
@@ -79,6 +79,10 @@ def check_sizes(model: Any, loc: tuple[str, ...] = ("model",), max_elements: int
         n = _elements(t.dims)
         if n > max_elements:
             raise _too_large(loc, f"tensor {t.name or '(unnamed)'!r} ({where})", n, max_elements)
+        width = _RAW_WIDTH.get(t.data_type)
+        if t.raw_data and width is not None and len(t.raw_data) != n * width:
+            raise InputError(loc, f"tensor {t.name or '(unnamed)'!r} ({where}) holds {len(t.raw_data)} bytes of "
+                             f"raw_data; its dims and type take {n * width}")
         try:
             total += n * max(helper.tensor_dtype_to_np_dtype(t.data_type).itemsize, 1)
         except (KeyError, TypeError, ValueError):
@@ -157,6 +161,28 @@ def refuse_external_data(model: Any, loc: tuple[str, ...] = ("model",)) -> None:
                              "(onnx.save_model(model, path, save_as_external_data=False))", "value_error")
 
 
+_RAW_WIDTH = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 16: 2}
+"""TensorProto data types -> bytes per element in raw_data (FLOAT, UINT8, INT8, UINT16, INT16, INT32, INT64, BOOL,
+FLOAT16, DOUBLE, UINT32, UINT64, BFLOAT16); packed and variable-width types are not checked here."""
+
+
+class _Dense(NamedTuple):
+    """A sparse tensor as the dense tensor a reader makes of it (its dims), for the size checks."""
+
+    name: str
+    dims: Any
+    data_type: int
+    raw_data: bytes = b""
+    data_location: int = 0
+    external_data: tuple[Any, ...] = ()
+
+
+def _sparse(where: str, s: Any) -> Iterator[tuple[str, Any]]:
+    yield f"sparse tensor, {where}", _Dense(s.values.name, s.dims, s.values.data_type)
+    yield where, s.values
+    yield where, s.indices
+
+
 def _tensors(model: Any) -> Iterator[tuple[str, Any]]:
     yield from _graph_tensors(model.graph, "graph")
     for fn in model.functions:
@@ -170,8 +196,7 @@ def _graph_tensors(graph: Any, where: str) -> Iterator[tuple[str, Any]]:
     for t in graph.initializer:
         yield f"initializer of {where}", t
     for s in graph.sparse_initializer:
-        yield f"sparse initializer of {where}", s.values
-        yield f"sparse initializer of {where}", s.indices
+        yield from _sparse(f"sparse initializer of {where}", s)
     yield from _node_tensors(graph.node, where)
 
 
@@ -183,11 +208,9 @@ def _node_tensors(nodes: Any, where: str) -> Iterator[tuple[str, Any]]:
                 yield here, a.t
             yield from ((here, t) for t in a.tensors)
             if a.HasField("sparse_tensor"):
-                yield here, a.sparse_tensor.values
-                yield here, a.sparse_tensor.indices
+                yield from _sparse(here, a.sparse_tensor)
             for s in a.sparse_tensors:
-                yield here, s.values
-                yield here, s.indices
+                yield from _sparse(here, s)
             if a.HasField("g"):
                 yield from _graph_tensors(a.g, f"subgraph {a.name} of node {node.name or node.op_type!r}")
             for g in a.graphs:

@@ -85,16 +85,20 @@ def decode(data: bytes) -> Any:
 
 
 def name_nodes(model: Any) -> None:
-    """Give every node a unique name (`<op>_<index>` for unnamed ones): errors and the summary use them."""
+    """Give every node a unique name (`<op>_<index>` for unnamed ones): errors and the summary use them. Unique as
+    C names too (`program.short_ident`: its kernel is named after it), so `n.` and `n..`, both `n` in C, are
+    `n.` and `n.._2`: two kernels, never one file written twice."""
+    from tileplan.frontend.program import short_ident
+
     seen: set[str] = set()
     for i, node in enumerate(model.graph.node):
         base = node.name or f"{node.op_type}_{i}"
         name, k = base, 1
-        while name in seen:
+        while name in seen or short_ident(name) in seen:
             k += 1
             name = f"{base}_{k}"
         node.name = name
-        seen.add(name)
+        seen.update((name, short_ident(name)))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -300,6 +300,19 @@ def c_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def c_comment(text: str, limit: int = 200) -> str:
+    """`text` (a name the client chose: the graph's, an input's, a node's) as inert text inside a comment of the
+    artifact's C, assembly or Makefile: printable ASCII only, every other character (newlines, and backslashes,
+    which splice lines in C and continue a Makefile comment) an `_`, `*/` and `/*` broken apart, no `??` (a
+    trigraph under -std=c11), at most `limit` characters. The server builds these files (`make host`), so a name
+    that closed its comment would be code, a directive (`#include "/etc/passwd"`, which gcc's errors then echo) or
+    a make line (`$(shell ...)`) run here."""
+    s = "".join(ch if 32 <= ord(ch) < 127 and ch != "\\" else "_" for ch in text[: limit * 2])
+    s = s.replace("*/", "*_/").replace("/*", "/_*")
+    s = re.sub(r"\?(?=\?)", "?_", s)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
 def _file_layout(prog: Program) -> dict[str, Any]:
     """Where main.c finds each input / output in the raw files it reads and writes (the tensors back to back, in
     order): byte offsets, totals, the C pointer each tensor is passed as, and which tensors sit at an offset that
@@ -337,8 +350,10 @@ def pack(files: dict[str, bytes], root: str = "tileplan_model") -> bytes:
 def _env() -> Any:
     import jinja2
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["comment"] = c_comment  # every name a client chose, wherever a template writes it in a comment
+    return env
 
 
 def build_files(model_name: str, hardware: str, params_header: str, kernel_files: list[str],

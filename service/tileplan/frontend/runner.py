@@ -35,7 +35,13 @@ _LOADED: dict[str, ctypes.CDLL] = {}
 
 
 class ArtifactError(TileplanError):
-    """The artifact could not be built or its run trapped (the message says which step and why)."""
+    """The artifact could not be built or its run trapped (the message says which step and why).  `output`: the
+    build's compiler output, in the message too (for a local `tileplan run`), but never sent to a client of the
+    service: gcc's errors quote the lines of whatever file it read (`brief` is the message without it)."""
+
+    def __init__(self, brief: str, output: str = "") -> None:
+        super().__init__(f"{brief}:\n{output}" if output else brief)
+        self.brief, self.output = brief, output
 
 
 class NoToolchain(ArtifactError):
@@ -257,7 +263,8 @@ def build(files: dict[str, bytes], pre: Prebuild | None = None) -> Path:
         proc = subprocess.run([make, "-s", f"-j{min(4, os.cpu_count() or 1)}", "host", f"CC={cc}"], cwd=tmp,
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            raise ArtifactError(f"building the artifact's host target failed:\n{proc.stderr[-4000:]}")
+            raise ArtifactError(f"building the artifact's host target failed (make exit {proc.returncode})",
+                                proc.stderr[-4000:])
         try:
             os.replace(tmp, root)
         except OSError:  # built concurrently by someone else: theirs is the same

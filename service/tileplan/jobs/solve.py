@@ -162,8 +162,11 @@ def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:
     except Exception as exc:  # a compiler bug: logged here with its traceback, reported without it
         if out_of_memory(exc):
             return {"ok": False, "error": memory_error("compiling this model")}
-        log.exception("compile failed")
-        return {"ok": False, "error": {"loc": [], "msg": f"compiler error: {type(exc).__name__}: {exc}",
+        log.exception("compile failed")  # (with an ArtifactError's compiler output: the log has it, not the client)
+        from tileplan.frontend.runner import ArtifactError
+
+        said = exc.brief if isinstance(exc, ArtifactError) else str(exc)
+        return {"ok": False, "error": {"loc": [], "msg": f"compiler error: {type(exc).__name__}: {said}",
                                        "type": "compile_error"}}
 
 

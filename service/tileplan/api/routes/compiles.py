@@ -261,5 +261,9 @@ async def delete_compile(request: Request, compile_id: str) -> Response:
 
 
 def _filename(name: str) -> str:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name).strip("._")
-    return safe or "model"
+    """The graph's name as a download's file name: ASCII letters, digits, `-_.` (a header holds Latin-1 only, and
+    a client's file system its own bound), at most 96 characters."""
+    from tileplan.frontend.program import short_ident
+
+    safe = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "-_." else "_" for ch in name).strip("._")
+    return short_ident(safe) if len(safe) > 96 else safe or "model"
