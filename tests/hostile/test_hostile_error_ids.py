@@ -121,3 +121,37 @@ def test_an_unexpected_solver_error_names_an_id_not_its_text(monkeypatch: pytest
     assert SECRET not in str(out) and "No space" not in str(out)
     ref = ERROR_ID.search(out["error"]["msg"])
     assert ref is not None and _logged_under(caplog, ref.group(1)).exc_info is not None
+
+
+def test_a_layer_whose_solve_raises_an_oserror_fails_with_an_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """POST /schedule's layer runner: an OSError from the pool (not a crash of ours) fails the layer with an id."""
+    from tileplan.jobs import solve
+
+    async def no_space(*args: Any, **kwargs: Any) -> Any:
+        _no_space()
+
+    monkeypatch.setattr(solve.SolverPool, "solve", no_space)
+    with caplog.at_level(logging.ERROR), TestClient(create_app(Settings(data_dir=tmp_path, solver_processes=1,
+                                                                        max_attempts=2))) as c:
+        r = c.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [FC]})
+    assert r.status_code == 500, r.text
+    assert SECRET not in r.text and "No space" not in r.text
+    err = r.json()["errors"][0]
+    assert err["type"] == "solver_crashed", err
+    ref = ERROR_ID.search(err["msg"])
+    assert ref is not None and _logged_under(caplog, ref.group(1)).exc_info is not None
+
+
+def test_an_unexpected_codegen_error_names_an_id_not_its_text(monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A module build (GET /plans/{key}/module's reason, `options.codegen`'s warning) likewise."""
+    import tileplan.codegen.pipeline
+    from tileplan.jobs import solve
+
+    monkeypatch.setattr(tileplan.codegen.pipeline, "build_module", _no_space)
+    with caplog.at_level(logging.ERROR):
+        out = solve._module(None, FC, None)  # (the mapping and hardware are only passed to the failing stage)
+    assert out["ok"] is False and SECRET not in out["error"] and "No space" not in out["error"], out
+    ref = ERROR_ID.search(out["error"])
+    assert ref is not None and _logged_under(caplog, ref.group(1)).exc_info is not None
