@@ -6,6 +6,8 @@ raises bare ValueErrors at users.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +34,19 @@ class InputError(TileplanError):
 
 class MappingInfeasible(TileplanError):
     """No legal mapping exists for this layer on this hardware (or none was found in time)."""
+
+
+def unexpected_error(log: logging.Logger, what: str, type_: str = "internal_error", event: str = "unexpected_error",
+                     **context: object) -> dict[str, Any]:
+    """The one way an exception that is not one of the project's own (an OSError naming a server path, a bug) becomes
+    a client's message: called in its `except` block, it logs the traceback under a new error id and returns the
+    client's `{loc, msg, type}` (`what` failed, the id; nothing of the exception's text or type). Expected errors
+    (InputError, MappingInfeasible, ArtifactError's `brief`, CodegenError) keep their own messages instead."""
+    ref = uuid.uuid4().hex[:12]
+    fields = "".join(f" {k}={v}" for k, v in context.items())
+    log.exception("event=%s ref=%s%s", event, ref, fields)
+    return {"loc": [], "msg": f"{what} failed with an internal error of the server (error id {ref}; the server's "
+                              "log has the details)", "type": type_}
 
 
 def format_loc(loc: Sequence[str | int]) -> str:

@@ -147,7 +147,7 @@ def test_internal_errors_carry_no_traceback(client: TestClient, monkeypatch: pyt
     r = post(client, {"hardware": "gemmini-16x16", "layers": [FC]})
     assert r.status_code == 500
     item = first(r)
-    assert item["type"] == "internal_error" and "reference" in item["msg"]
+    assert item["type"] == "internal_error" and "error id" in item["msg"]
     assert "secret" not in r.text and "RuntimeError" not in r.text
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import uuid
 from typing import Any
 
 import psycopg
@@ -16,7 +15,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, Operation
 from starlette.exceptions import HTTPException
 
 from tileplan.api.answers import AnswerFromCache
-from tileplan.errors import InputError, MappingInfeasible, error_loc
+from tileplan.errors import InputError, MappingInfeasible, error_loc, unexpected_error
 from tileplan.jobs.disconnect import ClientGone
 from tileplan.store.repository import QuotaExceeded
 
@@ -122,9 +121,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        ref = uuid.uuid4().hex[:12]
-        log.exception("event=unhandled_error ref=%s path=%s", ref, request.url.path)
-        return JSONResponse(detail([], f"internal error (reference {ref})", "internal_error"), status_code=500)
+        err = unexpected_error(log, "this request", event="unhandled_error", path=request.url.path)
+        return JSONResponse({"detail": [err]}, status_code=500)
 
 
 def transient_storage_error(exc: BaseException) -> bool:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tileplan.errors import InputError
+from tileplan.errors import InputError, unexpected_error
 from tileplan.hardware.catalog import catalog
 from tileplan.jobs.bytecache import ByteLRU
 from tileplan.jobs.fair import FairShare
@@ -335,11 +335,10 @@ class Compiler:
                 self._on_finish(seconds, "done" if out["ok"] else str(out["error"].get("type", "failed")))
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # the store went away: recorded if it can be, never left hanging in silence
-            log.exception("event=compile_failed id=%s", compile_id[:12])
+        except Exception:  # noqa: BLE001 - logged by unexpected_error; the store went away: recorded if it can be
+            err = unexpected_error(log, "this compile", event="compile_failed", id=compile_id[:12])
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(self.store.fail_compile, compile_id, {
-                    "loc": [], "msg": f"internal error: {type(exc).__name__}", "type": "internal_error"})
+                await asyncio.to_thread(self.store.fail_compile, compile_id, err)
         finally:
             ev = self._finished.pop(compile_id, None)
             if ev is not None:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from tileplan.errors import unexpected_error
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.fair import FairShare
 from tileplan.jobs.runner import LayerRunner
@@ -93,9 +94,8 @@ class LocalQueue(JobQueue):
                 raise
             except Exception as exc:  # crashed solver process or lost database: try again
                 if attempt == attempts:
-                    log.exception("event=layer_gave_up job=%s key=%s", job_id, key[:12])
-                    err = {"loc": [], "msg": f"gave up after {attempts} attempts: {type(exc).__name__}",
-                           "type": "internal_error"}
+                    err = unexpected_error(log, f"solving this layer ({attempts} attempts)", event="layer_gave_up",
+                                           job=job_id, key=key[:12])
                     with contextlib.suppress(Exception):
                         status = await asyncio.to_thread(self.store.finish_layer, job_id, key, err)
                         self.runner._final(job_id, status)

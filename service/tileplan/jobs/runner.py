@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tileplan.errors import unexpected_error
 from tileplan.jobs.singleflight import SingleFlight
 from tileplan.jobs.solve import SolverCrashed, SolverPool, SolveTimeout
 from tileplan.settings import Settings
@@ -101,12 +102,14 @@ class LayerRunner:
             if not give_up and not isinstance(exc, SolveTimeout):
                 raise
             kind = "time_limit" if isinstance(exc, SolveTimeout) else "solver_crashed"
-            outcome = {"loc": [], "msg": str(exc), "type": kind}
-        except Exception as exc:
+            if isinstance(exc, (SolverCrashed, SolveTimeout)):  # (their messages are ours; an OSError's may name paths)
+                outcome = {"loc": [], "msg": str(exc), "type": kind}
+            else:
+                outcome = unexpected_error(log, "solving this layer", kind, event="layer_failed", job=job_id, key=key)
+        except Exception:
             if not give_up:
                 raise
-            log.exception("event=layer_failed job=%s key=%s", job_id, key)
-            outcome = {"loc": [], "msg": f"internal error: {type(exc).__name__}", "type": "internal_error"}
+            outcome = unexpected_error(log, "solving this layer", event="layer_failed", job=job_id, key=key)
         if outcome is not None:
             outcome = {**outcome, "loc": ["layers", idx, *outcome.get("loc", [])]}
         status = await asyncio.to_thread(store.finish_layer, job_id, key, outcome)

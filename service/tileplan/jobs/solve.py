@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from tileplan.errors import unexpected_error
 from tileplan.jobs.slots import ProcessSlots, SlotCrashed, SlotTimeout
 
 log = logging.getLogger("tileplan.jobs")
@@ -114,11 +115,10 @@ def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[s
         return {"ok": False, "error": {"loc": list(exc.loc), "msg": exc.msg, "type": exc.type}}
     except MappingInfeasible as exc:
         return {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "infeasible"}}
-    except Exception as exc:  # a solver bug: logged here with its traceback, reported without it
+    except Exception as exc:  # noqa: BLE001 - a solver bug: logged by unexpected_error, reported without its text
         if out_of_memory(exc):
             return {"ok": False, "error": memory_error("planning this layer")}
-        log.exception("solve failed")
-        return {"ok": False, "error": {"loc": [], "msg": f"solver error: {type(exc).__name__}: {exc}", "type": "solver_error"}}
+        return {"ok": False, "error": unexpected_error(log, "planning this layer", "solver_error", event="solve_failed")}
 
 
 def build_layer_module(hardware: dict[str, Any], layer: dict[str, Any], mapping: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +138,7 @@ def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:
     node or input at fault; anything else is the compiler's fault and says so without a traceback)."""
     import base64
 
-    from tileplan.errors import InputError
+    from tileplan.errors import InputError, TileplanError
     from tileplan.frontend.calibration import read_calibration
     from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
     from tileplan.hardware import HardwareDescriptor
@@ -159,12 +159,16 @@ def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:
         return {"ok": True, "summary": result.summary, "artifact": result.artifact}
     except InputError as exc:
         return {"ok": False, "error": {"loc": list(exc.loc), "msg": exc.msg, "type": exc.type}}
-    except Exception as exc:  # a compiler bug: logged here with its traceback, reported without it
+    except Exception as exc:  # the compiler's fault: logged here with its traceback, reported without it
         if out_of_memory(exc):
             return {"ok": False, "error": memory_error("compiling this model")}
-        log.exception("compile failed")  # (with an ArtifactError's compiler output: the log has it, not the client)
+        from tileplan.codegen.registry import CodegenError
         from tileplan.frontend.runner import ArtifactError
 
+        if not isinstance(exc, (TileplanError, CodegenError)):  # not one of ours: its text may name server paths
+            return {"ok": False, "error": unexpected_error(log, "compiling this model", "compile_error",
+                                                           event="compile_failed", id=compile_id[:12])}
+        log.exception("event=compile_failed id=%s", compile_id[:12])  # (an ArtifactError's compiler output: here)
         said = exc.brief if isinstance(exc, ArtifactError) else str(exc)
         return {"ok": False, "error": {"loc": [], "msg": f"compiler error: {type(exc).__name__}: {said}",
                                        "type": "compile_error"}}
@@ -204,14 +208,13 @@ def _module(mapping: Any, layer: dict[str, Any], hw: Any) -> dict[str, Any]:
         }
     except CodegenError as exc:
         return {"ok": False, "error": str(exc), "notes": [], "seconds": time.perf_counter() - start}
-    except Exception as exc:  # a code generator bug: the plan stands, the module says why
+    except Exception as exc:  # noqa: BLE001 - a code generator bug (logged by unexpected_error): the plan stands
         if out_of_memory(exc):
             return {"ok": False, "error": memory_error("generating this plan's code")["msg"], "notes": [],
                     "seconds": time.perf_counter() - start, "memory_limit": True}
         # (and nothing like StopIteration may cross the pool: asyncio cannot put it in a future, the caller hangs)
-        log.exception("codegen failed")
-        return {"ok": False, "error": f"code generation failed: {type(exc).__name__}: {exc}", "notes": [],
-                "seconds": time.perf_counter() - start}
+        return {"ok": False, "error": unexpected_error(log, "generating this plan's code", event="codegen_failed")["msg"],
+                "notes": [], "seconds": time.perf_counter() - start}
 
 
 def _warm(max_tensor_elements: int | None = None) -> None:
