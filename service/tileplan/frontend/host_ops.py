@@ -197,7 +197,7 @@ def _tvm_legalization(op: str) -> Any:
     return tvm.ir.Op.get(op).get_attr(_LEGALIZE_ATTR_NAME)
 
 
-def _matmul_te(shape: list[int], k: int, n: int, operands: Any, tensors: list[Any]) -> Any:
+def _matmul_te(shape: list[int], k: int, n: int, operands: Any) -> Any:
     """A float32 matrix product of output `shape` over a contraction of length `k` (the product's N is `n`),
     with the arithmetic of onnxruntime's float MatMul / Einsum on x86-64 (MLAS's SGEMM with its FMA3 or
     AVX-512F kernel; written from its source, checked bit for bit against onnxruntime 1.32 for K = 1..1000):
@@ -264,7 +264,7 @@ def _legalize_matmul(bb: Any, call: Any) -> Any:
         def operands(i: tuple[Any, ...], r: Any) -> tuple[Any, Any]:
             return (a[(*index(a_shape, i), i[-2], r)], b[(*index(b_shape, i), r, i[-1])])
 
-        return _matmul_te(shape, k, n, operands, [a, b])
+        return _matmul_te(shape, k, n, operands)
 
     return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="matmul")
 
@@ -335,7 +335,7 @@ def _legalize_einsum(bb: Any, call: Any) -> Any:
             at[kc] = r
             return a[tuple(at[c] for c in sa)], b[tuple(at[c] for c in sb)]
 
-        return _matmul_te(shape, k, n, operands, [a, b])
+        return _matmul_te(shape, k, n, operands)
 
     return bb.call_te(compute, *fields, primfunc_name_hint="einsum")
 
@@ -648,12 +648,10 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset())
             shapes = [[int(v) for v in x.ty.shape] for x in xs]
             # one operand broadcast over the other (a squeeze-excitation's per-channel scale, GELU's "+ 1" scalar):
             # onnxruntime's QLinearAdd / QLinearMul broadcast too; the broadcast one goes second
-            if shapes[0] != shapes[1] and _broadcasts(shapes[0], shapes[1]):
-                pass
-            elif shapes[0] != shapes[1] and _broadcasts(shapes[1], shapes[0]):
+            if shapes[0] != shapes[1] and not _broadcasts(shapes[0], shapes[1]):
+                if not _broadcasts(shapes[1], shapes[0]):
+                    return q  # both operands broadcast: the float definition
                 xs, params, shapes = [xs[1], xs[0]], [params[1], params[0], params[2]], [shapes[1], shapes[0]]
-            elif shapes[0] != shapes[1]:
-                return q  # both operands broadcast: the float definition
             if (any(str(x.ty.dtype) != "int8" for x in xs) or str(q.attrs.out_dtype) != "int8"
                     or [int(v) for v in q.ty.shape] != shapes[0]
                     or any(sc is None or zp is None or not np.isfinite(sc) for sc, zp in params)):
@@ -748,8 +746,8 @@ def offload(mod: Any, symbols: dict[str, str], operands: dict[str, tuple[int, ..
             op = call.op
             if isinstance(op, relax.GlobalVar) and op.name_hint in symbols:
                 args = list(call.args)
-                if not args and op.name_hint in (constants or {}):
-                    args = [(constants or {})[op.name_hint]]
+                if not args and constants and op.name_hint in constants:
+                    args = [constants[op.name_hint]]
                 order = (operands or {}).get(op.name_hint)
                 if order is not None:
                     args = [args[i] for i in order]
