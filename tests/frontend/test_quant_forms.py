@@ -10,6 +10,7 @@ from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes
 
 from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
+from tileplan.workload import Conv2dLayer
 
 FAST = OPTIONS.model_copy(update={"emulate": False})
 
@@ -47,17 +48,112 @@ def test_uint8_per_channel_weights_run_on_the_accelerator(fmt):
 
 
 @pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
-def test_uint8_weights_with_a_zero_point_stay_on_the_host_with_the_reason_and_match(fmt):
-    """uint8 weights (QUInt8, asymmetric: a zero point per tensor that is not 128) would need the input's window
-    sums times z_w: they stay on the host, saying so, and still match onnxruntime."""
-    data = zoo.build("cnn_small", fmt, activation_type="QUInt8", weight_type="QUInt8")
+@pytest.mark.parametrize("model,per_channel", [("cnn_small", False), ("resnet_block", False),
+                                               ("mobilenet_block", False), ("mlp", False)])
+def test_uint8_weights_with_a_zero_point_run_on_the_accelerator_and_match(model, per_channel, fmt):
+    """uint8 weights (QUInt8, asymmetric: a zero point that is not 128): w - z_w is split as
+    clip(w - z_w, -128, 127) + the rest, the rest on a few extra input channels / rows that repeat the input's
+    (onnx_import.split_weight_zero_points): all int8 products into the one int32 accumulator, exact, so every
+    conv / matmul runs on the accelerator (grouped and depthwise ones) and the
+    outputs are onnxruntime's. The extra reduction is counted in the MACs."""
+    data = zoo.build(model, fmt, activation_type="QUInt8", weight_type="QUInt8", per_channel=per_channel)
     res = compile_bytes(data, options=FAST)
     ops = _matmul_ops(res.summary)
     assert ops
     for o in ops:
-        assert o["where"] == "host" and "weight zero point" in o["reason"], (o["name"], o["reason"])
-    feeds = zoo.sample_inputs(data, seed=4)
-    assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+        assert o["where"] == "accelerator", (o["name"], o["reason"])
+    assert res.summary["total"]["accelerator_mac_share"] == 1.0
+    assert any("weights with a zero point" in n and "extra MACs" in n for n in res.summary["notes"]), res.summary["notes"]
+    assert any("extra" in o["reason"] for o in ops), [o["reason"] for o in ops]
+    # the MACs are the extended layer's: out elements x (C + extra) x R x S
+    for o in ops:
+        lay = o["layer"]
+        if "in_channels" in lay:
+            conv = Conv2dLayer.model_validate(lay)
+            k, c = lay["out_channels"], lay["in_channels"] // lay["groups"]
+            r, s = lay["kernel"]
+            assert o["macs"] == lay["batch"] * k * conv.out_h * conv.out_w * c * r * s, o
+        else:
+            assert o["macs"] == lay["M"] * lay["K"] * lay["N"], o
+    for seed in (4, 5):
+        feeds = zoo.sample_inputs(data, seed=seed)
+        assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+
+
+def _split_model(per_channel_zw: bool) -> bytes:
+    """QDQ: a 3x3 conv of 6 -> 4 channels and a depthwise 3x3 conv, int8 weights with zero point -9 (uint8's
+    119; per output channel [-9, 5, 0, -20] for the conv when `per_channel_zw`), whose codes leave int8 after
+    - z_w only in input channels 1 and 4 of the conv and channel 4 of the depthwise one; outputs quantized."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.integers(-100, 100, (4, 6, 3, 3)).astype(np.int8)
+    w[0, 1, 0, 0], w[3, 4, 2, 1], w[2, 4, 1, 1] = 127, 125, 119  # - (-9): 136, 134, 128 (per channel: 136, 145, 119)
+    w[1, 1, 2, 2] = -128  # - (-9): -119, in range (per channel, - 5: -133)
+    dw = rng.integers(-100, 100, (6, 1, 3, 3)).astype(np.int8)
+    dw[4, 0, 1, 2] = 126
+    zw = np.asarray([-9, 5, 0, -20], np.int8) if per_channel_zw else np.int8(-9)
+    sw = np.asarray([0.01, 0.02, 0.015, 0.01], np.float32) if per_channel_zw else np.float32(0.01)
+    inits = [numpy_helper.from_array(np.float32(0.05), "sx"), numpy_helper.from_array(np.int8(3), "zx"),
+             numpy_helper.from_array(sw, "sw"), numpy_helper.from_array(zw, "zw"),
+             numpy_helper.from_array(np.float32(0.01), "sd"), numpy_helper.from_array(np.int8(-9), "zd"),
+             numpy_helper.from_array(np.float32(0.3), "sy"), numpy_helper.from_array(np.int8(-2), "zy"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(dw, "dw")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xf"], name="dqx"),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], name="dqw", axis=0),
+             helper.make_node("Conv", ["xf", "wf"], ["yf"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xf2"], name="dqx2"),
+             helper.make_node("DequantizeLinear", ["dw", "sd", "zd"], ["dwf"], name="dqdw"),
+             helper.make_node("Conv", ["xf2", "dwf"], ["y2f"], pads=[1, 1, 1, 1], group=6, name="dwconv")]
+    for y in ("y", "y2"):
+        nodes += [helper.make_node("QuantizeLinear", [f"{y}f", "sy", "zy"], [f"{y}q"], name=f"q{y}"),
+                  helper.make_node("DequantizeLinear", [f"{y}q", "sy", "zy"], [y], name=f"dq{y}")]
+    g = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5]),
+                           helper.make_tensor_value_info("y2", TensorProto.FLOAT, [1, 6, 5, 5])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("per_channel_zw", [False, True])
+def test_the_weight_split_is_exact_and_adds_only_the_channels_it_needs(per_channel_zw):
+    """split_weight_zero_points on hand-made weights (_split_model): the conv reads 2 more input channels (its
+    codes beyond int8 are in channels 1 and 4), the depthwise one becomes a conv of 2 input channels per group,
+    their zero points become 0, and onnxruntime computes the same floats before and after; compiled, both run
+    on the accelerator and match onnxruntime."""
+    import onnx
+    from onnx import numpy_helper
+
+    from tileplan.frontend.onnx_import import split_weight_zero_points
+    from tileplan.frontend.reference import session
+
+    before = _split_model(per_channel_zw)
+    model = onnx.load_model_from_string(before)
+    splits = split_weight_zero_points(model)
+    onnx.checker.check_model(model)
+    assert set(splits) == {"conv", "dwconv"}, splits
+    assert splits["conv"].extra_macs * 6 == splits["conv"].macs * 2, splits["conv"]
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    by_name = {n.name: n for n in model.graph.node}
+    wdq = {n.output[0]: n for n in model.graph.node if n.op_type == "DequantizeLinear"}
+    w2 = inits[wdq[by_name["conv"].input[1]].input[0]]
+    assert w2.shape == (4, 8, 3, 3) and w2.dtype == np.int8
+    assert not inits[wdq[by_name["conv"].input[1]].input[2]].any()
+    assert inits[wdq[by_name["dwconv"].input[1]].input[0]].shape == (6, 2, 3, 3)
+    x = {"x": np.random.default_rng(1).standard_normal((1, 6, 5, 5)).astype(np.float32) * 2}
+    want = session(before, "ort-noopt").run(None, x)
+    got = session(model.SerializeToString(), "ort-noopt").run(None, x)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    res = compile_bytes(before, options=FAST)
+    ops = _matmul_ops(res.summary)
+    assert {o["name"]: o["where"] for o in ops} == {"conv": "accelerator", "dwconv": "accelerator"}, ops
+    assert res.summary["total"]["macs"] == 4 * 25 * 8 * 9 + 6 * 25 * 2 * 9
+    for seed in (1, 2):
+        feeds = {"x": np.random.default_rng(seed).standard_normal((1, 6, 5, 5)).astype(np.float32) * 2}
+        assert_matches_onnxruntime(before, run_artifact(res.artifact, feeds).outputs, feeds)
 
 
 def test_a_uint8_tensor_the_rewrite_cannot_follow_keeps_the_model_as_it_is():
