@@ -261,6 +261,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     reasons: dict[str, str] = {}
 
     def decide(qop: Any) -> bool:
+        if qop.name in imported.op_notes and imported.op_notes[qop.name] not in qop.notes:
+            qop.notes.append(imported.op_notes[qop.name])
         r = no_target or partition.offload_reason(qop)
         if r:
             reasons[qop.name] = r

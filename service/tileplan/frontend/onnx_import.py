@@ -60,6 +60,7 @@ class ImportedModel:
     outputs: list[TensorInfo]
     notes: list[str] = field(default_factory=list)
     quantized_by_tileplan: bool = False
+    op_notes: dict[str, str] = field(default_factory=dict)  # ONNX op node -> what the import did to it
 
     @property
     def nodes(self) -> dict[str, Any]:
@@ -334,6 +335,161 @@ def uint8_to_int8(model: Any) -> str | None:
             "values, exactly, on the int8 datapath)")
 
 
+
+def _geometry(node: Any, w: np.ndarray, rank_x: int | None) -> tuple[int, int, int, int] | None:
+    """(output axis of W, reduction axis of W, groups, axis of x that W's reduction runs over) of a Conv /
+    MatMul / Gemm with constant weights, None for a form the split does not take."""
+    attrs = {a.name: a for a in node.attribute}
+    if node.op_type == "Conv":
+        return (0, 1, int(attrs["group"].i) if "group" in attrs else 1, 1) if w.ndim >= 3 else None
+    if w.ndim != 2:
+        return None
+    if node.op_type == "MatMul":
+        return (1, 0, 1, rank_x - 1) if rank_x else None
+    trans_a = "transA" in attrs and attrs["transA"].i
+    trans_b = "transB" in attrs and attrs["transB"].i
+    return (0, 1, 1, 0 if trans_a else 1) if trans_b else (1, 0, 1, 0 if trans_a else 1)
+
+
+def _split_parts(d: np.ndarray) -> list[np.ndarray]:
+    """d (int32) as a sum of int8 arrays: clip(d, -128, 127), then what is left, clipped the same way, until
+    nothing is (|d| <= 255 takes at most three; the second is non-zero only at codes beyond int8)."""
+    parts, rem = [], d
+    while True:
+        p = np.clip(rem, -128, 127)
+        parts.append(p.astype(np.int8))
+        rem = rem - p
+        if not rem.any():
+            return parts
+
+
+@dataclass(frozen=True)
+class WeightSplit:
+    """What split_weight_zero_points did to one op: the summary's words, its MACs before, the MACs it added."""
+
+    note: str
+    macs: int
+    extra_macs: int
+
+
+def split_weight_zero_points(model: Any) -> dict[str, WeightSplit]:
+    """Make every constant int8 weight with a zero point z_w != 0 (a uint8 weight, stored as int8 by uint8_to_int8
+    with z_w - 128, whose zero point was not 128) a weight with zero point 0, exactly, so that its conv / matmul
+    runs on the accelerator, which multiplies raw int8 weights.
+
+    The integer weight is d = w - z_w in [-128 - z_w, 127 - z_w]: beyond int8 for the few codes at the far end.
+    d = w1 + w2 with w1 = clip(d, -128, 127) and w2 the rest (non-zero only at those codes, |w2| <= |z_w|), and
+    sum_c x_c d_c = sum_c x_c w1_c + sum_{c in S} x_c w2_c with S the input channels (matmul rows) where w2 has a
+    non-zero: the op reads x' = Gather(x, [0..C-1] + S) (a host copy of its int8 input, every input channel plus
+    the repeated ones) with weights [w1 ; w2[S]] and zero point 0, one int32 accumulation, the same integer sum
+    as onnxruntime's. A grouped conv repeats channels per group: each group's S_g padded to the longest with
+    zero weights (a depthwise conv with any extreme tap becomes a conv of 2 input channels per group). Per-channel
+    zero points split the same way. The bias (units s_x * s_w) and the scales are unchanged; the input zero point
+    pads and is folded over the extended weights as over any others. Runs on the QDQ model after
+    dedicate_dequantize (the op owns the DequantizeLinear of its input) with inferred shapes.
+
+    Returns {op node: WeightSplit}, empty when the model has no such weight."""
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    producer = {o: n for n in g.node for o in n.output}
+    uses: dict[str, int] = {}
+    for n in g.node:
+        for x in n.input:
+            uses[x] = uses.get(x, 0) + 1
+    for o in g.output:
+        uses[o.name] = uses.get(o.name, 0) + 1
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in [*g.input, *g.value_info, *g.output]
+             if v.type.tensor_type.HasField("shape")}
+    sizes = {v.name: int(np.prod([d.dim_value for d in v.type.tensor_type.shape.dim]))
+             for v in [*g.value_info, *g.output] if v.type.tensor_type.HasField("shape")}
+    gathers: dict[str, Any] = {}  # the DequantizeLinear of x -> the Gather to put before it
+    done: dict[str, WeightSplit] = {}
+    for node in g.node:
+        if node.op_type not in ("Conv", "MatMul", "Gemm") or len(node.input) < 2:
+            continue
+        dqx, dqw = producer.get(node.input[0]), producer.get(node.input[1])
+        if dqx is None or dqw is None or dqx.op_type != "DequantizeLinear" or dqw.op_type != "DequantizeLinear":
+            continue
+        if len(dqw.input) < 3 or not all(x in inits for x in dqw.input[:3]):
+            continue
+        if uses.get(node.input[0]) != 1 or uses.get(node.input[1]) != 1:
+            continue
+        w = numpy_helper.to_array(inits[dqw.input[0]])
+        zw = numpy_helper.to_array(inits[dqw.input[2]])
+        scale = numpy_helper.to_array(inits[dqw.input[1]])
+        if w.dtype != np.int8 or zw.dtype != np.int8 or not zw.any():
+            continue
+        geo = _geometry(node, w, ranks.get(dqx.input[0]))
+        if geo is None:
+            continue
+        out_axis, red_axis, groups, x_axis = geo
+        if zw.size > 1 or scale.size > 1:  # per-channel: along the output axis only
+            axis = next((a.i for a in dqw.attribute if a.name == "axis"), 1)
+            if axis % w.ndim != out_axis or zw.size not in (1, w.shape[out_axis]):
+                continue
+        # canonical [out, reduction, spatial...]
+        wc = w if out_axis == 0 else np.swapaxes(w, 0, 1)
+        zc = zw.reshape((-1,) + (1,) * (wc.ndim - 1)) if zw.size > 1 else zw.reshape(())
+        d = wc.astype(np.int32) - zc.astype(np.int32)
+        parts = _split_parts(d)
+        kout, cg = wc.shape[0], wc.shape[1]
+        if kout % groups:
+            continue
+        kpg = kout // groups
+        index = [list(range(gi * cg, (gi + 1) * cg)) for gi in range(groups)]
+        blocks = [[parts[0][gi * kpg:(gi + 1) * kpg]] for gi in range(groups)]
+        extra = 0
+        for p in parts[1:]:
+            rows = [p[gi * kpg:(gi + 1) * kpg] for gi in range(groups)]
+            sel = [np.flatnonzero(np.any(r.reshape(kpg, cg, -1) != 0, axis=(0, 2))) for r in rows]
+            t = max(len(s) for s in sel)
+            extra += t
+            for gi in range(groups):
+                pad = t - len(sel[gi])
+                cols = np.concatenate([sel[gi], np.zeros(pad, np.int64)]).astype(np.int64)
+                block = rows[gi][:, cols].copy()
+                if pad:
+                    block[:, len(sel[gi]):] = 0
+                blocks[gi].append(block)
+                index[gi].extend(int(gi * cg + c) for c in cols)
+        wn = np.concatenate([np.concatenate(b, axis=1) for b in blocks], axis=0).astype(np.int8)
+        if out_axis != 0:
+            wn = np.swapaxes(wn, 0, 1)
+        wname, zname, iname, xname = (f"{node.name}/{t}" for t in ("w_split", "w_zp0", "x_split_index", "x_split"))
+        g.initializer.extend([numpy_helper.from_array(np.ascontiguousarray(wn), wname),
+                              numpy_helper.from_array(np.zeros_like(zw), zname),
+                              numpy_helper.from_array(np.asarray([c for ix in index for c in ix], np.int64), iname)])
+        dqw.input[0], dqw.input[2] = wname, zname
+        gathers[dqx.output[0]] = helper.make_node("Gather", [dqx.input[0], iname], [xname], name=xname, axis=x_axis)
+        dqx.input[0] = xname
+        span = int(np.prod(wc.shape[2:], dtype=np.int64)) if wc.ndim > 2 else 1
+        zs = np.unique(zw).tolist()
+        what = "input channels" if node.op_type == "Conv" else "rows"
+        note = (f"weight zero point {zs[0] if len(zs) == 1 else f'{zs[:3]}...'} (int8; a uint8 weight's - 128) "
+                f"split exactly: w - z_w = clip(w - z_w, -128, 127) + the rest, the rest on {extra} extra {what}"
+                f"{' per group' if groups > 1 else ''} repeating the input's (reduction {cg * span} -> "
+                f"{(cg + extra) * span}, {extra / cg:.1%} more MACs)")
+        out = sizes.get(node.output[0], 0)  # output elements, each a sum over cg * span products
+        done[node.name] = WeightSplit(note, out * cg * span, out * extra * span)
+    if gathers:
+        stale = {n.output[0] for n in g.node if n.op_type == "DequantizeLinear" and n.input[0].endswith(
+            ("/w_split", "/x_split"))}  # shapes the rewrite changed: inferred again
+        kept = [v for v in g.value_info if v.name not in stale]
+        del g.value_info[:]
+        g.value_info.extend(kept)
+        nodes = []
+        for n in g.node:
+            if n.output and n.output[0] in gathers:
+                nodes.append(gathers[n.output[0]])
+            nodes.append(n)
+        del g.node[:]
+        g.node.extend(nodes)
+    return done
+
+
+
 # Operators whose outputs are functions of their inputs' shapes: with static input shapes every subgraph computed
 # from them is a constant (PyTorch's exports compute reshape targets, slice bounds and expand shapes this way)
 SHAPE_OPS = {"Shape", "Size"}
@@ -442,9 +598,19 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                                 + (", ..." if len(infinite) > 4 else "")))
     dedicate_dequantize(model)
     model = infer_shapes(model)
+    splits = split_weight_zero_points(model)
+    if splits:
+        model = infer_shapes(model)
+        before = sum(s.macs for s in splits.values())
+        added = sum(s.extra_macs for s in splits.values())
+        share = f"{added} extra MACs, {added / before:.2%} of those ops' {before}" if before else "extra MACs"
+        notes.append(f"weights with a zero point (a uint8 weight's that is not 128) in {len(splits)} conv / matmul "
+                     "ops: w - z_w split exactly into clip(w - z_w, -128, 127) and the rest, the rest on extra input "
+                     f"channels / rows that repeat the input's (a host copy), so they run on the int8 accelerator; "
+                     f"{share}")
     ins = [_info(i) for i in graph_inputs(model)]
     outs = [_info(o) for o in model.graph.output]
-    return ImportedModel(model, ins, outs, notes, by_tileplan)
+    return ImportedModel(model, ins, outs, notes, by_tileplan, {k: s.note for k, s in splits.items()})
 
 
 INFINITE_SCALE_NOTE = (
