@@ -236,3 +236,34 @@ def test_the_uint8_rewrite_computes_the_same_reals_with_and_without_zero_points(
     got = session(model.SerializeToString(), "ort-noopt").run(None, x)
     for w, v in zip(want, got):
         np.testing.assert_array_equal(w, v)
+
+
+def test_residual_add_tables_of_a_uint8_model_are_onnxruntime_uint8_kernels():
+    """onnxruntime's QLinearAdd rounds a uint8 add and the same add shifted to int8 (codes and zero points - 128,
+    the same reals) apart in a few pairs: ResNet-18's u8u8 export (bench/zoo_export.py --variant u8u8), its
+    layer1.1 add, 1 of 65,536 pairs, which moved 18% of the outputs by 1 LSB. A model whose activations were
+    uint8 looks its adds up in the table onnxruntime computes in uint8, indexed by the stored int8 code."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tileplan.frontend.host_ops import add_table
+    from tileplan.frontend.reference import session
+
+    a, b, y = (0.040882959961891174, 135), (0.030743911862373352, 0), (0.03880210965871811, 0)
+    nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["ad"]),
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"]),
+             helper.make_node("Add", ["ad", "bd"], ["f"]),
+             helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"])]
+    consts = [numpy_helper.from_array(np.asarray(v, np.float32 if isinstance(v, float) else np.uint8), n)
+              for n, v in {"as": a[0], "az": a[1], "bs": b[0], "bz": b[1], "ys": y[0], "yz": y[1]}.items()]
+    g = helper.make_graph(nodes, "add", [helper.make_tensor_value_info(k, TensorProto.UINT8, [65536]) for k in "ab"],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, [65536])], consts)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    codes = np.arange(256, dtype=np.uint8)
+    for judge in ("ort", "ort-int8"):
+        want = session(model.SerializeToString(), judge).run(
+            None, {"a": np.repeat(codes, 256), "b": np.tile(codes, 256)})[0].astype(np.int16) - 128
+        shifted = [(s, z - 128) for s, z in (a, b, y)]
+        got = add_table(*shifted, relu=False, uint8=True).astype(np.int16)
+        assert (got == want).all(), judge
+        assert (add_table(*shifted, relu=False).astype(np.int16) != want).sum() == 1  # the int8 kernel's table
