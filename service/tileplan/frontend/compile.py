@@ -318,7 +318,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     constants = {c: q.x_const for c, q in composites.items()
                  if isinstance(q, patterns.QuantOp) and q.x_const is not None}
     compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols, operands, constants),
-                                                           global_pools)
+                                                           global_pools, imported.uint8_activations)
     notes += compat_notes
     host = lower_host_cached(compat, workers)
     host_sources, host_ws, host_names = host_units(host.sources), host.workspace, host.names

@@ -460,34 +460,42 @@ def _qavgpool_func(ty_in: Any, ty_out: Any, attrs: Any, q: tuple[float, int, flo
 UNARY_ONNX = {"relax.sigmoid": "Sigmoid", "relax.tanh": "Tanh"}
 
 
-def unary_table(onnx_op: str, x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> np.ndarray:
+def unary_table(onnx_op: str, x_scale: float, x_zp: int, y_scale: float, y_zp: int, uint8: bool = False) -> np.ndarray:
     """int8 -> int8 table of dequantize -> `onnx_op` -> quantize, entry (code + 128), computed by onnxruntime itself
     (the `ort-int8` judge) on all 256 codes, so a program that looks it up equals onnxruntime's sessions (which run
-    such a unit as a table too, QLinearSigmoid / QLinearLookup, or as the float ops with the same MLAS functions)."""
+    such a unit as a table too, QLinearSigmoid / QLinearLookup, or as the float ops with the same MLAS functions).
+    `uint8`: the model's activations were uint8 (onnx_import.uint8_to_int8): onnxruntime's uint8 kernel computes
+    the table (codes and zero points + 128), as the judges run the model."""
     from onnx import helper
 
     nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["d"]), helper.make_node(onnx_op, ["d"], ["f"]),
              helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"])]
     return _onnxruntime_table(nodes, {"xs": x_scale, "xz": x_zp, "ys": y_scale, "yz": y_zp},
-                              {"x": np.arange(-128, 128, dtype=np.int8)})
+                              {"x": np.arange(-128, 128, dtype=np.int8)}, uint8)
 
 
-def _onnxruntime_table(nodes: list[Any], qparams: dict[str, float | int], feeds: dict[str, np.ndarray]) -> np.ndarray:
+def _onnxruntime_table(nodes: list[Any], qparams: dict[str, float | int], feeds: dict[str, np.ndarray],
+                       uint8: bool = False) -> np.ndarray:
     """Output `y` (int8) of the graph `nodes` over int8 inputs `feeds`, run by the `ort-int8` judge; `qparams`:
-    the Q/DQ constants by name (a float is a scale, an int a zero point)."""
+    the Q/DQ constants by name (a float is a scale, an int a zero point). `uint8`: run as the uint8 graph it
+    stands for (every code and zero point + 128, the same reals), the result shifted back: onnxruntime's integer
+    kernels round a few values of a uint8 unit apart from the same unit shifted to int8."""
     from onnx import TensorProto, helper, numpy_helper
 
     from tileplan.frontend.reference import session
 
-    consts = [numpy_helper.from_array(np.asarray(v, np.float32 if isinstance(v, float) else np.int8), n)
+    ty, npty, shift = (TensorProto.UINT8, np.uint8, 128) if uint8 else (TensorProto.INT8, np.int8, 0)
+    consts = [numpy_helper.from_array(np.asarray(v, np.float32) if isinstance(v, float)
+                                      else np.asarray(int(v) + shift).astype(npty), n)
               for n, v in qparams.items()]
     n = len(next(iter(feeds.values())))
-    graph = helper.make_graph(nodes, "table", [helper.make_tensor_value_info(k, TensorProto.INT8, [n]) for k in feeds],
-                              [helper.make_tensor_value_info("y", TensorProto.INT8, [n])], consts)
+    graph = helper.make_graph(nodes, "table", [helper.make_tensor_value_info(k, ty, [n]) for k in feeds],
+                              [helper.make_tensor_value_info("y", ty, [n])], consts)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    out: np.ndarray = session(model.SerializeToString(), "ort-int8").run(None, feeds)[0]
-    return out.astype(np.int8)
+    run_feeds = {k: (v.astype(np.int16) + shift).astype(npty) for k, v in feeds.items()}
+    out: np.ndarray = session(model.SerializeToString(), "ort-int8").run(None, run_feeds)[0]
+    return (out.astype(np.int16) - shift).astype(np.int8)
 
 
 def _lookup_func(ty: Any) -> Any:
@@ -501,12 +509,14 @@ def _lookup_func(ty: Any) -> Any:
 
 
 def add_table(a: tuple[float, int], b: tuple[float, int], y: tuple[float, int], relu: bool,
-              op: str = "Add") -> np.ndarray:
+              op: str = "Add", uint8: bool = False) -> np.ndarray:
     """int8 x int8 -> int8 table of dequantize(a) + dequantize(b) [-> relu] -> quantize, entry (a + 128) * 256 +
     (b + 128), computed by onnxruntime itself on all 65,536 pairs as its integer QLinearAdd (session option
     session.qdqisint8allowed): it rounds a few pairs apart from the float definition (ResNet-50's layer4.0 add:
     1 of 65,536), and the judges of QDQ and QOperator exports both run it.  `op="Mul"`: the same for a product,
-    onnxruntime's QLinearMul (EfficientNet-B1's squeeze-excitation scaling: 18 of 65,536 pairs apart)."""
+    onnxruntime's QLinearMul (EfficientNet-B1's squeeze-excitation scaling: 18 of 65,536 pairs apart). `uint8`:
+    the model's activations were uint8, the table is onnxruntime's uint8 kernel's (ResNet-18's u8u8 export: its
+    layer1.1 add shifted to int8 rounds 1 of 65,536 pairs apart)."""
     from onnx import helper
 
     nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["ad"]),
@@ -517,7 +527,7 @@ def add_table(a: tuple[float, int], b: tuple[float, int], y: tuple[float, int], 
     nodes.append(helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"]))
     codes = np.arange(-128, 128, dtype=np.int8)
     return _onnxruntime_table(nodes, {"as": a[0], "az": a[1], "bs": b[0], "bz": b[1], "ys": y[0], "yz": y[1]},
-                              {"a": np.repeat(codes, 256), "b": np.tile(codes, 256)})
+                              {"a": np.repeat(codes, 256), "b": np.tile(codes, 256)}, uint8)
 
 
 def _pair_lookup_func(ty: Any, bty: Any = None) -> Any:
@@ -541,7 +551,8 @@ def _pair_lookup_func(ty: Any, bty: Any = None) -> Any:
     return te.create_prim_func([a, b, table, y]).with_attr("global_symbol", "qadd")
 
 
-def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset()) -> tuple[Any, list[str]]:
+def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset(),
+                           uint8: bool = False) -> tuple[Any, list[str]]:
     """Rewrite the host op groups whose onnxruntime kernels round differently from the float QDQ definition, so
     the program's outputs equal onnxruntime's default session (which fuses them into integer operators):
 
@@ -634,7 +645,7 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset())
             if unit is None:
                 return q  # per-channel scales, other types, an infinite scale: the float definition
             x, (xs, xz, ys, yz) = unit
-            table = relax.const(unary_table(UNARY_ONNX[unary.op.name], xs, int(xz), ys, int(yz)))
+            table = relax.const(unary_table(UNARY_ONNX[unary.op.name], xs, int(xz), ys, int(yz), uint8))
             gv = self.builder_.add_func(_lookup_func(x.ty), "qlookup")
             rewritten.append(UNARY_ONNX[unary.op.name].lower())
             return relax.call_tir(gv, relax.Tuple([x, table]), q.ty)
@@ -658,7 +669,7 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset())
                 return q  # per-channel scales, other types, an infinite scale: the float definition
             (sa, za), (sb, zb), (sy, zy) = params
             table = relax.const(add_table((float(sa), int(za)), (float(sb), int(zb)), (float(sy), int(zy)), relu,  # type: ignore[arg-type]
-                                          op))
+                                          op, uint8))
             gv = self.builder_.add_func(_pair_lookup_func(xs[0].ty, xs[1].ty), "qadd")
             rewritten.append(op.lower())
             return relax.call_tir(gv, relax.Tuple([xs[0], xs[1], table]), q.ty)

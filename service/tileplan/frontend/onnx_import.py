@@ -61,6 +61,7 @@ class ImportedModel:
     notes: list[str] = field(default_factory=list)
     quantized_by_tileplan: bool = False
     op_notes: dict[str, str] = field(default_factory=dict)  # ONNX op node -> what the import did to it
+    uint8_activations: bool = False  # uint8_to_int8 stored the model's uint8 activations as int8
 
     @property
     def nodes(self) -> dict[str, Any]:
@@ -610,7 +611,8 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                      f"{share}")
     ins = [_info(i) for i in graph_inputs(model)]
     outs = [_info(o) for o in model.graph.output]
-    return ImportedModel(model, ins, outs, notes, by_tileplan, {k: s.note for k, s in splits.items()})
+    return ImportedModel(model, ins, outs, notes, by_tileplan, {k: s.note for k, s in splits.items()},
+                         shifted is not None)
 
 
 INFINITE_SCALE_NOTE = (
