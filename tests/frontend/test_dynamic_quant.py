@@ -88,18 +88,35 @@ def test_uint8_weights_with_zero_points_take_the_row_sum_term_and_match(tmp_path
     _assert_equal_to_onnxruntime(data, res.artifact)
 
 
-def test_conv_with_uint8_weight_zero_point_stays_on_the_host_exactly(tmp_path):
-    """A ConvInteger whose weight zero point is not 0 after the shift to int8 would need the input's window sums:
-    it stays on the host, imported as an int32 convolution (exact), saying why, and matches onnxruntime."""
+@pytest.mark.parametrize("model", ["cnn_small", "mobilenet_block"])
+def test_conv_with_a_uint8_weight_zero_point_adds_window_sums_and_matches(model, tmp_path):
+    """uint8 weights (QUInt8, asymmetric): a ConvInteger's z_w term is z_w * each window's input sum, an all-ones
+    conv (one output per group: depthwise too) that runs on the accelerator as well; the outputs are
+    onnxruntime's."""
     from onnxruntime.quantization import QuantType
 
-    data = _dynamic("cnn_small", tmp_path, weight_type=QuantType.QUInt8)
+    data = _with_activations(_dynamic(model, tmp_path, weight_type=QuantType.QUInt8))
     res = compile_bytes(data, options=FAST)
     convs = [o for o in res.summary["ops"] if o["onnx_op"] == "ConvInteger"]
-    assert convs and all(o["where"] == "host" for o in convs), convs
-    for o in convs:
-        assert "DynamicQuantizeLinear" in o["reason"] and "weight zero point" in o["reason"], o["reason"]
-    _assert_equal_to_onnxruntime(data, res.artifact)
+    assert convs and all(o["where"] == "accelerator" for o in convs), [(o["name"], o["reason"]) for o in convs]
+    assert any(o["name"].endswith("/dyn_winsum") for o in convs)
+    assert res.summary["total"]["accelerator_mac_share"] == 1.0
+    _assert_equal_to_onnxruntime(data, res.artifact, after_pool=("fc_out",) if model.endswith("block") else ())
+
+
+def test_every_node_the_split_adds_is_used(tmp_path):
+    """No dead node: every output of a node the split adds is read by another node or is a graph output."""
+    import onnx
+
+    from tileplan.frontend.dynamic import split_integer_products
+
+    for model in ("cnn_small", "mlp"):
+        (tmp_path / model).mkdir()
+        m = onnx.load_model_from_string(_dynamic(model, tmp_path / model))
+        assert split_integer_products(m)
+        read = {i for n in m.graph.node for i in n.input} | {o.name for o in m.graph.output}
+        dead = [n.name for n in m.graph.node if "/dyn_" in n.name and not any(o in read for o in n.output)]
+        assert not dead, dead
 
 
 def test_the_host_build_computes_integer_products_exactly(tmp_path):
@@ -145,9 +162,6 @@ def test_the_split_computes_the_same_int32_values_in_onnxruntime(weight_type, tm
         note = split_integer_products(m)
         products = [n for n in onnx.load_model_from_string(data).graph.node
                     if n.op_type in ("MatMulInteger", "ConvInteger")]
-        if conv is not None and weight_type == "QUInt8":
-            assert note is None  # conv weights with a zero point: left as they are
-            continue
         assert note and str(len(products)) in note, note
         onnx.checker.check_model(m)
         before, after = session(data, "ort-noopt"), session(m.SerializeToString(), "ort-noopt")

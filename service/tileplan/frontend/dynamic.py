@@ -13,9 +13,9 @@ the accelerator computes (int8 x int8, zero points 0, accumulators read at full 
 
 A ConvInteger pads its input with z_x (its (x - z_x) with 0): the input is padded on the host with z8
 (Pad with 0, then Where on the border) and the accelerator's conv has no padding, so every tap of every window
-holds x8 - z8 and the correction is per output channel.  Only weights whose zero point becomes 0 (int8 with
-z_w = 0, quantize_dynamic's default, or uint8 with z_w = 128) are rewritten for a conv: the z_w term would need
-window sums of the input.
+holds x8 - z8 and the z8 term is per output channel.  A conv's rowsum(x8) is each window's input sum (over its
+group's channels): a conv of the padded input with all-ones weights (one output per group), a second integer
+product.
 
 The rewritten graph computes the same int32 values exactly (everything in int32, bounded: K * 2^16 < 2^31), so
 the model's outputs are unchanged whether the product then runs on the accelerator or on the host.  The nodes
@@ -41,6 +41,8 @@ _REASONS = {
     "corr": "adds the run-time zero point's terms to an integer product's int32 accumulators (sum (x - z_x)(w - z_w) = "
             "sum x w + z_x * (K z_w - colsum(w)) - z_w * rowsum(x), z_x known only when the model runs): "
             "elementwise int32 arithmetic, O(outputs) against the product's O(outputs * K) on the accelerator",
+    "winsum": "window sums of a ConvInteger's run-time int8 input (an all-ones conv) for its weight zero "
+              "point's term (z_w * the window's input sum)",
     "rowsum": "row sums of an integer product's run-time int8 input for its weight zero point's term (z_w * rowsum(x)): a "
               "reduction, O(inputs), no matrix product",
 }
@@ -148,7 +150,8 @@ class _Rewrite:
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         self.inits: list[Any] = []
         self.shifted: dict[str, str] = {}  # uint8 tensor -> its int8 copy (one per tensor, shared by consumers)
-        self.zps: dict[str, tuple[str, str]] = {}  # zero point tensor -> (int32 z8, int8 z8)
+        self.zps: dict[str, str] = {}  # zero point tensor -> int32 z8
+        self.narrow: dict[str, str] = {}  # int32 z8 -> its int8 copy
         self.refused: dict[str, str] = {}  # node -> why it was left as it is (then computed on the host)
 
     def refuse(self, n: Any, why: str) -> bool:
@@ -186,30 +189,35 @@ class _Rewrite:
             self.shifted[x] = f"{x}/dyn_s8"
         return self.shifted[x]
 
-    def zero_point(self, zp: str | None, x: str, owner: str, out: list[Any]) -> tuple[str, str] | None:
-        """(int32 z8, int8 z8) of the input's zero point (absent: uint8's 0 or int8's 0); None unless it is a
-        scalar."""
+    def zero_point(self, zp: str | None, x: str, owner: str, out: list[Any]) -> str | None:
+        """The int32 z8 of the input's zero point (absent: uint8's 0 or int8's 0); None unless it is a scalar."""
         from onnx import TensorProto
 
         unsigned = self.dtypes.get(x) == TensorProto.UINT8
         if not zp:
-            v = np.int32(-128 if unsigned else 0)
-            return (self.init(f"{owner}/dyn_zp_i32", v), self.init(f"{owner}/dyn_zp_i8", v.astype(np.int8)))
+            return self.init(f"{owner}/dyn_zp_i32", np.int32(-128 if unsigned else 0))
         if zp in self.zps:
             return self.zps[zp]
         shape = self.shapes.get(zp, np.shape(self.consts[zp]) if zp in self.consts else None)
         if shape is None or int(np.prod(shape)) != 1:
             return None
-        i32 = [self.node("Cast", [zp], [f"{zp}/dyn_i32"], f"{owner}/dyn_zp_widen", to=TensorProto.INT32)]
+        out.append(self.node("Cast", [zp], [f"{zp}/dyn_i32"], f"{owner}/dyn_zp_widen", to=TensorProto.INT32))
         z32 = f"{zp}/dyn_i32"
         if unsigned:
             c = self.init(f"{owner}/dyn_zp_128", np.int32(128))
-            i32.append(self.node("Sub", [z32, c], [f"{zp}/dyn_z8_i32"], f"{owner}/dyn_zp_sub"))
+            out.append(self.node("Sub", [z32, c], [f"{zp}/dyn_z8_i32"], f"{owner}/dyn_zp_sub"))
             z32 = f"{zp}/dyn_z8_i32"
-        i32.append(self.node("Cast", [z32], [f"{zp}/dyn_z8_i8"], f"{owner}/dyn_zp_narrow", to=TensorProto.INT8))
-        out += i32
-        self.zps[zp] = (z32, f"{zp}/dyn_z8_i8")
-        return self.zps[zp]
+        self.zps[zp] = z32
+        return z32
+
+    def zero_point_int8(self, z32: str, owner: str, out: list[Any]) -> str:
+        """z8 as int8 (the padding value), made once per zero point."""
+        from onnx import TensorProto
+
+        if z32 not in self.narrow:
+            self.narrow[z32] = f"{z32}/dyn_i8"
+            out.append(self.node("Cast", [z32], [self.narrow[z32]], f"{owner}/dyn_zp_narrow", to=TensorProto.INT8))
+        return self.narrow[z32]
 
     def weights(self, w: str, zw: str | None) -> tuple[np.ndarray, np.ndarray] | None:
         """(int8 weights, their int64 zero point) shifted into int8 when uint8; None when not constant."""
@@ -254,7 +262,7 @@ class _Rewrite:
         raw = f"{n.output[0]}/dyn_acc"
         out.append(self.node("MatMulInteger", [a8, self.init(f"{n.name}/dyn_w8", w8)], [raw], n.name))
         term = f"{n.output[0]}/dyn_zx_term"
-        out.append(self.node("Mul", [z[0], self.init(f"{n.name}/dyn_c", c.astype(np.int32))], [term],
+        out.append(self.node("Mul", [z, self.init(f"{n.name}/dyn_c", c.astype(np.int32))], [term],
                              f"{n.name}/dyn_corr_zx"))
         if not np.any(zw):
             out.append(self.node("Add", [raw, term], [n.output[0]], f"{n.name}/dyn_corr_add"))
@@ -286,14 +294,13 @@ class _Rewrite:
         if got is None:
             return self.refuse(n, "whose weights are computed at run time (or are not int8 / uint8): Tileplan "
                                   "splits integer products with constant weights only")
-        w8 = got[0]
+        w8, zw8 = got
         if w8.ndim != 4:
             return self.refuse(n, f"with {w8.ndim}-D weights: the split takes 2-D convolutions")
-        if np.any(got[1] != 0):
-            zw8 = np.unique(got[1]).tolist()
-            return self.refuse(n, f"with weight zero point {zw8[0] if len(zw8) == 1 else zw8[:4]} (after storing "
-                                  "uint8 weights as int8, w - 128): its term z_w * (window sums of the input) is "
-                                  "not split out, and the accelerator multiplies the raw int8 weights")
+        if zw8.size not in (1, w8.shape[0]):
+            return self.refuse(n, f"with {zw8.size} weight zero points for {w8.shape[0]} output channels")
+        if n.output[0] not in self.shapes:
+            return self.refuse(n, "whose output shape is not known")
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
         auto_pad = attrs.get("auto_pad", b"NOTSET")
         auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
@@ -323,16 +330,40 @@ class _Rewrite:
             border = np.ones((1, 1, h + top + bottom, wd + left + right), bool)
             border[:, :, top:top + h, left:left + wd] = False
             src = f"{n.output[0]}/dyn_padded"
-            out.append(self.node("Where", [self.init(f"{n.name}/dyn_border", border), z[1], padded], [src],
+            z8 = self.zero_point_int8(z, n.name, out)
+            out.append(self.node("Where", [self.init(f"{n.name}/dyn_border", border), z8, padded], [src],
                                  f"{n.name}/dyn_pad_zx"))
         conv_attrs = {k: v for k, v in attrs.items() if k in ("dilations", "group", "kernel_shape", "strides")}
         raw = f"{n.output[0]}/dyn_acc"
         out.append(self.node("ConvInteger", [src, self.init(f"{n.name}/dyn_w8", w8)], [raw], n.name, **conv_attrs))
-        c = -w8.astype(np.int64).reshape(w8.shape[0], -1).sum(axis=1)
+        kout, cg, r, s = w8.shape
+        zw = np.broadcast_to(zw8.reshape(-1), (kout,)).astype(np.int64)
+        c = cg * r * s * zw - w8.astype(np.int64).reshape(kout, -1).sum(axis=1)
         term = f"{n.output[0]}/dyn_zx_term"
-        out += [self.node("Mul", [z[0], self.init(f"{n.name}/dyn_c", c.astype(np.int32).reshape(1, -1, 1, 1))],
-                          [term], f"{n.name}/dyn_corr_zx"),
-                self.node("Add", [raw, term], [n.output[0]], f"{n.name}/dyn_corr_add")]
+        out += [self.node("Mul", [z, self.init(f"{n.name}/dyn_c", c.astype(np.int32).reshape(1, -1, 1, 1))],
+                          [term], f"{n.name}/dyn_corr_zx")]
+        if not np.any(zw):
+            out.append(self.node("Add", [raw, term], [n.output[0]], f"{n.name}/dyn_corr_add"))
+            return True
+        # z_w's term: z_w[k] * (the sum of the padded input over k's window and group), an all-ones conv (G outputs)
+        g = int(attrs.get("group", 1))
+        nb, _, oh, ow = self.shapes[n.output[0]]
+        wins = f"{n.output[0]}/dyn_winsum"
+        out.append(self.node("ConvInteger", [src, self.init(f"{n.name}/dyn_ones", np.ones((g, cg, r, s), np.int8))],
+                             [wins], f"{n.name}/dyn_winsum", **conv_attrs))
+        zw_term = f"{n.output[0]}/dyn_zw_term"
+        if g == 1:
+            out.append(self.node("Mul", [wins, self.init(f"{n.name}/dyn_zw", zw.astype(np.int32).reshape(1, -1, 1, 1))],
+                                 [zw_term], f"{n.name}/dyn_corr_zw"))
+        else:
+            shape5 = self.init(f"{n.name}/dyn_shape5", np.asarray([nb, g, 1, oh, ow], np.int64))
+            shape4 = self.init(f"{n.name}/dyn_shape4", np.asarray([nb, kout, oh, ow], np.int64))
+            zw5 = self.init(f"{n.name}/dyn_zw", zw.astype(np.int32).reshape(1, g, kout // g, 1, 1))
+            out += [self.node("Reshape", [wins, shape5], [f"{wins}5"], f"{n.name}/dyn_corr_groups"),
+                    self.node("Mul", [f"{wins}5", zw5], [f"{zw_term}5"], f"{n.name}/dyn_corr_zw"),
+                    self.node("Reshape", [f"{zw_term}5", shape4], [zw_term], f"{n.name}/dyn_corr_channels")]
+        out += [self.node("Add", [raw, term], [f"{raw}_zx"], f"{n.name}/dyn_corr_add"),
+                self.node("Sub", [f"{raw}_zx", zw_term], [n.output[0]], f"{n.name}/dyn_corr_sub")]
         return True
 
 
