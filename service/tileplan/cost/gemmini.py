@@ -56,8 +56,14 @@ software library per iteration of the DRAM-level loops:
   models a 4 MiB last-level cache between the L2 and DDR3 (FASED's LLC model, `CostParams.llc_bytes`): a tensor
   larger than the L2 but not the LLC is refetched from the LLC, and `dram_request_cycles` is that wait; a strided
   request on a tensor larger than the LLC too goes to DRAM and waits `llc_miss_cycles` more (`far_req`; fitted:
-  ~7 cycles against ~1). FireSim's U-Net layers of 2-20 MB tensors and small DMA rows (1 input channel, 2 output
-  channels) still measure up to 2x the model (costmodel.md). The runs are bare-metal (machine mode, no
+  ~7 cycles against ~1). Beyond the LLC the DMA also cannot outrun DRAM (`far_bytes`): a call's DMA lasts at least
+  the bytes DRAM moves for it x a fitted `dram_byte_cycles` (~0.28 cycles/B: FireSim reads U-Net's 9.6 MB input of
+  its 2-channel head at ~2.5-3.6 B/cycle in whole 64-byte rows, which no request term marks): the bytes loads read
+  (counting a strided row's whole 64-byte blocks instead fits worse for DOSA's mappings: costmodel_residuals.md), and
+  for stores a fill and a write-back of every block they touch (the L2 fills a block a put writes only partly); what the previous call left in the L2 is
+  not DRAM's (`_in_l2_across`: a kernel tile that only shifts the input window; `_k_innermost`: a pixel's output
+  blocks when consecutive calls store its channel tiles). The emulator has no counterpart yet (it is 0 on every
+  tensor within the LLC, so on every layer bench/codegen.py emulates). The runs are bare-metal (machine mode, no
   virtual memory), so Gemmini's DMA TLB translates nothing and costs nothing here.
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
   overlap the current call's compute, so a call's work is about max(DMA, compute) + a fitted share of the
