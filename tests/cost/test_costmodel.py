@@ -635,42 +635,35 @@ def test_strided_requests_on_tensors_beyond_the_llc_wait_on_dram_longer() -> Non
 
 
 def test_the_dma_cannot_outrun_dram_beyond_the_llc() -> None:
-    """A tensor larger than the 4 MiB LLC is served by DRAM, slower than the DMA: a call's DMA lasts at least the
-    bytes DRAM moves for it x dram_byte_cycles (`far_bytes`). U-Net's 2-channel head reads a 9.6 MB input (64 channels
-    at 388 x 388) in whole 64-byte rows, which no request term marks (FireSim: 3.8-5.4M cycles, the model without the
-    bound 2.4-2.7M). What the L2 still holds from the previous call is not DRAM's: the input of a call whose kernel
-    tile only shifts its window, the output blocks of a pixel whose channel tiles consecutive calls store. A store
-    moves a whole block twice (the L2 fills what a put only partly writes, and writes it back)."""
+    """A tensor larger than the 4 MiB LLC is read from DRAM, slower than the DMA: a call's DMA lasts at least the bytes
+    its loads read there x dram_byte_cycles (`far_bytes`). U-Net's 2-channel head reads a 9.6 MB input (64 channels at
+    388 x 388) in whole 64-byte rows, which no request term marks (FireSim: 3.8-5.4M cycles, the model without the
+    bound 2.4-2.7M). What the L2 still holds from the previous call is not DRAM's: the same tile, or the input window
+    a kernel-column tile only shifts."""
     from tileplan.cost.gemmini import Execution, cycles_from_calls
 
     col = FEATURE_COLUMNS.index("far_bytes")
 
-    def far(order: tuple[str, ...], t_k: int = 64, t_s: int = 3, k: int = 64, c: int = 64, hw: int = 388,
-            llc: float = 4 << 20) -> float:
+    def far(order: tuple[str, ...], t_k: int = 64, t_s: int = 3, llc: float = 4 << 20) -> float:
         e = Execution(
-            kind="conv", dim=16, batch=1, groups=1, out_h=hw, out_w=hw, k=k, c=c, r=3, s=3, stride=(1, 1),
-            pad=(0, 0), in_h=hw + 2, in_w=hw + 2, t_n=1, t_h=4, t_w=hw, t_k=t_k, t_c=c, t_r=3, t_s=t_s, k_step=t_k,
-            c_step=c, bias=False, order=order, llc_bytes=llc,
+            kind="conv", dim=16, batch=1, groups=1, out_h=388, out_w=388, k=64, c=64, r=3, s=3, stride=(1, 1),
+            pad=(0, 0), in_h=390, in_w=390, t_n=1, t_h=4, t_w=388, t_k=t_k, t_c=64, t_r=3, t_s=t_s, k_step=t_k,
+            c_step=64, bias=False, order=order, llc_bytes=llc,
         )
         x = call_features(e, 8.0)
         return float((x[:, col] * x[:, 0]).sum())
 
-    pixels_in, pixels_out = 390 * 390, 388 * 388
     library = ("N", "G", "P", "Q", "K", "R", "S", "C")
     k_outer = ("N", "G", "K", "P", "Q", "C", "R", "S")
-    # whole kernel tiles, all 64 output channels a call: the input (with each tile's 2-row halo) and one fill and one
-    # write-back per output pixel's 64-byte block
-    whole = far(library)
-    halo = 97 * 6 * 390 * 64  # 97 tiles of 4 output rows read 6 input rows each
-    assert whole == pytest.approx(halo + 2 * 64 * pixels_out)
-    assert halo > 64 * pixels_in
-    # kernel columns one call at a time only shift the window: the L2 has it, DRAM moves the first column's window
-    # (388 input columns; the one new column of each shift is not counted)
-    assert far(k_outer, t_s=1) == pytest.approx(97 * 6 * 388 * 64 + 2 * 64 * pixels_out)
-    # 16 output channels a call: consecutive calls (library order, channels inside the pixel loops) fill a block once;
-    # with channels outermost each 16-channel tile comes back to a block long evicted and fills it again
-    assert far(library, t_k=16) == pytest.approx(whole)
-    assert far(k_outer, t_k=16) == pytest.approx(4 * halo + 4 * 2 * 64 * pixels_out)
+    halo = 97 * 6 * 390 * 64  # 97 tiles of 4 output rows read 6 input rows each (9.7 MB input, 37 KB weights)
+    assert far(library) == pytest.approx(halo)
+    # 16 output channels a call, inside the pixel loops: consecutive calls read the same input tile from the L2
+    assert far(library, t_k=16) == pytest.approx(halo)
+    # output channels outermost: each 16-channel tile comes back to an input long evicted
+    assert far(k_outer, t_k=16) == pytest.approx(4 * halo)
+    # kernel columns one call at a time only shift the window: DRAM reads the first column's (388 input columns;
+    # the one new column of each shift is not counted)
+    assert far(k_outer, t_s=1) == pytest.approx(97 * 6 * 388 * 64)
     assert far(library, llc=64 << 20) == 0
     # the bound binds on the 2-channel head under the catalog's parameters
     p = CostParams.for_descriptor(get_hardware("gemmini-16x16"))

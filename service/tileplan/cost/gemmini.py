@@ -57,12 +57,11 @@ software library per iteration of the DRAM-level loops:
   larger than the L2 but not the LLC is refetched from the LLC, and `dram_request_cycles` is that wait; a strided
   request on a tensor larger than the LLC too goes to DRAM and waits `llc_miss_cycles` more (`far_req`; fitted:
   ~7 cycles against ~1). Beyond the LLC the DMA also cannot outrun DRAM (`far_bytes`): a call's DMA lasts at least
-  the bytes DRAM moves for it x a fitted `dram_byte_cycles` (~0.28 cycles/B: FireSim reads U-Net's 9.6 MB input of
-  its 2-channel head at ~2.5-3.6 B/cycle in whole 64-byte rows, which no request term marks): the bytes loads read
-  (counting a strided row's whole 64-byte blocks instead fits worse for DOSA's mappings: costmodel_residuals.md), and
-  for stores a fill and a write-back of every block they touch (the L2 fills a block a put writes only partly); what the previous call left in the L2 is
-  not DRAM's (`_in_l2_across`: a kernel tile that only shifts the input window; `_k_innermost`: a pixel's output
-  blocks when consecutive calls store its channel tiles). The emulator has no counterpart yet (it is 0 on every
+  the bytes DRAM reads for its loads x a fitted `dram_byte_cycles` (~0.3 cycles/B: FireSim reads U-Net's 9.6 MB
+  input of its 2-channel head at ~2.5-3.5 B/cycle in whole 64-byte rows, which no request term marks); what the
+  previous call left in the L2 is not DRAM's (`_in_l2_across`: the same tile, or a kernel tile that only shifts the
+  input window). Counting the stores' fills and write-backs too, or a strided row's whole 64-byte blocks, did not
+  improve both held-out splits (costmodel_residuals.md). The emulator has no counterpart yet (it is 0 on every
   tensor within the LLC, so on every layer bench/codegen.py emulates). The runs are bare-metal (machine mode, no
   virtual memory), so Gemmini's DMA TLB translates nothing and costs nothing here.
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
@@ -704,7 +703,6 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     keeps: dict[tuple, int] = {}
     keep_rows: list[tuple[list[bool], list[bool]]] = []
     l2_rows: list[tuple[list[bool], list[bool]]] = []
-    k_inner: list[bool] = []
     keep_idx = []
     for e in es:
         loops = ((e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
@@ -738,7 +736,6 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
             # what the L2 still holds from the previous call whoever runs the calls (`_in_l2_across`)
             l2_i, l2_w = _in_l2_across(e, trips, "I"), _in_l2_across(e, trips, "W")
             l2_rows.append(([d in l2_i for d in _FIRST], [d in l2_w for d in _FIRST]))
-            k_inner.append(_k_innermost(e, trips))
         keep_idx.append(k)
     which = np.array(which_rows, dtype=np.int64).reshape(n, 5)
     lengths = np.empty((n, 5), dtype=np.int64)
@@ -809,7 +806,6 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
         for j, dim in enumerate(first):
             if l2_kept[t][:, j].any():
                 load *= np.where(l2_kept[t][xid, j], first[dim], 1.0)
-    k_in = np.array(k_inner, dtype=bool)[kidx][xid] if n else np.zeros(0, dtype=bool)
     kb = np.ceil(kk / cols_)
     cb = np.ceil(cc / rows)
     # per kernel-column block (folded): one input row of (up to fold) x C channels per (batch, input row, output
@@ -849,15 +845,9 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     far = {t: each("far_" + t) for t in ("I", "W", "O")}
     far_req = (load_i * in_req * far["I"] * (cc < c_all) + load_w * w_req * far["W"] * (kk < k_all)
                + st_req * far["O"] * strided_st)
-    # bytes DRAM moves for tensors larger than the LLC (`far_bytes`): what the loads read, and for the stores every
-    # 64-byte block they touch twice (the L2 fills a block a put only partly writes, and writes it back dirty)
-    # (a tile the previous call moved is still in the L2; with output channels the innermost data loop, the blocks
-    # of a pixel's row fill once, on its first channel tile, and later tiles find them)
-    row_blocks = np.where(grouped, np.ceil(kk * out_b / REQUEST_BYTES), k_all * out_b / REQUEST_BYTES)
-    st_blocks = np.where(k_in, k0 * row_blocks,
-                         np.where(kk < k_all, np.ceil(kk * out_b / REQUEST_BYTES), kk * out_b / REQUEST_BYTES))
-    far_bytes = ((fetch_i * in_bytes * far["I"] + fetch_w * hk * wk * cc * kk * far["W"]) * in_b
-                 + final * nb * ho * wo * st_blocks * 2 * REQUEST_BYTES * far["O"])
+    # bytes DRAM reads for the loads of tensors larger than the LLC (`far_bytes`), less what the previous call left in
+    # the L2 (`_in_l2_across`)
+    far_bytes = (fetch_i * in_bytes * far["I"] + fetch_w * hk * wk * cc * kk * far["W"]) * in_b
     # store requests waiting behind one to the same 64-byte block (`_store_chain`): mvouts of up to DIM pixels of
     # one block of up to DIM output channels, rows a pixel's channels apart (all groups': NHWC)
     o_row = each("o_row")
@@ -962,16 +952,6 @@ def _in_l2_across(e: Execution, trips: dict[str, int], tensor: str) -> list[str]
     return kept
 
 
-def _k_innermost(e: Execution, trips: dict[str, int]) -> bool:
-    """Whether output channels are the innermost DRAM loop with several tiles outside the reduction loops: an output
-    pixel's channel tiles are then stored by consecutive calls, whose 64-byte blocks the L2 still holds."""
-    for d in reversed(e.order):
-        if d in REDUCTION_DIMS or trips.get(d, 1) <= 1:
-            continue
-        return d == "K"
-    return False
-
-
 def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     """Feature rows of the distinct tiled_matmul calls (tiles in DIM-blocks: e.t_h x e.t_k x e.t_c)."""
     d, rows, cols = e.dim, e.rows, e.cols
@@ -1074,8 +1054,6 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                     st_bytes = ie * je * out_bytes
                     dram_req += st_req * big_o * (je < k_all)
                     far_req += st_req * far_o * (je < k_all)
-                    st_blocks = math.ceil(je * out_bytes / REQUEST_BYTES) if je < k_all else je * out_bytes / REQUEST_BYTES
-                    far_bytes += ie * st_blocks * 2 * REQUEST_BYTES * far_o
                 out.append(
                     (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, overlapped, 1.0,
                      part_ops, part_rows, 0.0, dram_req, block_req, far_req, far_bytes)
@@ -1125,7 +1103,7 @@ def _cycle_terms(col: Any, p: Any) -> Any:
     dma = dma + col["dram_req"] * p["dram_request_cycles"]
     # and waits longer still when the tensor is larger than the LLC too: DRAM serves it (`_beyond_l2` at llc_bytes)
     dma = dma + col["far_req"] * p["llc_miss_cycles"]
-    # and the DMA cannot outrun DRAM on tensors larger than the LLC (`far_bytes` at DRAM's own rate)
+    # and the DMA cannot load faster than DRAM reads a tensor larger than the LLC (`far_bytes` at DRAM's own rate)
     dma = np.maximum(dma, col["far_bytes"] * p["dram_byte_cycles"])
     # a store request waits for the ones before it to its 64-byte block (`_store_chain`)
     dma = dma + col["block_req"] * p["block_wait_cycles"]
