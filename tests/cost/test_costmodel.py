@@ -63,7 +63,7 @@ def test_restarts_leave_the_local_minimum_the_shipped_parameters_sat_in(data) ->
     one that least squares from there does not leave; fits from starts scattered around it reach a lower loss, and
     `fit(restarts=...)` keeps the lowest. The shipped parameters now sit at that lower loss. (With the LLC term,
     llc_miss_cycles, and DRAM's own rate beyond the LLC, dram_byte_cycles, which those parameters lacked (0), the
-    minimum a plain fit from them reaches is 16.07, restarts 16.00.)"""
+    minimum a plain fit from them reaches is 16.07, restarts 16.01.)"""
     before = CostParams(
         dram_efficiency=0.71, dma_request_cycles=0.9722, dram_request_cycles=0.9483, block_wait_cycles=11.22,
         op_overhead_cycles=0.0032, compute_floor_dims=0.4265, preload_dims=0.3242, call_floor_cycles=274.0251,
