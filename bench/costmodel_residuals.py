@@ -184,6 +184,52 @@ FINDINGS = [
     "later) and 29.5M under the library's 16-channel tiles (four consecutive calls per block); the model gives "
     "13-16M to all three. The write-allocate fill above does not follow it held out.",
     "",
+    "Fourth round (issue 25, branch cost25d): DRAM's own rate beyond the LLC. U-Net's 2-channel head reads its 9.6 MB "
+    "input in whole 64-channel rows (64-byte requests, no strided row, so neither `dram_req` nor `far_req` counts "
+    "them) and measures 3.8M cycles under DOSA's 2 x 388 tiles and 5.1-5.4M under the library's 22 x 23: 2.5 B/cycle "
+    "at best, against the DMA's ~11. The 1-channel 3x3 layer (C1_K64_P570) writes 20.8 MB: 19.5M cycles when each call "
+    "stores all 64 channels of its pixels (each 64-byte block filled and written back once), 35-44M when DOSA's "
+    "mappings store 32 at a time with the channel loop outermost (each block twice, a whole image apart), 29.5M "
+    "under the library's 16-channel tiles with the channel loop inside the pixel loops (the three later calls find "
+    "the block in the L2). Term: a call's DMA lasts at least the bytes DRAM moves for it x a fitted "
+    "`dram_byte_cycles` (`far_bytes`; what the previous call left in the L2 is not counted). Measured with one fit "
+    "per fold from the shipped parameters (the second round's protocol; the start of the new parameter in brackets; "
+    "the last four rows from the parameters the loads-and-stores variant fitted):",
+    "",
+    "| variant | fitted | by configuration | by network |",
+    "|---|---:|---|---|",
+    "| none (the LLC model above) | | 10.71% / 0.99423, library 13.77%, 0.42x-1.72x | 10.79% / 0.99466, library "
+    "14.06%, 0.36x-1.68x |",
+    "| every byte on a tensor beyond the LLC (loads and stores, whole rows too) pays extra cycles, added (from 0) | "
+    "0.027 cycles/B | 10.69% / 0.99418, library 13.77% | 10.74% / 0.99463, library 14.05% |",
+    "| a bound (DMA at least far bytes x the parameter), stores counted as a fill and a write-back per block, no L2 "
+    "between calls (from 0.4) | 0.16 | 10.67% / 0.99420, library 13.16% | 11.85% / 0.99490, library 17.69%, up to 1.96x "
+    "(with U-Net held out the 128x128 set's 16-37 MB weight matrices fit it higher, and U-Net's library runs, whose "
+    "channel tiles reread a pixel tile's input four calls running, go over) |",
+    "| the bound, a tile the previous call moved (same tile) is in the L2 (from 0.4) | 0.27 | 10.52% / 0.99454, "
+    "library 13.40% | 10.73% / 0.99529, library 14.10% |",
+    "| the same, and a kernel-row or -column tile only shifts the input window, with the stores' fills and "
+    "write-backs (a pixel's blocks fill once when consecutive calls store its channel tiles) (from 0.4) | 0.28 | "
+    "10.18% / 0.99502, library 13.40%, 0.50x-1.70x | 10.42% / 0.99534, library 14.07%, 0.55x-1.66x |",
+    "| the same from its own fit (0.28; bench/costmodel.py's full refit from there: by network 10.8% / 0.9945, "
+    "library 14.1%, 0.36x: with U-Net held out the parameter fits to ~0.01, no other network pins it) | 0.28 | "
+    "10.18% / 0.99495, library 13.41%, 0.50x-1.70x | 10.82% / 0.99447, library 14.08%, 0.36x-1.66x |",
+    "| stores' fills and write-backs only | 0.37 | 10.38% / 0.99519, library 13.67%, 0.46x-1.71x | 10.60% / "
+    "0.99564, library 14.23% (library worse) |",
+    "| **loads only (shipped: every figure of both splits improves)** | 0.29 | **10.25% / 0.99434, library 13.31%, "
+    "0.42x-1.71x** | **10.72% / 0.99467, library 13.98%, 0.36x-1.67x** |",
+    "| loads and stores, and a strided load row narrower than a 64-byte block moves its whole block from DRAM "
+    "(from 0.28) | "
+    "0.22 | 10.47% / 0.99411, library 13.30% | 10.68% / 0.99470, library 13.74% (mappings worse: not kept) |",
+    "",
+    "Not modelled, seen on the way: the library's runs were built from the `dosa` branch of gemmini-rocc-tests "
+    "(`tiled_conv(..., perm)`, loop order \"CRSKPQN\": channels innermost, then kernel columns, kernel rows, output "
+    "channels, output columns, rows, batch), whose `tiled_conv` reloads every tile; gemmini.h on `dev` (180c468) keeps "
+    "an operand in the scratchpad when it has at most two tiles (`a_reuse` / `b_reuse`, bd7de20, May 2023), which "
+    "these runs do not have. RetinaNet's C256_K256_P2 3x3 under the library's 112 x 128 tiles measures 152-160k "
+    "cycles at stride 2 and 78-92k at stride 1, 6 calls of the same weight traffic each; the model gives both "
+    "~105-113k and no term of the call separates them.",
+    "",
 ]
 
 

@@ -225,6 +225,10 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
     | calls_overlap            | 1 when the code double buffers (`double_buffer`), else 0                |
     | latencies, issue, config | 0 (the calibrated model has no such terms)                              |
     | queues                   | unbounded (the double-buffered halves bound the run-ahead)              |
+
+    Not mapped: CostParams.dram_byte_cycles (the model's bound on a call's DMA by DRAM's rate on buffers larger than
+    the LLC, `far_bytes`) has no counterpart in the emulator yet; it is 0 on every buffer within the LLC, which
+    holds every layer tests/codegen and bench/codegen.py emulate.
     """
     from tileplan.cost.gemmini import REQUEST_BYTES, effective_dram_bandwidth, nominal_dram_bandwidth
     from tileplan.cost.params import CostParams

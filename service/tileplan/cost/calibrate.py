@@ -47,6 +47,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "dma_request_cycles": (0.0, 100.0),
     "dram_request_cycles": (0.0, 100.0),
     "llc_miss_cycles": (0.0, 100.0),
+    "dram_byte_cycles": (0.0, 10.0),
     "block_wait_cycles": (0.0, 1000.0),
     "op_overhead_cycles": (0.0, 1000.0),
     "preload_dims": (0.0, 8.0),

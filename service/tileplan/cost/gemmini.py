@@ -56,8 +56,13 @@ software library per iteration of the DRAM-level loops:
   models a 4 MiB last-level cache between the L2 and DDR3 (FASED's LLC model, `CostParams.llc_bytes`): a tensor
   larger than the L2 but not the LLC is refetched from the LLC, and `dram_request_cycles` is that wait; a strided
   request on a tensor larger than the LLC too goes to DRAM and waits `llc_miss_cycles` more (`far_req`; fitted:
-  ~7 cycles against ~1). FireSim's U-Net layers of 2-20 MB tensors and small DMA rows (1 input channel, 2 output
-  channels) still measure up to 2x the model (costmodel.md). The runs are bare-metal (machine mode, no
+  ~7 cycles against ~1). Beyond the LLC the DMA also cannot outrun DRAM (`far_bytes`): a call's DMA lasts at least
+  the bytes DRAM reads for its loads x a fitted `dram_byte_cycles` (~0.3 cycles/B: FireSim reads U-Net's 9.6 MB
+  input of its 2-channel head at ~2.5-3.5 B/cycle in whole 64-byte rows, which no request term marks); what the
+  previous call left in the L2 is not DRAM's (`_in_l2_across`: the same tile, or a kernel tile that only shifts the
+  input window). Counting the stores' fills and write-backs too, or a strided row's whole 64-byte blocks, did not
+  improve both held-out splits (costmodel_residuals.md). The emulator has no counterpart yet (it is 0 on every
+  tensor within the LLC, so on every layer bench/codegen.py emulates). The runs are bare-metal (machine mode, no
   virtual memory), so Gemmini's DMA TLB translates nothing and costs nothing here.
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
   overlap the current call's compute, so a call's work is about max(DMA, compute) + a fitted share of the
@@ -471,7 +476,7 @@ def tile_search_evaluations(problem: Problem, arch: Architecture) -> int:
 # `far_req`: the requests of `dram_req` on tensors larger than the LLC too (`_beyond_l2` at llc_bytes).
 FEATURE_COLUMNS = (
     "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
-    "overlap", "matmul", "part_ops", "part_rows", "search", "dram_req", "block_req", "far_req",
+    "overlap", "matmul", "part_ops", "part_rows", "search", "dram_req", "block_req", "far_req", "far_bytes",
 )
 
 
@@ -697,6 +702,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     # how an execution keeps tiles (`_kept_across`) depends on its reuse, order and which loops have several trips
     keeps: dict[tuple, int] = {}
     keep_rows: list[tuple[list[bool], list[bool]]] = []
+    l2_rows: list[tuple[list[bool], list[bool]]] = []
     keep_idx = []
     for e in es:
         loops = ((e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
@@ -727,6 +733,9 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
             }
             kept_i, kept_w = _kept_across(e, trips, "I"), _kept_across(e, trips, "W")
             keep_rows.append(([d in kept_i for d in _FIRST], [d in kept_w for d in _FIRST]))
+            # what the L2 still holds from the previous call whoever runs the calls (`_in_l2_across`)
+            l2_i, l2_w = _in_l2_across(e, trips, "I"), _in_l2_across(e, trips, "W")
+            l2_rows.append(([d in l2_i for d in _FIRST], [d in l2_w for d in _FIRST]))
         keep_idx.append(k)
     which = np.array(which_rows, dtype=np.int64).reshape(n, 5)
     lengths = np.empty((n, 5), dtype=np.int64)
@@ -789,6 +798,14 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
         for j, dim in enumerate(first):
             if kept[t][:, j].any():
                 load *= np.where(kept[t][xid, j], first[dim], 1.0)
+    kidx = np.array(keep_idx, dtype=np.int64)
+    table2 = np.array(l2_rows, dtype=bool).reshape(len(l2_rows), 2, len(_FIRST))[kidx]
+    l2_kept = {"I": table2[:, 0, :], "W": table2[:, 1, :]}
+    fetch_i, fetch_w = (np.ones(len(xid)) for _ in range(2))
+    for t, load in (("I", fetch_i), ("W", fetch_w)):
+        for j, dim in enumerate(first):
+            if l2_kept[t][:, j].any():
+                load *= np.where(l2_kept[t][xid, j], first[dim], 1.0)
     kb = np.ceil(kk / cols_)
     cb = np.ceil(cc / rows)
     # per kernel-column block (folded): one input row of (up to fold) x C channels per (batch, input row, output
@@ -828,6 +845,9 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     far = {t: each("far_" + t) for t in ("I", "W", "O")}
     far_req = (load_i * in_req * far["I"] * (cc < c_all) + load_w * w_req * far["W"] * (kk < k_all)
                + st_req * far["O"] * strided_st)
+    # bytes DRAM reads for the loads of tensors larger than the LLC (`far_bytes`), less what the previous call left in
+    # the L2 (`_in_l2_across`)
+    far_bytes = (fetch_i * in_bytes * far["I"] + fetch_w * hk * wk * cc * kk * far["W"]) * in_b
     # store requests waiting behind one to the same 64-byte block (`_store_chain`): mvouts of up to DIM pixels of
     # one block of up to DIM output channels, rows a pixel's channels apart (all groups': NHWC)
     o_row = each("o_row")
@@ -839,7 +859,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     search[starts] = [float(es[i].search) for i in xid[starts]]
     out = np.broadcast_arrays(
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
-        each("overlapped"), 0.0, part_ops, part_rows, search, dram_req, block_req, far_req,
+        each("overlapped"), 0.0, part_ops, part_rows, search, dram_req, block_req, far_req, far_bytes,
     )
     return dict(zip(FEATURE_COLUMNS, out)), xid
 
@@ -917,6 +937,21 @@ def _kept_across(e: Execution, trips: dict[str, int], tensor: str) -> list[str]:
     return kept
 
 
+def _in_l2_across(e: Execution, trips: dict[str, int], tensor: str) -> list[str]:
+    """`_kept_across` as the L2 sees it, whoever runs the calls: the DRAM loops across which consecutive calls read the
+    same `tensor` data, so that all but the first of them find it in the L2. A kernel-row or kernel-column tile
+    only shifts the input window a call reads (by the dilation), so for the input those loops read the same data."""
+    indexing = OPERAND_DIMS[tensor] - ({"R", "S"} if tensor == "I" else set())
+    kept: list[str] = []
+    for d in reversed(e.order):
+        if trips.get(d, 1) <= 1:
+            continue
+        if d in indexing:
+            break
+        kept.append(d)
+    return kept
+
+
 def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     """Feature rows of the distinct tiled_matmul calls (tiles in DIM-blocks: e.t_h x e.t_k x e.t_c)."""
     d, rows, cols = e.dim, e.rows, e.cols
@@ -972,6 +1007,8 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
     # an operand loads only on the first iteration of the loops it is kept across (`first` is 0.0 or 1.0 per loop)
     keep_a = [{"P": 0, "K": 1, "C": 2}[dim] for dim in kept["I"]]
     keep_b = [{"P": 0, "K": 1, "C": 2}[dim] for dim in kept["W"]]
+    l2_a = [{"P": 0, "K": 1, "C": 2}[dim] for dim in _in_l2_across(e, trips, "I")]
+    l2_b = [{"P": 0, "K": 1, "C": 2}[dim] for dim in _in_l2_across(e, trips, "W")]
     groups, in_bytes, out_bytes, bias = e.groups, e.in_bytes, e.out_bytes, e.bias
     c_all, k_all, overlapped = e.c, e.k, float(e.overlapped)
     big_i, big_w, big_o = big["I"], big["W"], big["O"]
@@ -1002,6 +1039,12 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                 far_req = (load_a * ie * a_row * far_i * (ke < c_all)
                            + load_b * ke * b_row * far_w * (je < k_all))
                 ld_bytes = (load_a * ie * ke + load_b * ke * je) * in_bytes
+                fetch_a = fetch_b = 1.0
+                for j in l2_a:
+                    fetch_a = fetch_a * first[j]
+                for j in l2_b:
+                    fetch_b = fetch_b * first[j]
+                far_bytes = (fetch_a * ie * ke * far_i + fetch_b * ke * je * far_w) * in_bytes
                 if k0 and bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * float(_acc_row_req(je, cols))
                     ld_bytes += ceil_i * je * ACC_BYTES
@@ -1013,7 +1056,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                     far_req += st_req * far_o * (je < k_all)
                 out.append(
                     (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, overlapped, 1.0,
-                     part_ops, part_rows, 0.0, dram_req, block_req, far_req)
+                     part_ops, part_rows, 0.0, dram_req, block_req, far_req, far_bytes)
                 )
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
@@ -1060,6 +1103,8 @@ def _cycle_terms(col: Any, p: Any) -> Any:
     dma = dma + col["dram_req"] * p["dram_request_cycles"]
     # and waits longer still when the tensor is larger than the LLC too: DRAM serves it (`_beyond_l2` at llc_bytes)
     dma = dma + col["far_req"] * p["llc_miss_cycles"]
+    # and the DMA cannot load faster than DRAM reads a tensor larger than the LLC (`far_bytes` at DRAM's own rate)
+    dma = np.maximum(dma, col["far_bytes"] * p["dram_byte_cycles"])
     # a store request waits for the ones before it to its 64-byte block (`_store_chain`)
     dma = dma + col["block_req"] * p["block_wait_cycles"]
     # A compute instruction streams its rows (up to DIM) through the array, and occupies it for at least a fitted
