@@ -206,3 +206,14 @@ def test_uint8_qoperator_softmax_equals_onnxruntime():
     want = reference_outputs(data, {"x": x}, "ort")["y"]
     assert want[0, 5] == np.float32(255 * np.float32(ys))
     np.testing.assert_array_equal(run_artifact(compile_bytes(data).artifact, {"x": x}).outputs["y"], want)
+
+
+def test_opset12_form_equals_onnxruntime():
+    """The old form (opset attribute 12, softmax over axis 1.. of a 2-D input: the same rows, and the table built
+    for D = the product of those axes) compiles to the same kernel and equals onnxruntime."""
+    rng = np.random.default_rng(12)
+    d, xs, ys, yz = 197, 0.043, 1 / 256, -128
+    x = np.concatenate([_rows(rng, 40, d), _near_boundary(rng, d, xs, ys, yz, 8)])
+    data = _model(*x.shape, xs, ys, yz, opset=12)
+    want = reference_outputs(data, {"x": x}, "ort")["y"]
+    np.testing.assert_array_equal(run_artifact(compile_bytes(data).artifact, {"x": x}).outputs["y"], want)
