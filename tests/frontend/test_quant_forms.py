@@ -78,31 +78,6 @@ def test_a_uint8_tensor_the_rewrite_cannot_follow_keeps_the_model_as_it_is():
     assert_matches_onnxruntime(data, got, feeds)
 
 
-@pytest.mark.parametrize("model", ["cnn_small", "mlp"])
-def test_dynamic_quantization_stays_on_the_host_naming_why_and_matches(model, tmp_path):
-    """onnxruntime's quantize_dynamic: DynamicQuantizeLinear computes each activation's scale and zero point at
-    run time, ConvInteger / MatMulInteger take them: the kernels' compile-time bias and padding cannot hold
-    them, so the products stay on the host, saying so, and the outputs are onnxruntime's."""
-    import onnx
-    from frontend_helpers import onnxruntime_outputs
-    from onnxruntime.quantization import quantize_dynamic
-
-    src, dst = tmp_path / "float.onnx", tmp_path / "dynamic.onnx"
-    onnx.save(onnx.load_model_from_string(zoo.build(model, "float")), str(src))
-    quantize_dynamic(str(src), str(dst))
-    data = dst.read_bytes()
-    res = compile_bytes(data, options=FAST)
-    products = [o for o in res.summary["ops"] if o["onnx_op"] in ("Conv", "ConvInteger", "MatMulInteger", "MatMul",
-                                                                    "Gemm")]
-    assert products
-    for o in products:
-        assert o["where"] == "host" and "DynamicQuantizeLinear" in o["reason"], (o["name"], o["reason"])
-    feeds = zoo.sample_inputs(data, seed=6)
-    got, want = run_artifact(res.artifact, feeds).outputs, onnxruntime_outputs(data, feeds)
-    for k, w in want.items():
-        np.testing.assert_allclose(got[k], w, rtol=1e-5, atol=1e-5)
-
-
 def test_the_uint8_rewrite_computes_the_same_reals_with_and_without_zero_points():
     """onnx_import.uint8_to_int8 on a hand-written graph: a QuantizeLinear without a zero point (uint8's 0), one
     with, a MaxPool and a Concat on the uint8 values, a uint8 constant: onnxruntime gives the same floats for the

@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import Field
 
 from tileplan.errors import InputError, MappingInfeasible
+from tileplan.frontend import dynamic
 from tileplan.plan import Plan, ScheduleOptions, executor_for, make_plan
 
 Planner = Callable[[Any, Any, ScheduleOptions], Plan]
@@ -258,7 +259,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     # -- which quantized ops can run on the accelerator ------------------------------------------------------
     no_target = None if options.offload else "offload disabled (options.offload=false)"
     no_target = no_target or codegen_unsupported(hw)  # the one answer /schedule's codegen and the codegen give
-    reasons: dict[str, str] = {}
+    reasons: dict[str, str] = dict(imported.host_reasons)  # what the import left as it is, and why
 
     def decide(qop: Any) -> bool:
         r = no_target or partition.offload_reason(qop)
@@ -899,6 +900,9 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
     what the node is and what the accelerator (Gemmini's multiply-accumulate array) would need to run it."""
     if node.name in reasons:
         return reasons[node.name]
+    split = dynamic.host_reason(node, g.producers)
+    if split is not None:
+        return split
     op = node.op_type
     if op == "Conv" and len(g.shapes.get(node.input[1], ())) == 5:
         return "a 3-D convolution: the accelerator's kernels are 1-D and 2-D"

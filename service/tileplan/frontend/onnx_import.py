@@ -60,6 +60,7 @@ class ImportedModel:
     outputs: list[TensorInfo]
     notes: list[str] = field(default_factory=list)
     quantized_by_tileplan: bool = False
+    host_reasons: dict[str, str] = field(default_factory=dict)  # node -> why the import keeps it off the accelerator
 
     @property
     def nodes(self) -> dict[str, Any]:
@@ -407,6 +408,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                calibration: list[dict[str, np.ndarray]] | None = None, calibration_samples: int = 8,
                seed: int = 0) -> ImportedModel:
     """Decode, fix input shapes, fold shape arithmetic, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
+    from tileplan.frontend.dynamic import split_integer_products, unfuse_contrib
     from tileplan.frontend.qoperator import to_qdq
 
     model = decode(data)
@@ -415,6 +417,14 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     model, folded = fold_shapes(model)
     if folded:
         notes.append(folded)
+    unfused = unfuse_contrib(model)
+    if unfused:
+        notes.append("onnxruntime's fused dynamic products rewritten as the operators they fuse: "
+                     + ", ".join(f"{v} {k}" for k, v in unfused.items()))
+    refused: dict[str, str] = {}
+    split = split_integer_products(model, refused)
+    if split:
+        notes.append(split)
     rewritten = to_qdq(model)
     if rewritten:
         notes.append(f"QOperator nodes rewritten as QDQ: {rewritten}")
@@ -444,7 +454,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     model = infer_shapes(model)
     ins = [_info(i) for i in graph_inputs(model)]
     outs = [_info(o) for o in model.graph.output]
-    return ImportedModel(model, ins, outs, notes, by_tileplan)
+    return ImportedModel(model, ins, outs, notes, by_tileplan, refused)
 
 
 INFINITE_SCALE_NOTE = (
@@ -527,11 +537,51 @@ def _einsum(inputs: Any, attrs: dict) -> Any:
     return relax.op.einsum(list(inputs), eq.decode("utf-8") if isinstance(eq, bytes) else str(eq))
 
 
-def supported_ops() -> set[str]:
-    """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's."""
+def _conv_integer(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """ConvInteger as ONNX defines it, in int32: conv(x - z_x, w - z_w) with zero padding (ConvInteger pads x
+    with z_x), `out_dtype` int32 (TVM's importer has no converter; a float conv of the integers would round sums
+    beyond 2^24)."""
+    from tvm import relax
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    return set(onnx_frontend._get_convert_map())
+    x, w = inputs[0], inputs[1]
+    zx = inputs[2] if len(inputs) > 2 else None
+    zw = inputs[3] if len(inputs) > 3 else None
+    ndim = len(x.ty.shape)
+    if ndim not in (3, 4):
+        raise ValueError(f"a {ndim - 2}-D ConvInteger: Tileplan imports 1-D and 2-D ones")
+    x32 = relax.op.astype(x, "int32")
+    if zx is not None:
+        x32 = relax.op.subtract(x32, relax.op.astype(zx, "int32"))
+    w32 = relax.op.astype(w, "int32")
+    if zw is not None:
+        z = bb.normalize(relax.op.astype(zw, "int32"))
+        if len(z.ty.shape) == 1:
+            z = relax.op.reshape(z, [-1] + [1] * (ndim - 1))
+        w32 = relax.op.subtract(w32, z)
+    spatial = ndim - 2
+    kernel = attrs.get("kernel_shape", [int(d) for d in w.ty.shape][2:])
+    strides, dilations = attrs.get("strides", [1] * spatial), attrs.get("dilations", [1] * spatial)
+    pads = list(attrs.get("pads", [0] * 2 * spatial))
+    auto_pad = attrs.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):  # zero padding of x - z_x: ConvInteger's
+        x32 = onnx_frontend.autopad(bb, bb.normalize(x32), strides, kernel, dilations, mode=auto_pad, deconv=False)
+        pads = [0] * 2 * spatial
+    elif auto_pad == "VALID":
+        pads = [0] * 2 * spatial
+    op = relax.op.nn.conv2d if ndim == 4 else relax.op.nn.conv1d
+    layouts = ("NCHW", "OIHW") if ndim == 4 else ("NCW", "OIW")
+    return op(x32, w32, strides=strides, padding=pads, dilation=dilations, groups=int(attrs.get("group", 1)),
+              data_layout=layouts[0], kernel_layout=layouts[1], out_dtype="int32")
+
+
+def supported_ops() -> set[str]:
+    """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
+    ConvInteger (Tileplan's converter, `_conv_integer`)."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    return set(onnx_frontend._get_convert_map()) | {"ConvInteger"}
 
 
 def check_ops(model: Any, ops: set[str]) -> None:
@@ -555,7 +605,8 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
     from tvm.relax.frontend.onnx import onnx_frontend
 
     model = imported.model
-    check_ops(model, supported_ops())
+    ops = supported_ops()
+    check_ops(model, ops)
     by_node = {n.name: n for n in model.graph.node}
     by_var: dict[str, Any] = {}
 
@@ -563,11 +614,16 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
         """Binds each converted operator to a variable named after its node (so the compiler can name its
         decisions after the model's nodes)."""
 
+        def _check_for_unsupported_ops(self, graph: Any) -> None:  # TVM's, with Tileplan's converters too
+            missing = sorted({n.op_type for n in graph.node} - ops - {"If", "Constant"})
+            if missing:
+                raise NotImplementedError(f"operators not supported: {', '.join(missing)}")
+
         def _convert_operator(self, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
             node = attrs["tvm_custom"]["name"]
             try:
                 sym = (_clip(inputs, attrs) if op_name == "Clip" else _einsum(inputs, attrs) if op_name == "Einsum"
-                       else None)
+                       else _conv_integer(self.bb, inputs, attrs) if op_name == "ConvInteger" else None)
                 if sym is None:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)
             except InputError:

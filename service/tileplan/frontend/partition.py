@@ -19,6 +19,9 @@ Numerics (all integer until the final requantisation, as onnxruntime's QLinearCo
   onnxruntime does: clamp(round_half_even(float(acc) * M_k) + z_y, lo, hi).  (Folding round(z_y / M) into the
   bias instead would be cheaper but is off by one step whenever acc * M lies within M / 2 of a rounding
   boundary; in a deep network those steps compound far beyond 1 LSB.)
+- An int32 result (QuantOp.int_output: MatMulInteger / ConvInteger of int8 operands without zero points, as
+  dynamic.split_integer_products leaves the products of inputs quantized at run time): the kernel stores the
+  int32 accumulators (read at full width, no bias, no scaling) and they are the op's result.
 - A float result (QGemm without an output scale, QuantOp.float_output): the kernel stores the int32
   accumulators (bias and z_x folded in as above) and the host computes float(acc) * M_k with M_k = s_x * s_w[k]
   in float32, as onnxruntime's QGemm does (its output processor scales the int32 sum, bias included, once).
@@ -113,7 +116,8 @@ def offload_reason(op: QuantOp | ActMatmul) -> str | None:
     """None when `op` can run on the accelerator, else why not (shown in the summary)."""
     if isinstance(op, ActMatmul):
         return act_offload_reason(op)
-    if op.x_dtype != "int8" or (op.y_dtype != "int8" and not (op.float_output and op.y_dtype == "float32")):
+    if op.x_dtype != "int8" or (op.y_dtype != "int8" and not (op.float_output and op.y_dtype == "float32")
+                                and not (op.int_output and op.y_dtype == "int32")):
         return (f"{op.x_dtype} input / {op.y_dtype} output: the accelerator's datapath is int8 (quantize with "
                 "activation_type=QInt8)")
     if op.w.dtype != np.int8:
@@ -311,6 +315,10 @@ def kernel_spec(op: QuantOp | ActMatmul) -> KernelSpec:
         sy = np.float32(float(op.y_scale))
         qlo = -128 if lo == -np.inf else int(np.clip(np.rint(np.float32(lo) / sy) + zy, -128, 127))
         qhi = 127 if hi == np.inf else int(np.clip(np.rint(np.float32(hi) / sy) + zy, -128, 127))
+    if op.int_output:  # the int32 product itself: the accumulators, read at full width, are the result
+        abi = KernelABI(abi.layout, abi.pad_value, abi.prelaid, acc_output=True)
+        return KernelSpec(layer, Epilogue(scale=1.0, zero_point=0, relu=False, bias=has_bias), abi, wl,
+                          folded.astype(np.int32), None, 1.0)
     if op.float_output:  # the host converts the int32 accumulators to float as QGemm does: float(acc) * s_x * s_w
         abi = KernelABI(abi.layout, abi.pad_value, abi.prelaid, acc_output=True)
         fb = None
@@ -355,7 +363,11 @@ def describe(op: QuantOp | ActMatmul, spec: KernelSpec) -> str:
     if zx:
         parts.append(f"input zero point {zx} folded into the bias" + (" and the padding" if spec.abi.pad_value else ""))
     rq = spec.requant
-    if rq is not None and rq.float_output:
+    if op.int_output:
+        parts.append("the int32 product itself (MatMulInteger / ConvInteger without zero points: the run-time "
+                     "quantized input's zero point terms are the host's, dynamic.py): int32 accumulators read at "
+                     "full width")
+    elif rq is not None and rq.float_output:
         parts.append("float output (no output scale, as QGemm without y_scale): int32 accumulators out, the host "
                      f"computes float(acc) * s_x * s_w (x{spec.multiplier:.4g}"
                      + (f", {rq.multipliers.size} per-channel scales" if rq.multipliers.size > 1 else "") + ")"

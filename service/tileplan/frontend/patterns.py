@@ -24,6 +24,7 @@ import numpy as np
 
 CONV, MATMUL, ACT_MATMUL = "tileplan.qconv2d", "tileplan.qmatmul", "tileplan.qmatmul_act"
 FLOAT_MATMUL = "tileplan.qmatmul_float"
+INT_CONV, INT_MATMUL = "tileplan.conv2d_int", "tileplan.matmul_int"
 
 
 @dataclass
@@ -62,6 +63,9 @@ class QuantOp:
     # table): FuseOpsByPattern binds constants into the composite, so the call has no argument for it and the
     # program passes this constant (a Relax GenericConst) instead (host_ops.offload)
     x_const: Any = None
+    # the int32 product itself (MatMulInteger / ConvInteger of int8 operands without zero points, as
+    # dynamic.split_integer_products leaves them): y = sum x * w, int32 out, no scaling; scales 1, zero points 0
+    int_output: bool = False
 
     @property
     def macs(self) -> int:
@@ -214,6 +218,59 @@ def build_float_patterns() -> tuple[Any, Any]:
     return out[0], out[1]
 
 
+def build_int_patterns() -> tuple[Any, Any]:
+    """(conv, matmul): conv2d / conv1d / matmul of astype(x, int32) and astype(const W, int32) (or W already
+    int32) with an int32 result: MatMulInteger / ConvInteger without zero points (onnx_import's converters).
+    Annotations x, w, op."""
+    from tvm.relax.dpl import is_const, is_op, wildcard
+
+    out = []
+    for kind in ("conv", "matmul"):
+        x, w = wildcard(), is_const()
+        xi, wi = is_op("relax.astype")(x), is_op("relax.astype")(w) | w
+        core = (is_op("relax.nn.conv2d")(xi, wi) | is_op("relax.nn.conv1d")(xi, wi) if kind == "conv"
+                else is_op("relax.matmul")(xi, wi))
+        out.append((core, {"x": x, "w": w, "op": core}))
+    return out[0], out[1]
+
+
+def int_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any]) -> QuantOp | None:
+    """The QuantOp of an int32 product (build_int_patterns): int8 x, constant integer W, int32 result; None
+    otherwise."""
+    op, x = ann["op"], ann["x"]
+    w = _const(ann["w"])
+    if w is None or str(op.ty.dtype) != "int32" or not np.issubdtype(w.dtype, np.integer):
+        return None
+    if kind == "matmul" and w.ndim != 2:
+        return None
+    one, zero = np.asarray(1.0, np.float32), np.asarray(0, np.int8)
+    rank = {v: i for i, v in enumerate(onnx_nodes)}
+    names = sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+    covered = [onnx_nodes[n].name for n in names if n in onnx_nodes]
+    main = [onnx_nodes[n].name for n in names
+            if n in onnx_nodes and onnx_nodes[n].op_type in ("ConvInteger", "MatMulInteger")]
+    name = main[0] if main else (covered[0] if covered else (names[0] if names else "op"))
+    qop = QuantOp(kind="conv2d" if kind == "conv" else "matmul", name=name, nodes=covered, x_shape=_shape(x),
+                  y_shape=_shape(op), x_dtype=str(x.ty.dtype), y_dtype="int32", x_scale=one, x_zp=zero,
+                  w=w if w.dtype == np.int8 or not np.all((w >= -128) & (w <= 127)) else w.astype(np.int8),
+                  w_scale=one, w_zp=zero, bias=None, bias_scale=None, bias_zp=None, y_scale=one, y_zp=zero,
+                  int_output=True)
+    if kind == "conv":
+        _conv_attrs(qop, op)
+    return qop
+
+
+def _conv_attrs(qop: QuantOp, op: Any) -> None:
+    at = op.attrs
+    qop.strides = tuple(int(v) for v in at.strides)  # type: ignore[assignment]
+    qop.padding = tuple(int(v) for v in at.padding)  # type: ignore[assignment]
+    qop.dilation = tuple(int(v) for v in at.dilation)  # type: ignore[assignment]
+    qop.groups = int(at.groups)
+    qop.layouts = (str(at.data_layout), str(at.kernel_layout), str(at.out_layout or at.data_layout))
+    if op.op.name == "relax.nn.conv1d":
+        _as_2d(qop)
+
+
 def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any]) -> QuantOp | None:
     """The QuantOp of a match (annotated expressions; `names` are the matched bindings' names), or None when the
     match is not what it seems (non-constant quantisation parameters, a weight that is not 2-D for a matmul).
@@ -269,14 +326,7 @@ def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[
         bias=bias, bias_scale=bscale, bias_zp=bzp, y_scale=sy, y_zp=zy, act=act, float_output=q is None,
         float_bias=fbias)
     if kind == "conv":
-        at = op.attrs
-        qop.strides = tuple(int(v) for v in at.strides)  # type: ignore[assignment]
-        qop.padding = tuple(int(v) for v in at.padding)  # type: ignore[assignment]
-        qop.dilation = tuple(int(v) for v in at.dilation)  # type: ignore[assignment]
-        qop.groups = int(at.groups)
-        qop.layouts = (str(at.data_layout), str(at.kernel_layout), str(at.out_layout or at.data_layout))
-        if op.op.name == "relax.nn.conv1d":
-            _as_2d(qop)
+        _conv_attrs(qop, op)
     return qop
 
 
@@ -312,6 +362,7 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
     conv, matmul = build_patterns()
     act = build_act_pattern()
     fbias, fnobias = build_float_patterns()
+    iconv, imatmul = build_int_patterns()
     seen: dict[str, QuantOp | ActMatmul] = {}
     users = _users(mod)
     # a float result that these consume is not a float output: the quantized pattern's (or the biased one's)
@@ -327,6 +378,7 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
                 if not root or any(u in not_float[kind] for u in users.get(root[0], ())):
                     return False
             qop = (act_matmul(ann, names, onnx_nodes) if kind == "act"
+                   else int_op(kind[4:], ann, names, onnx_nodes) if kind.startswith("int_")
                    else quant_op("matmul" if kind in not_float else kind, ann, names, onnx_nodes))
             if qop is None:
                 return False
@@ -335,7 +387,7 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
             ok = bool(decide(qop))
             if ok:
                 for n in names:  # the composite keeps the names of the model's nodes (unique; see below)
-                    if n in onnx_nodes:
+                    if n in onnx_nodes or kind.startswith("int_"):  # an int product's casts: the importer's lvN
                         seen[n] = qop
             return ok
         return check
@@ -344,7 +396,9 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
             relax.transform.FusionPattern(MATMUL, matmul[0], matmul[1], make_check("matmul")),
             relax.transform.FusionPattern(ACT_MATMUL, act[0], act[1], make_check("act")),
             relax.transform.FusionPattern(FLOAT_MATMUL, fbias[0], fbias[1], make_check("biased")),
-            relax.transform.FusionPattern(FLOAT_MATMUL, fnobias[0], fnobias[1], make_check("plain"))]
+            relax.transform.FusionPattern(FLOAT_MATMUL, fnobias[0], fnobias[1], make_check("plain")),
+            relax.transform.FusionPattern(INT_CONV, iconv[0], iconv[1], make_check("int_conv")),
+            relax.transform.FusionPattern(INT_MATMUL, imatmul[0], imatmul[1], make_check("int_matmul"))]
     fused = relax.transform.FuseOpsByPattern(pats, bind_constants=True, annotate_codegen=False)(mod)
     composites: dict[str, QuantOp | ActMatmul] = {}
     for gv, func in fused.functions.items():

@@ -4,14 +4,15 @@ fusion patterns serve both formats.  TVM's ONNX importer has no converter for th
 Tileplan's, not a patch of TVM.
 
     QLinearConv(x, sx, zx, w, sw, zw, sy, zy[, B])  ->  Q(Conv(DQ(x), DQ(w), DQ(B, sx*sw)), sy, zy)
-    QLinearMatMul, QGemm (com.microsoft), ConvInteger, QLinearAdd / QLinearMul / QLinearGlobalAveragePool /
+    QLinearMatMul, QGemm (com.microsoft), QLinearAdd / QLinearMul / QLinearGlobalAveragePool /
     QLinearAveragePool / QLinearSoftmax / QLinearSigmoid / QLinearLeakyRelu / QLinearConcat (com.microsoft):
     likewise.  The float operator keeps the original node's name (decisions in the summary are named after the
     model's nodes); the DQ / Q nodes around it are named `<node>/dq_<input>` and `<node>/q`.
 
 Numerics: the QDQ form means exactly what the integer operator computes up to the final rounding (an int32 bias
 B dequantizes with scale sx*sw, as the operator's definition says), which is what Tileplan's accelerator ops and
-host ops implement.
+host ops implement.  ConvInteger is not rewritten: onnx_import imports it as an int32 convolution (exact), and
+dynamic.py splits the products of run-time quantized inputs for the accelerator.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tileplan.errors import InputError
 _UNARY = {"QLinearGlobalAveragePool": "GlobalAveragePool", "QLinearAveragePool": "AveragePool",
           "QLinearSoftmax": "Softmax", "QLinearSigmoid": "Sigmoid", "QLinearLeakyRelu": "LeakyRelu"}
 _BINARY = {"QLinearAdd": "Add", "QLinearMul": "Mul"}
-QOPERATORS = {"QLinearConv", "QLinearMatMul", "QGemm", "ConvInteger", "QLinearConcat", *_UNARY, *_BINARY}
+QOPERATORS = {"QLinearConv", "QLinearMatMul", "QGemm", "QLinearConcat", *_UNARY, *_BINARY}
 
 
 class _Rewriter:
@@ -101,12 +102,6 @@ class _Rewriter:
             ins = [x, w] + ([self.bias(i[8], i[1], i[4])] if opt(8) else [])
             self.emit("Conv", ins, [f"{name}_float"], name, **self.attrs(node))
             self.q(f"{name}_float", i[6], i[7], node.output[0])
-        elif op == "ConvInteger":  # int32 output = sum (x - zx)(w - zw): a float conv of the exact integers
-            one = self.add_init("unit_scale", np.float32(1.0))
-            x = self.dq(i[0], one, opt(2), "x")
-            w = self.dq(i[1], one, opt(3), "w", axis=0)
-            self.emit("Conv", [x, w], [f"{name}_float"], name, **self.attrs(node))
-            self.emit("Cast", [f"{name}_float"], [node.output[0]], f"{name}/cast", to=6)  # INT32
         elif op == "QLinearMatMul":
             a = self.dq(i[0], i[1], i[2], "a")
             b = self.dq(i[3], i[4], i[5], "b", axis=1)
