@@ -53,6 +53,8 @@ def traced_model(path: Path) -> tuple[Any, list[dict[str, Any]]]:
     for n in model.graph.node:
         for i in n.input:
             consumers.setdefault(i, []).append(n.op_type)
+    untyped = ort_types(model, [o for n in model.graph.node if n.op_type in QUANTIZED_OUTPUT_OPS
+                                for o in n.output[:1] if o not in types and o not in consts and o not in outputs])
     traced = []
     qoperator = any(n.op_type.startswith("QLinear") or n.op_type == "QGemm" for n in model.graph.node)
     for n in model.graph.node:
@@ -62,6 +64,8 @@ def traced_model(path: Path) -> tuple[Any, list[dict[str, Any]]]:
         if name in consts or any(i in consts for i in n.input[:1]):  # a weight's quantization
             continue
         t = types.get(name)
+        if t is None or not t.tensor_type.HasField("shape"):  # contrib ops (com.microsoft): onnx cannot infer
+            t = untyped.get(name)
         if t is None or t.tensor_type.elem_type not in INT8 or not t.tensor_type.HasField("shape"):
             continue
         if any(not d.HasField("dim_value") for d in t.tensor_type.shape.dim):
@@ -77,6 +81,35 @@ def traced_model(path: Path) -> tuple[Any, list[dict[str, Any]]]:
         vi.type.CopyFrom(t)
         model.graph.output.append(vi)
     return model, traced
+
+
+def ort_types(model: Any, names: list[str]) -> dict[str, Any]:
+    """The types of tensors onnx's shape inference leaves unknown (the outputs of com.microsoft ops: QLinearSoftmax,
+    QLinearAdd, ...), from one onnxruntime run of the model (graph optimisations off, so every tensor exists as the
+    file names it) with those tensors added as untyped graph outputs, on a zero input."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    if not names:
+        return {}
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for name in names:
+        probe.graph.output.append(helper.make_empty_tensor_value_info(name))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feeds = {}
+    for i in sess.get_inputs():
+        dtype = np.float32 if i.type == "tensor(float)" else np.int64
+        feeds[i.name] = np.zeros([int(d) if isinstance(d, int) else 1 for d in i.shape], dtype)
+    got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    out = {}
+    for name in names:
+        a = got[name]
+        out[name] = helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+    return out
 
 
 def compile_model(path: Path, out: Path, hw: str, extra: list[str]) -> Path:

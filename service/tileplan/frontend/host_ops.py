@@ -345,28 +345,74 @@ def _scalar(e: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
+def _logf(v: float) -> float:
+    """C's logf of a float32, as onnxruntime calls it: glibc's logf through ctypes where the C library has one
+    (the x86-64 Linux wheels link glibc's), else log rounded to float32. The two agree for every
+    FLT_MAX / n, n < 60,594 (measured against glibc 2.36: the first differing n is 60,594)."""
+    import ctypes
+    import ctypes.util
+    import math
+
+    global _LIBM_LOGF
+    if _LIBM_LOGF is None:
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+            fn = lib.logf
+            fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+            _LIBM_LOGF = fn
+        except (OSError, AttributeError):
+            _LIBM_LOGF = False
+    if _LIBM_LOGF:
+        return float(np.float32(_LIBM_LOGF(float(np.float32(v)))))
+    return float(np.float32(math.log(float(np.float32(v)))))
+
+
+_LIBM_LOGF: Any = None
+
+
 def softmax_table(x_scale: float, length: int) -> np.ndarray:
-    """The 256-entry exp table of onnxruntime's QLinearSoftmax (int8 input): entry (i - 128) & 255 holds
-    exp((i - 255) * s_x + c), c = max(0, log(FLT_MAX / length) - 5) keeping the row sums finite."""
+    """The 256-entry exp table of onnxruntime's QLinearSoftmax (int8 input) for a reduction of `length`
+    elements: entry (i - 128) & 255 holds float32(exp((i - 255 + c) * s_x)) computed in double, where
+    c = max(0, logf(FLT_MAX / length) - 5) / s_x keeps the row sums finite. FLT_MAX / length is a float32
+    division and its log a float32 logf (onnxruntime's `log` of a float resolves to logf; read in the 1.32 x86-64
+    wheel's machine code: cvtsi2ss, divss, call logf, cvtss2sd), the rest double, as onnxruntime builds it."""
     import math
 
     xs = float(np.float32(x_scale))
-    shift = max(0.0, math.log(float(np.finfo(np.float32).max) / length) - 5.0) / xs
+    q = np.float32(np.finfo(np.float32).max) / np.float32(length)
+    shift = max(0.0, _logf(float(q)) - 5.0) / xs
     table = np.zeros(256, np.float32)
     for i in range(256):
-        table[(i - 128) & 0xFF] = np.float32(math.exp((i - 255 + shift) * xs))
+        table[(i - 128) & 0xFF] = np.float32(math.exp((float(i) - 255.0 + shift) * xs))
     return table
 
 
+def softmax_reference(x: np.ndarray, x_scale: float, y_scale: float, y_zp: int) -> np.ndarray:
+    """int8 QLinearSoftmax over the last axis in NumPy, as onnxruntime 1.32 computes it (the check of
+    `_qsoftmax_te`'s C in the tests): each row's exp values looked up (index (127 - max + x) & 255), summed in
+    order in float32; y = clamp(nearbyint(double(e) * double(floor(1.0f / s_y)) / double(sum)) + z_y, -128, 127),
+    the quotient in double."""
+    x = np.asarray(x, np.int8)
+    d = x.shape[-1]
+    rows = x.reshape(-1, d).astype(np.int32)
+    e = softmax_table(x_scale, d)[(127 - rows.max(axis=1, keepdims=True) + rows) & 0xFF]
+    total = np.cumsum(e, axis=1, dtype=np.float32)[:, -1:]  # in order, float32
+    c = float(np.floor(np.float32(1.0) / np.float32(y_scale)))
+    q = np.rint(e.astype(np.float64) * c / total.astype(np.float64)) + float(y_zp)
+    return np.clip(q, -128, 127).astype(np.int8).reshape(x.shape)
+
+
 def _qsoftmax_te(x: Any, table: Any, y_scale: float, y_zp: int) -> Any:
-    """int8 softmax over the last axis, as onnxruntime's QLinearSoftmax computes it: the row's maximum shifts
-    the input onto the table's top (index 127 - max + x), the exp values are summed in order in float32, and
-    y = round_half_even(e * floor(1 / s_y) / sum) + z_y, saturated to int8 (onnxruntime wraps instead)."""
+    """int8 softmax over the last axis, as onnxruntime 1.32's QLinearSoftmax computes it (read in its x86-64
+    machine code; a scalar loop, no kernel chosen by the CPU): the row's maximum shifts the input onto the
+    table's top (index (127 - max + x) & 255), the exp values are summed in order in float32, and
+    y = clamp(nearbyint(double(e) * double(floor(1.0f / s_y)) / double(sum)) + z_y, -128, 127), the
+    quotient, rounding and clamp in double."""
     from tvm import te, tirx
 
     shape = list(x.shape)
     d = shape[-1]
-    ys = tirx.const(float(np.floor(np.float32(1.0) / np.float32(y_scale))), "float32")
+    ys = tirx.const(float(np.floor(np.float32(1.0) / np.float32(y_scale))), "float64")
     k = te.reduce_axis((0, d), name="k")
     xmax = te.compute(shape[:-1], lambda *r: te.max(x[(*r, k)].astype("int32"), axis=k), name="xmax")
 
@@ -378,8 +424,9 @@ def _qsoftmax_te(x: Any, table: Any, y_scale: float, y_zp: int) -> Any:
 
     def out(*i: Any) -> Any:
         r = i[:-1]
-        q = tirx.nearbyint((table[index(r, x[i])] * ys) / total[r]) + tirx.const(float(y_zp), "float32")
-        q = tirx.max(tirx.min(q, tirx.const(127.0, "float32")), tirx.const(-128.0, "float32"))
+        e = table[index(r, x[i])].astype("float64")
+        q = tirx.nearbyint((e * ys) / total[r].astype("float64")) + tirx.const(float(y_zp), "float64")
+        q = tirx.max(tirx.min(q, tirx.const(127.0, "float64")), tirx.const(-128.0, "float64"))
         return tirx.Cast("int8", q)
 
     return te.compute(shape, out, name="qsoftmax")
