@@ -60,6 +60,8 @@ class ImportedModel:
     outputs: list[TensorInfo]
     notes: list[str] = field(default_factory=list)
     quantized_by_tileplan: bool = False
+    # Resize nodes onnxruntime runs in NHWC (its 8-bit fixed-point kernel): `onnxruntime_nhwc_resizes`
+    nhwc_resizes: frozenset[str] = frozenset()
 
     @property
     def nodes(self) -> dict[str, Any]:
@@ -415,6 +417,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     model, folded = fold_shapes(model)
     if folded:
         notes.append(folded)
+    nhwc = onnxruntime_nhwc_resizes(model)  # before the rewrite: it follows the QLinearConv nodes
     rewritten = to_qdq(model)
     if rewritten:
         notes.append(f"QOperator nodes rewritten as QDQ: {rewritten}")
@@ -444,7 +447,39 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     model = infer_shapes(model)
     ins = [_info(i) for i in graph_inputs(model)]
     outs = [_info(o) for o in model.graph.output]
-    return ImportedModel(model, ins, outs, notes, by_tileplan)
+    return ImportedModel(model, ins, outs, notes, by_tileplan, nhwc)
+
+
+# ops onnxruntime's transpose optimizer moves a channels-last layout through (elementwise, pools, concatenation,
+# (de)quantization), from a QLinearConv its NHWC transformer made channels-last to the ops after it
+NHWC_TRANSPARENT = {"QLinearConv", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid",
+                    "QLinearAveragePool", "MaxPool", "Relu", "Clip", "Resize", "Concat", "Add", "Mul", "Identity",
+                    "DequantizeLinear", "QuantizeLinear", "LeakyRelu", "Sigmoid"}
+
+
+def onnxruntime_nhwc_resizes(model: Any) -> frozenset[str]:
+    """The Resize nodes of a QOperator model that onnxruntime's CPU session runs channels-last: those with a
+    QLinearConv upstream through NHWC_TRANSPARENT ops only. Its NHWC transformer wraps each QLinearConv in
+    transposes and moves them through the ops after it; an 8-bit linear Resize it reaches runs as
+    NhwcUpsampleBilinearInteger (fixed-point weights), another as UpsampleBilinear (float weights), and the two
+    round differently (host_ops.resize_linear_call)."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    memo: dict[str, bool] = {}
+
+    def from_conv(tensor: str) -> bool:
+        if tensor in memo:
+            return memo[tensor]
+        memo[tensor] = False  # (a cycle cannot occur in a valid graph; this also bounds the walk)
+        n = producer.get(tensor)
+        found = False
+        if n is not None and n.op_type in NHWC_TRANSPARENT:
+            found = n.op_type == "QLinearConv" or any(from_conv(i) for i in n.input[:1 if n.op_type in (
+                "Resize", "DequantizeLinear", "QuantizeLinear", "Clip", "QLinearLeakyRelu", "QLinearSigmoid",
+                "QLinearAveragePool") else None] if i)
+        memo[tensor] = found
+        return found
+
+    return frozenset(n.name for n in model.graph.node if n.op_type == "Resize" and from_conv(n.input[0]))
 
 
 INFINITE_SCALE_NOTE = (
@@ -527,6 +562,23 @@ def _einsum(inputs: Any, attrs: dict) -> Any:
     return relax.op.einsum(list(inputs), eq.decode("utf-8") if isinstance(eq, bytes) else str(eq))
 
 
+def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
+    """An 8-bit linear Resize (a QOperator export's, on the codes) as onnxruntime's CPU kernel computes it, NHWC
+    (fixed-point) or not (host_ops.resize_linear_call); anything else as TVM's importer made it."""
+    from tvm import relax
+
+    from tileplan.frontend.host_ops import resize_linear_call, resize_linear_supported
+
+    if not (isinstance(sym, relax.Call) and getattr(sym.op, "name", "") == "relax.image.resize2d"):
+        return sym
+    sym = bb.normalize(sym)
+    x = sym.args[0]
+    if str(x.ty.dtype) not in ("int8", "uint8") or not resize_linear_supported(x.ty, sym.attrs):
+        return sym
+    out_hw = tuple(int(d) for d in sym.ty.shape)[2:]
+    return resize_linear_call(bb, x, out_hw, str(sym.attrs.coordinate_transformation_mode), fixed_point=nhwc)
+
+
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's."""
     from tvm.relax.frontend.onnx import onnx_frontend
@@ -570,6 +622,8 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else None)
                 if sym is None:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)
+                if op_name == "Resize":
+                    sym = _resize_8bit(self.bb, sym, node in imported.nhwc_resizes)
             except InputError:
                 raise
             except Exception as exc:  # noqa: BLE001 - TVM's converters raise anything; the node is what matters
