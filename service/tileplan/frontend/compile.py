@@ -985,7 +985,9 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
         return (f"{op} not matched as dequantize -> {op} -> [bias] -> [Relu/Clip] -> quantize (its result goes "
                 "through more than one consumer or an op the pattern does not cover): computed in float on the host")
     if op in ("ConvTranspose", "ConvTransposeInteger"):
-        return "transposed convolution: Tileplan lowers only direct convolutions to the accelerator"
+        return ("transposed convolution not of the form Tileplan lowers to the accelerator (quantized int8 weights, "
+                "kernel = stride, square, no padding, dilation or groups: a 1x1 Conv + DepthToSpace); computed on the "
+                "host")
     if op in MOVES_DATA:
         return (f"{op} moves or selects values without arithmetic: nothing for the multiply-accumulate array; "
                 "the host copies them")

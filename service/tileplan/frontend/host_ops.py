@@ -387,7 +387,7 @@ def resize_linear_axis(length_in: int, length_out: int, mode: str, fixed_point: 
     return i1, i2, d1, d2
 
 
-def resize_linear_call(bb: Any, x: Any, out_hw: tuple[int, int], mode: str, fixed_point: bool = False) -> Any:
+def resize_linear_call(bb: Any, x: Any, out_hw: tuple[int, ...], mode: str, fixed_point: bool = False) -> Any:
     """A call_tir computing a linear Resize of NCHW `x` (float32, int8 or uint8) to `out_hw` with onnxruntime's CPU
     arithmetic. Float weights (its NCHW kernel, UpsampleBilinear): y = dx2 * dy2 * X11 + dx1 * dy2 * X21 +
     dx2 * dy1 * X12 + dx1 * dy1 * X22 in float32, in that order, each weight product first; 8-bit codes are

@@ -207,6 +207,119 @@ def infer_shapes(model: Any) -> Any:
     return inferred
 
 
+def _attr(node: Any, name: str, default: Any) -> Any:
+    from onnx import helper
+
+    a = next((a for a in node.attribute if a.name == name), None)
+    return default if a is None else helper.get_attribute_value(a)
+
+
+def conv_transpose_as_conv(model: Any) -> str | None:
+    """Rewrite each quantized ConvTranspose whose kernel equals its stride (2-D, square, no padding, dilation or
+    output padding, one group: a UNet's or a decoder's up-convolution) as the 1x1 convolution it is, followed by
+    DepthToSpace (CRD) on its quantized result: y[n, o, k*i + a, k*j + b] = sum_c x[n, c, i, j] W[c, o, a, b] + B[o]
+    is the 1x1 conv with weights W' [o*k*k + a*k + b, c] and bias B repeated k*k times, each output pixel's
+    channels moved into a k x k block. The pattern: DequantizeLinear(x), DequantizeLinear(int8 constant W)
+    (per tensor, or per output channel: axis 1), [DequantizeLinear(int32 constant B)] -> ConvTranspose ->
+    QuantizeLinear (its only consumer). The Conv keeps the ConvTranspose's name; the QuantizeLinear's output is
+    DepthToSpace's. Returns the rewritten nodes' names (None: none)."""
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    producer = {o: n for n in g.node for o in n.output}
+    consumers: dict[str, list[Any]] = {}
+    for n in g.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    outputs = {o.name for o in g.output}
+
+    def dq_const(name: str) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, int] | None:
+        dq = producer.get(name)
+        if dq is None or dq.op_type != "DequantizeLinear" or len(dq.input) < 2:
+            return None
+        ins = list(dq.input) + [""] * (3 - len(dq.input))
+        if ins[0] not in inits or ins[1] not in inits or (ins[2] and ins[2] not in inits):
+            return None
+        v = numpy_helper.to_array(inits[ins[0]])
+        sc = numpy_helper.to_array(inits[ins[1]])
+        zp = numpy_helper.to_array(inits[ins[2]]) if ins[2] else np.zeros_like(sc, dtype=v.dtype)
+        return dq, v, sc, zp, int(_attr(dq, "axis", 1))
+
+    done: list[str] = []
+    old_dq: list[Any] = []
+    for node in list(g.node):
+        if node.op_type != "ConvTranspose" or len(node.input) < 2:
+            continue
+        k = list(_attr(node, "kernel_shape", []))
+        if (len(k) != 2 or k[0] != k[1] or list(_attr(node, "strides", [1, 1])) != k
+                or any(_attr(node, "pads", [0, 0, 0, 0])) or any(d != 1 for d in _attr(node, "dilations", [1, 1]))
+                or any(_attr(node, "output_padding", [0, 0])) or _attr(node, "group", 1) != 1
+                or _attr(node, "output_shape", None) or _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET")):
+            continue
+        x = producer.get(node.input[0])
+        w = dq_const(node.input[1])
+        b = dq_const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        users = consumers.get(node.output[0], [])
+        if (x is None or x.op_type != "DequantizeLinear" or w is None or w[1].dtype != np.int8 or w[1].ndim != 4
+                or (len(node.input) > 2 and node.input[2] and (b is None or b[1].dtype != np.int32))
+                or len(users) != 1 or users[0].op_type != "QuantizeLinear" or node.output[0] in outputs):
+            continue
+        kk = k[0]
+        _, wv, ws, wz, waxis = w
+        cin, cout = wv.shape[:2]
+        if ws.size > 1 and (waxis % 4 != 1 or ws.size != cout):
+            continue
+        q = users[0]
+        w2 = wv.reshape(cin, cout * kk * kk).T.reshape(cout * kk * kk, cin, 1, 1).copy()
+        base = f"{node.name}/as_conv"
+
+        def const(arr: np.ndarray, suffix: str, base: str = base) -> str:
+            g.initializer.append(numpy_helper.from_array(arr, f"{base}/{suffix}"))
+            return f"{base}/{suffix}"
+
+        def per_out(a: np.ndarray, kk: int = kk) -> np.ndarray:
+            return np.repeat(a.reshape(-1), kk * kk) if a.size > 1 else a
+
+        w_in = [const(w2, "w"), const(per_out(ws), "w_scale"), const(per_out(wz).astype(wz.dtype), "w_zero_point")]
+        new = [helper.make_node("DequantizeLinear", w_in, [f"{base}/w_dq"], name=f"{base}/w_dq")]
+        if ws.size > 1:
+            new[0].attribute.append(helper.make_attribute("axis", 0))
+        conv_in = [node.input[0], f"{base}/w_dq"]
+        if b is not None:
+            _, bv, bs, bz, _ = b
+            b_in = [const(np.repeat(bv, kk * kk), "b"), const(per_out(bs), "b_scale"),
+                    const(per_out(bz).astype(bz.dtype), "b_zero_point")]
+            new.append(helper.make_node("DequantizeLinear", b_in, [f"{base}/b_dq"], name=f"{base}/b_dq"))
+            if bs.size > 1:
+                new[-1].attribute.append(helper.make_attribute("axis", 0))
+            conv_in.append(f"{base}/b_dq")
+        conv = helper.make_node("Conv", conv_in, [f"{base}/y"], name=node.name, kernel_shape=[1, 1])
+        q_out = q.output[0]
+        q.input[0] = f"{base}/y"
+        q.output[0] = f"{base}/y_q"
+        d2s = helper.make_node("DepthToSpace", [f"{base}/y_q"], [q_out], name=f"{base}/depth_to_space",
+                               blocksize=kk, mode="CRD")
+        at = list(g.node).index(node)
+        g.node.remove(node)
+        for j, n in enumerate([*new, conv]):
+            g.node.insert(at + j, n)
+        g.node.insert(list(g.node).index(q) + 1, d2s)
+        done.append(node.name)
+        old_dq.extend(d[0] for d in (w, b) if d is not None)
+    if not done:
+        return None
+    used = {i for n in g.node for i in n.input}
+    dropped = {i for d in old_dq if d.output[0] not in used and d.output[0] not in outputs for i in d.input}
+    for d in old_dq:
+        if d.output[0] not in used and d.output[0] not in outputs and d in g.node:
+            g.node.remove(d)  # the ConvTranspose's own weight / bias dequantisation, now unused
+    used = {i for n in g.node for i in n.input} | outputs
+    for t in [t for t in g.initializer if t.name in dropped and t.name not in used]:
+        g.initializer.remove(t)
+    return ", ".join(done)
+
+
 def dedicate_dequantize(model: Any) -> int:
     """Give every consumer of a shared DequantizeLinear its own copy (onnxruntime shares one between a residual
     branch's conv and add): a fused accelerator op then owns the dequantisation of its input and its int8 input
@@ -424,6 +537,9 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     shifted = uint8_to_int8(model)
     if shifted:
         notes.append(shifted)
+    lowered = conv_transpose_as_conv(model)
+    if lowered:
+        notes.append(f"ConvTranspose with kernel = stride computed as a 1x1 Conv + DepthToSpace: {lowered}")
     by_tileplan = False
     if is_float_model(model):
         if not quantize:
