@@ -3,8 +3,9 @@ the summary's totals, whether or not the accelerator runs them."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes
+from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes, onnxruntime_outputs
 from onnx import helper
 
 from tileplan.frontend import zoo
@@ -80,3 +81,43 @@ def test_conv_transpose_kernel_equal_stride_runs_on_the_accelerator(k, bias, per
         feeds = zoo.sample_inputs(data, seed=seed)
         err = assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
         assert float(err.max()) <= 1.0 + 1e-4 and float((err <= 1e-4).mean()) >= 0.999, (err.max(), (err > 0).sum())
+
+
+@pytest.mark.parametrize(("k", "cin"), [(2, 16), (2, 192), (3, 24)])
+def test_float_conv_transpose_equals_onnxruntime(k, cin):
+    """A QOperator export leaves ConvTranspose in float (float weights between DequantizeLinear and
+    QuantizeLinear: onnxruntime's quantizer has no QLinear form of it). Its CPU kernel is one SGEMM per image
+    (W^T [C_out k k, C_in] x X [C_in, H W], MLAS) scattered by Col2Im into a zeroed output, then the bias added; with
+    kernel = stride nothing overlaps, so each output is one MLAS dot product (host_ops._matmul_te's arithmetic)
+    plus its bias. Any other summation order rounds some quantized outputs the other way (unet_small's first
+    ConvTranspose: 10,041 of 131,072 codes, 1 code each, bench/zoo_trace.py)."""
+    data = zoo.quantize(_up_only(k=k, cin=cin), "qoperator")
+    res = compile_bytes(data, options=FAST)
+    for seed in (1, 2):
+        feeds = zoo.sample_inputs(data, seed=seed)
+        got = run_artifact(res.artifact, feeds).outputs
+        want = onnxruntime_outputs(data, feeds)
+        for name, w in want.items():
+            assert np.array_equal(got[name], w), (name, int(np.sum(got[name] != w)))
+
+
+def test_float_conv_transpose_weights_quantized_as_onnxruntime_does():
+    """onnxruntime's WeightBiasQuantization (a basic-level graph optimization of every session but one with
+    optimizations off) gives a Conv / ConvTranspose / Gemm after a per-tensor DequantizeLinear whose weight or bias
+    is a float initializer quantized ones: the weight int8 per tensor, asymmetric, MinMax over its values (range
+    widened to 0), the bias int32 at the input's scale x the weight's. The float ConvTranspose of a QOperator export
+    then computes with those weights; the import does the same (onnx_import.weight_bias_quantization)."""
+    import onnx
+
+    from tileplan.frontend.onnx_import import weight_bias_quantization
+
+    data = zoo.quantize(_up_only(), "qoperator")
+    model = onnx.load_model_from_string(data)
+    from tileplan.frontend.qoperator import to_qdq
+
+    to_qdq(model)
+    assert weight_bias_quantization(model) == "up"
+    node = next(n for n in model.graph.node if n.name == "up")
+    producers = {o: n for n in model.graph.node for o in n.output}
+    assert producers[node.input[1]].op_type == "DequantizeLinear"
+    assert producers[node.input[2]].op_type == "DequantizeLinear"

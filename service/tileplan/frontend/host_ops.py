@@ -269,6 +269,43 @@ def _legalize_matmul(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="matmul")
 
 
+def _legalize_conv2d_transpose(bb: Any, call: Any) -> Any:
+    """relax.nn.conv2d_transpose of float32 NCHW / IOHW operands whose kernel equals its stride (no padding,
+    dilation, output padding or groups: a QOperator export's up-convolution, left in float by the quantizer) with
+    onnxruntime's arithmetic: its CPU kernel computes W^T [C_out k k, C_in] x X [C_in, H W] with MLAS's SGEMM
+    (M = C_out k k, N = H W, K = C_in) and Col2Im scatters it into a zeroed output, where with kernel = stride
+    nothing overlaps: out[n, o, k i + a, k j + b] is one MLAS dot product over C_in (`_matmul_te`). Anything
+    else: TVM's legalization."""
+    fallback = _tvm_legalization("relax.nn.conv2d_transpose")
+    at = call.attrs
+    x_ty, w_ty = call.args[0].ty, call.args[1].ty
+    try:
+        xs = [int(d) for d in x_ty.shape]
+        ws = [int(d) for d in w_ty.shape]
+        out = [int(d) for d in call.ty.shape]
+    except (TypeError, AttributeError):
+        return fallback(bb, call)
+    out_dtype = str(at.out_dtype) if at.out_dtype is not None else ""
+    strides = [int(v) for v in at.strides]
+    if (str(x_ty.dtype) != "float32" or str(w_ty.dtype) != "float32" or out_dtype not in ("", "void", "None", "float32")
+            or str(at.data_layout) != "NCHW" or str(at.kernel_layout) != "IOHW"
+            or str(at.out_layout or at.data_layout) != "NCHW" or len(xs) != 4 or len(ws) != 4
+            or int(at.groups) != 1 or any(int(v) for v in at.padding) or any(int(v) for v in at.output_padding)
+            or any(int(v) != 1 for v in at.dilation) or ws[2] != ws[3] or strides != [ws[2], ws[3]]
+            or out != [xs[0], ws[1], xs[2] * ws[2], xs[3] * ws[3]]):
+        return fallback(bb, call)
+    k = ws[2]
+
+    def compute(x: Any, w: Any) -> Any:
+        def operands(i: tuple[Any, ...], r: Any) -> tuple[Any, Any]:
+            b, o, yy, xx = i
+            return w[r, o, yy % k, xx % k], x[b, r, yy // k, xx // k]
+
+        return _matmul_te(out, xs[1], xs[2] * xs[3], operands)
+
+    return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="conv_transpose")
+
+
 def _einsum_matmul(subscripts: str, shapes: list[list[int]]) -> tuple[list[str], str, str] | None:
     """A two-operand einsum that onnxruntime computes as one batched matrix product: each letter once per
     operand, exactly one contracted letter (in both operands, not in the output), every other letter in the
@@ -431,7 +468,7 @@ def resize_linear_supported(x_ty: Any, attrs: Any) -> bool:
         return False
     out_dtype = str(attrs.out_dtype) if attrs.out_dtype is not None else ""
     return (str(attrs.method) == "linear" and str(attrs.layout) == "NCHW" and rank == 4
-            and str(x_ty.dtype) in ("float32", "int8", "uint8") and out_dtype in ("", "void", str(x_ty.dtype))
+            and str(x_ty.dtype) in ("float32", "int8", "uint8") and out_dtype in ("", "void", "None", str(x_ty.dtype))
             and str(attrs.coordinate_transformation_mode) in RESIZE_MODES
             and all(float(r) == 0.0 for r in attrs.roi))
 
@@ -1036,7 +1073,8 @@ def lower_host(mod: Any) -> Any:
                                      "relax.nn.layer_norm": _legalize_layer_norm,
                                      "relax.matmul": _legalize_matmul,
                                      "relax.einsum": _legalize_einsum,
-                                     "relax.image.resize2d": _legalize_resize2d}),
+                                     "relax.image.resize2d": _legalize_resize2d,
+                                     "relax.nn.conv2d_transpose": _legalize_conv2d_transpose}),
         relax.transform.FoldConstant(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FuseOps(),

@@ -214,6 +214,86 @@ def _attr(node: Any, name: str, default: Any) -> Any:
     return default if a is None else helper.get_attribute_value(a)
 
 
+def _round_half_even(x: np.ndarray) -> np.ndarray:
+    return np.rint(x)
+
+
+def weight_bias_quantization(model: Any) -> str | None:
+    """What onnxruntime's WeightBiasQuantization graph optimization (every session of its above optimizations off:
+    the `ort` and `ort-int8` judges) does to a Conv, ConvTranspose or Gemm whose input is a DequantizeLinear with a
+    per-tensor scale and whose weight or bias is a float initializer (a QOperator export's ConvTranspose: its
+    quantizer has no QLinear form of it): a float weight is quantized to int8 per tensor, asymmetric, from its
+    range widened to 0 (scale (max - min) / 255, zero point round_half_even(-128 - min / scale), onnxruntime's
+    GetQuantizationParameter) and dequantized again; a float 1-D bias to int32 round_half_even(b / (s_x s_w))
+    (per channel where the weight's scale is), dequantized with that scale. The model then computes with the
+    weights onnxruntime computes with. Returns the changed nodes' names (None: none)."""
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    f = np.float32
+    inits = {t.name: t for t in g.initializer}
+    producer = {o: n for n in g.node for o in n.output}
+    done: list[str] = []
+    for node in list(g.node):
+        if node.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(node.input) < 2:
+            continue
+        dq0 = producer.get(node.input[0])
+        if dq0 is None or dq0.op_type != "DequantizeLinear" or dq0.input[1] not in inits \
+                or numpy_helper.to_array(inits[dq0.input[1]]).size != 1:
+            continue
+        dq1 = producer.get(node.input[1])
+        if dq1 is not None and dq1.op_type != "DequantizeLinear":
+            continue
+        if dq1 is None and (node.input[1] not in inits or inits[node.input[1]].data_type != 1):
+            continue
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+        if bias and (bias not in inits or inits[bias].data_type != 1 or len(inits[bias].dims) != 1):
+            continue
+        if dq1 is not None and not bias:
+            continue
+        x_scale = f(numpy_helper.to_array(inits[dq0.input[1]]).reshape(()))
+        base = f"{node.name}/ort_wbq"
+        if dq1 is None:
+            w = numpy_helper.to_array(inits[node.input[1]]).astype(f)
+            lo, hi = min(f(w.min()), f(0)), max(f(w.max()), f(0))
+            scale = f(1) if hi == lo else f(f(hi - lo) / f(255))
+            zp = np.int8(_round_half_even(np.asarray(max(f(-128), min(f(127), f(f(-128) - f(lo / scale)))))))
+            q = np.clip(_round_half_even(w / scale) + f(zp), -128, 127).astype(np.int8)
+            names = [f"{base}/w", f"{base}/w_scale", f"{base}/w_zero_point"]
+            arrays: list[np.ndarray] = [q, np.asarray(scale, f), np.asarray(zp, np.int8)]
+            for arr, nm in zip(arrays, names):
+                g.initializer.append(numpy_helper.from_array(arr, nm))
+            g.node.insert(list(g.node).index(node), helper.make_node("DequantizeLinear", names, [f"{base}/w_dq"],
+                                                                     name=f"{base}/w_dq"))
+            node.input[1] = f"{base}/w_dq"
+            w_scale = np.asarray(scale, f)
+        else:
+            if dq1.input[1] not in inits:
+                continue
+            w_scale = numpy_helper.to_array(inits[dq1.input[1]]).astype(f)
+            if w_scale.size > 1:
+                axis = next((a.i for a in dq1.attribute if a.name == "axis"), 1)
+                trans_b = next((a.i for a in node.attribute if a.name == "transB"), 0)
+                expected = (1 if trans_b == 0 else 0) if node.op_type == "Gemm" else 0
+                if axis != expected or w_scale.size != inits[bias].dims[0]:
+                    continue
+        if bias:
+            b = numpy_helper.to_array(inits[bias]).astype(f)
+            b_scale = (x_scale * w_scale.reshape(-1)).astype(f) if w_scale.size > 1 else np.asarray(x_scale * w_scale, f)
+            b_q = _round_half_even((b / b_scale).astype(f)).astype(np.int32)
+            names = [f"{base}/b", f"{base}/b_scale"]
+            g.initializer.append(numpy_helper.from_array(b_q, names[0]))
+            g.initializer.append(numpy_helper.from_array(b_scale.reshape(-1) if b_scale.size > 1
+                                                         else b_scale.reshape(()), names[1]))
+            dq_b = helper.make_node("DequantizeLinear", names, [f"{base}/b_dq"], name=f"{base}/b_dq")
+            if b_scale.size > 1:
+                dq_b.attribute.append(helper.make_attribute("axis", 0))
+            g.node.insert(list(g.node).index(node), dq_b)
+            node.input[2] = f"{base}/b_dq"
+        done.append(node.name)
+    return ", ".join(done) if done else None
+
+
 def conv_transpose_as_conv(model: Any) -> str | None:
     """Rewrite each quantized ConvTranspose whose kernel equals its stride (2-D, square, no padding, dilation or
     output padding, one group: a UNet's or a decoder's up-convolution) as the 1x1 convolution it is, followed by
@@ -268,8 +348,8 @@ def conv_transpose_as_conv(model: Any) -> str | None:
         kk = k[0]
         _, wv, ws, wz, waxis = w
         cin, cout = wv.shape[:2]
-        if ws.size > 1 and (waxis % 4 != 1 or ws.size != cout):
-            continue
+        if (ws.size > 1 and (waxis % 4 != 1 or ws.size != cout)) or np.any(wz != 0):
+            continue  # (a weight zero point: the accelerator cannot take it; the host computes the ConvTranspose)
         q = users[0]
         w2 = wv.reshape(cin, cout * kk * kk).T.reshape(cout * kk * kk, cin, 1, 1).copy()
         base = f"{node.name}/as_conv"
@@ -537,6 +617,10 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     shifted = uint8_to_int8(model)
     if shifted:
         notes.append(shifted)
+    quantized = weight_bias_quantization(model)
+    if quantized:
+        notes.append("float weights / biases after a DequantizeLinear quantized as onnxruntime's sessions do "
+                     f"(WeightBiasQuantization): {quantized}")
     lowered = conv_transpose_as_conv(model)
     if lowered:
         notes.append(f"ConvTranspose with kernel = stride computed as a 1x1 Conv + DepthToSpace: {lowered}")
