@@ -113,9 +113,6 @@ def test_float_conv_transpose_weights_quantized_as_onnxruntime_does():
 
     data = zoo.quantize(_up_only(), "qoperator")
     model = onnx.load_model_from_string(data)
-    from tileplan.frontend.qoperator import to_qdq
-
-    to_qdq(model)
     assert weight_bias_quantization(model) == "up"
     node = next(n for n in model.graph.node if n.name == "up")
     producers = {o: n for n in model.graph.node for o in n.output}

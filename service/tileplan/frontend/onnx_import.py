@@ -611,16 +611,16 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     if folded:
         notes.append(folded)
     nhwc = onnxruntime_nhwc_resizes(model)  # before the rewrite: it follows the QLinearConv nodes
+    quantized = weight_bias_quantization(model)  # on the graph onnxruntime sees
+    if quantized:
+        notes.append("float weights / biases after a DequantizeLinear quantized as onnxruntime's sessions do "
+                     f"(WeightBiasQuantization): {quantized}")
     rewritten = to_qdq(model)
     if rewritten:
         notes.append(f"QOperator nodes rewritten as QDQ: {rewritten}")
     shifted = uint8_to_int8(model)
     if shifted:
         notes.append(shifted)
-    quantized = weight_bias_quantization(model)
-    if quantized:
-        notes.append("float weights / biases after a DequantizeLinear quantized as onnxruntime's sessions do "
-                     f"(WeightBiasQuantization): {quantized}")
     lowered = conv_transpose_as_conv(model)
     if lowered:
         notes.append(f"ConvTranspose with kernel = stride computed as a 1x1 Conv + DepthToSpace: {lowered}")
