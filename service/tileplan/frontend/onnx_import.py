@@ -218,6 +218,9 @@ def _round_half_even(x: np.ndarray) -> np.ndarray:
     return np.rint(x)
 
 
+WBQ_TAG = "/ort_wbq"  # names of the initializers and nodes weight_bias_quantization adds
+
+
 def weight_bias_quantization(model: Any) -> str | None:
     """What onnxruntime's WeightBiasQuantization graph optimization (every session of its above optimizations off:
     the `ort` and `ort-int8` judges) does to a Conv, ConvTranspose or Gemm whose input is a DequantizeLinear with a
@@ -252,7 +255,7 @@ def weight_bias_quantization(model: Any) -> str | None:
         if dq1 is not None and not bias:
             continue
         x_scale = f(numpy_helper.to_array(inits[dq0.input[1]]).reshape(()))
-        base = f"{node.name}/ort_wbq"
+        base = f"{node.name}{WBQ_TAG}"
         if dq1 is None:
             w = numpy_helper.to_array(inits[node.input[1]]).astype(f)
             lo, hi = min(f(w.min()), f(0)), max(f(w.max()), f(0))
@@ -350,6 +353,12 @@ def conv_transpose_as_conv(model: Any) -> str | None:
         cin, cout = wv.shape[:2]
         if (ws.size > 1 and (waxis % 4 != 1 or ws.size != cout)) or np.any(wz != 0):
             continue  # (a weight zero point: the accelerator cannot take it; the host computes the ConvTranspose)
+        if WBQ_TAG in w[0].name:
+            # weights weight_bias_quantization made (a QOperator export's float ConvTranspose): the host computes
+            # it with onnxruntime's arithmetic, equal to it; offloaded, unet_small's second one disagreed with
+            # onnxruntime on 1.3% of its codes (up to 2, clustered by pixel; the QDQ export's same layer agrees),
+            # a cause not yet found
+            continue
         q = users[0]
         w2 = wv.reshape(cin, cout * kk * kk).T.reshape(cout * kk * kk, cin, 1, 1).copy()
         base = f"{node.name}/as_conv"
