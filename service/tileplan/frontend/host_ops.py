@@ -306,6 +306,48 @@ def _legalize_conv2d_transpose(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="conv_transpose")
 
 
+def _legalize_batch_norm(bb: Any, call: Any) -> Any:
+    """relax.nn.batch_norm in inference (float32, constant statistics) with onnxruntime's arithmetic: its CPU
+    kernel folds each channel's statistics first, inv_std = 1 / sqrt(var + eps), s = inv_std * scale,
+    b = B - mean * s (float32, here in NumPy), then y = x * s + b, a multiply and an add. The moving mean and
+    variance (the op's other two results) pass through. Anything else: TVM's legalization ((x - mean) /
+    sqrt(var + eps) * scale + B, which differs from it in the last bit for about half of the values)."""
+    from tvm import relax, te
+
+    fallback = _tvm_legalization("relax.nn.batch_norm")
+    at = call.attrs
+    consts = [_const_array(a) for a in call.args[1:5]]
+    x_ty = call.args[0].ty
+    try:
+        shape = [int(d) for d in x_ty.shape]
+    except (TypeError, AttributeError):
+        return fallback(bb, call)
+    if (bool(at.training) or str(x_ty.dtype) != "float32" or any(c is None for c in consts)
+            or not bool(at.center) or not bool(at.scale)):
+        return fallback(bb, call)
+    gamma, beta, mean, var = (np.asarray(c, np.float32).reshape(-1) for c in consts)
+    axis = int(at.axis) % len(shape)
+    if any(v.size != shape[axis] for v in (gamma, beta, mean, var)):
+        return fallback(bb, call)
+    f = np.float32
+    inv_std = (f(1) / np.sqrt((var + f(float(at.epsilon))).astype(f))).astype(f)
+    scale = (inv_std * gamma).astype(f)
+    shift = (beta - (mean * scale).astype(f)).astype(f)
+
+    def compute(x: Any, s: Any, b: Any, m: Any, v: Any) -> Any:
+        y = te.compute(x.shape, lambda *i: x(*i) * s[i[axis]] + b[i[axis]], name="batch_norm")
+        return [y, te.compute(m.shape, lambda c: m[c], name="mean"), te.compute(v.shape, lambda c: v[c], name="var")]
+
+    return bb.call_te(compute, call.args[0], relax.const(scale), relax.const(shift), call.args[3], call.args[4],
+                      primfunc_name_hint="batch_norm")
+
+
+def _const_array(e: Any) -> np.ndarray | None:
+    from tvm.ir.expr import GenericConst
+
+    return np.asarray(e.value.numpy()) if isinstance(e, GenericConst) else None
+
+
 def _einsum_matmul(subscripts: str, shapes: list[list[int]]) -> tuple[list[str], str, str] | None:
     """A two-operand einsum that onnxruntime computes as one batched matrix product: each letter once per
     operand, exactly one contracted letter (in both operands, not in the output), every other letter in the
@@ -1074,7 +1116,8 @@ def lower_host(mod: Any) -> Any:
                                      "relax.matmul": _legalize_matmul,
                                      "relax.einsum": _legalize_einsum,
                                      "relax.image.resize2d": _legalize_resize2d,
-                                     "relax.nn.conv2d_transpose": _legalize_conv2d_transpose}),
+                                     "relax.nn.conv2d_transpose": _legalize_conv2d_transpose,
+                                     "relax.nn.batch_norm": _legalize_batch_norm}),
         relax.transform.FoldConstant(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FuseOps(),
