@@ -307,45 +307,37 @@ def _legalize_conv2d_transpose(bb: Any, call: Any) -> Any:
 
 
 def _legalize_batch_norm(bb: Any, call: Any) -> Any:
-    """relax.nn.batch_norm in inference (float32, constant statistics) with onnxruntime's arithmetic: its CPU
-    kernel folds each channel's statistics first, inv_std = 1 / sqrt(var + eps), s = inv_std * scale,
-    b = B - mean * s (float32, here in NumPy), then y = x * s + b, a multiply and an add. The moving mean and
-    variance (the op's other two results) pass through. Anything else: TVM's legalization ((x - mean) /
-    sqrt(var + eps) * scale + B, which differs from it in the last bit for about half of the values)."""
-    from tvm import relax, te
+    """relax.nn.batch_norm in inference (float32) with onnxruntime's arithmetic: its CPU kernel folds each
+    channel's statistics first, inv_std = 1 / sqrt(var + eps), s = inv_std * scale, b = B - mean * s (float32),
+    then y = x * s + b, a multiply and an add. The statistics may be computed at run time (a QDQ export's scale and
+    B are dequantized there), so the fold is a small compute of its own. The moving mean and variance (the op's
+    other two results) pass through. Anything else: TVM's legalization ((x - mean) / sqrt(var + eps) * scale + B,
+    which differs from it in the last bit for about half of the values)."""
+    from tvm import te, tirx
 
     fallback = _tvm_legalization("relax.nn.batch_norm")
     at = call.attrs
-    consts = [_const_array(a) for a in call.args[1:5]]
-    x_ty = call.args[0].ty
     try:
-        shape = [int(d) for d in x_ty.shape]
+        shape = [int(d) for d in call.args[0].ty.shape]
+        stats = [[int(d) for d in a.ty.shape] for a in call.args[1:5]]
     except (TypeError, AttributeError):
         return fallback(bb, call)
-    if (bool(at.training) or str(x_ty.dtype) != "float32" or any(c is None for c in consts)
-            or not bool(at.center) or not bool(at.scale)):
+    if (bool(at.training) or not bool(at.center) or not bool(at.scale)
+            or any(str(a.ty.dtype) != "float32" for a in call.args[:5])):
         return fallback(bb, call)
-    gamma, beta, mean, var = (np.asarray(c, np.float32).reshape(-1) for c in consts)
     axis = int(at.axis) % len(shape)
-    if any(v.size != shape[axis] for v in (gamma, beta, mean, var)):
+    if any(st != [shape[axis]] for st in stats):
         return fallback(bb, call)
-    f = np.float32
-    inv_std = (f(1) / np.sqrt((var + f(float(at.epsilon))).astype(f))).astype(f)
-    scale = (inv_std * gamma).astype(f)
-    shift = (beta - (mean * scale).astype(f)).astype(f)
+    eps = tirx.const(float(np.float32(float(at.epsilon))), "float32")
+    one = tirx.const(1.0, "float32")
 
-    def compute(x: Any, s: Any, b: Any, m: Any, v: Any) -> Any:
-        y = te.compute(x.shape, lambda *i: x(*i) * s[i[axis]] + b[i[axis]], name="batch_norm")
+    def compute(x: Any, g: Any, b: Any, m: Any, v: Any) -> Any:
+        sc = te.compute((shape[axis],), lambda c: one / tirx.sqrt(v[c] + eps) * g[c], name="bn_scale")
+        sh = te.compute((shape[axis],), lambda c: b[c] - m[c] * sc[c], name="bn_shift")
+        y = te.compute(x.shape, lambda *i: x(*i) * sc[i[axis]] + sh[i[axis]], name="batch_norm")
         return [y, te.compute(m.shape, lambda c: m[c], name="mean"), te.compute(v.shape, lambda c: v[c], name="var")]
 
-    return bb.call_te(compute, call.args[0], relax.const(scale), relax.const(shift), call.args[3], call.args[4],
-                      primfunc_name_hint="batch_norm")
-
-
-def _const_array(e: Any) -> np.ndarray | None:
-    from tvm.ir.expr import GenericConst
-
-    return np.asarray(e.value.numpy()) if isinstance(e, GenericConst) else None
+    return bb.call_te(compute, *call.args[:5], primfunc_name_hint="batch_norm")
 
 
 def _einsum_matmul(subscripts: str, shapes: list[list[int]]) -> tuple[list[str], str, str] | None:
