@@ -8,6 +8,7 @@ inv_std * scale + B, some outputs round to the other code (DenseNet-169: the fir
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from frontend_helpers import OPTIONS, compile_bytes
 
 from tileplan.frontend import zoo
@@ -42,10 +43,13 @@ def test_batch_norm_equals_onnxruntime():
             assert np.array_equal(got[name], w), (name, int(np.sum(got[name] != w)))
 
 
-def test_batch_norm_float_result_equals_onnxruntime_bit_for_bit():
+@pytest.mark.parametrize("dequantized_stats", [False, True])
+def test_batch_norm_float_result_equals_onnxruntime_bit_for_bit(dequantized_stats):
     """The float result itself (a BatchNormalization of dequantized codes that is a graph output, not quantized
     again): equal to onnxruntime's bit for bit; (x - mean) / sqrt(var + eps) * scale + B, TVM's legalization,
-    differs from it in the last bit for about half of the values."""
+    differs from it in the last bit for about half of the values. `dequantized_stats`: scale and B come from
+    DequantizeLinear nodes (int8 / int32), as onnxruntime's QDQ quantizer writes DenseNet's, computed at run
+    time."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -55,9 +59,20 @@ def test_batch_norm_float_result_equals_onnxruntime_bit_for_bit():
                     ("mean", rng.standard_normal(ch) * 0.5), ("var", rng.random(ch) * 2 + 0.1)):
         inits.append(numpy_helper.from_array(v.astype(np.float32), name))
     nodes = [helper.make_node("QuantizeLinear", ["input", "s", "z"], ["xq"], name="q"),
-             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["x"], name="dq"),
-             helper.make_node("BatchNormalization", ["x", "gamma", "beta", "mean", "var"], ["y"], name="bn",
-                              epsilon=1e-5)]
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["x"], name="dq")]
+    stats = ["gamma", "beta"]
+    if dequantized_stats:
+        arrays = {t.name: numpy_helper.to_array(t) for t in inits}
+        gs = np.float32(np.abs(arrays["gamma"]).max() / 127)
+        inits += [numpy_helper.from_array(np.rint(arrays["gamma"] / gs).astype(np.int8), "gamma_q"),
+                  numpy_helper.from_array(gs, "gamma_s"), numpy_helper.from_array(np.int8(0), "gamma_z"),
+                  numpy_helper.from_array(np.rint(arrays["beta"] / np.float32(1e-4)).astype(np.int32), "beta_q"),
+                  numpy_helper.from_array(np.float32(1e-4), "beta_s")]
+        nodes += [helper.make_node("DequantizeLinear", ["gamma_q", "gamma_s", "gamma_z"], ["gamma_dq"], name="g"),
+                  helper.make_node("DequantizeLinear", ["beta_q", "beta_s"], ["beta_dq"], name="b")]
+        stats = ["gamma_dq", "beta_dq"]
+    nodes.append(helper.make_node("BatchNormalization", ["x", *stats, "mean", "var"], ["y"], name="bn",
+                                  epsilon=1e-5))
     g = helper.make_graph(nodes, "bn_float", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
                                                                             [1, ch, size, size])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, ch, size, size])], inits)
