@@ -46,7 +46,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ("resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,regnet_x_400mf,squeezenet1_0,"
            "shufflenet_v2_x1_0,densenet121,googlenet,convnext_tiny,vit_b_16,swin_t,bert_layer,gpt2_block")
-CLASSIFIERS_EXCEPT = {"bert_layer", "gpt2_block"}
+CLASSIFIERS_EXCEPT = {"bert_layer", "gpt2_block", "unet_small"}  # no class scores (unet_small: a mask)
 
 
 def export(torch_python: str, work: Path, models: list[str]) -> dict[str, dict[str, Path] | str]:

@@ -7,7 +7,8 @@ torch + torchvision + onnxruntime; never a Tileplan dependency):
 
 Without --any, only the zoo's own models (VISION, TRANSFORMERS); with it, any name torchvision lists among its
 classification models (`torchvision.models.list_models(module=torchvision.models)`), exported the same way, e.g.
-the held-out models of issue 24. Inception v3 takes 299 x 299 images (INPUT_SIZE), every other model 224 x 224.
+the held-out models of issue 24, or one of the small nets a user writes (USER_NETS: a 1-D conv audio net, a
+temporal conv net, a UNet). Inception v3 takes 299 x 299 images (INPUT_SIZE), every other model 224 x 224.
 
 Each model: seeded random weights, BatchNorm statistics from a few random forward passes in training mode
 (cumulative averages), `torch.onnx.export` at opset 17, batch 1 (224 x 224 images; 128 tokens of width 768 for
@@ -43,6 +44,12 @@ CALIBRATION = 8
 SEQ, WIDTH, HEADS, FFN = 128, 768, 12, 3072
 INPUT_SIZE = {"inception_v3": 299}  # image side of the models whose layers do not fit a 224 x 224 image
 NO_AUX = ("googlenet", "inception_v3")  # auxiliary classifiers only train; seeded init as torchvision trains them
+# Small nets a user writes and exports themselves, not from torchvision (--any): name -> input shape. m5_audio: a
+# raw-waveform keyword spotter (M5: 1-D convs, BatchNorm, MaxPool1d, global average, Linear); tcn_kws: a temporal
+# conv net on 40 MFCCs (dilated 1-D convs, residual adds, a 1x1 shortcut); unet_small: a 4-level UNet (double 3x3
+# convs, MaxPool, up by ConvTranspose 2x2 stride 2 on two levels and by bilinear Resize + 1x1 conv on one, skip
+# Concats, a 1x1 head).
+USER_NETS = {"m5_audio": (1, 1, 8000), "tcn_kws": (1, 40, 101), "unet_small": (1, 3, 128, 128)}
 
 # Other exports (--variant): keyword arguments of torch.onnx.export ("export"), of quantize_static ("quant": names
 # of QuantType members for the types; "extra": its extra_options), and of the input ("batch", "side", "nhwc",
@@ -92,6 +99,73 @@ def _transformer(name: str) -> Any:
     return Block()
 
 
+def _user_net(name: str) -> Any:
+    """One of USER_NETS, written as a user would (plain torch.nn modules, seeded initialisation)."""
+    import torch
+    from torch import nn
+
+    def bn_relu_1d(ci: int, co: int, k: int, stride: int = 1, dilation: int = 1) -> Any:
+        return nn.Sequential(nn.Conv1d(ci, co, k, stride, padding=dilation * (k - 1) // 2, dilation=dilation),
+                             nn.BatchNorm1d(co), nn.ReLU())
+
+    if name == "m5_audio":
+        return nn.Sequential(bn_relu_1d(1, 32, 80, stride=4), nn.MaxPool1d(4), bn_relu_1d(32, 32, 3), nn.MaxPool1d(4),
+                             bn_relu_1d(32, 64, 3), nn.MaxPool1d(4), bn_relu_1d(64, 64, 3), nn.MaxPool1d(4),
+                             nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(64, 35))
+    if name == "tcn_kws":
+        class Block(nn.Module):
+            def __init__(self, ci: int, co: int, dilation: int) -> None:
+                super().__init__()
+                self.a = bn_relu_1d(ci, co, 3, dilation=dilation)
+                self.b = nn.Sequential(nn.Conv1d(co, co, 3, padding=dilation, dilation=dilation), nn.BatchNorm1d(co))
+                self.short = nn.Conv1d(ci, co, 1) if ci != co else nn.Identity()
+
+            def forward(self, x: Any) -> Any:
+                return torch.relu(self.b(self.a(x)) + self.short(x))
+
+        class TCN(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.blocks = nn.Sequential(Block(40, 64, 1), Block(64, 64, 2), Block(64, 128, 4), Block(128, 128, 8))
+                self.head = nn.Linear(128, 12)
+
+            def forward(self, x: Any) -> Any:
+                return self.head(self.blocks(x).mean(dim=-1))
+
+        return TCN()
+    if name == "unet_small":
+        def double(ci: int, co: int) -> Any:
+            return nn.Sequential(nn.Conv2d(ci, co, 3, padding=1, bias=False), nn.BatchNorm2d(co), nn.ReLU(),
+                                 nn.Conv2d(co, co, 3, padding=1, bias=False), nn.BatchNorm2d(co), nn.ReLU())
+
+        class UNet(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.d1, self.d2, self.d3, self.d4 = double(3, 32), double(32, 64), double(64, 128), double(128, 256)
+                self.pool = nn.MaxPool2d(2)
+                self.up3 = nn.ConvTranspose2d(256, 128, 2, stride=2)
+                self.u3 = double(256, 128)
+                self.up2 = nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
+                                         nn.Conv2d(128, 64, 1))
+                self.u2 = double(128, 64)
+                self.up1 = nn.ConvTranspose2d(64, 32, 2, stride=2)
+                self.u1 = double(64, 32)
+                self.head = nn.Conv2d(32, 4, 1)
+
+            def forward(self, x: Any) -> Any:
+                x1 = self.d1(x)
+                x2 = self.d2(self.pool(x1))
+                x3 = self.d3(self.pool(x2))
+                x4 = self.d4(self.pool(x3))
+                y = self.u3(torch.cat([self.up3(x4), x3], 1))
+                y = self.u2(torch.cat([self.up2(y), x2], 1))
+                y = self.u1(torch.cat([self.up1(y), x1], 1))
+                return self.head(y)
+
+        return UNet()
+    raise ValueError(f"{name} is not one of {' '.join(USER_NETS)}")
+
+
 def _import_torchvision() -> Any:
     """torchvision, also where its C++ operators (detection's nms, roi_align) do not load, e.g. a CUDA build of
     torchvision beside a CPU build of torch: the classification models need none of them, but torchvision's
@@ -122,19 +196,23 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
 
     if name in TRANSFORMERS:
         return _transformer(name), (1, SEQ, WIDTH)
-    if name not in torchvision.models.list_models(module=torchvision.models):
-        raise ValueError(f"{name} is not a torchvision classification model")
-    kwargs = {"aux_logits": False, "init_weights": True} if name in NO_AUX else {}
-    net = torchvision.models.get_model(name, weights=None, **kwargs)
-    side = INPUT_SIZE.get(name, 224)
+    if name in USER_NETS:
+        net, shape = _user_net(name), USER_NETS[name]
+    elif name not in torchvision.models.list_models(module=torchvision.models):
+        raise ValueError(f"{name} is not a torchvision classification model (nor one of {' '.join(USER_NETS)})")
+    else:
+        kwargs = {"aux_logits": False, "init_weights": True} if name in NO_AUX else {}
+        net = torchvision.models.get_model(name, weights=None, **kwargs)
+        side = INPUT_SIZE.get(name, 224)
+        shape = (1, 3, side, side)
     for m in net.modules():
         if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
             m.momentum = None  # cumulative average over the passes below
     net.train()
     with torch.no_grad():
         for _ in range(BN_PASSES):
-            net(torch.randn(2, 3, side, side))
-    return net, (1, 3, side, side)
+            net(torch.randn(2, *shape[1:]))
+    return net, shape
 
 
 def _shared_initializers(model: Any) -> list[Any]:
@@ -256,7 +334,8 @@ def main() -> None:
     logging.getLogger().setLevel(logging.ERROR)  # the quantizer's "consider pre-processing" advice
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="+", help=f"model names: {' '.join(VISION + TRANSFORMERS)} (or see --any)")
-    ap.add_argument("--any", action="store_true", help="also any torchvision classification model by name")
+    ap.add_argument("--any", action="store_true",
+                    help=f"also any torchvision classification model by name, or one of {' '.join(USER_NETS)}")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--variant", default="", help=f"comma-separated, other exports: {' '.join(VARIANTS)}")

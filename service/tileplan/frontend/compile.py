@@ -834,11 +834,17 @@ MAC_NODES = {"Conv", "MatMul", "Gemm", "ConvInteger", "MatMulInteger", "ConvTran
 
 
 def _node_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
-    """MACs of a Conv / MatMul / Gemm node from its inferred shapes (0 for other nodes)."""
+    """MACs of a Conv / ConvTranspose / MatMul / Gemm / Einsum node from its inferred shapes (0 for other nodes)."""
     try:
         if node.op_type in ("Conv", "ConvInteger"):
             w = shapes[node.input[1]]
             return int(np.prod(shapes[node.output[0]])) * int(np.prod(w[1:]))
+        if node.op_type in ("ConvTranspose", "ConvTransposeInteger"):
+            # W is [C_in, C_out / group, k...]: each input element is multiplied by C_out / group x k... weights
+            w = shapes[node.input[1]]
+            return int(np.prod(shapes[node.input[0]])) * int(np.prod(w[1:]))
+        if node.op_type == "Einsum":
+            return _einsum_macs(node, shapes)
         if node.op_type in ("MatMul", "MatMulInteger", "Gemm"):
             a, y = shapes[node.input[0]], shapes[node.output[0]]
             trans_a = any(at.name == "transA" and at.i for at in node.attribute)
@@ -847,6 +853,31 @@ def _node_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
     except (KeyError, IndexError):
         return 0
     return 0
+
+
+def _einsum_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
+    """An Einsum of two or more operands multiplies once per point of its whole index space (every letter of the
+    equation, the ellipsis' dimensions included); one operand (a transpose, a sum) multiplies nothing."""
+    eq = next((a.s.decode() for a in node.attribute if a.name == "equation"), "").replace(" ", "")
+    terms = eq.split("->")[0].split(",")
+    if len(terms) < 2 or len(terms) != len(node.input):
+        return 0
+    sizes: dict[str, int] = {}
+    ellipsis: tuple[int, ...] = ()
+    for term, name in zip(terms, node.input):
+        shape = shapes[name]
+        if "..." in term:
+            head, tail = term.split("...")
+            n_ell = len(shape) - len(head) - len(tail)
+            ell = shape[len(head):len(head) + n_ell]
+            if len(ell) > len(ellipsis) or (len(ell) == len(ellipsis) and np.prod(ell) > np.prod(ellipsis)):
+                ellipsis = tuple(ell)  # broadcast: the larger operand's dimensions
+            dims = list(zip(head, shape[:len(head)])) + list(zip(tail, shape[len(shape) - len(tail):]))
+        else:
+            dims = list(zip(term, shape))
+        for letter, d in dims:
+            sizes[letter] = max(sizes.get(letter, 1), int(d))
+    return int(np.prod(list(sizes.values()), dtype=np.int64)) * int(np.prod(ellipsis, dtype=np.int64))
 
 
 def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
@@ -960,7 +991,9 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
         return (f"{op} not matched as dequantize -> {op} -> [bias] -> [Relu/Clip] -> quantize (its result goes "
                 "through more than one consumer or an op the pattern does not cover): computed in float on the host")
     if op in ("ConvTranspose", "ConvTransposeInteger"):
-        return "transposed convolution: Tileplan lowers only direct convolutions to the accelerator"
+        return ("transposed convolution not of the form Tileplan lowers to the accelerator (quantized int8 weights, "
+                "kernel = stride, square, no padding, dilation or groups: a 1x1 Conv + DepthToSpace); computed on the "
+                "host")
     if op in MOVES_DATA:
         return (f"{op} moves or selects values without arithmetic: nothing for the multiply-accumulate array; "
                 "the host copies them")

@@ -269,6 +269,77 @@ def _legalize_matmul(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="matmul")
 
 
+def _legalize_conv2d_transpose(bb: Any, call: Any) -> Any:
+    """relax.nn.conv2d_transpose of float32 NCHW / IOHW operands whose kernel equals its stride (no padding,
+    dilation, output padding or groups: a QOperator export's up-convolution, left in float by the quantizer) with
+    onnxruntime's arithmetic: its CPU kernel computes W^T [C_out k k, C_in] x X [C_in, H W] with MLAS's SGEMM
+    (M = C_out k k, N = H W, K = C_in) and Col2Im scatters it into a zeroed output, where with kernel = stride
+    nothing overlaps: out[n, o, k i + a, k j + b] is one MLAS dot product over C_in (`_matmul_te`). Anything
+    else: TVM's legalization."""
+    fallback = _tvm_legalization("relax.nn.conv2d_transpose")
+    at = call.attrs
+    x_ty, w_ty = call.args[0].ty, call.args[1].ty
+    try:
+        xs = [int(d) for d in x_ty.shape]
+        ws = [int(d) for d in w_ty.shape]
+        out = [int(d) for d in call.ty.shape]
+    except (TypeError, AttributeError):
+        return fallback(bb, call)
+    out_dtype = str(at.out_dtype) if at.out_dtype is not None else ""
+    strides = [int(v) for v in at.strides]
+    if (str(x_ty.dtype) != "float32" or str(w_ty.dtype) != "float32" or out_dtype not in ("", "void", "None", "float32")
+            or str(at.data_layout) != "NCHW" or str(at.kernel_layout) != "IOHW"
+            or str(at.out_layout or at.data_layout) != "NCHW" or len(xs) != 4 or len(ws) != 4
+            or int(at.groups) != 1 or any(int(v) for v in at.padding) or any(int(v) for v in at.output_padding)
+            or any(int(v) != 1 for v in at.dilation) or ws[2] != ws[3] or strides != [ws[2], ws[3]]
+            or out != [xs[0], ws[1], xs[2] * ws[2], xs[3] * ws[3]]):
+        return fallback(bb, call)
+    k = ws[2]
+
+    def compute(x: Any, w: Any) -> Any:
+        def operands(i: tuple[Any, ...], r: Any) -> tuple[Any, Any]:
+            b, o, yy, xx = i
+            return w[r, o, yy % k, xx % k], x[b, r, yy // k, xx // k]
+
+        return _matmul_te(out, xs[1], xs[2] * xs[3], operands)
+
+    return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="conv_transpose")
+
+
+def _legalize_batch_norm(bb: Any, call: Any) -> Any:
+    """relax.nn.batch_norm in inference (float32) with onnxruntime's arithmetic: its CPU kernel folds each
+    channel's statistics first, inv_std = 1 / sqrt(var + eps), s = inv_std * scale, b = B - mean * s (float32),
+    then y = x * s + b, a multiply and an add. The statistics may be computed at run time (a QDQ export's scale and
+    B are dequantized there), so the fold is a small compute of its own. The moving mean and variance (the op's
+    other two results) pass through. Anything else: TVM's legalization ((x - mean) / sqrt(var + eps) * scale + B,
+    which differs from it in the last bit for about half of the values)."""
+    from tvm import te, tirx
+
+    fallback = _tvm_legalization("relax.nn.batch_norm")
+    at = call.attrs
+    try:
+        shape = [int(d) for d in call.args[0].ty.shape]
+        stats = [[int(d) for d in a.ty.shape] for a in call.args[1:5]]
+    except (TypeError, AttributeError):
+        return fallback(bb, call)
+    if (bool(at.training) or not bool(at.center) or not bool(at.scale)
+            or any(str(a.ty.dtype) != "float32" for a in call.args[:5])):
+        return fallback(bb, call)
+    axis = int(at.axis) % len(shape)
+    if any(st != [shape[axis]] for st in stats):
+        return fallback(bb, call)
+    eps = tirx.const(float(np.float32(float(at.epsilon))), "float32")
+    one = tirx.const(1.0, "float32")
+
+    def compute(x: Any, g: Any, b: Any, m: Any, v: Any) -> Any:
+        sc = te.compute((shape[axis],), lambda c: one / tirx.sqrt(v[c] + eps) * g[c], name="bn_scale")
+        sh = te.compute((shape[axis],), lambda c: b[c] - m[c] * sc[c], name="bn_shift")
+        y = te.compute(x.shape, lambda *i: x(*i) * sc[i[axis]] + sh[i[axis]], name="batch_norm")
+        return [y, te.compute(m.shape, lambda c: m[c], name="mean"), te.compute(v.shape, lambda c: v[c], name="var")]
+
+    return bb.call_te(compute, *call.args[:5], primfunc_name_hint="batch_norm")
+
+
 def _einsum_matmul(subscripts: str, shapes: list[list[int]]) -> tuple[list[str], str, str] | None:
     """A two-operand einsum that onnxruntime computes as one batched matrix product: each letter once per
     operand, exactly one contracted letter (in both operands, not in the output), every other letter in the
@@ -338,6 +409,112 @@ def _legalize_einsum(bb: Any, call: Any) -> Any:
         return _matmul_te(shape, k, n, operands)
 
     return bb.call_te(compute, *fields, primfunc_name_hint="einsum")
+
+
+RESIZE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+
+
+def _resize_coordinate(o: int, length_in: int, length_out: int, mode: str) -> np.float32:
+    """The original coordinate of output index `o`, clamped to [0, length_in - 1], in float32 as onnxruntime's
+    CPU kernel computes it (its scale: output / input length, the float the kernel derives from `sizes`, or a
+    `scales` value that equals it); an axis of scale 1 keeps the index."""
+    f = np.float32
+    scale = f(length_out) / f(length_in)
+    x = f(o)
+    if scale == f(1):
+        c = x
+    elif mode == "half_pixel":
+        c = f(f(f(x + f(0.5)) / scale) - f(0.5))
+    elif mode == "pytorch_half_pixel":
+        c = f(f(f(x + f(0.5)) / scale) - f(0.5)) if length_out > 1 else f(0)
+    elif mode == "align_corners":
+        c = f(0) if length_out == 1 else f(f(x * f(length_in - 1)) / f(length_out - 1))
+    else:  # asymmetric
+        c = f(x / scale)
+    return f(max(f(0), min(c, f(length_in - 1))))
+
+
+def resize_linear_axis(length_in: int, length_out: int, mode: str, fixed_point: bool = False
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(i1, i2, d1, d2) of one axis of a linear Resize as onnxruntime's CPU kernel sets them up: each output
+    index's two neighbours and their weights |c - i1| and |c - i2| (0.5 each where the neighbours coincide: the
+    last row). float32 weights (SetupUpsampleBilinear), or with `fixed_point` int32 weights in 1/1024 from the
+    coordinate truncated to 1/1024 (SetupUpsampleBilinearInteger: the NHWC 8-bit kernel's)."""
+    i1 = np.zeros(length_out, np.int32)
+    i2 = np.zeros(length_out, np.int32)
+    d1 = np.zeros(length_out, np.int32 if fixed_point else np.float32)
+    d2 = np.zeros(length_out, np.int32 if fixed_point else np.float32)
+    for o in range(length_out):
+        c = _resize_coordinate(o, length_in, length_out, mode)
+        a = min(int(c), length_in - 1)
+        b = min(a + 1, length_in - 1)
+        i1[o], i2[o] = a, b
+        if fixed_point:
+            c10 = int(np.float32(c * np.float32(1024)))
+            d1[o], d2[o] = (512, 512) if a == b else (abs(c10 - a * 1024), abs(c10 - b * 1024))
+        else:
+            d1[o], d2[o] = (np.float32(0.5), np.float32(0.5)) if a == b else (abs(np.float32(c - np.float32(a))),
+                                                                                abs(np.float32(c - np.float32(b))))
+    return i1, i2, d1, d2
+
+
+def resize_linear_call(bb: Any, x: Any, out_hw: tuple[int, ...], mode: str, fixed_point: bool = False) -> Any:
+    """A call_tir computing a linear Resize of NCHW `x` (float32, int8 or uint8) to `out_hw` with onnxruntime's CPU
+    arithmetic. Float weights (its NCHW kernel, UpsampleBilinear): y = dx2 * dy2 * X11 + dx1 * dy2 * X21 +
+    dx2 * dy1 * X12 + dx1 * dy1 * X22 in float32, in that order, each weight product first; 8-bit codes are
+    converted to float and the sum back with C's truncation toward zero (the kernel's static_cast).
+    `fixed_point` (8-bit codes only; its NHWC kernel, NhwcUpsampleBilinearInteger, which onnxruntime runs where
+    its NHWC transformer has moved a QLinearConv's layout through the Resize): the same sum in int32 with weights
+    in 1/1024 (their products in 1/2^20), divided by 2^20 toward zero."""
+    from tvm import relax, te, tirx
+
+    shape = [int(d) for d in x.ty.shape]
+    dtype = str(x.ty.dtype)
+    ys = resize_linear_axis(shape[2], out_hw[0], mode, fixed_point)
+    xs = resize_linear_axis(shape[3], out_hw[1], mode, fixed_point)
+    tables = [relax.const(t) for t in (*ys, *xs)]
+    acc = "int32" if fixed_point else "float32"
+
+    def compute(x: Any, y1: Any, y2: Any, dy1: Any, dy2: Any, x1: Any, x2: Any, dx1: Any, dx2: Any) -> Any:
+        def at_(b: Any, c: Any, i: Any, j: Any) -> Any:
+            v = x[b, c, i, j]
+            return v if dtype == acc else v.astype(acc)
+
+        def f(b: Any, c: Any, i: Any, j: Any) -> Any:
+            x11, x21 = at_(b, c, y1[i], x1[j]), at_(b, c, y1[i], x2[j])
+            x12, x22 = at_(b, c, y2[i], x1[j]), at_(b, c, y2[i], x2[j])
+            v = (dx2[j] * dy2[i] * x11 + dx1[j] * dy2[i] * x21) + dx2[j] * dy1[i] * x12 + dx1[j] * dy1[i] * x22
+            if fixed_point:
+                v = tirx.truncdiv(v, tirx.const(1 << 20, "int32"))
+            return v if dtype == acc else tirx.Cast(dtype, v)  # float -> int: C's conversion, toward zero
+
+        return te.compute((shape[0], shape[1], out_hw[0], out_hw[1]), f, name="resized")
+
+    return bb.call_te(compute, x, *tables, primfunc_name_hint="resize_linear")
+
+
+def resize_linear_supported(x_ty: Any, attrs: Any) -> bool:
+    """A linear Resize (relax.image.resize2d's attributes) that `resize_linear_call` computes: NCHW, 4-D, float32
+    or 8-bit, one of RESIZE_MODES, no region of interest."""
+    try:
+        rank = len(x_ty.shape)
+    except (TypeError, AttributeError):
+        return False
+    out_dtype = str(attrs.out_dtype) if attrs.out_dtype is not None else ""
+    return (str(attrs.method) == "linear" and str(attrs.layout) == "NCHW" and rank == 4
+            and str(x_ty.dtype) in ("float32", "int8", "uint8") and out_dtype in ("", "void", "None", str(x_ty.dtype))
+            and str(attrs.coordinate_transformation_mode) in RESIZE_MODES
+            and all(float(r) == 0.0 for r in attrs.roi))
+
+
+def _legalize_resize2d(bb: Any, call: Any) -> Any:
+    """relax.image.resize2d in linear mode with onnxruntime's CPU arithmetic (`resize_linear_call`, its NCHW
+    kernel's); other modes, layouts and coordinate transformations: TVM's legalization. (8-bit Resizes are
+    computed at import, onnx_import.to_relax, which knows whether onnxruntime runs them in NHWC.)"""
+    if not resize_linear_supported(call.args[0].ty, call.attrs):
+        return _tvm_legalization("relax.image.resize2d")(bb, call)
+    out_hw = tuple(int(d) for d in call.ty.shape)[2:]
+    return resize_linear_call(bb, call.args[0], out_hw, str(call.attrs.coordinate_transformation_mode))
 
 
 def _scalar(e: Any) -> float | None:
@@ -987,7 +1164,10 @@ def lower_host(mod: Any) -> Any:
         relax.transform.LegalizeOps({"relax.quantize": _legalize_quantize,
                                      "relax.nn.layer_norm": _legalize_layer_norm,
                                      "relax.matmul": _legalize_matmul,
-                                     "relax.einsum": _legalize_einsum}),
+                                     "relax.einsum": _legalize_einsum,
+                                     "relax.image.resize2d": _legalize_resize2d,
+                                     "relax.nn.conv2d_transpose": _legalize_conv2d_transpose,
+                                     "relax.nn.batch_norm": _legalize_batch_norm}),
         relax.transform.FoldConstant(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FuseOps(),

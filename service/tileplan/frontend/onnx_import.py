@@ -63,6 +63,8 @@ class ImportedModel:
     host_reasons: dict[str, str] = field(default_factory=dict)  # node -> why the import keeps it off the accelerator
     op_notes: dict[str, str] = field(default_factory=dict)  # ONNX op node -> what the import did to it
     uint8_activations: bool = False  # uint8_to_int8 stored the model's uint8 activations as int8
+    # Resize nodes onnxruntime runs in NHWC (its 8-bit fixed-point kernel): `onnxruntime_nhwc_resizes`
+    nhwc_resizes: frozenset[str] = frozenset()
 
     @property
     def nodes(self) -> dict[str, Any]:
@@ -206,6 +208,208 @@ def infer_shapes(model: Any) -> Any:
                                  f"{node.op_type} node {node.name!r}: the shape of its output {out!r} cannot be "
                                  f"inferred statically (got {got}); Tileplan compiles static shapes only")
     return inferred
+
+
+def _attr(node: Any, name: str, default: Any) -> Any:
+    from onnx import helper
+
+    a = next((a for a in node.attribute if a.name == name), None)
+    return default if a is None else helper.get_attribute_value(a)
+
+
+def _round_half_even(x: np.ndarray) -> np.ndarray:
+    return np.rint(x)
+
+
+WBQ_TAG = "/ort_wbq"  # names of the initializers and nodes weight_bias_quantization adds
+
+
+def weight_bias_quantization(model: Any) -> str | None:
+    """What onnxruntime's WeightBiasQuantization graph optimization (every session of its above optimizations off:
+    the `ort` and `ort-int8` judges) does to a Conv, ConvTranspose or Gemm whose input is a DequantizeLinear with a
+    per-tensor scale and whose weight or bias is a float initializer (a QOperator export's ConvTranspose: its
+    quantizer has no QLinear form of it): a float weight is quantized to int8 per tensor, asymmetric, from its
+    range widened to 0 (scale (max - min) / 255, zero point round_half_even(-128 - min / scale), onnxruntime's
+    GetQuantizationParameter) and dequantized again; a float 1-D bias to int32 round_half_even(b / (s_x s_w))
+    (per channel where the weight's scale is), dequantized with that scale. The model then computes with the
+    weights onnxruntime computes with. Returns the changed nodes' names (None: none)."""
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    f = np.float32
+    inits = {t.name: t for t in g.initializer}
+    producer = {o: n for n in g.node for o in n.output}
+    done: list[str] = []
+    for node in list(g.node):
+        if node.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(node.input) < 2:
+            continue
+        dq0 = producer.get(node.input[0])
+        if dq0 is None or dq0.op_type != "DequantizeLinear" or dq0.input[1] not in inits \
+                or numpy_helper.to_array(inits[dq0.input[1]]).size != 1:
+            continue
+        dq1 = producer.get(node.input[1])
+        if dq1 is not None and dq1.op_type != "DequantizeLinear":
+            continue
+        if dq1 is None and (node.input[1] not in inits or inits[node.input[1]].data_type != 1):
+            continue
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+        if bias and (bias not in inits or inits[bias].data_type != 1 or len(inits[bias].dims) != 1):
+            continue
+        if dq1 is not None and not bias:
+            continue
+        x_scale = f(numpy_helper.to_array(inits[dq0.input[1]]).reshape(()))
+        base = f"{node.name}{WBQ_TAG}"
+        if dq1 is None:
+            w = numpy_helper.to_array(inits[node.input[1]]).astype(f)
+            lo, hi = min(f(w.min()), f(0)), max(f(w.max()), f(0))
+            scale = f(1) if hi == lo else f(f(hi - lo) / f(255))
+            zp = np.int8(_round_half_even(np.asarray(max(f(-128), min(f(127), f(f(-128) - f(lo / scale)))))))
+            q = np.clip(_round_half_even(w / scale) + f(zp), -128, 127).astype(np.int8)
+            names = [f"{base}/w", f"{base}/w_scale", f"{base}/w_zero_point"]
+            arrays: list[np.ndarray] = [q, np.asarray(scale, f), np.asarray(zp, np.int8)]
+            for arr, nm in zip(arrays, names):
+                g.initializer.append(numpy_helper.from_array(arr, nm))
+            g.node.insert(list(g.node).index(node), helper.make_node("DequantizeLinear", names, [f"{base}/w_dq"],
+                                                                     name=f"{base}/w_dq"))
+            node.input[1] = f"{base}/w_dq"
+            w_scale = np.asarray(scale, f)
+        else:
+            if dq1.input[1] not in inits:
+                continue
+            w_scale = numpy_helper.to_array(inits[dq1.input[1]]).astype(f)
+            if w_scale.size > 1:
+                axis = next((a.i for a in dq1.attribute if a.name == "axis"), 1)
+                trans_b = next((a.i for a in node.attribute if a.name == "transB"), 0)
+                expected = (1 if trans_b == 0 else 0) if node.op_type == "Gemm" else 0
+                if axis != expected or w_scale.size != inits[bias].dims[0]:
+                    continue
+        if bias:
+            b = numpy_helper.to_array(inits[bias]).astype(f)
+            b_scale = (x_scale * w_scale.reshape(-1)).astype(f) if w_scale.size > 1 else np.asarray(x_scale * w_scale, f)
+            b_q = _round_half_even((b / b_scale).astype(f)).astype(np.int32)
+            names = [f"{base}/b", f"{base}/b_scale"]
+            g.initializer.append(numpy_helper.from_array(b_q, names[0]))
+            g.initializer.append(numpy_helper.from_array(b_scale.reshape(-1) if b_scale.size > 1
+                                                         else b_scale.reshape(()), names[1]))
+            dq_b = helper.make_node("DequantizeLinear", names, [f"{base}/b_dq"], name=f"{base}/b_dq")
+            if b_scale.size > 1:
+                dq_b.attribute.append(helper.make_attribute("axis", 0))
+            g.node.insert(list(g.node).index(node), dq_b)
+            node.input[2] = f"{base}/b_dq"
+        done.append(node.name)
+    return ", ".join(done) if done else None
+
+
+def conv_transpose_as_conv(model: Any) -> str | None:
+    """Rewrite each quantized ConvTranspose whose kernel equals its stride (2-D, square, no padding, dilation or
+    output padding, one group: a UNet's or a decoder's up-convolution) as the 1x1 convolution it is, followed by
+    DepthToSpace (CRD) on its quantized result: y[n, o, k*i + a, k*j + b] = sum_c x[n, c, i, j] W[c, o, a, b] + B[o]
+    is the 1x1 conv with weights W' [o*k*k + a*k + b, c] and bias B repeated k*k times, each output pixel's
+    channels moved into a k x k block. The pattern: DequantizeLinear(x), DequantizeLinear(int8 constant W)
+    (per tensor, or per output channel: axis 1), [DequantizeLinear(int32 constant B)] -> ConvTranspose ->
+    QuantizeLinear (its only consumer). The Conv keeps the ConvTranspose's name; the QuantizeLinear's output is
+    DepthToSpace's. Returns the rewritten nodes' names (None: none)."""
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    producer = {o: n for n in g.node for o in n.output}
+    consumers: dict[str, list[Any]] = {}
+    for n in g.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    outputs = {o.name for o in g.output}
+
+    def dq_const(name: str) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, int] | None:
+        dq = producer.get(name)
+        if dq is None or dq.op_type != "DequantizeLinear" or len(dq.input) < 2:
+            return None
+        ins = list(dq.input) + [""] * (3 - len(dq.input))
+        if ins[0] not in inits or ins[1] not in inits or (ins[2] and ins[2] not in inits):
+            return None
+        v = numpy_helper.to_array(inits[ins[0]])
+        sc = numpy_helper.to_array(inits[ins[1]])
+        zp = numpy_helper.to_array(inits[ins[2]]) if ins[2] else np.zeros_like(sc, dtype=v.dtype)
+        return dq, v, sc, zp, int(_attr(dq, "axis", 1))
+
+    done: list[str] = []
+    old_dq: list[Any] = []
+    for node in list(g.node):
+        if node.op_type != "ConvTranspose" or len(node.input) < 2:
+            continue
+        k = list(_attr(node, "kernel_shape", []))
+        if (len(k) != 2 or k[0] != k[1] or list(_attr(node, "strides", [1, 1])) != k
+                or any(_attr(node, "pads", [0, 0, 0, 0])) or any(d != 1 for d in _attr(node, "dilations", [1, 1]))
+                or any(_attr(node, "output_padding", [0, 0])) or _attr(node, "group", 1) != 1
+                or _attr(node, "output_shape", None) or _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET")):
+            continue
+        x = producer.get(node.input[0])
+        w = dq_const(node.input[1])
+        b = dq_const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        users = consumers.get(node.output[0], [])
+        if (x is None or x.op_type != "DequantizeLinear" or w is None or w[1].dtype != np.int8 or w[1].ndim != 4
+                or (len(node.input) > 2 and node.input[2] and (b is None or b[1].dtype != np.int32))
+                or len(users) != 1 or users[0].op_type != "QuantizeLinear" or node.output[0] in outputs):
+            continue
+        kk = k[0]
+        _, wv, ws, wz, waxis = w
+        cin, cout = wv.shape[:2]
+        if (ws.size > 1 and (waxis % 4 != 1 or ws.size != cout)) or np.any(wz != 0):
+            continue  # (a weight zero point: the accelerator cannot take it; the host computes the ConvTranspose)
+        if WBQ_TAG in w[0].name:
+            # weights weight_bias_quantization made (a QOperator export's float ConvTranspose): the host computes
+            # it with onnxruntime's arithmetic, equal to it; offloaded, unet_small's second one disagreed with
+            # onnxruntime on 1.3% of its codes (up to 2, clustered by pixel; the QDQ export's same layer agrees),
+            # a cause not yet found
+            continue
+        q = users[0]
+        w2 = wv.reshape(cin, cout * kk * kk).T.reshape(cout * kk * kk, cin, 1, 1).copy()
+        base = f"{node.name}/as_conv"
+
+        def const(arr: np.ndarray, suffix: str, base: str = base) -> str:
+            g.initializer.append(numpy_helper.from_array(arr, f"{base}/{suffix}"))
+            return f"{base}/{suffix}"
+
+        def per_out(a: np.ndarray, kk: int = kk) -> np.ndarray:
+            return np.repeat(a.reshape(-1), kk * kk) if a.size > 1 else a
+
+        w_in = [const(w2, "w"), const(per_out(ws), "w_scale"), const(per_out(wz).astype(wz.dtype), "w_zero_point")]
+        new = [helper.make_node("DequantizeLinear", w_in, [f"{base}/w_dq"], name=f"{base}/w_dq")]
+        if ws.size > 1:
+            new[0].attribute.append(helper.make_attribute("axis", 0))
+        conv_in = [node.input[0], f"{base}/w_dq"]
+        if b is not None:
+            _, bv, bs, bz, _ = b
+            b_in = [const(np.repeat(bv, kk * kk), "b"), const(per_out(bs), "b_scale"),
+                    const(per_out(bz).astype(bz.dtype), "b_zero_point")]
+            new.append(helper.make_node("DequantizeLinear", b_in, [f"{base}/b_dq"], name=f"{base}/b_dq"))
+            if bs.size > 1:
+                new[-1].attribute.append(helper.make_attribute("axis", 0))
+            conv_in.append(f"{base}/b_dq")
+        conv = helper.make_node("Conv", conv_in, [f"{base}/y"], name=node.name, kernel_shape=[1, 1])
+        q_out = q.output[0]
+        q.input[0] = f"{base}/y"
+        q.output[0] = f"{base}/y_q"
+        d2s = helper.make_node("DepthToSpace", [f"{base}/y_q"], [q_out], name=f"{base}/depth_to_space",
+                               blocksize=kk, mode="CRD")
+        at = list(g.node).index(node)
+        g.node.remove(node)
+        for j, n in enumerate([*new, conv]):
+            g.node.insert(at + j, n)
+        g.node.insert(list(g.node).index(q) + 1, d2s)
+        done.append(node.name)
+        old_dq.extend(d[0] for d in (w, b) if d is not None)
+    if not done:
+        return None
+    used = {i for n in g.node for i in n.input}
+    dropped = {i for d in old_dq if d.output[0] not in used and d.output[0] not in outputs for i in d.input}
+    for d in old_dq:
+        if d.output[0] not in used and d.output[0] not in outputs and d in g.node:
+            g.node.remove(d)  # the ConvTranspose's own weight / bias dequantisation, now unused
+    used = {i for n in g.node for i in n.input} | outputs
+    for t in [t for t in g.initializer if t.name in dropped and t.name not in used]:
+        g.initializer.remove(t)
+    return ", ".join(done)
 
 
 def dedicate_dequantize(model: Any) -> int:
@@ -574,6 +778,11 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     model, folded = fold_shapes(model)
     if folded:
         notes.append(folded)
+    nhwc = onnxruntime_nhwc_resizes(model)  # before the rewrite: it follows the QLinearConv nodes
+    quantized = weight_bias_quantization(model)  # on the graph onnxruntime sees
+    if quantized:
+        notes.append("float weights / biases after a DequantizeLinear quantized as onnxruntime's sessions do "
+                     f"(WeightBiasQuantization): {quantized}")
     unfused = unfuse_contrib(model)
     if unfused:
         notes.append("onnxruntime's fused dynamic products rewritten as the operators they fuse: "
@@ -588,6 +797,9 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     shifted = uint8_to_int8(model)
     if shifted:
         notes.append(shifted)
+    lowered = conv_transpose_as_conv(model)
+    if lowered:
+        notes.append(f"ConvTranspose with kernel = stride computed as a 1x1 Conv + DepthToSpace: {lowered}")
     by_tileplan = False
     if is_float_model(model):
         if not quantize:
@@ -622,7 +834,39 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     ins = [_info(i) for i in graph_inputs(model)]
     outs = [_info(o) for o in model.graph.output]
     return ImportedModel(model, ins, outs, notes, by_tileplan, refused, {k: s.note for k, s in splits.items()},
-                         shifted is not None)
+                         shifted is not None, nhwc)
+
+
+# ops onnxruntime's transpose optimizer moves a channels-last layout through (elementwise, pools, concatenation,
+# (de)quantization), from a QLinearConv its NHWC transformer made channels-last to the ops after it
+NHWC_TRANSPARENT = {"QLinearConv", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid",
+                    "QLinearAveragePool", "MaxPool", "Relu", "Clip", "Resize", "Concat", "Add", "Mul", "Identity",
+                    "DequantizeLinear", "QuantizeLinear", "LeakyRelu", "Sigmoid"}
+
+
+def onnxruntime_nhwc_resizes(model: Any) -> frozenset[str]:
+    """The Resize nodes of a QOperator model that onnxruntime's CPU session runs channels-last: those with a
+    QLinearConv upstream through NHWC_TRANSPARENT ops only. Its NHWC transformer wraps each QLinearConv in
+    transposes and moves them through the ops after it; an 8-bit linear Resize it reaches runs as
+    NhwcUpsampleBilinearInteger (fixed-point weights), another as UpsampleBilinear (float weights), and the two
+    round differently (host_ops.resize_linear_call)."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    memo: dict[str, bool] = {}
+
+    def from_conv(tensor: str) -> bool:
+        if tensor in memo:
+            return memo[tensor]
+        memo[tensor] = False  # (a cycle cannot occur in a valid graph; this also bounds the walk)
+        n = producer.get(tensor)
+        found = False
+        if n is not None and n.op_type in NHWC_TRANSPARENT:
+            found = n.op_type == "QLinearConv" or any(from_conv(i) for i in n.input[:1 if n.op_type in (
+                "Resize", "DequantizeLinear", "QuantizeLinear", "Clip", "QLinearLeakyRelu", "QLinearSigmoid",
+                "QLinearAveragePool") else None] if i)
+        memo[tensor] = found
+        return found
+
+    return frozenset(n.name for n in model.graph.node if n.op_type == "Resize" and from_conv(n.input[0]))
 
 
 INFINITE_SCALE_NOTE = (
@@ -744,6 +988,23 @@ def _conv_integer(bb: Any, inputs: Any, attrs: dict) -> Any:
               data_layout=layouts[0], kernel_layout=layouts[1], out_dtype="int32")
 
 
+def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
+    """An 8-bit linear Resize (a QOperator export's, on the codes) as onnxruntime's CPU kernel computes it, NHWC
+    (fixed-point) or not (host_ops.resize_linear_call); anything else as TVM's importer made it."""
+    from tvm import relax
+
+    from tileplan.frontend.host_ops import resize_linear_call, resize_linear_supported
+
+    if not (isinstance(sym, relax.Call) and getattr(sym.op, "name", "") == "relax.image.resize2d"):
+        return sym
+    sym = bb.normalize(sym)
+    x = sym.args[0]
+    if str(x.ty.dtype) not in ("int8", "uint8") or not resize_linear_supported(x.ty, sym.attrs):
+        return sym
+    out_hw = tuple(int(d) for d in sym.ty.shape)[2:]
+    return resize_linear_call(bb, x, out_hw, str(sym.attrs.coordinate_transformation_mode), fixed_point=nhwc)
+
+
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
     ConvInteger (Tileplan's converter, `_conv_integer`)."""
@@ -794,6 +1055,8 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _conv_integer(self.bb, inputs, attrs) if op_name == "ConvInteger" else None)
                 if sym is None:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)
+                if op_name == "Resize":
+                    sym = _resize_8bit(self.bb, sym, node in imported.nhwc_resizes)
             except InputError:
                 raise
             except Exception as exc:  # noqa: BLE001 - TVM's converters raise anything; the node is what matters

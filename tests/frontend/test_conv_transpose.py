@@ -1,0 +1,120 @@
+"""Transposed convolutions (a UNet's decoder: ConvTranspose 2x2 stride 2) and Einsum products: their MACs count in
+the summary's totals, whether or not the accelerator runs them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes, onnxruntime_outputs
+from onnx import helper
+
+from tileplan.frontend import zoo
+from tileplan.frontend.compile import _node_macs
+from tileplan.frontend.runner import run_artifact
+
+FAST = OPTIONS.model_copy(update={"emulate": False})
+
+
+def _unet_up(seed: int = 0, size: int = 8) -> object:
+    """conv 3x3 (8 -> 16) + ReLU, ConvTranspose 2x2 stride 2 (16 -> 8), conv 3x3 (8 -> 4): a UNet decoder step."""
+    g = zoo._Graph(seed)
+    y = g.conv("input", 8, 16, name="conv1")
+    w = g.weight((16, 8, 2, 2), fan_in=16 * 4)
+    y = g.op("ConvTranspose", [y, w, g.bias(8)], "up", kernel_shape=[2, 2], strides=[2, 2])
+    y = g.conv(y, 8, 4, relu="", name="conv2")
+    return g.model("unet_up", {"input": [1, 8, size, size]}, y, [1, 4, 2 * size, 2 * size])
+
+
+def test_conv_transpose_macs_are_counted():
+    """Each input element of a ConvTranspose multiplies C_out / group x kH x kW weights: 8 * 8 * 16 inputs x 8 x 2 x 2
+    here; before, the summary counted 0 for it and called a model whose ConvTranspose stays on the host 100%
+    offloaded (a UNet's decoder)."""
+    data = zoo.quantize(_unet_up(), "qdq")
+    res = compile_bytes(data, options=FAST)
+    ops = {o["name"]: o for o in res.summary["ops"]}
+    up = 8 * 8 * 16 * 8 * 2 * 2
+    convs = 8 * 8 * 16 * 8 * 9 + 16 * 16 * 4 * 8 * 9
+    assert ops["up"]["macs"] == up
+    t = res.summary["total"]
+    assert t["macs"] == up + convs
+    on_accel = sum(o["macs"] for o in res.summary["ops"] if o["where"] == "accelerator" and o.get("kernel"))
+    assert t["accelerator_macs"] == on_accel
+    assert t["accelerator_mac_share"] == round(on_accel / (up + convs), 6)
+
+
+def test_einsum_macs_are_counted():
+    """An Einsum of two operands multiplies once per point of its index space: b h i j d here (attention's
+    scores, as MaxViT and Swin V2 export them)."""
+    node = helper.make_node("Einsum", ["q", "k"], ["s"], equation="bhid,bhjd->bhij")
+    shapes = {"q": (1, 2, 5, 8), "k": (1, 2, 7, 8), "s": (1, 2, 5, 7)}
+    assert _node_macs(node, shapes) == 1 * 2 * 5 * 7 * 8
+    one = helper.make_node("Einsum", ["q"], ["t"], equation="bhid->bhdi")  # a transpose: no product
+    assert _node_macs(one, {"q": (1, 2, 5, 8), "t": (1, 2, 8, 5)}) == 0
+    ell = helper.make_node("Einsum", ["q", "k"], ["s"], equation="...id,...jd->...ij")
+    assert _node_macs(ell, shapes) == 1 * 2 * 5 * 7 * 8
+
+
+def _up_only(seed: int = 0, size: int = 8, k: int = 2, cin: int = 16, cout: int = 8, bias: bool = True) -> object:
+    """conv 3x3 (4 -> cin) + ReLU, ConvTranspose k x k stride k (cin -> cout), conv 1x1 (cout -> 4)."""
+    g = zoo._Graph(seed)
+    y = g.conv("input", 4, cin, name="conv1")
+    w = g.weight((cin, cout, k, k), fan_in=cin * k * k)
+    y = g.op("ConvTranspose", [y, w, g.bias(cout)] if bias else [y, w], "up", kernel_shape=[k, k], strides=[k, k])
+    y = g.conv(y, cout, 4, k=1, relu="", name="conv2")
+    return g.model("up_only", {"input": [1, 4, size, size]}, y, [1, 4, k * size, k * size])
+
+
+@pytest.mark.parametrize(("k", "bias", "per_channel"), [(2, True, False), (2, False, False), (3, True, False),
+                                                         (2, True, True)])
+def test_conv_transpose_kernel_equal_stride_runs_on_the_accelerator(k, bias, per_channel):
+    """A ConvTranspose whose kernel equals its stride (no padding, one group: a UNet's 2x2 stride-2 up-convolution)
+    is a 1x1 convolution to C_out x k x k channels, rearranged by DepthToSpace (CRD): each input pixel makes its
+    own k x k output block. QDQ exports run it on the accelerator; onnxruntime computes it in float between its
+    DequantizeLinear and QuantizeLinear (no integer ConvTranspose kernel), which the exact integer sum matches
+    but for a rounding tie now and then (the README's bar: >= 99.9% equal, all within 1 LSB)."""
+    data = zoo.quantize(_up_only(k=k, bias=bias), "qdq", per_channel=per_channel)
+    res = compile_bytes(data)
+    ops = {o["name"]: o for o in res.summary["ops"]}
+    assert ops["up"]["where"] == "accelerator", ops["up"]["reason"]
+    assert res.summary["total"]["accelerator_mac_share"] == 1.0
+    for seed in (1, 2):
+        feeds = zoo.sample_inputs(data, seed=seed)
+        err = assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+        assert float(err.max()) <= 1.0 + 1e-4 and float((err <= 1e-4).mean()) >= 0.999, (err.max(), (err > 0).sum())
+
+
+@pytest.mark.parametrize(("k", "cin"), [(2, 16), (2, 192), (3, 24)])
+def test_float_conv_transpose_equals_onnxruntime(k, cin):
+    """A QOperator export leaves ConvTranspose in float (float weights between DequantizeLinear and
+    QuantizeLinear: onnxruntime's quantizer has no QLinear form of it). Its CPU kernel is one SGEMM per image
+    (W^T [C_out k k, C_in] x X [C_in, H W], MLAS) scattered by Col2Im into a zeroed output, then the bias added; with
+    kernel = stride nothing overlaps, so each output is one MLAS dot product (host_ops._matmul_te's arithmetic)
+    plus its bias. Any other summation order rounds some quantized outputs the other way (unet_small's first
+    ConvTranspose: 10,041 of 131,072 codes, 1 code each, bench/zoo_trace.py)."""
+    data = zoo.quantize(_up_only(k=k, cin=cin), "qoperator")
+    res = compile_bytes(data, options=FAST)
+    for seed in (1, 2):
+        feeds = zoo.sample_inputs(data, seed=seed)
+        got = run_artifact(res.artifact, feeds).outputs
+        want = onnxruntime_outputs(data, feeds)
+        for name, w in want.items():
+            assert np.array_equal(got[name], w), (name, int(np.sum(got[name] != w)))
+
+
+def test_float_conv_transpose_weights_quantized_as_onnxruntime_does():
+    """onnxruntime's WeightBiasQuantization (a basic-level graph optimization of every session but one with
+    optimizations off) gives a Conv / ConvTranspose / Gemm after a per-tensor DequantizeLinear whose weight or bias
+    is a float initializer quantized ones: the weight int8 per tensor, asymmetric, MinMax over its values (range
+    widened to 0), the bias int32 at the input's scale x the weight's. The float ConvTranspose of a QOperator export
+    then computes with those weights; the import does the same (onnx_import.weight_bias_quantization)."""
+    import onnx
+
+    from tileplan.frontend.onnx_import import weight_bias_quantization
+
+    data = zoo.quantize(_up_only(), "qoperator")
+    model = onnx.load_model_from_string(data)
+    assert weight_bias_quantization(model) == "up"
+    node = next(n for n in model.graph.node if n.name == "up")
+    producers = {o: n for n in model.graph.node for o in n.output}
+    assert producers[node.input[1]].op_type == "DequantizeLinear"
+    assert producers[node.input[2]].op_type == "DequantizeLinear"
