@@ -835,10 +835,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _apply_tensor_bound() -> None:
+    """The service's bound on one tensor of a model (settings.max_tensor_elements, TILEPLAN_MAX_TENSOR_ELEMENTS) is
+    the CLI's too: one source, and a local user compiling a model with a larger weight (VGG's classifier) can raise
+    it."""
+    from tileplan.frontend.onnx_bytes import set_max_tensor_elements
+    from tileplan.settings import get_settings
+
+    set_max_tensor_elements(get_settings().max_tensor_elements)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _apply_tensor_bound()
         if getattr(args, "out", None) and args.command != "compile":  # compile's --out is a directory
             writable_file(args.out, "out")  # before the work, not after it
         return int(args.func(args))

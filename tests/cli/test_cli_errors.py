@@ -113,6 +113,34 @@ def test_layer_bounds_and_time_limit_are_the_apis(capsys: pytest.CaptureFixture[
     assert "over this server's bound of 32" in line
 
 
+def test_tensor_bound_is_the_apis_and_the_error_says_how_to_raise_it(capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    """A model with a tensor over max_tensor_elements is refused before any work, and TILEPLAN_MAX_TENSOR_ELEMENTS
+    sets the CLI's bound as it sets the service's (VGG's 102,760,448-element classifier weight is over the default
+    2^26: a local user must be able to raise it)."""
+    from onnx import TensorProto, helper, save
+
+    from tileplan.settings import get_settings
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [40, 50], np.ones(2000, np.float32))
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 40])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 50])], [w])
+    path = tmp_path / "m.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    monkeypatch.setenv("TILEPLAN_MAX_TENSOR_ELEMENTS", "1000")
+    get_settings.cache_clear()
+    try:
+        line = err_of(capsys, "compile", str(path), "--hw", "gemmini-16x16", "--out", str(tmp_path / "out"))
+    finally:
+        monkeypatch.delenv("TILEPLAN_MAX_TENSOR_ELEMENTS")
+        get_settings.cache_clear()
+    assert "2000 elements" in line and "bound of 1000" in line and "TILEPLAN_MAX_TENSOR_ELEMENTS" in line
+    line = err_of(capsys, "compile", str(path), "--hw", "gemmini-16x16", "--out", str(tmp_path / "out"))
+    assert "bound" not in line and "float" in line  # past the (default) bound: the next check, a float model
+
+
 def test_option_typos_are_refused_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
     line = err_of(capsys, "schedule", "--hw", "gemmini-16x16", "--layer", MM, "--objective", "latncy=1")
     assert "objective.latncy" in line and "did you mean 'latency'" in line

@@ -58,7 +58,8 @@ def _elements(dims: Any) -> int:
 
 
 def _too_large(loc: tuple[str, ...], what: str, elements: int, limit: int) -> InputError:
-    return InputError(loc, f"{what} has {elements} elements, over this server's bound of {limit} per tensor",
+    return InputError(loc, f"{what} has {elements} elements, over this server's bound of {limit} per tensor "
+                      "(max_tensor_elements: TILEPLAN_MAX_TENSOR_ELEMENTS raises it)",
                       "too_large")
 
 
