@@ -76,9 +76,11 @@ class Settings(BaseSettings):
         "Largest inline descriptor (its JSON, or its YAML source) a request may carry; past it: 422, before parsing."))
     descriptor_cache_bytes: int = Field(default=8 * 1024 * 1024, ge=0, description=(
         "Bytes of resolved inline descriptors the API keeps, by fingerprint of what was sent."))
-    max_tensor_elements: int = Field(default=1 << 26, gt=0, description=(
+    max_tensor_elements: int = Field(default=1 << 27, gt=0, description=(
         "Most elements of one tensor of a model to compile (an input shape given in input_shapes, a declared or "
-        "inferred shape, an initializer, a constant an operator would make); past it: 422."))
+        "inferred shape, an initializer, a constant an operator would make); past it: 422. 2^27: VGG-16's "
+        "classifier weight (102,760,448) fits; a constant bomb of 2^27 float32 (512 MiB) is still bounded by "
+        "worker_memory_mb."))
     max_layer_extent: int = Field(default=1 << 20, gt=0, description=(
         "Largest size of any layer field (channels, image sides, M/K/N, kernel, stride, ...); past it: 422."))
 

@@ -117,8 +117,8 @@ def test_tensor_bound_is_the_apis_and_the_error_says_how_to_raise_it(capsys: pyt
                                                                       monkeypatch: pytest.MonkeyPatch,
                                                                       tmp_path: Path) -> None:
     """A model with a tensor over max_tensor_elements is refused before any work, and TILEPLAN_MAX_TENSOR_ELEMENTS
-    sets the CLI's bound as it sets the service's (VGG's 102,760,448-element classifier weight is over the default
-    2^26: a local user must be able to raise it)."""
+    sets the CLI's bound as it sets the service's (VGG's 102,760,448-element classifier weight was over the old
+    default 2^26, and the CLI ignored the setting)."""
     from onnx import TensorProto, helper, save
 
     from tileplan.settings import get_settings

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from tileplan.errors import InputError
 
 MAX_NODES = 50_000  # ResNet-50: ~500 QDQ nodes; BERT-large: ~5,000
-MAX_TENSOR_ELEMENTS = 1 << 26  # elements of any one tensor (settings.max_tensor_elements: the same default)
+MAX_TENSOR_ELEMENTS = 1 << 27  # elements of any one tensor (settings.max_tensor_elements: the same default)
 MAX_TENSOR_BYTES = 512 << 20  # every tensor the model declares, together
 _max_elements = MAX_TENSOR_ELEMENTS
 
