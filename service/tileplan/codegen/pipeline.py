@@ -223,12 +223,12 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
     | llc_miss_cycles          | CostParams.llc_miss_cycles (the same requests on buffers beyond the LLC)|
     | llc_bytes                | CostParams.llc_bytes                                                    |
     | calls_overlap            | 1 when the code double buffers (`double_buffer`), else 0                |
+    | dram_byte_cycles         | CostParams.dram_byte_cycles (loads from tensors larger than the LLC)    |
     | latencies, issue, config | 0 (the calibrated model has no such terms)                              |
     | queues                   | unbounded (the double-buffered halves bound the run-ahead)              |
 
-    Not mapped: CostParams.dram_byte_cycles (the model's bound on a call's DMA by DRAM's rate on buffers larger than
-    the LLC, `far_bytes`) has no counterpart in the emulator yet; it is 0 on every buffer within the LLC, which
-    holds every layer tests/codegen and bench/codegen.py emulate.
+    The emulator knows a tensor's size from emu_add_tensor (each buffer of a layer; each operand of a program's
+    accelerator step), which `dram_byte_cycles` needs.
     """
     from tileplan.cost.gemmini import REQUEST_BYTES, effective_dram_bandwidth, nominal_dram_bandwidth
     from tileplan.cost.params import CostParams
@@ -244,7 +244,7 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
         call_floor_cycles=p.call_floor_matmul if matmul else p.call_floor_cycles, run_cycles=p.run_overhead_cycles,
         compute_floor_cycles=p.compute_floor_dims * hw.pe_array.rows, dram_request_cycles=p.dram_request_cycles,
         block_wait_cycles=p.block_wait_cycles, l2_bytes=p.l2_bytes, llc_miss_cycles=p.llc_miss_cycles,
-        llc_bytes=p.llc_bytes, calls_overlap=1.0 if double_buffer else 0.0)
+        llc_bytes=p.llc_bytes, calls_overlap=1.0 if double_buffer else 0.0, dram_byte_cycles=p.dram_byte_cycles)
 
 
 def _ident(name: str) -> str:

@@ -72,6 +72,7 @@ class TimingParams:
     llc_miss_cycles: float = 7.4039  # CostParams.llc_miss_cycles
     llc_bytes: float = 4 * 1024 * 1024  # CostParams.llc_bytes
     calls_overlap: float = 1.0  # 1: two calls in flight (the code double buffers), 0: one at a time
+    dram_byte_cycles: float = 0.2931  # CostParams.dram_byte_cycles (loads from tensors beyond the LLC)
 
     @classmethod
     def for_dim(cls, dim: int, **overrides: float) -> TimingParams:
@@ -100,11 +101,11 @@ class _CStats(ctypes.Structure):
                 ("counts", ctypes.c_uint64 * _N_OPS), ("dram_bytes_in", ctypes.c_uint64),
                 ("dram_bytes_out", ctypes.c_uint64), ("macs", ctypes.c_uint64), ("busy", ctypes.c_double * 3),
                 ("timeline_cycles", ctypes.c_double), ("calls", ctypes.c_uint64),
-                ("features", ctypes.c_double * 10)]
+                ("features", ctypes.c_double * 11)]
 
 # emu_stats_t.features, in order: the cost model's call features (tileplan.cost.gemmini.FEATURE_COLUMNS) summed
 CALL_FEATURES = ("ld_req", "ld_bytes", "st_req", "st_bytes", "ex_rows", "ex_ops", "preloads", "dram_req",
-                 "block_req", "far_req")
+                 "block_req", "far_req", "far_bytes")
 
 
 class _CInst(ctypes.Structure):
@@ -160,6 +161,7 @@ def _load_emulator(cache_dir: Path | None) -> ctypes.CDLL:
         lib.emu_destroy.argtypes = [ctypes.c_void_p]
         lib.emu_reset.argtypes = [ctypes.c_void_p]
         lib.emu_add_region.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int]
+        lib.emu_add_tensor.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
         lib.emu_run_entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
         lib.emu_run_list.argtypes = [ctypes.c_void_p, ctypes.POINTER(_CInst), ctypes.c_uint64]
         lib.emu_get_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(_CStats)]
@@ -234,6 +236,7 @@ class Emulator:
         lib.emu_reset(self._h)
         for name, a in bufs.items():
             lib.emu_add_region(self._h, a.ctypes.data, a.nbytes, 0 if name in readonly else 1)
+            lib.emu_add_tensor(self._h, a.ctypes.data, a.nbytes)  # each buffer is one tensor (far_bytes)
         if isinstance(program, (str, Path)) or (program and all(isinstance(p, str) for p in program)):
             prog = ctypes.CDLL(str(program)) if isinstance(program, Path) else self.load_program(program)  # type: ignore[arg-type]
             try:

@@ -198,7 +198,15 @@ typedef struct emu {
   double last_call; /* dispatch time of the last config_ex (-1: none yet) */
   /* the cost model's per-call features of the open call, and the closed calls' sums (see "Reported cycles") */
   double cf_ld_req, cf_ld_bytes, cf_st_req, cf_st_bytes, cf_ex_rows, cf_ops, cf_pre, cf_dram_req, cf_block_req;
+  double cf_far_bytes;
   int cf_any;
+  /* tensors (emu_add_tensor: timing only) and, of those larger than the LLC, the loads (address, rows, row bytes,
+   * stride, hashed) of the previous call and of the open one: a load the previous call made too finds its data
+   * in the L2 (tileplan.cost.gemmini._in_l2_across), the others are read from DRAM (far_bytes) */
+  struct tspan { uintptr_t lo, hi; } *tn;
+  int tn_n, tn_cap;
+  uint64_t *far_prev, *far_cur;
+  size_t far_prev_n, far_cur_n, far_prev_cap, far_cur_cap;
   /* strided transfers: per (buffer, row stride) group, the span of DRAM it touched over the run and the width of
    * its rows that any transfer touched (columns beyond it are padding no one reads); per call, each group's
    * requests and the byte columns of its rows the call covered (see count_transfer) */
@@ -428,11 +436,13 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double by
 }
 
 /* The cost model's per-call timing (tileplan.cost.gemmini._cycle_terms) of one call's features f (CALL_FEATURES
- * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req, block_req, far_req). */
+ * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req, block_req, far_req, far_bytes). */
 static void call_terms(const emu_t *e, const double *f, double *dma, double *ex, double *total) {
   const emu_timing_t *t = &e->t;
   double d = (f[0] + f[2]) * t->dma_request_cycles + (f[1] + f[3]) / t->dram_bytes_per_cycle +
              f[7] * t->dram_request_cycles + f[8] * t->block_wait_cycles + f[9] * t->llc_miss_cycles;
+  /* the DMA cannot load faster than DRAM reads the tensors the LLC cannot hold */
+  if (f[10] * t->dram_byte_cycles > d) d = f[10] * t->dram_byte_cycles;
   double x = f[4] + f[5] * t->compute_op_cycles + f[6] * t->preload_cycles;
   double lo = d < x ? d : x, hi = d < x ? x : d;
   double work = t->calls_overlap > 0 ? hi + t->overlap_loss * lo : d + x;
@@ -485,10 +495,25 @@ static void *grow(void *p, size_t *cap, size_t need, size_t size) {
   return q;
 }
 
+static int cmp_key(const void *a, const void *b) { return cmp_u64(a, b); }
+
+/* The open call's far loads become the previous call's (sorted, for far_seen). */
+static void far_next_call(emu_t *e) {
+  uint64_t *t = e->far_prev;
+  size_t cap = e->far_prev_cap;
+  e->far_prev = e->far_cur;
+  e->far_prev_cap = e->far_cur_cap;
+  e->far_prev_n = e->far_cur_n;
+  e->far_cur = t;
+  e->far_cur_cap = cap;
+  e->far_cur_n = 0;
+  if (e->far_prev_n) qsort(e->far_prev, e->far_prev_n, sizeof(uint64_t), cmp_key);
+}
+
 static void close_call(emu_t *e) {
   if (!e->cf_any) return;
   double f[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0};
+                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, e->cf_far_bytes};
   double *nf = grow(e->calls_f, &e->calls_cap, e->calls_n + 1, EMU_FEATURES * sizeof(double));
   if (nf) {
     e->calls_f = nf;
@@ -505,9 +530,10 @@ static void close_call(emu_t *e) {
     e->calls_n++;
   }
   e->cf_ld_req = e->cf_ld_bytes = e->cf_st_req = e->cf_st_bytes = 0;
-  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = e->cf_block_req = 0;
+  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = e->cf_block_req = e->cf_far_bytes = 0;
   e->cf_any = 0;
   e->cg_n = 0;
+  far_next_call(e);
 }
 
 /* Cycles of the calls so far (the open one counted as closed) as the cost model times them, without run_cycles;
@@ -527,7 +553,7 @@ static double model_cycles(const emu_t *e, double *features) {
         }
     } else { /* the open call, as it stands */
       double g[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0};
+                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, e->cf_far_bytes};
       memcpy(f, g, sizeof f);
       for (int k = 0; k < e->cg_n; k++) {
         struct cgroup c = e->cg[k];
@@ -598,6 +624,25 @@ static double row_requests(const emu_t *e, uintptr_t p, int region, uint32_t row
  * run reads (or writes) at that stride moves a strided tile, whose requests wait on DRAM when the group's span
  * exceeds the L2 (tileplan.cost.gemmini._beyond_l2: a channel tile narrower than the tensor's rows, in a tensor
  * larger than the L2); columns no transfer touches are padding (group_whole). */
+/* A load's bytes that DRAM itself reads (tileplan.cost.gemmini: far_bytes): from a tensor larger than the LLC
+ * (emu_add_tensor; none registered: nothing counted), unless the previous call made the same load (its data is
+ * still in the L2). */
+static void count_far_load(emu_t *e, uintptr_t p, uint32_t rows, uint64_t row_bytes, uint64_t stride,
+                           double moved) {
+  int k;
+  for (k = 0; k < e->tn_n; k++)
+    if (p >= e->tn[k].lo && p < e->tn[k].hi) break;
+  if (k == e->tn_n || (double)(e->tn[k].hi - e->tn[k].lo) <= e->t.llc_bytes) return;
+  uint64_t key = (uint64_t)p * 0x9E3779B97F4A7C15ull ^ ((uint64_t)rows << 40) ^ (row_bytes << 20) ^ stride;
+  if (e->far_prev_n && bsearch(&key, e->far_prev, e->far_prev_n, sizeof key, cmp_key)) return;
+  uint64_t *n = grow(e->far_cur, &e->far_cur_cap, e->far_cur_n + 1, sizeof *n);
+  if (n) {
+    e->far_cur = n;
+    e->far_cur[e->far_cur_n++] = key;
+  }
+  e->cf_far_bytes += moved;
+}
+
 static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint64_t row_bytes, uint64_t stride,
                            double moved) {
   int region = p ? region_of(e, p) : -1;
@@ -609,6 +654,7 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
   } else {
     e->cf_ld_req += req;
     e->cf_ld_bytes += moved;
+    if (p && moved > 0) count_far_load(e, p, rows, row_bytes, stride, moved);
   }
   e->cf_any = 1;
   if (!p || rows < 2 || stride <= row_bytes) return;
@@ -1727,7 +1773,7 @@ void emu_destroy(emu_t *e) {
   free(e->weights); free(e->weights_pending); free(e->os_state); free(e->os_d);
   free(e->blk_a); free(e->blk_b); free(e->blk_c);
   free(e->ring[0]); free(e->ring[1]); free(e->ring[2]); free(e->regions);
-  free(e->sg); free(e->calls_f); free(e->ct);
+  free(e->sg); free(e->calls_f); free(e->ct); free(e->tn); free(e->far_prev); free(e->far_cur);
   for (int r = 0; r < 2; r++) { free(e->iv_start[r]); free(e->iv_end[r]); free(e->iv_cum[r]); free(e->iv_w[r]); }
   free(e);
 }
@@ -1772,9 +1818,11 @@ void emu_reset(emu_t *e) {
   e->t_dispatch = e->dram_free = e->max_complete = 0;
   e->last_call = -1;
   e->cf_ld_req = e->cf_ld_bytes = e->cf_st_req = e->cf_st_bytes = 0;
-  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = e->cf_block_req = 0;
+  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = e->cf_block_req = e->cf_far_bytes = 0;
   e->cf_any = 0;
   e->sg_n = e->cg_n = 0;
+  e->tn_n = 0;
+  e->far_prev_n = e->far_cur_n = 0;
   e->calls_n = e->ct_n = 0;
   e->preload_done = 0;
   e->iv_n[0] = e->iv_n[1] = 0;
@@ -1802,6 +1850,17 @@ int emu_add_region(emu_t *e, void *base, uint64_t size, int writable) {
   r->guardable = size > 0 && !on_my_stack(page_of(e, r->base), r->base + size) &&
                  plain_rw_memory(page_of(e, r->base), r->base + size);
   return e->n_regions++;
+}
+
+int emu_add_tensor(emu_t *e, const void *base, uint64_t size) {
+  if (!base || !size) return 0;
+  size_t cap = (size_t)e->tn_cap;
+  struct tspan *n = grow(e->tn, &cap, (size_t)e->tn_n + 1, sizeof *e->tn);
+  if (!n) return -1;
+  e->tn = n;
+  e->tn_cap = (int)cap;
+  e->tn[e->tn_n++] = (struct tspan){(uintptr_t)base, (uintptr_t)base + size};
+  return 0;
 }
 
 static void finish(emu_t *e) {

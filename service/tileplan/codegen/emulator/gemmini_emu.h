@@ -50,6 +50,7 @@ typedef struct {
   double llc_miss_cycles;       /* further cycles of such a request when the buffer is larger than the LLC too */
   double llc_bytes;             /* the last-level cache behind the L2 (FireSim's FASED LLC model) */
   double calls_overlap;         /* 1: two calls in flight (double buffered), 0: one at a time */
+  double dram_byte_cycles;      /* DRAM's own cycles per byte read from a tensor larger than the LLC */
 } emu_timing_t;
 
 typedef struct {
@@ -66,8 +67,9 @@ typedef struct {
   uint64_t calls; /* library calls (config_ex) */
   /* the cost model's call features summed over the calls: DMA requests and bytes of loads, of stores, rows the
    * computes streamed (floored), compute instructions, weight preloads, requests that wait on DRAM, store
-   * requests that wait behind others to their 64-byte block, requests that wait on DRAM beyond the LLC too */
-#define EMU_FEATURES 10
+   * requests that wait behind others to their 64-byte block, requests that wait on DRAM beyond the LLC too,
+   * bytes loaded from tensors larger than the LLC that the previous call did not load (emu_add_tensor) */
+#define EMU_FEATURES 11
   double features[EMU_FEATURES];
 } emu_stats_t;
 
@@ -79,6 +81,9 @@ emu_t *emu_create(uint32_t dim, uint32_t spad_rows, uint32_t acc_rows, uint32_t 
 void emu_destroy(emu_t *e);
 void emu_reset(emu_t *e);
 int emu_add_region(emu_t *e, void *base, uint64_t size, int writable);
+/* A tensor within the registered buffers (timing only): loads from one larger than the LLC are read from DRAM at its
+ * own rate (tileplan.cost.gemmini: far_bytes).  Cleared by emu_reset. */
+int emu_add_tensor(emu_t *e, const void *base, uint64_t size);
 int emu_run_entry(emu_t *e, emu_entry_t entry, void **args);
 void emu_get_stats(const emu_t *e, emu_stats_t *out);
 const char *emu_trap_message(const emu_t *e);
