@@ -1,13 +1,32 @@
+import importlib.util
 import os
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 BENCH_DATA = REPO / "bench" / "data"
+
+
+@pytest.fixture(scope="session")
+def load_bench() -> Callable[[str], ModuleType]:
+    """bench/<script>.py as a module (the benches are scripts, not a package), loaded once per script."""
+    loaded: dict[str, ModuleType] = {}
+
+    def load(script: str) -> ModuleType:
+        if script not in loaded:
+            spec = importlib.util.spec_from_file_location(f"bench_{script}", REPO / "bench" / f"{script}.py")
+            assert spec and spec.loader
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            loaded[script] = mod
+        return loaded[script]
+
+    return load
 
 
 @pytest.fixture(scope="session")

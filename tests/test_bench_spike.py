@@ -3,22 +3,13 @@ judges Spike's run by them; a wrong split or a byte comparison by element would 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
 
 @pytest.fixture(scope="module")
-def bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_spike", BENCH / "spike.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def bench(load_bench):  # type: ignore[no-untyped-def]
+    return load_bench("spike")
 
 
 def test_steps_reads_main_c_table(bench) -> None:  # type: ignore[no-untyped-def]

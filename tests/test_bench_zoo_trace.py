@@ -4,22 +4,15 @@ QLinearSoftmax and every later tensor of its block were left out before)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
 
 @pytest.fixture(scope="module")
-def trace():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_zoo_trace", BENCH / "zoo_trace.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def trace(load_bench):  # type: ignore[no-untyped-def]
+    return load_bench("zoo_trace")
 
 
 def test_contrib_op_outputs_are_traced(trace, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
