@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import Field
 
 from tileplan.errors import InputError, MappingInfeasible
-from tileplan.frontend import dynamic
+from tileplan.frontend import dynamic, recurrent
 from tileplan.plan import Plan, ScheduleOptions, executor_for, make_plan
 
 Planner = Callable[[Any, Any, ScheduleOptions], Plan]
@@ -834,7 +834,8 @@ MAC_NODES = {"Conv", "MatMul", "Gemm", "ConvInteger", "MatMulInteger", "ConvTran
 
 
 def _node_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
-    """MACs of a Conv / ConvTranspose / MatMul / Gemm / Einsum node from its inferred shapes (0 for other nodes)."""
+    """MACs of a Conv / ConvTranspose / MatMul / Gemm / Einsum / LSTM / GRU node from its inferred shapes (0 for
+    other nodes)."""
     try:
         if node.op_type in ("Conv", "ConvInteger"):
             w = shapes[node.input[1]]
@@ -845,6 +846,8 @@ def _node_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
             return int(np.prod(shapes[node.input[0]])) * int(np.prod(w[1:]))
         if node.op_type == "Einsum":
             return _einsum_macs(node, shapes)
+        if node.op_type in recurrent.RECURRENT_OPS:
+            return recurrent.recurrent_macs(node.op_type, *(shapes[node.input[i]] for i in range(3)))
         if node.op_type in ("MatMul", "MatMulInteger", "Gemm"):
             a, y = shapes[node.input[0]], shapes[node.output[0]]
             trans_a = any(at.name == "transA" and at.i for at in node.attribute)
@@ -990,6 +993,10 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
                     "host's float conversion): computed in float on the host")
         return (f"{op} not matched as dequantize -> {op} -> [bias] -> [Relu/Clip] -> quantize (its result goes "
                 "through more than one consumer or an op the pattern does not cover): computed in float on the host")
+    if op in recurrent.RECURRENT_OPS:
+        return (f"{op}: a recurrence (each step's products multiply the previous step's state, one small "
+                "matrix-vector product after another) that onnxruntime's static quantizer leaves in float: no int8 "
+                "operand for the accelerator; the host computes it in float32 as ONNX defines it")
     if op in ("ConvTranspose", "ConvTransposeInteger"):
         return ("transposed convolution not of the form Tileplan lowers to the accelerator (quantized int8 weights, "
                 "kernel = stride, square, no padding, dilation or groups: a 1x1 Conv + DepthToSpace); computed on the "

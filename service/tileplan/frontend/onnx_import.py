@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tileplan.errors import InputError
+from tileplan.frontend import recurrent
 from tileplan.frontend.onnx_bytes import check_sizes
 
 # Operators that make a model "quantized" (anything else with MACs in a model without them is a float model)
@@ -1007,10 +1008,10 @@ def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
 
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
-    ConvInteger (Tileplan's converter, `_conv_integer`)."""
+    ConvInteger, LSTM and GRU (Tileplan's converters, `_conv_integer`, `recurrent.convert`)."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    return set(onnx_frontend._get_convert_map()) | {"ConvInteger"}
+    return set(onnx_frontend._get_convert_map()) | {"ConvInteger", *recurrent.RECURRENT_OPS}
 
 
 def check_ops(model: Any, ops: set[str]) -> None:
@@ -1051,6 +1052,11 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
         def _convert_operator(self, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
             node = attrs["tvm_custom"]["name"]
             try:
+                if op_name in recurrent.RECURRENT_OPS:  # one host function, its outputs slices of its states
+                    call, outputs = recurrent.convert(self.bb, op_name, inputs, attrs)
+                    states = self.bb.emit(call, name_hint=node)
+                    by_var[str(states.name)] = by_node[node]
+                    return outputs(states)
                 sym = (_clip(inputs, attrs) if op_name == "Clip" else _einsum(inputs, attrs) if op_name == "Einsum"
                        else _conv_integer(self.bb, inputs, attrs) if op_name == "ConvInteger" else None)
                 if sym is None:
