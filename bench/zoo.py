@@ -46,7 +46,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ("resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,regnet_x_400mf,squeezenet1_0,"
            "shufflenet_v2_x1_0,densenet121,googlenet,convnext_tiny,vit_b_16,swin_t,bert_layer,gpt2_block")
-CLASSIFIERS_EXCEPT = {"bert_layer", "gpt2_block", "unet_small"}  # no class scores (unet_small: a mask)
+# no class scores: the transformer blocks, the segmentation nets (a mask) and gpt_tiny (next-token logits per position)
+CLASSIFIERS_EXCEPT = {"bert_layer", "gpt2_block", "unet_small", "gpt_tiny", "lraspp_mobilenet_v3_large",
+                      "deeplabv3_mobilenet_v3_large", "fcn_resnet50"}
 
 
 def export(torch_python: str, work: Path, models: list[str]) -> dict[str, dict[str, Path] | str]:
@@ -105,15 +107,22 @@ def compile_once(model: Path, hw: str, out: Path, cache: Path, jobs: int) -> tup
     return wall, json.loads(run.stdout)
 
 
+def model_feeds(sess: Any, seed: int) -> dict[str, np.ndarray]:
+    """The seeded random input of an onnxruntime session's model, as bench/zoo_export.py's random_feeds makes its
+    calibration inputs: a float input standard normal (a symbolic dimension 1), integer ones token ids or a
+    padded attention mask."""
+    from zoo_export import random_feeds
+
+    return random_feeds([(i.name, tuple(d if isinstance(d, int) else 1 for d in i.shape), "int" in i.type)
+                         for i in sess.get_inputs()], np.random.default_rng(seed))
+
+
 def judge(path: Path, artifact: Path, fmt: str, classifier: bool, seed: int) -> dict[str, Any]:
     from tileplan.frontend.reference import agreement, output_steps, reference_outputs, session
     from tileplan.frontend.runner import run_artifact
 
     sess = session(str(path), "ort")
-    inp = sess.get_inputs()[0]
-    x = np.random.default_rng(seed).standard_normal([d if isinstance(d, int) else 1 for d in inp.shape]
-                                                    ).astype(np.float32)
-    feeds = {inp.name: x}
+    feeds = model_feeds(sess, seed)
     got = run_artifact(artifact.read_bytes(), feeds).outputs
     names = [o.name for o in sess.get_outputs()]
     refs = {"ort": dict(zip(names, sess.run(None, feeds)))}

@@ -49,7 +49,26 @@ NO_AUX = ("googlenet", "inception_v3")  # auxiliary classifiers only train; seed
 # conv net on 40 MFCCs (dilated 1-D convs, residual adds, a 1x1 shortcut); unet_small: a 4-level UNet (double 3x3
 # convs, MaxPool, up by ConvTranspose 2x2 stride 2 on two levels and by bilinear Resize + 1x1 conv on one, skip
 # Concats, a 1x1 head).
-USER_NETS = {"m5_audio": (1, 1, 8000), "tcn_kws": (1, 40, 101), "unet_small": (1, 3, 128, 128)}
+# dscnn_kws: a depthwise-separable keyword spotter on 40 MFCCs (Conv1d depthwise 3 + pointwise 1, BatchNorm,
+# ReLU); lstm_kws / gru_kws: a one-layer LSTM / GRU over 101 MFCC frames, its last state to a Linear; mixer_small:
+# an MLP-Mixer (8x8 patches of a 64x64 image, token- and channel-mixing MLPs with GELU, LayerNorm); gpt_tiny: a
+# GPT-style decoder (token and position Embeddings, causal masked_fill with -inf, GELU-tanh, pre-norm, an LM head);
+# distilbert_tiny: a DistilBERT-like encoder (token and position Embeddings from position ids, an int64 attention
+# mask filled with the float minimum, post-norm, GELU, a classifier on the first token).
+USER_NETS = {"m5_audio": (1, 1, 8000), "tcn_kws": (1, 40, 101), "unet_small": (1, 3, 128, 128),
+             "dscnn_kws": (1, 40, 101), "lstm_kws": (1, 101, 40), "gru_kws": (1, 101, 40),
+             "mixer_small": (1, 3, 64, 64), "gpt_tiny": (1, 64), "distilbert_tiny": (1, 64)}
+# Nets that take token ids (int64, < VOCAB) and, for distilbert_tiny, an attention mask: their input names in
+# the order of forward's arguments (random_feeds makes their values).
+TOKEN_INPUTS = {"gpt_tiny": ("input_ids",), "distilbert_tiny": ("input_ids", "attention_mask")}
+VOCAB = 1000
+# torchvision models outside its classification list: name -> (module, input shape). Segmentation nets return
+# their "out" map (aux heads off: aux_loss None, no backbone weights); video nets take a 8-frame 112x112 clip.
+TORCHVISION_OTHER = {"lraspp_mobilenet_v3_large": ("segmentation", (1, 3, 224, 224)),
+                     "deeplabv3_mobilenet_v3_large": ("segmentation", (1, 3, 224, 224)),
+                     "fcn_resnet50": ("segmentation", (1, 3, 224, 224)),
+                     "r3d_18": ("video", (1, 3, 8, 112, 112)), "mc3_18": ("video", (1, 3, 8, 112, 112)),
+                     "r2plus1d_18": ("video", (1, 3, 8, 112, 112))}
 
 # Other exports (--variant): keyword arguments of torch.onnx.export ("export"), of quantize_static ("quant": names
 # of QuantType members for the types; "extra": its extra_options), and of the input ("batch", "side", "nhwc",
@@ -163,7 +182,117 @@ def _user_net(name: str) -> Any:
                 return self.head(y)
 
         return UNet()
+    if name == "dscnn_kws":
+        def separable(c: int) -> Any:
+            return nn.Sequential(nn.Conv1d(c, c, 3, padding=1, groups=c), nn.BatchNorm1d(c), nn.ReLU(),
+                                 nn.Conv1d(c, c, 1), nn.BatchNorm1d(c), nn.ReLU())
+
+        return nn.Sequential(bn_relu_1d(40, 64, 3), *(separable(64) for _ in range(4)), nn.AdaptiveAvgPool1d(1),
+                             nn.Flatten(), nn.Linear(64, 12))
+    if name in ("lstm_kws", "gru_kws"):
+        class Recurrent(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.rnn = (nn.LSTM if name == "lstm_kws" else nn.GRU)(40, 64, batch_first=True)
+                self.head = nn.Linear(64, 12)
+
+            def forward(self, x: Any) -> Any:
+                return self.head(self.rnn(x)[0][:, -1])
+
+        return Recurrent()
+    if name == "mixer_small":
+        def mlp(d: int, hidden: int) -> Any:
+            return nn.Sequential(nn.Linear(d, hidden), nn.GELU(), nn.Linear(hidden, d))
+
+        class MixerBlock(nn.Module):
+            def __init__(self, tokens: int, width: int) -> None:
+                super().__init__()
+                self.n1, self.n2 = nn.LayerNorm(width), nn.LayerNorm(width)
+                self.tokens, self.channels = mlp(tokens, 2 * tokens), mlp(width, 2 * width)
+
+            def forward(self, x: Any) -> Any:
+                x = x + self.tokens(self.n1(x).transpose(1, 2)).transpose(1, 2)
+                return x + self.channels(self.n2(x))
+
+        class Mixer(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.stem = nn.Conv2d(3, 128, 8, stride=8)
+                self.blocks = nn.Sequential(*(MixerBlock(64, 128) for _ in range(4)))
+                self.norm, self.head = nn.LayerNorm(128), nn.Linear(128, 10)
+
+            def forward(self, x: Any) -> Any:
+                x = self.blocks(self.stem(x).flatten(2).transpose(1, 2))
+                return self.head(self.norm(x).mean(dim=1))
+
+        return Mixer()
+    if name in TOKEN_INPUTS:
+        gpt = name == "gpt_tiny"
+        seq, width, heads = USER_NETS[name][1], 128, 4
+
+        class Attention(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+                self.register_buffer("causal", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+
+            def forward(self, x: Any, mask: Any) -> Any:
+                q, k, v = (t.view(1, seq, heads, -1).transpose(1, 2) for t in self.qkv(x).split(width, dim=2))
+                scores = q @ k.transpose(-2, -1) / (width // heads) ** 0.5
+                if gpt:
+                    scores = scores.masked_fill(~self.causal, float("-inf"))
+                else:
+                    scores = scores.masked_fill((mask == 0).view(1, 1, 1, seq), torch.finfo(scores.dtype).min)
+                return self.proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(1, seq, width))
+
+        class Layer(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.attn, self.n1, self.n2 = Attention(), nn.LayerNorm(width), nn.LayerNorm(width)
+                self.ffn = nn.Sequential(nn.Linear(width, 4 * width),
+                                         nn.GELU(approximate="tanh" if gpt else "none"), nn.Linear(4 * width, width))
+
+            def forward(self, x: Any, mask: Any) -> Any:
+                if gpt:  # pre-norm
+                    x = x + self.attn(self.n1(x), mask)
+                    return x + self.ffn(self.n2(x))
+                x = self.n1(x + self.attn(x, mask))
+                return self.n2(x + self.ffn(x))
+
+        class TokenNet(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.tokens, self.positions = nn.Embedding(VOCAB, width), nn.Embedding(seq, width)
+                self.register_buffer("position_ids", torch.arange(seq).expand(1, -1))
+                self.layers = nn.ModuleList(Layer() for _ in range(2))
+                self.norm = nn.LayerNorm(width)
+                self.head = nn.Linear(width, VOCAB) if gpt else nn.Sequential(
+                    nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2))
+
+            def forward(self, input_ids: Any, attention_mask: Any = None) -> Any:
+                x = self.norm(self.tokens(input_ids) + self.positions(self.position_ids))
+                for layer in self.layers:
+                    x = layer(x, attention_mask)
+                return self.head(x) if gpt else self.head(x[:, 0])
+
+        return TokenNet()
     raise ValueError(f"{name} is not one of {' '.join(USER_NETS)}")
+
+
+def random_feeds(inputs: list[tuple[str, tuple[int, ...], bool]], rng: Any) -> dict[str, np.ndarray]:
+    """One random input per (name, shape, integer?): floats standard normal; integer inputs token ids below VOCAB,
+    except an `attention_mask`: ones, then a random run of padding zeros (up to half the sequence) at the end."""
+    feeds = {}
+    for name, shape, integer in inputs:
+        if not integer:
+            feeds[name] = rng.standard_normal(shape).astype(np.float32)
+        elif name == "attention_mask":
+            mask = np.ones(shape, np.int64)
+            mask[..., shape[-1] - int(rng.integers(0, shape[-1] // 2 + 1)):] = 0
+            feeds[name] = mask
+        else:
+            feeds[name] = rng.integers(0, VOCAB, shape).astype(np.int64)
+    return feeds
 
 
 def _import_torchvision() -> Any:
@@ -198,6 +327,12 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
         return _transformer(name), (1, SEQ, WIDTH)
     if name in USER_NETS:
         net, shape = _user_net(name), USER_NETS[name]
+    elif name in TORCHVISION_OTHER:
+        kind, shape = TORCHVISION_OTHER[name]
+        kw = {"weights_backbone": None, "aux_loss": None} if kind == "segmentation" else {}
+        net = torchvision.models.get_model(name, weights=None, **kw)
+        if kind == "segmentation":
+            net = _OutMap(net)
     elif name not in torchvision.models.list_models(module=torchvision.models):
         raise ValueError(f"{name} is not a torchvision classification model (nor one of {' '.join(USER_NETS)})")
     else:
@@ -205,14 +340,19 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
         net = torchvision.models.get_model(name, weights=None, **kwargs)
         side = INPUT_SIZE.get(name, 224)
         shape = (1, 3, side, side)
-    for m in net.modules():
-        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
-            m.momentum = None  # cumulative average over the passes below
+    norms = [m for m in net.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for m in norms:
+        m.momentum = None  # cumulative average over the passes below
     net.train()
     with torch.no_grad():
-        for _ in range(BN_PASSES):
+        for _ in range(BN_PASSES if norms else 0):
             net(torch.randn(2, *shape[1:]))
     return net, shape
+
+
+def _inputs(name: str, shape: tuple[int, ...]) -> list[tuple[str, tuple[int, ...], bool]]:
+    """The model's inputs as random_feeds takes them: one float `input`, or TOKEN_INPUTS' integer inputs."""
+    return [(n, shape, True) for n in TOKEN_INPUTS[name]] if name in TOKEN_INPUTS else [("input", shape, False)]
 
 
 def _shared_initializers(model: Any) -> list[Any]:
@@ -237,6 +377,23 @@ def _unshare_initializers(model: Any) -> Any:
         model.graph.initializer.append(copy)
         model.graph.node.remove(node)
     return model
+
+
+class _OutMap:
+    """A torchvision segmentation net returning its "out" map (it returns a dict of maps)."""
+
+    def __new__(cls, net: Any) -> Any:
+        import torch
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.net = net
+
+            def forward(self, x: Any) -> Any:
+                return self.net(x)["out"]
+
+        return Wrapped()
 
 
 class _NHWC:
@@ -288,15 +445,16 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
         if v.get("dynamic_batch"):
             kwargs["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
         # with gradients on: PyTorch's fused attention fast path (eval + no_grad) has no ONNX export
-        torch.onnx.export(net, (torch.randn(*shape),), str(paths["float"]), input_names=["input"],
-                          output_names=["output"], **kwargs)
+        example = random_feeds(_inputs(name, shape), np.random.default_rng(seed))
+        torch.onnx.export(net, tuple(torch.from_numpy(x) for x in example.values()), str(paths["float"]),
+                          input_names=list(example), output_names=["output"], **kwargs)
         onnx.checker.check_model(str(paths["float"]))
     if v.get("dynamic"):
         if not paths["dynamic"].exists():
             quantize_dynamic(str(paths["float"]), str(paths["dynamic"]))
         return paths
     rng = np.random.default_rng(seed)
-    feeds = [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(CALIBRATION)]
+    feeds = [random_feeds(_inputs(name, shape), rng) for _ in range(CALIBRATION)]
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:

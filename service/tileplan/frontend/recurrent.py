@@ -1,3 +1,5 @@
+# mypy: disable-error-code="valid-type"
+# (TVMScript parameter annotations, T.Buffer((shape), dtype), are calls that TVM parses, not Python types)
 """ONNX LSTM and GRU as one host function each (TVM's ONNX importer has no converter for either).
 
 A recurrence's step t multiplies the state of step t - 1, so its products cannot be laid out as one matrix product
