@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from tileplan.errors import InputError
-from tileplan.frontend import recurrent
+from tileplan.frontend import conv3d, recurrent
 from tileplan.frontend.onnx_bytes import check_sizes
 
 # Operators that make a model "quantized" (anything else with MACs in a model without them is a float model)
@@ -801,6 +801,10 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     lowered = conv_transpose_as_conv(model)
     if lowered:
         notes.append(f"ConvTranspose with kernel = stride computed as a 1x1 Conv + DepthToSpace: {lowered}")
+    lowered = conv3d.conv3d_as_conv2d(model)
+    if lowered:
+        notes.append("3-D convolutions computed as 2-D ones over the output frames, each frame's input frames "
+                     f"stacked on the channel axis by host copies: {lowered}")
     by_tileplan = False
     if is_float_model(model):
         if not quantize:
