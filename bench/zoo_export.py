@@ -7,8 +7,11 @@ torch + torchvision + onnxruntime; never a Tileplan dependency):
 
 Without --any, only the zoo's own models (VISION, TRANSFORMERS); with it, any name torchvision lists among its
 classification models (`torchvision.models.list_models(module=torchvision.models)`), exported the same way, e.g.
-the held-out models of issue 24, or one of the small nets a user writes (USER_NETS: a 1-D conv audio net, a
-temporal conv net, a UNet). Inception v3 takes 299 x 299 images (INPUT_SIZE), every other model 224 x 224.
+the held-out models of issue 24, one of the small nets a user writes (USER_NETS: 1-D conv audio nets, a temporal
+conv net, a UNet, LSTM / GRU classifiers, an MLP-Mixer, GPT- and DistilBERT-like token models), or a torchvision
+segmentation or video model (TORCHVISION_OTHER). Inception v3 takes 299 x 299 images (INPUT_SIZE), the video
+nets 8-frame 112 x 112 clips, the token models 64 int64 token ids (and an attention mask: random_feeds), every
+other model 224 x 224 images.
 
 Each model: seeded random weights, BatchNorm statistics from a few random forward passes in training mode
 (cumulative averages), `torch.onnx.export` at opset 17, batch 1 (224 x 224 images; 128 tokens of width 768 for
@@ -334,7 +337,8 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
         if kind == "segmentation":
             net = _OutMap(net)
     elif name not in torchvision.models.list_models(module=torchvision.models):
-        raise ValueError(f"{name} is not a torchvision classification model (nor one of {' '.join(USER_NETS)})")
+        raise ValueError(f"{name} is not a torchvision classification model (nor one of "
+                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER])})")
     else:
         kwargs = {"aux_logits": False, "init_weights": True} if name in NO_AUX else {}
         net = torchvision.models.get_model(name, weights=None, **kwargs)
@@ -493,7 +497,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="+", help=f"model names: {' '.join(VISION + TRANSFORMERS)} (or see --any)")
     ap.add_argument("--any", action="store_true",
-                    help=f"also any torchvision classification model by name, or one of {' '.join(USER_NETS)}")
+                    help="also any torchvision classification model by name, or one of "
+                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER])}")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--variant", default="", help=f"comma-separated, other exports: {' '.join(VARIANTS)}")
