@@ -249,6 +249,9 @@ class Execution:
     # per pixel; Tileplan's kernels that cannot store into the caller's output write a padded copy [N, G, P, Q, K_p],
     # pixels K_p apart: tileplan.codegen.schedule.model_cycles)
     o_row: int = 0
+    # Kernel dilation (rows, columns): tap r of an output row p reads input row p x stride + r x dilation, so a call's
+    # window of t_r taps spans (t_r - 1) x dilation + 1 more rows than its output rows need (`_axis`)
+    dilation: tuple[int, int] = (1, 1)
 
     @property
     def rows(self) -> int:
@@ -396,7 +399,7 @@ class ExecutionBuilder:
             self._fixed = dict(
                 search=tile_search_evaluations(problem, arch) if auto else 0,
                 kind="conv", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=dims["Q"], k=dims["K"],
-                c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=pad, in_h=in_h, in_w=in_w,
+                c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=pad, in_h=in_h, in_w=in_w, dilation=(dh, dw),
                 in_bytes=arch.input_bytes, out_bytes=arch.output_bytes, bias=self.bias, reuse=executor == "tileplan",
                 dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
             )
@@ -480,9 +483,11 @@ FEATURE_COLUMNS = (
 )
 
 
-def _axis(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, in_dim: int) -> np.ndarray:
+def _axis(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, in_dim: int,
+          dilation: int = 1) -> np.ndarray:
     """Distinct tiles of one spatial axis: rows (count, output extent, kernel extent, DRAM rows loaded,
-    last kernel tile, first kernel tile, first output tile)."""
+    last kernel tile, first kernel tile, first output tile). A tile of o outputs and kk kernel taps reads the
+    window its taps span: o x stride + (kk - 1) x dilation rows from row po x stride + kr x dilation - pad."""
     acc: dict[tuple, int] = {}
     wrap = 1 << ITERATOR_BITS
     n_full = out // tile_o
@@ -496,8 +501,8 @@ def _axis(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, 
         o = min(tile_o, out - po)
         for kr in range(0, kdim, tile_k):
             kk = min(tile_k, kdim - kr)
-            start = po * stride + kr - pad
-            n = o * stride + kk - 1
+            start = po * stride + kr * dilation - pad
+            n = o * stride + (kk - 1) * dilation
             unpadded = n - max(0, -start) - max(0, start + n - in_dim)
             if unpadded < 0:  # window entirely in the zero padding: the 16-bit iterator wraps
                 unpadded += wrap
@@ -624,8 +629,9 @@ def conv_calls(e: Execution, dram_bw: float) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4096)
-def _axis_table(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, in_dim: int) -> np.ndarray:
-    table = _axis(out, tile_o, kdim, tile_k, stride, pad, in_dim)
+def _axis_table(out: int, tile_o: int, kdim: int, tile_k: int, stride: int, pad: int, in_dim: int,
+                dilation: int = 1) -> np.ndarray:
+    table = _axis(out, tile_o, kdim, tile_k, stride, pad, in_dim, dilation)
     table.flags.writeable = False  # shared by every execution with this axis
     return table
 
@@ -670,10 +676,10 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     # is looked up once per distinct loop among the executions (a mapper's candidates share most of them), and each
     # execution's rows are gathered from the distinct tables stacked.
     def _h(e: Execution) -> tuple[np.ndarray, ...]:
-        return (_axis_table(e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),)
+        return (_axis_table(e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h, e.dilation[0]),)
 
     def _w(e: Execution) -> tuple[np.ndarray, ...]:
-        return (_axis_table(e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),)
+        return (_axis_table(e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w, e.dilation[1]),)
 
     def _k(e: Execution) -> tuple[np.ndarray, ...]:
         return (
@@ -705,8 +711,8 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     l2_rows: list[tuple[list[bool], list[bool]]] = []
     keep_idx = []
     for e in es:
-        loops = ((e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h),
-                 (e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w),
+        loops = ((e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h, e.dilation[0]),
+                 (e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w, e.dilation[1]),
                  (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols, e.w_row, e.o_row),
                  (e.c, e.c_step, e.t_c, e.in_bytes, e.rows),
                  (e.batch, e.t_n))
