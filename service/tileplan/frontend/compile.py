@@ -1235,9 +1235,9 @@ in the layouts the kernels read) are read-only data linked in from `weights.bin`
 
 def model_digest(model: bytes, hw: Any, options: CompileOptions, input_shapes: dict[str, list[int]] | None) -> str:
     """What identifies a compile (for a cache or a job store): model bytes, hardware, options, input shapes."""
-    from tileplan.plan import SOLVER_VERSION, hardware_fingerprint
+    from tileplan.plan import hardware_fingerprint, solver_version
 
     doc = {"model": hashlib.sha256(model).hexdigest(), "hardware": hardware_fingerprint(hw),
            "options": options.model_dump(mode="json"), "input_shapes": input_shapes or {},
-           "solver": SOLVER_VERSION, "format": ARTIFACT_FORMAT}
+           "solver": solver_version(), "format": ARTIFACT_FORMAT}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
