@@ -203,6 +203,14 @@ def generate_kernel(spec: Any, hw: Any, mapping: Any, name: str, stream: str) ->
     return code
 
 
+def kernel_cycles(spec: Any, hw: Any, mapping: Any, stream: str) -> float:
+    """`generate_kernel(spec, hw, mapping, name, stream).model_cycles` without generating the kernel (the modelled
+    cycles of the code, worked out from its realisation: `codegen.pipeline.model_cycles_of`)."""
+    from tileplan.codegen.pipeline import model_cycles_of
+
+    return float(model_cycles_of(spec.layer, hw, mapping, spec.epilogue, stream=stream, abi=spec.abi))
+
+
 def _schedule_options(options: CompileOptions) -> ScheduleOptions:
     return ScheduleOptions(**options.model_dump(include=set(ScheduleOptions.model_fields)))
 
@@ -237,6 +245,11 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     if early is not None:
         _prebuild(pre, model_name, hw, early, {"emulator/gemmini_emu.c": None})
 
+    # TVM's device backends (CUDA with its PTX script namespace, Metal, ROCm, Vulkan, ...) register themselves at
+    # its import unless told not to: nothing here targets them (kernels and host functions are printed as C by
+    # Tileplan's emitter), and their registration was 0.1-0.15 of TVM's 0.85 CPU s import. (A process that
+    # imported TVM before, or sets the variable, keeps what it has.)
+    os.environ.setdefault("TVM_DEVICE_BACKEND_AUTOLOAD", "0")
     import tvm
     import tvm.relax.frontend.onnx  # noqa: F401
 
@@ -618,14 +631,11 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
         for k, a in zip(lkeys, ops):
             by_layer.setdefault(k, []).append(a)
         kernels: dict[tuple[Any, ...], Any] = {}
-        # the library's tiling of each kernel, which _keep_library_tiling generates next (serially, in this
-        # process): made here in the workers too, so that it finds them in the kernel cache (the same arguments)
-        library: list[Future[Any]] = []
-        seen: set[tuple[Any, ...]] = set()
 
         def generate_layer(k: str) -> None:
             """Submit the kernels of every op of layer `k` (planned): each distinct kernel once, named after its
-            first op in program order (ops with one kernel key have one layer), and their library tilings."""
+            first op in program order (ops with one kernel key have one layer). (The library's tilings, which
+            _keep_library_tiling compares them with, are costed there without generating them.)"""
             for a in by_layer[k]:
                 a.plan = plans[k]
                 kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
@@ -633,11 +643,6 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                     kernels[kkey] = ex.submit(generate_kernel, a.spec, hw, a.plan.mapping,
                                               short_ident(a.qop.name, "tpk_"), stream)
                 a.art = kernels[kkey]
-                key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
-                if stream != "baseline" and a.plan.baseline is not None and key not in seen:
-                    seen.add(key)
-                    library.append(ex.submit(_try, generate_kernel, a.spec, hw, a.plan.baseline.mapping,
-                                             short_ident(a.qop.name, "tpk_"), "baseline"))
 
         solving: dict[Future[Plan], str] = {}
         for k, a in firsts.items():
@@ -678,8 +683,6 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 except (CodegenError, MappingInfeasible) as exc:
                     a.art, a.reason = None, f"no accelerator code: {exc}"
             progress(i + 1)
-        for fut in library:
-            fut.result()  # failures are the caller's to report (it asks again, from the cache or anew)
         phase("codegen")
     finally:
         ex.shutdown()
@@ -741,17 +744,27 @@ def _keep_library_tiling(ops: list[_Accel], hw: Any, stream: str) -> None:
         key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
         if key not in chosen:
             bmap, name = a.plan.baseline.mapping, short_ident(a.qop.name, "tpk_")
-            lib = a.art if stream == "baseline" else _try(generate_kernel, a.spec, hw, bmap, name, "baseline")
-            if isinstance(lib, Exception):  # the library's tiling cannot be generated with this ABI
+            # a kernel is generated only to be run: the library's tiling (and the same tiling in Tileplan's stream)
+            # is costed from its realisation (`kernel_cycles`, the modelled cycles its kernel would carry) and
+            # generated only where it is the faster
+            lib_cycles = (float(a.art.model_cycles) if stream == "baseline"
+                          else _try(kernel_cycles, a.spec, hw, bmap, "baseline"))
+            lib = a.art if stream == "baseline" or isinstance(lib_cycles, Exception) \
+                or not lib_cycles < float(a.art.model_cycles) else _try(generate_kernel, a.spec, hw, bmap, name,
+                                                                         "baseline")
+            if isinstance(lib_cycles, Exception) or isinstance(lib, Exception):
+                # the library's tiling cannot be generated with this ABI
                 chosen[key] = (a.art, "", float(a.plan.baseline.metrics.cycles))
                 continue
             best, how = a.art, ""
-            if float(lib.model_cycles) < float(best.model_cycles):
+            if lib_cycles < float(best.model_cycles):
                 best, how = lib, "baseline"
-                alt = _try(generate_kernel, a.spec, hw, bmap, name, stream)
-                if not isinstance(alt, Exception) and float(alt.model_cycles) < float(best.model_cycles):
-                    best, how = alt, stream
-            chosen[key] = (best, how, float(lib.model_cycles))
+                alt_cycles = _try(kernel_cycles, a.spec, hw, bmap, stream)
+                if not isinstance(alt_cycles, Exception) and alt_cycles < float(best.model_cycles):
+                    alt = _try(generate_kernel, a.spec, hw, bmap, name, stream)
+                    if not isinstance(alt, Exception):
+                        best, how = alt, stream
+            chosen[key] = (best, how, lib_cycles)
         a.art, how, a.library_cycles = chosen[key]
         if how:
             a.library_tiling = ("the library's tiling" + (" in the library's load order" if how == "baseline" else
