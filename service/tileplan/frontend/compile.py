@@ -290,9 +290,40 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     stream = "baseline" if executor_for(options.mapper) == "library" else "tileplan"
     total = len(composites) + 1
     accel = {c: _Accel(q, partition.kernel_spec(q)) for c, q in composites.items()}
+    global_pools = frozenset(v for v, n in onnx_nodes.items() if n.op_type == "GlobalAveragePool")
+
+    def host_part(fused_mod: Any, comps: dict[str, Any], emit_workers: int) -> tuple[list[str], HostPart]:
+        """The host part of the program whose offloaded composites are `comps` (in step order, as `accel`):
+        onnxruntime's arithmetic for the host ops, lowered, each host function's C (and the notes)."""
+        symbols = {c: f"tp_accel_{i}" for i, c in enumerate(comps)}
+        operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in comps.items()
+                                                if isinstance(q, patterns.ActMatmul)}
+        constants = {c: q.x_const for c, q in comps.items()
+                     if isinstance(q, patterns.QuantOp) and q.x_const is not None}
+        compat, compat_notes = host_ops.onnxruntime_compatible(
+            host_ops.offload(fused_mod, symbols, operands, constants), global_pools, imported.uint8_activations)
+        return compat_notes, lower_host_cached(compat, emit_workers)
+
+    # The host part depends on which ops are offloaded, not on their plans: it is lowered in a thread while the
+    # worker processes plan and generate kernels (TVM's passes release the GIL; this process only waits for the
+    # workers meanwhile), started once they are forked (a fork while the thread runs TVM could copy a lock it
+    # holds), and its C made in the thread itself (no further fork). Used unless an op then gets no code (the
+    # model is fused again without it: the host part is made anew below, as without the thread).
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    early_host: list[Future[tuple[list[str], HostPart]]] = []
+    host_thread = ThreadPoolExecutor(max_workers=1)
+
+    def start_host() -> None:
+        early_host.append(host_thread.submit(host_part, fused, dict(composites), 1))
+
     phase("other")
-    plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
-                               lambda done: progress(done, total) if progress else None, phase)
+    try:
+        plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
+                                   lambda done: progress(done, total) if progress else None, phase, start_host)
+    finally:
+        host_thread.shutdown(wait=True)  # (TVM is used by this thread only from here on)
+    phase("host")
     _keep_library_tiling(list(accel.values()), hw, stream)
     if early is not None:
         _prebuild(pre, model_name, hw, early, {f"kernels/{a.art.name}.c": a.art.c_source
@@ -305,15 +336,14 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         ok = {a.qop.name for a in accel.values() if not a.reason}
         fused, composites = patterns.fuse(mod, onnx_nodes, lambda q: q.name in ok)
         accel = {c: next(a for a in accel.values() if a.qop.name == q.name) for c, q in composites.items()}
+        early_host.clear()
 
     phase("other")
     # -- the accelerator steps and the host part --------------------------------------------------------------
     timings: list[Any] = []
     templates: dict[str, Step] = {}
-    symbols: dict[str, str] = {}
-    for i, (cname, a) in enumerate(accel.items()):
-        sym = f"tp_accel_{i}"
-        symbols[cname] = sym
+    for i, a in enumerate(accel.values()):
+        sym = f"tp_accel_{i}"  # (the host part calls step i by this name: host_part)
         if a.art.timing not in timings:
             timings.append(a.art.timing)
         if a.spec.act is None:
@@ -326,15 +356,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                               else None, w_t, _const_tensor(bp), a.spec.clamp,
                               timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant,
                               act=a.spec.act)
-    operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in composites.items()
-                                            if isinstance(q, patterns.ActMatmul)}
-    global_pools = frozenset(v for v, n in onnx_nodes.items() if n.op_type == "GlobalAveragePool")
-    constants = {c: q.x_const for c, q in composites.items()
-                 if isinstance(q, patterns.QuantOp) and q.x_const is not None}
-    compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols, operands, constants),
-                                                           global_pools, imported.uint8_activations)
+    compat_notes, host = early_host[0].result() if early_host else host_part(fused, composites, workers)
     notes += compat_notes
-    host = lower_host_cached(compat, workers)
     host_sources, host_ws, host_names = host_units(host.sources), host.workspace, host.names
     if early is not None:
         _prebuild(pre, model_name, hw, early, {f"host/{k}.c": v for k, v in host_sources.items()})
@@ -604,11 +627,14 @@ def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
 
 
 def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, stream: str, planner: Planner,
-                       workers: int, progress: Callable[[int], None], phase: Callable[[str], None]) -> dict[str, Plan]:
+                       workers: int, progress: Callable[[int], None], phase: Callable[[str], None],
+                       forked: Callable[[], None] | None = None) -> dict[str, Plan]:
     """Plan every distinct layer of `ops` once and generate every distinct kernel once, filling each op's plan
     and kernel (or its reason for staying on the host).  With `workers` > 1 the solves and code generation run in
     forked processes: a planner that can `lookup` / `save` (StorePlanner) is asked in this process and only
-    its misses are solved there; any other planner runs here, in parallel with code generation."""
+    its misses are solved there; any other planner runs here, in parallel with code generation.  `forked` is
+    called once the worker processes exist (after the first task was handed to them), while they work; never
+    without workers."""
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 
@@ -659,6 +685,8 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
         for k in firsts:
             if k in plans:
                 generate_layer(k)
+        if forked is not None and (solving or kernels):  # (the pool forks its workers at the first task)
+            forked()
         # code generation starts as each layer's solve ends (no barrier between the phases)
         for fut in as_completed(solving):
             k = solving[fut]
