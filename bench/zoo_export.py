@@ -76,6 +76,25 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "nhwc": {"nhwc": True},
     "dynamic": {"dynamic": True},  # quantize_dynamic
     "converted21": {"convert": 21},  # the recipe's quantized files moved to opset 21 by onnx's version converter
+    # The quantizer's other options, as its docs and issues show users setting them ("exclude": "ends" leaves the
+    # first and the last matrix product in float, from the float graph's node names; "preprocess": onnxruntime's
+    # quant_pre_process first, its docs' recommended step; "calibrate": a CalibrationMethod member's name).
+    "exclude_ends": {"quant": {"exclude": "ends"}},
+    "conv_matmul_only": {"quant": {"op_types_to_quantize": ["Conv", "MatMul"]}},  # float islands in between
+    "float_bias": {"quant": {"extra": {"QuantizeBias": False}}},
+    "qdq_weight": {"quant": {"extra": {"AddQDQPairToWeight": True}}},  # float weights, then Q -> DQ
+    "dedicated_qdq": {"quant": {"extra": {"DedicatedQDQPair": True}}},
+    "contrib_qdq": {"quant": {"extra": {"UseQDQContribOps": True}}},  # com.microsoft Q/DQ
+    "keep_act": {"quant": {"extra": {"QDQKeepRemovableActivations": True}}},
+    "act_symmetric": {"quant": {"extra": {"ActivationSymmetric": True}}},
+    "matmul_const_b": {"quant": {"extra": {"MatMulConstBOnly": True}}},
+    "percentile": {"quant": {"calibrate": "Percentile"}},
+    "entropy": {"quant": {"calibrate": "Entropy"}},
+    "distribution": {"quant": {"calibrate": "Distribution"}},
+    "int16": {"quant": {"activation_type": "QInt16"}},  # 16-bit activations: wider than Gemmini's int8 inputs
+    "uint16": {"quant": {"activation_type": "QUInt16"}},
+    "int4": {"quant": {"weight_type": "QInt4"}},  # 4-bit weights: the quantizer moves the model to opset 21
+    "preprocessed": {"preprocess": True},
 }
 
 
@@ -239,6 +258,13 @@ def _unshare_initializers(model: Any) -> Any:
     return model
 
 
+def _end_products(model: Any) -> list[str]:
+    """The names of a float graph's first and last matrix products (Conv, Gemm, MatMul): the layers a user most
+    often keeps in float (`nodes_to_exclude`), the stem and the classifier being the most sensitive to rounding."""
+    products = [n.name for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul")]
+    return [products[0], products[-1]] if products else []
+
+
 class _NHWC:
     """A wrapper taking channels-last images (N, H, W, C), as a TensorFlow-style pipeline feeds them."""
 
@@ -261,8 +287,10 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
     import torch
     from onnxruntime.quantization import (
         CalibrationDataReader,
+        CalibrationMethod,
         QuantFormat,
         QuantType,
+        quant_pre_process,
         quantize_dynamic,
         quantize_static,
     )
@@ -308,15 +336,23 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
     q = {"activation_type": "QInt8", "weight_type": "QInt8", "per_channel": False, **v.get("quant", {})}
     extra = q.pop("extra", {})
     q["activation_type"], q["weight_type"] = QuantType[q["activation_type"]], QuantType[q["weight_type"]]
+    if "calibrate" in q:
+        q["calibrate_method"] = CalibrationMethod[q.pop("calibrate")]
+    if q.pop("exclude", None) == "ends":
+        q["nodes_to_exclude"] = _end_products(onnx.load(str(paths["float"])))
     for fmt, qf in (("qdq", QuantFormat.QDQ), ("qoperator", QuantFormat.QOperator)):
         if paths[fmt].exists():
             continue
         with tempfile.TemporaryDirectory() as tmp:
             dst = Path(tmp) / "quant.onnx"
             src = paths["float"]
+            if v.get("preprocess"):
+                src = Path(tmp) / "float-preprocessed.onnx"
+                quant_pre_process(str(paths["float"]), str(src))
             if fmt == "qoperator" and _shared_initializers(onnx.load(str(src))):
-                src = Path(tmp) / "float-unshared.onnx"
-                onnx.save(_unshare_initializers(onnx.load(str(paths["float"]))), str(src))
+                unshared = Path(tmp) / "float-unshared.onnx"
+                onnx.save(_unshare_initializers(onnx.load(str(src))), str(unshared))
+                src = unshared
             quantize_static(str(src), str(dst), Reader(), quant_format=qf, extra_options=extra, **q)
             if v.get("convert"):
                 from onnx import version_converter

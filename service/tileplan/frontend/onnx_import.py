@@ -770,6 +770,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                seed: int = 0) -> ImportedModel:
     """Decode, fix input shapes, fold shape arithmetic, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
     from tileplan.frontend.dynamic import split_integer_products, unfuse_contrib
+    from tileplan.frontend.qdq_forms import fold_constant_quantize
     from tileplan.frontend.qoperator import to_qdq
 
     model = decode(data)
@@ -779,6 +780,10 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     if folded:
         notes.append(folded)
     nhwc = onnxruntime_nhwc_resizes(model)  # before the rewrite: it follows the QLinearConv nodes
+    constant_q = fold_constant_quantize(model)
+    if constant_q:
+        notes.append(f"QuantizeLinear of constant float weights computed once, as onnxruntime's constant folding "
+                     f"does (AddQDQPairToWeight): {len(constant_q)} node(s), e.g. {constant_q[0]}")
     quantized = weight_bias_quantization(model)  # on the graph onnxruntime sees
     if quantized:
         notes.append("float weights / biases after a DequantizeLinear quantized as onnxruntime's sessions do "

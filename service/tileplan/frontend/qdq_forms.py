@@ -1,0 +1,60 @@
+"""Other forms onnxruntime's quantizer writes a QDQ model in, rewritten at import into the form the patterns read
+(dequantize of a constant int8 weight), each as onnxruntime's own session computes it:
+
+- `fold_constant_quantize`: a weight kept in float and quantized in the graph (`AddQDQPairToWeight`: initializer
+  -> QuantizeLinear -> DequantizeLinear). onnxruntime's constant folding computes that QuantizeLinear once when
+  the session is made, before its QDQ fusion reads the weight, so the integer kernels see int8 constants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# the integer element types of QuantizeLinear's output (onnx.TensorProto), their range and numpy type
+_QTYPES = {2: (np.uint8, 0, 255), 3: (np.int8, -128, 127), 4: (np.uint16, 0, 65535), 5: (np.int16, -32768, 32767)}
+
+
+def _attr(node: Any, name: str, default: Any) -> Any:
+    from onnx import helper
+
+    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
+
+
+def fold_constant_quantize(model: Any) -> list[str]:
+    """Replace every QuantizeLinear whose input, scale and zero point are initializers by the initializer it
+    computes: saturate(round_half_even(x / scale) + zero_point), per tensor or along `axis` (ONNX's definition, and
+    onnxruntime's CPU kernel: a float32 division, rounded to nearest even). Returns the folded nodes' names; a
+    blocked or 4-bit / float8 QuantizeLinear is left as it is."""
+    from onnx import numpy_helper
+
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    outputs = {o.name for o in g.output}
+    folded: list[str] = []
+    for node in list(g.node):
+        if node.op_type != "QuantizeLinear" or node.domain not in ("", "ai.onnx"):
+            continue
+        ins = [i for i in node.input if i]
+        if len(ins) < 2 or any(i not in inits for i in ins) or node.output[0] in outputs:
+            continue
+        if _attr(node, "block_size", 0) or inits[ins[0]].data_type != 1:
+            continue
+        zp_type = inits[ins[2]].data_type if len(ins) > 2 else _attr(node, "output_dtype", 0) or 2
+        if zp_type not in _QTYPES:
+            continue
+        dtype, lo, hi = _QTYPES[zp_type]
+        x = numpy_helper.to_array(inits[ins[0]]).astype(np.float32)
+        scale = numpy_helper.to_array(inits[ins[1]]).astype(np.float32)
+        zp = numpy_helper.to_array(inits[ins[2]]).astype(np.float64) if len(ins) > 2 else np.zeros(scale.shape)
+        if scale.size > 1:  # per channel: along `axis`
+            axis = _attr(node, "axis", 1) % x.ndim
+            shape = [1] * x.ndim
+            shape[axis] = scale.size
+            scale, zp = scale.reshape(shape), zp.reshape(shape)
+        q = np.clip(np.rint(x / scale).astype(np.float64) + zp, lo, hi).astype(dtype)
+        g.initializer.append(numpy_helper.from_array(q, node.output[0]))
+        g.node.remove(node)
+        folded.append(node.name)
+    return folded
