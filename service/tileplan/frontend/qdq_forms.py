@@ -4,6 +4,9 @@
 - `fold_constant_quantize`: a weight kept in float and quantized in the graph (`AddQDQPairToWeight`: initializer
   -> QuantizeLinear -> DequantizeLinear). onnxruntime's constant folding computes that QuantizeLinear once when
   the session is made, before its QDQ fusion reads the weight, so the integer kernels see int8 constants.
+- `contrib_to_onnx`: `UseQDQContribOps` writes every QuantizeLinear / DequantizeLinear in onnxruntime's
+  com.microsoft domain, whose 8-bit (and int32 bias) forms define exactly what ONNX's do (same inputs, same
+  `axis`); onnxruntime's QDQ selectors accept either domain.
 """
 
 from __future__ import annotations
@@ -58,3 +61,36 @@ def fold_constant_quantize(model: Any) -> list[str]:
         g.node.remove(node)
         folded.append(node.name)
     return folded
+
+
+# element types (onnx.TensorProto) whose com.microsoft Q/DQ ONNX's own QuantizeLinear / DequantizeLinear define
+# alike at every opset Tileplan reads: uint8, int8 and (DequantizeLinear of a bias) int32
+_ONNX_Q_TYPES = {2, 3}
+_ONNX_DQ_TYPES = {2, 3, 6}
+
+
+def contrib_to_onnx(model: Any) -> list[str]:
+    """Move com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes (DequantizeLinear also of an int32
+    bias) into the ONNX domain. The element type is read from the zero point (or, for a DequantizeLinear, its
+    input) where it is an initializer; a node of another type (16-bit, 4-bit: their ONNX forms need opset 21) or
+    whose type is not known is left as it is. Returns the moved nodes' names."""
+    g = model.graph
+    types = {t.name: t.data_type for t in g.initializer}
+    for vi in [*g.value_info, *g.input, *g.output]:
+        if vi.type.tensor_type.elem_type:
+            types.setdefault(vi.name, vi.type.tensor_type.elem_type)
+    moved: list[str] = []
+    for node in g.node:
+        if node.domain != "com.microsoft" or node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        quantize = node.op_type == "QuantizeLinear"
+        code = node.input[2] if len(node.input) > 2 and node.input[2] else ("" if quantize else node.input[0])
+        if types.get(code) not in (_ONNX_Q_TYPES if quantize else _ONNX_DQ_TYPES):
+            continue
+        node.domain = ""
+        moved.append(node.name)
+    if moved and not any(n.domain == "com.microsoft" for n in g.node):
+        kept = [o for o in model.opset_import if o.domain != "com.microsoft"]
+        del model.opset_import[:]
+        model.opset_import.extend(kept)
+    return moved
