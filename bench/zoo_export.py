@@ -91,9 +91,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "percentile": {"quant": {"calibrate": "Percentile"}},
     "entropy": {"quant": {"calibrate": "Entropy"}},
     "distribution": {"quant": {"calibrate": "Distribution"}},
-    "int16": {"quant": {"activation_type": "QInt16"}},  # 16-bit activations: wider than Gemmini's int8 inputs
-    "uint16": {"quant": {"activation_type": "QUInt16"}},
-    "int4": {"quant": {"weight_type": "QInt4"}},  # 4-bit weights: the quantizer moves the model to opset 21
+    # 16-bit activations, 4-bit weights: onnxruntime's quantizer writes them in QDQ form only ("Only
+    # QuantFormat.QDQ supports 16-bit quantization types"); for 4 bits it moves the model to opset 21
+    "int16": {"quant": {"activation_type": "QInt16"}, "formats": ("qdq",)},
+    "uint16": {"quant": {"activation_type": "QUInt16"}, "formats": ("qdq",)},
+    "int4": {"quant": {"weight_type": "QInt4"}, "formats": ("qdq",)},
     "preprocessed": {"preprocess": True},
 }
 
@@ -297,7 +299,7 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
 
     v = VARIANTS[variant] if variant else {}
     stem = f"{name}@{variant}" if variant else name
-    fmts = ("float", "dynamic") if v.get("dynamic") else ("float", "qdq", "qoperator")
+    fmts = ("float", "dynamic") if v.get("dynamic") else ("float", *v.get("formats", ("qdq", "qoperator")))
     paths = {f: out / f"{stem}.{f}.onnx" for f in fmts}
     if all(p.exists() for p in paths.values()):
         return paths
@@ -341,7 +343,7 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
     if q.pop("exclude", None) == "ends":
         q["nodes_to_exclude"] = _end_products(onnx.load(str(paths["float"])))
     for fmt, qf in (("qdq", QuantFormat.QDQ), ("qoperator", QuantFormat.QOperator)):
-        if paths[fmt].exists():
+        if fmt not in paths or paths[fmt].exists():
             continue
         with tempfile.TemporaryDirectory() as tmp:
             dst = Path(tmp) / "quant.onnx"

@@ -770,7 +770,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                seed: int = 0) -> ImportedModel:
     """Decode, fix input shapes, fold shape arithmetic, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
     from tileplan.frontend.dynamic import split_integer_products, unfuse_contrib
-    from tileplan.frontend.qdq_forms import contrib_to_onnx, fold_constant_quantize
+    from tileplan.frontend.qdq_forms import contrib_to_onnx, fold_constant_quantize, scalar_qparams
     from tileplan.frontend.qoperator import to_qdq
 
     model = decode(data)
@@ -780,6 +780,10 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     if folded:
         notes.append(folded)
     nhwc = onnxruntime_nhwc_resizes(model)  # before the rewrite: it follows the QLinearConv nodes
+    scalars = scalar_qparams(model)
+    if scalars:
+        notes.append(f"1-element scales / zero points (torch.onnx's fake-quantize export) read as per-tensor ones: "
+                     f"{scalars} QuantizeLinear / DequantizeLinear node(s)")
     contrib = contrib_to_onnx(model)
     if contrib:
         notes.append(f"com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes (UseQDQContribOps) read as "

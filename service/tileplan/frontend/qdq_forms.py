@@ -7,6 +7,9 @@
 - `contrib_to_onnx`: `UseQDQContribOps` writes every QuantizeLinear / DequantizeLinear in onnxruntime's
   com.microsoft domain, whose 8-bit (and int32 bias) forms define exactly what ONNX's do (same inputs, same
   `axis`); onnxruntime's QDQ selectors accept either domain.
+- `scalar_qparams`: torch.onnx writes a fake-quantized (QAT) model's per-tensor scale and zero point as
+  1-element 1-D tensors, equal ones shared through Identity nodes; onnxruntime reads a 1-element scale as per
+  tensor, and so does Tileplan once it is a scalar.
 """
 
 from __future__ import annotations
@@ -94,3 +97,38 @@ def contrib_to_onnx(model: Any) -> list[str]:
         del model.opset_import[:]
         model.opset_import.extend(kept)
     return moved
+
+
+def scalar_qparams(model: Any) -> int:
+    """Give every QuantizeLinear / DequantizeLinear whose scale and zero point are 1-element initializers (directly
+    or through an Identity) scalar copies of them: one value along any axis is that value for the whole tensor,
+    which is how ONNX broadcasts it and how onnxruntime's QDQ selectors read it. Returns the nodes changed."""
+    from onnx import numpy_helper
+
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    identity = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Identity" and n.input[0] in inits}
+    made: dict[str, str] = {}
+    changed = 0
+    for node in g.node:
+        if node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        params = [k for k in (1, 2) if len(node.input) > k and node.input[k]]
+        sources = [identity.get(node.input[k], node.input[k]) for k in params]
+        if any(s not in inits or int(np.prod(inits[s].dims)) != 1 for s in sources):
+            continue
+        if all(len(inits[s].dims) == 0 and s == node.input[k] for s, k in zip(sources, params)):
+            continue
+        for k, src in zip(params, sources):
+            if len(inits[src].dims) == 0:
+                node.input[k] = src
+                continue
+            if src not in made:
+                made[src] = f"{src}/scalar"
+                g.initializer.append(numpy_helper.from_array(numpy_helper.to_array(inits[src]).reshape(()),
+                                                             made[src]))
+            node.input[k] = made[src]
+        for a in [a for a in node.attribute if a.name == "axis"]:
+            node.attribute.remove(a)
+        changed += 1
+    return changed
