@@ -81,3 +81,27 @@ def test_one_element_scales_behind_identities_are_per_tensor(model):
     for seed in (1, 2):
         feeds = zoo.sample_inputs(data, seed=seed)
         assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+
+
+def test_a_float_bias_behind_an_identity_is_quantized_as_onnxruntime_does():
+    """QuantizeBias=False leaves each bias in float; torch.onnx shares equal ones through an Identity (a QAT
+    export's fused BatchNorm biases). onnxruntime quantizes the bias it reaches through the Identity
+    (WeightBiasQuantization), and so does Tileplan: every conv on the accelerator, outputs equal."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load_model_from_string(zoo.build("resnet_block", "qdq", extra={"QuantizeBias": False}))
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    convs = [n for n in g.node if n.op_type == "Conv" and len(n.input) > 2 and n.input[2] in inits]
+    assert convs
+    for conv in convs:
+        g.node.insert(0, helper.make_node("Identity", [conv.input[2]], [f"{conv.input[2]}/shared"],
+                                          name=f"{conv.name}/bias_identity"))
+        conv.input[2] = f"{conv.input[2]}/shared"
+    data = model.SerializeToString()
+    res = compile_bytes(data, options=FAST)
+    assert res.summary["total"]["accelerator_mac_share"] == 1.0, [
+        (o["name"], o["reason"]) for o in res.summary["ops"] if o["where"] == "host" and o["macs"]]
+    feeds = zoo.sample_inputs(data, seed=1)
+    assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)

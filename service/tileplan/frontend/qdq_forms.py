@@ -29,20 +29,21 @@ def _attr(node: Any, name: str, default: Any) -> Any:
 
 
 def fold_constant_quantize(model: Any) -> list[str]:
-    """Replace every QuantizeLinear whose input, scale and zero point are initializers by the initializer it
-    computes: saturate(round_half_even(x / scale) + zero_point), per tensor or along `axis` (ONNX's definition, and
-    onnxruntime's CPU kernel: a float32 division, rounded to nearest even). Returns the folded nodes' names; a
+    """Replace every QuantizeLinear whose input, scale and zero point are initializers (or Identity nodes of them)
+    by the initializer it computes: saturate(round_half_even(x / scale) + zero_point), per tensor or along `axis`
+    (ONNX's definition, and onnxruntime's CPU kernel: a float32 division, rounded to nearest even). Returns the folded nodes' names; a
     blocked or 4-bit / float8 QuantizeLinear is left as it is."""
     from onnx import numpy_helper
 
     g = model.graph
     inits = {t.name: t for t in g.initializer}
+    identity = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Identity" and n.input[0] in inits}
     outputs = {o.name for o in g.output}
     folded: list[str] = []
     for node in list(g.node):
         if node.op_type != "QuantizeLinear" or node.domain not in ("", "ai.onnx"):
             continue
-        ins = [i for i in node.input if i]
+        ins = [identity.get(i, i) for i in node.input if i]  # (torch.onnx shares equal tensors through Identity)
         if len(ins) < 2 or any(i not in inits for i in ins) or node.output[0] in outputs:
             continue
         if _attr(node, "block_size", 0) or inits[ins[0]].data_type != 1:
