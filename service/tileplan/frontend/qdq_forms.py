@@ -10,6 +10,13 @@
 - `scalar_qparams`: torch.onnx writes a fake-quantized (QAT) model's per-tensor scale and zero point as
   1-element 1-D tensors, equal ones shared through Identity nodes; onnxruntime reads a 1-element scale as per
   tensor, and so does Tileplan once it is a scalar.
+- `widen_4bit_weights`: 4-bit weights (`weight_type=QInt4` / `QUInt4`: a DequantizeLinear of an int4 / uint4
+  initializer, com.microsoft's below opset 21) stored as int8 with the same values and zero point: every
+  dequantized weight is unchanged, and the int8 datapath multiplies them exactly.
+- `sixteen_bit_node`: 16-bit codes (`activation_type=QInt16` / `QUInt16`, 16-bit weights) are refused:
+  the array multiplies 8-bit operands, and onnxruntime computes those units in float (it has no 16-bit integer
+  kernel), which the host's float kernels (another summation order than MLAS's) do not reproduce to a 16-bit step
+  (ResNet-18 with int16 activations all on the host: 81.6% of its outputs within 1 LSB of onnxruntime, max 4).
 """
 
 from __future__ import annotations
@@ -133,3 +140,59 @@ def scalar_qparams(model: Any) -> int:
             node.attribute.remove(a)
         changed += 1
     return changed
+
+
+_INT4, _UINT4 = 22, 21  # onnx.TensorProto.INT4, UINT4
+
+
+def widen_4bit_weights(model: Any) -> list[str]:
+    """Store the 4-bit weights of every DequantizeLinear (per tensor or per axis, not blocked) whose codes and
+    zero point are initializers as int8 (int4 -8..7 and uint4 0..15 are int8 values), the node in the ONNX
+    domain. Returns the changed nodes' names."""
+    from onnx import numpy_helper
+
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    widened: dict[str, str] = {}
+    changed: list[str] = []
+    for node in g.node:
+        if node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx", "com.microsoft"):
+            continue
+        codes = [i for k, i in enumerate(node.input) if i and k != 1]  # x and its zero point
+        if not codes or any(c not in inits or inits[c].data_type not in (_INT4, _UINT4) for c in codes):
+            continue
+        if _attr(node, "block_size", 0):
+            continue
+        for c in codes:
+            if c not in widened:
+                widened[c] = f"{c}/int8"
+                g.initializer.append(numpy_helper.from_array(numpy_helper.to_array(inits[c]).astype(np.int8),
+                                                             widened[c]))
+        node.input[0] = widened[node.input[0]]
+        if len(node.input) > 2 and node.input[2]:
+            node.input[2] = widened[node.input[2]]
+        node.domain = ""
+        changed.append(node.name)
+    used = {i for n in g.node for i in n.input}
+    for c in widened:  # (TVM's importer cannot read a packed 4-bit initializer, used or not)
+        if c not in used:
+            g.initializer.remove(inits[c])
+    return changed
+
+
+_SIXTEEN = {4: "uint16", 5: "int16"}  # onnx.TensorProto.UINT16, INT16
+
+
+def sixteen_bit_node(model: Any) -> tuple[str, str, str] | None:
+    """The first QuantizeLinear / DequantizeLinear (either domain) with 16-bit codes: (node name, op, type), the
+    type read from its zero point, or a DequantizeLinear's constant input; None when there is none."""
+    inits = {t.name: t.data_type for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        zp = node.input[2] if len(node.input) > 2 else ""
+        kind = _SIXTEEN.get(inits.get(zp, 0)) or (_SIXTEEN.get(inits.get(node.input[0], 0))
+                                                  if node.op_type == "DequantizeLinear" else None)
+        if kind:
+            return node.name, node.op_type, kind
+    return None
