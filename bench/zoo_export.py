@@ -97,6 +97,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "uint16": {"quant": {"activation_type": "QUInt16"}, "formats": ("qdq",)},
     "int4": {"quant": {"weight_type": "QInt4"}, "formats": ("qdq",)},
     "preprocessed": {"preprocess": True},
+    # Not onnxruntime's quantizer: a quantization-aware-training model as torch writes it (`torch_qat`, _qat_net):
+    # BatchNorm folded into the convs, each conv / linear input fake-quantized per tensor (int8, asymmetric) and
+    # its weight per output channel (int8, symmetric), observers run on the calibration inputs, exported by
+    # torch.onnx: QuantizeLinear -> DequantizeLinear pairs on those inputs and weights only, no output quantized.
+    "torch_qat": {"qat": True, "formats": ("qdq",)},
 }
 
 
@@ -267,6 +272,44 @@ def _end_products(model: Any) -> list[str]:
     return [products[0], products[-1]] if products else []
 
 
+def _qat_net(net: Any, feeds: list[dict[str, np.ndarray]]) -> Any:
+    """`net` (eval mode) as a QAT flow leaves it for export: BatchNorm folded into the preceding convs
+    (torch.fx's fuse), every Conv2d / Linear wrapped so that its input is fake-quantized per tensor (int8,
+    asymmetric, moving-average min / max) and its weight per output channel (int8, symmetric), the observers
+    run on `feeds`, then frozen."""
+    import torch
+    from torch.ao.quantization import FakeQuantize, MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver
+    from torch.fx.experimental.optimization import fuse
+
+    class FakeQuantized(torch.nn.Module):
+        def __init__(self, m: Any) -> None:
+            super().__init__()
+            self.m = m
+            self.act = FakeQuantize(observer=MovingAverageMinMaxObserver, quant_min=-128, quant_max=127,
+                                    dtype=torch.qint8, qscheme=torch.per_tensor_affine)
+            self.wq = FakeQuantize(observer=MovingAveragePerChannelMinMaxObserver, quant_min=-128, quant_max=127,
+                                   dtype=torch.qint8, qscheme=torch.per_channel_symmetric, ch_axis=0)
+
+        def forward(self, x: Any) -> Any:
+            w = self.wq(self.m.weight)
+            if isinstance(self.m, torch.nn.Linear):
+                return torch.nn.functional.linear(self.act(x), w, self.m.bias)
+            return self.m._conv_forward(self.act(x), w, self.m.bias)
+
+    net = fuse(net)
+    for mod in list(net.modules()):
+        for child_name, child in list(mod.named_children()):
+            if isinstance(child, (torch.nn.Conv2d, torch.nn.Linear)):
+                setattr(mod, child_name, FakeQuantized(child))
+    with torch.no_grad():
+        for f in feeds:
+            net(torch.from_numpy(f["input"]))
+    for m in net.modules():
+        if isinstance(m, FakeQuantize):
+            m.disable_observer()
+    return net
+
+
 class _NHWC:
     """A wrapper taking channels-last images (N, H, W, C), as a TensorFlow-style pipeline feeds them."""
 
@@ -327,6 +370,13 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
         return paths
     rng = np.random.default_rng(seed)
     feeds = [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(CALIBRATION)]
+    if v.get("qat"):
+        if not paths["qdq"].exists():
+            tmp_out = paths["qdq"].with_suffix(".tmp")
+            torch.onnx.export(_qat_net(net, feeds), (torch.randn(*shape),), str(tmp_out), input_names=["input"],
+                              output_names=["output"], opset_version=17, dynamo=False)
+            tmp_out.replace(paths["qdq"])
+        return paths
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
