@@ -96,7 +96,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "int16": {"quant": {"activation_type": "QInt16"}, "formats": ("qdq",)},
     "uint16": {"quant": {"activation_type": "QUInt16"}, "formats": ("qdq",)},
     "int4": {"quant": {"weight_type": "QInt4"}, "formats": ("qdq",)},
-    "preprocessed": {"preprocess": True},
+    "preprocessed": {"preprocess": {}},
+    # its symbolic shape inference fails on the BERT layer (an assertion in _infer_Reshape); users then skip it
+    "preprocessed_nosym": {"preprocess": {"skip_symbolic_shape": True}},
     # Not onnxruntime's quantizer: a quantization-aware-training model as torch writes it (`torch_qat`, _qat_net):
     # BatchNorm folded into the convs, each conv / linear input fake-quantized per tensor (int8, asymmetric) and
     # its weight per output channel (int8, symmetric), observers run on the calibration inputs, exported by
@@ -398,9 +400,9 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
         with tempfile.TemporaryDirectory() as tmp:
             dst = Path(tmp) / "quant.onnx"
             src = paths["float"]
-            if v.get("preprocess"):
+            if "preprocess" in v:
                 src = Path(tmp) / "float-preprocessed.onnx"
-                quant_pre_process(str(paths["float"]), str(src))
+                quant_pre_process(str(paths["float"]), str(src), **v["preprocess"])
             if fmt == "qoperator" and _shared_initializers(onnx.load(str(src))):
                 unshared = Path(tmp) / "float-unshared.onnx"
                 onnx.save(_unshare_initializers(onnx.load(str(src))), str(unshared))

@@ -134,3 +134,31 @@ def test_16bit_activations_are_refused_naming_the_node_and_why(activation_type):
     msg = str(err.value)
     assert "16-bit" in msg and "QuantizeLinear" in msg and "activation_type=QuantType.QInt8" in msg, msg
     assert err.value.loc[0] == "model" and len(err.value.loc) == 2, err.value.loc
+
+
+def test_a_conv_whose_float_result_is_also_used_elsewhere_is_not_offloaded_whole():
+    """A QAT export quantizes a conv's result for the next layer and also uses it in float (a residual add):
+    one composite cannot hand out both the accelerator's int8 result and the float value. Such a match used to
+    become a composite with two results, and the compile crashed (call_dps_packed: 'Expected Array<relax.TensorType>
+    but got ir.TupleType'); the conv now stays on the host, the model compiles and matches onnxruntime."""
+    import onnx
+    from frontend_helpers import lsb_errors
+    from onnx import TensorProto, helper
+
+    from tileplan.frontend.reference import reference_outputs
+
+    model = onnx.shape_inference.infer_shapes(onnx.load_model_from_string(zoo.build("cnn_small", "qdq")))
+    g = model.graph
+    conv = next(n for n in g.node if n.op_type == "Conv")
+    shape = next(v for v in g.value_info if v.name == conv.output[0]).type.tensor_type.shape
+    g.output.append(helper.make_tensor_value_info(conv.output[0], TensorProto.FLOAT,
+                                                  [d.dim_value for d in shape.dim]))
+    data = model.SerializeToString()
+    res = compile_bytes(data, options=FAST)
+    host = {o["name"]: o["reason"] for o in res.summary["ops"] if o["where"] == "host"}
+    assert conv.name in host, host
+    feeds = zoo.sample_inputs(data, seed=1)
+    got = run_artifact(res.artifact, feeds).outputs
+    first = g.output[0].name
+    want = reference_outputs(data, feeds, "ort-int8")
+    assert lsb_errors(data, {first: got[first]}, {first: want[first]}).max() <= 1.0 + 1e-4
