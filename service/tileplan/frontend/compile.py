@@ -977,6 +977,11 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
             return f"{op} with float weights (no DequantizeLinear): the accelerator multiplies int8 weights"
         if len(node.input) > 2 and node.input[2] and not dequantized(node.input[2]) \
                 and node.input[2] not in inits:
+            p = producers.get(node.input[2])
+            if p is not None and p.op_type == "Identity" and p.input[0] in inits:
+                return (f"{op} with a float bias through an Identity (torch.onnx's sharing of equal tensors): "
+                        "onnxruntime's WeightBiasQuantization does not look through it and computes the "
+                        f"{op} in float, so the host does too")
             return f"{op} whose bias is computed at run time: the kernel's bias is a constant"
         scaled = [a.name for a in node.attribute if a.name in ("alpha", "beta") and a.f != 1.0]
         if op == "Gemm" and scaled:

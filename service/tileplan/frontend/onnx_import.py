@@ -245,15 +245,10 @@ def weight_bias_quantization(model: Any) -> str | None:
     f = np.float32
     inits = {t.name: t for t in g.initializer}
     producer = {o: n for n in g.node for o in n.output}
-    # torch.onnx stores equal tensors once and gives the other users an Identity of it (a QAT export's fused
-    # BatchNorm biases); onnxruntime's constant folding sees through it before WeightBiasQuantization runs
-    identity = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Identity" and n.input[0] in inits}
     done: list[str] = []
     for node in list(g.node):
         if node.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(node.input) < 2:
             continue
-        if len(node.input) > 2 and node.input[2] in identity:
-            node.input[2] = identity[node.input[2]]
         dq0 = producer.get(node.input[0])
         if dq0 is None or dq0.op_type != "DequantizeLinear" or dq0.input[1] not in inits \
                 or numpy_helper.to_array(inits[dq0.input[1]]).size != 1:
