@@ -83,16 +83,22 @@ def test_conv_transpose_kernel_equal_stride_runs_on_the_accelerator(k, bias, per
         assert float(err.max()) <= 1.0 + 1e-4 and float((err <= 1e-4).mean()) >= 0.999, (err.max(), (err > 0).sum())
 
 
-@pytest.mark.parametrize(("k", "cin"), [(2, 16), (2, 192), (3, 24)])
-def test_float_conv_transpose_equals_onnxruntime(k, cin):
+@pytest.mark.parametrize(("k", "cin", "offload"), [(2, 16, True), (2, 192, True), (3, 24, True), (2, 16, False),
+                                                   (2, 192, False)])
+def test_float_conv_transpose_equals_onnxruntime(k, cin, offload):
     """A QOperator export leaves ConvTranspose in float (float weights between DequantizeLinear and
-    QuantizeLinear: onnxruntime's quantizer has no QLinear form of it). Its CPU kernel is one SGEMM per image
-    (W^T [C_out k k, C_in] x X [C_in, H W], MLAS) scattered by Col2Im into a zeroed output, then the bias added; with
-    kernel = stride nothing overlaps, so each output is one MLAS dot product (host_ops._matmul_te's arithmetic)
-    plus its bias. Any other summation order rounds some quantized outputs the other way (unet_small's first
-    ConvTranspose: 10,041 of 131,072 codes, 1 code each, bench/zoo_trace.py)."""
+    QuantizeLinear: onnxruntime's quantizer has no QLinear form of it). onnxruntime's sessions quantize its weight
+    and bias first (WeightBiasQuantization, below) and compute it in float with them: one SGEMM per image
+    (W^T [C_out k k, C_in] x X [C_in, H W], MLAS) scattered by Col2Im into a zeroed output, then the bias added.
+    With kernel = stride those int8 weights make it the 1x1 conv + DepthToSpace the accelerator runs (the exact
+    integer sum; it and onnxruntime's float one round apart only at a tie). On the host (offload off) it is the
+    same integer conv; a ConvTranspose the rewrite leaves in float is one MLAS dot product per output
+    (host_ops._matmul_te's arithmetic) plus its bias. Any other float summation order rounds some quantized
+    outputs the other way (unet_small's first ConvTranspose: 10,041 of 131,072 codes, 1 code each)."""
     data = zoo.quantize(_up_only(k=k, cin=cin), "qoperator")
-    res = compile_bytes(data, options=FAST)
+    res = compile_bytes(data, options=FAST.model_copy(update={"offload": offload}))
+    ops = {o["name"]: o for o in res.summary["ops"]}
+    assert ops["up"]["where"] == ("accelerator" if offload else "host"), ops["up"]["reason"]
     for seed in (1, 2):
         feeds = zoo.sample_inputs(data, seed=seed)
         got = run_artifact(res.artifact, feeds).outputs

@@ -26,8 +26,10 @@ MM = {"op": "matmul", "M": 32, "K": 64, "N": 32}
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    # a short codegen limit: a module request that hangs shows up as a 503 here, not as a slow test
-    settings = Settings(data_dir=tmp_path_factory.mktemp("answers"), solver_processes=1, codegen_time_limit_s=45)
+    # a short codegen limit: a module request that hangs shows up as a 503 here, not as a slow test; a long wait
+    # limit: these tests check answers, and a loaded machine must not turn a plan into a 202 (a job to poll)
+    settings = Settings(data_dir=tmp_path_factory.mktemp("answers"), solver_processes=1, codegen_time_limit_s=45,
+                        wait_limit_s=300)
     with TestClient(create_app(settings)) as c:
         yield c
 

@@ -360,14 +360,10 @@ def conv_transpose_as_conv(model: Any) -> str | None:
         kk = k[0]
         _, wv, ws, wz, waxis = w
         cin, cout = wv.shape[:2]
-        if (ws.size > 1 and (waxis % 4 != 1 or ws.size != cout)) or np.any(wz != 0):
-            continue  # (a weight zero point: the accelerator cannot take it; the host computes the ConvTranspose)
-        if WBQ_TAG in w[0].name:
-            # weights weight_bias_quantization made (a QOperator export's float ConvTranspose): the host computes
-            # it with onnxruntime's arithmetic, equal to it; offloaded, unet_small's second one disagreed with
-            # onnxruntime on 1.3% of its codes (up to 2, clustered by pixel; the QDQ export's same layer agrees),
-            # a cause not yet found
+        if ws.size > 1 and (waxis % 4 != 1 or ws.size != cout):
             continue
+        # a weight zero point (weight_bias_quantization's asymmetric weights) stays on the 1x1 Conv's weight, which
+        # split_weight_zero_points, run after this, splits exactly like any conv's
         q = users[0]
         w2 = wv.reshape(cin, cout * kk * kk).T.reshape(cout * kk * kk, cin, 1, 1).copy()
         base = f"{node.name}/as_conv"
