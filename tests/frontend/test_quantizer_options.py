@@ -133,6 +133,7 @@ def test_a_conv_whose_float_result_is_also_used_elsewhere_is_not_offloaded_whole
     res = compile_bytes(data, options=FAST)
     host = {o["name"]: o["reason"] for o in res.summary["ops"] if o["where"] == "host"}
     assert conv.name in host, host
+    assert "is used by a graph output" in host[conv.name], host[conv.name]
     feeds = zoo.sample_inputs(data, seed=1)
     got = run_artifact(res.artifact, feeds).outputs
     first = g.output[0].name
