@@ -230,6 +230,63 @@ FINDINGS = [
     "cycles at stride 2 and 78-92k at stride 1, 6 calls of the same weight traffic each; the model gives both "
     "~105-113k and no term of the call separates them.",
     "",
+    "Fifth round (issue 25, branch cost25e), with one fit per fold from the shipped parameters (the second round's "
+    "protocol; cells: DOSA-mapping MAPE / Spearman, library MAPE, predicted / measured range of all 16x16 runs):",
+    "",
+    "| variant | fitted | by configuration | by network |",
+    "|---|---:|---|---|",
+    "| none (the far-DRAM model, both sets weighted equally) | | 10.24% / 0.99434, library 13.30%, 0.42x-1.71x | "
+    "10.72% / 0.99467, library 13.98%, 0.36x-1.67x |",
+    "| the library's run touches its weights first (below): each weight tile's first load (the first pixel tile) "
+    "pays extra cycles per byte | 0.048 cycles/B | 10.12% / 0.99466, library 12.83%, 0.41x-1.75x | 10.51% / "
+    "0.99498, library 14.69%, 0.40x-2.11x |",
+    "| the same with the input tiles' first loads (the first output-channel and kernel tile) | 0.043 cycles/B | "
+    "10.12% / 0.99455, library 12.81%, 0.41x-1.70x | 10.24% / 0.99498, library 14.38%, 0.42x-2.06x |",
+    "| the weights' first loads at DRAM's own rate instead (added to `far_bytes`, no new parameter) | | 10.48% / "
+    "0.99458, library 13.75% | 10.48% / 0.99520, library 17.20%, up to 2.37x |",
+    "| a matmul run's own fixed cost (run_overhead_cycles for tiled_matmul apart: BERT's 128 x 64 x 128 matmuls "
+    "are 1.15-1.26x over under both kinds) | 772 (conv 798) | 10.43% / 0.99437, library 13.34% | 14.31% / "
+    "0.99472, library 14.78% (the RetinaNet fold lands elsewhere: its 1x1 convs up to 2.16x) |",
+    "| the 16x16 set carries 60% of the loss (the 128x128 set 40%) | | 10.20% / 0.99421, library 13.28%, "
+    "0.42x-1.71x | 10.24% / 0.99482, library 13.59%, 0.43x-1.65x |",
+    "| 70% | | 10.15% / 0.99416, library 13.27%, 0.42x-1.70x | 10.18% / 0.99470, library 13.60%, 0.43x-1.63x |",
+    "| 85% | | 10.13% / 0.99394, library 13.24%, 0.41x-1.69x | 10.21% / 0.99461, library 13.76%, 0.43x-1.59x |",
+    "| 70%, with the input and weight first loads above | 0.046 cycles/B | 10.00% / 0.99448, library 12.70%, "
+    "0.40x-1.72x | 10.12% / 0.99506, library 14.16%, 0.41x-2.07x |",
+    "| 70%, with the fourth round's stores: a fill and a write-back of every 64-byte block a store touches on an "
+    "output beyond the LLC, in `far_bytes` (a pixel's blocks fill once when consecutive calls store its channel "
+    "tiles) | | 10.06% / 0.99482, library 13.33%, 0.49x-1.69x | 10.30% / 0.99542, library 14.06%, 0.56x-1.63x |",
+    "",
+    "Nothing here is shipped. The loss weighting (the 16x16 set's share of the fit; the sets are weighted equally "
+    "now) improves both splits' mapping and library MAPE without a worse row, but Spearman held out by "
+    "configuration drops (0.99434 to 0.99416), and through bench/costmodel.py (restarts, folds from the full fit) "
+    "70% gives by configuration 10.2% / 0.9942, library 13.3%, 0.42x-1.70x (now 10.2% / 0.9943, 13.3%, 0.42x-1.71x), "
+    "by network 10.2% / 0.9947, library 13.6%, 0.43x-1.63x (now 10.3% / 0.9948, 13.6%, 0.43x-1.67x), the 128x128 "
+    "set by layer shape 15.8% (now 15.7%), fitted on 128x128 only 11.2% (now 10.9%): within refit noise, and Spearman "
+    "lower on both splits. The first-touch terms improve the split by configuration and fail the one by network "
+    "(below). The store fills give the best worst rows (U-Net's C1_K64_P570 from 0.42x to 0.49x by configuration, "
+    "0.56x by network) and Spearman, but the library by network goes from 13.60% to 14.06%, and the emulator would "
+    "need the same fills.",
+    "",
+    "Why the library's runs come first: conv_tilings.c at the bert files' commit (928aba8) runs, per layer, "
+    "`gemmini_flush(0)`, `tiled_conv_auto` (the library's run, timed with no fence before its closing "
+    "`read_cycles`), then the mapping's `tiled_conv`, on the same static buffers (`input`, `weights_mat`, "
+    "`output_mat`) for every layer of the file. So the mapping's run finds a layer's weights where the library's run "
+    "left them (in the LLC when they fit), and the library's run finds whatever the previous layer's runs left at "
+    "the same addresses. With the shipped parameters, library runs whose weights exceed the L2 are short by -0.11 "
+    "(mean log(predicted / measured) in-sample; 87 runs with weights within the LLC, 12 beyond it) where DOSA's "
+    "mappings of the same layers are at -0.00 and -0.04, and the "
+    "ResNet-50 classifier (2 MB of weights read once) measures 511k cycles under the library's 896 x 128 tiles on "
+    "three configurations against 301-321k under DOSA's. A first-touch term fitted on all runs charges every "
+    "library run alike, and RetinaNet's C256_K256_P2 3x3 at stride 1 (already 1.33x over) goes to 2.07x with "
+    "RetinaNet held out: in the file it runs two layers after the stride-2 layer of the same weight shape (only a "
+    "64 KB 1x1 layer between), which fits the fourth round's unexplained pair (78-92k cycles at stride 1, 152-160k "
+    "at stride 2, the same weight traffic). But the previous layer's footprint does not separate the library's "
+    "runs in general: those with weights beyond the L2 are short by -0.15 (mean log, in-sample and held out by "
+    "configuration alike) when the previous layer's weights (within the LLC, the same buffer) cover theirs (15 runs) "
+    "and by -0.10 when they do not (81 runs); within the L2, +0.00 and +0.01. So the history of the file is not "
+    "shown to be the mechanism either, and a request to POST /evaluate would not carry it.",
+    "",
 ]
 
 

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from pydantic import BaseModel, Field
 
-from tileplan import __version__
+from tileplan import __version__, provenance
 from tileplan.check import check
 from tileplan.cost import Metrics, evaluate_mapping
 from tileplan.cost.model import model_for
@@ -31,8 +31,12 @@ from tileplan.problem import Problem
 from tileplan.strict import StrictModel
 from tileplan.workload import Conv2dLayer, MatmulLayer, layer_doc
 
-# Bumped whenever a change to mappers or the cost model can change a plan: part of every cache key.
-SOLVER_VERSION = f"{__version__}+cosa23"
+
+def solver_version() -> str:
+    """Part of every plan's cache key and stored with each plan: Tileplan's version and the digest of the code
+    that plans (`tileplan.provenance`), so a plan stored by other code (an upgrade that changed a mapper or the
+    cost model) is solved again rather than answered."""
+    return f"{__version__}+code.{provenance.code_digest()[:12]}"
 
 MapperName = Literal["cosa", "gemmini-auto", "random", "exhaustive"]
 CostModelName = Literal["gemmini", "timeloop", "first-order"]
@@ -110,7 +114,7 @@ def plan_key(hw: HardwareDescriptor, problem: Problem, options: ScheduleOptions)
         "hardware": hardware_fingerprint(hw),
         "problem": problem.key(),
         "options": options.key_doc(),
-        "solver": SOLVER_VERSION,
+        "solver": solver_version(),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 

@@ -232,24 +232,36 @@ def test_prebuilt_objects_are_used_only_when_their_key_matches(resnet_block, tmp
 
 
 def test_host_functions_made_in_workers_are_the_same(tmp_path, monkeypatch):
-    """workers=2 makes the host functions' C in forked processes (fresh caches each time, so the lowering runs):
-    the same artifact byte for byte as one process makes."""
+    """workers=2 lowers the host part in a thread while the worker processes plan and generate kernels (fresh
+    caches each time, so the lowering runs): the same artifact byte for byte as one process makes; and the host
+    functions' C made in forked processes (what a compile without the thread does with workers=2) is the same
+    text as one process makes."""
     import tempfile
+    import threading
 
     from tileplan.frontend import compile as compile_mod
     from tileplan.frontend.compile import compile_model
 
     data = zoo.build("bert_encoder", "qdq")
     opts = OPTIONS.model_copy(update={"emulate": False})
-    made: list[int] = []
+    made: list[tuple[int, bool]] = []
     real = compile_mod._emit_host_functions
-    monkeypatch.setattr(compile_mod, "_emit_host_functions", lambda jobs, w: made.append(len(jobs)) or real(jobs, w))
+
+    def emit(jobs, w):
+        made.append((len(jobs), threading.current_thread() is threading.main_thread()))
+        one = real(jobs, w)
+        forked = real(jobs, 2)
+        assert [f.source for f in forked] == [f.source for f in one]
+        return one
+
+    monkeypatch.setattr(compile_mod, "_emit_host_functions", emit)
     arts = []
     for w in (1, 2):
         (tmp_path / f"w{w}").mkdir()
         monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / f"w{w}"))
         arts.append(compile_model(data, HW, opts, planner=planner, workers=w).artifact)
-    assert len(made) == 2 and made[0] >= 8  # enough functions for the workers
+    assert len(made) == 2 and made[0][0] >= 8  # enough functions for the workers
+    assert made[0][1] and not made[1][1]  # serial: in the compile's thread; workers=2: in the host thread
     assert arts[0] == arts[1]
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from tileplan.codegen.emit_c import CEmitter, lower
 from tileplan.codegen.emulator import Emulator, GemminiConfig, RunResult, TimingParams
 from tileplan.codegen.registry import CodegenError
-from tileplan.codegen.schedule import Realization, TargetSpec, schedule_layer
+from tileplan.codegen.schedule import Realization, TargetSpec, realise_layer, schedule_layer
 from tileplan.codegen.support import codegen_unsupported
 from tileplan.codegen.targets import gemmini as G
 
@@ -318,6 +318,18 @@ def generate(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = No
                     model_cycles=sched.model_cycles, layout=lay, prologue=prologue,
                     acc_base_row=_acc_base_row(em.local),
                     inputs=(layer, mapping, arch, double_buffer, stream, direct_store), config=config, abi=abi)
+
+
+def model_cycles_of(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = None,
+                    double_buffer: bool = True, stream: str = "tileplan", direct_store: bool = True,
+                    abi: G.KernelABI | None = None) -> float:
+    """`generate(...).model_cycles` (the same arguments but the name) without generating the kernel: the
+    realisation and its call layout (`schedule.realise_layer`), no TVM schedule, lowering or C. Raises what
+    `generate` raises before scheduling."""
+    target = target_spec(hw)
+    arch = hw.resolve(mapping.dataflow)
+    return realise_layer(layer, mapping, arch, epilogue or G.Epilogue(), target, double_buffer, stream=stream,
+                         direct_store=direct_store, abi=abi or G.KernelABI()).model_cycles
 
 
 def _acc_base_row(local: list[Any]) -> int:

@@ -434,16 +434,28 @@ class Scheduled:
 STREAMS = ("tileplan", "baseline")
 
 
-def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec,
-                   double_buffer: bool = True, host: bool = False, stream: str = "tileplan",
-                   direct_store: bool = True, abi: G.KernelABI | None = None) -> Scheduled:
-    """`host`: tensorize with the intrinsics' host-glue implementations (tp_host_*) for TVM's llvm build of the
-    module (tileplan.codegen.host); the schedule itself is the same.  `stream`: the order of one call's loads,
-    "tileplan" (the first output-channel block's bias rows ahead of the tiles) or "baseline" (every bias row
-    after the tiles: the order benchmarks keep for Gemmini's hand-written library, see CallLayout.bias_ahead).
-    `direct_store=False` keeps the padded output and the CPU's copy of it (after the fence) even where the stores
-    could write the caller's output.  `abi`: how the kernel meets its caller (layout, padding value, prelaid
-    weights; G.KernelABI)."""
+@dataclass
+class Realised:
+    """What `schedule_layer` works out before TVM: the core compute's tag, the geometry (padded to the tile grid),
+    the realisation, the call layout, the (packed) problem, the executor whose stream the code follows, and the
+    cost model's cycles for the code (`Scheduled.model_cycles`)."""
+
+    tag: str
+    geometry: G.ConvGeometry
+    realization: Realization
+    layout: G.CallLayout
+    problem: Problem
+    executor: str
+    model_cycles: float
+
+
+def realise_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec,
+                  double_buffer: bool = True, stream: str = "tileplan", direct_store: bool = True,
+                  abi: G.KernelABI | None = None) -> Realised:
+    """`schedule_layer`'s work up to the TVM schedule: the realisation, its call layout and the modelled cycles of
+    the code it schedules (the same arguments, the same errors for a layer the realisation refuses). A caller that
+    needs a kernel's modelled cycles and not its code (the library's tiling of an op, `frontend.compile`) asks
+    this: a fraction of the schedule's and the C emitter's time."""
     abi = abi or G.KernelABI()
     if stream not in STREAMS:
         raise CodegenError(f"unknown instruction stream {stream!r}; use one of {STREAMS}")
@@ -473,8 +485,30 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     if abi.pad_value and (geo.padding != (0, 0)):
         r.deviations.append(f"input padding value {abi.pad_value}: padding rows are read from memory, not "
                             "zero-filled")
-    cd = core_compute(tag)(geo, epilogue, abi=abi)
     lay = dataclasses.replace(lay, store_direct=direct_store)
+    # the model counts the bytes the stores write: int32 accumulators are four per element
+    # (the model of the code: the accumulator is loaded with a bias when the code loads one)
+    coded = dataclasses.replace(problem, bias=bool(epilogue.bias))
+    cycles = model_cycles(r, coded, arch, executor, 4.0 if abi.acc_output else None,
+                          0 if lay.w_in_place else lay.padded["K"], 0 if lay.store_direct else lay.store_pixel,
+                          bool(abi.pad_value))
+    return Realised(tag, geo, r, lay, problem, executor, cycles)
+
+
+def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec,
+                   double_buffer: bool = True, host: bool = False, stream: str = "tileplan",
+                   direct_store: bool = True, abi: G.KernelABI | None = None) -> Scheduled:
+    """`host`: tensorize with the intrinsics' host-glue implementations (tp_host_*) for TVM's llvm build of the
+    module (tileplan.codegen.host); the schedule itself is the same.  `stream`: the order of one call's loads,
+    "tileplan" (the first output-channel block's bias rows ahead of the tiles) or "baseline" (every bias row
+    after the tiles: the order benchmarks keep for Gemmini's hand-written library, see CallLayout.bias_ahead).
+    `direct_store=False` keeps the padded output and the CPU's copy of it (after the fence) even where the stores
+    could write the caller's output.  `abi`: how the kernel meets its caller (layout, padding value, prelaid
+    weights; G.KernelABI)."""
+    abi = abi or G.KernelABI()
+    rl = realise_layer(layer, mapping, arch, epilogue, target, double_buffer, stream, direct_store, abi)
+    tag, geo, r, lay = rl.tag, rl.geometry, rl.realization, rl.layout
+    cd = core_compute(tag)(geo, epilogue, abi=abi)
     sch = s_tir.Schedule(prim_func(cd))
     t = lay.tile
 
@@ -502,10 +536,4 @@ def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, ta
     if lay.store_direct:
         func = store_into_output(func, "tp_host_store" if host else "tp_store", cd.store_target)
     sch = s_tir.Schedule(with_fence(func, "tp_host_end" if host else "tp_fence"))
-    # the model counts the bytes the stores write: int32 accumulators are four per element
-    # (the model of the code: the accumulator is loaded with a bias when the code loads one)
-    coded = dataclasses.replace(problem, bias=bool(epilogue.bias))
-    return Scheduled(tag, cd, r, lay, sch, model_cycles(r, coded, arch, executor, 4.0 if abi.acc_output else None,
-                                                        0 if lay.w_in_place else lay.padded["K"],
-                                                        0 if lay.store_direct else lay.store_pixel,
-                                                        bool(abi.pad_value)))
+    return Scheduled(tag, cd, r, lay, sch, rl.model_cycles)

@@ -203,6 +203,14 @@ def generate_kernel(spec: Any, hw: Any, mapping: Any, name: str, stream: str) ->
     return code
 
 
+def kernel_cycles(spec: Any, hw: Any, mapping: Any, stream: str) -> float:
+    """`generate_kernel(spec, hw, mapping, name, stream).model_cycles` without generating the kernel (the modelled
+    cycles of the code, worked out from its realisation: `codegen.pipeline.model_cycles_of`)."""
+    from tileplan.codegen.pipeline import model_cycles_of
+
+    return float(model_cycles_of(spec.layer, hw, mapping, spec.epilogue, stream=stream, abi=spec.abi))
+
+
 def _schedule_options(options: CompileOptions) -> ScheduleOptions:
     return ScheduleOptions(**options.model_dump(include=set(ScheduleOptions.model_fields)))
 
@@ -237,6 +245,11 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     if early is not None:
         _prebuild(pre, model_name, hw, early, {"emulator/gemmini_emu.c": None})
 
+    # TVM's device backends (CUDA with its PTX script namespace, Metal, ROCm, Vulkan, ...) register themselves at
+    # its import unless told not to: nothing here targets them (kernels and host functions are printed as C by
+    # Tileplan's emitter), and their registration was 0.1-0.15 of TVM's 0.85 CPU s import. (A process that
+    # imported TVM before, or sets the variable, keeps what it has.)
+    os.environ.setdefault("TVM_DEVICE_BACKEND_AUTOLOAD", "0")
     import tvm
     import tvm.relax.frontend.onnx  # noqa: F401
 
@@ -277,9 +290,40 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     stream = "baseline" if executor_for(options.mapper) == "library" else "tileplan"
     total = len(composites) + 1
     accel = {c: _Accel(q, partition.kernel_spec(q)) for c, q in composites.items()}
+    global_pools = frozenset(v for v, n in onnx_nodes.items() if n.op_type == "GlobalAveragePool")
+
+    def host_part(fused_mod: Any, comps: dict[str, Any], emit_workers: int) -> tuple[list[str], HostPart]:
+        """The host part of the program whose offloaded composites are `comps` (in step order, as `accel`):
+        onnxruntime's arithmetic for the host ops, lowered, each host function's C (and the notes)."""
+        symbols = {c: f"tp_accel_{i}" for i, c in enumerate(comps)}
+        operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in comps.items()
+                                                if isinstance(q, patterns.ActMatmul)}
+        constants = {c: q.x_const for c, q in comps.items()
+                     if isinstance(q, patterns.QuantOp) and q.x_const is not None}
+        compat, compat_notes = host_ops.onnxruntime_compatible(
+            host_ops.offload(fused_mod, symbols, operands, constants), global_pools, imported.uint8_activations)
+        return compat_notes, lower_host_cached(compat, emit_workers)
+
+    # The host part depends on which ops are offloaded, not on their plans: it is lowered in a thread while the
+    # worker processes plan and generate kernels (TVM's passes release the GIL; this process only waits for the
+    # workers meanwhile), started once they are forked (a fork while the thread runs TVM could copy a lock it
+    # holds), and its C made in the thread itself (no further fork). Used unless an op then gets no code (the
+    # model is fused again without it: the host part is made anew below, as without the thread).
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    early_host: list[Future[tuple[list[str], HostPart]]] = []
+    host_thread = ThreadPoolExecutor(max_workers=1)
+
+    def start_host() -> None:
+        early_host.append(host_thread.submit(host_part, fused, dict(composites), 1))
+
     phase("other")
-    plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
-                               lambda done: progress(done, total) if progress else None, phase)
+    try:
+        plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
+                                   lambda done: progress(done, total) if progress else None, phase, start_host)
+    finally:
+        host_thread.shutdown(wait=True)  # (TVM is used by this thread only from here on)
+    phase("host")
     _keep_library_tiling(list(accel.values()), hw, stream)
     if early is not None:
         _prebuild(pre, model_name, hw, early, {f"kernels/{a.art.name}.c": a.art.c_source
@@ -292,15 +336,14 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
         ok = {a.qop.name for a in accel.values() if not a.reason}
         fused, composites = patterns.fuse(mod, onnx_nodes, lambda q: q.name in ok)
         accel = {c: next(a for a in accel.values() if a.qop.name == q.name) for c, q in composites.items()}
+        early_host.clear()
 
     phase("other")
     # -- the accelerator steps and the host part --------------------------------------------------------------
     timings: list[Any] = []
     templates: dict[str, Step] = {}
-    symbols: dict[str, str] = {}
-    for i, (cname, a) in enumerate(accel.items()):
-        sym = f"tp_accel_{i}"
-        symbols[cname] = sym
+    for i, a in enumerate(accel.values()):
+        sym = f"tp_accel_{i}"  # (the host part calls step i by this name: host_part)
         if a.art.timing not in timings:
             timings.append(a.art.timing)
         if a.spec.act is None:
@@ -313,15 +356,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                               else None, w_t, _const_tensor(bp), a.spec.clamp,
                               timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant,
                               act=a.spec.act)
-    operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in composites.items()
-                                            if isinstance(q, patterns.ActMatmul)}
-    global_pools = frozenset(v for v, n in onnx_nodes.items() if n.op_type == "GlobalAveragePool")
-    constants = {c: q.x_const for c, q in composites.items()
-                 if isinstance(q, patterns.QuantOp) and q.x_const is not None}
-    compat, compat_notes = host_ops.onnxruntime_compatible(host_ops.offload(fused, symbols, operands, constants),
-                                                           global_pools, imported.uint8_activations)
+    compat_notes, host = early_host[0].result() if early_host else host_part(fused, composites, workers)
     notes += compat_notes
-    host = lower_host_cached(compat, workers)
     host_sources, host_ws, host_names = host_units(host.sources), host.workspace, host.names
     if early is not None:
         _prebuild(pre, model_name, hw, early, {f"host/{k}.c": v for k, v in host_sources.items()})
@@ -591,11 +627,14 @@ def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
 
 
 def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, stream: str, planner: Planner,
-                       workers: int, progress: Callable[[int], None], phase: Callable[[str], None]) -> dict[str, Plan]:
+                       workers: int, progress: Callable[[int], None], phase: Callable[[str], None],
+                       forked: Callable[[], None] | None = None) -> dict[str, Plan]:
     """Plan every distinct layer of `ops` once and generate every distinct kernel once, filling each op's plan
     and kernel (or its reason for staying on the host).  With `workers` > 1 the solves and code generation run in
     forked processes: a planner that can `lookup` / `save` (StorePlanner) is asked in this process and only
-    its misses are solved there; any other planner runs here, in parallel with code generation."""
+    its misses are solved there; any other planner runs here, in parallel with code generation.  `forked` is
+    called once the worker processes exist (after the first task was handed to them), while they work; never
+    without workers."""
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 
@@ -618,14 +657,11 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
         for k, a in zip(lkeys, ops):
             by_layer.setdefault(k, []).append(a)
         kernels: dict[tuple[Any, ...], Any] = {}
-        # the library's tiling of each kernel, which _keep_library_tiling generates next (serially, in this
-        # process): made here in the workers too, so that it finds them in the kernel cache (the same arguments)
-        library: list[Future[Any]] = []
-        seen: set[tuple[Any, ...]] = set()
 
         def generate_layer(k: str) -> None:
             """Submit the kernels of every op of layer `k` (planned): each distinct kernel once, named after its
-            first op in program order (ops with one kernel key have one layer), and their library tilings."""
+            first op in program order (ops with one kernel key have one layer). (The library's tilings, which
+            _keep_library_tiling compares them with, are costed there without generating them.)"""
             for a in by_layer[k]:
                 a.plan = plans[k]
                 kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
@@ -633,11 +669,6 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                     kernels[kkey] = ex.submit(generate_kernel, a.spec, hw, a.plan.mapping,
                                               short_ident(a.qop.name, "tpk_"), stream)
                 a.art = kernels[kkey]
-                key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
-                if stream != "baseline" and a.plan.baseline is not None and key not in seen:
-                    seen.add(key)
-                    library.append(ex.submit(_try, generate_kernel, a.spec, hw, a.plan.baseline.mapping,
-                                             short_ident(a.qop.name, "tpk_"), "baseline"))
 
         solving: dict[Future[Plan], str] = {}
         for k, a in firsts.items():
@@ -654,6 +685,8 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
         for k in firsts:
             if k in plans:
                 generate_layer(k)
+        if forked is not None and (solving or kernels):  # (the pool forks its workers at the first task)
+            forked()
         # code generation starts as each layer's solve ends (no barrier between the phases)
         for fut in as_completed(solving):
             k = solving[fut]
@@ -678,8 +711,6 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 except (CodegenError, MappingInfeasible) as exc:
                     a.art, a.reason = None, f"no accelerator code: {exc}"
             progress(i + 1)
-        for fut in library:
-            fut.result()  # failures are the caller's to report (it asks again, from the cache or anew)
         phase("codegen")
     finally:
         ex.shutdown()
@@ -741,17 +772,27 @@ def _keep_library_tiling(ops: list[_Accel], hw: Any, stream: str) -> None:
         key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
         if key not in chosen:
             bmap, name = a.plan.baseline.mapping, short_ident(a.qop.name, "tpk_")
-            lib = a.art if stream == "baseline" else _try(generate_kernel, a.spec, hw, bmap, name, "baseline")
-            if isinstance(lib, Exception):  # the library's tiling cannot be generated with this ABI
+            # a kernel is generated only to be run: the library's tiling (and the same tiling in Tileplan's stream)
+            # is costed from its realisation (`kernel_cycles`, the modelled cycles its kernel would carry) and
+            # generated only where it is the faster
+            lib_cycles = (float(a.art.model_cycles) if stream == "baseline"
+                          else _try(kernel_cycles, a.spec, hw, bmap, "baseline"))
+            lib = a.art if stream == "baseline" or isinstance(lib_cycles, Exception) \
+                or not lib_cycles < float(a.art.model_cycles) else _try(generate_kernel, a.spec, hw, bmap, name,
+                                                                         "baseline")
+            if isinstance(lib_cycles, Exception) or isinstance(lib, Exception):
+                # the library's tiling cannot be generated with this ABI
                 chosen[key] = (a.art, "", float(a.plan.baseline.metrics.cycles))
                 continue
             best, how = a.art, ""
-            if float(lib.model_cycles) < float(best.model_cycles):
+            if lib_cycles < float(best.model_cycles):
                 best, how = lib, "baseline"
-                alt = _try(generate_kernel, a.spec, hw, bmap, name, stream)
-                if not isinstance(alt, Exception) and float(alt.model_cycles) < float(best.model_cycles):
-                    best, how = alt, stream
-            chosen[key] = (best, how, float(lib.model_cycles))
+                alt_cycles = _try(kernel_cycles, a.spec, hw, bmap, stream)
+                if not isinstance(alt_cycles, Exception) and alt_cycles < float(best.model_cycles):
+                    alt = _try(generate_kernel, a.spec, hw, bmap, name, stream)
+                    if not isinstance(alt, Exception):
+                        best, how = alt, stream
+            chosen[key] = (best, how, lib_cycles)
         a.art, how, a.library_cycles = chosen[key]
         if how:
             a.library_tiling = ("the library's tiling" + (" in the library's load order" if how == "baseline" else
@@ -1261,9 +1302,9 @@ in the layouts the kernels read) are read-only data linked in from `weights.bin`
 
 def model_digest(model: bytes, hw: Any, options: CompileOptions, input_shapes: dict[str, list[int]] | None) -> str:
     """What identifies a compile (for a cache or a job store): model bytes, hardware, options, input shapes."""
-    from tileplan.plan import SOLVER_VERSION, hardware_fingerprint
+    from tileplan.plan import hardware_fingerprint, solver_version
 
     doc = {"model": hashlib.sha256(model).hexdigest(), "hardware": hardware_fingerprint(hw),
            "options": options.model_dump(mode="json"), "input_shapes": input_shapes or {},
-           "solver": SOLVER_VERSION, "format": ARTIFACT_FORMAT}
+           "solver": solver_version(), "format": ARTIFACT_FORMAT}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

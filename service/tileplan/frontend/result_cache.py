@@ -18,36 +18,15 @@ import json
 import os
 import shutil
 import tempfile
-from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-_SOURCES = (".py", ".c", ".h", ".j2")
-_LIBRARIES = ("apache-tvm", "tvm", "onnx", "onnxruntime", "numpy", "highspy", "pyomo")
+from tileplan import provenance
 
 
 def cache_dir() -> Path:
     """`tileplan.codegen.emulator.build.default_cache_dir()` (not imported: it pulls in the emulator)."""
     return Path(tempfile.gettempdir()) / f"tileplan-codegen-{os.getuid()}" / "compiles"
-
-
-@lru_cache(maxsize=1)
-def code_digest() -> str:
-    """Tileplan's code (every source, template and C file of the package) and the versions of the libraries a
-    compile's result depends on: an entry made by other code is never answered."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.suffix in _SOURCES and p.is_file():
-            h.update(str(p.relative_to(root)).encode() + b"\0")
-            h.update(hashlib.sha256(p.read_bytes()).digest())
-    for lib in _LIBRARIES:
-        try:
-            h.update(f"{lib}={metadata.version(lib)}\0".encode())
-        except metadata.PackageNotFoundError:
-            h.update(f"{lib}=-\0".encode())
-    return h.hexdigest()
 
 
 def key(model: bytes, hardware: dict[str, Any], options: dict[str, Any], input_shapes: dict[str, list[int]] | None,
@@ -57,7 +36,7 @@ def key(model: bytes, hardware: dict[str, Any], options: dict[str, Any], input_s
     doc = {"model": hashlib.sha256(model).hexdigest(), "hardware": hardware, "options": options,
            "input_shapes": input_shapes or {},
            "calibration": hashlib.sha256(calibration).hexdigest() if calibration is not None else None,
-           "plans": plans, "code": code_digest()}
+           "plans": plans, "code": provenance.code_digest()}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 

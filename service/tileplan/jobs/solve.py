@@ -92,7 +92,7 @@ def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[s
     `budget`: seconds the whole solve may take, model building and baselines included."""
     from tileplan.errors import InputError, MappingInfeasible
     from tileplan.hardware import HardwareDescriptor
-    from tileplan.plan import SOLVER_VERSION, ScheduleOptions, make_plan
+    from tileplan.plan import ScheduleOptions, make_plan, solver_version
     from tileplan.workload import parse_layer
 
     try:
@@ -106,7 +106,7 @@ def solve_layer(hardware: dict[str, Any], layer: dict[str, Any], options: dict[s
                 "mapper run, model building included, plus the server's allowance); raise time_limit_s or "
                 "make the layer smaller")}}
         doc = plan.model_dump(mode="json")
-        doc["solver_version"] = SOLVER_VERSION
+        doc["solver_version"] = solver_version()
         out: dict[str, Any] = {"ok": True, "plan": doc}
         if options.get("codegen"):  # the module is built where the plan was, while its inputs are at hand
             out["module"] = _module(plan.mapping, layer, hw)

@@ -31,7 +31,7 @@ from tileplan.api.auth import COOKIE, require_read, token_accepted
 from tileplan.api.errors import ApiError
 from tileplan.dims import DIM_MEANING
 from tileplan.loopnest import factors, loop_nest_text, used_dims
-from tileplan.plan import BASELINE_MEANING, SOLVER_VERSION
+from tileplan.plan import BASELINE_MEANING, solver_version
 from tileplan.web import charts
 from tileplan.web.queries import SORTS, hardware_choices, plan_page, plan_surroundings, request_page
 
@@ -160,7 +160,7 @@ def _environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(int=fmt_int, pct=fmt_pct, seconds=fmt_seconds, energy=fmt_energy, bytes=fmt_bytes,
                        when=fmt_when, speedup_class=speedup_class, shape=shape_summary)
-    env.globals.update(version=__version__, solver_version=SOLVER_VERSION, plan_url=plan_url, DASH=DASH)
+    env.globals.update(version=__version__, solver_version=solver_version(), plan_url=plan_url, DASH=DASH)
     return env
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from tileplan import __version__
 from tileplan.api.auth import require_read
 from tileplan.api.schemas import Health
-from tileplan.plan import SOLVER_VERSION
+from tileplan.plan import solver_version
 
 router = APIRouter(tags=["system"])
 
@@ -25,7 +25,7 @@ async def healthz(request: Request, response: Response) -> dict[str, str]:
         if db == "unreachable":
             response.headers["Retry-After"] = "2"
     return {"status": "ok" if db == "ok" else "degraded", "database": db, "queue": state.queue.kind,
-            "version": __version__, "solver_version": SOLVER_VERSION}
+            "version": __version__, "solver_version": solver_version()}
 
 
 @router.get("/metrics", dependencies=[Depends(require_read)], response_class=Response,

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import pyomo.environ as pyo
+import pyomo.core as pyo  # (not pyomo.environ: its solver and extension plugins, unused here, cost 0.2 CPU s a process)
 
 from tileplan.cost.gemmini import LibraryTerms
 from tileplan.cost.model import model_for

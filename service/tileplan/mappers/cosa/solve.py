@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo
 from pyomo.core.base.objective import ObjectiveData
 from pyomo.core.base.var import VarData
 from pyomo.repn.linear import LinearRepnVisitor
