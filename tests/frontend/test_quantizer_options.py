@@ -4,7 +4,7 @@ VARIANTS): each such model offloaded where the accelerator computes it exactly, 
 from __future__ import annotations
 
 import pytest
-from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes
+from frontend_helpers import OPTIONS, assert_offloaded_and_matching, compile_bytes
 
 from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
@@ -19,12 +19,7 @@ def test_float_weights_behind_a_quantize_dequantize_pair_run_on_the_accelerator(
     its QDQ fusion; Tileplan folds it the same way, so the product is the usual dequantize(const int8 W)."""
     data = zoo.build(model, "qdq", extra={"AddQDQPairToWeight": True})
     res = compile_bytes(data, options=FAST)
-    assert res.summary["total"]["accelerator_mac_share"] == 1.0, [
-        (o["name"], o["reason"]) for o in res.summary["ops"] if o["where"] == "host" and o["macs"]]
-    assert any("QuantizeLinear of constant" in n for n in res.summary["notes"]), res.summary["notes"]
-    for seed in (1, 2):
-        feeds = zoo.sample_inputs(data, seed=seed)
-        assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+    assert_offloaded_and_matching(data, res, "QuantizeLinear of constant")
 
 
 @pytest.mark.parametrize("model", ["resnet_block", "attention"])
@@ -33,12 +28,7 @@ def test_contrib_domain_quantize_dequantize_are_read_as_onnx_ones(model):
     8-bit codes (and an int32 bias) they define what ONNX's define, so the model is the usual QDQ model."""
     data = zoo.build(model, "qdq", extra={"UseQDQContribOps": True})
     res = compile_bytes(data, options=FAST)
-    assert res.summary["total"]["accelerator_mac_share"] == 1.0, [
-        (o["name"], o["reason"]) for o in res.summary["ops"] if o["where"] == "host" and o["macs"]]
-    assert any("com.microsoft" in n for n in res.summary["notes"]), res.summary["notes"]
-    for seed in (1, 2):
-        feeds = zoo.sample_inputs(data, seed=seed)
-        assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+    assert_offloaded_and_matching(data, res, "com.microsoft")
 
 
 def _one_element_qparams(data: bytes) -> bytes:
@@ -76,11 +66,7 @@ def test_one_element_scales_behind_identities_are_per_tensor(model):
     converted to Python scalars)."""
     data = _one_element_qparams(zoo.build(model, "qdq"))
     res = compile_bytes(data, options=FAST)
-    assert res.summary["total"]["accelerator_mac_share"] == 1.0, [
-        (o["name"], o["reason"]) for o in res.summary["ops"] if o["where"] == "host" and o["macs"]]
-    for seed in (1, 2):
-        feeds = zoo.sample_inputs(data, seed=seed)
-        assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+    assert_offloaded_and_matching(data, res)
 
 
 @pytest.mark.parametrize("weight_type", ["QInt4", "QUInt4"])
@@ -90,12 +76,7 @@ def test_4bit_weights_run_on_the_accelerator_as_int8(weight_type):
     kernel for them and computes those units in float, so the judge's bar (>= 99.9% within 1 LSB) applies."""
     data = zoo.build("resnet_block", "qdq", weight_type=weight_type)
     res = compile_bytes(data, options=FAST)
-    assert res.summary["total"]["accelerator_mac_share"] == 1.0, [
-        (o["name"], o["reason"]) for o in res.summary["ops"] if o["where"] == "host" and o["macs"]]
-    assert any("4-bit weights" in n for n in res.summary["notes"]), res.summary["notes"]
-    for seed in (1, 2):
-        feeds = zoo.sample_inputs(data, seed=seed)
-        assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+    assert_offloaded_and_matching(data, res, "4-bit weights")
 
 
 @pytest.mark.parametrize("activation_type", ["QInt16", "QUInt16"])
