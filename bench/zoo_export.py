@@ -98,6 +98,34 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "nhwc": {"nhwc": True},
     "dynamic": {"dynamic": True},  # quantize_dynamic
     "converted21": {"convert": 21},  # the recipe's quantized files moved to opset 21 by onnx's version converter
+    # The quantizer's other options, as its docs and issues show users setting them ("exclude": "ends" leaves the
+    # first and the last matrix product in float, from the float graph's node names; "preprocess": onnxruntime's
+    # quant_pre_process first, its docs' recommended step; "calibrate": a CalibrationMethod member's name).
+    "exclude_ends": {"quant": {"exclude": "ends"}},
+    "conv_matmul_only": {"quant": {"op_types_to_quantize": ["Conv", "MatMul"]}},  # float islands in between
+    "float_bias": {"quant": {"extra": {"QuantizeBias": False}}},
+    "qdq_weight": {"quant": {"extra": {"AddQDQPairToWeight": True}}},  # float weights, then Q -> DQ
+    "dedicated_qdq": {"quant": {"extra": {"DedicatedQDQPair": True}}},
+    "contrib_qdq": {"quant": {"extra": {"UseQDQContribOps": True}}},  # com.microsoft Q/DQ
+    "keep_act": {"quant": {"extra": {"QDQKeepRemovableActivations": True}}},
+    "act_symmetric": {"quant": {"extra": {"ActivationSymmetric": True}}},
+    "matmul_const_b": {"quant": {"extra": {"MatMulConstBOnly": True}}},
+    "percentile": {"quant": {"calibrate": "Percentile"}},
+    "entropy": {"quant": {"calibrate": "Entropy"}},
+    "distribution": {"quant": {"calibrate": "Distribution"}},
+    # 16-bit activations, 4-bit weights: onnxruntime's quantizer writes them in QDQ form only ("Only
+    # QuantFormat.QDQ supports 16-bit quantization types"); for 4 bits it moves the model to opset 21
+    "int16": {"quant": {"activation_type": "QInt16"}, "formats": ("qdq",)},
+    "uint16": {"quant": {"activation_type": "QUInt16"}, "formats": ("qdq",)},
+    "int4": {"quant": {"weight_type": "QInt4"}, "formats": ("qdq",)},
+    "preprocessed": {"preprocess": {}},
+    # its symbolic shape inference fails on the BERT layer (an assertion in _infer_Reshape); users then skip it
+    "preprocessed_nosym": {"preprocess": {"skip_symbolic_shape": True}},
+    # Not onnxruntime's quantizer: a quantization-aware-training model as torch writes it (`torch_qat`, _qat_net):
+    # BatchNorm folded into the convs, each conv / linear input fake-quantized per tensor (int8, asymmetric) and
+    # its weight per output channel (int8, symmetric), observers run on the calibration inputs, exported by
+    # torch.onnx: QuantizeLinear -> DequantizeLinear pairs on those inputs and weights only, no output quantized.
+    "torch_qat": {"qat": True, "formats": ("qdq",)},
 }
 
 
@@ -400,6 +428,51 @@ class _OutMap:
         return Wrapped()
 
 
+def _end_products(model: Any) -> list[str]:
+    """The names of a float graph's first and last matrix products (Conv, Gemm, MatMul): the layers a user most
+    often keeps in float (`nodes_to_exclude`), the stem and the classifier being the most sensitive to rounding."""
+    products = [n.name for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul")]
+    return [products[0], products[-1]] if products else []
+
+
+def _qat_net(net: Any, feeds: list[dict[str, np.ndarray]]) -> Any:
+    """`net` (eval mode) as a QAT flow leaves it for export: BatchNorm folded into the preceding convs
+    (torch.fx's fuse), every Conv2d / Linear wrapped so that its input is fake-quantized per tensor (int8,
+    asymmetric, moving-average min / max) and its weight per output channel (int8, symmetric), the observers
+    run on `feeds`, then frozen."""
+    import torch
+    from torch.ao.quantization import FakeQuantize, MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver
+    from torch.fx.experimental.optimization import fuse
+
+    class FakeQuantized(torch.nn.Module):
+        def __init__(self, m: Any) -> None:
+            super().__init__()
+            self.m = m
+            self.act = FakeQuantize(observer=MovingAverageMinMaxObserver, quant_min=-128, quant_max=127,
+                                    dtype=torch.qint8, qscheme=torch.per_tensor_affine)
+            self.wq = FakeQuantize(observer=MovingAveragePerChannelMinMaxObserver, quant_min=-128, quant_max=127,
+                                   dtype=torch.qint8, qscheme=torch.per_channel_symmetric, ch_axis=0)
+
+        def forward(self, x: Any) -> Any:
+            w = self.wq(self.m.weight)
+            if isinstance(self.m, torch.nn.Linear):
+                return torch.nn.functional.linear(self.act(x), w, self.m.bias)
+            return self.m._conv_forward(self.act(x), w, self.m.bias)
+
+    net = fuse(net)
+    for mod in list(net.modules()):
+        for child_name, child in list(mod.named_children()):
+            if isinstance(child, (torch.nn.Conv2d, torch.nn.Linear)):
+                setattr(mod, child_name, FakeQuantized(child))
+    with torch.no_grad():
+        for f in feeds:
+            net(torch.from_numpy(f["input"]))
+    for m in net.modules():
+        if isinstance(m, FakeQuantize):
+            m.disable_observer()
+    return net
+
+
 class _NHWC:
     """A wrapper taking channels-last images (N, H, W, C), as a TensorFlow-style pipeline feeds them."""
 
@@ -422,15 +495,17 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
     import torch
     from onnxruntime.quantization import (
         CalibrationDataReader,
+        CalibrationMethod,
         QuantFormat,
         QuantType,
+        quant_pre_process,
         quantize_dynamic,
         quantize_static,
     )
 
     v = VARIANTS[variant] if variant else {}
     stem = f"{name}@{variant}" if variant else name
-    fmts = ("float", "dynamic") if v.get("dynamic") else ("float", "qdq", "qoperator")
+    fmts = ("float", "dynamic") if v.get("dynamic") else ("float", *v.get("formats", ("qdq", "qoperator")))
     paths = {f: out / f"{stem}.{f}.onnx" for f in fmts}
     if all(p.exists() for p in paths.values()):
         return paths
@@ -459,6 +534,13 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
         return paths
     rng = np.random.default_rng(seed)
     feeds = [random_feeds(_inputs(name, shape), rng) for _ in range(CALIBRATION)]
+    if v.get("qat"):
+        if not paths["qdq"].exists():
+            tmp_out = paths["qdq"].with_suffix(".tmp")
+            torch.onnx.export(_qat_net(net, feeds), (torch.randn(*shape),), str(tmp_out), input_names=["input"],
+                              output_names=["output"], opset_version=17, dynamo=False)
+            tmp_out.replace(paths["qdq"])
+        return paths
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
@@ -470,15 +552,23 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
     q = {"activation_type": "QInt8", "weight_type": "QInt8", "per_channel": False, **v.get("quant", {})}
     extra = q.pop("extra", {})
     q["activation_type"], q["weight_type"] = QuantType[q["activation_type"]], QuantType[q["weight_type"]]
+    if "calibrate" in q:
+        q["calibrate_method"] = CalibrationMethod[q.pop("calibrate")]
+    if q.pop("exclude", None) == "ends":
+        q["nodes_to_exclude"] = _end_products(onnx.load(str(paths["float"])))
     for fmt, qf in (("qdq", QuantFormat.QDQ), ("qoperator", QuantFormat.QOperator)):
-        if paths[fmt].exists():
+        if fmt not in paths or paths[fmt].exists():
             continue
         with tempfile.TemporaryDirectory() as tmp:
             dst = Path(tmp) / "quant.onnx"
             src = paths["float"]
+            if "preprocess" in v:
+                src = Path(tmp) / "float-preprocessed.onnx"
+                quant_pre_process(str(paths["float"]), str(src), **v["preprocess"])
             if fmt == "qoperator" and _shared_initializers(onnx.load(str(src))):
-                src = Path(tmp) / "float-unshared.onnx"
-                onnx.save(_unshare_initializers(onnx.load(str(paths["float"]))), str(src))
+                unshared = Path(tmp) / "float-unshared.onnx"
+                onnx.save(_unshare_initializers(onnx.load(str(src))), str(unshared))
+                src = unshared
             quantize_static(str(src), str(dst), Reader(), quant_format=qf, extra_options=extra, **q)
             if v.get("convert"):
                 from onnx import version_converter

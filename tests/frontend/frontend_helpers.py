@@ -87,3 +87,20 @@ def assert_matches_onnxruntime(data: bytes, got: dict[str, np.ndarray], feeds: d
     assert err.max() <= 2.0 + 1e-4, f"max error {err.max():.3f} LSB against ort-int8"
     return err
 
+
+
+def assert_offloaded_and_matching(data: bytes, res: CompiledModel, note: str | None = None,
+                                  seeds: tuple[int, ...] = (1, 2)) -> None:
+    """Every MAC of `res` on the accelerator (else: the host ops with MACs and their reasons), a summary note
+    containing `note` (the import's account of its rewrite), and the program's outputs on each seed's input
+    within the README's bar of onnxruntime (assert_matches_onnxruntime)."""
+    from tileplan.frontend import zoo
+    from tileplan.frontend.runner import run_artifact
+
+    assert res.summary["total"]["accelerator_mac_share"] == 1.0, [
+        (o["name"], o["reason"]) for o in res.summary["ops"] if o["where"] == "host" and o["macs"]]
+    if note is not None:
+        assert any(note in n for n in res.summary["notes"]), res.summary["notes"]
+    for seed in seeds:
+        feeds = zoo.sample_inputs(data, seed=seed)
+        assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)

@@ -955,6 +955,7 @@ class _GraphIndex:
     consumers: dict[str, list[Any]]
     inits: set[str]
     shapes: dict[str, tuple[int, ...]]
+    outputs: set[str]
 
     @classmethod
     def of(cls, model: Any) -> _GraphIndex:
@@ -963,7 +964,7 @@ class _GraphIndex:
             for i in n.input:
                 consumers.setdefault(i, []).append(n)
         return cls({o: n for n in model.graph.node for o in n.output}, consumers,
-                   {t.name for t in model.graph.initializer}, _shapes(model))
+                   {t.name for t in model.graph.initializer}, _shapes(model), {o.name for o in model.graph.output})
 
 
 def _runtime_quantized(name: str, g: _GraphIndex) -> bool:
@@ -972,6 +973,20 @@ def _runtime_quantized(name: str, g: _GraphIndex) -> bool:
     if p is not None and p.op_type == "DequantizeLinear":
         p = g.producers.get(p.input[0])
     return p is not None and p.op_type == "DynamicQuantizeLinear"
+
+
+def _float_uses(node: Any, g: _GraphIndex) -> list[str]:
+    """The ops (or "a graph output") that use a product's float result, or that of the one Relu / Clip after it,
+    other than a QuantizeLinear: why the quantized pattern cannot take it whole."""
+    out = node.output[0]
+    users = g.consumers.get(out, [])
+    if len(users) == 1 and users[0].op_type in ("Relu", "Clip"):
+        out = users[0].output[0]
+        users = g.consumers.get(out, [])
+    found = sorted({u.op_type for u in users if u.op_type != "QuantizeLinear"})
+    if out in g.outputs:
+        found.append("a graph output")
+    return found
 
 
 def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
@@ -1023,6 +1038,11 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
             return f"{op} with float weights (no DequantizeLinear): the accelerator multiplies int8 weights"
         if len(node.input) > 2 and node.input[2] and not dequantized(node.input[2]) \
                 and node.input[2] not in inits:
+            p = producers.get(node.input[2])
+            if p is not None and p.op_type == "Identity" and p.input[0] in inits:
+                return (f"{op} with a float bias through an Identity (torch.onnx's sharing of equal tensors): "
+                        "onnxruntime's WeightBiasQuantization does not look through it and computes the "
+                        f"{op} in float, so the host does too")
             return f"{op} whose bias is computed at run time: the kernel's bias is a constant"
         scaled = [a.name for a in node.attribute if a.name in ("alpha", "beta") and a.f != 1.0]
         if op == "Gemm" and scaled:
@@ -1034,6 +1054,12 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
             return (f"{op} whose float result feeds {', '.join(used)}, not matched as dequantize -> {op} -> "
                     "[bias] with a float result (the pattern Tileplan offloads with int32 accumulators out and the "
                     "host's float conversion): computed in float on the host")
+        float_uses = _float_uses(node, g)
+        if float_uses:
+            return (f"{op} whose float result (before any QuantizeLinear) is used by {', '.join(float_uses)}: "
+                    "the accelerator stores one result, quantized, and onnxruntime too computes this unit in float "
+                    "(its QDQ fusion needs a lone QuantizeLinear after the op; a QAT export quantizes each layer's "
+                    "input, not its output): computed in float on the host")
         return (f"{op} not matched as dequantize -> {op} -> [bias] -> [Relu/Clip] -> quantize (its result goes "
                 "through more than one consumer or an op the pattern does not cover): computed in float on the host")
     if op in recurrent.RECURRENT_OPS:

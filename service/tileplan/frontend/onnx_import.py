@@ -43,6 +43,12 @@ FLOAT_MODEL_HELP = (
     "activation_type=QuantType.QInt8, weight_type=QuantType.QInt8), or ask Tileplan to do it "
     "(`--quantize`, options.quantize=true) on random or given calibration data")
 
+SIXTEEN_BIT_HELP = (
+    "{type} codes at this {op} (16-bit quantization: activation_type or weight_type QInt16 / QUInt16): Gemmini's "
+    "array multiplies 8-bit operands, and onnxruntime computes 16-bit units in float (it has no 16-bit integer "
+    "kernels), which Tileplan's host float kernels do not reproduce to a 16-bit step. Quantize with "
+    "activation_type=QuantType.QInt8 (or QUInt8) and weight_type=QuantType.QInt8")
+
 
 @dataclass(frozen=True)
 class TensorInfo:
@@ -767,6 +773,13 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                seed: int = 0) -> ImportedModel:
     """Decode, fix input shapes, fold shape arithmetic, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
     from tileplan.frontend.dynamic import split_integer_products, unfuse_contrib
+    from tileplan.frontend.qdq_forms import (
+        contrib_to_onnx,
+        fold_constant_quantize,
+        scalar_qparams,
+        sixteen_bit_node,
+        widen_4bit_weights,
+    )
     from tileplan.frontend.qoperator import to_qdq
 
     model = decode(data)
@@ -776,6 +789,25 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     if folded:
         notes.append(folded)
     nhwc = onnxruntime_nhwc_resizes(model)  # before the rewrite: it follows the QLinearConv nodes
+    scalars = scalar_qparams(model)
+    if scalars:
+        notes.append(f"1-element scales / zero points (torch.onnx's fake-quantize export) read as per-tensor ones: "
+                     f"{scalars} QuantizeLinear / DequantizeLinear node(s)")
+    wide = sixteen_bit_node(model)
+    if wide:
+        raise InputError(("model", wide[0]), SIXTEEN_BIT_HELP.format(op=wide[1], type=wide[2]))
+    four_bit = widen_4bit_weights(model)
+    if four_bit:
+        notes.append(f"4-bit weights stored as int8 with the same values and zero points (every dequantized "
+                     f"weight unchanged): {len(four_bit)} DequantizeLinear node(s)")
+    contrib = contrib_to_onnx(model)
+    if contrib:
+        notes.append(f"com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes (UseQDQContribOps) read as "
+                     f"ONNX's, which define the same: {len(contrib)} node(s)")
+    constant_q = fold_constant_quantize(model)
+    if constant_q:
+        notes.append(f"QuantizeLinear of constant float weights computed once, as onnxruntime's constant folding "
+                     f"does (AddQDQPairToWeight): {len(constant_q)} node(s), e.g. {constant_q[0]}")
     quantized = weight_bias_quantization(model)  # on the graph onnxruntime sees
     if quantized:
         notes.append("float weights / biases after a DequantizeLinear quantized as onnxruntime's sessions do "

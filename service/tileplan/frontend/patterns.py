@@ -369,10 +369,14 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
     not_float = {"biased": ("relax.quantize", "relax.nn.relu", "relax.clip"),
                  "plain": ("relax.quantize", "relax.nn.relu", "relax.clip", "relax.add")}
 
+    consumers = _consumers(mod)
+
     def make_check(kind: str) -> Callable[[Any], bool]:
         def check(ctx: Any) -> bool:
             names = [str(v.name) for v in ctx.matched_bindings.keys()]
             ann = dict(ctx.annotated_expr)
+            if _escapes(names, consumers):
+                return False
             if kind in not_float:
                 root = [str(v.name) for v, e in ctx.matched_bindings.items() if e.same_as(ann["out"])]
                 if not root or any(u in not_float[kind] for u in users.get(root[0], ())):
@@ -444,6 +448,43 @@ def _users(mod: Any) -> dict[str, list[str]]:
                     if isinstance(a, relax.Var):
                         users.setdefault(str(a.name), []).append(str(value.op.name))
     return users
+
+
+def _consumers(mod: Any) -> dict[str, set[str]]:
+    """Binding variable name -> the names of the bindings in `main` whose values use it ("" for main's result)."""
+    from tvm import relax
+
+    used: dict[str, set[str]] = {}
+
+    def uses(expr: Any, by: str) -> None:
+        if isinstance(expr, relax.Var):
+            used.setdefault(str(expr.name), set()).add(by)
+        elif isinstance(expr, relax.Call):
+            for a in expr.args:
+                uses(a, by)
+        elif isinstance(expr, relax.Tuple):
+            for f in expr.fields:
+                uses(f, by)
+        elif isinstance(expr, relax.TupleGetItem):
+            uses(expr.tuple_value, by)
+
+    body = mod["main"].body
+    for block in body.blocks:
+        for b in block.bindings:
+            uses(b.value, str(b.var.name))
+    uses(body.body, "")
+    return used
+
+
+def _escapes(names: list[str], consumers: dict[str, set[str]]) -> bool:
+    """Whether a match's intermediate value is used outside it: every matched binding but its result must be
+    consumed inside the match. (A QAT export's conv result is quantized for the next layer and also added in
+    float to a residual: one composite cannot give the accelerator's int8 result and the float value.)"""
+    inside = set(names)
+    results = [n for n in names if not consumers.get(n, set()) & inside]
+    if len(results) != 1:
+        return True
+    return any(consumers.get(n, set()) - inside for n in names if n != results[0])
 
 
 def _binding_names(func: Any) -> list[str]:

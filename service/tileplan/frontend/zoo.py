@@ -245,12 +245,13 @@ def random_calibration(model: Any, samples: int = 8, seed: int = 0) -> list[dict
 
 def quantize(model: Any, fmt: str = "qdq", calibration: list[dict[str, np.ndarray]] | None = None,
              seed: int = 0, per_channel: bool = False, keep_activations: bool = False,
-             symmetric: bool = False, activation_type: str = "QInt8", weight_type: str = "QInt8") -> bytes:
+             symmetric: bool = False, activation_type: str = "QInt8", weight_type: str = "QInt8",
+             extra: dict[str, Any] | None = None) -> bytes:
     """onnxruntime's static quantizer: int8 activations and weights, per-tensor (or per-channel weights), MinMax
     calibration on `calibration` feeds (default: 8 random ones).  `keep_activations`: keep Relu / Clip nodes
     the output quantisation makes redundant (QDQKeepRemovableActivations); `symmetric`: activations with zero
     points 0 (ActivationSymmetric); `activation_type` / `weight_type`: a QuantType name (QUInt8: uint8, the
-    quantizer's old default)."""
+    quantizer's old default); `extra`: more of its extra_options (e.g. AddQDQPairToWeight)."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -278,14 +279,15 @@ def quantize(model: Any, fmt: str = "qdq", calibration: list[dict[str, np.ndarra
                             activation_type=QuantType[activation_type], weight_type=QuantType[weight_type],
                             per_channel=per_channel,
                             extra_options={"QDQKeepRemovableActivations": keep_activations,
-                                           "ActivationSymmetric": symmetric})
+                                           "ActivationSymmetric": symmetric, **(extra or {})})
         finally:
             logging.getLogger().setLevel(level)
         return dst.read_bytes()
 
 
 def build(name: str, fmt: str = "qdq", seed: int = 0, per_channel: bool = False, keep_activations: bool = False,
-          symmetric: bool = False, activation_type: str = "QInt8", weight_type: str = "QInt8", **params: Any) -> bytes:
+          symmetric: bool = False, activation_type: str = "QInt8", weight_type: str = "QInt8",
+          extra: dict[str, Any] | None = None, **params: Any) -> bytes:
     """The model `name` (MODELS) with `params` (sizes), quantized in `fmt` ("float": not quantized)."""
     if name not in MODELS:
         raise KeyError(f"unknown zoo model {name!r}; one of {sorted(MODELS)}")
@@ -295,7 +297,7 @@ def build(name: str, fmt: str = "qdq", seed: int = 0, per_channel: bool = False,
     if fmt == "float":
         return bytes(model.SerializeToString())
     return quantize(model, fmt, seed=seed, per_channel=per_channel, keep_activations=keep_activations,
-                    symmetric=symmetric, activation_type=activation_type, weight_type=weight_type)
+                    symmetric=symmetric, activation_type=activation_type, weight_type=weight_type, extra=extra)
 
 
 def sample_inputs(data: bytes, seed: int = 1) -> dict[str, np.ndarray]:
