@@ -7,6 +7,7 @@ GPT-like exports of bench/zoo_export.py). Integer inputs of that run are now sma
 from __future__ import annotations
 
 import multiprocessing
+from typing import Any
 
 import numpy as np
 from frontend_helpers import OPTIONS, compile_bytes
@@ -42,9 +43,37 @@ def _compile_and_check(data: bytes) -> None:
     assert np.array_equal(got, reference_outputs(data, feeds, "ort-int8")["y"])
 
 
-def test_token_ids_model_compiles_with_its_emulated_run():
-    # in a forked process: the failure this guards against is a segmentation fault, not an exception
-    child = multiprocessing.get_context("fork").Process(target=_compile_and_check, args=(_embedding(),))
+def _in_a_fresh_process(target: Any, *args: Any) -> int | None:
+    """`target(*args)`'s exit code in a new interpreter (the failure guarded against is a segmentation fault, not
+    an exception). Spawned, not forked: a child forked from this multi-threaded process (TVM's and the build's
+    threads) sometimes failed to start its C compiler (OSError EFAULT on /bin/sh) and ended with 1."""
+    child = multiprocessing.get_context("spawn").Process(target=target, args=args)
     child.start()
     child.join(600)
-    assert child.exitcode == 0, f"the compile's process ended with {child.exitcode}"
+    return child.exitcode
+
+
+def test_token_ids_model_compiles_with_its_emulated_run():
+    code = _in_a_fresh_process(_compile_and_check, _embedding())
+    assert code == 0, f"the compile's process ended with {code}"
+
+
+def _run_with_ids(data: bytes, ids: list[int], path: str) -> None:
+    res = compile_bytes(data, options=OPTIONS)
+    feeds = {"input_ids": np.asarray([ids], dtype=np.int64)}
+    np.save(path, run_artifact(res.artifact, feeds).outputs["y"])
+
+
+def test_an_index_out_of_the_table_never_reads_past_it(tmp_path):
+    """ONNX's Gather takes indices in [-n, n - 1] (a negative one counts from the end; onnxruntime refuses any
+    other). The program's Gather wraps negative ones as ONNX says and clamps the rest to the table's edge rows: a
+    user's bad token id must not read memory past the table (before: TVM's take in its "fast" mode, no bounds)."""
+    data = _embedding()
+    ids = [0, -1, -VOCAB, VOCAB - 1, VOCAB, 10**12, -(10**12), 3]
+    path = str(tmp_path / "y.npy")
+    code = _in_a_fresh_process(_run_with_ids, data, ids, path)
+    assert code == 0, f"the run's process ended with {code}"
+    # in [-n, n - 1] (0-3, 7): onnxruntime's rows; beyond either end (4-6): the nearest edge row
+    as_clamped = [0, -1, -VOCAB, VOCAB - 1, VOCAB - 1, VOCAB - 1, 0, 3]
+    want = reference_outputs(data, {"input_ids": np.asarray([as_clamped], np.int64)}, "ort-int8")["y"]
+    assert np.array_equal(np.load(path), want)

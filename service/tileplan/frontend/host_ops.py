@@ -517,6 +517,18 @@ def _legalize_resize2d(bb: Any, call: Any) -> Any:
     return resize_linear_call(bb, call.args[0], out_hw, str(call.attrs.coordinate_transformation_mode))
 
 
+def _legalize_take(bb: Any, call: Any) -> Any:
+    """relax.take (ONNX's Gather; the importer has already made negative indices count from the end) in TVM's
+    "clip" mode where it came in its "fast" one: the same result for every index ONNX allows, and an index past
+    either end (a user's bad token id; onnxruntime refuses it) reads the table's edge row instead of memory past
+    the table."""
+    from tvm import relax
+
+    if str(call.attrs.mode) == "fast":
+        call = relax.op.take(call.args[0], call.args[1], call.attrs.axis, mode="clip")
+    return _tvm_legalization("relax.take")(bb, call)
+
+
 def _scalar(e: Any) -> float | None:
     v = _scalar_or_tensor(e)
     return float(v) if isinstance(v, (int, float)) else None
@@ -1167,7 +1179,8 @@ def lower_host(mod: Any) -> Any:
                                      "relax.einsum": _legalize_einsum,
                                      "relax.image.resize2d": _legalize_resize2d,
                                      "relax.nn.conv2d_transpose": _legalize_conv2d_transpose,
-                                     "relax.nn.batch_norm": _legalize_batch_norm}),
+                                     "relax.nn.batch_norm": _legalize_batch_norm,
+                                     "relax.take": _legalize_take}),
         relax.transform.FoldConstant(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FuseOps(),
