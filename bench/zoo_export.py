@@ -363,7 +363,7 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
         kw = {"weights_backbone": None, "aux_loss": None} if kind == "segmentation" else {}
         net = torchvision.models.get_model(name, weights=None, **kw)
         if kind == "segmentation":
-            net = _OutMap(net)
+            net = _out_map(net)
     elif name not in torchvision.models.list_models(module=torchvision.models):
         raise ValueError(f"{name} is not a torchvision classification model (nor one of "
                          f"{' '.join([*USER_NETS, *TORCHVISION_OTHER])})")
@@ -411,21 +411,24 @@ def _unshare_initializers(model: Any) -> Any:
     return model
 
 
-class _OutMap:
+def _wrapped(net: Any, forward: Any) -> Any:
+    """`net` inside a torch module whose forward is `forward(net, x)` (torch.onnx exports modules)."""
+    import torch
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, x: Any) -> Any:
+            return forward(self.net, x)
+
+    return Wrapped()
+
+
+def _out_map(net: Any) -> Any:
     """A torchvision segmentation net returning its "out" map (it returns a dict of maps)."""
-
-    def __new__(cls, net: Any) -> Any:
-        import torch
-
-        class Wrapped(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.net = net
-
-            def forward(self, x: Any) -> Any:
-                return self.net(x)["out"]
-
-        return Wrapped()
+    return _wrapped(net, lambda net, x: net(x)["out"])
 
 
 def _end_products(model: Any) -> list[str]:
@@ -473,21 +476,9 @@ def _qat_net(net: Any, feeds: list[dict[str, np.ndarray]]) -> Any:
     return net
 
 
-class _NHWC:
+def _nhwc(net: Any) -> Any:
     """A wrapper taking channels-last images (N, H, W, C), as a TensorFlow-style pipeline feeds them."""
-
-    def __new__(cls, net: Any) -> Any:
-        import torch
-
-        class Wrapped(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.net = net
-
-            def forward(self, x: Any) -> Any:
-                return self.net(x.permute(0, 3, 1, 2))
-
-        return Wrapped()
+    return _wrapped(net, lambda net, x: net(x.permute(0, 3, 1, 2)))
 
 
 def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, Path]:
@@ -517,7 +508,7 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
     if v.get("batch"):
         shape = (v["batch"], *shape[1:])
     if v.get("nhwc") and len(shape) == 4:
-        net, shape = _NHWC(net), (shape[0], shape[2], shape[3], shape[1])
+        net, shape = _nhwc(net), (shape[0], shape[2], shape[3], shape[1])
     out.mkdir(parents=True, exist_ok=True)
     if not paths["float"].exists():
         kwargs: dict[str, Any] = {"opset_version": 17, "dynamo": False, **v.get("export", {})}

@@ -18,14 +18,8 @@ from typing import Any
 
 import numpy as np
 
-
-def _attr(node: Any, name: str, default: Any) -> Any:
-    from onnx import helper
-
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
+from tileplan.frontend import onnx_graph
+from tileplan.frontend.onnx_graph import attr as _attr
 
 
 def _shapes(model: Any) -> dict[str, list[int]]:
@@ -49,13 +43,8 @@ def conv3d_as_conv2d(model: Any) -> str | None:
     if not any(n.op_type == "Conv" and len(_attr(n, "kernel_shape", [])) == 3 for n in g.node):
         return None
     shapes = _shapes(model)
-    inits = {t.name: t for t in g.initializer}
-    producer = {o: n for n in g.node for o in n.output}
-    consumers: dict[str, list[Any]] = {}
-    for n in g.node:
-        for i in n.input:
-            consumers.setdefault(i, []).append(n)
-    outputs = {o.name for o in g.output}
+    ix = onnx_graph.index(g)
+    inits, producer, consumers, outputs = ix.inits, ix.producer, ix.consumers, ix.outputs
     done: list[str] = []
     old_dq: list[Any] = []
     for node in list(g.node):

@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 
 from tileplan.errors import InputError
-from tileplan.frontend import conv3d, recurrent
+from tileplan.frontend import conv3d, onnx_graph, recurrent
 from tileplan.frontend.onnx_bytes import check_sizes
+from tileplan.frontend.onnx_graph import attr as _attr
 
 # Operators that make a model "quantized" (anything else with MACs in a model without them is a float model)
 QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
@@ -217,13 +218,6 @@ def infer_shapes(model: Any) -> Any:
     return inferred
 
 
-def _attr(node: Any, name: str, default: Any) -> Any:
-    from onnx import helper
-
-    a = next((a for a in node.attribute if a.name == name), None)
-    return default if a is None else helper.get_attribute_value(a)
-
-
 def _round_half_even(x: np.ndarray) -> np.ndarray:
     return np.rint(x)
 
@@ -319,13 +313,8 @@ def conv_transpose_as_conv(model: Any) -> str | None:
     from onnx import helper, numpy_helper
 
     g = model.graph
-    inits = {t.name: t for t in g.initializer}
-    producer = {o: n for n in g.node for o in n.output}
-    consumers: dict[str, list[Any]] = {}
-    for n in g.node:
-        for i in n.input:
-            consumers.setdefault(i, []).append(n)
-    outputs = {o.name for o in g.output}
+    ix = onnx_graph.index(g)
+    inits, producer, consumers, outputs = ix.inits, ix.producer, ix.consumers, ix.outputs
 
     def dq_const(name: str) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, int] | None:
         dq = producer.get(name)
