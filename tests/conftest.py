@@ -77,6 +77,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, object, object]:
+    """With CI set, a module skipped as it is collected (a module-level pytest.skip or importorskip) is a failure
+    too: the hook above sees only the tests that were collected."""
+    report = yield
+    assert isinstance(report, pytest.CollectReport)
+    if report.skipped and in_ci():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"CI is set, so a skip is a failure: {reason}"
+    return report
+
+
 _RAN = pytest.StashKey[dict[str, set[str]]]()
 
 

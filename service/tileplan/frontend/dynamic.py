@@ -231,22 +231,36 @@ class _Rewrite:
             return wv, z.astype(np.int64)
         return None
 
+    def split_weights(self, n: Any, w: str, zw: str, ndim: int, operand: str, per: str,
+                      why_ndim: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """`weights` of MatMulInteger's / ConvInteger's constant operand, checked: `ndim` dimensions, one zero
+        point or one per `per` (its first axis for a conv, its last for a matmul); None after refusing `n`
+        (`operand`: what the refusal says of an operand that is not such a constant)."""
+        got = self.weights(w, zw)
+        if got is None:
+            self.refuse(n, f"whose {operand}: Tileplan splits integer products with constant weights only")
+            return None
+        w8, zw8 = got
+        if w8.ndim != ndim:
+            self.refuse(n, f"with {w8.ndim}-D weights: {why_ndim}")
+            return None
+        count = w8.shape[-1] if ndim == 2 else w8.shape[0]
+        if zw8.size not in (1, count):
+            self.refuse(n, f"with {zw8.size} weight zero points for {count} {per}")
+            return None
+        return w8, zw8
+
     def matmul(self, n: Any, out: list[Any]) -> bool:
         """MatMulInteger(A, B const[, z_a scalar][, z_b]) -> MatMulInteger(A8, B8) + terms."""
         from onnx import TensorProto
 
-        ins = list(n.input) + [""] * (4 - len(n.input))
-        a, b, za, zb = ins[:4]
-        got = self.weights(b, zb)
+        a, b, za, zb = (list(n.input) + [""] * 4)[:4]
+        got = self.split_weights(n, b, zb, 2, "second operand is computed at run time too (or is not int8 / uint8)",
+                                 "columns", "the accelerator's matmul takes a 2-D constant")
         if got is None:
-            return self.refuse(n, "whose second operand is computed at run time too (or is not int8 / uint8): "
-                                  "Tileplan splits integer products with constant weights only")
+            return False
         w8, zw8 = got
-        if w8.ndim != 2:
-            return self.refuse(n, f"with {w8.ndim}-D weights: the accelerator's matmul takes a 2-D constant")
         k, cols = w8.shape
-        if zw8.size not in (1, cols):
-            return self.refuse(n, f"with {zw8.size} weight zero points for {cols} columns")
         if k > MAX_REDUCTION:
             return self.refuse(n, f"with K = {k}: the split's int32 terms could overflow (K <= {MAX_REDUCTION})")
         pre: list[Any] = []
@@ -288,17 +302,12 @@ class _Rewrite:
         Pad(x8)), ConvInteger(.., W8) without padding, + z8 * (-sum W8[k])."""
         from onnx import helper
 
-        ins = list(n.input) + [""] * (4 - len(n.input))
-        x, w, zx, zw = ins[:4]
-        got = self.weights(w, zw)
+        x, w, zx, zw = (list(n.input) + [""] * 4)[:4]
+        got = self.split_weights(n, w, zw, 4, "weights are computed at run time (or are not int8 / uint8)",
+                                  "output channels", "the split takes 2-D convolutions")
         if got is None:
-            return self.refuse(n, "whose weights are computed at run time (or are not int8 / uint8): Tileplan "
-                                  "splits integer products with constant weights only")
+            return False
         w8, zw8 = got
-        if w8.ndim != 4:
-            return self.refuse(n, f"with {w8.ndim}-D weights: the split takes 2-D convolutions")
-        if zw8.size not in (1, w8.shape[0]):
-            return self.refuse(n, f"with {zw8.size} weight zero points for {w8.shape[0]} output channels")
         if n.output[0] not in self.shapes:
             return self.refuse(n, "whose output shape is not known")
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
