@@ -61,8 +61,8 @@ software library per iteration of the DRAM-level loops:
   input of its 2-channel head at ~2.5-3.5 B/cycle in whole 64-byte rows, which no request term marks); what the
   previous call left in the L2 is not DRAM's (`_in_l2_across`: the same tile, or a kernel tile that only shifts the
   input window). Counting the stores' fills and write-backs too, or a strided row's whole 64-byte blocks, did not
-  improve both held-out splits (costmodel_residuals.md). The emulator has no counterpart yet (it is 0 on every
-  tensor within the LLC, so on every layer bench/codegen.py emulates). The runs are bare-metal (machine mode, no
+  improve both held-out splits (costmodel_residuals.md). The emulator bounds its loads by the same term
+  (`far_bytes` x `dram_byte_cycles`, gemmini_emu.c's count_far_load; 0 on every tensor within the LLC). The runs are bare-metal (machine mode, no
   virtual memory), so Gemmini's DMA TLB translates nothing and costs nothing here.
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
   overlap the current call's compute, so a call's work is about max(DMA, compute) + a fitted share of the

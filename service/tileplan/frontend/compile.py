@@ -890,7 +890,7 @@ def _node_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
         if node.op_type == "Einsum":
             return _einsum_macs(node, shapes)
         if node.op_type in recurrent.RECURRENT_OPS:
-            return recurrent.recurrent_macs(node.op_type, *(shapes[node.input[i]] for i in range(3)))
+            return recurrent.recurrent_macs(*(shapes[node.input[i]] for i in range(3)))
         if node.op_type in ("MatMul", "MatMulInteger", "Gemm"):
             a, y = shapes[node.input[0]], shapes[node.output[0]]
             trans_a = any(at.name == "transA" and at.i for at in node.attribute)

@@ -22,18 +22,6 @@ from tileplan.frontend import onnx_graph
 from tileplan.frontend.onnx_graph import attr as _attr
 
 
-def _shapes(model: Any) -> dict[str, list[int]]:
-    from onnx import shape_inference
-
-    inferred = shape_inference.infer_shapes(model)
-    out = {}
-    for v in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
-        dims = v.type.tensor_type.shape.dim
-        if all(d.HasField("dim_value") for d in dims):
-            out[v.name] = [d.dim_value for d in dims]
-    return out
-
-
 def conv3d_as_conv2d(model: Any) -> str | None:
     """Rewrite each quantized 3-D Conv of the form above as host copies around a 2-D Conv (the Conv keeps its
     name). Returns the rewritten nodes' names (None: none)."""
@@ -42,7 +30,7 @@ def conv3d_as_conv2d(model: Any) -> str | None:
     g = model.graph
     if not any(n.op_type == "Conv" and len(_attr(n, "kernel_shape", [])) == 3 for n in g.node):
         return None
-    shapes = _shapes(model)
+    _, shapes = onnx_graph.types_and_shapes(model)
     ix = onnx_graph.index(g)
     inits, producer, consumers, outputs = ix.inits, ix.producer, ix.consumers, ix.outputs
     done: list[str] = []
@@ -63,7 +51,7 @@ def conv3d_as_conv2d(model: Any) -> str | None:
         per_channel = w_dq.input[1] not in inits or numpy_helper.to_array(inits[w_dq.input[1]]).size > 1
         if w.dtype != np.int8 or w.ndim != 5 or (per_channel and int(_attr(w_dq, "axis", 1)) % 5 != 0):
             continue
-        n_, c, t_in, h, wd = shapes[x_dq.input[0]]
+        n_, c, _, h, wd = shapes[x_dq.input[0]]
         t_out = shapes[node.output[0]][2]
         kt, kh, kw = kernel
         st, sh, sw = list(_attr(node, "strides", [1, 1, 1]))

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from tileplan.frontend import onnx_graph
+
 # the rewrite's int32 terms stay exact while |acc| + |z8 * c| + |zw8 * rowsum| < 2^31: 3 * 128 * 256 * K
 MAX_REDUCTION = 2**31 // (3 * 128 * 256)
 
@@ -112,41 +114,16 @@ def host_reason(node: Any, producers: dict[str, Any] | None = None) -> str | Non
     return _REASONS[kind]
 
 
-def _dtypes(model: Any) -> dict[str, int]:
-    import onnx
-
-    inferred = onnx.shape_inference.infer_shapes(model)
-    g = inferred.graph
-    out = {t.name: t.data_type for t in g.initializer}
-    for info in [*g.input, *g.value_info, *g.output]:
-        out[info.name] = info.type.tensor_type.elem_type
-    return out
-
-
-def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
-    import onnx
-
-    inferred = onnx.shape_inference.infer_shapes(model)
-    out: dict[str, tuple[int, ...]] = {}
-    for info in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
-        t = info.type.tensor_type
-        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
-            out[info.name] = tuple(int(d.dim_value) for d in t.shape.dim)
-    return out
-
-
 class _Rewrite:
     def __init__(self, model: Any) -> None:
         from onnx import numpy_helper
 
-        self.model = model
         g = model.graph
         self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in g.initializer}
         for n in g.node:
             if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
                 self.consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-        self.dtypes = _dtypes(model)
-        self.shapes = _shapes(model)
+        self.dtypes, self.shapes = onnx_graph.types_and_shapes(model)
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         self.inits: list[Any] = []
         self.shifted: dict[str, str] = {}  # uint8 tensor -> its int8 copy (one per tensor, shared by consumers)
@@ -332,7 +309,7 @@ class _Rewrite:
         src = x8
         if any(pads):
             top, left, bottom, right = pads
-            nb, ch, h, wd = self.shapes[x]
+            h, wd = self.shapes[x][2:]
             padded = f"{n.output[0]}/dyn_padded0"
             pads_t = self.init(f"{n.name}/dyn_pads", np.asarray([0, 0, top, left, 0, 0, bottom, right], np.int64))
             out.append(self.node("Pad", [x8, pads_t], [padded], f"{n.name}/dyn_pad_zero", mode="constant"))

@@ -1,4 +1,5 @@
-"""Reading an ONNX graph for the import's rewrites: a node's attribute, and who makes and reads each tensor."""
+"""Reading an ONNX graph for the import's rewrites: a node's attribute, who makes and reads each tensor, and its
+inferred element types and static shapes."""
 
 from __future__ import annotations
 
@@ -32,3 +33,18 @@ def index(g: Any) -> GraphIndex:
             consumers.setdefault(i, []).append(n)
     return GraphIndex({t.name: t for t in g.initializer}, {o: n for n in g.node for o in n.output}, consumers,
                       {o.name for o in g.output})
+
+
+def types_and_shapes(model: Any) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    """Every tensor's element type and every static shape, from one run of onnx's shape inference."""
+    import onnx
+
+    g = onnx.shape_inference.infer_shapes(model).graph
+    dtypes = {t.name: t.data_type for t in g.initializer}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for info in [*g.input, *g.value_info, *g.output]:
+        t = info.type.tensor_type
+        dtypes[info.name] = t.elem_type
+        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            shapes[info.name] = tuple(int(d.dim_value) for d in t.shape.dim)
+    return dtypes, shapes

@@ -16,7 +16,9 @@
 - `sixteen_bit_node`: 16-bit codes (`activation_type=QInt16` / `QUInt16`, 16-bit weights) are refused:
   the array multiplies 8-bit operands, and onnxruntime computes those units in float (it has no 16-bit integer
   kernel), which the host's float kernels (another summation order than MLAS's) do not reproduce to a 16-bit step
-  (ResNet-18 with int16 activations all on the host: 81.6% of its outputs within 1 LSB of onnxruntime, max 4).
+  (ResNet-18 with int16 activations all on the host, before the refusal: 81.6% of its outputs within 1 LSB
+  of `ort-int8`, max 4, as measured with bench/zoo.py for commit d8dcca7; bench/results/zoo_exports.md keeps only
+  the refusal's row).
 """
 
 from __future__ import annotations
@@ -25,14 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from tileplan.frontend.onnx_graph import attr as _attr
+
 # the integer element types of QuantizeLinear's output (onnx.TensorProto), their range and numpy type
 _QTYPES = {2: (np.uint8, 0, 255), 3: (np.int8, -128, 127), 4: (np.uint16, 0, 65535), 5: (np.int16, -32768, 32767)}
-
-
-def _attr(node: Any, name: str, default: Any) -> Any:
-    from onnx import helper
-
-    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
 
 
 def fold_constant_quantize(model: Any) -> list[str]:

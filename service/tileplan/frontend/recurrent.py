@@ -26,7 +26,7 @@ _ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
 GATES = {"LSTM": 4, "GRU": 3}
 
 
-def recurrent_macs(op: str, x_shape: tuple[int, ...], w_shape: tuple[int, ...], r_shape: tuple[int, ...]) -> int:
+def recurrent_macs(x_shape: tuple[int, ...], w_shape: tuple[int, ...], r_shape: tuple[int, ...]) -> int:
     """Multiply-accumulates of an LSTM / GRU: every step's input and state products, per direction."""
     seq, batch = x_shape[0], x_shape[1]
     dirs, gates_h, inputs = w_shape

@@ -303,7 +303,8 @@ def build(name: str, fmt: str = "qdq", seed: int = 0, per_channel: bool = False,
 def sample_inputs(data: bytes, seed: int = 1) -> dict[str, np.ndarray]:
     """Random inputs for a model, shaped and typed as its graph inputs declare (symbolic dims: 1): standard normal
     floats, 8- and 16-bit integers (codes) over their whole range, wider integers (token ids, masks, indices:
-    their valid range is the model's business) 0 or 1, as the compile's own emulated run feeds them."""
+    their valid range is the model's business) 0 or 1 (the compile's own emulated run, compile._random_feeds,
+    feeds every integer input 0 or 1)."""
     import onnx
     from onnx import helper
 
