@@ -8,7 +8,10 @@ Each model is compiled by `tileplan compile --jobs J` in a fresh process, cold (
 host-lowering, build and compile caches, and a new plan store) and then warm (the same caches again), by this
 checkout's code and by the code of git revision REV (default: the merge base with main; its `service/` and
 `hw_catalog/` extracted to a temporary directory and put first on PYTHONPATH, run by the same interpreter).
-The two are interleaved model by model, so they share the machine's load.  Reported: wall seconds and CPU
+The two are interleaved model by model, so they share the machine's load.  Both trees' Python is byte-compiled
+first (`compileall`, as a pip install does): a process started with PYTHONDONTWRITEBYTECODE=1 (this machine's
+environment sets it) would otherwise compile Tileplan's ~1 MB of source again in every compile and in each
+worker process that imports the planner.  Reported: wall seconds and CPU
 seconds (user + system of the compile process and everything it started: workers, the C compiler), and their
 ratios baseline / this checkout.  On a shared machine the CPU seconds are the comparable number; the wall seconds
 of an idle machine lie between the CPU seconds / cores and the CPU seconds.
@@ -65,8 +68,10 @@ def _artifact_digest(out: Path) -> str | None:
 
 
 def _plans_digest(cache: Path) -> str | None:
-    """sha256 of every plan in the compile's plan store (by key: mapping, metrics, baseline, solver status, notes;
-    without the solve's seconds, which are wall time); None without a store."""
+    """sha256 of every plan in the compile's plan store, by layer (mapping, metrics, baseline, solver status,
+    notes; without the solve's seconds, which are wall time, and without the plan's key and links, which carry
+    the digest of the code that made it since 50b5665: two revisions' plans of one layer compare equal when they
+    are the same plan); None without a store."""
     import hashlib
     import sqlite3
 
@@ -75,12 +80,14 @@ def _plans_digest(cache: Path) -> str | None:
         return None
     h = hashlib.sha256()
     with sqlite3.connect(db) as con:
-        for key, doc in con.execute("select key, doc from plans order by key"):
+        for layer, doc in sorted(con.execute("select layer, doc from plans")):
             d = json.loads(doc)
+            d.pop("key", None)
+            d.pop("links", None)
             for part in (d, d.get("baseline") or {}):
                 if isinstance(part.get("solver"), dict):
                     part["solver"].pop("seconds", None)
-            h.update(key.encode() + json.dumps(d, sort_keys=True).encode())
+            h.update(layer.encode() + json.dumps(d, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
 
@@ -105,6 +112,12 @@ def extract(rev: str, into: Path) -> None:
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "service", "hw_catalog"], capture_output=True,
                              check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    byte_compile(into / "service")
+
+
+def byte_compile(tree: Path) -> None:
+    """The tree's .pyc files, as installing the package writes them (the compiles then only read them)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], check=True, stdout=subprocess.DEVNULL)
 
 
 def main() -> None:
@@ -135,6 +148,8 @@ def main() -> None:
         extract(rev, Path(base))
         if args.this:
             extract(args.this, Path(this))
+        else:
+            byte_compile(ROOT / "service")
         for model in [Path(m) for m in args.models.split(",") if m]:
             for rep in range(args.repeat):
                 for variant, code in (("baseline", Path(base)), ("this", Path(this) if args.this else None)):
@@ -163,12 +178,14 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
                                                            "an idle machine's; CPU seconds compare the code"
                                                            if max(load0[0], load1[0]) > (os.cpu_count() or 1) else "")
              + ".", "",
-             "Cold: empty caches (fresh TMPDIR and plan store); warm: the same compile again. CPU: user + system "
+             "Cold: empty caches (fresh TMPDIR and plan store; both trees' Python byte-compiled beforehand, as an "
+             "install leaves it); warm: the same compile again. CPU: user + system "
              "seconds of the compile and its children (workers, C compiler). Ratio: baseline / this checkout.", "",
              "Load: the 1-minute load average when each cold compile started (base / this).", "",
              "Same outputs: the emulated run's outputs (the compile's own run on its seeded input) are byte-identical; "
              "same artifact: the compile's tar (every file of the program, and the summary in its manifest) is; same "
-             "plans: every plan the compile stored (mapping, metrics, baseline, solver status; not its seconds) is. "
+             "plans: every plan the compile stored, by layer (mapping, metrics, baseline, solver status; not its seconds, key "
+             "or links, which carry the code's digest) is. "
              "Phases: this checkout's cold compile, wall seconds and CPU seconds (user + system of the compile and of "
              "the children it has waited for by then: a worker pool's CPU lands in the phase that shuts it down).", "",
              "| model | cold wall s (base / this / ratio) | cold CPU s (base / this / ratio) | warm wall s | "

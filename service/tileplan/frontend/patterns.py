@@ -140,7 +140,15 @@ def build_act_pattern() -> tuple[Any, Any]:
     return q, {"a": a, "dqa": dqa, "b": b, "dqb": dqb, "op": core, "q": q}
 
 
-def act_matmul(ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any]) -> ActMatmul | None:
+def _graph_order(names: list[str], onnx_nodes: dict[str, Any], rank: dict[str, int] | None) -> list[str]:
+    """`names` in graph order (the importer's: `onnx_nodes`' order, or `rank`, its index made once by the caller;
+    the match's is a hash order), names not in the graph last, by name."""
+    rank = rank if rank is not None else {v: i for i, v in enumerate(onnx_nodes)}
+    return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+
+
+def act_matmul(ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any],
+               rank: dict[str, int] | None = None) -> ActMatmul | None:
     """The ActMatmul of a match, or None when it is not one (a constant second operand: the weight pattern's;
     non-constant quantisation parameters)."""
     if _const(ann["b"]) is not None or _const(ann["a"]) is not None:
@@ -150,8 +158,7 @@ def act_matmul(ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any]
     if any(c is None for c in consts):
         return None
     sa, za, sb, zb, sy, zy = (np.asarray(c) for c in consts)
-    rank = {v: i for i, v in enumerate(onnx_nodes)}
-    names = sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+    names = _graph_order(names, onnx_nodes, rank)
     covered = [onnx_nodes[n].name for n in names if n in onnx_nodes]
     main = [onnx_nodes[n].name for n in names if n in onnx_nodes and onnx_nodes[n].op_type == "MatMul"]
     name = main[0] if main else (covered[0] if covered else "matmul")
@@ -234,7 +241,8 @@ def build_int_patterns() -> tuple[Any, Any]:
     return out[0], out[1]
 
 
-def int_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any]) -> QuantOp | None:
+def int_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any],
+           rank: dict[str, int] | None = None) -> QuantOp | None:
     """The QuantOp of an int32 product (build_int_patterns): int8 x, constant integer W, int32 result; None
     otherwise."""
     op, x = ann["op"], ann["x"]
@@ -244,8 +252,7 @@ def int_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[st
     if kind == "matmul" and w.ndim != 2:
         return None
     one, zero = np.asarray(1.0, np.float32), np.asarray(0, np.int8)
-    rank = {v: i for i, v in enumerate(onnx_nodes)}
-    names = sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+    names = _graph_order(names, onnx_nodes, rank)
     covered = [onnx_nodes[n].name for n in names if n in onnx_nodes]
     main = [onnx_nodes[n].name for n in names
             if n in onnx_nodes and onnx_nodes[n].op_type in ("ConvInteger", "MatMulInteger")]
@@ -271,7 +278,8 @@ def _conv_attrs(qop: QuantOp, op: Any) -> None:
         _as_2d(qop)
 
 
-def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any]) -> QuantOp | None:
+def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[str, Any],
+             rank: dict[str, int] | None = None) -> QuantOp | None:
     """The QuantOp of a match (annotated expressions; `names` are the matched bindings' names), or None when the
     match is not what it seems (non-constant quantisation parameters, a weight that is not 2-D for a matmul).
     A match without a quantize (build_float_patterns) is a float-output matmul: s_y = 1, z_y = 0."""
@@ -312,8 +320,7 @@ def quant_op(kind: str, ann: dict[str, Any], names: list[str], onnx_nodes: dict[
             if lo is None or hi is None:
                 return None
             act = ("clip", float(lo), float(hi))
-    rank = {v: i for i, v in enumerate(onnx_nodes)}  # graph order (the importer's); the match's is a hash order
-    names = sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
+    names = _graph_order(names, onnx_nodes, rank)
     covered = [onnx_nodes[n].name for n in names if n in onnx_nodes]
     main = [onnx_nodes[n].name for n in names
             if n in onnx_nodes and onnx_nodes[n].op_type in ("Conv", "MatMul", "Gemm")]
@@ -364,12 +371,11 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
     fbias, fnobias = build_float_patterns()
     iconv, imatmul = build_int_patterns()
     seen: dict[str, QuantOp | ActMatmul] = {}
-    users = _users(mod)
+    users, consumers = _uses(mod)
     # a float result that these consume is not a float output: the quantized pattern's (or the biased one's)
     not_float = {"biased": ("relax.quantize", "relax.nn.relu", "relax.clip"),
                  "plain": ("relax.quantize", "relax.nn.relu", "relax.clip", "relax.add")}
-
-    consumers = _consumers(mod)
+    rank = {v: i for i, v in enumerate(onnx_nodes)}  # graph order, made once (not per match: ViT's 1,833 nodes)
 
     def make_check(kind: str) -> Callable[[Any], bool]:
         def check(ctx: Any) -> bool:
@@ -381,9 +387,9 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
                 root = [str(v.name) for v, e in ctx.matched_bindings.items() if e.same_as(ann["out"])]
                 if not root or any(u in not_float[kind] for u in users.get(root[0], ())):
                     return False
-            qop = (act_matmul(ann, names, onnx_nodes) if kind == "act"
-                   else int_op(kind[4:], ann, names, onnx_nodes) if kind.startswith("int_")
-                   else quant_op("matmul" if kind in not_float else kind, ann, names, onnx_nodes))
+            qop = (act_matmul(ann, names, onnx_nodes, rank) if kind == "act"
+                   else int_op(kind[4:], ann, names, onnx_nodes, rank) if kind.startswith("int_")
+                   else quant_op("matmul" if kind in not_float else kind, ann, names, onnx_nodes, rank))
             if qop is None:
                 return False
             if isinstance(qop, QuantOp) and isinstance(ann["x"], GenericConst):
@@ -434,26 +440,13 @@ def _act_operands(func: Any) -> tuple[int, int]:
     raise RuntimeError("act composite without a matmul")
 
 
-def _users(mod: Any) -> dict[str, list[str]]:
-    """Binding variable name -> the operators of the calls in `main` that take it as an argument."""
+def _uses(mod: Any) -> tuple[dict[str, list[str]], dict[str, set[str]]]:
+    """In one walk over `main`'s bindings: (binding variable name -> the operators of the calls that take it as an
+    argument; binding variable name -> the names of the bindings whose values use it, "" for main's result)."""
     from tvm import relax
     from tvm.ir import Op
 
     users: dict[str, list[str]] = {}
-    for block in mod["main"].body.blocks:
-        for b in block.bindings:
-            value = b.value
-            if isinstance(value, relax.Call) and isinstance(value.op, Op):
-                for a in value.args:
-                    if isinstance(a, relax.Var):
-                        users.setdefault(str(a.name), []).append(str(value.op.name))
-    return users
-
-
-def _consumers(mod: Any) -> dict[str, set[str]]:
-    """Binding variable name -> the names of the bindings in `main` whose values use it ("" for main's result)."""
-    from tvm import relax
-
     used: dict[str, set[str]] = {}
 
     def uses(expr: Any, by: str) -> None:
@@ -471,9 +464,14 @@ def _consumers(mod: Any) -> dict[str, set[str]]:
     body = mod["main"].body
     for block in body.blocks:
         for b in block.bindings:
-            uses(b.value, str(b.var.name))
+            value = b.value
+            if isinstance(value, relax.Call) and isinstance(value.op, Op):
+                for a in value.args:
+                    if isinstance(a, relax.Var):
+                        users.setdefault(str(a.name), []).append(str(value.op.name))
+            uses(value, str(b.var.name))
     uses(body.body, "")
-    return used
+    return users, used
 
 
 def _escapes(names: list[str], consumers: dict[str, set[str]]) -> bool:
