@@ -404,6 +404,87 @@ def conv_transpose_as_conv(model: Any) -> str | None:
     return ", ".join(done)
 
 
+def conv_pads(node: Any, x_shape: tuple[int, ...]) -> list[int] | None:
+    """A 2-D Conv's padding [top, left, bottom, right] with auto_pad resolved for its input shape (ONNX's rule:
+    SAME_UPPER puts the odd one at the end, SAME_LOWER at the beginning), or None when not 2-D."""
+    kernel = list(_attr(node, "kernel_shape", []))
+    if len(x_shape) != 4 or len(kernel) != 2:
+        return None
+    auto = _attr(node, "auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        strides = list(_attr(node, "strides", [1, 1]))
+        dil = list(_attr(node, "dilations", [1, 1]))
+        begin, end = [], []
+        for n, k, s, d in zip(x_shape[2:], kernel, strides, dil):
+            total = max(0, (-(-n // s) - 1) * s + (k - 1) * d + 1 - n)
+            small, big = total // 2, total - total // 2
+            begin.append(small if auto == "SAME_UPPER" else big)
+            end.append(big if auto == "SAME_UPPER" else small)
+        return [*begin, *end]
+    if auto == "VALID":
+        return [0, 0, 0, 0]
+    return list(_attr(node, "pads", [0, 0, 0, 0]))
+
+
+def asymmetric_pads_on_host(model: Any) -> list[str]:
+    """Give each quantized 2-D Conv with asymmetric padding (pads such as [1, 1, 2, 2], or auto_pad SAME_UPPER /
+    SAME_LOWER with an even kernel: `nn.Conv2d(..., 4, padding="same")`) a symmetric one the accelerator's kernel
+    pads itself, the rest padded on the host: an int8 Pad of the conv's quantized input with its zero point z_x
+    (which dequantizes to 0, what the Conv pads with), before its DequantizeLinear. Both give the same integer sums
+    as onnxruntime's QLinearConv. Needs inferred shapes and a DequantizeLinear owned by the conv
+    (dedicate_dequantize). Returns the rewritten convs' names."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = model.graph
+    ix = onnx_graph.index(g)
+    _, shapes = onnx_graph.types_and_shapes(model)
+    int8 = {TensorProto.INT8, TensorProto.UINT8}
+    done: list[str] = []
+    for node in list(g.node):
+        if node.op_type != "Conv" or not node.input:
+            continue
+        dq = ix.producer.get(node.input[0])
+        x_shape = shapes.get(node.input[0], ())
+        pads = conv_pads(node, x_shape)
+        if (dq is None or dq.op_type != "DequantizeLinear" or pads is None or len(ix.consumers.get(dq.output[0], [])) != 1
+                or dq.output[0] in ix.outputs or (pads[0], pads[1]) == (pads[2], pads[3])):
+            continue
+        zp_name = dq.input[2] if len(dq.input) > 2 else ""
+        zp_init = ix.inits.get(zp_name)
+        q_name = dq.input[0]
+        q_type = ix.inits[q_name].data_type if q_name in ix.inits else None
+        if q_type is None:
+            info = next((v for v in [*g.value_info, *g.input] if v.name == q_name), None)
+            q_type = info.type.tensor_type.elem_type if info is not None else None
+        if q_type not in int8 or (zp_name and (zp_init is None or numpy_helper.to_array(zp_init).size != 1)):
+            continue
+        sym_h, sym_w = min(pads[0], pads[2]), min(pads[1], pads[3])
+        extra = [0, 0, pads[0] - sym_h, pads[1] - sym_w, 0, 0, pads[2] - sym_h, pads[3] - sym_w]
+        pads_name = f"{node.name}/host_pads"
+        g.initializer.append(numpy_helper.from_array(np.array(extra, np.int64), pads_name))
+        if zp_name:
+            value = zp_name
+        else:
+            value = f"{node.name}/host_pad_value"
+            g.initializer.append(numpy_helper.from_array(
+                np.zeros((), np.int8 if q_type == TensorProto.INT8 else np.uint8), value))
+        padded = f"{q_name}/padded_for_{node.name}"
+        pad = helper.make_node("Pad", [q_name, pads_name, value], [padded], name=f"{node.name}/host_pad",
+                               mode="constant")
+        g.node.insert(list(g.node).index(dq), pad)
+        dq.input[0] = padded
+        stale = [v for v in g.value_info if v.name == dq.output[0]]  # its shape grows
+        for v in stale:
+            g.value_info.remove(v)
+        kept = [a for a in node.attribute if a.name not in ("auto_pad", "pads")]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        node.attribute.append(helper.make_attribute("pads", [sym_h, sym_w, sym_h, sym_w]))
+        done.append(node.name)
+    return done
+
+
 def dedicate_dequantize(model: Any) -> int:
     """Give every consumer of a shared DequantizeLinear its own copy (onnxruntime shares one between a residual
     branch's conv and add): a fused accelerator op then owns the dequantisation of its input and its int8 input
@@ -701,14 +782,33 @@ FOLD_KEEPS_STRUCTURE = ["ReluQuantFusion", "ClipQuantFusion", "QDQPropagationTra
                         "ReshapeFusion", "CastElimination", "ExpandElimination", "UnsqueezeElimination"]
 
 
+# The inputs that give an operator's output shape (not its values): when a node computes one of them, the output's
+# shape cannot be inferred until that node is folded. torch.onnx computes a reflect / replicate Pad's `pads` from
+# constants so (ConstantOfShape -> Concat -> Reshape -> Slice -> Transpose -> Reshape -> Cast), with no Shape node.
+SHAPE_OPERANDS = {"Pad": (1,), "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4),
+                  "Resize": (1, 2, 3), "Upsample": (1,), "ConstantOfShape": (0,), "Unsqueeze": (1,),
+                  "Squeeze": (1,), "Range": (0, 1, 2), "Split": (1,), "TopK": (1,)}
+
+
+def computed_shape_operands(model: Any) -> list[str]:
+    """Nodes one of whose SHAPE_OPERANDS is computed by another node (not an initializer, a Constant or a graph
+    input): the ones whose output shapes only folding can make static."""
+    made = {o: n.op_type for n in model.graph.node for o in n.output}
+    return [n.name or n.op_type for n in model.graph.node
+            if any(i < len(n.input) and n.input[i] and made.get(n.input[i], "Constant") != "Constant"
+                   for i in SHAPE_OPERANDS.get(n.op_type, ()))]
+
+
 def fold_shapes(model: Any) -> tuple[Any, str | None]:
     """Fold every subgraph computed from `Shape` / `Size` into constants for the model's (fixed) input shapes,
     with onnxruntime's graph optimiser at its basic level (constant folding; the rewrites in
-    FOLD_KEEPS_STRUCTURE disabled).  Returns (model, note): the model unchanged and no note when it has no such
-    operator; unchanged with the optimiser's refusal as the note when onnxruntime cannot load it (the import's
-    own checks then name what is wrong)."""
+    FOLD_KEEPS_STRUCTURE disabled); also a model where a shape-giving operand (SHAPE_OPERANDS: a Pad's pads, a
+    Reshape's shape, ...) is computed by other nodes, from constants.  Returns (model, note): the model unchanged
+    and no note when it has neither; unchanged with the optimiser's refusal as the note when onnxruntime cannot
+    load it (the import's own checks then name what is wrong)."""
     shape_nodes = sum(n.op_type in SHAPE_OPS for n in model.graph.node)
-    if not shape_nodes:
+    computed = computed_shape_operands(model)
+    if not shape_nodes and not computed:
         return model, None
     import onnx
     import onnxruntime as ort
@@ -726,6 +826,10 @@ def fold_shapes(model: Any) -> tuple[Any, str | None]:
             return model, f"shape subgraphs not folded: onnxruntime cannot load the model ({_first_line(exc)})"
     left = sum(n.op_type in SHAPE_OPS for n in folded.graph.node)
     name_nodes(folded)
+    if not shape_nodes:
+        still = len(computed_shape_operands(folded))
+        return folded, (f"the computed shape operands of {len(computed) - still} of {len(computed)} node(s) (e.g. "
+                        f"{computed[0]}) folded into constants (onnxruntime's basic graph optimisation)")
     return folded, (f"{shape_nodes - left} of {shape_nodes} Shape/Size operators and the subgraphs computed from "
                     "them folded into constants for the input shapes (onnxruntime's basic graph optimisation)")
 
@@ -843,6 +947,12 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                                 + (", ..." if len(infinite) > 4 else "")))
     dedicate_dequantize(model)
     model = infer_shapes(model)
+    padded = asymmetric_pads_on_host(model)
+    if padded:
+        model = infer_shapes(model)
+        notes.append(f"convs with asymmetric padding (or auto_pad SAME with an even kernel) padded symmetrically by "
+                     f"the accelerator's kernel and the rest by an int8 host Pad with the input's zero point: "
+                     f"{len(padded)} conv(s), e.g. {padded[0]}")
     splits = split_weight_zero_points(model)
     if splits:
         model = infer_shapes(model)
