@@ -19,6 +19,7 @@ import numpy as np
 
 from tileplan.codegen.emit_c import CEmitter, lower
 from tileplan.codegen.registry import CodegenError
+from tileplan.frontend.topk import legalize_topk
 
 # relax ops whose fused groups are only (de)quantisation
 QDQ_OPS = {"relax.quantize", "relax.dequantize"}
@@ -1180,7 +1181,8 @@ def lower_host(mod: Any) -> Any:
                                      "relax.image.resize2d": _legalize_resize2d,
                                      "relax.nn.conv2d_transpose": _legalize_conv2d_transpose,
                                      "relax.nn.batch_norm": _legalize_batch_norm,
-                                     "relax.take": _legalize_take}),
+                                     "relax.take": _legalize_take,
+                                     "relax.topk": legalize_topk}),
         relax.transform.FoldConstant(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FuseOps(),
