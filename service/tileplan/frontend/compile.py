@@ -1067,9 +1067,9 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
                 "matrix-vector product after another) that onnxruntime's static quantizer leaves in float: no int8 "
                 "operand for the accelerator; the host computes it in float32 as ONNX defines it")
     if op in ("ConvTranspose", "ConvTransposeInteger"):
-        return ("transposed convolution not of the form Tileplan lowers to the accelerator (quantized int8 weights, "
-                "kernel = stride, square, no padding, dilation or groups: a 1x1 Conv + DepthToSpace); computed on the "
-                "host")
+        return ("transposed convolution not of the form Tileplan lowers to the accelerator (2-D, quantized int8 "
+                "weights, its result quantized alone, no dilation, groups or output_shape: one stride-1 Conv per "
+                "output phase + DepthToSpace); computed on the host")
     if op in MOVES_DATA:
         return (f"{op} moves or selects values without arithmetic: nothing for the multiply-accumulate array; "
                 "the host copies them")

@@ -313,8 +313,11 @@ def conv_transpose_as_conv(model: Any) -> str | None:
     from onnx import helper, numpy_helper
 
     g = model.graph
+    if not any(n.op_type == "ConvTranspose" for n in g.node):
+        return None
     ix = onnx_graph.index(g)
     inits, producer, consumers, outputs = ix.inits, ix.producer, ix.consumers, ix.outputs
+    _, shapes = onnx_graph.types_and_shapes(model)
 
     def dq_const(name: str) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, int] | None:
         dq = producer.get(name)
@@ -334,10 +337,14 @@ def conv_transpose_as_conv(model: Any) -> str | None:
         if node.op_type != "ConvTranspose" or len(node.input) < 2:
             continue
         k = list(_attr(node, "kernel_shape", []))
-        if (len(k) != 2 or k[0] != k[1] or list(_attr(node, "strides", [1, 1])) != k
-                or any(_attr(node, "pads", [0, 0, 0, 0])) or any(d != 1 for d in _attr(node, "dilations", [1, 1]))
-                or any(_attr(node, "output_padding", [0, 0])) or _attr(node, "group", 1) != 1
-                or _attr(node, "output_shape", None) or _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET")):
+        stride = list(_attr(node, "strides", [1, 1]))
+        pads = list(_attr(node, "pads", [0, 0, 0, 0]))
+        out_pad = list(_attr(node, "output_padding", [0, 0]))
+        x_shape = shapes.get(node.input[0], ())
+        if (len(k) != 2 or len(stride) != 2 or len(pads) != 4 or len(out_pad) != 2 or len(x_shape) != 4
+                or any(d != 1 for d in _attr(node, "dilations", [1, 1])) or _attr(node, "group", 1) != 1
+                or _attr(node, "output_shape", None) or _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET")
+                or any(p < 0 for p in pads) or any(not 0 <= o < st for o, st in zip(out_pad, stride))):
             continue
         x = producer.get(node.input[0])
         w = dq_const(node.input[1])
@@ -347,15 +354,35 @@ def conv_transpose_as_conv(model: Any) -> str | None:
                 or (len(node.input) > 2 and node.input[2] and (b is None or b[1].dtype != np.int32))
                 or len(users) != 1 or users[0].op_type != "QuantizeLinear" or node.output[0] in outputs):
             continue
-        kk = k[0]
         _, wv, ws, wz, waxis = w
         cin, cout = wv.shape[:2]
         if ws.size > 1 and (waxis % 4 != 1 or ws.size != cout):
             continue
-        # a weight zero point (weight_bias_quantization's asymmetric weights) stays on the 1x1 Conv's weight, which
+        # a weight zero point (weight_bias_quantization's asymmetric weights) stays on the Conv's weight, which
         # split_weight_zero_points, run after this, splits exactly like any conv's
         q = users[0]
-        w2 = wv.reshape(cin, cout * kk * kk).T.reshape(cout * kk * kk, cin, 1, 1).copy()
+        sh, sw = stride
+        kk = sh * sw  # phases: output channel o of phase (rh, rw) is o * kk + rh * sw + rw (DepthToSpace CRD)
+        taps = [-(-kd // sd) for kd, sd in zip(k, stride)]  # M = ceil(k / s) taps per phase and axis
+        w2 = np.zeros((cout, sh, sw, cin, taps[0], taps[1]), wv.dtype)
+        wz_fill = np.asarray(wz).reshape(-1)
+        for rh in range(sh):
+            for rw in range(sw):
+                for jh in range(taps[0]):
+                    for jw in range(taps[1]):
+                        a, b_ = rh + sh * (taps[0] - 1 - jh), rw + sw * (taps[1] - 1 - jw)
+                        if a < k[0] and b_ < k[1]:
+                            w2[:, rh, rw, :, jh, jw] = wv[:, :, a, b_].T
+                        else:  # no tap: a weight equal to its zero point (a zero real weight)
+                            w2[:, rh, rw, :, jh, jw] = wz_fill.reshape(-1, 1) if wz_fill.size > 1 else wz_fill[0]
+        w2 = w2.reshape(cout * kk, cin, taps[0], taps[1])
+        # conv output rows q (stride 1, M - 1 rows padded before): phase r of q is the transposed conv's output
+        # row q * s + r - pad_begin; enough rows after to reach its last output
+        out_hw = [(n - 1) * sd + kd - pb - pe + op for n, sd, kd, pb, pe, op
+                  in zip(x_shape[2:], stride, k, pads[:2], pads[2:], out_pad)]
+        after = [max(m - 1, -(-(o + pb) // sd) - n) for m, o, pb, sd, n
+                 in zip(taps, out_hw, pads[:2], stride, x_shape[2:])]
+        conv_hw = [n + a for n, a in zip(x_shape[2:], after)]
         base = f"{node.name}/as_conv"
 
         def const(arr: np.ndarray, suffix: str, base: str = base) -> str:
@@ -363,7 +390,7 @@ def conv_transpose_as_conv(model: Any) -> str | None:
             return f"{base}/{suffix}"
 
         def per_out(a: np.ndarray, kk: int = kk) -> np.ndarray:
-            return np.repeat(a.reshape(-1), kk * kk) if a.size > 1 else a
+            return np.repeat(a.reshape(-1), kk) if a.size > 1 else a
 
         w_in = [const(w2, "w"), const(per_out(ws), "w_scale"), const(per_out(wz).astype(wz.dtype), "w_zero_point")]
         new = [helper.make_node("DequantizeLinear", w_in, [f"{base}/w_dq"], name=f"{base}/w_dq")]
@@ -372,23 +399,47 @@ def conv_transpose_as_conv(model: Any) -> str | None:
         conv_in = [node.input[0], f"{base}/w_dq"]
         if b is not None:
             _, bv, bs, bz, _ = b
-            b_in = [const(np.repeat(bv, kk * kk), "b"), const(per_out(bs), "b_scale"),
+            b_in = [const(np.repeat(bv, kk), "b"), const(per_out(bs), "b_scale"),
                     const(per_out(bz).astype(bz.dtype), "b_zero_point")]
             new.append(helper.make_node("DequantizeLinear", b_in, [f"{base}/b_dq"], name=f"{base}/b_dq"))
             if bs.size > 1:
                 new[-1].attribute.append(helper.make_attribute("axis", 0))
             conv_in.append(f"{base}/b_dq")
-        conv = helper.make_node("Conv", conv_in, [f"{base}/y"], name=node.name, kernel_shape=[1, 1])
+        conv = helper.make_node("Conv", conv_in, [f"{base}/y"], name=node.name, kernel_shape=taps,
+                                pads=[taps[0] - 1, taps[1] - 1, after[0], after[1]])
         q_out = q.output[0]
         q.input[0] = f"{base}/y"
         q.output[0] = f"{base}/y_q"
-        d2s = helper.make_node("DepthToSpace", [f"{base}/y_q"], [q_out], name=f"{base}/depth_to_space",
-                               blocksize=kk, mode="CRD")
+        tail = []
+        if sh == sw:
+            full = [c * s_ for c, s_ in zip(conv_hw, stride)]
+            tail.append(helper.make_node("DepthToSpace", [f"{base}/y_q"], [f"{base}/full"],
+                                         name=f"{base}/depth_to_space", blocksize=sh, mode="CRD"))
+        else:  # [N, C, sh, sw, Q, Q'] -> [N, C, Q, sh, Q', sw] -> [N, C, Q sh, Q' sw]
+            full = [c * s_ for c, s_ in zip(conv_hw, stride)]
+            n_ = x_shape[0]
+            tail += [helper.make_node("Reshape", [f"{base}/y_q", const(np.array([n_, cout, sh, sw, *conv_hw], np.int64),
+                                                                          "phases_shape")], [f"{base}/phases"],
+                                      name=f"{base}/phases"),
+                     helper.make_node("Transpose", [f"{base}/phases"], [f"{base}/interleaved"],
+                                      name=f"{base}/interleave", perm=[0, 1, 4, 2, 5, 3]),
+                     helper.make_node("Reshape", [f"{base}/interleaved", const(np.array([n_, cout, *full], np.int64),
+                                                                               "full_shape")], [f"{base}/full"],
+                                      name=f"{base}/depth_to_space")]
+        if full != out_hw or any(pads[:2]):
+            tail.append(helper.make_node("Slice", [f"{base}/full", const(np.array(pads[:2], np.int64), "starts"),
+                                                   const(np.array([pb + o for pb, o in zip(pads[:2], out_hw)],
+                                                                  np.int64), "ends"),
+                                                   const(np.array([2, 3], np.int64), "axes")], [q_out],
+                                         name=f"{base}/crop"))
+        else:
+            tail[-1].output[0] = q_out
         at = list(g.node).index(node)
         g.node.remove(node)
         for j, n in enumerate([*new, conv]):
             g.node.insert(at + j, n)
-        g.node.insert(list(g.node).index(q) + 1, d2s)
+        for j, n in enumerate(tail):
+            g.node.insert(list(g.node).index(q) + 1 + j, n)
         done.append(node.name)
         old_dq.extend(d[0] for d in (w, b) if d is not None)
     if not done:
