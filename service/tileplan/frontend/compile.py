@@ -1086,6 +1086,11 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
     if op in ROW_STATISTICS:
         return (f"{op} needs per-row statistics, exponentials or division: not a multiply-accumulate; computed on "
                 "the host")
+    if op == "Einsum":
+        return ("Einsum: onnxruntime has no integer Einsum (its quantizer leaves it float; between DequantizeLinear "
+                "and QuantizeLinear both judges compute it in float with MLAS's SGEMM, whose order the host "
+                "reproduces), so the accelerator's exact integer product would round apart from them; computed in "
+                "float on the host")
     return (f"no accelerator op for {op}: the accelerator runs quantized Conv / MatMul / Gemm; {op} is compiled "
             "for the host CPU")
 
