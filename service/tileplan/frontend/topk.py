@@ -14,7 +14,7 @@ from typing import Any
 def _topk_func(outer: int, n: int, inner: int, k: int, dtype: str, index_dtype: str, largest: bool) -> Any:
     from tvm.script import tirx as T
 
-    O, N, I, K = outer, n, inner, k  # noqa: N806 - the operator's letters
+    O, N, I, K = outer, n, inner, k  # the operator's letters
     big = 1 if largest else 0
 
     @T.prim_func(private=True)
