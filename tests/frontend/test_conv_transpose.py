@@ -201,3 +201,17 @@ def test_a_float_conv_transpose_before_batch_norm_equals_onnxruntime(k, stride, 
         want = onnxruntime_outputs(data, feeds)
         for name, wv in want.items():
             assert np.array_equal(got[name], wv), (name, int(np.sum(got[name] != wv)))
+
+
+def test_a_float_conv_transpose_says_it_is_float():
+    """Its host reason names why (held-out set 5's gan_decoder, QOperator: float weights, a float result):
+    onnxruntime computes it in float with its float weights, so there is no int8 product to offload."""
+    g = zoo._Graph(43)
+    y = g.conv("input", 4, 16, name="conv1")
+    w = g.weight((16, 8, 4, 4), fan_in=256)
+    y = g.op("ConvTranspose", [y, w], "up", kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])
+    data = zoo.quantize(g.model("up", {"input": [1, 4, 5, 6]}, y, [1, 8, 10, 12]), "qoperator")
+    res = compile_bytes(data, options=FAST)
+    up = next(o for o in res.summary["ops"] if o["name"] == "up")
+    assert up["where"] == "host"
+    assert "float weights" in up["reason"] and "onnxruntime" in up["reason"], up["reason"]

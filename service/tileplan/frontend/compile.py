@@ -1066,6 +1066,11 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
         return (f"{op}: a recurrence (each step's products multiply the previous step's state, one small "
                 "matrix-vector product after another) that onnxruntime's static quantizer leaves in float: no int8 "
                 "operand for the accelerator; the host computes it in float32 as ONNX defines it")
+    if op == "ConvTranspose" and node.input[1] in g.inits and not any(
+            c.op_type == "QuantizeLinear" for c in g.consumers.get(node.output[0], [])):
+        return ("ConvTranspose with float weights and a float result (onnxruntime's quantizer has no QLinear form "
+                "of it and left it float; onnxruntime computes it in float with those weights, which the host "
+                "reproduces): no int8 product for the accelerator")
     if op in ("ConvTranspose", "ConvTransposeInteger"):
         return ("transposed convolution not of the form Tileplan lowers to the accelerator (2-D, quantized int8 "
                 "weights, its result quantized alone, no dilation, groups or output_shape: one stride-1 Conv per "
