@@ -46,9 +46,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ("resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,regnet_x_400mf,squeezenet1_0,"
            "shufflenet_v2_x1_0,densenet121,googlenet,convnext_tiny,vit_b_16,swin_t,bert_layer,gpt2_block")
-# no class scores: the transformer blocks, the segmentation nets (a mask) and gpt_tiny (next-token logits per position)
+# no class scores: the transformer blocks, the segmentation nets (a mask), gpt_tiny (next-token logits per position),
+# gan_decoder (an image) and attn_rope (a sequence of features)
 CLASSIFIERS_EXCEPT = {"bert_layer", "gpt2_block", "unet_small", "gpt_tiny", "lraspp_mobilenet_v3_large",
-                      "deeplabv3_mobilenet_v3_large", "fcn_resnet50"}
+                      "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "gan_decoder", "attn_rope"}
 
 
 def export(torch_python: str, work: Path, models: list[str]) -> dict[str, dict[str, Path] | str]:

@@ -61,6 +61,17 @@ NO_AUX = ("googlenet", "inception_v3")  # auxiliary classifiers only train; seed
 USER_NETS = {"m5_audio": (1, 1, 8000), "tcn_kws": (1, 40, 101), "unet_small": (1, 3, 128, 128),
              "dscnn_kws": (1, 40, 101), "lstm_kws": (1, 101, 40), "gru_kws": (1, 101, 40),
              "mixer_small": (1, 3, 64, 64), "gpt_tiny": (1, 64), "distilbert_tiny": (1, 64)}
+# Held-out set 5 (issue 24): small nets written the way users write them in PyTorch (plain torch.nn, seeded), for
+# op and attribute coverage rather than famous architectures (_coverage_net says what each holds). Also USER_NETS.
+HELDOUT5 = {"convs_zoo": (1, 3, 65, 49), "gan_decoder": (1, 16), "pool_heads": (1, 3, 48, 48),
+            "acts_zoo": (1, 3, 32, 32), "norms_cnn": (1, 3, 32, 32), "mlp_bn": (3, 32),
+            "attn_rope": (1, 32, 64), "wide_batch3": (3, 3, 96, 160)}
+USER_NETS.update(HELDOUT5)
+# Nets with several float inputs: their names and shapes in the order of forward's arguments (else one `input`).
+FLOAT_INPUTS = {"mlp_bn": (("features", (3, 32)), ("meta", (3, 8)))}
+# Nets with several outputs: their names in the order forward returns them (else one `output`).
+OUTPUT_NAMES = {"pool_heads": ("logits", "label"), "mlp_bn": ("logits", "value", "label"),
+                "wide_batch3": ("logits", "top_scores", "top_classes")}
 # Nets that take token ids (int64, < VOCAB) and, for distilbert_tiny, an attention mask: their input names in
 # the order of forward's arguments (random_feeds makes their values).
 TOKEN_INPUTS = {"gpt_tiny": ("input_ids",), "distilbert_tiny": ("input_ids", "attention_mask")}
@@ -307,7 +318,208 @@ def _user_net(name: str) -> Any:
                 return self.head(x) if gpt else self.head(x[:, 0])
 
         return TokenNet()
+    if name in HELDOUT5:
+        return _coverage_net(name)
     raise ValueError(f"{name} is not one of {' '.join(USER_NETS)}")
+
+
+def _coverage_net(name: str) -> Any:
+    """One of HELDOUT5: ops and attributes users' models contain, in plain torch.nn as users write them.
+
+    convs_zoo: an odd, non-square image (65 x 49) through a stride-2 conv, padding='same' with an even kernel
+    (asymmetric pads), padding_mode 'reflect' and 'replicate' (a Pad before the conv), groups=3 and groups=6,
+    a depthwise conv with channel multiplier 2, dilation 2, 1x7 and 7x1 kernels, a 4x4 stride-2 conv.
+    gan_decoder: a DCGAN-style generator from a 16-d latent: Linear, ConvTranspose 4x4 stride 2 pad 1,
+    ConvTranspose 3x3 stride 2 with output_padding, BatchNorm, nearest and bilinear (align_corners=True) Upsample
+    concatenated, PixelShuffle, bilinear interpolate by a scale factor (align_corners=False), Tanh out.
+    pool_heads: MaxPool ceil_mode, AvgPool with padding count_include_pad False and True, AdaptiveAvgPool 6x6 -> 3x3
+    (torch's exporter refuses an output size that does not divide the input's, e.g. 7 -> 3), logits and their argmax (int64) as two outputs.
+    acts_zoo: a conv stack with LeakyReLU, PReLU, SiLU, Mish, GELU(tanh), ReLU6, Hardtanh, ELU, Softplus, Tanh.
+    norms_cnn: GroupNorm, InstanceNorm (affine), LayerNorm over channels (channels-last permute), GELU.
+    mlp_bn: batch 3, two float inputs, an MLP only: x @ W + b (MatMul), torch.addmm (Gemm with transB=0),
+    BatchNorm1d, nn.Linear; three outputs (logits, a value, the argmax int64).
+    attn_rope: 32 tokens of width 64: RMSNorm (hand-written: nn.RMSNorm does not export at opset 17), rotary embeddings (sin / cos tables, halves sliced and
+    concatenated), F.scaled_dot_product_attention with is_causal and without a mask, nn.MultiheadAttention
+    (batch_first), an einsum with a constant weight, a 3-D x @ W.
+    wide_batch3: batch 3 of 96 x 160 images, a small strided CNN, logits and topk(3) values and indices."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    if name == "convs_zoo":
+        class Convs(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.layers = nn.Sequential(
+                    nn.Conv2d(3, 24, 3, stride=2, padding=1), nn.ReLU(),                    # 65x49 -> 33x25
+                    nn.Conv2d(24, 24, 4, padding="same"), nn.ReLU(),                       # pads 1 / 2
+                    nn.Conv2d(24, 24, 3, padding=1, padding_mode="reflect"), nn.ReLU(),
+                    nn.Conv2d(24, 24, 3, padding=1, padding_mode="replicate", groups=3), nn.ReLU(),
+                    nn.Conv2d(24, 48, 3, padding=1, groups=24), nn.ReLU(),                 # depthwise x2
+                    nn.Conv2d(48, 48, 3, padding=2, dilation=2, groups=6), nn.ReLU(),
+                    nn.Conv2d(48, 32, (1, 7), padding=(0, 3)), nn.ReLU(),
+                    nn.Conv2d(32, 32, (7, 1), padding=(3, 0)), nn.ReLU(),
+                    nn.Conv2d(32, 32, 4, stride=2, padding=1), nn.ReLU())                  # 33x25 -> 16x12
+                self.head = nn.Linear(32, 10)
+
+            def forward(self, x: Any) -> Any:
+                return self.head(self.layers(x).mean(dim=(2, 3)))
+
+        return Convs()
+    if name == "gan_decoder":
+        class Generator(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.fc = nn.Linear(16, 64 * 4 * 4)
+                self.up1 = nn.Sequential(nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1, bias=False),
+                                         nn.BatchNorm2d(32), nn.ReLU())                   # 4 -> 8
+                self.up2 = nn.Sequential(nn.ConvTranspose2d(32, 16, 3, stride=2, padding=1, output_padding=1),
+                                         nn.BatchNorm2d(16), nn.ReLU())                   # 8 -> 16
+                self.nearest = nn.Upsample(scale_factor=2, mode="nearest")
+                self.bilinear = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+                self.mix = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU())       # 32x32
+                self.shuffle = nn.PixelShuffle(2)                                         # 8ch 64x64
+                self.out = nn.Conv2d(8, 3, 3, padding=1)
+
+            def forward(self, z: Any) -> Any:
+                x = self.fc(z).view(-1, 64, 4, 4)
+                x = self.up2(self.up1(x))
+                x = self.mix(torch.cat([self.nearest(x), self.bilinear(x)], 1))
+                x = self.shuffle(x)
+                x = F.interpolate(x, scale_factor=0.75, mode="bilinear", align_corners=False)  # 64 -> 48
+                return torch.tanh(self.out(x))
+
+        return Generator()
+    if name == "pool_heads":
+        class Pools(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.c1 = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU())
+                self.p1 = nn.MaxPool2d(3, 2, ceil_mode=True)                              # 48 -> 24
+                self.c2 = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU())
+                self.p2 = nn.AvgPool2d(3, 2, padding=1, count_include_pad=False)          # 24 -> 12
+                self.c3 = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU())
+                self.p3 = nn.AvgPool2d(3, 2, padding=1, count_include_pad=True)           # 12 -> 6
+                self.p4 = nn.AdaptiveAvgPool2d(3)                                         # 6 -> 3
+                self.head = nn.Linear(32 * 9, 10)
+
+            def forward(self, x: Any) -> Any:
+                x = self.p4(self.p3(self.c3(self.p2(self.c2(self.p1(self.c1(x)))))))
+                logits = self.head(x.flatten(1))
+                return logits, logits.argmax(dim=1)
+
+        return Pools()
+    if name == "acts_zoo":
+        acts = [nn.LeakyReLU(0.1), nn.PReLU(16), nn.SiLU(), nn.Mish(), nn.GELU(approximate="tanh"), nn.ReLU6(),
+                nn.Hardtanh(-2.0, 2.0), nn.ELU(), nn.Softplus(), nn.Tanh()]
+        layers: list[Any] = []
+        for i, act in enumerate(acts):
+            layers += [nn.Conv2d(3 if i == 0 else 16, 16, 3, padding=1), act]
+        return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+    if name == "norms_cnn":
+        class ChannelsLastNorm(nn.Module):
+            def __init__(self, c: int) -> None:
+                super().__init__()
+                self.norm = nn.LayerNorm(c)
+
+            def forward(self, x: Any) -> Any:
+                return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+        return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.GroupNorm(4, 32), nn.ReLU(),
+                             nn.Conv2d(32, 32, 3, stride=2, padding=1), nn.InstanceNorm2d(32, affine=True), nn.ReLU(),
+                             nn.Conv2d(32, 32, 3, padding=1), ChannelsLastNorm(32), nn.GELU(),
+                             nn.Conv2d(32, 32, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    if name == "mlp_bn":
+        class MLP(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w1, self.b1 = nn.Parameter(torch.randn(32, 64) / 32 ** 0.5), nn.Parameter(torch.zeros(64))
+                self.bn1 = nn.BatchNorm1d(64)
+                self.w2, self.b2 = nn.Parameter(torch.randn(72, 48) / 72 ** 0.5), nn.Parameter(torch.randn(48) / 10)
+                self.bn2 = nn.BatchNorm1d(48)
+                self.cls, self.value = nn.Linear(48, 5), nn.Linear(48, 1)
+
+            def forward(self, features: Any, meta: Any) -> Any:
+                h = torch.relu(self.bn1(features @ self.w1 + self.b1))
+                h = torch.relu(self.bn2(torch.addmm(self.b2, torch.cat([h, meta], 1), self.w2)))
+                logits = self.cls(h)
+                return logits, self.value(h), logits.argmax(dim=1)
+
+        return MLP()
+    if name == "attn_rope":
+        seq, width, heads = 32, 64, 4
+        dh = width // heads
+
+        class RMSNorm(nn.Module):  # as LLaMA-style code writes it (torch's nn.RMSNorm has no opset-17 export)
+            def __init__(self, d: int, eps: float = 1e-6) -> None:
+                super().__init__()
+                self.eps, self.weight = eps, nn.Parameter(torch.ones(d))
+
+            def forward(self, x: Any) -> Any:
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+        def rope(t: Any, cos: Any, sin: Any) -> Any:
+            t1, t2 = t[..., : dh // 2], t[..., dh // 2:]
+            return t * cos + torch.cat([-t2, t1], dim=-1) * sin
+
+        class Block(nn.Module):
+            def __init__(self, causal: bool) -> None:
+                super().__init__()
+                self.causal = causal
+                self.norm = RMSNorm(width)
+                self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+                inv = 1.0 / 10000 ** (torch.arange(0, dh, 2).float() / dh)
+                ang = torch.outer(torch.arange(seq).float(), inv)
+                ang = torch.cat([ang, ang], dim=-1)
+                self.register_buffer("cos", ang.cos())
+                self.register_buffer("sin", ang.sin())
+
+            def forward(self, x: Any) -> Any:
+                q, k, v = (t.view(1, seq, heads, dh).transpose(1, 2)
+                           for t in self.qkv(self.norm(x)).chunk(3, dim=-1))
+                if self.causal:
+                    q, k = rope(q, self.cos, self.sin), rope(k, self.cos, self.sin)
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+                return x + self.proj(y.transpose(1, 2).reshape(1, seq, width))
+
+        class Net(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.b1, self.b3 = Block(True), Block(False)
+                self.n2 = nn.LayerNorm(width)
+                self.mha = nn.MultiheadAttention(width, heads, batch_first=True)
+                self.w_in = nn.Parameter(torch.randn(width, 2 * width) / width ** 0.5)
+                self.w_out = nn.Parameter(torch.randn(2 * width, width) / (2 * width) ** 0.5)
+                self.norm = RMSNorm(width)
+
+            def forward(self, x: Any) -> Any:
+                x = self.b1(x)
+                h = self.n2(x)
+                x = x + self.mha(h, h, h, need_weights=False)[0]
+                x = self.b3(x)
+                h = F.silu(torch.einsum("bnd,df->bnf", self.norm(x), self.w_in))
+                return x + h @ self.w_out
+
+        return Net()
+    if name == "wide_batch3":
+        class Wide(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.features = nn.Sequential(
+                    nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU(),    # 48x80
+                    nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(),   # 24x40
+                    nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU(),   # 12x20
+                    nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+                    nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                self.head = nn.Linear(64, 20)
+
+            def forward(self, x: Any) -> Any:
+                logits = self.head(self.features(x))
+                scores, classes = logits.softmax(-1).topk(3, dim=-1)
+                return logits, scores, classes
+
+        return Wide()
+    raise ValueError(f"{name} is not one of {' '.join(HELDOUT5)}")
 
 
 def random_feeds(inputs: list[tuple[str, tuple[int, ...], bool]], rng: Any) -> dict[str, np.ndarray]:
@@ -378,12 +590,14 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
     net.train()
     with torch.no_grad():
         for _ in range(BN_PASSES if norms else 0):
-            net(torch.randn(2, *shape[1:]))
+            net(*(torch.randn(2, *s[1:]) for _, s, _ in _inputs(name, shape)))
     return net, shape
 
 
 def _inputs(name: str, shape: tuple[int, ...]) -> list[tuple[str, tuple[int, ...], bool]]:
     """The model's inputs as random_feeds takes them: one float `input`, or TOKEN_INPUTS' integer inputs."""
+    if name in FLOAT_INPUTS:
+        return [(n, s, False) for n, s in FLOAT_INPUTS[name]]
     return [(n, shape, True) for n in TOKEN_INPUTS[name]] if name in TOKEN_INPUTS else [("input", shape, False)]
 
 
@@ -517,7 +731,7 @@ def export(name: str, out: Path, seed: int = 0, variant: str = "") -> dict[str, 
         # with gradients on: PyTorch's fused attention fast path (eval + no_grad) has no ONNX export
         example = random_feeds(_inputs(name, shape), np.random.default_rng(seed))
         torch.onnx.export(net, tuple(torch.from_numpy(x) for x in example.values()), str(paths["float"]),
-                          input_names=list(example), output_names=["output"], **kwargs)
+                          input_names=list(example), output_names=list(OUTPUT_NAMES.get(name, ["output"])), **kwargs)
         onnx.checker.check_model(str(paths["float"]))
     if v.get("dynamic"):
         if not paths["dynamic"].exists():

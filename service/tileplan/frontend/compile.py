@@ -1053,10 +1053,15 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
         return (f"{op}: a recurrence (each step's products multiply the previous step's state, one small "
                 "matrix-vector product after another) that onnxruntime's static quantizer leaves in float: no int8 "
                 "operand for the accelerator; the host computes it in float32 as ONNX defines it")
+    if op == "ConvTranspose" and node.input[1] in g.inits and not any(
+            c.op_type == "QuantizeLinear" for c in g.consumers.get(node.output[0], [])):
+        return ("ConvTranspose with float weights and a float result (onnxruntime's quantizer has no QLinear form "
+                "of it and left it float; onnxruntime computes it in float with those weights, which the host "
+                "reproduces): no int8 product for the accelerator")
     if op in ("ConvTranspose", "ConvTransposeInteger"):
-        return ("transposed convolution not of the form Tileplan lowers to the accelerator (quantized int8 weights, "
-                "kernel = stride, square, no padding, dilation or groups: a 1x1 Conv + DepthToSpace); computed on the "
-                "host")
+        return ("transposed convolution not of the form Tileplan lowers to the accelerator (2-D, quantized int8 "
+                "weights, its result quantized alone, no dilation, groups or output_shape: one stride-1 Conv per "
+                "output phase + DepthToSpace); computed on the host")
     if op in MOVES_DATA:
         return (f"{op} moves or selects values without arithmetic: nothing for the multiply-accumulate array; "
                 "the host copies them")
@@ -1073,6 +1078,11 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
     if op in ROW_STATISTICS:
         return (f"{op} needs per-row statistics, exponentials or division: not a multiply-accumulate; computed on "
                 "the host")
+    if op == "Einsum":
+        return ("Einsum: onnxruntime has no integer Einsum (its quantizer leaves it float; between DequantizeLinear "
+                "and QuantizeLinear both judges compute it in float with MLAS's SGEMM, whose order the host "
+                "reproduces), so the accelerator's exact integer product would round apart from them; computed in "
+                "float on the host")
     return (f"no accelerator op for {op}: the accelerator runs quantized Conv / MatMul / Gemm; {op} is compiled "
             "for the host CPU")
 

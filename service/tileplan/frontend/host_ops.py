@@ -19,6 +19,7 @@ import numpy as np
 
 from tileplan.codegen.emit_c import CEmitter, lower
 from tileplan.codegen.registry import CodegenError
+from tileplan.frontend.topk import legalize_topk
 
 # relax ops whose fused groups are only (de)quantisation
 QDQ_OPS = {"relax.quantize", "relax.dequantize"}
@@ -274,8 +275,10 @@ def _legalize_conv2d_transpose(bb: Any, call: Any) -> Any:
     dilation, output padding or groups: a QOperator export's up-convolution, left in float by the quantizer) with
     onnxruntime's arithmetic: its CPU kernel computes W^T [C_out k k, C_in] x X [C_in, H W] with MLAS's SGEMM
     (M = C_out k k, N = H W, K = C_in) and Col2Im scatters it into a zeroed output, where with kernel = stride
-    nothing overlaps: out[n, o, k i + a, k j + b] is one MLAS dot product over C_in (`_matmul_te`). Anything
-    else: TVM's legalization."""
+    nothing overlaps: out[n, o, k i + a, k j + b] is one MLAS dot product over C_in (`_matmul_te`). Any other
+    kernel, stride, padding and output padding (no dilation or groups): the same products into a column buffer
+    col[n, o, a, b, i, j], then each output the sum of the columns that land on it, added to 0.0f in Col2Im's
+    order (kernel row, then column). Anything else: TVM's legalization."""
     fallback = _tvm_legalization("relax.nn.conv2d_transpose")
     at = call.attrs
     x_ty, w_ty = call.args[0].ty, call.args[1].ty
@@ -290,10 +293,12 @@ def _legalize_conv2d_transpose(bb: Any, call: Any) -> Any:
     if (str(x_ty.dtype) != "float32" or str(w_ty.dtype) != "float32" or out_dtype not in ("", "void", "None", "float32")
             or str(at.data_layout) != "NCHW" or str(at.kernel_layout) != "IOHW"
             or str(at.out_layout or at.data_layout) != "NCHW" or len(xs) != 4 or len(ws) != 4
-            or int(at.groups) != 1 or any(int(v) for v in at.padding) or any(int(v) for v in at.output_padding)
-            or any(int(v) != 1 for v in at.dilation) or ws[2] != ws[3] or strides != [ws[2], ws[3]]
-            or out != [xs[0], ws[1], xs[2] * ws[2], xs[3] * ws[3]]):
+            or int(at.groups) != 1 or any(int(v) != 1 for v in at.dilation)):
         return fallback(bb, call)
+    pads = [int(v) for v in at.padding]
+    if (ws[2] != ws[3] or strides != [ws[2], ws[3]] or any(pads) or any(int(v) for v in at.output_padding)
+            or out != [xs[0], ws[1], xs[2] * ws[2], xs[3] * ws[3]]):
+        return _conv_transpose_col2im(bb, call, xs, ws, out, strides, pads)
     k = ws[2]
 
     def compute(x: Any, w: Any) -> Any:
@@ -302,6 +307,42 @@ def _legalize_conv2d_transpose(bb: Any, call: Any) -> Any:
             return w[r, o, yy % k, xx % k], x[b, r, yy // k, xx // k]
 
         return _matmul_te(out, xs[1], xs[2] * xs[3], operands)
+
+    return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="conv_transpose")
+
+
+def _conv_transpose_col2im(bb: Any, call: Any, xs: list[int], ws: list[int], out: list[int], strides: list[int],
+                           pads: list[int]) -> Any:
+    """A float ConvTranspose as onnxruntime's CPU kernel computes it (`_legalize_conv2d_transpose`): the column
+    buffer col[n, o, a, b, i, j] = W^T x X by MLAS's SGEMM (M = C_out kh kw, N = H W, K = C_in: `_matmul_te`),
+    then Col2Im: each output starts at 0.0f and gets the columns landing on it added in order of the kernel row a,
+    then column b (output row y = i s_h + a - pad_top)."""
+    from tvm import te, tirx
+
+    n_, cin, h, w = xs
+    kh, kw = ws[2], ws[3]
+    sh, sw = strides
+    pt, pl = pads[0], pads[1]
+
+    def compute(x: Any, wt: Any) -> Any:
+        def operands(i: tuple[Any, ...], r: Any) -> tuple[Any, Any]:
+            b, o, a, c, yy, xx = i
+            return wt[r, o, a, c], x[b, r, yy, xx]
+
+        col = _matmul_te([n_, ws[1], kh, kw, h, w], cin, h * w, operands)
+
+        def scatter(b: Any, o: Any, y: Any, x_: Any) -> Any:
+            v = tirx.const(0.0, "float32")
+            for a in range(kh):
+                for c in range(kw):
+                    ty, tx = y + pt - a, x_ + pl - c
+                    ok = tirx.all(ty >= 0, tx >= 0, ty % sh == 0, tx % sw == 0, ty // sh < h, tx // sw < w)
+                    iy = tirx.max(tirx.min(ty // sh, h - 1), 0)
+                    ix = tirx.max(tirx.min(tx // sw, w - 1), 0)
+                    v = v + tirx.Select(ok, col[b, o, a, c, iy, ix], tirx.const(0.0, "float32"))
+            return v
+
+        return te.compute(out, scatter, name="col2im")
 
     return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="conv_transpose")
 
@@ -1165,7 +1206,8 @@ def lower_host(mod: Any) -> Any:
                                      "relax.image.resize2d": _legalize_resize2d,
                                      "relax.nn.conv2d_transpose": _legalize_conv2d_transpose,
                                      "relax.nn.batch_norm": _legalize_batch_norm,
-                                     "relax.take": _legalize_take}),
+                                     "relax.take": _legalize_take,
+                                     "relax.topk": legalize_topk}),
         relax.transform.FoldConstant(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FuseOps(),

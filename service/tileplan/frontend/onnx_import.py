@@ -225,6 +225,81 @@ def _round_half_even(x: np.ndarray) -> np.ndarray:
 WBQ_TAG = "/ort_wbq"  # names of the initializers and nodes weight_bias_quantization adds
 
 
+def conv_bn_fusion(model: Any) -> list[str]:
+    """onnxruntime's ConvBNFusion (a basic-level optimisation of every judge but `ort-noopt`) on a float Conv or
+    ConvTranspose (float weight initializer, a float bias initializer or none) whose only consumer is an inference
+    BatchNormalization of constants: its weights and bias replaced by BatchNorm folded in, in onnxruntime's float32
+    order (s = scale / sqrt(var + eps); W scaled per output channel, axis 0 of a Conv's weight, axis 1 of a
+    ConvTranspose's; B' = (B - mean) s + beta, or beta - mean s without a bias), the BatchNormalization removed.
+    A QOperator export's DCGAN up-convolution (ConvTranspose -> BatchNorm; the quantizer leaves both float) then
+    computes what onnxruntime computes. Returns the fused convs' names."""
+    from onnx import numpy_helper
+
+    g = model.graph
+    ix = onnx_graph.index(g)
+    f = np.float32
+    done: list[str] = []
+    for node in list(g.node):
+        if node.op_type not in ("Conv", "ConvTranspose") or len(node.input) < 2 or node.input[1] not in ix.inits:
+            continue
+        users = ix.consumers.get(node.output[0], [])
+        if len(users) != 1 or users[0].op_type != "BatchNormalization" or node.output[0] in ix.outputs:
+            continue
+        bn = users[0]
+        if len(bn.input) < 5 or len(bn.output) != 1 or any(i not in ix.inits for i in bn.input[1:5]) \
+                or int(_attr(bn, "training_mode", 0)):
+            continue
+        w_init = ix.inits[node.input[1]]
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+        if w_init.data_type != 1 or (bias and (bias not in ix.inits or ix.inits[bias].data_type != 1)):
+            continue
+        if any(ix.inits[i].data_type != 1 for i in bn.input[1:5]):
+            continue
+        scale, beta, mean, var = (numpy_helper.to_array(ix.inits[i]).astype(f) for i in bn.input[1:5])
+        eps = f(_attr(bn, "epsilon", 1e-5))
+        s = scale / np.sqrt(var + eps)
+        w = numpy_helper.to_array(w_init).astype(f)
+        group = int(_attr(node, "group", 1))
+        if node.op_type == "Conv":
+            w2 = w * s.reshape(-1, *([1] * (w.ndim - 1)))
+        else:  # [C_in, C_out / group, ...]: output channel gi * (C_out / group) + o of input group gi
+            per = w.shape[1]
+            cin_g = w.shape[0] // group
+            w2 = w.copy()
+            for gi in range(group):
+                rows = slice(gi * cin_g, (gi + 1) * cin_g)
+                w2[rows] = w[rows] * s[gi * per:(gi + 1) * per].reshape(1, per, *([1] * (w.ndim - 2)))
+        if bias:
+            b2 = (numpy_helper.to_array(ix.inits[bias]).astype(f) - mean) * s + beta
+        else:
+            b2 = beta - mean * s
+        base = f"{node.name}/conv_bn_fusion"
+        g.initializer.append(numpy_helper.from_array(w2.astype(f), f"{base}/W"))
+        g.initializer.append(numpy_helper.from_array(b2.astype(f), f"{base}/B"))
+        x = node.input[0]
+        del node.input[:]
+        node.input.extend([x, f"{base}/W", f"{base}/B"])
+        node.output[0] = bn.output[0]
+        done.append(node.name)
+        g.node.remove(bn)
+    return done
+
+
+def _relu_quant_fusable(relu: Any, consumers: dict[str, list[Any]], inits: dict[str, Any]) -> bool:
+    """A Relu that onnxruntime's ReluQuantFusion removes: its only consumer a QuantizeLinear whose zero point is
+    its type's minimum (-128 int8, 0 uint8), which clamps at zero itself."""
+    from onnx import numpy_helper
+
+    users = consumers.get(relu.output[0], [])
+    if len(users) != 1 or users[0].op_type != "QuantizeLinear" or len(users[0].input) < 3:
+        return False
+    zp = inits.get(users[0].input[2])
+    if zp is None:
+        return False
+    z = numpy_helper.to_array(zp)
+    return z.size == 1 and int(z.reshape(())) == int(np.iinfo(z.dtype).min)
+
+
 def weight_bias_quantization(model: Any) -> str | None:
     """What onnxruntime's WeightBiasQuantization graph optimization (every session of its above optimizations off:
     the `ort` and `ort-int8` judges) does to a Conv, ConvTranspose or Gemm whose input is a DequantizeLinear with a
@@ -232,18 +307,31 @@ def weight_bias_quantization(model: Any) -> str | None:
     quantizer has no QLinear form of it): a float weight is quantized to int8 per tensor, asymmetric, from its
     range widened to 0 (scale (max - min) / 255, zero point round_half_even(-128 - min / scale), onnxruntime's
     GetQuantizationParameter) and dequantized again; a float 1-D bias to int32 round_half_even(b / (s_x s_w))
-    (per channel where the weight's scale is), dequantized with that scale. The model then computes with the
-    weights onnxruntime computes with. Returns the changed nodes' names (None: none)."""
+    (per channel where the weight's scale is), dequantized with that scale. Only where the op's result goes to a
+    QuantizeLinear (its only consumer): onnxruntime 1.32 computes one whose result stays float (a DCGAN's
+    ConvTranspose -> BatchNormalization) with its float weights (measured: its default session equals its
+    unoptimised one there, and held-out set 5's gan_decoder was 76.2% equal while Tileplan quantized them). The
+    model then computes with the weights onnxruntime computes with. Returns the changed nodes' names (None:
+    none)."""
     from onnx import helper, numpy_helper
 
     g = model.graph
     f = np.float32
     inits = {t.name: t for t in g.initializer}
     producer = {o: n for n in g.node for o in n.output}
+    consumers: dict[str, list[Any]] = {}
+    for n in g.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
     done: list[str] = []
     for node in list(g.node):
         if node.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(node.input) < 2:
             continue
+        users = consumers.get(node.output[0], [])
+        if len(users) == 1 and users[0].op_type == "Relu" and _relu_quant_fusable(users[0], consumers, inits):
+            users = consumers.get(users[0].output[0], [])  # onnxruntime's ReluQuantFusion removes that Relu first
+        if len(users) != 1 or users[0].op_type != "QuantizeLinear":
+            continue  # onnxruntime 1.32 leaves the weights of an op whose result is not quantized float
         dq0 = producer.get(node.input[0])
         if dq0 is None or dq0.op_type != "DequantizeLinear" or dq0.input[1] not in inits \
                 or numpy_helper.to_array(inits[dq0.input[1]]).size != 1:
@@ -313,8 +401,11 @@ def conv_transpose_as_conv(model: Any) -> str | None:
     from onnx import helper, numpy_helper
 
     g = model.graph
+    if not any(n.op_type == "ConvTranspose" for n in g.node):
+        return None
     ix = onnx_graph.index(g)
     inits, producer, consumers, outputs = ix.inits, ix.producer, ix.consumers, ix.outputs
+    _, shapes = onnx_graph.types_and_shapes(model)
 
     def dq_const(name: str) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, int] | None:
         dq = producer.get(name)
@@ -334,10 +425,14 @@ def conv_transpose_as_conv(model: Any) -> str | None:
         if node.op_type != "ConvTranspose" or len(node.input) < 2:
             continue
         k = list(_attr(node, "kernel_shape", []))
-        if (len(k) != 2 or k[0] != k[1] or list(_attr(node, "strides", [1, 1])) != k
-                or any(_attr(node, "pads", [0, 0, 0, 0])) or any(d != 1 for d in _attr(node, "dilations", [1, 1]))
-                or any(_attr(node, "output_padding", [0, 0])) or _attr(node, "group", 1) != 1
-                or _attr(node, "output_shape", None) or _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET")):
+        stride = list(_attr(node, "strides", [1, 1]))
+        pads = list(_attr(node, "pads", [0, 0, 0, 0]))
+        out_pad = list(_attr(node, "output_padding", [0, 0]))
+        x_shape = shapes.get(node.input[0], ())
+        if (len(k) != 2 or len(stride) != 2 or len(pads) != 4 or len(out_pad) != 2 or len(x_shape) != 4
+                or any(d != 1 for d in _attr(node, "dilations", [1, 1])) or _attr(node, "group", 1) != 1
+                or _attr(node, "output_shape", None) or _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET")
+                or any(p < 0 for p in pads) or any(not 0 <= o < st for o, st in zip(out_pad, stride))):
             continue
         x = producer.get(node.input[0])
         w = dq_const(node.input[1])
@@ -347,15 +442,35 @@ def conv_transpose_as_conv(model: Any) -> str | None:
                 or (len(node.input) > 2 and node.input[2] and (b is None or b[1].dtype != np.int32))
                 or len(users) != 1 or users[0].op_type != "QuantizeLinear" or node.output[0] in outputs):
             continue
-        kk = k[0]
         _, wv, ws, wz, waxis = w
         cin, cout = wv.shape[:2]
         if ws.size > 1 and (waxis % 4 != 1 or ws.size != cout):
             continue
-        # a weight zero point (weight_bias_quantization's asymmetric weights) stays on the 1x1 Conv's weight, which
+        # a weight zero point (weight_bias_quantization's asymmetric weights) stays on the Conv's weight, which
         # split_weight_zero_points, run after this, splits exactly like any conv's
         q = users[0]
-        w2 = wv.reshape(cin, cout * kk * kk).T.reshape(cout * kk * kk, cin, 1, 1).copy()
+        sh, sw = stride
+        kk = sh * sw  # phases: output channel o of phase (rh, rw) is o * kk + rh * sw + rw (DepthToSpace CRD)
+        taps = [-(-kd // sd) for kd, sd in zip(k, stride)]  # M = ceil(k / s) taps per phase and axis
+        w2 = np.zeros((cout, sh, sw, cin, taps[0], taps[1]), wv.dtype)
+        wz_fill = np.asarray(wz).reshape(-1)
+        for rh in range(sh):
+            for rw in range(sw):
+                for jh in range(taps[0]):
+                    for jw in range(taps[1]):
+                        a, b_ = rh + sh * (taps[0] - 1 - jh), rw + sw * (taps[1] - 1 - jw)
+                        if a < k[0] and b_ < k[1]:
+                            w2[:, rh, rw, :, jh, jw] = wv[:, :, a, b_].T
+                        else:  # no tap: a weight equal to its zero point (a zero real weight)
+                            w2[:, rh, rw, :, jh, jw] = wz_fill.reshape(-1, 1) if wz_fill.size > 1 else wz_fill[0]
+        w2 = w2.reshape(cout * kk, cin, taps[0], taps[1])
+        # conv output rows q (stride 1, M - 1 rows padded before): phase r of q is the transposed conv's output
+        # row q * s + r - pad_begin; enough rows after to reach its last output
+        out_hw = [(n - 1) * sd + kd - pb - pe + op for n, sd, kd, pb, pe, op
+                  in zip(x_shape[2:], stride, k, pads[:2], pads[2:], out_pad)]
+        after = [max(m - 1, -(-(o + pb) // sd) - n) for m, o, pb, sd, n
+                 in zip(taps, out_hw, pads[:2], stride, x_shape[2:])]
+        conv_hw = [n + a for n, a in zip(x_shape[2:], after)]
         base = f"{node.name}/as_conv"
 
         def const(arr: np.ndarray, suffix: str, base: str = base) -> str:
@@ -363,7 +478,7 @@ def conv_transpose_as_conv(model: Any) -> str | None:
             return f"{base}/{suffix}"
 
         def per_out(a: np.ndarray, kk: int = kk) -> np.ndarray:
-            return np.repeat(a.reshape(-1), kk * kk) if a.size > 1 else a
+            return np.repeat(a.reshape(-1), kk) if a.size > 1 else a
 
         w_in = [const(w2, "w"), const(per_out(ws), "w_scale"), const(per_out(wz).astype(wz.dtype), "w_zero_point")]
         new = [helper.make_node("DequantizeLinear", w_in, [f"{base}/w_dq"], name=f"{base}/w_dq")]
@@ -372,23 +487,47 @@ def conv_transpose_as_conv(model: Any) -> str | None:
         conv_in = [node.input[0], f"{base}/w_dq"]
         if b is not None:
             _, bv, bs, bz, _ = b
-            b_in = [const(np.repeat(bv, kk * kk), "b"), const(per_out(bs), "b_scale"),
+            b_in = [const(np.repeat(bv, kk), "b"), const(per_out(bs), "b_scale"),
                     const(per_out(bz).astype(bz.dtype), "b_zero_point")]
             new.append(helper.make_node("DequantizeLinear", b_in, [f"{base}/b_dq"], name=f"{base}/b_dq"))
             if bs.size > 1:
                 new[-1].attribute.append(helper.make_attribute("axis", 0))
             conv_in.append(f"{base}/b_dq")
-        conv = helper.make_node("Conv", conv_in, [f"{base}/y"], name=node.name, kernel_shape=[1, 1])
+        conv = helper.make_node("Conv", conv_in, [f"{base}/y"], name=node.name, kernel_shape=taps,
+                                pads=[taps[0] - 1, taps[1] - 1, after[0], after[1]])
         q_out = q.output[0]
         q.input[0] = f"{base}/y"
         q.output[0] = f"{base}/y_q"
-        d2s = helper.make_node("DepthToSpace", [f"{base}/y_q"], [q_out], name=f"{base}/depth_to_space",
-                               blocksize=kk, mode="CRD")
+        tail = []
+        if sh == sw:
+            full = [c * s_ for c, s_ in zip(conv_hw, stride)]
+            tail.append(helper.make_node("DepthToSpace", [f"{base}/y_q"], [f"{base}/full"],
+                                         name=f"{base}/depth_to_space", blocksize=sh, mode="CRD"))
+        else:  # [N, C, sh, sw, Q, Q'] -> [N, C, Q, sh, Q', sw] -> [N, C, Q sh, Q' sw]
+            full = [c * s_ for c, s_ in zip(conv_hw, stride)]
+            n_ = x_shape[0]
+            tail += [helper.make_node("Reshape", [f"{base}/y_q", const(np.array([n_, cout, sh, sw, *conv_hw], np.int64),
+                                                                          "phases_shape")], [f"{base}/phases"],
+                                      name=f"{base}/phases"),
+                     helper.make_node("Transpose", [f"{base}/phases"], [f"{base}/interleaved"],
+                                      name=f"{base}/interleave", perm=[0, 1, 4, 2, 5, 3]),
+                     helper.make_node("Reshape", [f"{base}/interleaved", const(np.array([n_, cout, *full], np.int64),
+                                                                               "full_shape")], [f"{base}/full"],
+                                      name=f"{base}/depth_to_space")]
+        if full != out_hw or any(pads[:2]):
+            tail.append(helper.make_node("Slice", [f"{base}/full", const(np.array(pads[:2], np.int64), "starts"),
+                                                   const(np.array([pb + o for pb, o in zip(pads[:2], out_hw)],
+                                                                  np.int64), "ends"),
+                                                   const(np.array([2, 3], np.int64), "axes")], [q_out],
+                                         name=f"{base}/crop"))
+        else:
+            tail[-1].output[0] = q_out
         at = list(g.node).index(node)
         g.node.remove(node)
         for j, n in enumerate([*new, conv]):
             g.node.insert(at + j, n)
-        g.node.insert(list(g.node).index(q) + 1, d2s)
+        for j, n in enumerate(tail):
+            g.node.insert(list(g.node).index(q) + 1 + j, n)
         done.append(node.name)
         old_dq.extend(d[0] for d in (w, b) if d is not None)
     if not done:
@@ -402,6 +541,87 @@ def conv_transpose_as_conv(model: Any) -> str | None:
     for t in [t for t in g.initializer if t.name in dropped and t.name not in used]:
         g.initializer.remove(t)
     return ", ".join(done)
+
+
+def conv_pads(node: Any, x_shape: tuple[int, ...]) -> list[int] | None:
+    """A 2-D Conv's padding [top, left, bottom, right] with auto_pad resolved for its input shape (ONNX's rule:
+    SAME_UPPER puts the odd one at the end, SAME_LOWER at the beginning), or None when not 2-D."""
+    kernel = list(_attr(node, "kernel_shape", []))
+    if len(x_shape) != 4 or len(kernel) != 2:
+        return None
+    auto = _attr(node, "auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        strides = list(_attr(node, "strides", [1, 1]))
+        dil = list(_attr(node, "dilations", [1, 1]))
+        begin, end = [], []
+        for n, k, s, d in zip(x_shape[2:], kernel, strides, dil):
+            total = max(0, (-(-n // s) - 1) * s + (k - 1) * d + 1 - n)
+            small, big = total // 2, total - total // 2
+            begin.append(small if auto == "SAME_UPPER" else big)
+            end.append(big if auto == "SAME_UPPER" else small)
+        return [*begin, *end]
+    if auto == "VALID":
+        return [0, 0, 0, 0]
+    return list(_attr(node, "pads", [0, 0, 0, 0]))
+
+
+def asymmetric_pads_on_host(model: Any) -> list[str]:
+    """Give each quantized 2-D Conv with asymmetric padding (pads such as [1, 1, 2, 2], or auto_pad SAME_UPPER /
+    SAME_LOWER with an even kernel: `nn.Conv2d(..., 4, padding="same")`) a symmetric one the accelerator's kernel
+    pads itself, the rest padded on the host: an int8 Pad of the conv's quantized input with its zero point z_x
+    (which dequantizes to 0, what the Conv pads with), before its DequantizeLinear. Both give the same integer sums
+    as onnxruntime's QLinearConv. Needs inferred shapes and a DequantizeLinear owned by the conv
+    (dedicate_dequantize). Returns the rewritten convs' names."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = model.graph
+    ix = onnx_graph.index(g)
+    _, shapes = onnx_graph.types_and_shapes(model)
+    int8 = {TensorProto.INT8, TensorProto.UINT8}
+    done: list[str] = []
+    for node in list(g.node):
+        if node.op_type != "Conv" or not node.input:
+            continue
+        dq = ix.producer.get(node.input[0])
+        x_shape = shapes.get(node.input[0], ())
+        pads = conv_pads(node, x_shape)
+        if (dq is None or dq.op_type != "DequantizeLinear" or pads is None or len(ix.consumers.get(dq.output[0], [])) != 1
+                or dq.output[0] in ix.outputs or (pads[0], pads[1]) == (pads[2], pads[3])):
+            continue
+        zp_name = dq.input[2] if len(dq.input) > 2 else ""
+        zp_init = ix.inits.get(zp_name)
+        q_name = dq.input[0]
+        q_type = ix.inits[q_name].data_type if q_name in ix.inits else None
+        if q_type is None:
+            info = next((v for v in [*g.value_info, *g.input] if v.name == q_name), None)
+            q_type = info.type.tensor_type.elem_type if info is not None else None
+        if q_type not in int8 or (zp_name and (zp_init is None or numpy_helper.to_array(zp_init).size != 1)):
+            continue
+        sym_h, sym_w = min(pads[0], pads[2]), min(pads[1], pads[3])
+        extra = [0, 0, pads[0] - sym_h, pads[1] - sym_w, 0, 0, pads[2] - sym_h, pads[3] - sym_w]
+        pads_name = f"{node.name}/host_pads"
+        g.initializer.append(numpy_helper.from_array(np.array(extra, np.int64), pads_name))
+        if zp_name:
+            value = zp_name
+        else:
+            value = f"{node.name}/host_pad_value"
+            g.initializer.append(numpy_helper.from_array(
+                np.zeros((), np.int8 if q_type == TensorProto.INT8 else np.uint8), value))
+        padded = f"{q_name}/padded_for_{node.name}"
+        pad = helper.make_node("Pad", [q_name, pads_name, value], [padded], name=f"{node.name}/host_pad",
+                               mode="constant")
+        g.node.insert(list(g.node).index(dq), pad)
+        dq.input[0] = padded
+        stale = [v for v in g.value_info if v.name == dq.output[0]]  # its shape grows
+        for v in stale:
+            g.value_info.remove(v)
+        kept = [a for a in node.attribute if a.name not in ("auto_pad", "pads")]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        node.attribute.append(helper.make_attribute("pads", [sym_h, sym_w, sym_h, sym_w]))
+        done.append(node.name)
+    return done
 
 
 def dedicate_dequantize(model: Any) -> int:
@@ -701,14 +921,33 @@ FOLD_KEEPS_STRUCTURE = ["ReluQuantFusion", "ClipQuantFusion", "QDQPropagationTra
                         "ReshapeFusion", "CastElimination", "ExpandElimination", "UnsqueezeElimination"]
 
 
+# The inputs that give an operator's output shape (not its values): when a node computes one of them, the output's
+# shape cannot be inferred until that node is folded. torch.onnx computes a reflect / replicate Pad's `pads` from
+# constants so (ConstantOfShape -> Concat -> Reshape -> Slice -> Transpose -> Reshape -> Cast), with no Shape node.
+SHAPE_OPERANDS = {"Pad": (1,), "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4),
+                  "Resize": (1, 2, 3), "Upsample": (1,), "ConstantOfShape": (0,), "Unsqueeze": (1,),
+                  "Squeeze": (1,), "Range": (0, 1, 2), "Split": (1,), "TopK": (1,)}
+
+
+def computed_shape_operands(model: Any) -> list[str]:
+    """Nodes one of whose SHAPE_OPERANDS is computed by another node (not an initializer, a Constant or a graph
+    input): the ones whose output shapes only folding can make static."""
+    made = {o: n.op_type for n in model.graph.node for o in n.output}
+    return [n.name or n.op_type for n in model.graph.node
+            if any(i < len(n.input) and n.input[i] and made.get(n.input[i], "Constant") != "Constant"
+                   for i in SHAPE_OPERANDS.get(n.op_type, ()))]
+
+
 def fold_shapes(model: Any) -> tuple[Any, str | None]:
     """Fold every subgraph computed from `Shape` / `Size` into constants for the model's (fixed) input shapes,
     with onnxruntime's graph optimiser at its basic level (constant folding; the rewrites in
-    FOLD_KEEPS_STRUCTURE disabled).  Returns (model, note): the model unchanged and no note when it has no such
-    operator; unchanged with the optimiser's refusal as the note when onnxruntime cannot load it (the import's
-    own checks then name what is wrong)."""
+    FOLD_KEEPS_STRUCTURE disabled); also a model where a shape-giving operand (SHAPE_OPERANDS: a Pad's pads, a
+    Reshape's shape, ...) is computed by other nodes, from constants.  Returns (model, note): the model unchanged
+    and no note when it has neither; unchanged with the optimiser's refusal as the note when onnxruntime cannot
+    load it (the import's own checks then name what is wrong)."""
     shape_nodes = sum(n.op_type in SHAPE_OPS for n in model.graph.node)
-    if not shape_nodes:
+    computed = computed_shape_operands(model)
+    if not shape_nodes and not computed:
         return model, None
     import onnx
     import onnxruntime as ort
@@ -726,6 +965,10 @@ def fold_shapes(model: Any) -> tuple[Any, str | None]:
             return model, f"shape subgraphs not folded: onnxruntime cannot load the model ({_first_line(exc)})"
     left = sum(n.op_type in SHAPE_OPS for n in folded.graph.node)
     name_nodes(folded)
+    if not shape_nodes:
+        still = len(computed_shape_operands(folded))
+        return folded, (f"the computed shape operands of {len(computed) - still} of {len(computed)} node(s) (e.g. "
+                        f"{computed[0]}) folded into constants (onnxruntime's basic graph optimisation)")
     return folded, (f"{shape_nodes - left} of {shape_nodes} Shape/Size operators and the subgraphs computed from "
                     "them folded into constants for the input shapes (onnxruntime's basic graph optimisation)")
 
@@ -797,6 +1040,10 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     if constant_q:
         notes.append(f"QuantizeLinear of constant float weights computed once, as onnxruntime's constant folding "
                      f"does (AddQDQPairToWeight): {len(constant_q)} node(s), e.g. {constant_q[0]}")
+    bn_fused = conv_bn_fusion(model)
+    if bn_fused:
+        notes.append("BatchNormalization after a float Conv / ConvTranspose folded into its weights and bias as "
+                     f"onnxruntime's ConvBNFusion does: {', '.join(bn_fused)}")
     quantized = weight_bias_quantization(model)  # on the graph onnxruntime sees
     if quantized:
         notes.append("float weights / biases after a DequantizeLinear quantized as onnxruntime's sessions do "
@@ -843,6 +1090,12 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                                 + (", ..." if len(infinite) > 4 else "")))
     dedicate_dequantize(model)
     model = infer_shapes(model)
+    padded = asymmetric_pads_on_host(model)
+    if padded:
+        model = infer_shapes(model)
+        notes.append(f"convs with asymmetric padding (or auto_pad SAME with an even kernel) padded symmetrically by "
+                     f"the accelerator's kernel and the rest by an int8 host Pad with the input's zero point: "
+                     f"{len(padded)} conv(s), e.g. {padded[0]}")
     splits = split_weight_zero_points(model)
     if splits:
         model = infer_shapes(model)

@@ -1,0 +1,71 @@
+"""Padding as PyTorch writes it in users' nets (held-out set 5, bench/zoo_export.py `convs_zoo`), in small
+onnx.helper models: a reflect / replicate Pad whose `pads` torch.onnx computes from constants (no Shape node), and
+a Conv with auto_pad SAME_UPPER and an even kernel (`nn.Conv2d(..., 4, padding="same")`: pads 1 before, 2 after)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from frontend_helpers import assert_offloaded_and_matching, compile_bytes
+
+from tileplan.frontend import zoo
+
+
+def _quantized(g: zoo._Graph, x_shape: list[int], out: str, out_shape: list[int], fmt: str) -> bytes:
+    rng = np.random.default_rng(0)
+    model = g.model("pads", {"x": x_shape}, out, out_shape)
+    calib = [{"x": rng.standard_normal(x_shape).astype(np.float32)} for _ in range(8)]
+    return zoo.quantize(model, fmt, calib)
+
+
+def _op(res: object, name: str) -> dict:
+    """The summary's entry of ONNX node `name` (a QOperator export's node is `<name>_quant`)."""
+    return next(o for o in res.summary["ops"] if o["name"] in (name, f"{name}_quant"))  # type: ignore[attr-defined]
+
+
+def _torch_pads(g: zoo._Graph, pads: list[int]) -> str:
+    """`pads` as torch.onnx 2.x computes them for F.pad(x, (l, r, t, b), mode="reflect") at opset 17: the
+    reversed (l, r, t, b) pairs padded with zeros (ConstantOfShape), reshaped, reversed by a Slice, transposed and
+    flattened, then cast to int64."""
+    torch_order = np.array(pads, np.int64)  # (l, r, t, b)
+    zeros = g.op("ConstantOfShape", [g.const(np.array([4], np.int64))],
+                 value=__import__("onnx").helper.make_tensor("v", 7, [1], [0]))
+    both = g.op("Concat", [g.const(torch_order), zeros], axis=0)
+    pairs = g.op("Reshape", [both, g.const(np.array([-1, 2], np.int64))])
+    rev = g.op("Slice", [pairs, g.const(np.array([-1], np.int64)), g.const(np.array([-9223372036854775807], np.int64)),
+                         g.const(np.array([0], np.int64)), g.const(np.array([-1], np.int64))])
+    flat = g.op("Reshape", [g.op("Transpose", [rev], perm=[1, 0]), g.const(np.array([-1], np.int64))])
+    return g.op("Cast", [flat], to=7)
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
+@pytest.mark.parametrize("mode", ["reflect", "edge"])
+def test_a_pad_with_computed_pads_folds_and_its_conv_is_offloaded(fmt, mode):
+    g = zoo._Graph(seed=11)
+    x = g.conv("x", 3, 16, name="stem")
+    padded = g.op("Pad", [x, _torch_pads(g, [1, 1, 1, 1])], "pad", mode=mode)
+    w = g.weight((16, 16, 3, 3), fan_in=144)
+    y = g.op("Relu", [g.op("Conv", [padded, w, g.bias(16)], "padded_conv", kernel_shape=[3, 3], pads=[0] * 4)])
+    out = g.dense(g.op("Flatten", [g.op("GlobalAveragePool", [y])]), 16, 5, name="fc")
+    data = _quantized(g, [1, 3, 9, 7], out, [1, 5], fmt)
+    res = compile_bytes(data)
+    op = _op(res, "padded_conv")
+    assert op["where"] == "accelerator", op["reason"]
+    assert_offloaded_and_matching(data, res, note="computed shape operands")
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
+def test_a_same_upper_conv_with_an_even_kernel_is_offloaded(fmt):
+    g = zoo._Graph(seed=12)
+    x = g.conv("x", 3, 16, name="stem")
+    w = g.weight((16, 16, 4, 4), fan_in=256)
+    y = g.op("Relu", [g.op("Conv", [x, w, g.bias(16)], "same_conv", kernel_shape=[4, 4], auto_pad="SAME_UPPER")])
+    w2 = g.weight((16, 16, 2, 2), fan_in=64)
+    y = g.op("Relu", [g.op("Conv", [y, w2, g.bias(16)], "lower_conv", kernel_shape=[2, 2], pads=[0, 1, 1, 0])])
+    out = g.dense(g.op("Flatten", [g.op("GlobalAveragePool", [y])]), 16, 5, name="fc")
+    data = _quantized(g, [1, 3, 9, 7], out, [1, 5], fmt)
+    res = compile_bytes(data)
+    for name in ("same_conv", "lower_conv"):
+        op = _op(res, name)
+        assert op["where"] == "accelerator", op["reason"]
+    assert_offloaded_and_matching(data, res)
