@@ -267,7 +267,8 @@ def describe(case: dict[str, Any]) -> str:
         s = f"{'act ' if case['kind'] == 'act' else ''}matmul M{lay['M']} K{lay['K']} N{lay['N']}"
     else:
         k = lay["kernel"]
-        s = (f"conv {'N%d ' % lay['batch'] if lay['batch'] > 1 else ''}C{lay['in_channels']} K{lay['out_channels']} {lay['in_h']}x{lay['in_w']} k{k[0]}x{k[1]} "
+        batch = f"N{lay['batch']} " if lay["batch"] > 1 else ""
+        s = (f"conv {batch}C{lay['in_channels']} K{lay['out_channels']} {lay['in_h']}x{lay['in_w']} k{k[0]}x{k[1]} "
              f"s{lay['stride']} p{lay['padding'][0]},{lay['padding'][1]}")
         if lay["dilation"] > 1:
             s += f" d{lay['dilation']}"

@@ -187,7 +187,8 @@ def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "t
 
 
 def model_calls(r: Realization, problem: Problem, arch: Any, executor: str = "tileplan",
-                out_bytes: float | None = None, w_row: int = 0, o_row: int = 0, pad_read: bool = False) -> Any:
+                out_bytes: float | None = None, w_row: int = 0, o_row: int = 0, pad_read: bool = False,
+                acc_init: bool = False) -> Any:
     """The calibrated cost model's call features (tileplan.cost.gemmini) for the realised tiles, so the prediction
     matches what the code runs rather than the plan it came from (`executor`: see CallLayout.reuse; `out_bytes`:
     bytes per stored output element where the kernel does not store the hardware's output type, e.g. the int32
@@ -196,8 +197,12 @@ def model_calls(r: Realization, problem: Problem, arch: Any, executor: str = "ti
     requests; `o_row`: elements between the output pixels the stores write, when they write a padded copy
     (CallLayout.store_pixel) rather than the caller's output: rows closer than 64 bytes wait on each other;
     `pad_read`: the kernel reads the input's padding rows from memory (a non-zero padding value, KernelABI.pad_value),
-    so under the library's executor, whose model makes zero padding on chip, the padded input is what it loads)."""
+    so under the library's executor, whose model makes zero padding on chip, the padded input is what it loads;
+    `acc_init`: the code initialises every output tile's accumulator, from the bias or, where the layer has none
+    (`problem.bias`), by zero-fills that read no bytes, whichever executor's stream it follows)."""
     e = execution_from_mapping(problem, arch, realised_mapping(r, arch), executor)
+    if acc_init:
+        e = dataclasses.replace(e, bias=True, bias_bytes=bool(problem.bias))
     if out_bytes is not None:
         e = dataclasses.replace(e, out_bytes=float(out_bytes))
     if w_row and w_row != e.k:  # the kernel reads a copy of the weights whose rows are w_row elements apart
@@ -498,10 +503,10 @@ def realise_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, tar
     # (the model of the code: every output tile's accumulator is initialised by mvins of its rows, from the bias, or,
     # for a layer without one, a zero-fill from address 0 (requests, no bytes), in either stream: the library's
     # model, which skips a missing bias as Gemmini's library does, would not count them)
-    coded = dataclasses.replace(problem, bias=True)
+    coded = dataclasses.replace(problem, bias=bool(epilogue.bias))
     calls = model_calls(r, coded, arch, executor, 4.0 if abi.acc_output else None,
                         0 if lay.w_in_place else lay.padded["K"], 0 if lay.store_direct else lay.store_pixel,
-                        bool(abi.pad_value))
+                        bool(abi.pad_value), acc_init=True)
     cycles = cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
     return Realised(tag, geo, r, lay, problem, executor, cycles, calls)
 

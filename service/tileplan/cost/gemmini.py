@@ -252,6 +252,9 @@ class Execution:
     # Kernel dilation (rows, columns): tap r of an output row p reads input row p x stride + r x dilation, so a call's
     # window of t_r taps spans (t_r - 1) x dilation + 1 more rows than its output rows need (`_axis`)
     dilation: tuple[int, int] = (1, 1)
+    # Whether the accumulator initialisation (`bias`) reads a bias: a layer without one has its rows zero-filled
+    # (Tileplan's code: mvins from address 0, which Gemmini's DMA serves as requests that read no bytes)
+    bias_bytes: bool = True
 
     @property
     def rows(self) -> int:
@@ -363,6 +366,7 @@ class ExecutionBuilder:
         self.db_levels = (None if levels is None or executor != "tileplan"
                           else (arch.levels[levels[1]].name, arch.levels[levels[0]].name))
         self.bias = problem.bias or executor == "tileplan"
+        self.bias_bytes = bool(problem.bias)
         self.l2 = CostParams.for_descriptor(arch.hardware).l2_bytes
         self.llc = CostParams.for_descriptor(arch.hardware).llc_bytes
         self.kind = "matmul" if runs_as_matmul(problem) else "conv"
@@ -393,7 +397,7 @@ class ExecutionBuilder:
                 kind="matmul", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=1, k=dims["K"],
                 c=dims["C"], r=1, s=1, stride=(1, 1), pad=(0, 0), in_h=dims["P"], in_w=1, t_n=1, t_w=1, t_r=1, t_s=1,
                 k_step=0, c_step=0, in_bytes=arch.input_bytes, out_bytes=arch.output_bytes, bias=self.bias,
-                dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
+                bias_bytes=self.bias_bytes, dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
             )
         else:
             self._fixed = dict(
@@ -401,7 +405,7 @@ class ExecutionBuilder:
                 kind="conv", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=dims["Q"], k=dims["K"],
                 c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=pad, in_h=in_h, in_w=in_w, dilation=(dh, dw),
                 in_bytes=arch.input_bytes, out_bytes=arch.output_bytes, bias=self.bias, reuse=executor == "tileplan",
-                dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
+                bias_bytes=self.bias_bytes, dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
             )
         self._template: dict[str, Any] | None = None
 
@@ -833,7 +837,8 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     # 64 B of it), each mvin reading one DRAM row of the bias (stride 0)
     ld_req = ld_req + init * nb * ho * wo * _acc_row_req(kk, cols_)
     ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * in_b
-    ld_bytes = ld_bytes + init * nb * ho * np.ceil(wo / d) * kk * ACC_BYTES  # one DRAM row per mvin
+    # one DRAM row per mvin (none where the rows are zero-filled: bias_bytes)
+    ld_bytes = ld_bytes + init * nb * ho * np.ceil(wo / d) * kk * ACC_BYTES * each("bias_bytes")
     final = hf * wf * cf
     st_req = final * nb * ho * wo * k_req_out  # mvout rows: <= DIM
     st_bytes = final * nb * ho * wo * kk * out_b
@@ -889,7 +894,7 @@ def _loop_tables(i: int, key: tuple, tables_of: abc.Callable[[Execution], tuple[
 
 
 _CONV_SCALARS = ("dim", "rows", "cols", "in_bytes", "out_bytes", "fold", "groups", "bias", "overlapped", "c", "k",
-                 "big_I", "big_W", "big_O", "o_row", "far_I", "far_W", "far_O")
+                 "big_I", "big_W", "big_O", "o_row", "far_I", "far_W", "far_O", "bias_bytes")
 
 
 def _conv_scalars(e: Execution) -> tuple[float, ...]:
@@ -899,7 +904,7 @@ def _conv_scalars(e: Execution) -> tuple[float, ...]:
     far = _tensors_beyond_l2(e.batch, e.in_h, e.in_w, e.c, e.groups, e.r, e.s, e.k, e.out_h, e.out_w, e.in_bytes,
                              e.out_bytes, e.llc_bytes, e.w_row, e.o_row)
     return (e.dim, e.rows, e.cols, e.in_bytes, e.out_bytes, e.fold, e.groups, float(e.bias), float(e.overlapped),
-            e.c, e.k, *big, e.o_row, *far)
+            e.c, e.k, *big, e.o_row, *far, float(e.bias_bytes))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1053,7 +1058,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                 far_bytes = (fetch_a * ie * ke * far_i + fetch_b * ke * je * far_w) * in_bytes
                 if k0 and bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * float(_acc_row_req(je, cols))
-                    ld_bytes += ceil_i * je * ACC_BYTES
+                    ld_bytes += ceil_i * je * ACC_BYTES * e.bias_bytes
                 st_req = st_bytes = 0.0
                 if kf:
                     st_req = ie * st_row
