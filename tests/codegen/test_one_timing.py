@@ -327,6 +327,36 @@ def test_a_zero_filled_accumulator_moves_no_bytes():
     assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
 
 
+def test_an_input_copy_padded_beyond_the_llc_is_sized_as_the_code_lays_it_out():
+    """A 1x7 conv over 131 channels of a 160 x 160 map (bench/emu_vs_model.py, gemmini-32x32: emulated 1.66x of
+    modelled) whose plan pads the channels to 192 (6 tiles of 32): the kernel reads its input from a copy padded to
+    the tile grid, pixels 192 bytes apart, 5.2 MB, beyond the 4 MiB LLC, while the layer's own input, 3.5 MB with its
+    padding columns, is not; the model sized the unpadded input, so it charged no far-DRAM loads where the emulator
+    (which registers the copy, a workspace buffer) timed 3.6 MB of them, and it counted the rows' DMA requests at a
+    131-byte stride instead of 192. The model of the code now reads the copy's stride (model_cycles' i_row)."""
+    from tileplan.codegen.targets.gemmini import KernelABI
+
+    hw = get_hardware("gemmini-32x32")
+    layer = parse_layer({"op": "conv2d", "name": "k17", "in_channels": 131, "out_channels": 2, "in_h": 160,
+                         "in_w": 160, "kernel": [1, 7], "padding": [0, 3]}).model_copy(update={"bias": False})
+    mapping = Mapping.model_validate({
+        "levels": [
+            {"name": "Registers", "temporal": [], "spatial": []},
+            {"name": "Accumulator", "temporal": [["Q", 80], ["P", 3], ["C", 3], ["S", 7]], "spatial": [["C", 32]]},
+            {"name": "Scratchpad", "temporal": [], "spatial": [["K", 2]]},
+            {"name": "DRAM", "temporal": [["C", 2], ["Q", 2], ["P", 54]], "spatial": []},
+        ],
+        "padded_dims": {"C": 192, "P": 162},
+        "double_buffered": {"Accumulator": ["O"], "Scratchpad": ["W", "I"]},
+        "dataflow": "weight_stationary",
+    })
+    art = generate(layer, hw, mapping, Epilogue(scale=0.004, bias=False), name="k",
+                   abi=KernelABI("NCHW", pad_value=-3, prelaid=True))
+    res = _run_prelaid(art, (1, 131, 160, 160), (1, 2, 160, 160), np.int8)
+    assert res.features["far_bytes"] > 0
+    assert 0.95 <= res.cycles / art.model_cycles <= 1.05, (res.cycles, art.model_cycles)
+
+
 def _qdq_pointwise_conv(c: int, k: int, h: int, w: int) -> bytes:
     """x -> Q/DQ (zero point 5) -> 1x1 Conv (int8 W, int32 bias) -> Q (zero point 3) / DQ: a QDQ conv whose kernel
     stores int32 accumulators for the host to requantize (as onnxruntime's default export's convs)."""
