@@ -188,7 +188,7 @@ def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "t
 
 def model_calls(r: Realization, problem: Problem, arch: Any, executor: str = "tileplan",
                 out_bytes: float | None = None, w_row: int = 0, o_row: int = 0, pad_read: bool = False,
-                acc_init: bool = False) -> Any:
+                acc_init: bool = False, i_row: int = 0) -> Any:
     """The calibrated cost model's call features (tileplan.cost.gemmini) for the realised tiles, so the prediction
     matches what the code runs rather than the plan it came from (`executor`: see CallLayout.reuse; `out_bytes`:
     bytes per stored output element where the kernel does not store the hardware's output type, e.g. the int32
@@ -199,10 +199,14 @@ def model_calls(r: Realization, problem: Problem, arch: Any, executor: str = "ti
     `pad_read`: the kernel reads the input's padding rows from memory (a non-zero padding value, KernelABI.pad_value),
     so under the library's executor, whose model makes zero padding on chip, the padded input is what it loads;
     `acc_init`: the code initialises every output tile's accumulator, from the bias or, where the layer has none
-    (`problem.bias`), by zero-fills that read no bytes, whichever executor's stream it follows)."""
+    (`problem.bias`), by zero-fills that read no bytes, whichever executor's stream it follows; `i_row`: elements
+    between the input pixels a convolution's kernel reads, from its copy of the input padded to the tile grid
+    (C_p): the copy's size decides whether it stays in the L2 / LLC, a row's offset its DMA requests)."""
     e = execution_from_mapping(problem, arch, realised_mapping(r, arch), executor)
     if acc_init:
         e = dataclasses.replace(e, bias=True, bias_bytes=bool(problem.bias))
+    if i_row and e.kind == "conv" and i_row != e.c:  # the input copy's pixels are i_row channels apart
+        e = dataclasses.replace(e, i_row=i_row)
     if out_bytes is not None:
         e = dataclasses.replace(e, out_bytes=float(out_bytes))
     if w_row and w_row != e.k:  # the kernel reads a copy of the weights whose rows are w_row elements apart
@@ -506,7 +510,7 @@ def realise_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, tar
     coded = dataclasses.replace(problem, bias=bool(epilogue.bias))
     calls = model_calls(r, coded, arch, executor, 4.0 if abi.acc_output else None,
                         0 if lay.w_in_place else lay.padded["K"], 0 if lay.store_direct else lay.store_pixel,
-                        bool(abi.pad_value), acc_init=True)
+                        bool(abi.pad_value), acc_init=True, i_row=lay.padded["C"])
     cycles = cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
     return Realised(tag, geo, r, lay, problem, executor, cycles, calls)
 
