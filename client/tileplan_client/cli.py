@@ -303,6 +303,14 @@ def cmd_compile(args: argparse.Namespace, client: TileplanClient) -> int:
     return OK
 
 
+def _emit_page(args: argparse.Namespace, rows: list[str], kind: str, items: list[Any], cursor: str | None) -> int:
+    """One page of a listing: the table on a terminal (with how to ask for the next page), else the JSON."""
+    if cursor:
+        rows.append(f"more: --cursor {cursor}")
+    _emit(args, "\n".join(rows) if sys.stdout.isatty() else "", {kind: items, "next_cursor": cursor})
+    return OK
+
+
 def cmd_compiles(args: argparse.Namespace, client: TileplanClient) -> int:
     items, cursor = client.compiles(hardware=args.hardware, status=args.status, limit=args.limit, cursor=args.cursor)
     rows = [f"{'id':14} {'model':24} {'hardware':16} {'status':8} {'ops':>5} {'accel':>5} {'emulated':>10}"]
@@ -310,11 +318,7 @@ def cmd_compiles(args: argparse.Namespace, client: TileplanClient) -> int:
         rows.append(f"{c.id[:12]:14} {c.model[:24]:24} {c.hardware[:16]:16} {c.status:8} "
                     f"{c.total.get('ops', '-'):>5} {c.total.get('accelerator_ops', '-'):>5} "
                     f"{str(c.total.get('cycles_emulated', '-')):>10}")
-    if cursor:
-        rows.append(f"more: --cursor {cursor}")
-    _emit(args, "\n".join(rows) if sys.stdout.isatty() else "",
-          {"compiles": [c.raw for c in items], "next_cursor": cursor})
-    return OK
+    return _emit_page(args, rows, "compiles", [c.raw for c in items], cursor)
 
 
 def cmd_delete_compile(args: argparse.Namespace, client: TileplanClient) -> int:
@@ -366,11 +370,7 @@ def cmd_plans(args: argparse.Namespace, client: TileplanClient) -> int:
         rows.append(f"{p.key[:12]:14} {(p.name or p.layer.get('op', ''))[:24]:24} {p.hardware[:16]:16} "
                     f"{p.metrics.cycles:12.0f} {(f'{p.speedup:.2f}x' if p.speedup else '-'):>8} "
                     f"{p.baseline.mapper if p.baseline else '-':12}")
-    if cursor:
-        rows.append(f"more: --cursor {cursor}")
-    _emit(args, "\n".join(rows) if sys.stdout.isatty() else "",
-          {"plans": [p.raw for p in plans], "next_cursor": cursor})
-    return OK
+    return _emit_page(args, rows, "plans", [p.raw for p in plans], cursor)
 
 
 def cmd_module(args: argparse.Namespace, client: TileplanClient) -> int:

@@ -52,40 +52,48 @@ def _timed_out(current: Job | Compile, timeout: float | None) -> WaitTimeout:
     return WaitTimeout(f"{kind} {current.id} not done after {timeout:g} s", current if isinstance(current, Job) else None)
 
 
+class _Backoff:
+    """What both clients' waiting loops share: report progress, stop at an answer or past the deadline, and pause
+    (0.1 s growing by 1.5x up to `max_interval`) between fetches."""
+
+    def __init__(self, timeout: float | None, on_progress: Callable[[Any], None] | None, max_interval: float) -> None:
+        self.timeout, self.on_progress, self.max_interval = timeout, on_progress, max_interval
+        self.end = None if timeout is None else time.monotonic() + timeout
+        self.interval = min(0.1, max_interval)
+
+    def answer(self, current: Polled, done: Callable[[Polled], Done | None]) -> Done | None:
+        if self.on_progress:
+            self.on_progress(current)
+        result = done(current)
+        if result is None and self.end is not None and time.monotonic() > self.end:
+            raise _timed_out(current, self.timeout)
+        return result
+
+    def pause(self) -> float:
+        interval, self.interval = self.interval, min(self.interval * 1.5, self.max_interval)
+        return interval
+
+
 def _poll(current: Polled, fetch: Callable[[str], Polled], done: Callable[[Polled], Done | None], *,
           timeout: float | None, on_progress: Callable[[Polled], None] | None, max_interval: float) -> Done:
-    """Fetch `current` again (backing off from 0.1 s to `max_interval`) until `done` gives an answer."""
-    end = None if timeout is None else time.monotonic() + timeout
-    interval = min(0.1, max_interval)
-    while True:
-        if on_progress:
-            on_progress(current)
-        result = done(current)
-        if result is not None:
-            return result
-        if end is not None and time.monotonic() > end:
-            raise _timed_out(current, timeout)
-        time.sleep(interval)
-        interval = min(interval * 1.5, max_interval)
+    """Fetch `current` again until `done` gives an answer (`_Backoff`)."""
+    wait = _Backoff(timeout, on_progress, max_interval)
+    while (result := wait.answer(current, done)) is None:
+        time.sleep(wait.pause())
         current = fetch(current.id)
+    return result
 
 
 async def _apoll(current: Polled, fetch: Callable[[str], Awaitable[Polled]], done: Callable[[Polled], Done | None], *,
                  timeout: float | None, on_progress: Callable[[Polled], None] | None, max_interval: float) -> Done:
     """`_poll` for the async client."""
-    end = None if timeout is None else time.monotonic() + timeout
-    interval = min(0.1, max_interval)
-    while True:
-        if on_progress:
-            on_progress(current)
-        result = done(current)
-        if result is not None:
-            return result
-        if end is not None and time.monotonic() > end:
-            raise _timed_out(current, timeout)
-        await asyncio.sleep(interval)
-        interval = min(interval * 1.5, max_interval)
+    wait = _Backoff(timeout, on_progress, max_interval)
+    while (result := wait.answer(current, done)) is None:
+        await asyncio.sleep(wait.pause())
         current = await fetch(current.id)
+    return result
+
+
 PlanRef = Plan | str  # a Plan, or a plan key
 CompileRef = Compile | str  # a Compile, or a compile id
 ModelRef = bytes | str | os.PathLike[str]  # the ONNX bytes, or a path to the file

@@ -599,9 +599,15 @@ def _summary_table(summary: dict[str, Any]) -> str:
                     f"{o['reason'][:70]}")
     t = summary["total"]
     rows.append("-" * len(head))
+    if not t["accelerator_ops"]:
+        library = "no op on the accelerator: no library tiling to compare"
+    elif t["baseline_cycles_model"] is None:  # --no-baseline, or an op the library's tiler cannot tile
+        library = "library tiling not costed" + (": --no-baseline" if (summary.get("options") or {}).get("baseline") is False
+                                                 else " for every op")
+    else:
+        library = f"library tiling {t['baseline_cycles_model']:.0f}"
     rows.append(f"{t['accelerator_ops']} of {t['ops']} ops on the accelerator ({t['accelerator_mac_share']:.1%} of "
-                f"the MACs); emulated {t['cycles_emulated']} cycles, modelled {t['cycles_model']:.0f} "
-                f"(library tiling {t['baseline_cycles_model'] or float('nan'):.0f})")
+                f"the MACs); emulated {t['cycles_emulated']} cycles, modelled {t['cycles_model']:.0f} ({library})")
     groups = summary.get("groups") or []
     if groups:
         rows.append(f"fused-layer groups: {len(groups)}, fused {sum(g['fused'] for g in groups)} "

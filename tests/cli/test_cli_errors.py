@@ -197,3 +197,19 @@ def test_compile_refuses_a_bad_model_before_the_plan_store_and_tvm(tmp_path: Pat
             "rc = main()\nprint(rc, 'sqlalchemy' in sys.modules, 'tvm' in sys.modules)\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.stdout.split() == ["2", "False", "False"], run.stderr
+
+
+def test_summary_line_of_an_all_host_compile_says_there_is_no_library_tiling() -> None:
+    """A model with nothing on the accelerator has no library tiling to compare with: the summary says so (it
+    printed 'library tiling nan')."""
+    from tileplan.cli import _summary_table
+    total = {"accelerator_ops": 0, "ops": 3, "accelerator_mac_share": 0.0, "cycles_emulated": 0, "cycles_model": 0,
+             "baseline_cycles_model": None}
+    line = _summary_table({"ops": [], "total": total}).splitlines()[-1]
+    assert "nan" not in line
+    assert line.endswith("(no op on the accelerator: no library tiling to compare)")
+    with_ops = {**total, "accelerator_ops": 2, "cycles_model": 100, "baseline_cycles_model": 150}
+    assert _summary_table({"ops": [], "total": with_ops}).splitlines()[-1].endswith("(library tiling 150)")
+    no_baseline = {**with_ops, "baseline_cycles_model": None}
+    assert _summary_table({"ops": [], "total": no_baseline, "options": {"baseline": False}}).splitlines()[-1].endswith(
+        "(library tiling not costed: --no-baseline)")

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from frontend_helpers import compile_bytes
 
-from tileplan.frontend.host_ops import softmax_reference, softmax_table
+from tileplan.frontend.host_ops import softmax_table
 from tileplan.frontend.reference import reference_outputs
 from tileplan.frontend.runner import run_artifact
 
@@ -30,6 +30,21 @@ ROW = [-31, -14, 11, -56, -10, 41, 50, 77, 49, 59, -31, 41, -21, -27, 0, 22, -2,
        -24, 12, 53, 23, 11, 11, -2, 23, -7, 23, 17, 34, 14, -4, 5, -17, 12, -14, -11, 41, 3, -69, 19, 32, 30, -9, 7,
        28, 31, 25, -36, -3, -6, -6, -2, -26, -37, 11]
 SWIN = (0.062385835, 1 / 256, -128)  # (s_x, s_y, z_y) of ROW
+
+
+def softmax_reference(x: np.ndarray, x_scale: float, y_scale: float, y_zp: int) -> np.ndarray:
+    """int8 QLinearSoftmax over the last axis in NumPy, as onnxruntime 1.32 computes it: the arithmetic
+    `host_ops._qsoftmax_te`'s C implements, itself checked against onnxruntime below. Each row's exp values looked
+    up (index (127 - max + x) & 255), summed in order in float32; y = clamp(nearbyint(double(e) *
+    double(floor(1.0f / s_y)) / double(sum)) + z_y, -128, 127), the quotient in double."""
+    x = np.asarray(x, np.int8)
+    d = x.shape[-1]
+    rows = x.reshape(-1, d).astype(np.int32)
+    e = softmax_table(x_scale, d)[(127 - rows.max(axis=1, keepdims=True) + rows) & 0xFF]
+    total = np.cumsum(e, axis=1, dtype=np.float32)[:, -1:]  # in order, float32
+    c = float(np.floor(np.float32(1.0) / np.float32(y_scale)))
+    q = np.rint(e.astype(np.float64) * c / total.astype(np.float64)) + float(y_zp)
+    return np.clip(q, -128, 127).astype(np.int8).reshape(x.shape)
 
 
 def _model(rows: int, d: int, xs: float = SWIN[0], ys: float = SWIN[1], yz: int = SWIN[2], signed: bool = True,

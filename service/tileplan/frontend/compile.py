@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import Field
 
 from tileplan.errors import InputError, MappingInfeasible
-from tileplan.frontend import dynamic, recurrent
+from tileplan.frontend import dynamic, onnx_graph, recurrent
 from tileplan.plan import Plan, ScheduleOptions, executor_for, make_plan
 
 Planner = Callable[[Any, Any, ScheduleOptions], Plan]
@@ -775,33 +775,37 @@ def _keep_library_tiling(ops: list[_Accel], hw: Any, stream: str) -> None:
             continue
         key = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json())
         if key not in chosen:
-            bmap, name = a.plan.baseline.mapping, short_ident(a.qop.name, "tpk_")
-            # a kernel is generated only to be run: the library's tiling (and the same tiling in Tileplan's stream)
-            # is costed from its realisation (`kernel_cycles`, the modelled cycles its kernel would carry) and
-            # generated only where it is the faster
-            lib_cycles = (float(a.art.model_cycles) if stream == "baseline"
-                          else _try(kernel_cycles, a.spec, hw, bmap, "baseline"))
-            lib = a.art if stream == "baseline" or isinstance(lib_cycles, Exception) \
-                or not lib_cycles < float(a.art.model_cycles) else _try(generate_kernel, a.spec, hw, bmap, name,
-                                                                         "baseline")
-            if isinstance(lib_cycles, Exception) or isinstance(lib, Exception):
-                # the library's tiling cannot be generated with this ABI
-                chosen[key] = (a.art, "", float(a.plan.baseline.metrics.cycles))
-                continue
-            best, how = a.art, ""
-            if lib_cycles < float(best.model_cycles):
-                best, how = lib, "baseline"
-                alt_cycles = _try(kernel_cycles, a.spec, hw, bmap, stream)
-                if not isinstance(alt_cycles, Exception) and alt_cycles < float(best.model_cycles):
-                    alt = _try(generate_kernel, a.spec, hw, bmap, name, stream)
-                    if not isinstance(alt, Exception):
-                        best, how = alt, stream
-            chosen[key] = (best, how, lib_cycles)
+            chosen[key] = _fastest_of_plan_and_library(a, hw, stream, short_ident(a.qop.name, "tpk_"))
         a.art, how, a.library_cycles = chosen[key]
         if how:
             a.library_tiling = ("the library's tiling" + (" in the library's load order" if how == "baseline" else
                                                           " in Tileplan's instruction stream")
                                 + ": the plan's own kernel was modelled slower")
+
+
+def _fastest_of_plan_and_library(a: _Accel, hw: Any, stream: str, name: str) -> tuple[Any, str, float]:
+    """(the kernel to run, how it differs from the plan's: "" / "baseline" / `stream`, the library tiling's modelled
+    cycles) for one op. A kernel is generated only to be run: the library's tiling (and the same tiling in
+    Tileplan's stream) is costed from its realisation (`kernel_cycles`, the modelled cycles its kernel would carry)
+    and generated only where it is the faster."""
+    assert a.plan is not None and a.plan.baseline is not None
+    if stream == "baseline":  # the plan's kernel already runs in the library's load order
+        return a.art, "", float(a.art.model_cycles)
+    bmap = a.plan.baseline.mapping
+    lib_cycles = _try(kernel_cycles, a.spec, hw, bmap, "baseline")
+    if isinstance(lib_cycles, Exception):  # the library's tiling cannot be generated with this ABI
+        return a.art, "", float(a.plan.baseline.metrics.cycles)
+    if not lib_cycles < float(a.art.model_cycles):
+        return a.art, "", lib_cycles
+    lib = _try(generate_kernel, a.spec, hw, bmap, name, "baseline")
+    if isinstance(lib, Exception):
+        return a.art, "", float(a.plan.baseline.metrics.cycles)
+    alt_cycles = _try(kernel_cycles, a.spec, hw, bmap, stream)
+    if not isinstance(alt_cycles, Exception) and alt_cycles < float(lib.model_cycles):
+        alt = _try(generate_kernel, a.spec, hw, bmap, name, stream)
+        if not isinstance(alt, Exception):
+            return alt, stream, lib_cycles
+    return lib, "baseline", lib_cycles
 
 
 def _try(fn: Callable[..., Any], *args: Any) -> Any:
@@ -953,33 +957,15 @@ ROW_STATISTICS = {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormaliza
                   "GroupNormalization", "LpNormalization"}
 
 
-@dataclass
-class _GraphIndex:
-    producers: dict[str, Any]
-    consumers: dict[str, list[Any]]
-    inits: set[str]
-    shapes: dict[str, tuple[int, ...]]
-    outputs: set[str]
-
-    @classmethod
-    def of(cls, model: Any) -> _GraphIndex:
-        consumers: dict[str, list[Any]] = {}
-        for n in model.graph.node:
-            for i in n.input:
-                consumers.setdefault(i, []).append(n)
-        return cls({o: n for n in model.graph.node for o in n.output}, consumers,
-                   {t.name for t in model.graph.initializer}, _shapes(model), {o.name for o in model.graph.output})
-
-
-def _runtime_quantized(name: str, g: _GraphIndex) -> bool:
+def _runtime_quantized(name: str, g: onnx_graph.GraphIndex) -> bool:
     """Whether `name` is (the dequantisation of) a DynamicQuantizeLinear's output: quantized at run time."""
-    p = g.producers.get(name)
+    p = g.producer.get(name)
     if p is not None and p.op_type == "DequantizeLinear":
-        p = g.producers.get(p.input[0])
+        p = g.producer.get(p.input[0])
     return p is not None and p.op_type == "DynamicQuantizeLinear"
 
 
-def _float_uses(node: Any, g: _GraphIndex) -> list[str]:
+def _float_uses(node: Any, g: onnx_graph.GraphIndex) -> list[str]:
     """The ops (or "a graph output") that use a product's float result, or that of the one Relu / Clip after it,
     other than a QuantizeLinear: why the quantized pattern cannot take it whole."""
     out = node.output[0]
@@ -993,16 +979,17 @@ def _float_uses(node: Any, g: _GraphIndex) -> list[str]:
     return found
 
 
-def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
+def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[int, ...]],
+                 reasons: dict[str, str]) -> str:
     """Why `node` runs on the host: the partitioner's reason for a quantized conv / matmul it matched, else
     what the node is and what the accelerator (Gemmini's multiply-accumulate array) would need to run it."""
     if node.name in reasons:
         return reasons[node.name]
-    split = dynamic.host_reason(node, g.producers)
+    split = dynamic.host_reason(node, g.producer)
     if split is not None:
         return split
     op = node.op_type
-    if op == "Conv" and len(g.shapes.get(node.input[1], ())) == 5:
+    if op == "Conv" and len(shapes.get(node.input[1], ())) == 5:
         return "a 3-D convolution: the accelerator's kernels are 1-D and 2-D"
     if op in ("MatMul", "Gemm", "Conv", "MatMulInteger", "ConvInteger") and _runtime_quantized(node.input[0], g):
         return (f"{op} of an input quantized at run time (DynamicQuantizeLinear: onnxruntime's quantize_dynamic): its "
@@ -1010,7 +997,7 @@ def _host_reason(node: Any, g: _GraphIndex, reasons: dict[str, str]) -> str:
                 "zero point folded into its bias and padding, and its requantisation scale, at compile time; "
                 "computed on the host (quantize statically, quantize_static, to offload it)")
     if op in ("MatMul", "Gemm", "Conv"):
-        producers, inits = g.producers, g.inits
+        producers, inits = g.producer, g.inits
         consumers = g.consumers.get(node.output[0], [])
 
         def dequantized(name: str) -> bool:
@@ -1101,8 +1088,8 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
     from tileplan.frontend import partition
 
     model = imported.model
-    index = _GraphIndex.of(model)
-    shapes = index.shapes
+    index = onnx_graph.index(model.graph)
+    shapes = _shapes(model)
     by_main = {a.qop.name: a for a in accel.values()}
     fused_into = {n: a.qop.name for a in accel.values() for n in a.qop.nodes}
     ops: list[dict[str, Any]] = []
@@ -1142,7 +1129,7 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
                         "speedup": None})
         else:
             ops.append({"name": node.name, "op": node.op_type.lower(), "onnx_op": node.op_type, "where": "host",
-                        "reason": _host_reason(node, index, reasons), "plan_key": None, "macs": macs,
+                        "reason": _host_reason(node, index, shapes, reasons), "plan_key": None, "macs": macs,
                         "cycles_emulated": None, "cycles_model": None, "speedup": None})
     acc_ops = [o for o in ops if o["where"] == "accelerator" and o.get("kernel")]
     model_cycles = sum(o["cycles_model"] for o in acc_ops)

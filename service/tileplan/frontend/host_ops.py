@@ -576,21 +576,6 @@ def softmax_table(x_scale: float, length: int) -> np.ndarray:
     return table
 
 
-def softmax_reference(x: np.ndarray, x_scale: float, y_scale: float, y_zp: int) -> np.ndarray:
-    """int8 QLinearSoftmax over the last axis in NumPy, as onnxruntime 1.32 computes it (the check of
-    `_qsoftmax_te`'s C in the tests): each row's exp values looked up (index (127 - max + x) & 255), summed in
-    order in float32; y = clamp(nearbyint(double(e) * double(floor(1.0f / s_y)) / double(sum)) + z_y, -128, 127),
-    the quotient in double."""
-    x = np.asarray(x, np.int8)
-    d = x.shape[-1]
-    rows = x.reshape(-1, d).astype(np.int32)
-    e = softmax_table(x_scale, d)[(127 - rows.max(axis=1, keepdims=True) + rows) & 0xFF]
-    total = np.cumsum(e, axis=1, dtype=np.float32)[:, -1:]  # in order, float32
-    c = float(np.floor(np.float32(1.0) / np.float32(y_scale)))
-    q = np.rint(e.astype(np.float64) * c / total.astype(np.float64)) + float(y_zp)
-    return np.clip(q, -128, 127).astype(np.int8).reshape(x.shape)
-
-
 def _qsoftmax_te(x: Any, table: Any, y_scale: float, y_zp: int) -> Any:
     """int8 softmax over the last axis, as onnxruntime 1.32's QLinearSoftmax computes it (read in its x86-64
     machine code; a scalar loop, no kernel chosen by the CPU): the row's maximum shifts the input onto the
