@@ -88,8 +88,10 @@ def test_double_buffering_alternates_halves_and_saves_cycles():
 def test_calls_follow_the_library_semantics():
     """One call per DRAM iteration; each reloads its input and weight tiles; outputs leave once per output tile;
     one weight preload per (K block, r, s, C block) and one compute per <= DIM output columns of one output row."""
+    # (the layer has the bias the epilogue loads: a bias-free layer's plan is costed with zero-filled accumulator
+    # rows, which read no bytes, Execution.bias_bytes)
     layer = parse_layer({"op": "conv2d", "in_channels": 40, "out_channels": 24, "in_h": 11, "in_w": 23,
-                         "kernel": 3, "padding": 1})
+                         "kernel": 3, "padding": 1, "bias": True})
     m = Mapping.model_validate({"levels": [
         {"name": "Registers"}, {"name": "Accumulator", "temporal": [["Q", 23], ["R", 3], ["S", 3]],
                                 "spatial": [["C", 10]]},

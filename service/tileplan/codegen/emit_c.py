@@ -102,6 +102,9 @@ class Emitted:
     spad_rows_used: int
     acc_rows_used: int
     workspace_bytes: int
+    # the DRAM buffers carved from the workspace, (byte offset, bytes) each: the padded copies the kernel's DMA
+    # reads and writes, each a tensor of its own to the emulator's timing (a program registers them)
+    workspace_pieces: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -115,6 +118,7 @@ class _State:
     spad_next: int = 0
     acc_next: int = 0
     workspace: int = 0  # bytes of DRAM scratch carved so far (64-byte aligned pieces)
+    pieces: list[tuple[int, int]] = field(default_factory=list)  # (offset, bytes) of each carved piece
     referenced: set[int] = field(default_factory=set)  # buffers the code names (see CEmitter.emit's dry run)
     global_allocs: dict[int, str] = field(default_factory=dict)  # DRAM buffers the function allocates
     aliases: dict[int, int] = field(default_factory=dict)  # a declared view -> the buffer it views
@@ -123,6 +127,7 @@ class _State:
     def carve(self, nbytes: int) -> int:
         off = self.workspace
         self.workspace += -(-nbytes // 64) * 64
+        self.pieces.append((off, nbytes))
         return off
 
     def fresh(self, base: str) -> str:
@@ -212,7 +217,7 @@ class CEmitter:
                       "last. */", f"void {entry_name}(void **args) {{ {name}({casts}); }}"]
         lines.append("")
         return Emitted("\n".join(lines), name, entry_name if entry else "", param_names[: n_args],
-                       list(st.local.values()), st.spad_next, st.acc_next, st.workspace)
+                       list(st.local.values()), st.spad_next, st.acc_next, st.workspace, list(st.pieces))
 
     # -- statements ---------------------------------------------------------------------------------------------
     def _stmt(self, s: Any, st: _State, out: list[str], ind: int) -> None:

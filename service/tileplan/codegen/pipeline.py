@@ -59,6 +59,7 @@ class Artifact:
     host_missing: str = ""  # why the host library could not be built here (no C compiler), else empty
     config: GemminiConfig = field(default_factory=GemminiConfig)  # the gemmini_params.h the C is built for
     abi: G.KernelABI = field(default_factory=G.KernelABI)  # how the kernel meets its caller
+    workspace_pieces: list[tuple[int, int]] = field(default_factory=list)  # Emitted.workspace_pieces
 
     def files(self) -> dict[str, bytes]:
         """The artifact as files (for a tar download): the C kernel, the stand-in gemmini.h and the gemmini_params.h
@@ -317,7 +318,8 @@ def generate(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = No
                                       double_buffer=sched.realization.double_buffer),
                     model_cycles=sched.model_cycles, layout=lay, prologue=prologue,
                     acc_base_row=_acc_base_row(em.local),
-                    inputs=(layer, mapping, arch, double_buffer, stream, direct_store), config=config, abi=abi)
+                    inputs=(layer, mapping, arch, double_buffer, stream, direct_store), config=config, abi=abi,
+                    workspace_pieces=em.workspace_pieces)
 
 
 def model_cycles_of(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = None,

@@ -180,7 +180,16 @@ def realised_mapping(r: Realization, arch: Any) -> Mapping:
 
 def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "tileplan",
                  out_bytes: float | None = None, w_row: int = 0, o_row: int = 0, pad_read: bool = False) -> float:
-    """The calibrated cost model's cycles (tileplan.cost.gemmini) for the realised tiles, so the prediction
+    """The calibrated cost model's cycles for the realised tiles: `cycles_from_calls` of `model_calls` (the same
+    arguments)."""
+    calls = model_calls(r, problem, arch, executor, out_bytes, w_row, o_row, pad_read)
+    return cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
+
+
+def model_calls(r: Realization, problem: Problem, arch: Any, executor: str = "tileplan",
+                out_bytes: float | None = None, w_row: int = 0, o_row: int = 0, pad_read: bool = False,
+                acc_init: bool = False, i_row: int = 0) -> Any:
+    """The calibrated cost model's call features (tileplan.cost.gemmini) for the realised tiles, so the prediction
     matches what the code runs rather than the plan it came from (`executor`: see CallLayout.reuse; `out_bytes`:
     bytes per stored output element where the kernel does not store the hardware's output type, e.g. the int32
     accumulators of KernelABI.acc_output; `w_row`: elements between the weight rows the kernel reads, when it reads
@@ -188,8 +197,16 @@ def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "t
     requests; `o_row`: elements between the output pixels the stores write, when they write a padded copy
     (CallLayout.store_pixel) rather than the caller's output: rows closer than 64 bytes wait on each other;
     `pad_read`: the kernel reads the input's padding rows from memory (a non-zero padding value, KernelABI.pad_value),
-    so under the library's executor, whose model makes zero padding on chip, the padded input is what it loads)."""
+    so under the library's executor, whose model makes zero padding on chip, the padded input is what it loads;
+    `acc_init`: the code initialises every output tile's accumulator, from the bias or, where the layer has none
+    (`problem.bias`), by zero-fills that read no bytes, whichever executor's stream it follows; `i_row`: elements
+    between the input pixels a convolution's kernel reads, from its copy of the input padded to the tile grid
+    (C_p): the copy's size decides whether it stays in the L2 / LLC, a row's offset its DMA requests)."""
     e = execution_from_mapping(problem, arch, realised_mapping(r, arch), executor)
+    if acc_init:
+        e = dataclasses.replace(e, bias=True, bias_bytes=bool(problem.bias))
+    if i_row and e.kind == "conv" and i_row != e.c:  # the input copy's pixels are i_row channels apart
+        e = dataclasses.replace(e, i_row=i_row)
     if out_bytes is not None:
         e = dataclasses.replace(e, out_bytes=float(out_bytes))
     if w_row and w_row != e.k:  # the kernel reads a copy of the weights whose rows are w_row elements apart
@@ -200,8 +217,7 @@ def model_cycles(r: Realization, problem: Problem, arch: Any, executor: str = "t
         dh, dw = problem.dilation
         e = dataclasses.replace(e, pad=(0, 0), in_h=(e.out_h - 1) * e.stride[0] + (e.r - 1) * dh + 1,
                                 in_w=(e.out_w - 1) * e.stride[1] + (e.s - 1) * dw + 1)
-    calls = call_features(e, nominal_dram_bandwidth(arch))
-    return cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
+    return call_features(e, nominal_dram_bandwidth(arch))
 
 
 def library_keeps(r: Realization) -> bool:
@@ -447,6 +463,7 @@ class Realised:
     problem: Problem
     executor: str
     model_cycles: float
+    model_calls: Any = None  # the cost model's call features of the code (tileplan.cost.gemmini.FEATURE_COLUMNS)
 
 
 def realise_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec,
@@ -487,12 +504,15 @@ def realise_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, tar
                             "zero-filled")
     lay = dataclasses.replace(lay, store_direct=direct_store)
     # the model counts the bytes the stores write: int32 accumulators are four per element
-    # (the model of the code: the accumulator is loaded with a bias when the code loads one)
+    # (the model of the code: every output tile's accumulator is initialised by mvins of its rows, from the bias, or,
+    # for a layer without one, a zero-fill from address 0 (requests, no bytes), in either stream: the library's
+    # model, which skips a missing bias as Gemmini's library does, would not count them)
     coded = dataclasses.replace(problem, bias=bool(epilogue.bias))
-    cycles = model_cycles(r, coded, arch, executor, 4.0 if abi.acc_output else None,
-                          0 if lay.w_in_place else lay.padded["K"], 0 if lay.store_direct else lay.store_pixel,
-                          bool(abi.pad_value))
-    return Realised(tag, geo, r, lay, problem, executor, cycles)
+    calls = model_calls(r, coded, arch, executor, 4.0 if abi.acc_output else None,
+                        0 if lay.w_in_place else lay.padded["K"], 0 if lay.store_direct else lay.store_pixel,
+                        bool(abi.pad_value), acc_init=True, i_row=lay.padded["C"])
+    cycles = cycles_from_calls(calls, CostParams.for_descriptor(arch.hardware)).cycles
+    return Realised(tag, geo, r, lay, problem, executor, cycles, calls)
 
 
 def schedule_layer(layer: Any, mapping: Any, arch: Any, epilogue: G.Epilogue, target: TargetSpec,

@@ -252,6 +252,12 @@ class Execution:
     # Kernel dilation (rows, columns): tap r of an output row p reads input row p x stride + r x dilation, so a call's
     # window of t_r taps spans (t_r - 1) x dilation + 1 more rows than its output rows need (`_axis`)
     dilation: tuple[int, int] = (1, 1)
+    # Elements between consecutive input pixels in DRAM (0: the layer's C; a convolution's kernel reads its input from
+    # a copy padded to the tile grid, pixels C_p apart: tileplan.codegen.schedule.model_cycles)
+    i_row: int = 0
+    # Whether the accumulator initialisation (`bias`) reads a bias: a layer without one has its rows zero-filled
+    # (Tileplan's code: mvins from address 0, which Gemmini's DMA serves as requests that read no bytes)
+    bias_bytes: bool = True
 
     @property
     def rows(self) -> int:
@@ -363,6 +369,7 @@ class ExecutionBuilder:
         self.db_levels = (None if levels is None or executor != "tileplan"
                           else (arch.levels[levels[1]].name, arch.levels[levels[0]].name))
         self.bias = problem.bias or executor == "tileplan"
+        self.bias_bytes = bool(problem.bias)
         self.l2 = CostParams.for_descriptor(arch.hardware).l2_bytes
         self.llc = CostParams.for_descriptor(arch.hardware).llc_bytes
         self.kind = "matmul" if runs_as_matmul(problem) else "conv"
@@ -393,7 +400,7 @@ class ExecutionBuilder:
                 kind="matmul", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=1, k=dims["K"],
                 c=dims["C"], r=1, s=1, stride=(1, 1), pad=(0, 0), in_h=dims["P"], in_w=1, t_n=1, t_w=1, t_r=1, t_s=1,
                 k_step=0, c_step=0, in_bytes=arch.input_bytes, out_bytes=arch.output_bytes, bias=self.bias,
-                dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
+                bias_bytes=self.bias_bytes, dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
             )
         else:
             self._fixed = dict(
@@ -401,7 +408,7 @@ class ExecutionBuilder:
                 kind="conv", dim=dim, batch=dims["N"], groups=dims["G"], out_h=dims["P"], out_w=dims["Q"], k=dims["K"],
                 c=dims["C"], r=dims["R"], s=dims["S"], stride=(sh, sw), pad=pad, in_h=in_h, in_w=in_w, dilation=(dh, dw),
                 in_bytes=arch.input_bytes, out_bytes=arch.output_bytes, bias=self.bias, reuse=executor == "tileplan",
-                dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
+                bias_bytes=self.bias_bytes, dim_c=dim_c, dim_k=dim_k, l2_bytes=self.l2, llc_bytes=self.llc,
             )
         self._template: dict[str, Any] | None = None
 
@@ -693,7 +700,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     def _c(e: Execution) -> tuple[np.ndarray, ...]:
         return (
             _chunk_table(e.c, e.c_step, e.t_c, e.in_bytes),
-            _chunk_row_req(e.c, e.c_step, e.t_c, e.in_bytes, float(e.c * e.in_bytes),
+            _chunk_row_req(e.c, e.c_step, e.t_c, e.in_bytes, float((e.i_row or e.c) * e.in_bytes),
                            float(e.rows * max_block_len(e.rows, e.in_bytes)), float(e.in_bytes)),
         )
 
@@ -714,7 +721,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
         loops = ((e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h, e.dilation[0]),
                  (e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w, e.dilation[1]),
                  (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols, e.w_row, e.o_row),
-                 (e.c, e.c_step, e.t_c, e.in_bytes, e.rows),
+                 (e.c, e.c_step, e.t_c, e.in_bytes, e.rows, e.i_row),
                  (e.batch, e.t_n))
         row = []
         for i, key in enumerate(loops):
@@ -833,7 +840,8 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     # 64 B of it), each mvin reading one DRAM row of the bias (stride 0)
     ld_req = ld_req + init * nb * ho * wo * _acc_row_req(kk, cols_)
     ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * in_b
-    ld_bytes = ld_bytes + init * nb * ho * np.ceil(wo / d) * kk * ACC_BYTES  # one DRAM row per mvin
+    # one DRAM row per mvin (none where the rows are zero-filled: bias_bytes)
+    ld_bytes = ld_bytes + init * nb * ho * np.ceil(wo / d) * kk * ACC_BYTES * each("bias_bytes")
     final = hf * wf * cf
     st_req = final * nb * ho * wo * k_req_out  # mvout rows: <= DIM
     st_bytes = final * nb * ho * wo * kk * out_b
@@ -889,27 +897,27 @@ def _loop_tables(i: int, key: tuple, tables_of: abc.Callable[[Execution], tuple[
 
 
 _CONV_SCALARS = ("dim", "rows", "cols", "in_bytes", "out_bytes", "fold", "groups", "bias", "overlapped", "c", "k",
-                 "big_I", "big_W", "big_O", "o_row", "far_I", "far_W", "far_O")
+                 "big_I", "big_W", "big_O", "o_row", "far_I", "far_W", "far_O", "bias_bytes")
 
 
 def _conv_scalars(e: Execution) -> tuple[float, ...]:
     """The per-execution values conv_calls_many spreads over an execution's rows, in _CONV_SCALARS order."""
     big = _tensors_beyond_l2(e.batch, e.in_h, e.in_w, e.c, e.groups, e.r, e.s, e.k, e.out_h, e.out_w, e.in_bytes,
-                             e.out_bytes, e.l2_bytes, e.w_row, e.o_row)
+                             e.out_bytes, e.l2_bytes, e.w_row, e.o_row, e.i_row)
     far = _tensors_beyond_l2(e.batch, e.in_h, e.in_w, e.c, e.groups, e.r, e.s, e.k, e.out_h, e.out_w, e.in_bytes,
-                             e.out_bytes, e.llc_bytes, e.w_row, e.o_row)
+                             e.out_bytes, e.llc_bytes, e.w_row, e.o_row, e.i_row)
     return (e.dim, e.rows, e.cols, e.in_bytes, e.out_bytes, e.fold, e.groups, float(e.bias), float(e.overlapped),
-            e.c, e.k, *big, e.o_row, *far)
+            e.c, e.k, *big, e.o_row, *far, float(e.bias_bytes))
 
 
 @functools.lru_cache(maxsize=1024)
 def _tensors_beyond_l2(*geometry: Any) -> tuple[float, float, float]:
     """`_beyond_l2` of I, W and O, for every execution of one geometry (as 0.0 / 1.0)."""
-    (batch, in_h, in_w, c, groups, r, s, k, out_h, out_w, in_bytes, out_bytes, l2_bytes, w_row, o_row) = geometry
+    (batch, in_h, in_w, c, groups, r, s, k, out_h, out_w, in_bytes, out_bytes, l2_bytes, w_row, o_row, i_row) = geometry
     e = Execution(kind="conv", dim=1, batch=batch, groups=groups, out_h=out_h, out_w=out_w, k=k, c=c, r=r, s=s,
                   stride=(1, 1), pad=(0, 0), in_h=in_h, in_w=in_w, t_n=1, t_h=1, t_w=1, t_k=1, t_c=1, t_r=1, t_s=1,
                   k_step=1, c_step=1, in_bytes=in_bytes, out_bytes=out_bytes, l2_bytes=l2_bytes, w_row=w_row,
-                  o_row=o_row)
+                  o_row=o_row, i_row=i_row)
     return float(_beyond_l2(e, "I")), float(_beyond_l2(e, "W")), float(_beyond_l2(e, "O"))
 
 
@@ -918,10 +926,11 @@ def _beyond_l2(e: Execution, tensor: str, cache_bytes: float | None = None) -> b
     library refetches its tiles call after call; a tensor that fits stays in the L2 between refetches, one that
     does not is evicted before it is needed again, so its requests go to DRAM. The callers count only the requests
     of rows narrower than the tensor's own (a channel tile short of all channels), which jump from row to row;
-    whole rows stream contiguously (counting those too fits worse: costmodel.md). Where the code reads weights from a
-    copy padded to the tile grid (`w_row`) or stores into a padded copy (`o_row`), that copy is the tensor."""
+    whole rows stream contiguously (counting those too fits worse: costmodel.md). Where the code reads weights or its
+    input from a copy padded to the tile grid (`w_row`, `i_row`) or stores into a padded copy (`o_row`), that copy is
+    the tensor."""
     size = {
-        "I": e.batch * e.in_h * e.in_w * e.c * e.groups,
+        "I": e.batch * e.in_h * e.in_w * (e.i_row or e.c) * e.groups,
         "W": e.r * e.s * e.c * (e.w_row or e.k) * e.groups,
         "O": e.batch * e.out_h * e.out_w * (e.o_row * e.groups if e.o_row else e.k * e.groups),
     }[tensor] * (e.out_bytes if tensor == "O" else e.in_bytes)
@@ -1053,7 +1062,7 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                 far_bytes = (fetch_a * ie * ke * far_i + fetch_b * ke * je * far_w) * in_bytes
                 if k0 and bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * float(_acc_row_req(je, cols))
-                    ld_bytes += ceil_i * je * ACC_BYTES
+                    ld_bytes += ceil_i * je * ACC_BYTES * e.bias_bytes
                 st_req = st_bytes = 0.0
                 if kf:
                     st_req = ie * st_row

@@ -129,13 +129,16 @@ class KernelCode:
     target: tuple[int, int, int]  # dim, scratchpad rows, accumulator rows
     pack: int = 1  # groups packed per group (Mapping.group_pack): W_p is block-diagonal
     local_rows: tuple[int, int] = (0, 0)  # scratchpad and accumulator rows the kernel uses (both halves)
+    # the workspace's DRAM buffers, (byte offset, bytes) each (Emitted.workspace_pieces): the emulated run registers
+    # each as a tensor, as it does the step's input and weights
+    workspace_pieces: list[tuple[int, int]] = field(default_factory=list)
 
     @classmethod
     def of(cls, art: Any) -> KernelCode:
         t = art.target
         return cls(art.name, art.entry, art.c_source, art.workspace_bytes, dict(art.layout.padded), art.timing,
                    float(art.model_cycles), list(art.notes), (t.dim, t.spad_rows, t.acc_rows), art.geometry.pack,
-                   (art.spad_rows_used, art.acc_rows_used))
+                   (art.spad_rows_used, art.acc_rows_used), [tuple(p) for p in art.workspace_pieces])
 
     def to_json(self) -> str:
         from dataclasses import asdict
@@ -150,6 +153,7 @@ class KernelCode:
         d["timing"] = TimingParams(**d["timing"])
         d["target"] = tuple(d["target"])
         d["local_rows"] = tuple(d["local_rows"])  # (an entry written before a field existed is made again)
+        d["workspace_pieces"] = [tuple(p) for p in d["workspace_pieces"]]
         return cls(**d)
 
 
@@ -355,7 +359,7 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                               Tensor(0, "uint8", (a.art.workspace_bytes,), "workspace") if a.art.workspace_bytes
                               else None, w_t, _const_tensor(bp), a.spec.clamp,
                               timings.index(a.art.timing), a.qop.nodes, a.spec.tag, a.spec.requant,
-                              act=a.spec.act)
+                              act=a.spec.act, workspace_pieces=list(a.art.workspace_pieces))
     compat_notes, host = early_host[0].result() if early_host else host_part(fused, composites, workers)
     notes += compat_notes
     host_sources, host_ws, host_names = host_units(host.sources), host.workspace, host.names

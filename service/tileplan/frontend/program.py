@@ -84,6 +84,8 @@ class Step:
     acc: Tensor | None = None  # accel + requant: the int32 accumulators (arena, this step only)
     float_bias: Tensor | None = None  # accel + float-output requant: float32 [channels] added after the scaling
     act: Any = None  # accel: partition.ActGlue when both operands are activations (inputs A, B; a batch loop)
+    # accel: the kernel's DRAM buffers in its workspace, (byte offset, bytes) each (KernelCode.workspace_pieces)
+    workspace_pieces: list[tuple[int, int]] = field(default_factory=list)
 
     def temporaries(self) -> list[Tensor]:
         return [t for t in (self.workspace, self.acc) if t is not None]
@@ -180,7 +182,8 @@ def build_program(main: Any, accel: dict[str, Step], host_workspace: dict[str, i
                 ws = tmpl.workspace.nbytes if tmpl.workspace is not None else 0
                 step = Step("accel", tmpl.name, tmpl.function, ins, outs,
                             b.new("uint8", (ws,), "workspace") if ws else None, w, bias, tmpl.clamp,
-                            tmpl.timing, tmpl.onnx_nodes, tmpl.op, tmpl.requant, act=tmpl.act)
+                            tmpl.timing, tmpl.onnx_nodes, tmpl.op, tmpl.requant, act=tmpl.act,
+                            workspace_pieces=list(tmpl.workspace_pieces))
                 if tmpl.requant is not None:
                     step.multipliers = b.const(np.asarray(tmpl.requant.multipliers, np.float32),
                                                f"{tmpl.name}.multipliers")

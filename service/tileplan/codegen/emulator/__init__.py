@@ -222,7 +222,9 @@ class Emulator:
         return lib
 
     def run(self, program: str | Path | Sequence[str] | Sequence[isa.Instruction], buffers: Mapping[str, np.ndarray],
-            entry: str = "kernel_entry", readonly: Sequence[str] = ()) -> RunResult:
+            entry: str = "kernel_entry", readonly: Sequence[str] = (),
+            args: Sequence[tuple[str, int]] | None = None,
+            tensors: Sequence[tuple[str, int, int]] | None = None) -> RunResult:
         """Run a program on fresh state.  Buffers are copied (C-contiguous, each on pages of its own); the copies
         are returned.
 
@@ -230,21 +232,30 @@ class Emulator:
         or the Path of a shared object already built, linked against the emulator library) or a list of decoded
         instructions.  Raises GemminiTrap if the program traps, including when it returns before the results of an
         mvout were fenced (they would not be visible to the caller).
+
+        By default each buffer is one DRAM region, one tensor (emu_add_tensor) and one argument of the entry, in
+        order.  A whole-model program's step sees memory otherwise (frontend/templates/tp_emulate.c.j2): its
+        arguments lie inside a few regions (the arena, the weights blob) and only its input and weights are
+        registered as tensors; `args` gives the entry's arguments as (buffer, byte offset) and `tensors` the
+        registered tensors as (buffer, byte offset, bytes).
         """
         bufs = {name: _own_pages(a) for name, a in buffers.items()}
         lib = self._lib
         lib.emu_reset(self._h)
         for name, a in bufs.items():
             lib.emu_add_region(self._h, a.ctypes.data, a.nbytes, 0 if name in readonly else 1)
-            lib.emu_add_tensor(self._h, a.ctypes.data, a.nbytes)  # each buffer is one tensor (far_bytes)
+        for name, off, size in (tensors if tensors is not None else [(n, 0, a.nbytes) for n, a in bufs.items()]):
+            lib.emu_add_tensor(self._h, bufs[name].ctypes.data + off, size)  # (far_bytes)
         if isinstance(program, (str, Path)) or (program and all(isinstance(p, str) for p in program)):
             prog = ctypes.CDLL(str(program)) if isinstance(program, Path) else self.load_program(program)  # type: ignore[arg-type]
             try:
                 fn = getattr(prog, entry)
             except AttributeError:
                 raise BuildError(f"program defines no function {entry!r}") from None
-            args = (ctypes.c_void_p * max(1, len(bufs)))(*[a.ctypes.data for a in bufs.values()])
-            trapped = lib.emu_run_entry(self._h, ctypes.cast(fn, ctypes.c_void_p), args)
+            ptrs = ([a.ctypes.data for a in bufs.values()] if args is None
+                    else [bufs[name].ctypes.data + off for name, off in args])
+            args_c = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
+            trapped = lib.emu_run_entry(self._h, ctypes.cast(fn, ctypes.c_void_p), args_c)
         else:
             encoded = self._encode(program, bufs)  # type: ignore[arg-type]
             trapped = lib.emu_run_list(self._h, encoded, len(program))

@@ -198,13 +198,16 @@ typedef struct emu {
   double last_call; /* dispatch time of the last config_ex (-1: none yet) */
   /* the cost model's per-call features of the open call, and the closed calls' sums (see "Reported cycles") */
   double cf_ld_req, cf_ld_bytes, cf_st_req, cf_st_bytes, cf_ex_rows, cf_ops, cf_pre, cf_dram_req, cf_block_req;
-  double cf_far_bytes;
   int cf_any;
-  /* tensors (emu_add_tensor: timing only) and, of those larger than the LLC, the loads (address, rows, row bytes,
-   * stride, hashed) of the previous call and of the open one: a load the previous call made too finds its data
-   * in the L2 (tileplan.cost.gemmini._in_l2_across), the others are read from DRAM (far_bytes) */
-  struct tspan { uintptr_t lo, hi; } *tn;
+  /* tensors (emu_add_tensor: timing only), each with the span its loads touched over the run [tlo, thi), and the
+   * loads (address, rows, row bytes, stride, hashed) of the previous call and of the open one: a load the previous
+   * call made too finds its data in the L2 (tileplan.cost.gemmini._in_l2_across); the others are read from DRAM
+   * (far_bytes) when their tensor's touched span exceeds the LLC, which is known at the run's end: per call and
+   * tensor, the bytes of such loads (farc), counted then (model_cycles) */
+  struct tspan { uintptr_t lo, hi, tlo, thi; } *tn;
   int tn_n, tn_cap;
+  struct farc { uint32_t call; int tensor; double bytes; } *fc;
+  size_t fc_n, fc_cap;
   uint64_t *far_prev, *far_cur;
   size_t far_prev_n, far_cur_n, far_prev_cap, far_cur_cap;
   /* strided transfers: per (buffer, row stride) group, the span of DRAM it touched over the run and the width of
@@ -517,7 +520,7 @@ static void far_next_call(emu_t *e) {
 static void close_call(emu_t *e) {
   if (!e->cf_any) return;
   double f[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, e->cf_far_bytes};
+                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, 0.0};
   double *nf = grow(e->calls_f, &e->calls_cap, e->calls_n + 1, EMU_FEATURES * sizeof(double));
   if (nf) {
     e->calls_f = nf;
@@ -534,7 +537,7 @@ static void close_call(emu_t *e) {
     e->calls_n++;
   }
   e->cf_ld_req = e->cf_ld_bytes = e->cf_st_req = e->cf_st_bytes = 0;
-  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = e->cf_block_req = e->cf_far_bytes = 0;
+  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = e->cf_block_req = 0;
   e->cf_any = 0;
   e->cg_n = 0;
   far_next_call(e);
@@ -544,7 +547,7 @@ static void close_call(emu_t *e) {
  * with `features`, their summed features too. */
 static double model_cycles(const emu_t *e, double *features) {
   double total = 0, dma = 0, ex = 0;
-  size_t j = 0, n = e->calls_n + (e->cf_any ? 1 : 0);
+  size_t j = 0, jf = 0, n = e->calls_n + (e->cf_any ? 1 : 0);
   if (features) memset(features, 0, EMU_FEATURES * sizeof(double));
   for (size_t i = 0; i < n; i++) {
     double f[EMU_FEATURES];
@@ -557,7 +560,7 @@ static double model_cycles(const emu_t *e, double *features) {
         }
     } else { /* the open call, as it stands */
       double g[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, e->cf_far_bytes};
+                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, 0.0};
       memcpy(f, g, sizeof f);
       for (int k = 0; k < e->cg_n; k++) {
         struct cgroup c = e->cg[k];
@@ -566,6 +569,11 @@ static double model_cycles(const emu_t *e, double *features) {
           if (group_beyond_llc(e, c.group)) f[9] += c.req;
         }
       }
+    }
+    /* loads from tensors whose touched span exceeds the LLC (count_far_load) */
+    for (; jf < e->fc_n && e->fc[jf].call == i; jf++) {
+      const struct tspan *t = &e->tn[e->fc[jf].tensor];
+      if (t->thi > t->tlo && (double)(t->thi - t->tlo) > e->t.llc_bytes) f[10] += e->fc[jf].bytes;
     }
     double d, x, c;
     call_terms(e, f, &d, &x, &c);
@@ -628,15 +636,22 @@ static double row_requests(const emu_t *e, uintptr_t p, int region, uint32_t row
  * run reads (or writes) at that stride moves a strided tile, whose requests wait on DRAM when the group's span
  * exceeds the L2 (tileplan.cost.gemmini._beyond_l2: a channel tile narrower than the tensor's rows, in a tensor
  * larger than the L2); columns no transfer touches are padding (group_whole). */
-/* A load's bytes that DRAM itself reads (tileplan.cost.gemmini: far_bytes): from a tensor larger than the LLC
- * (emu_add_tensor; none registered: nothing counted), unless the previous call made the same load (its data is
- * still in the L2). */
+/* A load's bytes that DRAM itself reads (tileplan.cost.gemmini: far_bytes): from a tensor (emu_add_tensor; none
+ * registered: nothing counted) whose span the run's loads touch exceeds the LLC (rows of a buffer no load reads, such
+ * as a copy's padding past its last real row, take no room in it), unless the previous call made the same load (its
+ * data is still in the L2). */
 static void count_far_load(emu_t *e, uintptr_t p, uint32_t rows, uint64_t row_bytes, uint64_t stride,
                            double moved) {
   int k;
   for (k = 0; k < e->tn_n; k++)
     if (p >= e->tn[k].lo && p < e->tn[k].hi) break;
-  if (k == e->tn_n || (double)(e->tn[k].hi - e->tn[k].lo) <= e->t.llc_bytes) return;
+  if (k == e->tn_n) return;
+  { /* the span of the tensor the run's loads touch (rows past the last one read, e.g. a copy's padding, are not) */
+    uintptr_t end = p + (stride ? (uintptr_t)(rows - 1) * stride : 0) + row_bytes;
+    if (p < e->tn[k].tlo) e->tn[k].tlo = p;
+    if (end > e->tn[k].thi) e->tn[k].thi = end;
+  }
+  if ((double)(e->tn[k].hi - e->tn[k].lo) <= e->t.llc_bytes) return; /* (its touched span cannot exceed it) */
   uint64_t key = (uint64_t)p * 0x9E3779B97F4A7C15ull ^ ((uint64_t)rows << 40) ^ (row_bytes << 20) ^ stride;
   if (e->far_prev_n && bsearch(&key, e->far_prev, e->far_prev_n, sizeof key, cmp_key)) return;
   uint64_t *n = grow(e->far_cur, &e->far_cur_cap, e->far_cur_n + 1, sizeof *n);
@@ -644,7 +659,14 @@ static void count_far_load(emu_t *e, uintptr_t p, uint32_t rows, uint64_t row_by
     e->far_cur = n;
     e->far_cur[e->far_cur_n++] = key;
   }
-  e->cf_far_bytes += moved;
+  if (e->fc_n && e->fc[e->fc_n - 1].call == e->calls_n && e->fc[e->fc_n - 1].tensor == k) {
+    e->fc[e->fc_n - 1].bytes += moved;
+    return;
+  }
+  struct farc *nf = grow(e->fc, &e->fc_cap, e->fc_n + 1, sizeof *e->fc);
+  if (!nf) return;
+  e->fc = nf;
+  e->fc[e->fc_n++] = (struct farc){(uint32_t)e->calls_n, k, moved};
 }
 
 static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint64_t row_bytes, uint64_t stride,
@@ -1777,7 +1799,7 @@ void emu_destroy(emu_t *e) {
   free(e->weights); free(e->weights_pending); free(e->os_state); free(e->os_d);
   free(e->blk_a); free(e->blk_b); free(e->blk_c);
   free(e->ring[0]); free(e->ring[1]); free(e->ring[2]); free(e->regions);
-  free(e->sg); free(e->calls_f); free(e->ct); free(e->tn); free(e->far_prev); free(e->far_cur);
+  free(e->sg); free(e->calls_f); free(e->ct); free(e->fc); free(e->tn); free(e->far_prev); free(e->far_cur);
   for (int r = 0; r < 2; r++) { free(e->iv_start[r]); free(e->iv_end[r]); free(e->iv_cum[r]); free(e->iv_w[r]); }
   free(e);
 }
@@ -1822,12 +1844,13 @@ void emu_reset(emu_t *e) {
   e->t_dispatch = e->dram_free = e->max_complete = 0;
   e->last_call = -1;
   e->cf_ld_req = e->cf_ld_bytes = e->cf_st_req = e->cf_st_bytes = 0;
-  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = e->cf_block_req = e->cf_far_bytes = 0;
+  e->cf_ex_rows = e->cf_ops = e->cf_pre = e->cf_dram_req = e->cf_block_req = 0;
   e->cf_any = 0;
   e->sg_n = e->cg_n = 0;
   e->tn_n = 0;
   e->far_prev_n = e->far_cur_n = 0;
   e->calls_n = e->ct_n = 0;
+  e->fc_n = 0;
   e->preload_done = 0;
   e->iv_n[0] = e->iv_n[1] = 0;
   e->unit_free[0] = e->unit_free[1] = e->unit_free[2] = 0;
@@ -1863,7 +1886,7 @@ int emu_add_tensor(emu_t *e, const void *base, uint64_t size) {
   if (!n) return -1;
   e->tn = n;
   e->tn_cap = (int)cap;
-  e->tn[e->tn_n++] = (struct tspan){(uintptr_t)base, (uintptr_t)base + size};
+  e->tn[e->tn_n++] = (struct tspan){(uintptr_t)base, (uintptr_t)base + size, (uintptr_t)base + size, (uintptr_t)base};
   return 0;
 }
 
