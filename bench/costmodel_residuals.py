@@ -308,7 +308,7 @@ FINDINGS = [
     "(loads 7.4) | 9.90% / 0.99536, library 13.10%, 0.50x-1.71x | 10.00% / 0.99583, library 13.54%, 0.56x-1.67x |",
     "| E: a call's DMA lasts at least its strided loads beyond the LLC x `far_load_cycles` (16 reads in flight) | "
     "12.6 | 10.15% / 0.99441, library 13.08%, 0.41x-1.72x | 10.15% / 0.99491, library 13.08%, 0.41x-1.67x |",
-    "| **C and E (shipped)** | 16.6, 12.8 | **9.82% / 0.99556, library 12.64%, 0.52x-1.71x** | **9.97% / 0.99593, "
+    "| **C and E (the candidate)** | 16.6, 12.8 | **9.82% / 0.99556, library 12.64%, 0.52x-1.71x** | **9.97% / 0.99593, "
     "library 13.32%, 0.55x-1.67x** (a second run, rows merged differently: 9.88% / 0.99593, 13.10%) |",
     "| F: a write-allocate fill per 64-byte block a call's stores touch on an output beyond the LLC (a pixel's blocks "
     "fill once when consecutive calls store its channel tiles), added | 22.3 | 9.94% / 0.99539, library 13.25%, "
