@@ -375,6 +375,27 @@ def test_channel_tiles_of_a_tensor_beyond_the_llc_wait_on_dram_longer():
     assert run(8192, 10.0)[2] == pytest.approx(cycles + 10.0 * far, rel=1e-9)
 
 
+def test_stores_behind_their_block_wait_on_top_of_drams_own_rate():
+    """As the cost model's _cycle_terms: a call's DMA is at least the bytes DRAM reads for it x dram_byte_cycles, and
+    the store requests waiting behind others to their 64-byte block (block_req x block_wait_cycles) come on top of
+    that bound, not inside it (a call that reads 8 MiB beyond the LLC and stores 2-byte rows 2 bytes apart)."""
+    x = np.zeros((8192 * 16, 64), np.int8)  # 8 MiB, read in whole 64-byte rows: far_bytes, no strided request
+    y = np.zeros((64, 2), np.int8)
+
+    def run(block_wait: float) -> tuple[float, float, float]:
+        prog = [isa.config_ld(64), isa.config_ex(WS)]
+        prog += [isa.mvin(Dram("x", r0 * 64), 0, 64, 16) for r0 in range(0, 8192 * 16, 16)]
+        prog += [isa.config_st(2)] + [isa.mvout(Dram("y", r0 * 2), 0, 2, 16) for r0 in range(0, 64, 16)]
+        prog.append(isa.fence())
+        res = emu(16, llc_bytes=4 << 20, block_wait_cycles=block_wait).run(prog, {"x": x, "y": y})
+        return res.features["far_bytes"], res.features["block_req"], res.cycles
+
+    far, waiting, cycles = run(0.0)
+    # each 16-row mvout: 32 bytes, in one 64-byte block or two (the expected count over where its first row starts)
+    assert far == x.nbytes and waiting == pytest.approx(4 * (16 / (1 + 31 / 64) - 1))
+    assert run(10.0)[2] == pytest.approx(cycles + 10.0 * waiting, abs=1.0)  # (cycles are whole)
+
+
 def test_rows_read_whole_in_pieces_or_up_to_their_padding_stream_and_channel_tiles_wait_on_dram():
     """Requests on a tensor beyond the L2 wait on DRAM (dram_req) only for a strided tile: a call that moves rows
     short of the columns the run reads of them (the cost model's channel tile narrower than the tensor's rows,

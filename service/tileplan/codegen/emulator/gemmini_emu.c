@@ -447,9 +447,11 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double by
 static void call_terms(const emu_t *e, const double *f, double *dma, double *ex, double *total) {
   const emu_timing_t *t = &e->t;
   double d = (f[0] + f[2]) * t->dma_request_cycles + (f[1] + f[3]) / t->dram_bytes_per_cycle +
-             f[7] * t->dram_request_cycles + f[8] * t->block_wait_cycles + f[9] * t->llc_miss_cycles;
+             f[7] * t->dram_request_cycles + f[9] * t->llc_miss_cycles;
   /* the DMA cannot load faster than DRAM reads the tensors the LLC cannot hold */
   if (f[10] * t->dram_byte_cycles > d) d = f[10] * t->dram_byte_cycles;
+  /* stores behind others to their 64-byte block wait on top of that (the model adds them after the bound) */
+  d += f[8] * t->block_wait_cycles;
   double x = f[4] + f[5] * t->compute_op_cycles + f[6] * t->preload_cycles;
   double lo = d < x ? d : x, hi = d < x ? x : d;
   double work = t->calls_overlap > 0 ? hi + t->overlap_loss * lo : d + x;
