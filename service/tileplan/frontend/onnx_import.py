@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -390,14 +391,16 @@ def weight_bias_quantization(model: Any) -> str | None:
 
 
 def conv_transpose_as_conv(model: Any) -> str | None:
-    """Rewrite each quantized ConvTranspose whose kernel equals its stride (2-D, square, no padding, dilation or
-    output padding, one group: a UNet's or a decoder's up-convolution) as the 1x1 convolution it is, followed by
-    DepthToSpace (CRD) on its quantized result: y[n, o, k*i + a, k*j + b] = sum_c x[n, c, i, j] W[c, o, a, b] + B[o]
-    is the 1x1 conv with weights W' [o*k*k + a*k + b, c] and bias B repeated k*k times, each output pixel's
-    channels moved into a k x k block. The pattern: DequantizeLinear(x), DequantizeLinear(int8 constant W)
-    (per tensor, or per output channel: axis 1), [DequantizeLinear(int32 constant B)] -> ConvTranspose ->
-    QuantizeLinear (its only consumer). The Conv keeps the ConvTranspose's name; the QuantizeLinear's output is
-    DepthToSpace's. Returns the rewritten nodes' names (None: none)."""
+    """Rewrite each quantized 2-D ConvTranspose (any kernel, stride, non-negative pads and output padding; no
+    dilation, one group) as the stride-1 convolution it is per output phase, then an interleave of the phases and a
+    crop. Output row s*q + r (phase r < s) takes kernel taps r, r + s, ...: a stride-1 Conv to C_out * s_h * s_w
+    channels whose phase (r_h, r_w) holds those taps flipped (ceil(k / s) per axis; a tap past the kernel is the
+    weight's zero point, a zero real weight), over the input padded by ceil(k / s) - 1 before. Its quantized
+    result is interleaved by DepthToSpace (CRD; Reshape / Transpose / Reshape for unequal strides) and cropped by a
+    Slice to the ConvTranspose's pads and output size. The pattern: DequantizeLinear(x), DequantizeLinear(int8
+    constant W) (per tensor, or per output channel: axis 1), [DequantizeLinear(int32 constant B)] -> ConvTranspose
+    -> QuantizeLinear (its only consumer). The Conv keeps the ConvTranspose's name; the QuantizeLinear's output is
+    the crop's. Returns the rewritten nodes' names (None: none)."""
     from onnx import helper, numpy_helper
 
     g = model.graph
@@ -499,12 +502,11 @@ def conv_transpose_as_conv(model: Any) -> str | None:
         q.input[0] = f"{base}/y"
         q.output[0] = f"{base}/y_q"
         tail = []
+        full = [c * s_ for c, s_ in zip(conv_hw, stride)]
         if sh == sw:
-            full = [c * s_ for c, s_ in zip(conv_hw, stride)]
             tail.append(helper.make_node("DepthToSpace", [f"{base}/y_q"], [f"{base}/full"],
                                          name=f"{base}/depth_to_space", blocksize=sh, mode="CRD"))
         else:  # [N, C, sh, sw, Q, Q'] -> [N, C, Q, sh, Q', sw] -> [N, C, Q sh, Q' sw]
-            full = [c * s_ for c, s_ in zip(conv_hw, stride)]
             n_ = x_shape[0]
             tail += [helper.make_node("Reshape", [f"{base}/y_q", const(np.array([n_, cout, sh, sw, *conv_hw], np.int64),
                                                                           "phases_shape")], [f"{base}/phases"],
@@ -577,7 +579,7 @@ def asymmetric_pads_on_host(model: Any) -> list[str]:
 
     g = model.graph
     ix = onnx_graph.index(g)
-    _, shapes = onnx_graph.types_and_shapes(model)
+    dtypes, shapes = onnx_graph.types_and_shapes(model)
     int8 = {TensorProto.INT8, TensorProto.UINT8}
     done: list[str] = []
     for node in list(g.node):
@@ -592,10 +594,7 @@ def asymmetric_pads_on_host(model: Any) -> list[str]:
         zp_name = dq.input[2] if len(dq.input) > 2 else ""
         zp_init = ix.inits.get(zp_name)
         q_name = dq.input[0]
-        q_type = ix.inits[q_name].data_type if q_name in ix.inits else None
-        if q_type is None:
-            info = next((v for v in [*g.value_info, *g.input] if v.name == q_name), None)
-            q_type = info.type.tensor_type.elem_type if info is not None else None
+        q_type = dtypes.get(q_name)
         if q_type not in int8 or (zp_name and (zp_init is None or numpy_helper.to_array(zp_init).size != 1)):
             continue
         sym_h, sym_w = min(pads[0], pads[2]), min(pads[1], pads[3])
@@ -1021,54 +1020,44 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     if folded:
         notes.append(folded)
     nhwc = onnxruntime_nhwc_resizes(model)  # before the rewrite: it follows the QLinearConv nodes
-    scalars = scalar_qparams(model)
-    if scalars:
-        notes.append(f"1-element scales / zero points (torch.onnx's fake-quantize export) read as per-tensor ones: "
-                     f"{scalars} QuantizeLinear / DequantizeLinear node(s)")
-    wide = sixteen_bit_node(model)
+    wide = sixteen_bit_node(model)  # refused before anything is rewritten
     if wide:
         raise InputError(("model", wide[0]), SIXTEEN_BIT_HELP.format(op=wide[1], type=wide[2]))
-    four_bit = widen_4bit_weights(model)
-    if four_bit:
-        notes.append(f"4-bit weights stored as int8 with the same values and zero points (every dequantized "
-                     f"weight unchanged): {len(four_bit)} DequantizeLinear node(s)")
-    contrib = contrib_to_onnx(model)
-    if contrib:
-        notes.append(f"com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes (UseQDQContribOps) read as "
-                     f"ONNX's, which define the same: {len(contrib)} node(s)")
-    constant_q = fold_constant_quantize(model)
-    if constant_q:
-        notes.append(f"QuantizeLinear of constant float weights computed once, as onnxruntime's constant folding "
-                     f"does (AddQDQPairToWeight): {len(constant_q)} node(s), e.g. {constant_q[0]}")
-    bn_fused = conv_bn_fusion(model)
-    if bn_fused:
-        notes.append("BatchNormalization after a float Conv / ConvTranspose folded into its weights and bias as "
-                     f"onnxruntime's ConvBNFusion does: {', '.join(bn_fused)}")
-    quantized = weight_bias_quantization(model)  # on the graph onnxruntime sees
-    if quantized:
-        notes.append("float weights / biases after a DequantizeLinear quantized as onnxruntime's sessions do "
-                     f"(WeightBiasQuantization): {quantized}")
-    unfused = unfuse_contrib(model)
-    if unfused:
-        notes.append("onnxruntime's fused dynamic products rewritten as the operators they fuse: "
-                     + ", ".join(f"{v} {k}" for k, v in unfused.items()))
     refused: dict[str, str] = {}
-    split = split_integer_products(model, refused)
-    if split:
-        notes.append(split)
-    rewritten = to_qdq(model)
-    if rewritten:
-        notes.append(f"QOperator nodes rewritten as QDQ: {rewritten}")
-    shifted = uint8_to_int8(model)
-    if shifted:
-        notes.append(shifted)
-    lowered = conv_transpose_as_conv(model)
-    if lowered:
-        notes.append(f"ConvTranspose with kernel = stride computed as a 1x1 Conv + DepthToSpace: {lowered}")
-    lowered = conv3d.conv3d_as_conv2d(model)
-    if lowered:
-        notes.append("3-D convolutions computed as 2-D ones over the output frames, each frame's input frames "
-                     f"stacked on the channel axis by host copies: {lowered}")
+    # the graph rewrites, in order: each changes the model in place and returns what it changed (falsy: nothing),
+    # which its note reports
+    rewrites: list[tuple[Callable[[Any], Any], Callable[[Any], str]]] = [
+        (scalar_qparams, lambda n: "1-element scales / zero points (torch.onnx's fake-quantize export) read as "
+                                   f"per-tensor ones: {n} QuantizeLinear / DequantizeLinear node(s)"),
+        (widen_4bit_weights, lambda found: "4-bit weights stored as int8 with the same values and zero points "
+                                           "(every dequantized weight unchanged): "
+                                           f"{len(found)} DequantizeLinear node(s)"),
+        (contrib_to_onnx, lambda found: "com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes "
+                                        f"(UseQDQContribOps) read as ONNX's, which define the same: {len(found)} node(s)"),
+        (fold_constant_quantize, lambda found: "QuantizeLinear of constant float weights computed once, as "
+                                               "onnxruntime's constant folding does (AddQDQPairToWeight): "
+                                               f"{len(found)} node(s), e.g. {found[0]}"),
+        (conv_bn_fusion, lambda found: "BatchNormalization after a float Conv / ConvTranspose folded into its "
+                                       f"weights and bias as onnxruntime's ConvBNFusion does: {', '.join(found)}"),
+        # on the graph onnxruntime sees
+        (weight_bias_quantization, lambda found: "float weights / biases after a DequantizeLinear quantized as "
+                                                 f"onnxruntime's sessions do (WeightBiasQuantization): {found}"),
+        (unfuse_contrib, lambda found: "onnxruntime's fused dynamic products rewritten as the operators they fuse: "
+                                       + ", ".join(f"{v} {k}" for k, v in found.items())),
+        (lambda m: split_integer_products(m, refused), str),
+        (to_qdq, lambda found: f"QOperator nodes rewritten as QDQ: {found}"),
+        (uint8_to_int8, str),
+        (conv_transpose_as_conv, lambda found: "ConvTranspose computed as a stride-1 Conv per output phase + "
+                                               f"DepthToSpace + a crop: {found}"),
+        (conv3d.conv3d_as_conv2d, lambda found: "3-D convolutions computed as 2-D ones over the output frames, each "
+                                                "frame's input frames stacked on the channel axis by host copies: "
+                                                f"{found}"),
+    ]
+    changed: dict[Callable[[Any], Any], Any] = {}
+    for rewrite, say in rewrites:
+        changed[rewrite] = rewrite(model)
+        if changed[rewrite]:
+            notes.append(say(changed[rewrite]))
     by_tileplan = False
     if is_float_model(model):
         if not quantize:
@@ -1109,7 +1098,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     ins = [_info(i) for i in graph_inputs(model)]
     outs = [_info(o) for o in model.graph.output]
     return ImportedModel(model, ins, outs, notes, by_tileplan, refused, {k: s.note for k, s in splits.items()},
-                         shifted is not None, nhwc)
+                         changed[uint8_to_int8] is not None, nhwc)
 
 
 # ops onnxruntime's transpose optimizer moves a channels-last layout through (elementwise, pools, concatenation,

@@ -8,6 +8,7 @@ row, for the small k of a classifier's head."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -50,12 +51,7 @@ def legalize_topk(bb: Any, call: Any) -> Any:
     shape = [int(d) for d in x.ty.shape]
     axis = int(call.attrs.axis) % len(shape)
     k = int(call.attrs.k)
-    outer = 1
-    for d in shape[:axis]:
-        outer *= d
-    inner = 1
-    for d in shape[axis + 1:]:
-        inner *= d
+    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
     dtype, index_dtype = str(x.ty.dtype), str(call.attrs.dtype)
     gv = bb.add_func(_topk_func(outer, shape[axis], inner, k, dtype, index_dtype, bool(call.attrs.largest)), "topk")
     flat = bb.emit(relax.op.reshape(x, (outer, shape[axis], inner)))
