@@ -30,7 +30,7 @@ import numpy as np
 
 from tileplan.errors import InputError
 from tileplan.frontend import conv3d, onnx_graph, recurrent
-from tileplan.frontend.onnx_bytes import check_sizes
+from tileplan.frontend.onnx_bytes import check_sizes, static_sizes
 from tileplan.frontend.onnx_graph import attr as _attr
 
 # Operators that make a model "quantized" (anything else with MACs in a model without them is a float model)
@@ -188,12 +188,33 @@ def apply_input_shapes(model: Any, input_shapes: dict[str, list[int]] | None) ->
             out.type.tensor_type.ClearField("shape")
 
 
-def infer_shapes(model: Any) -> Any:
-    """ONNX shape inference (strict, with data propagation); every node output must get a static shape."""
+DATA_PROP_ELEMENTS = 1 << 18
+"""ONNX's data propagation keeps each value it propagates (the rank-0 and rank-1 tensors' values) as a shape's
+dimension, ~100-200 bytes each: 2^23 of them took ~2 GiB. Over this many, shapes are inferred without it (the
+computed shapes it is for are a handful of numbers)."""
+
+
+def static_shapes(model: Any) -> Any | None:
+    """ONNX shape inference without data propagation (shapes only: nothing a model's values can make large), or
+    None where it fails (the strict inference after it names the error)."""
     import onnx
 
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
+    except Exception:  # noqa: BLE001 - onnx's InferenceError and errors from its C++ core
+        return None
+
+
+def infer_shapes(model: Any) -> Any:
+    """ONNX shape inference (strict, with data propagation unless the model's shapes say it would hold more than
+    DATA_PROP_ELEMENTS values); every node output must get a static shape. The static shapes are bounded first
+    (`onnx_bytes.static_sizes`), before data propagation makes anything of them."""
+    import onnx
+
+    plain = static_shapes(model)
+    propagate = plain is None or static_sizes(plain) <= DATA_PROP_ELEMENTS
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=propagate)
     except Exception as exc:  # noqa: BLE001 - onnx's InferenceError and errors from its C++ core
         where = _node_in(str(exc), model)
         raise InputError(("model", *where), f"shape inference failed: {_first_line(exc)}") from None
@@ -951,6 +972,9 @@ def fold_shapes(model: Any) -> tuple[Any, str | None]:
     import onnx
     import onnxruntime as ort
 
+    plain = static_shapes(model)  # a constant over the bound, refused before onnxruntime's folding makes it
+    if plain is not None:
+        static_sizes(plain)
     with tempfile.TemporaryDirectory(prefix="tileplan-fold-") as tmp:
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
