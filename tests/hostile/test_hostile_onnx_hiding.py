@@ -192,3 +192,27 @@ def test_compile_refuses_each_with_a_422_and_stores_nothing(client: TestClient, 
     leaked = np.frombuffer(SECRET[:64], np.uint8).astype(np.float32).tobytes()
     assert SECRET[:64] not in r.content and leaked not in r.content
     assert client.get("/compiles").json()["compiles"] == []
+
+
+# -- 4: a scale that makes a requantization multiplier vanish ------------------------------------------------------
+
+
+def test_a_huge_activation_scale_compiles_or_is_refused_never_an_internal_error() -> None:
+    """The MLP's hidden activation quantized with scale 3e38: its producer's requantization multiplier is ~1e-40,
+    over which the fusion planner enumerated accumulators (OverflowError: the compile failed as the server's)."""
+    import onnx
+    from onnx import numpy_helper
+
+    from tileplan.frontend import zoo
+    from tileplan.frontend.compile import CompileOptions, compile_model
+    from tileplan.hardware.catalog import catalog
+
+    m = onnx.load_model_from_string(zoo.build("mlp", "qdq"))
+    scale = next(t for t in m.graph.initializer if t.name == "relu3_out_scale")
+    scale.CopyFrom(numpy_helper.from_array(np.array(3e38, np.float32), scale.name))
+    try:
+        out = compile_model(m.SerializeToString(), catalog()["gemmini-16x16"], CompileOptions(time_limit_s=2))
+    except InputError as exc:  # (a refusal naming the model is as good)
+        assert exc.loc[0] == "model", exc
+        return
+    assert any("too small for an accumulator offset to be checked" in n for n in out.summary["notes"]), out.notes
