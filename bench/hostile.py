@@ -296,7 +296,7 @@ def compile_cases(secret: Path | None = None, marker: Path | None = None) -> lis
     big = _big_model(90)
     # the second round's models are built by their tests (one builder each)
     sys.path.insert(0, str(REPO / "tests" / "hostile"))
-    from test_hostile_onnx_hiding import doubling, function_call_bomb, function_default_leak
+    from test_hostile_onnx_hiding import doubling, function_call_bomb, function_default_leak, split_concat
     return [
         ("c1 external data: pyproject.toml", "POST", "/compile", body(_onnx_external(SECRET_FILE))),
         ("c1 external data: ./data/tileplan.db", "POST", "/compile", body(_onnx_external("./data/tileplan.db"))),
@@ -322,6 +322,7 @@ def compile_cases(secret: Path | None = None, marker: Path | None = None) -> lis
          body(function_default_leak(SECRET_FILE))),
         ("c14 function-call bomb (2^40 nodes inlined)", "POST", "/compile", body(function_call_bomb())),
         ("c15 Concat(c, c) x40 (2^40 elements, 2 KB)", "POST", "/compile", body(doubling(shape_node=True))),
+        ("c16 Split into 2000 + Concat of 2000", "POST", "/compile", body(split_concat(2000))),
     ] + ([("c10 names: '*/ #include <server file>', '$(shell touch F)'", "POST", "/compile",
            body(_named_model(secret, marker), wait=True))] if secret is not None and marker is not None else [])
 
@@ -896,7 +897,9 @@ def mix(args: argparse.Namespace) -> None:
               "hostile7's (tests/hostile/test_hostile_onnx_hiding.py builds them): c13 external data in a model-local "
               "function's default attribute (onnxruntime's folding inlined it and read the file into the program's "
               "weights), c14 40 functions each calling the next twice, c15 a constant doubled by Concat 40 times "
-              "(ONNX's data propagation and onnxruntime's folding each took the checking process to its memory cap).",
+              "(ONNX's data propagation and onnxruntime's folding each took the checking process to its memory cap), "
+              "c16 a Split of 2000 outputs into a Concat of 2000 inputs (500: a RecursionError in the C emitter, "
+              "a 500; 2000: a compile past 10 minutes).",
               "",
               "## Damaged storage (issue 23, case 8)", "",
               "After the mix the server is stopped, the `plans` table's root page in its SQLite file overwritten, and "

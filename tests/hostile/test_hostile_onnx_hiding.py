@@ -216,3 +216,25 @@ def test_a_huge_activation_scale_compiles_or_is_refused_never_an_internal_error(
         assert exc.loc[0] == "model", exc
         return
     assert any("too small for an accumulator offset to be checked" in n for n in out.summary["notes"]), out.notes
+
+
+# -- 5: a node with thousands of inputs or outputs ----------------------------------------------------------------
+
+
+def split_concat(n: int) -> bytes:
+    """x [1, n] split into n pieces and concatenated again: 2 nodes of n outputs / inputs (TVM lowers the Concat to
+    n nested selects: 500 overflowed the C emitter's recursion (a 500), 2000 ran the compile past 10 minutes)."""
+    from onnx import helper
+
+    parts = [f"p{k}" for k in range(n)]
+    m = _qdq_in([helper.make_node("Split", ["dq"], parts, axis=1, name="split"),
+                 helper.make_node("Concat", parts, ["y"], axis=1, name="concat")], [], n)
+    return bytes(m.SerializeToString())
+
+
+def test_a_nodes_inputs_and_outputs_are_bounded() -> None:
+    with pytest.raises(InputError) as err:
+        decode(split_concat(2000))
+    assert err.value.loc == ("model", "split") and err.value.type == "too_large", err.value
+    assert "2000 outputs" in err.value.msg, err.value.msg
+    decode(split_concat(64))  # (within the bound: read)

@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 from tileplan.errors import InputError
 
 MAX_NODES = 50_000  # ResNet-50: ~500 QDQ nodes; BERT-large: ~5,000
+MAX_NODE_IO = 256  # inputs, or outputs, of one node (DenseNet's widest Concat: ~30); TVM lowers a Concat of n inputs
+# to n nested selects, which the C emitter walks recursively: 500 overflowed it, 2000 ran a compile past 10 minutes
 MAX_TENSOR_ELEMENTS = 1 << 27  # elements of any one tensor (settings.max_tensor_elements: the same default)
 MAX_TENSOR_BYTES = 512 << 20  # every tensor the model declares, together
 _max_elements = MAX_TENSOR_ELEMENTS
@@ -76,6 +78,12 @@ def check_sizes(model: Any, loc: tuple[str, ...] = ("model",), max_elements: int
     if nodes > MAX_NODES:
         raise InputError(loc, f"{nodes} nodes{' once its model-local functions are inlined' if model.functions else ''}, "
                          f"over this server's bound of {MAX_NODES}", "too_large")
+    for node in _all_nodes(model):
+        for what, names in (("inputs", node.input), ("outputs", node.output)):
+            if len(names) > MAX_NODE_IO:
+                raise InputError((*loc, node.name) if node.name else loc,
+                                 f"{node.op_type} node {node.name or '(unnamed)'!r} has {len(names)} {what}, over "
+                                 f"this server's bound of {MAX_NODE_IO} per node", "too_large")
     total = 0
     for where, t in _tensors(model):
         n = _elements(t.dims)
@@ -122,6 +130,20 @@ def static_sizes(inferred: Any, loc: tuple[str, ...] = ("model",), max_elements:
             if len(t.shape.dim) <= 1:
                 small += n
     return small
+
+
+def _all_nodes(model: Any) -> Iterator[Any]:
+    """Every node: the graph's, its subgraphs' and the model-local functions'."""
+    def walk(nodes: Any) -> Iterator[Any]:
+        for n in nodes:
+            yield n
+            for a in n.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    yield from walk(g.node)
+
+    yield from walk(model.graph.node)
+    for fn in model.functions:
+        yield from walk(fn.node)
 
 
 def _count_nodes(model: Any, loc: tuple[str, ...] = ("model",)) -> int:
