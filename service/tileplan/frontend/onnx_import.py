@@ -997,6 +997,26 @@ def precheck(data: bytes, input_shapes: dict[str, list[int]] | None = None, quan
     apply_input_shapes(model, input_shapes)
     if not quantize and is_float_model(model):
         raise InputError(("model",), FLOAT_MODEL_HELP)
+    _PRECHECKED[:] = [(data, _shapes_key(input_shapes), model)]
+
+
+# The model precheck decoded (and fixed the input shapes of), for the load_model of the same bytes object with the
+# same input shapes that follows it (the CLI's compile): handed over once instead of decoded again, which parses
+# the bytes, and the checker serialises and parses them once more (ViT-B/16, 87 MB: 0.28 CPU s; ResNet-50: 0.06)
+_PRECHECKED: list[tuple[bytes, str, Any]] = []
+
+
+def _shapes_key(input_shapes: dict[str, list[int]] | None) -> str:
+    return repr(sorted((k, [int(d) for d in v]) for k, v in (input_shapes or {}).items()))
+
+
+def _decoded(data: bytes, input_shapes: dict[str, list[int]] | None) -> Any:
+    """decode(data) with `input_shapes` applied: precheck's model of these very bytes and shapes, if it has one
+    (apply_input_shapes gives the model it fixed the same shapes again), else decoded now."""
+    held = _PRECHECKED.pop() if _PRECHECKED else None
+    model = held[2] if held is not None and held[0] is data and held[1] == _shapes_key(input_shapes) else decode(data)
+    apply_input_shapes(model, input_shapes)
+    return model
 
 
 def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, quantize: bool = False,
@@ -1013,8 +1033,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     )
     from tileplan.frontend.qoperator import to_qdq
 
-    model = decode(data)
-    apply_input_shapes(model, input_shapes)
+    model = _decoded(data, input_shapes)
     notes: list[str] = []
     model, folded = fold_shapes(model)
     if folded:
