@@ -192,11 +192,29 @@ def infer_shapes(model: Any) -> Any:
     """ONNX shape inference (strict, with data propagation); every node output must get a static shape."""
     import onnx
 
+    def run(m: Any) -> Any:
+        return onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
+
+    # on the model without its weights' values (onnx_graph.shape_skeleton), which inference does not read; should it
+    # refuse that, the model itself decides (and its refusal is the one reported)
+    skeleton = onnx_graph.shape_skeleton(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        try:
+            inferred = run(skeleton)
+        except Exception:  # (onnx's errors, as below)
+            if skeleton is model:
+                raise
+            skeleton, inferred = model, run(model)
     except Exception as exc:  # noqa: BLE001 - onnx's InferenceError and errors from its C++ core
         where = _node_in(str(exc), model)
         raise InputError(("model", *where), f"shape inference failed: {_first_line(exc)}") from None
+    if skeleton is not model:  # what inference adds (intermediates' and outputs' types), on the model itself
+        full = type(model)()
+        full.CopyFrom(model)
+        for part in ("value_info", "output"):
+            del getattr(full.graph, part)[:]
+            getattr(full.graph, part).extend(getattr(inferred.graph, part))
+        inferred = full
     g = inferred.graph
     known: dict[str, Any] = {}
     for info in [*g.input, *g.value_info, *g.output]:
