@@ -17,6 +17,7 @@ from tileplan.codegen.emulator.build import EMU_HEADER, EMU_SOURCE, HEADER, PARA
 HARNESS = r"""
 #include "gemmini_emu.c"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 
 /* the emulator's answers before PROCMAP_QUERY: /proc/self/maps read line by line, pthread_getattr_np */

@@ -79,10 +79,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -1321,25 +1319,20 @@ static int vma_at(int fd, uintptr_t addr, uintptr_t *lo, uintptr_t *hi, unsigned
 /* Is [lo, hi) ordinary read-write, non-executable memory (so its protection may be changed and restored)?  Every
  * byte in a mapping that is readable, writable and not executable (consecutive mappings, no gap). */
 static int plain_rw_memory(uintptr_t lo, uintptr_t hi) {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  FILE *f = fopen("/proc/self/maps", "re");
+  if (!f) return 0;
   uintptr_t covered = lo, a, b;
   unsigned flags;
-  int got;
-  while (covered < hi && (got = vma_at(fd, covered, &a, &b, &flags)) == 1) {
+  int got = 1;
+  while (covered < hi && (got = vma_at(fileno(f), covered, &a, &b, &flags)) == 1) {
     if ((flags & (EMU_VMA_R | EMU_VMA_W | EMU_VMA_X)) != (EMU_VMA_R | EMU_VMA_W)) break;
     covered = b;
   }
   if (covered >= hi || got >= 0) {
-    close(fd);
+    fclose(f);
     return covered >= hi;
   }
   /* without PROCMAP_QUERY: the file's lines, "lo-hi perms ...", in address order */
-  FILE *f = fdopen(fd, "r");
-  if (!f) {
-    close(fd);
-    return 0;
-  }
   char line[512];
   covered = lo;
   while (covered < hi && fgets(line, sizeof line, f)) {
@@ -1365,14 +1358,14 @@ extern void *__libc_stack_end __attribute__((weak)); /* glibc's: the initial thr
  * between last_to and from, so for mapped [lo, hi) the overlap is the overlap with [max(from, end - S), end),
  * which needs V alone. */
 static int main_stack_overlaps(uintptr_t lo, uintptr_t hi) {
-  if (&__libc_stack_end == NULL || getpid() != (pid_t)syscall(SYS_gettid)) return -1;
+  if (&__libc_stack_end == NULL || getpid() != gettid()) return -1;
   uintptr_t sp = (uintptr_t)__libc_stack_end, from, to;
   unsigned flags;
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  int got = vma_at(fd, sp, &from, &to, &flags);
-  close(fd);
-  uintptr_t here = (uintptr_t)&fd; /* on the initial thread's stack, unless this process was forked by another */
+  FILE *f = fopen("/proc/self/maps", "re");
+  if (!f) return -1;
+  int got = vma_at(fileno(f), sp, &from, &to, &flags);
+  fclose(f);
+  uintptr_t here = (uintptr_t)&flags; /* on the initial thread's stack, unless this process was forked by another */
   if (got != 1 || here < from || here >= to) return -1;
   struct rlimit rl;
   if (getrlimit(RLIMIT_STACK, &rl) != 0) return 1; /* (pthread_getattr_np fails: on_my_stack says 1) */
