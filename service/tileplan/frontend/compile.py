@@ -652,6 +652,12 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
     errors: dict[str, str] = {}
     pool = None
     if workers > 1 and len(ops) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        # What each worker imported for its first solve and kernel (the mappers with Pyomo and HiGHS, 0.14-0.18
+        # CPU s; the code generator's pipeline) is imported here once, before the fork, and shared
+        from tileplan.codegen import pipeline  # noqa: F401
+        from tileplan.mappers.base import get_mapper
+
+        get_mapper(options.mapper)
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
     if pool is None:  # in this process: op by op, so progress moves with every op planned and generated
         return _plan_and_generate_serially(ops, lkeys, hw, options, stream, planner, progress, phase)

@@ -78,6 +78,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <errno.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -1284,9 +1287,101 @@ static void on_segv(int sig, siginfo_t *si, void *uctx) {
   signal(sig, SIG_DFL); /* the access runs again and takes the default action */
 }
 
+/* Which mapping holds an address: Linux's PROCMAP_QUERY ioctl on /proc/self/maps (6.11 and later) answers for one
+ * address without the kernel formatting every line of the file (a process with TVM loaded has ~480 mappings:
+ * 0.5 ms of CPU per read, and emu_add_region read it twice per region, 8 times per accelerator call of a
+ * program).  The UAPI's struct procmap_query (<linux/fs.h>), spelled out for older headers. */
+struct emu_procmap_query {
+  uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+  uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+  uint64_t vma_name_addr, build_id_addr;
+};
+#define EMU_PROCMAP_QUERY _IOWR('f', 17, struct emu_procmap_query)
+enum { EMU_VMA_R = 1, EMU_VMA_W = 2, EMU_VMA_X = 4 }; /* its vma_flags: readable, writable, executable */
+
+/* The mapping covering `addr` ([*lo, *hi), EMU_VMA_* in *flags), asked of `fd` (/proc/self/maps): 1; 0 when no
+ * mapping covers it; -1 when the kernel cannot say (no PROCMAP_QUERY: read the file instead). */
+static int vma_at(int fd, uintptr_t addr, uintptr_t *lo, uintptr_t *hi, unsigned *flags) {
+#ifdef EMU_NO_PROCMAP_QUERY /* (as on a kernel without it: tests/codegen/test_emu_regions.py) */
+  return -1;
+#endif
+  struct emu_procmap_query q;
+  memset(&q, 0, sizeof q);
+  q.size = sizeof q;
+  q.query_addr = addr;
+  if (ioctl(fd, EMU_PROCMAP_QUERY, &q) != 0) return errno == ENOENT ? 0 : -1;
+  *lo = (uintptr_t)q.vma_start;
+  *hi = (uintptr_t)q.vma_end;
+  *flags = (unsigned)q.vma_flags;
+  return 1;
+}
+
+/* Is [lo, hi) ordinary read-write, non-executable memory (so its protection may be changed and restored)?  Every
+ * byte in a mapping that is readable, writable and not executable (consecutive mappings, no gap). */
+static int plain_rw_memory(uintptr_t lo, uintptr_t hi) {
+  FILE *f = fopen("/proc/self/maps", "re");
+  if (!f) return 0;
+  uintptr_t covered = lo, a, b;
+  unsigned flags;
+  int got = 1;
+  while (covered < hi && (got = vma_at(fileno(f), covered, &a, &b, &flags)) == 1) {
+    if ((flags & (EMU_VMA_R | EMU_VMA_W | EMU_VMA_X)) != (EMU_VMA_R | EMU_VMA_W)) break;
+    covered = b;
+  }
+  if (covered >= hi || got >= 0) {
+    fclose(f);
+    return covered >= hi;
+  }
+  /* without PROCMAP_QUERY: the file's lines, "lo-hi perms ...", in address order */
+  char line[512];
+  covered = lo;
+  while (covered < hi && fgets(line, sizeof line, f)) {
+    unsigned long la, lb;
+    char perms[8] = {0};
+    if (sscanf(line, "%lx-%lx %7s", &la, &lb, perms) != 3) continue;
+    if (lb <= covered || la > covered) continue;
+    if (perms[0] != 'r' || perms[1] != 'w' || perms[2] == 'x') break;
+    covered = lb;
+  }
+  fclose(f);
+  return covered >= hi;
+}
+
+extern void *__libc_stack_end __attribute__((weak)); /* glibc's: the initial thread's stack at program start */
+
+/* main_stack_overlaps: 1 / 0 as pthread_getattr_np's stack of the calling thread overlaps [lo, hi) or not, for a
+ * range of mapped memory (no gap; emu_add_region asks only of plain_rw_memory's ranges), when the calling thread
+ * is glibc's initial thread; -1 when it cannot say so cheaply (not that thread, no glibc, no PROCMAP_QUERY).
+ *   There glibc reads /proc/self/maps up to the mapping V = [from, to) that holds __libc_stack_end, and its stack
+ * is [end - S, end) with end = the page after __libc_stack_end's, S = (RLIMIT_STACK's soft limit - (to - end))
+ * rounded down to pages (unsigned), cut to end - last_to, the end of the mapping before V.  Nothing is mapped
+ * between last_to and from, so for mapped [lo, hi) the overlap is the overlap with [max(from, end - S), end),
+ * which needs V alone. */
+static int main_stack_overlaps(uintptr_t lo, uintptr_t hi) {
+  if (&__libc_stack_end == NULL || getpid() != gettid()) return -1;
+  uintptr_t sp = (uintptr_t)__libc_stack_end, from, to;
+  unsigned flags;
+  FILE *f = fopen("/proc/self/maps", "re");
+  if (!f) return -1;
+  int got = vma_at(fileno(f), sp, &from, &to, &flags);
+  fclose(f);
+  uintptr_t here = (uintptr_t)&flags; /* on the initial thread's stack, unless this process was forked by another */
+  if (got != 1 || here < from || here >= to) return -1;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_STACK, &rl) != 0) return 1; /* (pthread_getattr_np fails: on_my_stack says 1) */
+  uintptr_t pagesz = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t end = (sp & -pagesz) + pagesz;
+  uintptr_t size = ((uintptr_t)rl.rlim_cur - (to - end)) & -pagesz;
+  uintptr_t bottom = size >= end - from ? from : end - size;
+  return lo < end && bottom < hi;
+}
+
 /* Does [lo, hi) overlap the calling thread's stack?  (A buffer there, e.g. a small temporary a compiler put on
- * the stack, is never protected: the stack must stay writable, if only for delivering the fault signal.) */
+ * the stack, is never protected: the stack must stay writable, if only for delivering the fault signal.)  For
+ * mapped memory only (main_stack_overlaps). */
 static int on_my_stack(uintptr_t lo, uintptr_t hi) {
+  int known = main_stack_overlaps(lo, hi);
+  if (known >= 0) return known;
   pthread_attr_t attr;
   void *addr;
   size_t size;
@@ -1295,24 +1390,6 @@ static int on_my_stack(uintptr_t lo, uintptr_t hi) {
   pthread_attr_destroy(&attr);
   if (!ok) return 1;
   return lo < (uintptr_t)addr + size && (uintptr_t)addr < hi;
-}
-
-/* Is [lo, hi) ordinary read-write, non-executable memory (so its protection may be changed and restored)? */
-static int plain_rw_memory(uintptr_t lo, uintptr_t hi) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  if (!f) return 0;
-  char line[512];
-  uintptr_t covered = lo;
-  while (covered < hi && fgets(line, sizeof line, f)) {
-    unsigned long a, b;
-    char perms[8] = {0};
-    if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) != 3) continue;
-    if (b <= covered || a > covered) continue;
-    if (perms[0] != 'r' || perms[1] != 'w' || perms[2] == 'x') break;
-    covered = b;
-  }
-  fclose(f);
-  return covered >= hi;
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -1876,8 +1953,9 @@ int emu_add_region(emu_t *e, void *base, uint64_t size, int writable) {
   r->base = (uintptr_t)base;
   r->size = size;
   r->writable = writable;
-  r->guardable = size > 0 && !on_my_stack(page_of(e, r->base), r->base + size) &&
-                 plain_rw_memory(page_of(e, r->base), r->base + size);
+  /* (plain_rw_memory first: on_my_stack answers for mapped memory) */
+  r->guardable = size > 0 && plain_rw_memory(page_of(e, r->base), r->base + size) &&
+                 !on_my_stack(page_of(e, r->base), r->base + size);
   return e->n_regions++;
 }
 
