@@ -58,7 +58,9 @@
  * Reported cycles: the calibrated cost model's per-call timing over the instructions issued (one Gemmini
  * timing for the emulator and the model, tileplan.cost.gemmini._cycle_terms / _totals).  Every config_ex opens a
  * call; per call the emulator counts what the model's call features count: DMA requests and bytes of its loads and
- * stores (a request on a strided row of a buffer larger than l2_bytes also waits dram_request_cycles, a store request
+ * stores (a request on a strided row of a buffer larger than l2_bytes also waits dram_request_cycles, one on a buffer
+ * larger than llc_bytes llc_miss_cycles more, and a call's DMA lasts at least such requests x refill_cycles, a
+ * store's twice, and its loads from tensors beyond the LLC x dram_byte_cycles per byte; a store request
  * behind earlier ones of its mvout to the same 64-byte block block_wait_cycles each, see store_chain), rows
  * streamed by its computes (at least compute_floor_cycles each), compute instructions, weight preloads.  A call
  * lasts max(its DMA, its execute) + overlap_loss x the shorter when calls_overlap (else their sum), at least
@@ -218,13 +220,13 @@ typedef struct emu {
    * requests and the byte columns of its rows the call covered (see count_transfer) */
   struct sgroup { int region; uint64_t stride, width; uintptr_t lo, hi; } *sg;
   int sg_n, sg_cap;
-  struct cgroup { int group; double req; int n_iv; uint64_t iv[2 * 16]; } cg[16];
+  struct cgroup { int group; double req, st_req; int n_iv; uint64_t iv[2 * 16]; } cg[16];
   int cg_n;
   /* closed calls: features (EMU_FEATURES doubles, dram_req = 0) and their contributions of rows not covered whole
    * (group, requests, the columns covered from a row's start) */
   double *calls_f;
   size_t calls_n, calls_cap;
-  struct contrib { uint32_t call; int group; double req; uint64_t prefix; } *ct;
+  struct contrib { uint32_t call; int group; double req, st_req; uint64_t prefix; } *ct;
   size_t ct_n, ct_cap;
   int cur_unit;
   double preload_done; /* when the last preload left the execute unit */
@@ -446,13 +448,17 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double by
 }
 
 /* The cost model's per-call timing (tileplan.cost.gemmini._cycle_terms) of one call's features f (CALL_FEATURES
- * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req, block_req, far_req, far_bytes). */
+ * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req, block_req, far_req, far_bytes,
+ * far_st_req). */
 static void call_terms(const emu_t *e, const double *f, double *dma, double *ex, double *total) {
   const emu_timing_t *t = &e->t;
   double d = (f[0] + f[2]) * t->dma_request_cycles + (f[1] + f[3]) / t->dram_bytes_per_cycle +
              f[7] * t->dram_request_cycles + f[9] * t->llc_miss_cycles;
   /* the DMA cannot load faster than DRAM reads the tensors the LLC cannot hold */
   if (f[10] * t->dram_byte_cycles > d) d = f[10] * t->dram_byte_cycles;
+  /* nor faster than the memory bus moves the 64-byte blocks of the strided requests DRAM serves (a store's twice:
+   * the L2 fills the block and writes it back) */
+  if ((f[9] + f[11]) * t->refill_cycles > d) d = (f[9] + f[11]) * t->refill_cycles;
   /* stores behind others to their 64-byte block wait on top of that (the model adds them after the bound) */
   d += f[8] * t->block_wait_cycles;
   double x = f[4] + f[5] * t->compute_op_cycles + f[6] * t->preload_cycles;
@@ -525,7 +531,7 @@ static void far_next_call(emu_t *e) {
 static void close_call(emu_t *e) {
   if (!e->cf_any) return;
   double f[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, 0.0};
+                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, 0.0, 0.0};
   double *nf = grow(e->calls_f, &e->calls_cap, e->calls_n + 1, EMU_FEATURES * sizeof(double));
   if (nf) {
     e->calls_f = nf;
@@ -537,7 +543,7 @@ static void close_call(emu_t *e) {
       struct contrib *nc = grow(e->ct, &e->ct_cap, e->ct_n + 1, sizeof *e->ct);
       if (!nc) break;
       e->ct = nc;
-      e->ct[e->ct_n++] = (struct contrib){(uint32_t)e->calls_n, c->group, c->req, prefix};
+      e->ct[e->ct_n++] = (struct contrib){(uint32_t)e->calls_n, c->group, c->req, c->st_req, prefix};
     }
     e->calls_n++;
   }
@@ -561,17 +567,23 @@ static double model_cycles(const emu_t *e, double *features) {
       for (; j < e->ct_n && e->ct[j].call == i; j++)
         if (group_beyond_l2(e, e->ct[j].group) && !group_whole(e, e->ct[j].group, e->ct[j].prefix)) {
           f[7] += e->ct[j].req;
-          if (group_beyond_llc(e, e->ct[j].group)) f[9] += e->ct[j].req;
+          if (group_beyond_llc(e, e->ct[j].group)) {
+            f[9] += e->ct[j].req;
+            f[11] += e->ct[j].st_req;
+          }
         }
     } else { /* the open call, as it stands */
       double g[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, 0.0};
+                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, 0.0, 0.0};
       memcpy(f, g, sizeof f);
       for (int k = 0; k < e->cg_n; k++) {
         struct cgroup c = e->cg[k];
         if (group_beyond_l2(e, c.group) && !group_whole(e, c.group, group_prefix(&c))) {
           f[7] += c.req;
-          if (group_beyond_llc(e, c.group)) f[9] += c.req;
+          if (group_beyond_llc(e, c.group)) {
+            f[9] += c.req;
+            f[11] += c.st_req;
+          }
         }
       }
     }
@@ -714,10 +726,11 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
     if (e->cg[i].group == g) break;
   if (i == e->cg_n) {
     if (e->cg_n == 16) return; /* (a call of more than 16 strided groups: the rest are not counted) */
-    e->cg[e->cg_n++] = (struct cgroup){.group = g, .req = 0, .n_iv = 0};
+    e->cg[e->cg_n++] = (struct cgroup){.group = g, .req = 0, .st_req = 0, .n_iv = 0};
   }
   struct cgroup *c = &e->cg[i];
   c->req += req;
+  if (store) c->st_req += req;
   if (c->n_iv >= 0) {
     uint64_t off = (uint64_t)(p - (e->sg[g].region >= 0 ? e->regions[e->sg[g].region].base : 0)) % stride;
     uint64_t pieces[4] = {off, off + row_bytes, 0, 0};
