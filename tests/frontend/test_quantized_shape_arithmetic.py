@@ -10,9 +10,9 @@ shape stayed computed and the compile refused the model ("cannot be inferred sta
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from frontend_helpers import assert_offloaded_and_matching, compile_bytes
-import onnx
 from onnx import numpy_helper
 
 from tileplan.frontend import zoo
