@@ -1092,11 +1092,11 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
                 "Gemmini's accumulator-based residual add, so the host computes it (float between dequantize and "
                 "quantize, as onnxruntime does)")
     if op in ELEMENTWISE:
-        dequantized = any(g.producer.get(i) is not None and g.producer[i].op_type == "DequantizeLinear"
-                          for i in node.input if i)
+        from_dq = any(g.producer.get(i) is not None and g.producer[i].op_type == "DequantizeLinear"
+                      for i in node.input if i)
         return (f"elementwise {op}: no matrix product for the array (Gemmini's activations are only ReLU and "
                 "clipping on a result it computes); " + (
-                    "the host computes it in float between dequantize and quantize" if dequantized else
+                    "the host computes it in float between dequantize and quantize" if from_dq else
                     "its inputs are not dequantized int8 (index, shape or mask arithmetic, or float the quantizer "
                     "left alone): the host computes it as ONNX defines it"))
     if op in ROW_STATISTICS:
