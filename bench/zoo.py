@@ -26,7 +26,8 @@ outputs are judged against references built from onnxruntime, each named in the 
 Agreement: the share of output elements equal, and within 1 quantisation step (LSB: the scale of the output's
 DequantizeLinear, or 1 for an integer output), and the largest difference; top-1: the argmax agrees (image
 classifiers). Cycles: modelled cycles of the offloaded ops against the library's tiling of the same ops (the
-summary's ratio), and the emulated cycles of the compile-time run.
+summary's ratio), and the emulated cycles of the compile-time run. A file onnxruntime itself cannot run (its
+session fails on the input) is compiled and run all the same; its row says `yes (not judged: <the error>)`.
 """
 
 from __future__ import annotations
