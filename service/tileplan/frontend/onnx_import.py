@@ -947,6 +947,7 @@ def evaluate_constant_shape_operands(model: Any) -> list[str]:
     `Constant` nodes) and that onnxruntime's constant folding leaves computed: it never folds a DequantizeLinear,
     and onnxruntime's quantizer quantizes shape arithmetic like any other (Hugging Face MobileViT's
     `ceil(h / patch) * patch`: a Mul between QuantizeLinear / DequantizeLinear, a QLinearMul in QOperator form).
+    Only operands whose subgraph has a DequantizeLinear are taken (the optimiser folds the others itself).
     Each such operand is computed once by onnxruntime (graph optimisations off: the nodes as ONNX defines them),
     stored as an initializer its consumers read, and the nodes only it needed are removed. Changes `model` in
     place; returns the names of the nodes whose operand it evaluated."""
@@ -968,18 +969,24 @@ def evaluate_constant_shape_operands(model: Any) -> list[str]:
             t = n.input[i] if i < len(n.input) else ""
             if t and t in const and t in made and made[t].op_type != "Constant":
                 targets.setdefault(t, []).append(n)
+
+    def cone_of(t: str) -> list[Any]:
+        nodes, need, seen = [], [t], set()
+        while need:
+            x = need.pop()
+            if x in seen or x not in made:
+                continue
+            seen.add(x)
+            nodes.append(made[x])
+            need.extend(i for i in made[x].input if i)
+        return nodes
+
+    # only what the optimiser leaves: arithmetic through a DequantizeLinear (it folds everything else itself)
+    cones = {t: cone_of(t) for t in targets}
+    targets = {t: ns for t, ns in targets.items() if any(n.op_type == "DequantizeLinear" for n in cones[t])}
     if not targets:
         return []
-    cone: list[Any] = []
-    need, seen = list(targets), set()
-    while need:
-        t = need.pop()
-        if t in seen or t not in made:
-            continue
-        seen.add(t)
-        cone.append(made[t])
-        need.extend(i for i in made[t].input if i)
-    cone_ids = {id(n) for n in cone}
+    cone_ids = {id(n) for t in targets for n in cones[t]}
     nodes = [n for n in g.node if id(n) in cone_ids]
     used = {i for n in nodes for i in n.input}
     sub = onnx.helper.make_model(
