@@ -486,7 +486,10 @@ def main() -> None:
         "`llc_miss_cycles` more (DRAM). On a tensor larger than the LLC the DMA also cannot load faster than DRAM "
         "reads: a call's DMA lasts at least the bytes its loads read there times a fitted `dram_byte_cycles` (~0.3 "
         "cycles/B, ~3.4 B per cycle against the DMA's ~11), less what the previous call left in the L2 (the same "
-        "tile, or a kernel tile that only shifts the input window). The DMA writes every output row as its own "
+        "tile, or a kernel tile that only shifts the input window). Each strided request DRAM serves also brings its "
+        "whole 64-byte block into the L2 over the SoC's 8-byte memory bus (rocket-chip's MemoryBusParams: 8 cycles a "
+        "block, no fitted parameter), a strided store's block twice (the L2 allocates on a write, then writes the "
+        "block back): a call's DMA lasts at least those blocks' cycles. The DMA writes every output row as its own "
         "put (DMA.scala, StreamWriter: at least one 16-byte beat, up to 16 in flight) and the L2 serves puts to one "
         "64-byte block one after another: a store request behind earlier ones of its mvout to the same block (rows "
         "closer than 64 B: few output channels) waits a fitted `block_wait_cycles` (per request of the longest "
@@ -506,8 +509,13 @@ def main() -> None:
         f"| dma_bytes_per_cycle (hardware fact, not fitted) | {params.dma_bytes_per_cycle:g} | |",
         f"| l2_bytes (hardware fact, not fitted) | {params.l2_bytes:g} | |",
         f"| llc_bytes (hardware fact, not fitted) | {params.llc_bytes:g} | |",
+        f"| mem_bus_bytes (hardware fact, not fitted) | {params.mem_bus_bytes:g} | |",
         "",
-        f"Fit: both sets weighted equally, soft-L1 on relative error (f_scale 0.1: about linear above 10%); {len(set(art.labels(lambda r: r.config)))} + 4 + "
+        "Fit: both sets weighted equally, soft-L1 on relative error (f_scale 0.1: about linear above 10%), and a weak "
+        "prior on dram_byte_cycles (`tileplan.cost.calibrate.PRIORS`: FireSim's measured DRAM rate, 5.5-8 B/cycle "
+        "in gemmini.md, their geometric mean 0.151 cycles/B, weight 0.01), which decides its value only where a fold "
+        "leaves it unpinned (U-Net held out); "
+        f"{len(set(art.labels(lambda r: r.config)))} + 4 + "
         f"{len(set(rand.keys))} + 2 cross-validation fits took {cv_s:.0f} s (whole bench "
         f"{time.perf_counter() - t0:.0f} s, machine shared with other work).",
         "",

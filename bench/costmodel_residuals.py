@@ -358,6 +358,92 @@ FINDINGS = [
     "start that differs in the fourth digit moves U-Net's rows from 0.56x to 0.36x. By configuration the term helps "
     "every time; by network it helps in one bench run and not in the other, so it is not shipped.",
     "",
+    "Seventh round (issue 25, branch cost25g). Screening protocol: bench/costmodel.py's own (a full fit with four "
+    "restarts from the shipped parameters, every fold started from it, every parameter refitted; the harness "
+    "applies it to both 16x16 splits only, 75-170 s a variant). Cells: DOSA-mapping MAPE / Spearman, library MAPE, "
+    "predicted / measured range of all 16x16 runs.",
+    "",
+    "**The U-Net fold first.** With U-Net held out, `dram_byte_cycles` is not identified: fitted from starts of "
+    "0.01, 0.05, 0.1, 0.2, 0.2931, 0.4 and 0.8 (every other parameter at the shipped values) it lands at 0.23, "
+    "0.14, 0.22, 0.09, 0.09, 0.27 and 0.21, every time at the same loss (14.5109), and U-Net's held-out mappings at"
+    " 12.9%, 13.7%, 13.1%, 13.8%, 13.8%, 12.6% and 13.1% MAPE (library 13.9-15.1%, worst 0.36x-0.43x). A lower "
+    "bound from gemmini.md's fastest measured FireSim DRAM rate (8 B/cycle, `dram_byte_cycles` >= 0.125) does not "
+    "pin it (the flat range reaches 0.27): 10.24% / 0.99434, library 13.31% by configuration, 10.30% / 0.99483, "
+    "13.59% by network, as without it. A weak prior does: one extra residual 0.01 x log(`dram_byte_cycles` / 0.151)"
+    " (`calibrate.PRIORS`; 0.151 cycles/B = the geometric mean of gemmini.md's measured 5.5-8 B/cycle): every start"
+    " above lands at 0.1508, U-Net's mappings at 13.6%, library 14.9%; the full fit moves by 0.0002 (0.2933). The "
+    "model as it was, with the prior: by configuration 10.23% / 0.99434, library 13.30%, 0.42x-1.71x (unchanged), "
+    "by network 10.65% / 0.99473, library 13.91%, 0.41x-1.67x (was 10.31% / 0.99483, 13.59%, 0.43x-1.67x): about a "
+    "third of a point of the split by network was where the U-Net fold's start happened to leave the parameter. The"
+    " prior is shipped; the mechanisms below are compared with it on and off.",
+    "",
+    "| variant (no new fitted parameter in any) | by configuration | by network |",
+    "|---|---|---|",
+    "| none (the model as it was) | 10.23% / 0.99434, library 13.30%, 0.42x-1.71x | 10.31% / 0.99483, library "
+    "13.59%, 0.43x-1.67x |",
+    "| a DMA request occupies the bus for at least one 16-byte beat (per operand, bytes = max(data, 16 x requests):"
+    " 1- and 2-byte rows of U-Net's C1 input and 2-channel head) | 10.53% / 0.99397, library 13.64%, 0.43x-1.54x | "
+    "10.69% / 0.99443, library 14.06%, 0.43x-1.55x (worse) |",
+    "| every strided request beyond the L2 (`dram_req`) brings its 64-byte block over the 8-byte memory bus: a "
+    "call's DMA at least `dram_req` x 8 cycles | 11.70% / 0.99054, library 13.41%, 0.41x-1.87x | 12.32% / 0.99048, "
+    "library 14.06%, 0.33x-1.87x (worse: the L2 serves many of them) |",
+    "| the same bound on the strided requests DRAM serves only (`far_req` x 8) | unchanged (never binds) | "
+    "unchanged |",
+    "| **the same, a strided store's block counted twice (the L2 fills it and writes it back): (`far_req` + "
+    "`far_st_req`) x 8 (shipped)** | **10.11% / 0.99451, library 13.04%, 0.50x-1.71x** | **10.20% / 0.99501, "
+    "library 13.44%, 0.54x-1.67x** |",
+    "| requests in flight: a DRAM request holds one of the DMA's 16 slots for DRAM's round trip, so a strided load "
+    "DRAM serves costs what 64 bytes of whole rows do: DMA at least `dram_byte_cycles` x max(`far_bytes`, 64 x "
+    "strided loads beyond the LLC, less what the previous call left in the L2) | 10.52% / 0.99427, library 13.43%, "
+    "0.39x-1.72x | 10.62% / 0.99474, library 13.61%, 0.42x-1.68x (pins `dram_byte_cycles` in every fold, 0.20-0.23,"
+    " but worse) |",
+    "| with the prior: none | 10.23% / 0.99434, library 13.30%, 0.42x-1.71x | 10.65% / 0.99473, library 13.91%, "
+    "0.41x-1.67x |",
+    "| **with the prior: the stores-twice bound (shipped)** | **10.11% / 0.99451, library 13.04%, 0.50x-1.71x** | "
+    "**10.54% / 0.99494, library 13.76%, 0.41x-1.67x** |",
+    "| with the prior: the stores-twice bound on every strided store beyond the L2 (the L2 fills its block from the"
+    " LLC and writes it back: 16 cycles), loads only when DRAM serves them | 10.30% / 0.99416, library 13.58%, "
+    "0.50x-1.80x | 10.84% / 0.99427, library 14.09%, 0.33x-1.79x (worse than the shipped bound) |",
+    "",
+    "The stores-twice bound improves every MAPE and Spearman of both splits, with the prior and without, worsens no "
+    "worst ratio, and has nothing to "
+    "fit, so no fold can tune it to U-Net (the sixth round's C and E could). The 8-byte bus is rocket-chip's "
+    "(`MemoryBusParams(beatBytes = XLen / 8)` in its base subsystem configuration; FireSim's Rocket is RV64). It "
+    "binds where the strided stores of a call to a tensor beyond the LLC dominate its DMA: U-Net's C1_K64_P570 "
+    "under DOSA's 32-channel stores (0.42x to 0.50-0.54x held out). Shipped in the model (`far_st_req`, "
+    "`refill_cycles`, `CostParams.mem_bus_bytes`), the emulator (gemmini_emu.c: `refill_cycles`, a 12th call "
+    "feature) and `timing_for`; bench/fusion_bound.py's free-DRAM copy now frees it and `dram_byte_cycles` too (it "
+    "left the latter at its fitted value).",
+    "",
+    "Accumulator-limited tilings: BERT's DOSA mappings on the 384-row configuration are over-predicted, not short "
+    "(shipped parameters before this round: C768_K768 1.28x, 144 calls, 110,592 load requests, the model's DMA 631k"
+    " cycles against 304k of compute, measured 495k in all; C3072_K768 1.34x, 576 calls): the DMA of these "
+    "small-tile calls runs faster than the fitted rate. No term was tried in the time left.",
+    "",
+    "Through bench/costmodel.py (four restarts from the previous shipped parameters, every fold from that fit; the "
+    "shipped parameters are its result): by configuration 10.1% / 0.9945, library 13.0%, 0.50x-1.71x (before this "
+    "round 10.2% / 0.9943, 13.3%, 0.42x-1.71x); by network 10.5% / 0.9949, library 13.8%, 0.41x-1.67x (10.3% / "
+    "0.9948, 13.6%, 0.43x-1.67x: worse by the prior, which no longer lets the U-Net fold keep a value only U-Net's "
+    "runs set); fitted on the 128x128 set only 11.1% / 0.9950, library 14.1%, 0.42x-1.75x (10.9% / 0.9949, 14.0%, "
+    "0.48x-1.75x); the 128x128 set by layer shape 15.8% / 0.991 (15.7% / 0.991); nested interval coverage "
+    "(quantiles spanning 84%) 83.3% by configuration, 80.8% by network, 83.0% by 128x128 layer shape (target 80% +-"
+    " 5%); emulator against the model (bench/emu_vs_model.py --n 40 --seed 0 --time-limit 2 --jobs 1) 120 of 120 "
+    "within 10%, worst 0.916x / 1.070x. Not one target of issue 25 is met yet (mappings by configuration 10.1% "
+    "against 10%). The 128x128 set predicted from a fit on the 16x16 set alone is unstable: 35.4% MAPE in this run,"
+    " 142.6% (its matmuls 573%) in a first run whose fit started from the previous parameters (26.5% before): that "
+    "fit has local minima in the matmul terms the 16x16 set's 36 matmul runs do not pin (from the same start with "
+    "the prior and without it: call_floor_matmul 317 and 145, the 128x128 set at 35.1% and 19.9%: the prior's small"
+    " residual is enough to send that fit to another minimum); it is not one of the issue's targets and is left as "
+    "it is.",
+    "",
+    "Fitted on the 128x128 set alone, `dram_byte_cycles` is not pinned either (the 128x128 runs do not bind it): "
+    "from the shipped 0.2933 it stays at 0.338 without the prior (the 16x16 set then at 10.65% / 0.9951, library "
+    "13.72%, 0.54x-1.75x) and goes to 0.152 with it (11.09% / 0.9950, 14.13%, 0.42x-1.75x). Without a prior, a fold"
+    " that cannot pin it keeps about the value it starts from, the full fit's, which U-Net's runs set: the U-Net "
+    "fold and the 16x16 set held out whole were partly predicted with their own information. The prior removes that"
+    " leak, and the by-network and 128x128-only rows of costmodel.md are worse for it; with it, the memory-bus "
+    "bound still improves both held-out splits.",
+    "",
 ]
 
 

@@ -9,9 +9,12 @@ Without --any, only the zoo's own models (VISION, TRANSFORMERS); with it, any na
 classification models (`torchvision.models.list_models(module=torchvision.models)`), exported the same way, e.g.
 the held-out models of issue 24, one of the small nets a user writes (USER_NETS: 1-D conv audio nets, a temporal
 conv net, a UNet, LSTM / GRU classifiers, an MLP-Mixer, GPT- and DistilBERT-like token models), or a torchvision
-segmentation or video model (TORCHVISION_OTHER). Inception v3 takes 299 x 299 images (INPUT_SIZE), the video
-nets 8-frame 112 x 112 clips, the token models 64 int64 token ids (and an attention mask: random_feeds), every
-other model 224 x 224 images.
+segmentation or video model (TORCHVISION_OTHER), or a Hugging Face `transformers` model built from its config
+class with seeded random weights (HELDOUT6; needs `transformers` in that Python, not torchvision). Inception v3
+takes 299 x 299 images (INPUT_SIZE), the video nets 8-frame 112 x 112 clips, the token models 64 int64 token ids
+(and an attention mask: random_feeds), HELDOUT6 the inputs it lists, every other model 224 x 224 images.
+
+    PY bench/zoo_export.py --out DIR --any --seed 1 hf_bert hf_mobilevit   # PY with torch + transformers
 
 Each model: seeded random weights, BatchNorm statistics from a few random forward passes in training mode
 (cumulative averages), `torch.onnx.export` at opset 17, batch 1 (224 x 224 images; 128 tokens of width 768 for
@@ -67,14 +70,35 @@ HELDOUT5 = {"convs_zoo": (1, 3, 65, 49), "gan_decoder": (1, 16), "pool_heads": (
             "acts_zoo": (1, 3, 32, 32), "norms_cnn": (1, 3, 32, 32), "mlp_bn": (3, 32),
             "attn_rope": (1, 32, 64), "wide_batch3": (3, 3, 96, 160)}
 USER_NETS.update(HELDOUT5)
+# Held-out set 6 (issue 24): Hugging Face `transformers` architectures as users run them, each built from its
+# config class with small sizes and seeded random weights (no download: _hf_net says what each is), exported as
+# the model's own forward returns it (a ModelOutput; its tensors named by HF_OUTPUTS). name -> input shape (the
+# token models: batch x tokens; the others: their float input).
+HELDOUT6 = {"hf_bert": (1, 64), "hf_gpt2": (1, 64), "hf_t5_encoder": (1, 64), "hf_vit": (1, 3, 64, 64),
+            "hf_mobilevit": (1, 3, 64, 64), "hf_wav2vec2": (1, 8000), "hf_whisper_encoder": (1, 80, 128),
+            "hf_segformer": (1, 3, 64, 64), "hf_convnextv2": (1, 3, 64, 64), "hf_clip_vision": (1, 3, 64, 64)}
+HF_OUTPUTS = {"hf_bert": ("last_hidden_state", "pooler_output"), "hf_gpt2": ("logits",),
+              "hf_t5_encoder": ("last_hidden_state",), "hf_vit": ("logits",), "hf_mobilevit": ("logits",),
+              "hf_wav2vec2": ("last_hidden_state",), "hf_whisper_encoder": ("last_hidden_state",),
+              "hf_segformer": ("logits",), "hf_convnextv2": ("logits",),
+              "hf_clip_vision": ("last_hidden_state", "pooler_output")}
 # Nets with several float inputs: their names and shapes in the order of forward's arguments (else one `input`).
-FLOAT_INPUTS = {"mlp_bn": (("features", (3, 32)), ("meta", (3, 8)))}
+FLOAT_INPUTS = {"mlp_bn": (("features", (3, 32)), ("meta", (3, 8))),
+                "hf_vit": (("pixel_values", HELDOUT6["hf_vit"]),),
+                "hf_mobilevit": (("pixel_values", HELDOUT6["hf_mobilevit"]),),
+                "hf_segformer": (("pixel_values", HELDOUT6["hf_segformer"]),),
+                "hf_convnextv2": (("pixel_values", HELDOUT6["hf_convnextv2"]),),
+                "hf_clip_vision": (("pixel_values", HELDOUT6["hf_clip_vision"]),),
+                "hf_wav2vec2": (("input_values", HELDOUT6["hf_wav2vec2"]),),
+                "hf_whisper_encoder": (("input_features", HELDOUT6["hf_whisper_encoder"]),)}
 # Nets with several outputs: their names in the order forward returns them (else one `output`).
 OUTPUT_NAMES = {"pool_heads": ("logits", "label"), "mlp_bn": ("logits", "value", "label"),
-                "wide_batch3": ("logits", "top_scores", "top_classes")}
+                "wide_batch3": ("logits", "top_scores", "top_classes"), **HF_OUTPUTS}
 # Nets that take token ids (int64, < VOCAB) and, for distilbert_tiny, an attention mask: their input names in
 # the order of forward's arguments (random_feeds makes their values).
-TOKEN_INPUTS = {"gpt_tiny": ("input_ids",), "distilbert_tiny": ("input_ids", "attention_mask")}
+TOKEN_INPUTS = {"gpt_tiny": ("input_ids",), "distilbert_tiny": ("input_ids", "attention_mask"),
+                "hf_bert": ("input_ids", "attention_mask"), "hf_gpt2": ("input_ids", "attention_mask"),
+                "hf_t5_encoder": ("input_ids", "attention_mask")}
 VOCAB = 1000
 # torchvision models outside its classification list: name -> (module, input shape). Segmentation nets return
 # their "out" map (aux heads off: aux_loss None, no backbone weights); video nets take a 8-frame 112x112 clip.
@@ -522,6 +546,87 @@ def _coverage_net(name: str) -> Any:
     raise ValueError(f"{name} is not one of {' '.join(HELDOUT5)}")
 
 
+def _hf_net(name: str) -> Any:
+    """One of HELDOUT6: a Hugging Face `transformers` model built from its config class (small sizes, the library's
+    own seeded initialisation, vocabularies of VOCAB tokens, dropout as configured: eval mode at export), its
+    attention as the library chooses by default (torch's scaled_dot_product_attention where the model has it),
+    returning HF_OUTPUTS[name] of its ModelOutput (use_cache off: no past key / values).
+
+    hf_bert: BertModel, 2 layers of width 128, 4 heads, 64 tokens with an attention mask (the padding as
+    random_feeds makes it), the pooler; hf_gpt2: GPT2LMHeadModel, 2 pre-norm causal layers of width 128 (the causal
+    mask and the padding mask combined), GELU-tanh (gelu_new), the tied LM head; hf_t5_encoder: T5EncoderModel, 2
+    layers of width 128 (d_kv 32, 4 heads, d_ff 512), bucketed relative position bias, RMS-style T5LayerNorm, ReLU;
+    hf_vit: ViTForImageClassification, 8 x 8 patches of a 64 x 64 image, 2 layers of width 128, a CLS token, 10
+    classes; hf_mobilevit: MobileViTForImageClassification (the xx-small widths, 64 x 64 image: inverted residual
+    blocks with BatchNorm and SiLU, MobileViT blocks that unfold 2 x 2 patches into a transformer and fold them
+    back); hf_wav2vec2: Wav2Vec2Model on 8000 raw samples (a 7-layer 1-D conv feature encoder with GroupNorm on
+    its first layer, a weight-normed grouped positional conv, 2 post-norm layers of width 64); hf_whisper_encoder:
+    Whisper's encoder on 80 x 128 log-mel frames (two 1-D convs, the second stride 2, GELU, sinusoidal positions,
+    2 pre-norm layers of width 64); hf_segformer: SegformerForSemanticSegmentation (a MiT encoder with overlapping
+    patch embeddings and spatial-reduction attention, depth 1 per stage, an all-MLP decoder with BatchNorm,
+    bilinear upsampling to a quarter of the 64 x 64 input, 5 classes); hf_convnextv2:
+    ConvNextV2ForImageClassification (4 x 4 patchify stem, depths 1 / 1 / 2 / 1 at widths 16-128, 7 x 7 depthwise
+    convs, channels-last LayerNorm, GELU, Global Response Normalization: an L2 norm over the spatial axes divided
+    by its channel mean, 10 classes); hf_clip_vision: CLIPVisionModel (8 x 8 patches of a 64 x 64 image, a class
+    embedding, a pre-LayerNorm, 2 layers of width 64 with quick_gelu, the pooled class token post-LayerNorm)."""
+    import torch
+    import transformers as tf
+
+    if name == "hf_bert":
+        net = tf.BertModel(tf.BertConfig(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=2,
+                                         num_attention_heads=4, intermediate_size=512, max_position_embeddings=128))
+    elif name == "hf_gpt2":
+        net = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=VOCAB, n_positions=128, n_embd=128, n_layer=2, n_head=4,
+                                               bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1, use_cache=False))
+    elif name == "hf_t5_encoder":
+        net = tf.T5EncoderModel(tf.T5Config(vocab_size=VOCAB, d_model=128, d_kv=32, d_ff=512, num_layers=2,
+                                            num_heads=4, use_cache=False))
+    elif name == "hf_vit":
+        net = tf.ViTForImageClassification(tf.ViTConfig(image_size=64, patch_size=8, hidden_size=128,
+                                                        num_hidden_layers=2, num_attention_heads=4,
+                                                        intermediate_size=512, num_labels=10))
+    elif name == "hf_mobilevit":
+        net = tf.MobileViTForImageClassification(tf.MobileViTConfig(
+            image_size=64, hidden_sizes=[64, 80, 96], neck_hidden_sizes=[16, 16, 24, 48, 64, 80, 320],
+            expand_ratio=2.0, num_labels=10))
+    elif name == "hf_wav2vec2":
+        net = tf.Wav2Vec2Model(tf.Wav2Vec2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                                 intermediate_size=256, conv_dim=(32,) * 7,
+                                                 num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+                                                 mask_time_prob=0.0))
+    elif name == "hf_whisper_encoder":
+        from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+        net = WhisperEncoder(tf.WhisperConfig(d_model=64, encoder_layers=2, encoder_attention_heads=4,
+                                              encoder_ffn_dim=256, num_mel_bins=80,
+                                              max_source_positions=HELDOUT6[name][2] // 2))
+    elif name == "hf_segformer":
+        net = tf.SegformerForSemanticSegmentation(tf.SegformerConfig(
+            image_size=64, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1], num_attention_heads=[1, 2, 4, 4],
+            decoder_hidden_size=64, num_labels=5))
+    elif name == "hf_convnextv2":
+        net = tf.ConvNextV2ForImageClassification(tf.ConvNextV2Config(
+            image_size=64, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 2, 1], num_labels=10))
+    elif name == "hf_clip_vision":
+        net = tf.CLIPVisionModel(tf.CLIPVisionConfig(image_size=64, patch_size=8, hidden_size=64, num_hidden_layers=2,
+                                                     num_attention_heads=4, intermediate_size=256))
+    else:
+        raise ValueError(f"{name} is not one of {' '.join(HELDOUT6)}")
+    names = [n for n, _, _ in _inputs(name, HELDOUT6[name])]
+    outputs = HF_OUTPUTS[name]
+
+    class Outputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, *args: Any) -> Any:
+            got = self.net(**dict(zip(names, args)), return_dict=True)
+            return tuple(got[k] for k in outputs)
+
+    return Outputs()
+
+
 def random_feeds(inputs: list[tuple[str, tuple[int, ...], bool]], rng: Any) -> dict[str, np.ndarray]:
     """One random input per (name, shape, integer?): floats standard normal; integer inputs token ids below VOCAB,
     except an `attention_mask`: ones, then a random run of padding zeros (up to half the sequence) at the end."""
@@ -564,21 +669,22 @@ def _import_torchvision() -> Any:
 def _net(name: str) -> tuple[Any, tuple[int, ...]]:
     import torch
 
-    torchvision = _import_torchvision()
-
     if name in TRANSFORMERS:
         return _transformer(name), (1, SEQ, WIDTH)
-    if name in USER_NETS:
+    if name in HELDOUT6:  # transformers, not torchvision (the bench-only Python that has it may lack torchvision)
+        net, shape = _hf_net(name), HELDOUT6[name]
+    elif name in USER_NETS:
         net, shape = _user_net(name), USER_NETS[name]
     elif name in TORCHVISION_OTHER:
+        torchvision = _import_torchvision()
         kind, shape = TORCHVISION_OTHER[name]
         kw = {"weights_backbone": None, "aux_loss": None} if kind == "segmentation" else {}
         net = torchvision.models.get_model(name, weights=None, **kw)
         if kind == "segmentation":
             net = _out_map(net)
-    elif name not in torchvision.models.list_models(module=torchvision.models):
+    elif name not in (torchvision := _import_torchvision()).models.list_models(module=torchvision.models):
         raise ValueError(f"{name} is not a torchvision classification model (nor one of "
-                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER])})")
+                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6])})")
     else:
         kwargs = {"aux_logits": False, "init_weights": True} if name in NO_AUX else {}
         net = torchvision.models.get_model(name, weights=None, **kwargs)
@@ -793,7 +899,7 @@ def main() -> None:
     ap.add_argument("models", nargs="+", help=f"model names: {' '.join(VISION + TRANSFORMERS)} (or see --any)")
     ap.add_argument("--any", action="store_true",
                     help="also any torchvision classification model by name, or one of "
-                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER])}")
+                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6])}")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--variant", default="", help=f"comma-separated, other exports: {' '.join(VARIANTS)}")

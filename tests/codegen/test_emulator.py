@@ -365,14 +365,39 @@ def test_channel_tiles_of_a_tensor_beyond_the_llc_wait_on_dram_longer():
             prog.append(isa.config_ex(WS))
             for r0 in range(0, rows, 16):
                 prog.append(isa.mvin(Dram("x", r0 * 1024 + lo), 0, 64, 16))
-        # (dram_byte_cycles 0: DRAM's own rate would bound these loads too and hide the term measured here)
-        res = emu(16, llc_bytes=4 << 20, llc_miss_cycles=llc_miss, dram_byte_cycles=0.0).run(prog, {"x": x})
+        # (dram_byte_cycles and refill_cycles 0: DRAM's own rate and the memory bus would bound these loads too and
+        # hide the term measured here)
+        res = emu(16, llc_bytes=4 << 20, llc_miss_cycles=llc_miss, dram_byte_cycles=0.0, refill_cycles=0.0).run(
+            prog, {"x": x})
         return res.features["dram_req"], res.features["far_req"], res.cycles
 
     assert run(1024, 0.0)[:2] == (2048, 0)  # 1 MiB: beyond the L2, within the LLC
     near, far, cycles = run(8192, 0.0)  # 8 MiB: beyond both
     assert (near, far) == (16384, 16384)
     assert run(8192, 10.0)[2] == pytest.approx(cycles + 10.0 * far, rel=1e-9)
+
+
+def test_strided_stores_beyond_the_llc_move_their_block_twice_over_the_memory_bus():
+    """As the cost model's refill bound: a strided request DRAM serves (far_req) moves its 64-byte block over the
+    memory bus (refill_cycles each), a store's block twice (the L2 fills it and writes it back: far_st_req), and a
+    call's DMA lasts at least that. Two calls, each writing 16 of the 32 columns of an 8 MiB buffer's rows (64 bytes
+    apart): every store is such a request."""
+    n = 8 << 20 >> 6  # rows
+    y = np.zeros((n, 64), np.int8)
+    prog = [isa.config_ld(16), isa.config_st(64)]
+    for lo in (0, 16):
+        prog += [isa.config_ex(WS), isa.mvin(Dram("x", 0), 0, 16, 16)]
+        prog += [isa.mvout(Dram("y", r0 * 64 + lo), 0, 16, 16) for r0 in range(0, n, 16)]
+    prog.append(isa.fence())
+
+    def run(refill: float) -> tuple[dict[str, float], float]:
+        res = emu(16, llc_bytes=4 << 20, refill_cycles=refill).run(prog, {"x": np.zeros((16, 16), np.int8), "y": y})
+        return res.features, res.cycles
+
+    features, cycles = run(8.0)
+    assert features["st_req"] == features["far_req"] == features["far_st_req"] == 2 * n
+    assert cycles == pytest.approx(2 * 2 * n * 8.0, abs=2.0)  # (emu: no run_cycles)
+    assert run(0.0)[1] < cycles
 
 
 def test_stores_behind_their_block_wait_on_top_of_drams_own_rate():

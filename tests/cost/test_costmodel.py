@@ -63,7 +63,9 @@ def test_restarts_leave_the_local_minimum_the_shipped_parameters_sat_in(data) ->
     one that least squares from there does not leave; fits from starts scattered around it reach a lower loss, and
     `fit(restarts=...)` keeps the lowest. The shipped parameters now sit at that lower loss. (With the LLC term,
     llc_miss_cycles, and DRAM's own rate beyond the LLC, dram_byte_cycles, which those parameters lacked (0), the
-    minimum a plain fit from them reaches is 16.07, restarts 16.01.)"""
+    minimum a plain fit from them reaches is 16.07, restarts 16.01; with the memory-bus bound of strided requests
+    DRAM serves, cost25g, the restarts from them reach 15.91 and the shipped parameters, fitted with four restarts
+    from the previous ones, sit lower still, 15.87.)"""
     before = CostParams(
         dram_efficiency=0.71, dma_request_cycles=0.9722, dram_request_cycles=0.9483, block_wait_cycles=11.22,
         op_overhead_cycles=0.0032, compute_floor_dims=0.4265, preload_dims=0.3242, call_floor_cycles=274.0251,
@@ -74,7 +76,7 @@ def test_restarts_leave_the_local_minimum_the_shipped_parameters_sat_in(data) ->
     assert stuck > 16.05
     restarted = loss(data, fit(data, before, restarts=2))
     assert restarted < stuck - 0.05
-    assert loss(data, CostParams()) == pytest.approx(restarted, abs=0.01)
+    assert loss(data, CostParams()) <= restarted + 0.01
 
 
 def ex(run):  # type: ignore[no-untyped-def]
@@ -679,6 +681,43 @@ def test_the_dma_cannot_outrun_dram_beyond_the_llc() -> None:
     assert with_bound.cycles > 1.4 * without.cycles
 
 
+def test_strided_requests_dram_serves_move_whole_blocks_over_the_memory_bus() -> None:
+    """A strided request DRAM serves (`far_req`: a channel tile of a tensor beyond the LLC) brings its whole 64-byte
+    block into the L2 over the 8-byte memory bus (rocket-chip's MemoryBusParams), and a strided store's block goes
+    back out again (the L2 allocates on a write and writes the block back): a call's DMA lasts at least (far_req +
+    far_st_req) x 64 / mem_bus_bytes. U-Net's 1-channel 3x3 layer (C1_K64_P570) writes its 20.8 MB output 32
+    channels a call (FireSim: 35-44M cycles; the model without the bound ~27M)."""
+    from tileplan.cost.gemmini import Execution, cycles_from_calls, refill_cycles
+
+    cols = {c: FEATURE_COLUMNS.index(c) for c in ("far_req", "far_st_req", "st_req")}
+
+    def features(t_k: int, llc: float = 4 << 20) -> np.ndarray:
+        e = Execution(
+            kind="conv", dim=16, batch=1, groups=1, out_h=570, out_w=570, k=64, c=1, r=3, s=3, stride=(1, 1),
+            pad=(1, 1), in_h=570, in_w=570, t_n=1, t_h=2, t_w=570, t_k=t_k, t_c=1, t_r=3, t_s=3, k_step=t_k,
+            c_step=1, bias=False, order=("N", "G", "K", "P", "Q", "C", "R", "S"), llc_bytes=llc,
+        )
+        return call_features(e, 8.0)
+
+    def total(x: np.ndarray, name: str) -> float:
+        return float((x[:, cols[name]] * x[:, 0]).sum())
+
+    half = features(32)
+    # every store is a strided row (32 of 64 channels) of a 20.8 MB output: all DRAM's, and all stores
+    assert total(half, "st_req") > 0
+    assert total(half, "far_st_req") == pytest.approx(total(half, "st_req"))
+    assert total(half, "far_req") >= total(half, "far_st_req")
+    # whole rows (all 64 channels a call) are not strided; within the LLC nothing is DRAM's
+    assert total(features(64), "far_st_req") == 0
+    assert total(features(32, llc=64 << 20), "far_st_req") == 0
+    p = CostParams.for_descriptor(get_hardware("gemmini-16x16"))
+    assert p.mem_bus_bytes == 8 and refill_cycles(p.as_dict()) == 8
+    with_bound = cycles_from_calls(half, p)
+    without = cycles_from_calls(half, p.model_copy(update={"mem_bus_bytes": 1e9}))
+    assert with_bound.dma >= (total(half, "far_req") + total(half, "far_st_req")) * 8 * (1 - 1e-9)
+    assert with_bound.cycles > without.cycles
+
+
 def test_narrow_output_rows_wait_behind_their_block() -> None:
     """A store request waits behind earlier ones of its mvout to the same 64-byte block (block_req x
     block_wait_cycles): U-Net's head (2 output channels: 16 pixels' rows in 32 bytes per mvout) waits on ~10 of every
@@ -776,3 +815,22 @@ def test_calls_costed_together_are_what_each_mapping_costs_alone():
     simba = get_hardware("simba")
     problem = Problem.from_layer(MatmulLayer(name="mm", M=64, K=64, N=64))
     assert gemmini_cycles_many(problem, simba.resolve(), [Mapping(levels=[])], "tileplan") == [None]
+
+
+def test_a_weak_prior_picks_dram_byte_cycles_where_the_runs_leave_it_free() -> None:
+    """With U-Net held out no 16x16 run pins dram_byte_cycles, and the fold's answer depended on where the optimiser
+    started (costmodel_residuals.md, seventh round). The fit carries one extra residual per prior, weight x
+    log(parameter / value): zero at the value (FireSim's measured DRAM bandwidth, gemmini.md), small beside one run's
+    relative error elsewhere."""
+    import math
+
+    from tileplan.cost import calibrate
+
+    value, weight = calibrate.PRIORS["dram_byte_cycles"]
+    assert 1 / 8 <= value <= 1 / 5.5
+    theta = CostParams().as_dict()
+    at_value = calibrate._residuals([], {**theta, "dram_byte_cycles": value})
+    assert at_value.tolist() == [0.0]
+    twice = calibrate._residuals([], {**theta, "dram_byte_cycles": 2 * value})
+    assert twice.tolist() == pytest.approx([weight * math.log(2)])
+    assert 0 < weight <= 0.01

@@ -59,3 +59,16 @@ def test_the_zoo_mobilenet_v2_multipliers_one_exact_offset_and_one_three_off() -
     assert bad == 3
     assert int(np.count_nonzero(scale_unit(acc, 0.006850051693618298, c)
                                 != host(acc, 0.006850051693618298, -128))) == 3
+
+
+def test_a_multiplier_too_small_to_enumerate_is_not_checked() -> None:
+    """A model's huge output scale (3e38) makes M ~1e-40: the accumulators between its rounding steps were
+    enumerated from -130 / M to 130 / M (an OverflowError, a 500; at M = 1e-10, 10^12 accumulators: hours). Past
+    MAX_OFFSET_SPAN accumulators (or M not a positive finite number) the offset is reported as not checked."""
+    import time
+
+    start = time.monotonic()
+    for m in (1e-40, 1e-10, 0.0, float("nan"), float("inf"), -0.5):
+        assert numerics.offset_mismatches(m, -128, -128, 127) is None, m
+    assert time.monotonic() - start < 1
+    assert numerics.offset_mismatches(2.0 ** -7, -128, -128, 127) is not None

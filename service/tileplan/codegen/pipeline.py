@@ -225,13 +225,15 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
     | llc_bytes                | CostParams.llc_bytes                                                    |
     | calls_overlap            | 1 when the code double buffers (`double_buffer`), else 0                |
     | dram_byte_cycles         | CostParams.dram_byte_cycles (loads from tensors larger than the LLC)    |
+    | refill_cycles            | cost.gemmini.refill_cycles: 64 / CostParams.mem_bus_bytes (a block over |
+    |                          | the memory bus, per strided request DRAM serves; a store's twice)       |
     | latencies, issue, config | 0 (the calibrated model has no such terms)                              |
     | queues                   | unbounded (the double-buffered halves bound the run-ahead)              |
 
     The emulator knows a tensor's size from emu_add_tensor (each buffer of a layer; each operand of a program's
     accelerator step), which `dram_byte_cycles` needs.
     """
-    from tileplan.cost.gemmini import REQUEST_BYTES, effective_dram_bandwidth, nominal_dram_bandwidth
+    from tileplan.cost.gemmini import REQUEST_BYTES, effective_dram_bandwidth, nominal_dram_bandwidth, refill_cycles
     from tileplan.cost.params import CostParams
 
     p = CostParams.for_descriptor(hw)
@@ -245,7 +247,8 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
         call_floor_cycles=p.call_floor_matmul if matmul else p.call_floor_cycles, run_cycles=p.run_overhead_cycles,
         compute_floor_cycles=p.compute_floor_dims * hw.pe_array.rows, dram_request_cycles=p.dram_request_cycles,
         block_wait_cycles=p.block_wait_cycles, l2_bytes=p.l2_bytes, llc_miss_cycles=p.llc_miss_cycles,
-        llc_bytes=p.llc_bytes, calls_overlap=1.0 if double_buffer else 0.0, dram_byte_cycles=p.dram_byte_cycles)
+        llc_bytes=p.llc_bytes, calls_overlap=1.0 if double_buffer else 0.0, dram_byte_cycles=p.dram_byte_cycles,
+        refill_cycles=float(refill_cycles(p.as_dict())))
 
 
 def _ident(name: str) -> str:

@@ -220,6 +220,19 @@ def fit(data: Sequence[Dataset], start: CostParams = DEFAULT_PARAMS, max_nfev: i
     return best[0]
 
 
+# Weak priors, as extra residuals weight x log(parameter / value): where the runs a fit sees leave a parameter
+# unidentified (its loss flat over a range), the prior picks one value in it, so a fold's answer does not depend on
+# where the optimiser starts; where the runs pin the parameter the prior moves it by a negligible amount (the weight
+# makes a factor e away from the value cost what one run 1% off does).
+# - dram_byte_cycles: DRAM's own rate beyond the LLC binds only on runs that read whole rows of a tensor larger than
+#   the LLC faster than DRAM can (U-Net's 2-channel head): with U-Net held out no other 16x16 run pins it, and the fold
+#   landed anywhere between 0.09 and 0.27 at the same loss, its U-Net runs between 12.6% and 13.8% MAPE
+#   (bench/results/costmodel_residuals.md, seventh round). Value: FireSim's measured effective DRAM bandwidth,
+#   5.5-8 B/cycle (gemmini.md), its geometric mean (0.151 cycles/B).
+PRIORS: dict[str, tuple[float, float]] = {
+    "dram_byte_cycles": (1.0 / math.sqrt(5.5 * 8.0), 0.01),
+}
+
 F_SCALE = 0.1  # soft-L1's scale: relative errors above 10% count about linearly
 
 
@@ -228,9 +241,11 @@ def _residuals(data: Sequence[Dataset], theta: dict[str, float]) -> np.ndarray:
     data = [d for d in data if len(d.y)]
     total = sum(len(d.y) for d in data)
     weights = [math.sqrt(total / (len(data) * len(d.y))) for d in data]
-    return np.concatenate([
-        w * (cycles_vectorised(d.x.x, d.x.row_id, d.x.n_rows, theta) - d.y) / d.y for d, w in zip(data, weights)
-    ])
+    parts = [w * (cycles_vectorised(d.x.x, d.x.row_id, d.x.n_rows, theta) - d.y) / d.y for d, w in zip(data, weights)]
+    parts.append(np.array([
+        weight * math.log(max(theta[name], 1e-12) / value) for name, (value, weight) in PRIORS.items()
+    ]))
+    return np.concatenate(parts)
 
 
 def loss(data: Sequence[Dataset], params: CostParams) -> float:

@@ -61,7 +61,13 @@ software library per iteration of the DRAM-level loops:
   input of its 2-channel head at ~2.5-3.5 B/cycle in whole 64-byte rows, which no request term marks); what the
   previous call left in the L2 is not DRAM's (`_in_l2_across`: the same tile, or a kernel tile that only shifts the
   input window). Counting the stores' fills and write-backs too, or a strided row's whole 64-byte blocks, did not
-  improve both held-out splits (costmodel_residuals.md). The emulator bounds its loads by the same term
+  improve both held-out splits (costmodel_residuals.md). A strided request DRAM serves (`far_req`) also brings its
+  whole 64-byte block into the L2 over the SoC's memory bus (rocket-chip's MemoryBusParams: 8 bytes a beat, a beat a
+  cycle, `CostParams.mem_bus_bytes`), and a strided store's block goes back out too (the L2 allocates on a write and
+  writes the block back: `far_st_req`): a call's DMA lasts at least those blocks x 64 / mem_bus_bytes cycles
+  (`refill_cycles`, no fitted parameter; the same bound on every strided request beyond the L2 fits much worse, so the
+  L2 serves more of those than the size test says; the emulator has the same bound, refill_cycles). The emulator
+  bounds its loads by DRAM's rate as well
   (`far_bytes` x `dram_byte_cycles`, gemmini_emu.c's count_far_load; 0 on every tensor within the LLC). The runs are bare-metal (machine mode, no
   virtual memory), so Gemmini's DMA TLB translates nothing and costs nothing here.
 * Two calls are in flight (the FSM double-buffers the scratchpad and accumulator): the next call's loads
@@ -484,9 +490,11 @@ def tile_search_evaluations(problem: Problem, arch: Architecture) -> int:
 # `count`. `dram_req`: the DMA requests (of ld_req and st_req) on tensors larger than the L2 (`_beyond_l2`).
 # `block_req`: store requests that wait behind earlier ones of their mvout to the same 64-byte block (`_store_chain`).
 # `far_req`: the requests of `dram_req` on tensors larger than the LLC too (`_beyond_l2` at llc_bytes).
+# `far_st_req`: the store requests among `far_req` (a write-allocate L2 moves their block twice: `refill_cycles`).
 FEATURE_COLUMNS = (
     "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
     "overlap", "matmul", "part_ops", "part_rows", "search", "dram_req", "block_req", "far_req", "far_bytes",
+    "far_st_req",
 )
 
 
@@ -857,8 +865,8 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
                 + st_req * big["O"] * strided_st)
     # the same requests on tensors larger than the LLC too (`_beyond_l2` at llc_bytes): DRAM serves them
     far = {t: each("far_" + t) for t in ("I", "W", "O")}
-    far_req = (load_i * in_req * far["I"] * (cc < c_all) + load_w * w_req * far["W"] * (kk < k_all)
-               + st_req * far["O"] * strided_st)
+    far_st_req = st_req * far["O"] * strided_st
+    far_req = load_i * in_req * far["I"] * (cc < c_all) + load_w * w_req * far["W"] * (kk < k_all) + far_st_req
     # bytes DRAM reads for the loads of tensors larger than the LLC (`far_bytes`), less what the previous call left in
     # the L2 (`_in_l2_across`)
     far_bytes = (fetch_i * in_bytes * far["I"] + fetch_w * hk * wk * cc * kk * far["W"]) * in_b
@@ -873,7 +881,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     search[starts] = [float(es[i].search) for i in xid[starts]]
     out = np.broadcast_arrays(
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
-        each("overlapped"), 0.0, part_ops, part_rows, search, dram_req, block_req, far_req, far_bytes,
+        each("overlapped"), 0.0, part_ops, part_rows, search, dram_req, block_req, far_req, far_bytes, far_st_req,
     )
     return dict(zip(FEATURE_COLUMNS, out)), xid
 
@@ -1063,15 +1071,16 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                 if k0 and bias:  # accumulator initialisation, as in conv_calls
                     ld_req += ie * float(_acc_row_req(je, cols))
                     ld_bytes += ceil_i * je * ACC_BYTES * e.bias_bytes
-                st_req = st_bytes = 0.0
+                st_req = st_bytes = far_st_req = 0.0
                 if kf:
                     st_req = ie * st_row
                     st_bytes = ie * je * out_bytes
                     dram_req += st_req * big_o * (je < k_all)
-                    far_req += st_req * far_o * (je < k_all)
+                    far_st_req = st_req * far_o * (je < k_all)
+                    far_req += far_st_req
                 out.append(
                     (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, overlapped, 1.0,
-                     part_ops, part_rows, 0.0, dram_req, block_req, far_req, far_bytes)
+                     part_ops, part_rows, 0.0, dram_req, block_req, far_req, far_bytes, far_st_req)
                 )
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
@@ -1110,6 +1119,12 @@ def gemmini_cycles(
     )
 
 
+def refill_cycles(p: Any) -> Any:
+    """Cycles the SoC's memory bus takes to move one 64-byte block (REQUEST_BYTES, the L2's block) between the L2 and
+    what lies behind it: a block over `mem_bus_bytes` a beat, one beat a cycle (rocket-chip's memory bus: 8 B)."""
+    return REQUEST_BYTES / p["mem_bus_bytes"]
+
+
 def _cycle_terms(col: Any, p: Any) -> Any:
     """Per-call cycles over numpy columns (same code for evaluation and calibration)."""
     bw = effective_dram_bandwidth(col["dram_bw"], p)
@@ -1120,6 +1135,10 @@ def _cycle_terms(col: Any, p: Any) -> Any:
     dma = dma + col["far_req"] * p["llc_miss_cycles"]
     # and the DMA cannot load faster than DRAM reads a tensor larger than the LLC (`far_bytes` at DRAM's own rate)
     dma = np.maximum(dma, col["far_bytes"] * p["dram_byte_cycles"])
+    # and each of those strided requests DRAM serves brings its whole 64-byte block into the L2 over the memory bus
+    # (mem_bus_bytes a beat), a store's block back out again too (the L2 allocates on a write and writes back): the
+    # bus moves a call's blocks no faster than that (`refill_cycles`; no fitted parameter)
+    dma = np.maximum(dma, (col["far_req"] + col["far_st_req"]) * refill_cycles(p))
     # a store request waits for the ones before it to its 64-byte block (`_store_chain`)
     dma = dma + col["block_req"] * p["block_wait_cycles"]
     # A compute instruction streams its rows (up to DIM) through the array, and occupies it for at least a fitted
@@ -1323,5 +1342,5 @@ def cycles_vectorised(x: np.ndarray, row_id: np.ndarray, n_rows: int, theta: dic
 __all__ = [
     "Execution", "FEATURE_COLUMNS", "GemminiCycles", "merge_identical_calls", "call_features", "call_features_many", "cycles_from_calls", "cycles_many", "cycles_vectorised", "kernel_fold",
     "execution_from_mapping", "effective_dram_bandwidth", "gemmini_calls", "gemmini_cycles", "gemmini_levels", "library_matmul_keeps", "LibraryTerms", "library_terms",
-    "max_block_len", "nominal_dram_bandwidth", "runs_as_matmul",
+    "max_block_len", "nominal_dram_bandwidth", "refill_cycles", "runs_as_matmul",
 ]

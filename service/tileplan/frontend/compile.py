@@ -652,6 +652,12 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
     errors: dict[str, str] = {}
     pool = None
     if workers > 1 and len(ops) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        # What each worker imported for its first solve and kernel (the mappers with Pyomo and HiGHS, 0.14-0.18
+        # CPU s; the code generator's pipeline) is imported here once, before the fork, and shared
+        from tileplan.codegen import pipeline  # noqa: F401
+        from tileplan.mappers.base import get_mapper
+
+        get_mapper(options.mapper)
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
     if pool is None:  # in this process: op by op, so progress moves with every op planned and generated
         return _plan_and_generate_serially(ops, lkeys, hw, options, stream, planner, progress, phase)
@@ -955,6 +961,10 @@ ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "E
                "Ceil", "Round"}
 ROW_STATISTICS = {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization",
                   "GroupNormalization", "LpNormalization"}
+# ops with boolean results, or that combine booleans: a mask's logic (attention masks, NaN guards)
+LOGICAL = {"Not", "And", "Or", "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf"}
+# reductions that square, take absolute values, roots, logarithms or exponentials: norms
+NORMS = {"ReduceL2", "ReduceL1", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd"}
 
 
 def _runtime_quantized(name: str, g: onnx_graph.GraphIndex) -> bool:
@@ -1066,9 +1076,20 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
         return ("transposed convolution not of the form Tileplan lowers to the accelerator (2-D, quantized int8 "
                 "weights, its result quantized alone, no dilation, groups or output_shape: one stride-1 Conv per "
                 "output phase + DepthToSpace); computed on the host")
+    mode = onnx_graph.attr(node, "mode", b"nearest") if op in ("Resize", "Upsample") else b"nearest"
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode != "nearest":
+        return (f"{op} ({mode}) interpolates: each output a weighted sum of neighbouring inputs with weights that "
+                "depend on its position, not a product with one weight matrix the array holds; computed on the host")
     if op in MOVES_DATA:
         return (f"{op} moves or selects values without arithmetic: nothing for the multiply-accumulate array; "
                 "the host copies them")
+    if op in LOGICAL:
+        return (f"{op} compares values or combines boolean masks (boolean results, e.g. an attention mask's logic): "
+                "no multiply-accumulate; computed on the host")
+    if op in NORMS:
+        return (f"{op}: a norm per reduced row (squares, absolute values, a root, a logarithm or an exponential of "
+                "its own input), no product with a second operand the array could hold; computed on the host")
     if op in REDUCES:
         return (f"{op} reduces or compares values without multiplying: the array only multiply-accumulates (its "
                 "mvout pooling applies to a conv the accelerator runs, which this input is not fused into)")
@@ -1077,8 +1098,13 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
                 "Gemmini's accumulator-based residual add, so the host computes it (float between dequantize and "
                 "quantize, as onnxruntime does)")
     if op in ELEMENTWISE:
+        from_dq = any(g.producer.get(i) is not None and g.producer[i].op_type == "DequantizeLinear"
+                      for i in node.input if i)
         return (f"elementwise {op}: no matrix product for the array (Gemmini's activations are only ReLU and "
-                "clipping on a result it computes); the host computes it in float between dequantize and quantize")
+                "clipping on a result it computes); " + (
+                    "the host computes it in float between dequantize and quantize" if from_dq else
+                    "its inputs are not dequantized int8 (index, shape or mask arithmetic, or float the quantizer "
+                    "left alone): the host computes it as ONNX defines it"))
     if op in ROW_STATISTICS:
         return (f"{op} needs per-row statistics, exponentials or division: not a multiply-accumulate; computed on "
                 "the host")

@@ -152,6 +152,107 @@ def _layer_norm_te(x: Any, gamma: Any, beta: Any, axes: list[int], eps: float) -
     return te.compute(shape, out, name="ln_out")
 
 
+def instance_norm_call(bb: Any, x: Any, scale: Any, bias: Any, eps: float) -> Any:
+    """A call_tir computing ONNX InstanceNormalization of float32 `x` (N, C, ...) with onnxruntime 1.32's x86-64
+    CPU arithmetic (core/providers/cpu/nn/instance_norm.cc, its Eigen sums as its core is built: SSE packets of
+    four floats; checked bit for bit against onnxruntime on rows of 3-1600 elements), per row i = n * C + c of
+    W elements:
+
+    1. mean = sum / W, the sum Eigen's vectorised redux: from the row's first 16-byte aligned element (the row
+       starts 4 * W * i bytes into the aligned input, so element (-W * i) mod 4), two packet accumulators over
+       pairs of packets (each lane a sequential float sum), added lane by lane, a leftover packet added, the
+       lanes added as (l0 + l2) + (l1 + l3); then the elements before the aligned one and after the last packet,
+       one by one. Fewer than four elements from the aligned one: a sequential sum from the first.
+    2. squared norm: the same redux (from element 0: an expression, not a pointer, has no alignment to find)
+       of d * d, d = x - mean, each rounded (no fused multiply-add).
+    3. inv = 1 / sqrtf(norm / W + eps); s = inv * scale[c]; t = bias[c] - mean * s; y = x * s + t."""
+    from tvm import te, tirx
+
+    shape = [int(d) for d in x.ty.shape]
+    n_, c_ = shape[0], shape[1]
+    spatial = shape[2:]
+    w = int(np.prod(spatial)) if spatial else 1
+    f32 = "float32"
+
+    def compute(x: Any, scale: Any, bias: Any) -> Any:
+        def at(n: Any, c: Any, flat: Any) -> Any:
+            idx = []
+            for d in reversed(spatial):
+                idx.append(tirx.floormod(flat, d) if d > 1 else tirx.const(0, "int32"))
+                flat = tirx.floordiv(flat, d)
+            return x[(n, c, *reversed(idx))]
+
+        def redux(value: Any, aligned: int, tag: str) -> Any:
+            """(N, C) sums of value(n, c, k) over k < W as Eigen's redux, its first aligned element `aligned`."""
+            a = aligned
+            size4 = (w - a) // 4 * 4 if w >= a else 0
+            size8 = (w - a) // 8 * 8 if w >= a else 0
+            k_ = lambda v: tirx.const(v, "int32")  # noqa: E731
+
+            if not size4:
+                def scalar(n: Any, c: Any) -> Any:
+                    s = value(n, c, k_(0))
+                    for k in range(1, w):
+                        s = s + value(n, c, k_(k))
+                    return s
+
+                return te.compute((n_, c_), scalar, name=f"{tag}_scalar{a}")
+            if size4 == 4:
+                lanes = te.compute((n_, c_, 4), lambda n, c, j: value(n, c, a + j), name=f"{tag}_lanes{a}")
+            else:
+                b0 = te.reduce_axis((0, size8 // 8), name="b0")
+                b1 = te.reduce_axis((0, size8 // 8), name="b1")
+                p0 = te.compute((n_, c_, 4), lambda n, c, j: te.sum(value(n, c, a + 8 * b0 + j), axis=b0),
+                                name=f"{tag}_p0_{a}")
+                p1 = te.compute((n_, c_, 4), lambda n, c, j: te.sum(value(n, c, a + 8 * b1 + 4 + j), axis=b1),
+                                name=f"{tag}_p1_{a}")
+
+                def lane(n: Any, c: Any, j: Any) -> Any:
+                    v = p0[n, c, j] + p1[n, c, j]
+                    return v + value(n, c, a + size8 + j) if size4 > size8 else v
+
+                lanes = te.compute((n_, c_, 4), lane, name=f"{tag}_lanes{a}")
+
+            def total(n: Any, c: Any) -> Any:
+                s = (lanes[n, c, 0] + lanes[n, c, 2]) + (lanes[n, c, 1] + lanes[n, c, 3])
+                for k in [*range(0, a), *range(a + size4, w)]:
+                    s = s + value(n, c, k_(k))
+                return s
+
+            return te.compute((n_, c_), total, name=f"{tag}_sum{a}")
+
+        # the row's first aligned element: (-W * i) mod 4; the same for every row when W is a multiple of 4
+        starts = [0] if w % 4 == 0 else [0, 1, 2, 3]
+        sums = {a: redux(at, a, "in_sum") for a in starts}
+
+        def mean_of(n: Any, c: Any) -> Any:
+            s = sums[0][n, c]
+            if len(starts) > 1:
+                first = tirx.floormod(-(n * c_ + c) * w, 4)
+                for a in (1, 2, 3):
+                    s = tirx.Select(first == a, sums[a][n, c], s)
+            return s / tirx.const(float(w), f32)
+
+        mean = te.compute((n_, c_), mean_of, name="in_mean")
+
+        def sq(n: Any, c: Any, k: Any) -> Any:
+            d = at(n, c, k) - mean[n, c]
+            return d * d
+
+        norm = redux(sq, 0, "in_sq")
+
+        def shift_scale(n: Any, c: Any) -> Any:
+            inv = tirx.const(1.0, f32) / tirx.sqrt(norm[n, c] / tirx.const(float(w), f32)
+                                                   + tirx.const(float(np.float32(eps)), f32))
+            return inv * scale[c]
+
+        s = te.compute((n_, c_), shift_scale, name="in_scale")
+        t = te.compute((n_, c_), lambda n, c: bias[c] - mean[n, c] * s[n, c], name="in_shift")
+        return te.compute(shape, lambda n, c, *r: x[(n, c, *r)] * s[n, c] + t[n, c], name="in_out")
+
+    return bb.call_te(compute, x, scale, bias, primfunc_name_hint="instance_norm")
+
+
 def _legalize_layer_norm(bb: Any, call: Any) -> Any:
     """relax.nn.layer_norm over trailing axes of >= 8 float32 elements with scale and bias: onnxruntime's
     arithmetic (`_layer_norm_te`); anything else: TVM's legalization (topi)."""

@@ -4,8 +4,8 @@ ONNX lets a tensor keep its data outside the model (`data_location: EXTERNAL`, w
 model's directory). A model that arrives as bytes has no directory: every reader down the line (ONNX's checker,
 which stats the file; `numpy_helper.to_array`, onnxruntime, TVM's importer, which read it) resolves that location
 against the server's working directory, which holds the server's own files and database. So a tensor with external
-data anywhere in the model (initializers, sparse initializers, Constant attributes, subgraphs, functions, training
-graphs) is refused here, before any of those readers sees the model. Every path that decodes a client's model
+data anywhere in the model (initializers, sparse initializers, Constant attributes, subgraphs, functions and their
+default attribute values, training graphs) is refused here, before any of those readers sees the model. Every path that decodes a client's model
 (`onnx_import.decode`, `workload_onnx.load_onnx`) goes through `parse_model`.
 
 The same pass bounds what a small model can make a reader allocate, before anything is allocated: the number of
@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 from tileplan.errors import InputError
 
 MAX_NODES = 50_000  # ResNet-50: ~500 QDQ nodes; BERT-large: ~5,000
+MAX_NODE_IO = 256  # inputs, or outputs, of one node (DenseNet's widest Concat: ~30); TVM lowers a Concat of n inputs
+# to n nested selects, which the C emitter walks recursively: 500 overflowed it, 2000 ran a compile past 10 minutes
 MAX_TENSOR_ELEMENTS = 1 << 27  # elements of any one tensor (settings.max_tensor_elements: the same default)
 MAX_TENSOR_BYTES = 512 << 20  # every tensor the model declares, together
 _max_elements = MAX_TENSOR_ELEMENTS
@@ -72,9 +74,16 @@ def check_sizes(model: Any, loc: tuple[str, ...] = ("model",), max_elements: int
 
     max_elements = max_elements or _max_elements
 
-    nodes = _count_nodes(model)
+    nodes = _count_nodes(model, loc)
     if nodes > MAX_NODES:
-        raise InputError(loc, f"{nodes} nodes, over this server's bound of {MAX_NODES}", "too_large")
+        raise InputError(loc, f"{nodes} nodes{' once its model-local functions are inlined' if model.functions else ''}, "
+                         f"over this server's bound of {MAX_NODES}", "too_large")
+    for node in _all_nodes(model):
+        for what, names in (("inputs", node.input), ("outputs", node.output)):
+            if len(names) > MAX_NODE_IO:
+                raise InputError((*loc, node.name) if node.name else loc,
+                                 f"{node.op_type} node {node.name or '(unnamed)'!r} has {len(names)} {what}, over "
+                                 f"this server's bound of {MAX_NODE_IO} per node", "too_large")
     total = 0
     for where, t in _tensors(model):
         n = _elements(t.dims)
@@ -99,12 +108,87 @@ def check_sizes(model: Any, loc: tuple[str, ...] = ("model",), max_elements: int
             raise _too_large(loc, f"{where} {info.name!r}'s declared shape", n, max_elements)
 
 
-def _count_nodes(model: Any) -> int:
-    def graph(g: Any) -> int:
-        return sum(1 + sum(graph(a.g) if a.HasField("g") else 0 for a in n.attribute)
-                   + sum(graph(sub) for a in n.attribute for sub in a.graphs) for n in g.node)
+def static_sizes(inferred: Any, loc: tuple[str, ...] = ("model",), max_elements: int | None = None) -> int:
+    """After shape inference: InputError naming the node whose output's static shape is over the bound (a constant
+    that onnxruntime's folding or ONNX's data propagation would make: `Concat(c, c)` forty times is 2 KB and 2^40
+    elements). Returns the elements of the rank-0 and rank-1 outputs: the values ONNX's data propagation would
+    hold, each as a shape's dimension (~100-200 bytes)."""
+    max_elements = max_elements or _max_elements
+    g = inferred.graph
+    infos = {i.name: i for i in [*g.value_info, *g.output]}
+    small = 0
+    for node in g.node:
+        for out in node.output:
+            info = infos.get(out)
+            t = info.type.tensor_type if info is not None else None
+            if t is None or not t.HasField("shape") or not all(d.HasField("dim_value") for d in t.shape.dim):
+                continue
+            n = _elements(d.dim_value for d in t.shape.dim)
+            if n > max_elements:
+                raise _too_large((*loc, node.name) if node.name else loc,
+                                 f"{node.op_type} node {node.name or '(unnamed)'!r}'s output {out!r}", n, max_elements)
+            if len(t.shape.dim) <= 1:
+                small += n
+    return small
 
-    return graph(model.graph) + sum(len(fn.node) for fn in model.functions)
+
+def _all_nodes(model: Any) -> Iterator[Any]:
+    """Every node: the graph's, its subgraphs' and the model-local functions'."""
+    def walk(nodes: Any) -> Iterator[Any]:
+        for n in nodes:
+            yield n
+            for a in n.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    yield from walk(g.node)
+
+    yield from walk(model.graph.node)
+    for fn in model.functions:
+        yield from walk(fn.node)
+
+
+def _count_nodes(model: Any, loc: tuple[str, ...] = ("model",)) -> int:
+    """The model's nodes as a reader sees them once every call of a model-local function is replaced by the
+    function's body (onnxruntime and ONNX's shape inference inline them): 40 functions each calling the next twice
+    are 4 KB and 2^40 nodes. Subgraphs' nodes count too. InputError for functions that call themselves."""
+    def key(x: Any) -> tuple[str, str, str]:
+        return (x.domain, x.op_type if hasattr(x, "op_type") else x.name, getattr(x, "overload", ""))
+
+    fns = {key(fn): fn for fn in model.functions}
+
+    def walk(nodes: Any) -> tuple[int, list[tuple[str, str, str]]]:
+        """Nodes (subgraphs included) and the function calls among them."""
+        own, calls = 0, []
+        for n in nodes:
+            own += 1
+            if key(n) in fns:
+                calls.append(key(n))
+            for a in n.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    o, c = walk(g.node)
+                    own += o
+                    calls += c
+        return own, calls
+
+    body = {k: walk(fn.node) for k, fn in fns.items()}
+    size: dict[tuple[str, str, str], int] = {}
+    for root in fns:  # expanded sizes, callees first (iteratively: a chain of functions may be long)
+        stack, visiting = [(root, False)], set()
+        while stack:
+            k, ready = stack.pop()
+            if ready:
+                own, calls = body[k]
+                size[k] = own + sum(size[c] - 1 for c in calls)  # (a call is replaced by its function's body)
+                visiting.discard(k)
+            elif k not in size:
+                if k in visiting:
+                    raise InputError(loc, f"model-local function {k[1]!r} (domain {k[0]!r}) calls itself (directly "
+                                     "or through other functions)",
+                                     "value_error")
+                visiting.add(k)
+                stack.append((k, True))
+                stack.extend((c, False) for c in body[k][1] if c not in size)
+    own, calls = walk(model.graph.node)
+    return own + sum(size[c] - 1 for c in calls)
 
 
 def _value_infos(model: Any) -> Iterator[tuple[Any, str]]:
@@ -187,6 +271,9 @@ def _sparse(where: str, s: Any) -> Iterator[tuple[str, Any]]:
 def _tensors(model: Any) -> Iterator[tuple[str, Any]]:
     yield from _graph_tensors(model.graph, "graph")
     for fn in model.functions:
+        # (a function's default attribute values are tensors too: a node in it takes one by `ref_attr_name`)
+        for a in fn.attribute_proto:
+            yield from _attribute_tensors(a, f"default of attribute {a.name!r} of function {fn.name}")
         yield from _node_tensors(fn.node, f"function {fn.name}")
     for i, info in enumerate(model.training_info):
         yield from _graph_tensors(info.initialization, f"training_info[{i}].initialization")
@@ -203,16 +290,21 @@ def _graph_tensors(graph: Any, where: str) -> Iterator[tuple[str, Any]]:
 
 def _node_tensors(nodes: Any, where: str) -> Iterator[tuple[str, Any]]:
     for node in nodes:
-        here = f"attribute of node {node.name or node.op_type!r} in {where}"
         for a in node.attribute:
-            if a.HasField("t"):
-                yield here, a.t
-            yield from ((here, t) for t in a.tensors)
-            if a.HasField("sparse_tensor"):
-                yield from _sparse(here, a.sparse_tensor)
-            for s in a.sparse_tensors:
-                yield from _sparse(here, s)
-            if a.HasField("g"):
-                yield from _graph_tensors(a.g, f"subgraph {a.name} of node {node.name or node.op_type!r}")
-            for g in a.graphs:
-                yield from _graph_tensors(g, f"subgraph {a.name} of node {node.name or node.op_type!r}")
+            yield from _attribute_tensors(a, f"attribute of node {node.name or node.op_type!r} in {where}",
+                                          f"subgraph {a.name} of node {node.name or node.op_type!r}")
+
+
+def _attribute_tensors(a: Any, here: str, subgraph: str | None = None) -> Iterator[tuple[str, Any]]:
+    """Every tensor an attribute holds: its tensor(s), sparse tensor(s) and those of its subgraph(s)."""
+    if a.HasField("t"):
+        yield here, a.t
+    yield from ((here, t) for t in a.tensors)
+    if a.HasField("sparse_tensor"):
+        yield from _sparse(here, a.sparse_tensor)
+    for s in a.sparse_tensors:
+        yield from _sparse(here, s)
+    if a.HasField("g"):
+        yield from _graph_tensors(a.g, subgraph or f"subgraph of {here}")
+    for g in a.graphs:
+        yield from _graph_tensors(g, subgraph or f"subgraph of {here}")

@@ -30,7 +30,7 @@ import numpy as np
 
 from tileplan.errors import InputError
 from tileplan.frontend import conv3d, onnx_graph, recurrent
-from tileplan.frontend.onnx_bytes import check_sizes
+from tileplan.frontend.onnx_bytes import check_sizes, static_sizes
 from tileplan.frontend.onnx_graph import attr as _attr
 
 # Operators that make a model "quantized" (anything else with MACs in a model without them is a float model)
@@ -188,15 +188,56 @@ def apply_input_shapes(model: Any, input_shapes: dict[str, list[int]] | None) ->
             out.type.tensor_type.ClearField("shape")
 
 
-def infer_shapes(model: Any) -> Any:
-    """ONNX shape inference (strict, with data propagation); every node output must get a static shape."""
+DATA_PROP_ELEMENTS = 1 << 18
+"""ONNX's data propagation keeps each value it propagates (the rank-0 and rank-1 tensors' values) as a shape's
+dimension, ~100-200 bytes each: 2^23 of them took ~2 GiB. Over this many, shapes are inferred without it (the
+computed shapes it is for are a handful of numbers)."""
+
+
+def static_shapes(model: Any) -> Any | None:
+    """ONNX shape inference without data propagation (shapes only: nothing a model's values can make large), or
+    None where it fails (the strict inference after it names the error)."""
     import onnx
 
+    try:  # (on the weightless skeleton: inference reads no weight's values)
+        return onnx.shape_inference.infer_shapes(onnx_graph.shape_skeleton(model), check_type=False,
+                                                 strict_mode=False, data_prop=False)
+    except Exception:  # noqa: BLE001 - onnx's InferenceError and errors from its C++ core
+        return None
+
+
+def infer_shapes(model: Any) -> Any:
+    """ONNX shape inference (strict, with data propagation unless the model's shapes say it would hold more than
+    DATA_PROP_ELEMENTS values); every node output must get a static shape. The static shapes are bounded first
+    (`onnx_bytes.static_sizes`), before data propagation makes anything of them."""
+    import onnx
+
+    plain = static_shapes(model)
+    propagate = plain is None or static_sizes(plain) <= DATA_PROP_ELEMENTS
+
+    def run(m: Any) -> Any:
+        return onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=propagate)
+
+    # on the model without its weights' values (onnx_graph.shape_skeleton), which inference does not read; should it
+    # refuse that, the model itself decides (and its refusal is the one reported)
+    skeleton = onnx_graph.shape_skeleton(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        try:
+            inferred = run(skeleton)
+        except Exception:  # (onnx's errors, as below)
+            if skeleton is model:
+                raise
+            skeleton, inferred = model, run(model)
     except Exception as exc:  # noqa: BLE001 - onnx's InferenceError and errors from its C++ core
         where = _node_in(str(exc), model)
         raise InputError(("model", *where), f"shape inference failed: {_first_line(exc)}") from None
+    if skeleton is not model:  # what inference adds (intermediates' and outputs' types), on the model itself
+        full = type(model)()
+        full.CopyFrom(model)
+        for part in ("value_info", "output"):
+            del getattr(full.graph, part)[:]
+            getattr(full.graph, part).extend(getattr(inferred.graph, part))
+        inferred = full
     g = inferred.graph
     known: dict[str, Any] = {}
     for info in [*g.input, *g.value_info, *g.output]:
@@ -937,13 +978,104 @@ def computed_shape_operands(model: Any) -> list[str]:
                    for i in SHAPE_OPERANDS.get(n.op_type, ()))]
 
 
+# Operators whose output is not a function of their inputs: never evaluated at compile time
+NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+                    "Bernoulli"}
+
+
+def evaluate_constant_shape_operands(model: Any) -> list[str]:
+    """Shape-giving operands (SHAPE_OPERANDS) that other nodes compute from constants alone (initializers and
+    `Constant` nodes) and that onnxruntime's constant folding leaves computed: it never folds a DequantizeLinear,
+    and onnxruntime's quantizer quantizes shape arithmetic like any other (Hugging Face MobileViT's
+    `ceil(h / patch) * patch`: a Mul between QuantizeLinear / DequantizeLinear, a QLinearMul in QOperator form).
+    Only operands whose subgraph has a DequantizeLinear are taken (the optimiser folds the others itself).
+    Each such operand is computed once by onnxruntime (graph optimisations off: the nodes as ONNX defines them),
+    stored as an initializer its consumers read, and the nodes only it needed are removed. Changes `model` in
+    place; returns the names of the nodes whose operand it evaluated."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    g = model.graph
+    const = {t.name for t in g.initializer}
+    for n in g.node:  # graph order is topological
+        if n.op_type not in SHAPE_OPS | NONDETERMINISTIC and not any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute) and all(
+                not i or i in const for i in n.input):
+            const.update(o for o in n.output if o)
+    made = {o: n for n in g.node for o in n.output}
+    targets: dict[str, list[Any]] = {}
+    for n in g.node:
+        for i in SHAPE_OPERANDS.get(n.op_type, ()):
+            t = n.input[i] if i < len(n.input) else ""
+            if t and t in const and t in made and made[t].op_type != "Constant":
+                targets.setdefault(t, []).append(n)
+
+    def cone_of(t: str) -> list[Any]:
+        nodes, need, seen = [], [t], set()
+        while need:
+            x = need.pop()
+            if x in seen or x not in made:
+                continue
+            seen.add(x)
+            nodes.append(made[x])
+            need.extend(i for i in made[x].input if i)
+        return nodes
+
+    # only what the optimiser leaves: arithmetic through a DequantizeLinear (it folds everything else itself)
+    cones = {t: cone_of(t) for t in targets}
+    targets = {t: ns for t, ns in targets.items() if any(n.op_type == "DequantizeLinear" for n in cones[t])}
+    if not targets:
+        return []
+    cone_ids = {id(n) for t in targets for n in cones[t]}
+    nodes = [n for n in g.node if id(n) in cone_ids]
+    used = {i for n in nodes for i in n.input}
+    sub = onnx.helper.make_model(
+        onnx.helper.make_graph(nodes, "shape_operands", [], [onnx.helper.make_empty_tensor_value_info(t)
+                                                              for t in targets],
+                               [t for t in g.initializer if t.name in used]),
+        opset_imports=list(model.opset_import))
+    sub.ir_version = model.ir_version
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    try:
+        values = ort.InferenceSession(sub.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+            list(targets), {})
+    except Exception:  # noqa: BLE001 - left computed: the import then names the node whose shape is unknown
+        return []
+    taken = {t.name for t in g.initializer} | {o for n in g.node for o in n.output} | {i.name for i in g.input}
+    for t, v in zip(targets, values):
+        name = f"{t}_evaluated"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        g.initializer.append(numpy_helper.from_array(np.asarray(v), name))
+        for n in targets[t]:
+            for k, i in enumerate(n.input):
+                if i == t:
+                    n.input[k] = name
+    # the nodes nothing reads any more (the arithmetic's, not others')
+    outputs = {o.name for o in g.output}
+    while True:
+        read = {i for n in g.node for i in n.input} | outputs
+        dead = [n for n in g.node if id(n) in cone_ids and not any(o in read for o in n.output)]
+        if not dead:
+            break
+        for n in dead:
+            g.node.remove(n)
+    return [n.name or n.op_type for ns in targets.values() for n in ns]
+
+
 def fold_shapes(model: Any) -> tuple[Any, str | None]:
     """Fold every subgraph computed from `Shape` / `Size` into constants for the model's (fixed) input shapes,
     with onnxruntime's graph optimiser at its basic level (constant folding; the rewrites in
     FOLD_KEEPS_STRUCTURE disabled); also a model where a shape-giving operand (SHAPE_OPERANDS: a Pad's pads, a
-    Reshape's shape, ...) is computed by other nodes, from constants.  Returns (model, note): the model unchanged
-    and no note when it has neither; unchanged with the optimiser's refusal as the note when onnxruntime cannot
-    load it (the import's own checks then name what is wrong)."""
+    Reshape's shape, ...) is computed by other nodes, from constants, including through quantized arithmetic,
+    which the optimiser does not fold (evaluate_constant_shape_operands; folding and evaluating alternate until
+    neither changes anything).  Returns (model, note): the model unchanged and no note when it has neither;
+    unchanged with the optimiser's refusal as the note when onnxruntime cannot load it (the import's own checks
+    then name what is wrong)."""
     shape_nodes = sum(n.op_type in SHAPE_OPS for n in model.graph.node)
     computed = computed_shape_operands(model)
     if not shape_nodes and not computed:
@@ -951,25 +1083,44 @@ def fold_shapes(model: Any) -> tuple[Any, str | None]:
     import onnx
     import onnxruntime as ort
 
-    with tempfile.TemporaryDirectory(prefix="tileplan-fold-") as tmp:
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        so.optimized_model_filepath = f"{tmp}/folded.onnx"
-        so.log_severity_level = 3
-        try:
-            ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"],
-                                 disabled_optimizers=FOLD_KEEPS_STRUCTURE)
-            folded = onnx.load(so.optimized_model_filepath)
-        except Exception as exc:  # noqa: BLE001 - onnxruntime's errors (Fail, InvalidGraph, NotImplemented, ...)
-            return model, f"shape subgraphs not folded: onnxruntime cannot load the model ({_first_line(exc)})"
+    def bounded(m: Any) -> None:  # a constant over the bound, refused before onnxruntime's folding makes it
+        plain = static_shapes(m)
+        if plain is not None:
+            static_sizes(plain)
+
+    bounded(model)
+    folded = onnx.ModelProto()
+    folded.CopyFrom(model)
+    evaluated = evaluate_constant_shape_operands(folded)
+    for _ in range(8):  # each round can make more shapes static, and so more operands constant: one or two rounds
+        if evaluated:
+            bounded(folded)
+        with tempfile.TemporaryDirectory(prefix="tileplan-fold-") as tmp:
+            so = ort.SessionOptions()
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            so.optimized_model_filepath = f"{tmp}/folded.onnx"
+            so.log_severity_level = 3
+            try:
+                ort.InferenceSession(folded.SerializeToString(), so, providers=["CPUExecutionProvider"],
+                                     disabled_optimizers=FOLD_KEEPS_STRUCTURE)
+                folded = onnx.load(so.optimized_model_filepath)
+            except Exception as exc:  # noqa: BLE001 - onnxruntime's errors (Fail, InvalidGraph, NotImplemented, ...)
+                return model, f"shape subgraphs not folded: onnxruntime cannot load the model ({_first_line(exc)})"
+        name_nodes(folded)
+        more = evaluate_constant_shape_operands(folded) if computed_shape_operands(folded) else []
+        if not more:
+            break
+        evaluated += more
     left = sum(n.op_type in SHAPE_OPS for n in folded.graph.node)
-    name_nodes(folded)
+    also = (f"; {len(evaluated)} shape operand(s) computed by quantized arithmetic from constants (e.g. of "
+            f"{evaluated[0]}), which that optimisation does not fold, evaluated once by onnxruntime"
+            if evaluated else "")
     if not shape_nodes:
         still = len(computed_shape_operands(folded))
         return folded, (f"the computed shape operands of {len(computed) - still} of {len(computed)} node(s) (e.g. "
-                        f"{computed[0]}) folded into constants (onnxruntime's basic graph optimisation)")
+                        f"{computed[0]}) folded into constants (onnxruntime's basic graph optimisation){also}")
     return folded, (f"{shape_nodes - left} of {shape_nodes} Shape/Size operators and the subgraphs computed from "
-                    "them folded into constants for the input shapes (onnxruntime's basic graph optimisation)")
+                    f"them folded into constants for the input shapes (onnxruntime's basic graph optimisation){also}")
 
 
 def is_float_model(model: Any) -> bool:
@@ -997,6 +1148,26 @@ def precheck(data: bytes, input_shapes: dict[str, list[int]] | None = None, quan
     apply_input_shapes(model, input_shapes)
     if not quantize and is_float_model(model):
         raise InputError(("model",), FLOAT_MODEL_HELP)
+    _PRECHECKED[:] = [(data, _shapes_key(input_shapes), model)]
+
+
+# The model precheck decoded (and fixed the input shapes of), for the load_model of the same bytes object with the
+# same input shapes that follows it (the CLI's compile): handed over once instead of decoded again, which parses
+# the bytes, and the checker serialises and parses them once more (ViT-B/16, 87 MB: 0.28 CPU s; ResNet-50: 0.06)
+_PRECHECKED: list[tuple[bytes, str, Any]] = []
+
+
+def _shapes_key(input_shapes: dict[str, list[int]] | None) -> str:
+    return repr(sorted((k, [int(d) for d in v]) for k, v in (input_shapes or {}).items()))
+
+
+def _decoded(data: bytes, input_shapes: dict[str, list[int]] | None) -> Any:
+    """decode(data) with `input_shapes` applied: precheck's model of these very bytes and shapes, if it has one
+    (apply_input_shapes gives the model it fixed the same shapes again), else decoded now."""
+    held = _PRECHECKED.pop() if _PRECHECKED else None
+    model = held[2] if held is not None and held[0] is data and held[1] == _shapes_key(input_shapes) else decode(data)
+    apply_input_shapes(model, input_shapes)
+    return model
 
 
 def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, quantize: bool = False,
@@ -1013,8 +1184,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     )
     from tileplan.frontend.qoperator import to_qdq
 
-    model = decode(data)
-    apply_input_shapes(model, input_shapes)
+    model = _decoded(data, input_shapes)
     notes: list[str] = []
     model, folded = fold_shapes(model)
     if folded:
@@ -1213,6 +1383,17 @@ def _einsum(inputs: Any, attrs: dict) -> Any:
     return relax.op.einsum(list(inputs), eq.decode("utf-8") if isinstance(eq, bytes) else str(eq))
 
 
+def _instance_norm(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """A float32 InstanceNormalization with onnxruntime's CPU arithmetic (host_ops.instance_norm_call); None
+    (TVM's converter: mean, variance, (x - mean) / sqrt(var + eps) * scale + B) for another type."""
+    from tileplan.frontend.host_ops import instance_norm_call
+
+    x, scale, bias = inputs[0], inputs[1], inputs[2]
+    if any(str(t.ty.dtype) != "float32" for t in (x, scale, bias)) or len(x.ty.shape) < 3:
+        return None
+    return instance_norm_call(bb, x, scale, bias, float(attrs.get("epsilon", 1e-5)))
+
+
 def _conv_integer(bb: Any, inputs: Any, attrs: dict) -> Any:
     """ConvInteger as ONNX defines it, in int32: conv(x - z_x, w - z_w) with zero padding (ConvInteger pads x
     with z_x), `out_dtype` int32 (TVM's importer has no converter; a float conv of the integers would round sums
@@ -1321,7 +1502,8 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                     by_var[str(states.name)] = by_node[node]
                     return outputs(states)
                 sym = (_clip(inputs, attrs) if op_name == "Clip" else _einsum(inputs, attrs) if op_name == "Einsum"
-                       else _conv_integer(self.bb, inputs, attrs) if op_name == "ConvInteger" else None)
+                       else _conv_integer(self.bb, inputs, attrs) if op_name == "ConvInteger"
+                       else _instance_norm(self.bb, inputs, attrs) if op_name == "InstanceNormalization" else None)
                 if sym is None:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)
                 if op_name == "Resize":

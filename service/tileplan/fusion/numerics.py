@@ -51,13 +51,23 @@ from typing import Any
 import numpy as np
 
 _CHUNK = 1 << 20
+MAX_OFFSET_SPAN = 1 << 24
+"""Accumulators `offset_mismatches` enumerates at most (for each of 3 offsets): ~2 / M of them, so M >= ~2^-16
+(a model's multipliers: ~10^-4..10^-1); a smaller M (a model's absurd output scale: 3e38 gave ~1e-40) is not checked."""
 
 
-def offset_mismatches(multiplier: float, zero_point: int, lo: int, hi: int) -> tuple[int, int]:
+def offset_mismatches(multiplier: float, zero_point: int, lo: int, hi: int) -> tuple[int, int] | None:
     """(accumulators requantized differently, offset c) for the best integer accumulator offset c near z / M:
     the scale unit's sat8(rint(f32(acc + c) * M)) against the host's sat(rint(f32(acc) * M) + z, lo, hi), over
-    every accumulator for which either result is not saturated (beyond that both are -128 / 127 iff lo / hi are)."""
+    every accumulator for which either result is not saturated (beyond that both are -128 / 127 iff lo / hi are).
+    None (not checked) for an M that is not a positive finite number or would take more than MAX_OFFSET_SPAN
+    accumulators."""
     m = np.float32(multiplier)
+    if not (np.isfinite(m) and m > 0):
+        return None
+    span = (max(130, hi - zero_point + 2) - min(-130, lo - zero_point - 2)) / float(m)
+    if not span <= MAX_OFFSET_SPAN:
+        return None
     c0 = int(round(zero_point / float(m)))
     first = int(np.floor((min(-130, lo - zero_point - 2)) / float(m))) - 2
     last = int(np.ceil((max(130, hi - zero_point + 2)) / float(m))) + 2
@@ -88,10 +98,15 @@ def requant_on_chip(name: str, spec: Any) -> str | None:
             why.append(f"{rq.multipliers.size} per-channel scales")
         offset = ""
         if rq.zero_point and rq.multipliers.size == 1 and not getattr(rq, "float_output", False):
-            bad, c = offset_mismatches(float(rq.multipliers[0]), int(rq.zero_point), int(rq.lo), int(rq.hi))
-            offset = (f"; no accumulator offset reproduces the zero point (the best, {c}, requantizes {bad} "
-                      "accumulators differently)" if bad else
-                      f"; an accumulator offset of {c} would reproduce it exactly, which no fused kernel applies")
+            found = offset_mismatches(float(rq.multipliers[0]), int(rq.zero_point), int(rq.lo), int(rq.hi))
+            if found is None:
+                offset = (f"; its multiplier {float(rq.multipliers[0]):g} is too small for an accumulator offset to "
+                          "be checked")
+            else:
+                bad, c = found
+                offset = (f"; no accumulator offset reproduces the zero point (the best, {c}, requantizes {bad} "
+                          "accumulators differently)" if bad else
+                          f"; an accumulator offset of {c} would reproduce it exactly, which no fused kernel applies")
         return (f"{name}: {' and '.join(why) or 'int32 output'}: its int32 accumulators are requantized on the "
                 f"host (Gemmini's mvout has one scale and no zero point){offset}; quantize activations "
                 "symmetrically (ActivationSymmetric) for an on-chip int8 intermediate")

@@ -58,7 +58,9 @@
  * Reported cycles: the calibrated cost model's per-call timing over the instructions issued (one Gemmini
  * timing for the emulator and the model, tileplan.cost.gemmini._cycle_terms / _totals).  Every config_ex opens a
  * call; per call the emulator counts what the model's call features count: DMA requests and bytes of its loads and
- * stores (a request on a strided row of a buffer larger than l2_bytes also waits dram_request_cycles, a store request
+ * stores (a request on a strided row of a buffer larger than l2_bytes also waits dram_request_cycles, one on a buffer
+ * larger than llc_bytes llc_miss_cycles more, and a call's DMA lasts at least such requests x refill_cycles, a
+ * store's twice, and its loads from tensors beyond the LLC x dram_byte_cycles per byte; a store request
  * behind earlier ones of its mvout to the same 64-byte block block_wait_cycles each, see store_chain), rows
  * streamed by its computes (at least compute_floor_cycles each), compute instructions, weight preloads.  A call
  * lasts max(its DMA, its execute) + overlap_loss x the shorter when calls_overlap (else their sum), at least
@@ -78,6 +80,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <errno.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -215,13 +220,13 @@ typedef struct emu {
    * requests and the byte columns of its rows the call covered (see count_transfer) */
   struct sgroup { int region; uint64_t stride, width; uintptr_t lo, hi; } *sg;
   int sg_n, sg_cap;
-  struct cgroup { int group; double req; int n_iv; uint64_t iv[2 * 16]; } cg[16];
+  struct cgroup { int group; double req, st_req; int n_iv; uint64_t iv[2 * 16]; } cg[16];
   int cg_n;
   /* closed calls: features (EMU_FEATURES doubles, dram_req = 0) and their contributions of rows not covered whole
    * (group, requests, the columns covered from a row's start) */
   double *calls_f;
   size_t calls_n, calls_cap;
-  struct contrib { uint32_t call; int group; double req; uint64_t prefix; } *ct;
+  struct contrib { uint32_t call; int group; double req, st_req; uint64_t prefix; } *ct;
   size_t ct_n, ct_cap;
   int cur_unit;
   double preload_done; /* when the last preload left the execute unit */
@@ -443,13 +448,17 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double by
 }
 
 /* The cost model's per-call timing (tileplan.cost.gemmini._cycle_terms) of one call's features f (CALL_FEATURES
- * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req, block_req, far_req, far_bytes). */
+ * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req, block_req, far_req, far_bytes,
+ * far_st_req). */
 static void call_terms(const emu_t *e, const double *f, double *dma, double *ex, double *total) {
   const emu_timing_t *t = &e->t;
   double d = (f[0] + f[2]) * t->dma_request_cycles + (f[1] + f[3]) / t->dram_bytes_per_cycle +
              f[7] * t->dram_request_cycles + f[9] * t->llc_miss_cycles;
   /* the DMA cannot load faster than DRAM reads the tensors the LLC cannot hold */
   if (f[10] * t->dram_byte_cycles > d) d = f[10] * t->dram_byte_cycles;
+  /* nor faster than the memory bus moves the 64-byte blocks of the strided requests DRAM serves (a store's twice:
+   * the L2 fills the block and writes it back) */
+  if ((f[9] + f[11]) * t->refill_cycles > d) d = (f[9] + f[11]) * t->refill_cycles;
   /* stores behind others to their 64-byte block wait on top of that (the model adds them after the bound) */
   d += f[8] * t->block_wait_cycles;
   double x = f[4] + f[5] * t->compute_op_cycles + f[6] * t->preload_cycles;
@@ -522,7 +531,7 @@ static void far_next_call(emu_t *e) {
 static void close_call(emu_t *e) {
   if (!e->cf_any) return;
   double f[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, 0.0};
+                            e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, 0.0, 0.0};
   double *nf = grow(e->calls_f, &e->calls_cap, e->calls_n + 1, EMU_FEATURES * sizeof(double));
   if (nf) {
     e->calls_f = nf;
@@ -534,7 +543,7 @@ static void close_call(emu_t *e) {
       struct contrib *nc = grow(e->ct, &e->ct_cap, e->ct_n + 1, sizeof *e->ct);
       if (!nc) break;
       e->ct = nc;
-      e->ct[e->ct_n++] = (struct contrib){(uint32_t)e->calls_n, c->group, c->req, prefix};
+      e->ct[e->ct_n++] = (struct contrib){(uint32_t)e->calls_n, c->group, c->req, c->st_req, prefix};
     }
     e->calls_n++;
   }
@@ -558,17 +567,23 @@ static double model_cycles(const emu_t *e, double *features) {
       for (; j < e->ct_n && e->ct[j].call == i; j++)
         if (group_beyond_l2(e, e->ct[j].group) && !group_whole(e, e->ct[j].group, e->ct[j].prefix)) {
           f[7] += e->ct[j].req;
-          if (group_beyond_llc(e, e->ct[j].group)) f[9] += e->ct[j].req;
+          if (group_beyond_llc(e, e->ct[j].group)) {
+            f[9] += e->ct[j].req;
+            f[11] += e->ct[j].st_req;
+          }
         }
     } else { /* the open call, as it stands */
       double g[EMU_FEATURES] = {e->cf_ld_req, e->cf_ld_bytes, e->cf_st_req, e->cf_st_bytes,
-                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, 0.0};
+                                e->cf_ex_rows, e->cf_ops, e->cf_pre, 0.0, e->cf_block_req, 0.0, 0.0, 0.0};
       memcpy(f, g, sizeof f);
       for (int k = 0; k < e->cg_n; k++) {
         struct cgroup c = e->cg[k];
         if (group_beyond_l2(e, c.group) && !group_whole(e, c.group, group_prefix(&c))) {
           f[7] += c.req;
-          if (group_beyond_llc(e, c.group)) f[9] += c.req;
+          if (group_beyond_llc(e, c.group)) {
+            f[9] += c.req;
+            f[11] += c.st_req;
+          }
         }
       }
     }
@@ -711,10 +726,11 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
     if (e->cg[i].group == g) break;
   if (i == e->cg_n) {
     if (e->cg_n == 16) return; /* (a call of more than 16 strided groups: the rest are not counted) */
-    e->cg[e->cg_n++] = (struct cgroup){.group = g, .req = 0, .n_iv = 0};
+    e->cg[e->cg_n++] = (struct cgroup){.group = g, .req = 0, .st_req = 0, .n_iv = 0};
   }
   struct cgroup *c = &e->cg[i];
   c->req += req;
+  if (store) c->st_req += req;
   if (c->n_iv >= 0) {
     uint64_t off = (uint64_t)(p - (e->sg[g].region >= 0 ? e->regions[e->sg[g].region].base : 0)) % stride;
     uint64_t pieces[4] = {off, off + row_bytes, 0, 0};
@@ -1284,9 +1300,101 @@ static void on_segv(int sig, siginfo_t *si, void *uctx) {
   signal(sig, SIG_DFL); /* the access runs again and takes the default action */
 }
 
+/* Which mapping holds an address: Linux's PROCMAP_QUERY ioctl on /proc/self/maps (6.11 and later) answers for one
+ * address without the kernel formatting every line of the file (a process with TVM loaded has ~480 mappings:
+ * 0.5 ms of CPU per read, and emu_add_region read it twice per region, 8 times per accelerator call of a
+ * program).  The UAPI's struct procmap_query (<linux/fs.h>), spelled out for older headers. */
+struct emu_procmap_query {
+  uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+  uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+  uint64_t vma_name_addr, build_id_addr;
+};
+#define EMU_PROCMAP_QUERY _IOWR('f', 17, struct emu_procmap_query)
+enum { EMU_VMA_R = 1, EMU_VMA_W = 2, EMU_VMA_X = 4 }; /* its vma_flags: readable, writable, executable */
+
+/* The mapping covering `addr` ([*lo, *hi), EMU_VMA_* in *flags), asked of `fd` (/proc/self/maps): 1; 0 when no
+ * mapping covers it; -1 when the kernel cannot say (no PROCMAP_QUERY: read the file instead). */
+static int vma_at(int fd, uintptr_t addr, uintptr_t *lo, uintptr_t *hi, unsigned *flags) {
+#ifdef EMU_NO_PROCMAP_QUERY /* (as on a kernel without it: tests/codegen/test_emu_regions.py) */
+  return -1;
+#endif
+  struct emu_procmap_query q;
+  memset(&q, 0, sizeof q);
+  q.size = sizeof q;
+  q.query_addr = addr;
+  if (ioctl(fd, EMU_PROCMAP_QUERY, &q) != 0) return errno == ENOENT ? 0 : -1;
+  *lo = (uintptr_t)q.vma_start;
+  *hi = (uintptr_t)q.vma_end;
+  *flags = (unsigned)q.vma_flags;
+  return 1;
+}
+
+/* Is [lo, hi) ordinary read-write, non-executable memory (so its protection may be changed and restored)?  Every
+ * byte in a mapping that is readable, writable and not executable (consecutive mappings, no gap). */
+static int plain_rw_memory(uintptr_t lo, uintptr_t hi) {
+  FILE *f = fopen("/proc/self/maps", "re");
+  if (!f) return 0;
+  uintptr_t covered = lo, a, b;
+  unsigned flags;
+  int got = 1;
+  while (covered < hi && (got = vma_at(fileno(f), covered, &a, &b, &flags)) == 1) {
+    if ((flags & (EMU_VMA_R | EMU_VMA_W | EMU_VMA_X)) != (EMU_VMA_R | EMU_VMA_W)) break;
+    covered = b;
+  }
+  if (covered >= hi || got >= 0) {
+    fclose(f);
+    return covered >= hi;
+  }
+  /* without PROCMAP_QUERY: the file's lines, "lo-hi perms ...", in address order */
+  char line[512];
+  covered = lo;
+  while (covered < hi && fgets(line, sizeof line, f)) {
+    unsigned long la, lb;
+    char perms[8] = {0};
+    if (sscanf(line, "%lx-%lx %7s", &la, &lb, perms) != 3) continue;
+    if (lb <= covered || la > covered) continue;
+    if (perms[0] != 'r' || perms[1] != 'w' || perms[2] == 'x') break;
+    covered = lb;
+  }
+  fclose(f);
+  return covered >= hi;
+}
+
+extern void *__libc_stack_end __attribute__((weak)); /* glibc's: the initial thread's stack at program start */
+
+/* main_stack_overlaps: 1 / 0 as pthread_getattr_np's stack of the calling thread overlaps [lo, hi) or not, for a
+ * range of mapped memory (no gap; emu_add_region asks only of plain_rw_memory's ranges), when the calling thread
+ * is glibc's initial thread; -1 when it cannot say so cheaply (not that thread, no glibc, no PROCMAP_QUERY).
+ *   There glibc reads /proc/self/maps up to the mapping V = [from, to) that holds __libc_stack_end, and its stack
+ * is [end - S, end) with end = the page after __libc_stack_end's, S = (RLIMIT_STACK's soft limit - (to - end))
+ * rounded down to pages (unsigned), cut to end - last_to, the end of the mapping before V.  Nothing is mapped
+ * between last_to and from, so for mapped [lo, hi) the overlap is the overlap with [max(from, end - S), end),
+ * which needs V alone. */
+static int main_stack_overlaps(uintptr_t lo, uintptr_t hi) {
+  if (&__libc_stack_end == NULL || getpid() != gettid()) return -1;
+  uintptr_t sp = (uintptr_t)__libc_stack_end, from, to;
+  unsigned flags;
+  FILE *f = fopen("/proc/self/maps", "re");
+  if (!f) return -1;
+  int got = vma_at(fileno(f), sp, &from, &to, &flags);
+  fclose(f);
+  uintptr_t here = (uintptr_t)&flags; /* on the initial thread's stack, unless this process was forked by another */
+  if (got != 1 || here < from || here >= to) return -1;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_STACK, &rl) != 0) return 1; /* (pthread_getattr_np fails: on_my_stack says 1) */
+  uintptr_t pagesz = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t end = (sp & -pagesz) + pagesz;
+  uintptr_t size = ((uintptr_t)rl.rlim_cur - (to - end)) & -pagesz;
+  uintptr_t bottom = size >= end - from ? from : end - size;
+  return lo < end && bottom < hi;
+}
+
 /* Does [lo, hi) overlap the calling thread's stack?  (A buffer there, e.g. a small temporary a compiler put on
- * the stack, is never protected: the stack must stay writable, if only for delivering the fault signal.) */
+ * the stack, is never protected: the stack must stay writable, if only for delivering the fault signal.)  For
+ * mapped memory only (main_stack_overlaps). */
 static int on_my_stack(uintptr_t lo, uintptr_t hi) {
+  int known = main_stack_overlaps(lo, hi);
+  if (known >= 0) return known;
   pthread_attr_t attr;
   void *addr;
   size_t size;
@@ -1295,24 +1403,6 @@ static int on_my_stack(uintptr_t lo, uintptr_t hi) {
   pthread_attr_destroy(&attr);
   if (!ok) return 1;
   return lo < (uintptr_t)addr + size && (uintptr_t)addr < hi;
-}
-
-/* Is [lo, hi) ordinary read-write, non-executable memory (so its protection may be changed and restored)? */
-static int plain_rw_memory(uintptr_t lo, uintptr_t hi) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  if (!f) return 0;
-  char line[512];
-  uintptr_t covered = lo;
-  while (covered < hi && fgets(line, sizeof line, f)) {
-    unsigned long a, b;
-    char perms[8] = {0};
-    if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) != 3) continue;
-    if (b <= covered || a > covered) continue;
-    if (perms[0] != 'r' || perms[1] != 'w' || perms[2] == 'x') break;
-    covered = b;
-  }
-  fclose(f);
-  return covered >= hi;
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -1876,8 +1966,9 @@ int emu_add_region(emu_t *e, void *base, uint64_t size, int writable) {
   r->base = (uintptr_t)base;
   r->size = size;
   r->writable = writable;
-  r->guardable = size > 0 && !on_my_stack(page_of(e, r->base), r->base + size) &&
-                 plain_rw_memory(page_of(e, r->base), r->base + size);
+  /* (plain_rw_memory first: on_my_stack answers for mapped memory) */
+  r->guardable = size > 0 && plain_rw_memory(page_of(e, r->base), r->base + size) &&
+                 !on_my_stack(page_of(e, r->base), r->base + size);
   return e->n_regions++;
 }
 

@@ -51,6 +51,7 @@ typedef struct {
   double llc_bytes;             /* the last-level cache behind the L2 (FireSim's FASED LLC model) */
   double calls_overlap;         /* 1: two calls in flight (double buffered), 0: one at a time */
   double dram_byte_cycles;      /* DRAM's own cycles per byte read from a tensor larger than the LLC */
+  double refill_cycles;         /* the memory bus's cycles per 64-B block between the L2 and the LLC / DRAM */
 } emu_timing_t;
 
 typedef struct {
@@ -69,7 +70,7 @@ typedef struct {
    * computes streamed (floored), compute instructions, weight preloads, requests that wait on DRAM, store
    * requests that wait behind others to their 64-byte block, requests that wait on DRAM beyond the LLC too,
    * bytes loaded from tensors larger than the LLC that the previous call did not load (emu_add_tensor) */
-#define EMU_FEATURES 11
+#define EMU_FEATURES 12
   double features[EMU_FEATURES];
 } emu_stats_t;
 
