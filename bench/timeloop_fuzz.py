@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench/data/timeloop_reference/tools"))
 
 import tlstats  # noqa: E402
-from timeloop_fuzz_gen import random_arch, random_layer, wild_factors  # noqa: E402
+from timeloop_fuzz_gen import extend_arch, random_arch, random_layer, wild_factors  # noqa: E402
 
 from tileplan.errors import InputError, MappingInfeasible  # noqa: E402
 from tileplan.hardware.catalog import load_descriptor  # noqa: E402
@@ -425,6 +425,8 @@ def generate(args: argparse.Namespace, examples: list[dict[str, Any]]
         (ex_data / "archs").mkdir(parents=True, exist_ok=True)
     for a in range(args.archs):
         name, doc = random_arch(rng, f"fuzz{args.seed}_{a:03d}")
+        if args.extended:  # its own stream: the base architectures and everything after them are the seed's
+            doc = extend_arch(doc, random.Random(f"extended-{args.seed}-{a}"))
         text = dump_yaml(doc)
         try:
             hw = load_descriptor(text, name=name)
@@ -480,6 +482,10 @@ def main() -> int:
     ap.add_argument("--rejudge", action="store_true", help="judge the recorded cases only (no Timeloop)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--archs", type=int, default=60)
+    ap.add_argument("--extended", action="store_true", help=(
+        "also write what Timeloop files in the wild use and the base generator does not (timeloop_fuzz_gen."
+        "extend_arch: per-datatype sibling buffers, stated instances, flat trees, the legacy v0.2 form, "
+        "multiple-buffering, min-utilization, bank / port counts, technology strings, other spellings)"))
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--example-layers", type=int, default=3)
     ap.add_argument("--random-maps", type=int, default=2)
@@ -517,6 +523,7 @@ def main() -> int:
     rows = judge_all(data, cases) + (judge_all(ex_data, ex_cases) if ex_data is not None else [])
     command = "--rejudge" if args.rejudge else (
         f"--timeloop-bin DIR --seed {args.seed} --archs {args.archs} --layers {args.layers} "
+        f"{'--extended ' if args.extended else ''}"
         f"--example-layers {args.example_layers}" + (" --examples " + " ".join(
             Path(e.rstrip("/")).parent.name if Path(e.rstrip("/")).name == "repo" else Path(e).name
             for e in args.examples) if args.examples else ""))

@@ -330,3 +330,68 @@ def test_a_level_of_no_entries_that_keeps_nothing_is_imported():
     with pytest.raises(InputError) as err:
         load_descriptor(doc(["Weights"]), name="dummy")
     assert "holds no word but keeps ['I', 'O']" in err.value.msg
+
+
+def _buffered(glb_attrs):
+    return {"architecture": {"version": 0.3, "subtree": [{"name": "sys", "local": [
+        {"name": "DRAM", "class": "DRAM", "attributes": {"word-bits": 8, "type": "LPDDR4"}},
+        {"name": "GLB", "class": "SRAM", "attributes": {"entries": 1000, "word-bits": 8, **glb_attrs}}],
+        "subtree": [{"name": "PE[0..3]", "local": [
+            {"name": "Reg", "class": "regfile", "attributes": {"depth": 1, "width": 8, "word-bits": 8}},
+            {"name": "MAC", "class": "intmac", "attributes": {"datawidth": 8}}]}]}]},
+            "architecture_constraints": {"targets": [{"target": "Reg", "type": "bypass", "keep": ["Weights"],
+                                                      "bypass": ["Inputs", "Outputs"]}]}}
+
+
+def test_multiple_buffering_and_min_utilization_are_timeloops():
+    """`multiple-buffering: 3` leaves a tile floor(1000 / 3) = 333 of GLB's 1000 words (timeloop-model's effective
+    size), while the access energy stays the 1000-word array's; `min-utilization` refuses maps whose kept tiles fill
+    less than that share of the usable words; bank and port counts, technology strings and DRAM types change nothing
+    (Timeloop's table ignores them), 3 ports is refused (timeloop-model asserts 1 or 2)."""
+    from tileplan.cost.timeloop import timeloop_violations
+    from tileplan.cost.timeloop_energy import block_access_pj
+    from tileplan.mapping import LevelMapping, Mapping
+    from tileplan.problem import Problem
+
+    plain = load_descriptor(_buffered({}), name="b")
+    hw = load_descriptor(_buffered({"multiple-buffering": 3, "min-utilization": 0.1, "n_banks": 8, "num-ports": 1,
+                                    "technology": "45nm"}), name="b")
+    glb = hw.memory_levels[1]
+    assert glb.capacity == 1000 and glb.multiple_buffering == 3 and glb.min_utilization == 0.1
+    arch = hw.resolve()
+    assert arch.levels[1].capacity == 333 and plain.resolve().levels[1].capacity == 1000
+    assert block_access_pj(arch.levels[1]) == block_access_pj(plain.resolve().levels[1])
+
+    problem = Problem(dims={"N": 1, "G": 1, "K": 4, "C": 16, "P": 8, "Q": 1, "R": 1, "S": 1}, stride=(1, 1),
+                      dilation=(1, 1))
+
+    def mapping(glb_c, glb_p):
+        return Mapping(levels=[
+            LevelMapping(name="Reg", temporal=[], spatial=[]),
+            LevelMapping(name="GLB", temporal=[("C", glb_c), ("P", glb_p)], spatial=[("K", 4)]),
+            LevelMapping(name="DRAM", temporal=[("C", 16 // glb_c), ("P", 8 // glb_p)], spatial=[])],
+            dataflow=arch.dataflow)
+
+    # C16 P8 at GLB: W 64 + I 128 + O 32 = 224 words (fits the 333)
+    assert timeloop_violations(problem, arch, mapping(16, 8)) == []
+    # C1 P1: 4 + 1 + 4 = 9 words, less than 10% of 333: refused
+    bad = timeloop_violations(problem, arch, mapping(1, 1))
+    assert len(bad) == 1 and "minimum utilization" in bad[0]
+    assert timeloop_violations(problem, plain.resolve(), mapping(1, 1)) == []
+    # C16 P16: 64 + 256 + 64 = 384 words fit 1000 but not 333
+    big = Problem(dims={**problem.dims, "P": 16}, stride=(1, 1), dilation=(1, 1))
+    over = timeloop_violations(big, arch, Mapping(levels=[
+        LevelMapping(name="Reg", temporal=[], spatial=[]),
+        LevelMapping(name="GLB", temporal=[("C", 16), ("P", 16)], spatial=[("K", 4)]),
+        LevelMapping(name="DRAM", temporal=[], spatial=[])], dataflow=arch.dataflow))
+    assert len(over) == 1 and "384 exceeds buffer capacity 333" in over[0]
+    # the re-export says both, so timeloop-model scores it as it scores the file
+    back = load_descriptor(yaml.safe_load(dump_yaml(to_timeloop_arch(hw, hint=False))), name="b")
+    assert back.memory_levels[1].multiple_buffering == 3 and back.memory_levels[1].min_utilization == 0.1
+
+    for attrs, word in (({"n_ports": 3}, "1 or 2 ports"), ({"network-type": "M:N"}, "M:N"),
+                        ({"network-type": "2:2"}, "1:1, 1:N and M:N"), ({"multiple-buffering": 2000}, "no word")):
+        with pytest.raises(InputError) as err:
+            load_descriptor(_buffered(attrs), name="b")
+        assert word in err.value.msg
+    assert load_descriptor(_buffered({"network-type": "1:N"}), name="b").memory_levels == plain.memory_levels
