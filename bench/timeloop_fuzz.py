@@ -495,6 +495,7 @@ def main() -> int:
     ap.add_argument("--data", default=str(DATA), help="where the cases are recorded (and read by --rejudge)")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    load_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
     examples: list[dict[str, Any]] = []
     data = Path(args.data)
     ex_data = Path(args.examples_data) if args.examples_data else None
@@ -531,7 +532,8 @@ def main() -> int:
         "# Tileplan against real timeloop-model: differential fuzzing",
         "",
         f"`python bench/timeloop_fuzz.py {command}` on "
-        f"{platform.machine()} ({os.cpu_count()} cores, shared), {time.strftime('%Y-%m-%d')}; timeloop-model "
+        f"{platform.machine()} ({os.cpu_count()} cores, shared; load average {load_start} at the start, "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end), {time.strftime('%Y-%m-%d')}; timeloop-model "
         f"NVlabs/timeloop@{UPSTREAM_COMMIT} without Accelergy (built-in energy tables); data "
         f"`{Path(args.data).resolve().relative_to(REPO) if Path(args.data).resolve().is_relative_to(REPO) else args.data}`"
         f" (seed {args.seed}); {time.perf_counter() - t0:.0f} s.",

@@ -27,9 +27,9 @@ from tileplan.mappers.cosa.model import Weights, build_model
 from tileplan.mappers.cosa.solve import Session
 from tileplan.mappers.cosa.spec import build_spec
 from tileplan.mappers.polish import polish
-from tileplan.mappers.utilization import fill_to_min_utilization
 from tileplan.mappers.retile import refine
 from tileplan.mappers.score import score_mapping
+from tileplan.mappers.utilization import fill_to_min_utilization
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 
