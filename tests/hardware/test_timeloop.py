@@ -395,3 +395,24 @@ def test_multiple_buffering_and_min_utilization_are_timeloops():
             load_descriptor(_buffered(attrs), name="b")
         assert word in err.value.msg
     assert load_descriptor(_buffered({"network-type": "1:N"}), name="b").memory_levels == plain.memory_levels
+
+
+def test_constraints_named_by_a_string_are_read_as_timeloop_reads_them():
+    """Timeloop's own configs/mapper/eyeriss-256.yaml says `mapspace: {constraints_rowstationary: [...], constraints:
+    rowstationary}`: a string names the list `constraints_<name>` beside it (timeloop's Constraints::Parse), and any of
+    the three blocks may hold `constraints` or `targets`; it was refused ('must be a list of constraints')."""
+    arch = {"arithmetic": {"instances": 4, "word-bits": 8}, "storage": [
+        {"name": "PsumRegFile", "entries": 16, "instances": 4, "word-bits": 8},
+        {"name": "Pad", "entries": 64, "instances": 1, "word-bits": 8},
+        {"name": "DRAM", "technology": "DRAM", "instances": 1, "word-bits": 8}]}
+    named = [{"type": "datatype", "target": "Pad", "keep": ["Inputs"], "bypass": ["Weights", "Outputs"]},
+             {"type": "temporal", "target": "Pad", "factors": "N1", "permutation": "NKCPQRS"}]
+    for block in ({"mapspace": {"constraints_rs": named, "constraints": "rs"}},
+                  {"mapspace_constraints": {"constraints_rs": named, "constraints": "rs"}},
+                  {"architecture_constraints": {"constraints": named}},
+                  {"mapspace": {"targets": named}}):
+        hw = load_descriptor(yaml.safe_dump({"arch": arch, **block}), name="named")
+        assert [lv.keeps for lv in hw.memory_levels] == [["O"], ["I"], ["W", "I", "O"]], block
+    with pytest.raises(InputError) as err:
+        load_descriptor(yaml.safe_dump({"arch": arch, "mapspace": {"constraints": "ws"}}), name="named")
+    assert err.value.loc == ("mapspace", "constraints_ws") and "no list" in err.value.msg

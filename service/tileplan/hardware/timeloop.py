@@ -82,7 +82,15 @@ def _constraint_entries(data: dict[str, Any]) -> list[tuple[Loc, dict[str, Any]]
         block = data.get(key)
         loc: Loc = (key,)
         if isinstance(block, dict):
-            inner = "constraints" if key == "mapspace" else "targets"
+            # as timeloop's Constraints::Parse: a `constraints` list, or a string naming the list `constraints_<it>`
+            # beside it (its configs/mapper/eyeriss-256.yaml), else a `targets` list
+            named = block.get("constraints")
+            if isinstance(named, str):
+                inner = f"constraints_{named}"
+                if not isinstance(block.get(inner), list):
+                    raise InputError(loc + (inner,), f"constraints: {named!r} names no list {inner!r} here")
+            else:
+                inner = "constraints" if "constraints" in block else "targets"
             block, loc = block.get(inner), loc + (inner,)
         if block is None:
             continue
