@@ -416,3 +416,18 @@ def test_constraints_named_by_a_string_are_read_as_timeloop_reads_them():
     with pytest.raises(InputError) as err:
         load_descriptor(yaml.safe_dump({"arch": arch, "mapspace": {"constraints": "ws"}}), name="named")
     assert err.value.loc == ("mapspace", "constraints_ws") and "no list" in err.value.msg
+
+
+def test_a_level_of_no_entries_that_no_constraint_speaks_for_keeps_nothing():
+    """Timeloop's own configs/mapper/eyeriss-256-split-arg.yaml: a DummyBuffer of 0 entries and no constraint in the
+    file. timeloop-model runs every map that bypasses everything there and refuses every other, so that is what the
+    level keeps (it was refused: 'holds no word but keeps ['W', 'I', 'O']'); a name that suggests a keep-set does not
+    override it either."""
+    doc = {"arch": {"arithmetic": {"instances": 4, "word-bits": 16}, "storage": [
+        {"name": "Pad", "entries": 16, "instances": 4, "meshX": 4},
+        {"name": "DummyBuffer", "entries": 0, "instances": 4, "meshX": 4},
+        {"name": "Registers", "entries": 0, "instances": 1},
+        {"name": "GlobalBuffer", "sizeKB": 8, "instances": 1},
+        {"name": "DRAM", "technology": "DRAM", "instances": 1}]}}
+    hw = load_descriptor(yaml.safe_dump(doc), name="split")
+    assert [lv.keeps for lv in hw.memory_levels] == [["W", "I", "O"], [], [], ["I", "O"], ["W", "I", "O"]]

@@ -478,6 +478,10 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             keeps = h["keeps"]
         elif st.name in constrained:
             keeps = constrained[st.name]
+        elif not top and _entries(st, wb) == 0:
+            # a level of no entries nothing speaks for (a DummyBuffer there for its fan-out) keeps nothing: timeloop-
+            # model refuses every map that keeps something there
+            keeps = []
         else:
             # a level nothing speaks for keeps all three, as timeloop-model keeps what a map does not bypass
             keeps = (None if top else infer_keeps(st.name)) or ["W", "I", "O"]
