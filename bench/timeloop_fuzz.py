@@ -241,10 +241,11 @@ def example_files(dirs: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
         except yaml.YAMLError as exc:
             out.append((label, "", {"error": f"not YAML: {str(exc).splitlines()[0]}"}))
             continue
-        if not isinstance(doc, dict) or "architecture" not in doc:
+        if not isinstance(doc, dict) or not ({"architecture", "arch"} & set(doc)):
             continue
-        tl_text = yaml.safe_dump({"architecture": doc["architecture"]}, sort_keys=False)
-        tp_doc: dict[str, Any] = {"architecture": doc["architecture"]}
+        key = "architecture" if "architecture" in doc else "arch"  # v0.2 / v0.3 tree, or the legacy form
+        tl_text = yaml.safe_dump({key: doc[key]}, sort_keys=False)
+        tp_doc: dict[str, Any] = {key: doc[key]}
         for key in ("architecture_constraints", "mapspace_constraints", "mapspace"):
             if key in doc:
                 tp_doc[key] = doc[key]
@@ -266,7 +267,10 @@ def timeloop_accepts_arch(tl: Timeloop, arch_text: str) -> str | None:
     tensor kept only at the outermost level), else its error."""
     try:
         hw_doc = yaml.safe_load(arch_text)
-        names = _tree_storage_names(hw_doc["architecture"])
+        if "arch" in hw_doc:  # the legacy form: storage listed innermost first
+            names = [str(st["name"]).split("[")[0] for st in hw_doc["arch"]["storage"]]
+        else:
+            names = _tree_storage_names(hw_doc["architecture"])
     except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
         return f"unreadable: {exc}"
     if not names:
