@@ -465,6 +465,7 @@ def generate(args: argparse.Namespace, examples: list[dict[str, Any]]
             continue
         export = dump_yaml(to_timeloop_arch(hw, hint=True))
         rel = f"archs/{name}.yaml"
+        record["arch"] = rel  # (the table finds the file's cases by it)
         assert ex_data is not None
         (ex_data / rel).write_text(f"# Tileplan's re-export of {label}\n" + export)
         for k in range(args.example_layers):

@@ -405,7 +405,9 @@ def _sprinkle(comp: dict[str, Any], rng: random.Random, top: bool) -> None:
     storage = _is_storage(comp)
     if not storage:
         if rng.random() < 0.08:
-            a["energy"] = rng.choice([0.5, 1, 2.2])  # pJ per MAC instead of the table's
+            # pJ per MAC instead of the table's; whole numbers: timeloop-model @019f107 fails on any other ("bad
+            # conversion"; Tileplan refuses those files too, tests/hardware/test_timeloop.py)
+            a["energy"] = rng.choice([1, 2, 3])
         return
     if rng.random() < 0.25:
         a[rng.choice(["n_banks", "num-banks"])] = rng.choice([1, 2, 4, 8, 16])

@@ -549,6 +549,13 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
         inner = (n_inst, x, st.name)
     pe: dict[str, Any] = {"input_dtype": _dtype(op_bits, ("arithmetic", "word-bits")),
                           "weight_dtype": _dtype(op_bits, ("arithmetic", "word-bits"))}
+    for key in ("energy", "area"):
+        # timeloop-model (@019f107) reads these as whole numbers first and fails ("bad conversion") on any other
+        v = _attr(arith, key)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool)) and not re.fullmatch(
+                r"\s*[+-]?\d+\s*", str(v)):
+            raise InputError(("arithmetic", key), f"{v!r}: timeloop-model reads the arithmetic's {key} as a whole "
+                             "number and fails on any other ('bad conversion'); state a whole number")
     mac_energy = _attr(arith, "energy")
     if mac_energy is not None:  # pJ per MAC, instead of Timeloop's table
         pe["mac_energy_pj"] = _number(mac_energy, ("arithmetic", "energy"), positive=False)
@@ -692,7 +699,9 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
     if hw.pe_array.mesh_x is not None:
         macc["attributes"]["meshX"] = hw.pe_array.mesh_x
     if hw.pe_array.mac_energy_pj is not None:
-        macc["attributes"]["energy"] = hw.pe_array.mac_energy_pj
+        # (a whole number: timeloop-model reads no other here; a fractional one it refuses, as the importer does)
+        e = hw.pe_array.mac_energy_pj
+        macc["attributes"]["energy"] = int(e) if float(e).is_integer() else e
     root: dict[str, Any] = {"name": "System", "local": [], "subtree": []}
     node = root
     current = 1
