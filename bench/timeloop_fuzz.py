@@ -377,9 +377,9 @@ def examples_table(examples: list[dict[str, Any]], rows: list[dict[str, Any]]) -
         by_arch[r["case"]["arch"]].append(r)
     agree = sum((e.get("refused") is not None) == (e.get("timeloop_error") is not None) for e in examples)
     lines = ["", "## Timeloop's own example architectures", "",
-             f"Every distinct architecture file (v0.2 / v0.3 tree) in the histories of NVlabs/timeloop and "
-             f"Accelergy-Project/timeloop-accelergy-exercises, with its design's constraint files: {len(examples)} "
-             f"files; Tileplan imports a file exactly when timeloop-model runs a 1x1 layer on it on {agree}. Their cases "
+             f"Every distinct architecture file (v0.2 / v0.3 tree, or the legacy form) of the `--examples` sources in "
+             f"the command above (a repository's whole history, or a folder of files), with its design's constraint "
+             f"files: {len(examples)} files; Tileplan imports a file exactly when timeloop-model runs a 1x1 layer on it on {agree}. Their cases "
              "record Tileplan's re-export of the file (the upstream file is not committed); timeloop-model ran on the "
              "original, and scored every case the same on the re-export unless noted.", "",
              "| file (repository/path@commit) | timeloop-model | Tileplan | cases | cycles within 1% |",
