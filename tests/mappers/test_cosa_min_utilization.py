@@ -54,3 +54,19 @@ def test_a_layer_too_small_for_the_min_utilization_is_refused_with_the_reason():
         make_plan(layer, _hw(0.6), ScheduleOptions(mapper="cosa", baseline=False, time_limit_s=30, model="timeloop",
                                                    objective=LATENCY))
     assert "GLB to its minimum utilization" in str(err.value)
+
+
+def test_cosa_grows_the_trivial_mapping_when_its_answers_stall():
+    """The seed-2 fuzz's fuzz2_023 (min-utilization at its PE buffer and a shared one) and a 3x5 conv: every MIP answer's
+    growth stalled and cosa refused the layer, where a 3-second timeloop-mapper search found 2,520 cycles; growing
+    the trivial mapping (every loop at the backing store) finds a legal one."""
+    from tests.conftest import BENCH_DATA
+
+    hw = load_descriptor((BENCH_DATA / "timeloop_fuzz_seed2/archs/fuzz2_023.yaml").read_text(), name="fuzz2_023")
+    layer = parse_layer({"batch": 1, "dilation": [1, 1], "in_channels": 1, "in_h": 3, "in_w": 27, "kernel": [3, 5],
+                         "name": "L2", "op": "conv2d", "out_channels": 12, "padding": [1, 2], "stride": [1, 2]})
+    plan = make_plan(layer, hw, ScheduleOptions(mapper="cosa", baseline=False, time_limit_s=60, model="timeloop",
+                                                objective=LATENCY))
+    problem = Problem.from_layer(layer)
+    assert check(problem, hw, plan.mapping) == []
+    assert timeloop_violations(problem, hw.resolve(plan.mapping.dataflow), plan.mapping) == []

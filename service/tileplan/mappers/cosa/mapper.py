@@ -158,6 +158,13 @@ class CosaMapper:
                 session = Session(build_model(build_spec(problem, arch, allow_padding=False), Weights(wl, we, wm)))
                 if session.solve(left / 2).objective is not None:
                     _consider_solution(session, arch, consider)
+        if best is None and underfilled:
+            # every answer left a level below its min-utilization and none grew legal from there: grow the trivial
+            # mapping instead (every loop at the backing store; the seed-2 fuzz's fuzz2_023 L2, where timeloop-mapper
+            # found 2,520 cycles and the answers' growth stalled)
+            for df in dataflows:
+                arch = hw.resolve(df)
+                consider(arch, trivial_mapping(problem, arch))
         best_mip = best[1] if best is not None else None  # the best of the MIP's answers (the seeds come next)
         seeds = _heuristic_seeds(problem, hw, options)
         for seed in seeds:
