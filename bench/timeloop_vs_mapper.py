@@ -250,7 +250,8 @@ def main() -> int:
         f"--reuse-mapper --cosa-time {args.cosa_time:g} (cosa re-planned; mapper searches as recorded)" \
         if args.reuse_mapper else (
         f"--timeloop-bin DIR --seconds {' '.join(f'{s:g}' for s in args.seconds)} --seconds-sample "
-        f"{args.seconds_sample} --cosa-time {args.cosa_time:g}" + (f" --pairs {args.pairs}" if args.pairs else ""))
+        f"{args.seconds_sample} --cosa-time {args.cosa_time:g}" + (f" --pairs {args.pairs}" if args.pairs else "")
+        + (" --missing (mapper searches as recorded where a pair had them; cosa re-planned)" if args.missing else ""))
     header = ["# cosa against timeloop-mapper on the fuzzed architectures, both judged by timeloop-model", "",
               f"`python bench/timeloop_vs_mapper.py {command}` on {platform.machine()} ({os.cpu_count()} cores, shared "
               f"with other jobs; load average {load_start} at the start, "

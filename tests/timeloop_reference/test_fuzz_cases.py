@@ -1,6 +1,7 @@
 """Tileplan against timeloop-model's recorded verdicts on the differential fuzzer's cases (bench/data/timeloop_fuzz:
-random v0.3 architectures, random layers, cosa's / random / wild maps, seed 1; bench/data/timeloop_fuzz_seed2: seed 2
-with `--extended`, architectures written with what Timeloop files in the wild use and the seed-1 generator did not;
+random v0.3 architectures, random layers, cosa's / random / wild maps, seed 1; bench/data/timeloop_fuzz_seed2 and _seed3:
+seeds 2 and 3 with `--extended`, architectures written with what Timeloop files in the wild use and the seed-1
+generator did not;
 bench/timeloop_fuzz.py made them with a build of NVlabs/timeloop@019f107 and re-judges them with --rejudge)."""
 
 from collections import Counter
@@ -13,7 +14,7 @@ from tileplan.interop.timeloop_reference import Judged, access_mismatches, judge
 # folder: (at least this many cases, architectures, Timeloop rejections); every set must agree on every verdict and
 # on cycles within 1% and energy within 5% for every accepted case (the issue asks for 99% and 95%), as measured
 # (bench/results/timeloop_fuzz.md, timeloop_fuzz_seed2.md)
-SETS = {"timeloop_fuzz": (1000, 50, 100), "timeloop_fuzz_seed2": (250, 20, 25)}
+SETS = {"timeloop_fuzz": (1000, 50, 100), "timeloop_fuzz_seed2": (250, 20, 25), "timeloop_fuzz_seed3": (250, 15, 40)}
 CYCLES_WITHIN_1PCT = 1.0
 ENERGY_WITHIN_5PCT = 1.0
 
@@ -58,4 +59,6 @@ def test_per_level_counts_are_timeloops(judged):
     """Reads, fills and updates per instance, utilized instances and tile words at every level, per tensor."""
     _, judged = judged
     acc = [exact for j, exact in judged if j.case["timeloop"]["accepted"]]
-    assert sum(acc) / len(acc) >= 0.995  # seed 1: 1,374 of 1,380: a few link words and fills off by fractions
+    # seed 1: 1,374 of 1,380: a few link words and fills off by fractions; seed 3: 242 of 243 (fuzz3_000/L0/random2:
+    # a one-word input register's reads and fills, and the buffer above's reads, differ; cycles and energy agree)
+    assert sum(acc) / len(acc) >= 0.995
