@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench/data/timeloop_reference/tools"))
 
 import tlstats  # noqa: E402
-from timeloop_fuzz_gen import random_arch, random_layer, wild_factors  # noqa: E402
+from timeloop_fuzz_gen import extend_arch, random_arch, random_layer, wild_factors  # noqa: E402
 
 from tileplan.errors import InputError, MappingInfeasible  # noqa: E402
 from tileplan.hardware.catalog import load_descriptor  # noqa: E402
@@ -241,10 +241,11 @@ def example_files(dirs: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
         except yaml.YAMLError as exc:
             out.append((label, "", {"error": f"not YAML: {str(exc).splitlines()[0]}"}))
             continue
-        if not isinstance(doc, dict) or "architecture" not in doc:
+        if not isinstance(doc, dict) or not ({"architecture", "arch"} & set(doc)):
             continue
-        tl_text = yaml.safe_dump({"architecture": doc["architecture"]}, sort_keys=False)
-        tp_doc: dict[str, Any] = {"architecture": doc["architecture"]}
+        key = "architecture" if "architecture" in doc else "arch"  # v0.2 / v0.3 tree, or the legacy form
+        tl_text = yaml.safe_dump({key: doc[key]}, sort_keys=False)
+        tp_doc: dict[str, Any] = {key: doc[key]}
         for key in ("architecture_constraints", "mapspace_constraints", "mapspace"):
             if key in doc:
                 tp_doc[key] = doc[key]
@@ -266,7 +267,10 @@ def timeloop_accepts_arch(tl: Timeloop, arch_text: str) -> str | None:
     tensor kept only at the outermost level), else its error."""
     try:
         hw_doc = yaml.safe_load(arch_text)
-        names = _tree_storage_names(hw_doc["architecture"])
+        if "arch" in hw_doc:  # the legacy form: storage listed innermost first
+            names = [str(st["name"]).split("[")[0] for st in hw_doc["arch"]["storage"]]
+        else:
+            names = _tree_storage_names(hw_doc["architecture"])
     except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
         return f"unreadable: {exc}"
     if not names:
@@ -373,9 +377,9 @@ def examples_table(examples: list[dict[str, Any]], rows: list[dict[str, Any]]) -
         by_arch[r["case"]["arch"]].append(r)
     agree = sum((e.get("refused") is not None) == (e.get("timeloop_error") is not None) for e in examples)
     lines = ["", "## Timeloop's own example architectures", "",
-             f"Every distinct architecture file (v0.2 / v0.3 tree) in the histories of NVlabs/timeloop and "
-             f"Accelergy-Project/timeloop-accelergy-exercises, with its design's constraint files: {len(examples)} "
-             f"files; Tileplan imports a file exactly when timeloop-model runs a 1x1 layer on it on {agree}. Their cases "
+             f"Every distinct architecture file (v0.2 / v0.3 tree, or the legacy form) of the `--examples` sources in "
+             f"the command above (a repository's whole history, or a folder of files), with its design's constraint "
+             f"files: {len(examples)} files; Tileplan imports a file exactly when timeloop-model runs a 1x1 layer on it on {agree}. Their cases "
              "record Tileplan's re-export of the file (the upstream file is not committed); timeloop-model ran on the "
              "original, and scored every case the same on the re-export unless noted.", "",
              "| file (repository/path@commit) | timeloop-model | Tileplan | cases | cycles within 1% |",
@@ -425,6 +429,8 @@ def generate(args: argparse.Namespace, examples: list[dict[str, Any]]
         (ex_data / "archs").mkdir(parents=True, exist_ok=True)
     for a in range(args.archs):
         name, doc = random_arch(rng, f"fuzz{args.seed}_{a:03d}")
+        if args.extended:  # its own stream: the base architectures and everything after them are the seed's
+            doc = extend_arch(doc, random.Random(f"extended-{args.seed}-{a}"))
         text = dump_yaml(doc)
         try:
             hw = load_descriptor(text, name=name)
@@ -459,6 +465,7 @@ def generate(args: argparse.Namespace, examples: list[dict[str, Any]]
             continue
         export = dump_yaml(to_timeloop_arch(hw, hint=True))
         rel = f"archs/{name}.yaml"
+        record["arch"] = rel  # (the table finds the file's cases by it)
         assert ex_data is not None
         (ex_data / rel).write_text(f"# Tileplan's re-export of {label}\n" + export)
         for k in range(args.example_layers):
@@ -480,6 +487,10 @@ def main() -> int:
     ap.add_argument("--rejudge", action="store_true", help="judge the recorded cases only (no Timeloop)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--archs", type=int, default=60)
+    ap.add_argument("--extended", action="store_true", help=(
+        "also write what Timeloop files in the wild use and the base generator does not (timeloop_fuzz_gen."
+        "extend_arch: per-datatype sibling buffers, stated instances, flat trees, the legacy v0.2 form, "
+        "multiple-buffering, min-utilization, bank / port counts, technology strings, other spellings)"))
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--example-layers", type=int, default=3)
     ap.add_argument("--random-maps", type=int, default=2)
@@ -489,6 +500,7 @@ def main() -> int:
     ap.add_argument("--data", default=str(DATA), help="where the cases are recorded (and read by --rejudge)")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    load_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
     examples: list[dict[str, Any]] = []
     data = Path(args.data)
     ex_data = Path(args.examples_data) if args.examples_data else None
@@ -517,6 +529,7 @@ def main() -> int:
     rows = judge_all(data, cases) + (judge_all(ex_data, ex_cases) if ex_data is not None else [])
     command = "--rejudge" if args.rejudge else (
         f"--timeloop-bin DIR --seed {args.seed} --archs {args.archs} --layers {args.layers} "
+        f"{'--extended ' if args.extended else ''}"
         f"--example-layers {args.example_layers}" + (" --examples " + " ".join(
             Path(e.rstrip("/")).parent.name if Path(e.rstrip("/")).name == "repo" else Path(e).name
             for e in args.examples) if args.examples else ""))
@@ -524,7 +537,8 @@ def main() -> int:
         "# Tileplan against real timeloop-model: differential fuzzing",
         "",
         f"`python bench/timeloop_fuzz.py {command}` on "
-        f"{platform.machine()} ({os.cpu_count()} cores, shared), {time.strftime('%Y-%m-%d')}; timeloop-model "
+        f"{platform.machine()} ({os.cpu_count()} cores, shared; load average {load_start} at the start, "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end), {time.strftime('%Y-%m-%d')}; timeloop-model "
         f"NVlabs/timeloop@{UPSTREAM_COMMIT} without Accelergy (built-in energy tables); data "
         f"`{Path(args.data).resolve().relative_to(REPO) if Path(args.data).resolve().is_relative_to(REPO) else args.data}`"
         f" (seed {args.seed}); {time.perf_counter() - t0:.0f} s.",

@@ -315,3 +315,191 @@ def _primes(n: int) -> list[int]:
     if n > 1:
         out.append(n)
     return out
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Features of Timeloop files in the wild that `random_arch` does not write (seed 2 on, `--extended`)
+
+_SIZE_KEYS = ("entries", "depth", "memory_depth", "data_storage_depth", "sizeKB")
+_STORAGE_WORDS = ("DRAM", "SRAM", "regfile", "smartbuffer", "storage")
+
+
+def _is_storage(comp: dict[str, Any]) -> bool:
+    return any(k in str(comp.get("class", "")) for k in _STORAGE_WORDS)
+
+
+def _entries_of(attrs: dict[str, Any]) -> int | None:
+    """Words per instance as timeloop-model reads the generated attributes (entries, depth x block, sizeKB)."""
+    wb = attrs.get("word-bits", attrs.get("datawidth", attrs.get("word_width", 16)))
+    if "entries" in attrs:
+        return int(attrs["entries"])
+    depth = next((attrs[k] for k in ("depth", "memory_depth", "data_storage_depth") if k in attrs), None)
+    if depth is not None:
+        block = attrs.get("block-size")
+        if block is None and any(k in attrs for k in ("width", "memory_width", "data_storage_width")):
+            width = next(attrs[k] for k in ("width", "memory_width", "data_storage_width") if k in attrs)
+            block = width // (wb * attrs.get("cluster-size", 1))
+        return int(depth) * int(block or 1)
+    if "sizeKB" in attrs:
+        return int(attrs["sizeKB"]) * 1024 * 8 // int(wb)
+    return None
+
+
+def _walk(node: dict[str, Any], mult: int, out: list[tuple[dict[str, Any], int, list[Any], int]]) -> None:
+    """(component, its instances, the local list holding it, its index there), outer to inner."""
+    for sub in node.get("subtree") or []:
+        m = mult * _count(sub["name"])
+        for j, comp in enumerate(sub.get("local") or []):
+            out.append((comp, m * _count(comp["name"]), sub["local"], j))
+        _walk(sub, m, out)
+
+
+def _count(name: str) -> int:
+    if "[" not in name:
+        return 1
+    lo, hi = name[name.index("[") + 1:name.index("]")].split("..")
+    return int(hi) - int(lo) + 1
+
+
+def _base(name: str) -> str:
+    return name.split("[")[0]
+
+
+def _split_per_datatype(doc: dict[str, Any], rng: random.Random) -> None:
+    """One on-chip buffer that keeps several tensors becomes sibling buffers, one per tensor (Eyeriss' weight /
+    ifmap / psum spads, Simba's per-datatype PE buffers): same instances, each its own size, listed outer to inner in
+    the same `local`."""
+    comps: list[tuple[dict[str, Any], int, list[Any], int]] = []
+    _walk(doc["architecture"], 1, comps)
+    targets = doc["architecture_constraints"]["targets"]
+    keep_of = {t["target"]: t["keep"] for t in targets}
+    cands = [c for c in comps if _is_storage(c[0]) and len(keep_of.get(_base(c[0]["name"]), [])) >= 2
+             and "DRAM" not in str(c[0].get("class")) and _entries_of(c[0]["attributes"])]
+    if not cands:
+        return
+    comp, _, local, j = rng.choice(cands)
+    base, suffix = _base(comp["name"]), comp["name"][len(_base(comp["name"])):]
+    entries = _entries_of(comp["attributes"]) or 1
+    siblings = []
+    tensors = list(keep_of[base])
+    rng.shuffle(tensors)
+    for t in tensors:
+        attrs = {k: v for k, v in comp["attributes"].items() if k not in _SIZE_KEYS}
+        attrs["entries"] = max(1, entries // rng.choice([1, 2, 4]))
+        if attrs.get("block-size", 1) > attrs["entries"]:
+            attrs.pop("block-size")
+        for k in ("width", "memory_width", "data_storage_width"):  # a width that no longer matches is dropped
+            attrs.pop(k, None)
+        siblings.append({"name": f"{base}_{t[0].lower()}{suffix}", "class": comp["class"], "attributes": attrs})
+    local[j:j + 1] = siblings
+    k = next(i for i, t in enumerate(targets) if t["target"] == base)
+    typ = targets[k]["type"]
+    targets[k:k + 1] = [{"target": _base(s["name"]), "type": typ, "keep": [t],
+                         "bypass": [x for x in TL_NAMES.values() if x != t]} for s, t in zip(siblings, tensors)]
+
+
+def _sprinkle(comp: dict[str, Any], rng: random.Random, top: bool) -> None:
+    """Attributes timeloop-model reads (or passes over) that change nothing the generator wrote before: bank and port
+    counts, technology strings, DRAM types, multiple-buffering, min-utilization, spellings, network types, energies."""
+    a = comp["attributes"]
+    storage = _is_storage(comp)
+    if not storage:
+        if rng.random() < 0.08:
+            # pJ per MAC instead of the table's; whole numbers: timeloop-model @019f107 fails on any other ("bad
+            # conversion"; Tileplan refuses those files too, tests/hardware/test_timeloop.py)
+            a["energy"] = rng.choice([1, 2, 3])
+        return
+    if rng.random() < 0.25:
+        a[rng.choice(["n_banks", "num-banks"])] = rng.choice([1, 2, 4, 8, 16])
+    if rng.random() < 0.12:
+        a[rng.choice(["n_ports", "num-ports"])] = rng.choice([1, 2])
+    if top:
+        if "DRAM" in str(comp.get("class")) and rng.random() < 0.5:
+            a["type"] = rng.choice(["LPDDR4", "DDR4", "HBM2", "GDDR5"])  # Accelergy's; timeloop-model ignores it
+        return
+    if "technology" not in a and rng.random() < 0.2:
+        a["technology"] = rng.choice(["45nm", "40nm", "16nm", "SRAM"])  # only "DRAM" means anything to Timeloop
+    entries = _entries_of(a)
+    if entries and entries >= 2 and rng.random() < 0.18:
+        a["multiple-buffering"] = rng.choice([2, 2, 1.5, 3])
+    if entries and entries >= 4 and rng.random() < 0.08:
+        a["min-utilization"] = rng.choice([0.05, 0.1, 0.25])
+    if rng.random() < 0.1:
+        a["network-type"] = rng.choice(["1:1", "1:N"])
+    if rng.random() < 0.05:
+        a["vector-access-energy"] = rng.choice([0.3, 1.5, 4.0])
+    # other spellings timeloop-model reads
+    if "word-bits" in a and rng.random() < 0.1:
+        a["word_width"] = a.pop("word-bits")
+    if "block-size" in a and rng.random() < 0.15:
+        a[rng.choice(["block_size", "n_words"])] = a.pop("block-size")
+    if "depth" in a and rng.random() < 0.15:
+        a["data_storage_depth"] = a.pop("depth")
+        if "width" in a:
+            a["data_storage_width"] = a.pop("width")
+    # a one-word register stated as depth 1 x width, as register files often are
+    if a.get("entries") == 1 and rng.random() < 0.4 and not {"block-size", "cluster-size"} & set(a):
+        a.pop("entries")
+        a["depth"] = 1
+        a["width"] = a.get("word-bits", a.get("datawidth", a.get("word_width", 16)))
+
+
+def _state_instances(doc: dict[str, Any], flatten: bool) -> None:
+    """Every component states its `instances` (and the compute its meshX); with `flatten`, the tree becomes one
+    subtree of components whose counts come from the attribute alone (as files converted from the legacy form)."""
+    comps: list[tuple[dict[str, Any], int, list[Any], int]] = []
+    _walk(doc["architecture"], 1, comps)
+    for comp, n, _, _ in comps:
+        comp["attributes"]["instances"] = n
+        if flatten:
+            comp["name"] = _base(comp["name"])
+    if flatten:
+        system = doc["architecture"]["subtree"][0]
+        system["local"] = [c for c, _, _, _ in comps]
+        system.pop("subtree", None)
+        chip = {"name": "chip", "local": system["local"][1:]}
+        system["local"] = system["local"][:1]
+        system["subtree"] = [chip]
+
+
+def _to_legacy(doc: dict[str, Any]) -> dict[str, Any]:
+    """The legacy v0.2 form (`arch: {storage: [innermost first], arithmetic}`), attributes inline, instances stated,
+    the backing store's DRAM technology stated (there is no class), the keep-sets as `mapspace: {constraints}`."""
+    comps: list[tuple[dict[str, Any], int, list[Any], int]] = []
+    _walk(doc["architecture"], 1, comps)
+    storage, arith = [], None
+    for comp, n, _, _ in comps:
+        entry = {"name": _base(comp["name"]), **comp["attributes"], "instances": n}
+        if _is_storage(comp):
+            if "DRAM" in str(comp.get("class")):
+                entry["technology"] = "DRAM"
+            storage.append(entry)
+        else:
+            arith = entry
+    return {"arch": {"arithmetic": arith, "storage": list(reversed(storage))},
+            "mapspace": {"constraints": doc["architecture_constraints"]["targets"]}}
+
+
+def extend_arch(doc: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """`random_arch`'s document with features of Timeloop files in the wild it does not write itself."""
+    doc = {k: v for k, v in doc.items()}
+    if rng.random() < 0.35:
+        _split_per_datatype(doc, rng)
+    comps: list[tuple[dict[str, Any], int, list[Any], int]] = []
+    _walk(doc["architecture"], 1, comps)
+    storages = [c for c, _, _, _ in comps if _is_storage(c)]
+    for comp, _, _, _ in comps:
+        _sprinkle(comp, rng, top=comp is storages[0])
+    form = rng.random()
+    if form < 0.15:
+        return _to_legacy(doc)
+    if form < 0.3:
+        _state_instances(doc, flatten=True)
+    elif form < 0.45:
+        _state_instances(doc, flatten=False)
+    where = rng.random()
+    if where < 0.15:
+        doc["mapspace_constraints"] = doc.pop("architecture_constraints")
+    elif where < 0.3:
+        doc["architecture_constraints"] = doc["architecture_constraints"]["targets"]
+    return doc

@@ -200,6 +200,7 @@ def main() -> int:
     record = Path(args.record) if args.record else data
     record.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    load_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
     rows: list[dict[str, Any]]
     if args.merge_shards:
         rows = merge_shards(data, record, args.merge_shards)
@@ -249,10 +250,12 @@ def main() -> int:
         f"--reuse-mapper --cosa-time {args.cosa_time:g} (cosa re-planned; mapper searches as recorded)" \
         if args.reuse_mapper else (
         f"--timeloop-bin DIR --seconds {' '.join(f'{s:g}' for s in args.seconds)} --seconds-sample "
-        f"{args.seconds_sample} --cosa-time {args.cosa_time:g}" + (f" --pairs {args.pairs}" if args.pairs else ""))
+        f"{args.seconds_sample} --cosa-time {args.cosa_time:g}" + (f" --pairs {args.pairs}" if args.pairs else "")
+        + (" --missing (mapper searches as recorded where a pair had them; cosa re-planned)" if args.missing else ""))
     header = ["# cosa against timeloop-mapper on the fuzzed architectures, both judged by timeloop-model", "",
               f"`python bench/timeloop_vs_mapper.py {command}` on {platform.machine()} ({os.cpu_count()} cores, shared "
-              f"with other jobs), {time.strftime('%Y-%m-%d')}, {time.perf_counter() - t0:.0f} s; NVlabs/timeloop@019f107. "
+              f"with other jobs; load average {load_start} at the start, "
+              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end), {time.strftime('%Y-%m-%d')}, {time.perf_counter() - t0:.0f} s; NVlabs/timeloop@019f107. "
               "cosa: latency objective, its cycles are timeloop-model's on cosa's exported map (on the padded problem "
               "where the plan pads). timeloop-mapper: random-pruned, one thread, metrics [delay, energy] "
               "(bench/data/timeloop_reference/tools/mapper.yaml), stopped by SIGINT after the budget; its cycles are "

@@ -6,6 +6,8 @@ means the mapping is legal.
 
 from __future__ import annotations
 
+import math
+
 from tileplan.dims import DIMS, TENSORS
 from tileplan.execution import library_levels
 from tileplan.hardware import Architecture, HardwareDescriptor
@@ -94,6 +96,7 @@ def check_arch(problem: Problem, arch: Architecture, mapping: Mapping) -> list[s
     db: dict[int, frozenset[str]] = {i: frozenset(mapping.double_buffered.get(lv.name, [])) for i, lv in enumerate(arch.levels)}
     for i in range(len(arch.levels)):
         out += level_violations(problem, arch, i, tiles[i], db[i])
+    out += utilization_violations(problem, arch, tiles)
     out += call_violations(problem, arch, tiles, db)
     return out
 
@@ -147,3 +150,28 @@ def call_violations(
             f"capacity {format_size(room)}"
         ]
     return []
+
+
+MIN_UTILIZATION = "less than its minimum utilization"
+
+
+def utilization_deficits(problem: Problem, arch: Architecture, tiles: list[dict[str, int]]
+                         ) -> dict[int, tuple[float, float]]:
+    """Per level whose kept tiles fill less than its min-utilization share of its usable words (Timeloop's; timeloop-
+    model refuses such a map): (words filled, words needed)."""
+    problem = problem.for_hardware(arch.hardware.input_tiles)
+    out: dict[int, tuple[float, float]] = {}
+    for i, lv in enumerate(arch.levels):
+        if not lv.min_utilization or lv.capacity is None:
+            continue
+        words = sum(problem.tile_elements(t, tiles[i]) * arch.element_bytes(t, lv) for t in TENSORS
+                    if t in lv.keeps) / lv.word_bytes
+        need = math.floor(lv.capacity / lv.word_bytes + 1e-9) * lv.min_utilization
+        if words < need - 1e-9:
+            out[i] = (words, need)
+    return out
+
+
+def utilization_violations(problem: Problem, arch: Architecture, tiles: list[dict[str, int]]) -> list[str]:
+    return [f"{arch.levels[i].name}: its tiles fill {words:g} words, {MIN_UTILIZATION} ({need:g})"
+            for i, (words, need) in utilization_deficits(problem, arch, tiles).items()]

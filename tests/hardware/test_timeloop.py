@@ -196,11 +196,11 @@ def test_stated_energies_replace_timeloops_table(examples):
     """A file's `vector-access-energy` (pJ per block access) and arithmetic `energy` (pJ per MAC) are what Timeloop
     charges instead of its table: the descriptor keeps them, per byte and per MAC."""
     doc = yaml.safe_load((examples / EXAMPLES / "simba_arch_legacy.yaml").read_text())
-    doc["arch"]["arithmetic"]["energy"] = 0.5
+    doc["arch"]["arithmetic"]["energy"] = 3  # (a whole number: timeloop-model reads no other, see below)
     gb = next(s for s in doc["arch"]["storage"] if s["name"] == "GlobalBuffer")
     gb["vector-access-energy"] = 16.0  # 8-word blocks of 8-bit words: 2 pJ per byte
     hw = load_descriptor(yaml.safe_dump(doc), name="simba-stated")
-    assert hw.pe_array.mac_energy_pj == 0.5
+    assert hw.pe_array.mac_energy_pj == 3
     level = next(lv for lv in hw.memory_levels if lv.name == "GlobalBuffer")
     assert (level.energy.read_pj_per_byte, level.energy.write_pj_per_byte) == (2.0, 2.0)
 
@@ -304,10 +304,10 @@ def test_export_keeps_the_files_own_energies_and_backing_store():
         "subtree": [{"name": "PE", "local": [
             {"name": "Buffer", "class": "SRAM", "attributes": {"entries": 64, "word-bits": 8, "block-size": 2,
                                                                "vector-access-energy": 1}},
-            {"name": "MACC", "class": "intmac", "attributes": {"word-bits": 8, "energy": 0.5}}]}]}]}}
+            {"name": "MACC", "class": "intmac", "attributes": {"word-bits": 8, "energy": 2}}]}]}]}}
     hw = load_descriptor(doc, name="vae")
     back = load_descriptor(yaml.safe_load(dump_yaml(to_timeloop_arch(hw, hint=False))), name="vae")
-    assert back.memory_levels == hw.memory_levels and back.pe_array.mac_energy_pj == 0.5
+    assert back.memory_levels == hw.memory_levels and back.pe_array.mac_energy_pj == 2
     assert hw.memory_levels[1].source_entries == 65536 and hw.memory_levels[1].technology == "SRAM"
 
 
@@ -330,3 +330,125 @@ def test_a_level_of_no_entries_that_keeps_nothing_is_imported():
     with pytest.raises(InputError) as err:
         load_descriptor(doc(["Weights"]), name="dummy")
     assert "holds no word but keeps ['I', 'O']" in err.value.msg
+
+
+def _buffered(glb_attrs):
+    return {"architecture": {"version": 0.3, "subtree": [{"name": "sys", "local": [
+        {"name": "DRAM", "class": "DRAM", "attributes": {"word-bits": 8, "type": "LPDDR4"}},
+        {"name": "GLB", "class": "SRAM", "attributes": {"entries": 1000, "word-bits": 8, **glb_attrs}}],
+        "subtree": [{"name": "PE[0..3]", "local": [
+            {"name": "Reg", "class": "regfile", "attributes": {"depth": 1, "width": 8, "word-bits": 8}},
+            {"name": "MAC", "class": "intmac", "attributes": {"datawidth": 8}}]}]}]},
+            "architecture_constraints": {"targets": [{"target": "Reg", "type": "bypass", "keep": ["Weights"],
+                                                      "bypass": ["Inputs", "Outputs"]}]}}
+
+
+def test_multiple_buffering_and_min_utilization_are_timeloops():
+    """`multiple-buffering: 3` leaves a tile floor(1000 / 3) = 333 of GLB's 1000 words (timeloop-model's effective
+    size), while the access energy stays the 1000-word array's; `min-utilization` refuses maps whose kept tiles fill
+    less than that share of the usable words; bank and port counts, technology strings and DRAM types change nothing
+    (Timeloop's table ignores them), 3 ports is refused (timeloop-model asserts 1 or 2)."""
+    from tileplan.cost.timeloop import timeloop_violations
+    from tileplan.cost.timeloop_energy import block_access_pj
+    from tileplan.mapping import LevelMapping, Mapping
+    from tileplan.problem import Problem
+
+    plain = load_descriptor(_buffered({}), name="b")
+    hw = load_descriptor(_buffered({"multiple-buffering": 3, "min-utilization": 0.1, "n_banks": 8, "num-ports": 1,
+                                    "technology": "45nm"}), name="b")
+    glb = hw.memory_levels[1]
+    assert glb.capacity == 1000 and glb.multiple_buffering == 3 and glb.min_utilization == 0.1
+    arch = hw.resolve()
+    assert arch.levels[1].capacity == 333 and plain.resolve().levels[1].capacity == 1000
+    assert block_access_pj(arch.levels[1]) == block_access_pj(plain.resolve().levels[1])
+
+    problem = Problem(dims={"N": 1, "G": 1, "K": 4, "C": 16, "P": 8, "Q": 1, "R": 1, "S": 1}, stride=(1, 1),
+                      dilation=(1, 1))
+
+    def mapping(glb_c, glb_p):
+        return Mapping(levels=[
+            LevelMapping(name="Reg", temporal=[], spatial=[]),
+            LevelMapping(name="GLB", temporal=[("C", glb_c), ("P", glb_p)], spatial=[("K", 4)]),
+            LevelMapping(name="DRAM", temporal=[("C", 16 // glb_c), ("P", 8 // glb_p)], spatial=[])],
+            dataflow=arch.dataflow)
+
+    # C16 P8 at GLB: W 64 + I 128 + O 32 = 224 words (fits the 333)
+    assert timeloop_violations(problem, arch, mapping(16, 8)) == []
+    # C1 P1: 4 + 1 + 4 = 9 words, less than 10% of 333: refused
+    bad = timeloop_violations(problem, arch, mapping(1, 1))
+    assert len(bad) == 1 and "minimum utilization" in bad[0]
+    assert timeloop_violations(problem, plain.resolve(), mapping(1, 1)) == []
+    # C16 P16: 64 + 256 + 64 = 384 words fit 1000 but not 333
+    big = Problem(dims={**problem.dims, "P": 16}, stride=(1, 1), dilation=(1, 1))
+    over = timeloop_violations(big, arch, Mapping(levels=[
+        LevelMapping(name="Reg", temporal=[], spatial=[]),
+        LevelMapping(name="GLB", temporal=[("C", 16), ("P", 16)], spatial=[("K", 4)]),
+        LevelMapping(name="DRAM", temporal=[], spatial=[])], dataflow=arch.dataflow))
+    assert len(over) == 1 and "384 exceeds buffer capacity 333" in over[0]
+    # the re-export says both, so timeloop-model scores it as it scores the file
+    back = load_descriptor(yaml.safe_load(dump_yaml(to_timeloop_arch(hw, hint=False))), name="b")
+    assert back.memory_levels[1].multiple_buffering == 3 and back.memory_levels[1].min_utilization == 0.1
+
+    for attrs, word in (({"n_ports": 3}, "1 or 2 ports"), ({"network-type": "M:N"}, "M:N"),
+                        ({"network-type": "2:2"}, "1:1, 1:N and M:N"), ({"multiple-buffering": 2000}, "no word")):
+        with pytest.raises(InputError) as err:
+            load_descriptor(_buffered(attrs), name="b")
+        assert word in err.value.msg
+    assert load_descriptor(_buffered({"network-type": "1:N"}), name="b").memory_levels == plain.memory_levels
+
+
+def test_constraints_named_by_a_string_are_read_as_timeloop_reads_them():
+    """Timeloop's own configs/mapper/eyeriss-256.yaml says `mapspace: {constraints_rowstationary: [...], constraints:
+    rowstationary}`: a string names the list `constraints_<name>` beside it (timeloop's Constraints::Parse), and any of
+    the three blocks may hold `constraints` or `targets`; it was refused ('must be a list of constraints')."""
+    arch = {"arithmetic": {"instances": 4, "word-bits": 8}, "storage": [
+        {"name": "PsumRegFile", "entries": 16, "instances": 4, "word-bits": 8},
+        {"name": "Pad", "entries": 64, "instances": 1, "word-bits": 8},
+        {"name": "DRAM", "technology": "DRAM", "instances": 1, "word-bits": 8}]}
+    named = [{"type": "datatype", "target": "Pad", "keep": ["Inputs"], "bypass": ["Weights", "Outputs"]},
+             {"type": "temporal", "target": "Pad", "factors": "N1", "permutation": "NKCPQRS"}]
+    for block in ({"mapspace": {"constraints_rs": named, "constraints": "rs"}},
+                  {"mapspace_constraints": {"constraints_rs": named, "constraints": "rs"}},
+                  {"architecture_constraints": {"constraints": named}},
+                  {"mapspace": {"targets": named}}):
+        hw = load_descriptor(yaml.safe_dump({"arch": arch, **block}), name="named")
+        assert [lv.keeps for lv in hw.memory_levels] == [["O"], ["I"], ["W", "I", "O"]], block
+    with pytest.raises(InputError) as err:
+        load_descriptor(yaml.safe_dump({"arch": arch, "mapspace": {"constraints": "ws"}}), name="named")
+    assert err.value.loc == ("mapspace", "constraints_ws") and "no list" in err.value.msg
+
+
+def test_a_level_of_no_entries_that_no_constraint_speaks_for_keeps_nothing():
+    """Timeloop's own configs/mapper/eyeriss-256-split-arg.yaml: a DummyBuffer of 0 entries and no constraint in the
+    file. timeloop-model runs every map that bypasses everything there and refuses every other, so that is what the
+    level keeps (it was refused: 'holds no word but keeps ['W', 'I', 'O']'); a name that suggests a keep-set does not
+    override it either."""
+    doc = {"arch": {"arithmetic": {"instances": 4, "word-bits": 16}, "storage": [
+        {"name": "Pad", "entries": 16, "instances": 4, "meshX": 4},
+        {"name": "DummyBuffer", "entries": 0, "instances": 4, "meshX": 4},
+        {"name": "Registers", "entries": 0, "instances": 1},
+        {"name": "GlobalBuffer", "sizeKB": 8, "instances": 1},
+        {"name": "DRAM", "technology": "DRAM", "instances": 1}]}}
+    hw = load_descriptor(yaml.safe_dump(doc), name="split")
+    assert [lv.keeps for lv in hw.memory_levels] == [["W", "I", "O"], [], [], ["I", "O"], ["W", "I", "O"]]
+
+
+@pytest.mark.parametrize("value", [2.2, 2.0, 0.5, "1.5"])
+def test_an_arithmetic_energy_or_area_timeloop_cannot_read_is_refused(value):
+    """timeloop-model (@019f107) reads the arithmetic's `energy` and `area` as whole numbers first and fails on any
+    other ('ERROR: bad conversion, at line N', even for 2.0): the seed-2 fuzz's fuzz2_016 (energy: 2.2) was imported
+    and its maps scored where Timeloop refused the file. A whole number is read; the export writes one."""
+    def doc(attrs):
+        return {"architecture": {"version": 0.3, "subtree": [{"name": "sys", "local": [
+            {"name": "DRAM", "class": "DRAM", "attributes": {"word-bits": 8}}],
+            "subtree": [{"name": "PE[0..3]", "local": [
+                {"name": "Reg", "class": "regfile", "attributes": {"entries": 4, "word-bits": 8}},
+                {"name": "MAC", "class": "intmac", "attributes": {"datawidth": 8, **attrs}}]}]}]}}
+    for key in ("energy", "area"):
+        with pytest.raises(InputError) as err:
+            load_descriptor(doc({key: value}), name="e")
+        assert err.value.loc[-1] == key and "whole number" in err.value.msg
+    hw = load_descriptor(doc({"energy": 2, "area": 300}), name="e")
+    assert hw.pe_array.mac_energy_pj == 2
+    exported = to_timeloop_arch(hw, hint=False)["architecture"]["subtree"][0]["subtree"][0]["local"][-1]
+    assert type(exported["attributes"]["energy"]) is int

@@ -1,5 +1,7 @@
 """Tileplan against timeloop-model's recorded verdicts on the differential fuzzer's cases (bench/data/timeloop_fuzz:
-random v0.3 architectures, random layers, cosa's / random / wild maps;
+random v0.3 architectures, random layers, cosa's / random / wild maps, seed 1; bench/data/timeloop_fuzz_seed2 and _seed3:
+seeds 2 and 3 with `--extended`, architectures written with what Timeloop files in the wild use and the seed-1
+generator did not;
 bench/timeloop_fuzz.py made them with a build of NVlabs/timeloop@019f107 and re-judges them with --rejudge)."""
 
 from collections import Counter
@@ -9,36 +11,43 @@ from tests.conftest import BENCH_DATA
 
 from tileplan.interop.timeloop_reference import Judged, access_mismatches, judge, load_cases
 
-DATA = BENCH_DATA / "timeloop_fuzz"
-# As measured on the recorded cases (bench/results/timeloop_fuzz.md); the issue asks for 99% and 95%.
+# folder: (at least this many cases, architectures, Timeloop rejections); every set must agree on every verdict and
+# on cycles within 1% and energy within 5% for every accepted case (the issue asks for 99% and 95%), as measured
+# (bench/results/timeloop_fuzz.md, timeloop_fuzz_seed2.md)
+SETS = {"timeloop_fuzz": (1000, 50, 100), "timeloop_fuzz_seed2": (250, 20, 25), "timeloop_fuzz_seed3": (250, 15, 40)}
 CYCLES_WITHIN_1PCT = 1.0
 ENERGY_WITHIN_5PCT = 1.0
 
 
-@pytest.fixture(scope="module")
-def judged() -> list[tuple[Judged, bool]]:
+@pytest.fixture(scope="module", params=sorted(SETS))
+def judged(request) -> tuple[str, list[tuple[Judged, bool]]]:
+    data = BENCH_DATA / request.param
     out = []
-    for case in load_cases(DATA):
-        j = judge(DATA, case)
-        exact = j.agrees and case["timeloop"]["accepted"] and not access_mismatches(DATA, case)
+    for case in load_cases(data):
+        j = judge(data, case)
+        exact = j.agrees and case["timeloop"]["accepted"] and not access_mismatches(data, case)
         out.append((j, exact))
-    return out
+    return request.param, out
 
 
 def test_the_set_is_the_issues_size(judged):
+    name, judged = judged
+    n_cases, n_archs, n_rejected = SETS[name]
     archs = {j.case["arch"] for j, _ in judged}
-    assert len(judged) >= 1000 and len(archs) >= 50
+    assert len(judged) >= n_cases and len(archs) >= n_archs
     sources = Counter(j.case["source"].rstrip("0123456789") for j, _ in judged)
     assert set(sources) == {"cosa", "random", "wild"}
-    assert sum(not j.case["timeloop"]["accepted"] for j, _ in judged) >= 100  # rejections are judged too
+    assert sum(not j.case["timeloop"]["accepted"] for j, _ in judged) >= n_rejected  # rejections are judged too
 
 
 def test_verdicts_agree_with_timeloop(judged):
+    _, judged = judged
     wrong = [(j.case["id"], j.case["timeloop"]["error"], j.violations) for j, _ in judged if not j.agrees]
     assert wrong == []
 
 
 def test_cycles_and_energy_agree_with_timeloop(judged):
+    _, judged = judged
     acc = [j for j, _ in judged if j.case["timeloop"]["accepted"]]
     cycles = sum(abs(j.cycle_ratio - 1) <= 0.01 for j in acc) / len(acc)
     energy = sum(abs(j.energy_ratio - 1) <= 0.05 for j in acc) / len(acc)
@@ -48,5 +57,8 @@ def test_cycles_and_energy_agree_with_timeloop(judged):
 
 def test_per_level_counts_are_timeloops(judged):
     """Reads, fills and updates per instance, utilized instances and tile words at every level, per tensor."""
+    _, judged = judged
     acc = [exact for j, exact in judged if j.case["timeloop"]["accepted"]]
-    assert sum(acc) / len(acc) >= 0.995  # 1,374 of 1,380: a few link words and fills off by fractions
+    # seed 1: 1,374 of 1,380: a few link words and fills off by fractions; seed 3: 242 of 243 (fuzz3_000/L0/random2:
+    # a one-word input register's reads and fills, and the buffer above's reads, differ; cycles and energy agree)
+    assert sum(acc) / len(acc) >= 0.995

@@ -582,8 +582,9 @@ def timeloop_violations(
     to the problem's bounds exactly (Timeloop has no padding), the spatial expansions, cumulative over the levels
     above, fit each level's mesh: along X (`along_x` per level, Timeloop's `split`; by default the best split) its
     meshX and the rest its Y (a level without a fan-out takes no spatial factor), and the tiles a level keeps, in
-    words and as bounding boxes, fit its entries (no double buffering; the backing store too where the source file
-    gives it a size). Tileplan-only limits (spatial dimensions a level may unroll, library calls) are not
+    words and as bounding boxes, fit its entries (no double buffering, unless the file states Timeloop's
+    multiple-buffering, which leaves floor(entries / it); the backing store too where the source file gives it a
+    size) and fill at least the file's min-utilization share of them. Tileplan-only limits (spatial dimensions a level may unroll, library calls) are not
     Timeloop's business and are not checked here."""
     out: list[str] = []
     names = [lv.name for lv in arch.levels]
@@ -639,4 +640,7 @@ def timeloop_violations(
         words = sum(box(problem, t, tile) for t in TENSORS if t in lv.keeps)
         if words > entries + 1e-9:
             out.append(f"{lv.name}: mapped tile size {words} exceeds buffer capacity {int(entries)}")
+        elif words < int(entries + 1e-9) * lv.min_utilization:
+            out.append(f"{lv.name}: mapped tile size {words} is less than constrained minimum utilization "
+                       f"{int(entries + 1e-9) * lv.min_utilization:g}")
     return out

@@ -66,7 +66,8 @@ def block_access_pj(level: ResolvedLevel) -> tuple[float, float]:
         entries = level.source_entries or 0
     else:
         # entries per instance as the source file declares its instances (Gemmini's one accumulator, not its slices)
-        entries = round(level.capacity / level.word_bytes)
+        # the whole array (Timeloop prices it by its size, not by what multiple-buffering leaves a tile)
+        entries = round((level.array_bytes or level.capacity) / level.word_bytes)
         if level.source_instances:
             entries = entries * level.instances // level.source_instances
     width = word_bits * level.block_size * level.cluster_size

@@ -109,6 +109,16 @@ class MemoryLevel(_Strict):
         "e.g. an SRAM 'MainMemory'): timeloop-model checks the whole problem's tiles against them. Backing store "
         "only; the mappers still treat it as unbounded.",
     )
+    multiple_buffering: Float | None = Field(
+        default=None, gt=0, le=64,
+        description="Timeloop multiple-buffering: a tile may use only floor(entries / this) of an instance's words "
+        "(2.0: double buffering); the array, and so its access energy, stays the whole capacity. None: 1.",
+    )
+    min_utilization: Float | None = Field(
+        default=None, ge=0, le=1,
+        description="Timeloop min-utilization: the kept tiles must fill at least this share of the usable words "
+        "(timeloop-model refuses a map that leaves more empty). None: 0.",
+    )
 
     @field_validator("keeps")
     @classmethod
@@ -290,7 +300,9 @@ class HardwareDescriptor(_Strict):
                 ResolvedLevel(
                     index=i,
                     name=lv.name,
-                    capacity=None if lv.capacity is None else lv.capacity // lv.instances,
+                    capacity=None if lv.capacity is None else _usable(lv),
+                    array_bytes=None if lv.capacity is None else lv.capacity // lv.instances,
+                    min_utilization=lv.min_utilization or 0.0,
                     word_bytes=lv.word_bits / 8,
                     instances=lv.instances,
                     fanout=below // lv.instances,
@@ -341,6 +353,17 @@ def mesh_split(
     return None if best is None else (best[1], best[2])
 
 
+def _usable(lv: MemoryLevel) -> int:
+    """Bytes per instance a tile may use: the capacity, less Timeloop's multiple-buffering (floor(entries / it) words,
+    as timeloop-model's effective size)."""
+    assert lv.capacity is not None
+    per = lv.capacity // lv.instances
+    if lv.multiple_buffering is None or lv.multiple_buffering == 1:
+        return per
+    words = math.floor(per * 8 / lv.word_bits / lv.multiple_buffering + 1e-9)
+    return max(1, math.ceil(words * lv.word_bits / 8))
+
+
 def _find(dataflows: list[Dataflow], name: str) -> Dataflow:
     for df in dataflows:
         if df.name == name:
@@ -373,6 +396,8 @@ class ResolvedLevel:
     source_instances: int | None = None  # instances as the Timeloop source declares them, where Tileplan splits
     technology: str = "SRAM"  # Timeloop's energy table: "DRAM" or "SRAM"
     source_entries: int | None = None  # the Timeloop source's size of its outermost level, in words
+    array_bytes: int | None = None  # bytes per instance of the whole array (capacity less Timeloop's multiple-buffering)
+    min_utilization: float = 0.0  # Timeloop's: the kept tiles fill at least this share of `capacity`
 
 
 @dataclass(frozen=True)

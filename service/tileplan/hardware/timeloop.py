@@ -82,7 +82,15 @@ def _constraint_entries(data: dict[str, Any]) -> list[tuple[Loc, dict[str, Any]]
         block = data.get(key)
         loc: Loc = (key,)
         if isinstance(block, dict):
-            inner = "constraints" if key == "mapspace" else "targets"
+            # as timeloop's Constraints::Parse: a `constraints` list, or a string naming the list `constraints_<it>`
+            # beside it (its configs/mapper/eyeriss-256.yaml), else a `targets` list
+            named = block.get("constraints")
+            if isinstance(named, str):
+                inner = f"constraints_{named}"
+                if not isinstance(block.get(inner), list):
+                    raise InputError(loc + (inner,), f"constraints: {named!r} names no list {inner!r} here")
+            else:
+                inner = "constraints" if "constraints" in block else "targets"
             block, loc = block.get(inner), loc + (inner,)
         if block is None:
             continue
@@ -369,6 +377,48 @@ def _entries(st: _Storage, word_bits: int) -> int | None:
     return None
 
 
+def _buffering(st: _Storage, lv: dict[str, Any], entries: int | None, keeps: list[str], top: bool) -> None:
+    """`multiple-buffering` (a tile may use floor(entries / it) words) and `min-utilization` (the kept tiles must fill
+    that share of them), as timeloop-model reads them; the ports a level states (Timeloop asserts 1 or 2)."""
+    ports = _attr(st.attrs, "num-ports", "n_ports")
+    if ports is not None and _int(ports, st.loc + ("n_ports",)) not in (1, 2):
+        raise InputError(st.loc + ("n_ports",), f"{ports}: timeloop-model takes 1 or 2 ports (it asserts otherwise)")
+    mb = _attr(st.attrs, "multiple-buffering")
+    mu = _attr(st.attrs, "min-utilization")
+    if mb is not None:
+        factor = _number(mb, st.loc + ("multiple-buffering",))
+        if factor != 1:
+            if top:
+                raise InputError(st.loc + ("multiple-buffering",), "on the backing store: Tileplan does not model it "
+                                 "there")
+            if entries is not None and math.floor(entries / factor + 1e-9) == 0 and keeps:
+                raise InputError(st.loc + ("multiple-buffering",), f"{factor} leaves {st.name!r} no word of its "
+                                 f"{entries} for the tiles it keeps {keeps} (timeloop-model refuses every such tile)")
+            lv["multiple_buffering"] = factor
+    if mu is not None:
+        share = _number(mu, st.loc + ("min-utilization",), positive=False)
+        if share > 1:
+            raise InputError(st.loc + ("min-utilization",), f"{share}: a share of the buffer, at most 1")
+        if share > 0:
+            if top:
+                raise InputError(st.loc + ("min-utilization",), "on the backing store: Tileplan does not model it "
+                                 "there")
+            if entries is None:  # timeloop-model asserts a size
+                raise InputError(st.loc + ("min-utilization",), "needs the level's size (entries, depth or sizeKB)")
+            lv["min_utilization"] = share
+
+
+def _network_type(st: _Storage) -> None:
+    """The inferred network's `network-type`: 1:1 and 1:N change nothing timeloop-model computes; M:N (distributed
+    multicast) changes its tiles and access counts, which Tileplan does not model."""
+    kind = _attr(st.attrs, "network-type")
+    if kind is None or kind in ("1:1", "1:N"):
+        return
+    if kind == "M:N":
+        raise InputError(st.loc + ("network-type",), "M:N (distributed multicast) is not modelled by Tileplan")
+    raise InputError(st.loc + ("network-type",), f"{kind!r}: timeloop-model knows 1:1, 1:N and M:N")
+
+
 def _technology(st: _Storage) -> str:
     """Timeloop's energy table for the level: DRAM when its class names DRAM or it states technology DRAM."""
     return "DRAM" if "DRAM" in st.cls or _attr(st.attrs, "technology") == "DRAM" else "SRAM"
@@ -428,6 +478,10 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             keeps = h["keeps"]
         elif st.name in constrained:
             keeps = constrained[st.name]
+        elif not top and _entries(st, wb) == 0:
+            # a level of no entries nothing speaks for (a DummyBuffer there for its fan-out) keeps nothing: timeloop-
+            # model refuses every map that keeps something there
+            keeps = []
         else:
             # a level nothing speaks for keeps all three, as timeloop-model keeps what a map does not bypass
             keeps = (None if top else infer_keeps(st.name)) or ["W", "I", "O"]
@@ -453,6 +507,8 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
                 lv["source_entries"] = entries
             if tech == "SRAM":
                 lv["technology"] = "SRAM"
+        _buffering(st, lv, entries, keeps, top)
+        _network_type(st)
         block, cluster = _block_cluster(st, wb)
         if tech == "DRAM" and cluster != 1:  # timeloop-model asserts a DRAM is one array
             raise InputError(st.loc + ("cluster-size",), f"{cluster}: a DRAM is one array (Timeloop allows no cluster)")
@@ -493,6 +549,13 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
         inner = (n_inst, x, st.name)
     pe: dict[str, Any] = {"input_dtype": _dtype(op_bits, ("arithmetic", "word-bits")),
                           "weight_dtype": _dtype(op_bits, ("arithmetic", "word-bits"))}
+    for key in ("energy", "area"):
+        # timeloop-model (@019f107) reads these as whole numbers first and fails ("bad conversion") on any other
+        v = _attr(arith, key)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool)) and not re.fullmatch(
+                r"\s*[+-]?\d+\s*", str(v)):
+            raise InputError(("arithmetic", key), f"{v!r}: timeloop-model reads the arithmetic's {key} as a whole "
+                             "number and fails on any other ('bad conversion'); state a whole number")
     mac_energy = _attr(arith, "energy")
     if mac_energy is not None:  # pJ per MAC, instead of Timeloop's table
         pe["mac_energy_pj"] = _number(mac_energy, ("arithmetic", "energy"), positive=False)
@@ -618,6 +681,10 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
             attrs["write_bandwidth"] = _words(lv.write_bandwidth, lv.word_bits)
         if lv.source_entries is not None:
             attrs["entries"] = lv.source_entries
+        if lv.multiple_buffering is not None:
+            attrs["multiple-buffering"] = lv.multiple_buffering
+        if lv.min_utilization is not None:
+            attrs["min-utilization"] = lv.min_utilization
         if lv.energy is not None and lv.energy.read_pj_per_byte == lv.energy.write_pj_per_byte:
             # Timeloop's one figure per block access (the importer reads it back per byte)
             attrs["vector-access-energy"] = lv.energy.read_pj_per_byte * block * lv.word_bits / 8
@@ -632,7 +699,9 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
     if hw.pe_array.mesh_x is not None:
         macc["attributes"]["meshX"] = hw.pe_array.mesh_x
     if hw.pe_array.mac_energy_pj is not None:
-        macc["attributes"]["energy"] = hw.pe_array.mac_energy_pj
+        # (a whole number: timeloop-model reads no other here; a fractional one it refuses, as the importer does)
+        e = hw.pe_array.mac_energy_pj
+        macc["attributes"]["energy"] = int(e) if float(e).is_integer() else e
     root: dict[str, Any] = {"name": "System", "local": [], "subtree": []}
     node = root
     current = 1

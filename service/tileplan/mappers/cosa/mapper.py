@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from tileplan.check import check_arch
+from tileplan.check import MIN_UTILIZATION, check_arch
 from tileplan.cost.model import evaluate_mapping
 from tileplan.dims import DIMS
 from tileplan.emittable import emittable
@@ -29,6 +29,7 @@ from tileplan.mappers.cosa.spec import build_spec
 from tileplan.mappers.polish import polish
 from tileplan.mappers.retile import refine
 from tileplan.mappers.score import score_mapping
+from tileplan.mappers.utilization import fill_to_min_utilization
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 
@@ -92,11 +93,18 @@ class CosaMapper:
         best: tuple[float, Mapping] | None = None
         first_status: list[str] = []
         gaps, objectives, n_cands = [], [], 0
+        underfilled: set[str] = set()  # levels whose min-utilization left a candidate illegal
 
         def consider(arch: Architecture, mp: Mapping) -> None:
             nonlocal best, n_cands
             if check_arch(problem, arch, mp):
-                return
+                # (the MIP bounds tiles from above only: one that leaves a level below its Timeloop min-utilization
+                # is grown until it does not)
+                grown = fill_to_min_utilization(problem, arch, mp)
+                if grown is None:
+                    underfilled.update(v.split(":")[0] for v in check_arch(problem, arch, mp) if MIN_UTILIZATION in v)
+                    return
+                mp = grown
             n_cands += 1
             s = score_mapping(problem, arch, mp, evaluate_mapping(problem, arch, mp, TILEPLAN), options.objective)
             if best is None or s < best[0] - 1e-12:
@@ -150,6 +158,13 @@ class CosaMapper:
                 session = Session(build_model(build_spec(problem, arch, allow_padding=False), Weights(wl, we, wm)))
                 if session.solve(left / 2).objective is not None:
                     _consider_solution(session, arch, consider)
+        if best is None and underfilled:
+            # every answer left a level below its min-utilization and none grew legal from there: grow the trivial
+            # mapping instead (every loop at the backing store; the seed-2 fuzz's fuzz2_023 L2, where timeloop-mapper
+            # found 2,520 cycles and the answers' growth stalled)
+            for df in dataflows:
+                arch = hw.resolve(df)
+                consider(arch, trivial_mapping(problem, arch))
         best_mip = best[1] if best is not None else None  # the best of the MIP's answers (the seeds come next)
         seeds = _heuristic_seeds(problem, hw, options)
         for seed in seeds:
@@ -189,6 +204,9 @@ class CosaMapper:
             consider(arch, trivial_mapping(problem, arch))
         if best is None:
             why = "no dataflow admits a legal mapping" if "infeasible" in first_status else "no solution within the time limit"
+            if underfilled and "infeasible" not in first_status:
+                why = (f"no mapping found fills {', '.join(sorted(underfilled))} to its minimum utilization (Timeloop's "
+                       "min-utilization; a layer too small for it has none)")
             raise MappingInfeasible(f"cosa: {why} for {problem.name or problem.dims} on {hw.name}")
         status = "optimal" if all(s in ("optimal", "infeasible") for s in first_status) else "time_limit"
         return MapperResult(

@@ -1,0 +1,44 @@
+"""Timeloop's min-utilization: a level that states it refuses maps whose kept tiles fill less than that share of its
+usable words. The MIP's capacity constraints are upper bounds only, so an answer that leaves such a level too empty is
+grown here: single prime-factor moves between levels (`polish.neighbours`), each step the one that leaves the least
+shortfall without breaking any other rule, until every level is full enough (polish, which keeps every rule, then
+improves it)."""
+
+from __future__ import annotations
+
+from tileplan.check import MIN_UTILIZATION, check_arch, utilization_deficits
+from tileplan.hardware import Architecture
+from tileplan.mappers.polish import neighbours
+from tileplan.mapping import Mapping
+from tileplan.problem import Problem
+
+
+def _shortfall(problem: Problem, arch: Architecture, mapping: Mapping) -> float:
+    return sum((need - words) / need for words, need in
+               utilization_deficits(problem, arch, mapping.level_tiles()).values())
+
+
+def fill_to_min_utilization(problem: Problem, arch: Architecture, mapping: Mapping, steps: int = 64) -> Mapping | None:
+    """`mapping`, or a legal one grown from it where it breaks only min-utilization rules; None when it breaks others
+    or no sequence of single moves found within `steps` makes it legal."""
+    violations = check_arch(problem, arch, mapping)
+    if not violations:
+        return mapping
+    if any(MIN_UTILIZATION not in v for v in violations):
+        return None
+    current, short = mapping, _shortfall(problem, arch, mapping)
+    for _ in range(steps):
+        best: tuple[float, Mapping] | None = None
+        for cand in neighbours(current):
+            v = check_arch(problem, arch, cand)
+            if any(MIN_UTILIZATION not in x for x in v):
+                continue
+            s = _shortfall(problem, arch, cand) if v else 0.0
+            if s < short - 1e-12 and (best is None or s < best[0] - 1e-12):
+                best = (s, cand)
+        if best is None:
+            return None
+        short, current = best
+        if short == 0.0:
+            return current
+    return None
