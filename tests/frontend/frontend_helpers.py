@@ -104,3 +104,29 @@ def assert_offloaded_and_matching(data: bytes, res: CompiledModel, note: str | N
     for seed in seeds:
         feeds = zoo.sample_inputs(data, seed=seed)
         assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+
+
+def qdq_norm_model(op: str, shape: list[int], channels: int, eps: float, quantized_output: bool, seed: int,
+                   bias: bool = True, y_scale: float = 0.02, x_scale: float = 0.05, x_zero: int = 3,
+                   **attrs: Any) -> bytes:
+    """x -> Q -> DQ -> `op`(x, scale[, bias]) [-> Q -> DQ] -> y: a float normalisation between int8 dequantize and
+    quantize (LayerNormalization, InstanceNormalization), with a random scale and bias of `channels` elements."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    consts = {"xs": np.float32(x_scale), "xz": np.int8(x_zero), "ys": np.float32(y_scale), "yz": np.int8(-2),
+              "g": rng.normal(1.0, 0.3, channels).astype(np.float32),
+              "b": rng.normal(0.0, 0.3, channels).astype(np.float32)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node(op, ["xd", "g", "b"] if bias else ["xd", "g"], ["n" if quantized_output else "y"],
+                              epsilon=eps, **attrs)]
+    if quantized_output:
+        nodes += [helper.make_node("QuantizeLinear", ["n", "ys", "yz"], ["nq"]),
+                  helper.make_node("DequantizeLinear", ["nq", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, op, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()

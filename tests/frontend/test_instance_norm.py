@@ -13,32 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from frontend_helpers import compile_bytes, onnxruntime_outputs
+from frontend_helpers import compile_bytes, onnxruntime_outputs, qdq_norm_model
 
 from tileplan.frontend.runner import run_artifact
 
 
 def _model(shape: list[int], eps: float, quantized_output: bool, seed: int) -> bytes:
     """x -> Q -> DQ -> InstanceNormalization [-> Q -> DQ] -> y, with a random scale and bias per channel."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    c = shape[1]
-    rng = np.random.default_rng(seed)
-    consts = {"xs": np.float32(0.05), "xz": np.int8(3), "ys": np.float32(0.02), "yz": np.int8(-2),
-              "g": rng.normal(1.0, 0.3, c).astype(np.float32), "b": rng.normal(0.0, 0.3, c).astype(np.float32)}
-    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
-             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
-             helper.make_node("InstanceNormalization", ["xd", "g", "b"], ["n" if quantized_output else "y"],
-                              epsilon=eps)]
-    if quantized_output:
-        nodes += [helper.make_node("QuantizeLinear", ["n", "ys", "yz"], ["nq"]),
-                  helper.make_node("DequantizeLinear", ["nq", "ys", "yz"], ["y"])]
-    graph = helper.make_graph(nodes, "instance_norm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
+    return qdq_norm_model("InstanceNormalization", shape, shape[1], eps, quantized_output, seed)
 
 
 def _input(shape: list[int], seed: int) -> np.ndarray:
