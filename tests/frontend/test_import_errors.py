@@ -200,3 +200,51 @@ def test_an_infinite_scale_is_computed_as_onnx_defines_it_and_other_bad_scales_a
         with pytest.raises(InputError) as e:
             load_model(m.SerializeToString())
         assert e.value.loc == ("model", dq.name) and "scale" in e.value.msg and "positive" in e.value.msg
+
+
+def _per_channel_conv(scale_len: int, zero_len: int | None = None, axis: int = 0) -> bytes:
+    """x -> Q -> DQ -> Conv(DQ(int8 weights of 8 output channels, per-channel scales)) -> Q -> DQ -> y."""
+    from onnx import numpy_helper
+
+    w = np.random.default_rng(0).integers(-5, 5, (8, 4, 3, 3)).astype(np.int8)
+    inits = [numpy_helper.from_array(w, "wq"), numpy_helper.from_array(np.full(scale_len, 0.01, np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(scale_len if zero_len is None else zero_len, np.int8), "wz"),
+             numpy_helper.from_array(np.float32(0.05), "xs"), numpy_helper.from_array(np.int8(0), "xz"),
+             numpy_helper.from_array(np.float32(0.1), "ys"), numpy_helper.from_array(np.int8(0), "yz")]
+    nodes = [_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], "qx"),
+             _node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], "dqx"),
+             _node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], "dqw", axis=axis),
+             _node("Conv", ["xd", "wd"], ["c"], "conv", pads=[1, 1, 1, 1]),
+             _node("QuantizeLinear", ["c", "ys", "yz"], ["cq"], "qc"),
+             _node("DequantizeLinear", ["cq", "ys", "yz"], ["y"], "dqc")]
+    return _model(nodes, [_vi("x", [1, 4, 8, 8])], [_vi("y", [1, 8, 8, 8])], inits).SerializeToString()
+
+
+@pytest.mark.parametrize("scale_len, zero_len, axis, says", [
+    (5, None, 0, "5 scales"),            # not the 8 output channels along axis 0
+    (4, None, 0, "4 scales"),
+    (8, 5, 0, "5 zero points"),          # the zero point's length is not its scale's
+    (8, None, 1, "8 scales"),            # axis 1 has the 4 input channels
+    (8, None, 4, "axis 4"),              # beyond the weight's rank
+])
+def test_per_axis_scales_that_do_not_fit_their_tensor_are_refused_naming_the_node(tmp_path, scale_len, zero_len,
+                                                                                   axis, says):
+    """A per-axis scale (or zero point) whose length is not the tensor's size along the axis: one clear error
+    naming the node, its tensor, the axis and both sizes, from the API and as one line from the CLI (it came from
+    TVM's importer with its op's description, after TVM had printed to stdout)."""
+    data = _per_channel_conv(scale_len, zero_len, axis)
+    with pytest.raises(InputError) as e:
+        load_model(data)
+    assert e.value.loc == ("model", "dqw"), e.value.loc
+    assert "'wq'" in e.value.msg and says in e.value.msg and "ir.Op" not in e.value.msg, e.value.msg
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(data)
+    proc = subprocess.run([sys.executable, "-m", "tileplan.cli", "compile", str(bad), "--hw", "gemmini-16x16",
+                           "--out", str(tmp_path / "build"), "--no-cache"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == "", (proc.stdout, proc.stderr)
+    assert len(proc.stderr.strip().splitlines()) == 1 and says in proc.stderr, proc.stderr
+
+
+def test_per_axis_scales_that_fit_still_compile():
+    res = compile_bytes(_per_channel_conv(8))
+    assert res.summary["ops"], res.summary

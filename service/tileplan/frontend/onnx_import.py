@@ -1249,6 +1249,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                                 + (", ..." if len(infinite) > 4 else "")))
     dedicate_dequantize(model)
     model = infer_shapes(model)
+    check_quantization_axes(model)
     padded = asymmetric_pads_on_host(model)
     if padded:
         model = infer_shapes(model)
@@ -1342,6 +1343,48 @@ def check_quantization_scales(model: Any) -> list[str]:
         if np.any(np.isposinf(scale)):
             infinite.append(node.name)
     return infinite
+
+
+def check_quantization_axes(model: Any) -> None:
+    """Per-axis QuantizeLinear / DequantizeLinear (a 1-D scale of more than one value, onnxruntime's per-channel
+    weights): the scale, and the zero point when given, must hold one value per element of the input along `axis`
+    (default 1), which must be one of the input's axes. Refused otherwise with an error naming the node, its tensor,
+    the axis and both sizes: ONNX leaves such a model undefined (onnxruntime fails it at run time, TVM's importer
+    as it converts the node). `model` has inferred shapes; blocked quantization (`block_size`) is left alone."""
+    g = model.graph
+    shapes: dict[str, list[int]] = {t.name: list(t.dims) for t in g.initializer}
+    for info in [*g.input, *g.value_info, *g.output]:
+        t = info.type.tensor_type
+        if t.HasField("shape") and info.name not in shapes:
+            shapes[info.name] = [d.dim_value for d in t.shape.dim]
+    consts = {n.output[0]: list(a.t.dims) for n in g.node if n.op_type == "Constant"
+              for a in n.attribute if a.name == "value"}
+    for node in g.node:
+        if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or len(node.input) < 2:
+            continue
+        attrs = {a.name: a for a in node.attribute}
+        if "block_size" in attrs and attrs["block_size"].i:
+            continue
+        scale = shapes.get(node.input[1], consts.get(node.input[1]))
+        x = shapes.get(node.input[0], consts.get(node.input[0]))
+        if scale is None or x is None or len(scale) != 1 or scale[0] == 1:
+            continue  # per tensor (or a shape inference could not tell: the importer's checks then apply)
+        axis = attrs["axis"].i if "axis" in attrs else 1
+        what = f"{node.op_type} {node.name!r} (tensor {node.input[0]!r} of shape {'x'.join(map(str, x))})"
+        if not -len(x) <= axis < len(x):
+            raise InputError(("model", node.name), f"{what}: per-axis scales along axis {axis}, which the "
+                             f"tensor of rank {len(x)} does not have: re-quantize the model")
+        along = x[axis]
+        if scale[0] != along:
+            raise InputError(("model", node.name), f"{what}: {scale[0]} scales for its {along} elements along axis "
+                             f"{axis} (one per element): re-quantize the model")
+        if len(node.input) > 2 and node.input[2]:
+            zero = shapes.get(node.input[2], consts.get(node.input[2]))
+            if zero is not None and zero != scale:
+                got = f"{zero[0]} zero points" if len(zero) == 1 else (
+                    f"zero points of shape {'x'.join(map(str, zero)) or '() (a scalar)'}")
+                raise InputError(("model", node.name), f"{what}: {scale[0]} scales but {got} (one per scale): "
+                                 "re-quantize the model")
 
 
 def _info(value_info: Any) -> TensorInfo:
