@@ -248,3 +248,25 @@ def test_per_axis_scales_that_do_not_fit_their_tensor_are_refused_naming_the_nod
 def test_per_axis_scales_that_fit_still_compile():
     res = compile_bytes(_per_channel_conv(8))
     assert res.summary["ops"], res.summary
+
+
+def test_a_converter_failure_prints_nothing_to_stdout(capfd, monkeypatch):
+    """TVM's ONNX importer prints "Error converting operator ..." (the node's inputs, several lines) to stdout before
+    re-raising a converter's error; Tileplan's own error names the node, so that print is noise in front of the CLI's
+    one line (and in a service's output). A converter made to fail (TVM's Relu) shows it."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    def broken(*args, **kwargs):
+        raise ValueError("converter failed on purpose")
+
+    monkeypatch.setattr(onnx_frontend.Relu, "_impl_v14", classmethod(broken), raising=False)
+    monkeypatch.setattr(onnx_frontend.Relu, "_impl_v13", classmethod(broken), raising=False)
+    monkeypatch.setattr(onnx_frontend.Relu, "_impl_v1", classmethod(broken), raising=False)
+    nodes = [_node("Relu", ["x"], ["y"], "relu")]
+    data = _model(nodes, [_vi("x", [1, 4])], [_vi("y", [1, 4])]).SerializeToString()
+    imported = load_model(data, quantize=True)
+    capfd.readouterr()
+    with pytest.raises(InputError) as e:
+        to_relax(imported)
+    assert e.value.loc[:1] == ("model",) and "converter failed on purpose" in e.value.msg, e.value
+    assert capfd.readouterr().out == ""

@@ -20,6 +20,8 @@ import's notes say so.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import tempfile
 from collections.abc import Callable
@@ -1566,7 +1568,9 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
     dtypes = {i.name: i.dtype for i in imported.inputs}
     importer = _NamingImporter(shapes, dtypes, keep_params_in_input=False, sanitize=False)
     try:
-        mod = importer.from_onnx(model.graph, opset)
+        # TVM prints a failing converter's inputs to stdout before re-raising; the InputError below names the node
+        with contextlib.redirect_stdout(io.StringIO()):
+            mod = importer.from_onnx(model.graph, opset)
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - as above, outside any one node
