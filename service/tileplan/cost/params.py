@@ -205,8 +205,9 @@ def _params_from(stored: tuple[tuple[str, float], ...]) -> CostParams:
 # The quantiles span INTERVAL_RESIDUAL_SPAN (84%: the 8% and 92% quantiles), not 80%: a fold held out of the fit
 # *and* of the quantiles (bench/costmodel.py, `nested_coverage`) is covered less often than the pooled residuals
 # suggest, because a whole configuration or network shifts its runs' errors together (10% / 90% quantiles: 77.9%
-# held out by configuration, 73.6% by network; 84%: 83.3%, 80.8%, and 83.0% by 128x128 layer shape). The span is the narrowest that brings every held-out split
-# (configuration, network, 128x128 layer shape) within 80% +- 5%; bench/results/costmodel.md measures it.
+# held out by configuration, 73.6% by network; 84%: 83.3%, 80.8%, and 83.0% by 128x128 layer shape). The span is the
+# narrowest that brings every held-out split (configuration, network, 128x128 layer shape) within 80% +- 5%;
+# bench/results/costmodel.md measures it.
 INTERVAL_CONFIDENCE = 0.8
 INTERVAL_RESIDUAL_SPAN = 0.84
 INTERVAL_LOG_QUANTILES: dict[tuple[str, str], tuple[float, float]] = {

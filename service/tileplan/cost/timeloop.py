@@ -584,8 +584,8 @@ def timeloop_violations(
     meshX and the rest its Y (a level without a fan-out takes no spatial factor), and the tiles a level keeps, in
     words and as bounding boxes, fit its entries (no double buffering, unless the file states Timeloop's
     multiple-buffering, which leaves floor(entries / it); the backing store too where the source file gives it a
-    size) and fill at least the file's min-utilization share of them. Tileplan-only limits (spatial dimensions a level may unroll, library calls) are not
-    Timeloop's business and are not checked here."""
+    size) and fill at least the file's min-utilization share of them. Tileplan-only limits (spatial dimensions a
+    level may unroll, library calls) are not Timeloop's business and are not checked here."""
     out: list[str] = []
     names = [lv.name for lv in arch.levels]
     if [m.name for m in mapping.levels] != names:

@@ -5,8 +5,8 @@ model's directory). A model that arrives as bytes has no directory: every reader
 which stats the file; `numpy_helper.to_array`, onnxruntime, TVM's importer, which read it) resolves that location
 against the server's working directory, which holds the server's own files and database. So a tensor with external
 data anywhere in the model (initializers, sparse initializers, Constant attributes, subgraphs, functions and their
-default attribute values, training graphs) is refused here, before any of those readers sees the model. Every path that decodes a client's model
-(`onnx_import.decode`, `workload_onnx.load_onnx`) goes through `parse_model`.
+default attribute values, training graphs) is refused here, before any of those readers sees the model. Every path
+that decodes a client's model (`onnx_import.decode`, `workload_onnx.load_onnx`) goes through `parse_model`.
 
 The same pass bounds what a small model can make a reader allocate, before anything is allocated: the number of
 nodes (every graph, subgraphs and functions included), the elements of every tensor the model declares (an
@@ -132,18 +132,20 @@ def static_sizes(inferred: Any, loc: tuple[str, ...] = ("model",), max_elements:
     return small
 
 
+def _walk(nodes: Any) -> Iterator[Any]:
+    """These nodes and, after each, the nodes of its subgraphs (If / Loop / Scan bodies), recursively."""
+    for n in nodes:
+        yield n
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _walk(g.node)
+
+
 def _all_nodes(model: Any) -> Iterator[Any]:
     """Every node: the graph's, its subgraphs' and the model-local functions'."""
-    def walk(nodes: Any) -> Iterator[Any]:
-        for n in nodes:
-            yield n
-            for a in n.attribute:
-                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-                    yield from walk(g.node)
-
-    yield from walk(model.graph.node)
+    yield from _walk(model.graph.node)
     for fn in model.functions:
-        yield from walk(fn.node)
+        yield from _walk(fn.node)
 
 
 def _count_nodes(model: Any, loc: tuple[str, ...] = ("model",)) -> int:
@@ -157,17 +159,8 @@ def _count_nodes(model: Any, loc: tuple[str, ...] = ("model",)) -> int:
 
     def walk(nodes: Any) -> tuple[int, list[tuple[str, str, str]]]:
         """Nodes (subgraphs included) and the function calls among them."""
-        own, calls = 0, []
-        for n in nodes:
-            own += 1
-            if key(n) in fns:
-                calls.append(key(n))
-            for a in n.attribute:
-                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-                    o, c = walk(g.node)
-                    own += o
-                    calls += c
-        return own, calls
+        every = list(_walk(nodes))
+        return len(every), [key(n) for n in every if key(n) in fns]
 
     body = {k: walk(fn.node) for k, fn in fns.items()}
     size: dict[tuple[str, str, str], int] = {}

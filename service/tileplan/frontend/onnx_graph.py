@@ -87,10 +87,17 @@ def types_and_shapes(model: Any) -> tuple[dict[str, int], dict[str, tuple[int, .
 
     g = onnx.shape_inference.infer_shapes(shape_skeleton(model)).graph
     dtypes = {t.name: t.data_type for t in g.initializer}
-    shapes: dict[str, tuple[int, ...]] = {}
     for info in [*g.input, *g.value_info, *g.output]:
+        dtypes[info.name] = info.type.tensor_type.elem_type
+    return dtypes, value_info_shapes(g)
+
+
+def value_info_shapes(graph: Any) -> dict[str, tuple[int, ...]]:
+    """The static shapes a graph's inputs, value_info and outputs declare (after shape inference: every tensor's
+    that inference could tell), by name."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for info in [*graph.input, *graph.value_info, *graph.output]:
         t = info.type.tensor_type
-        dtypes[info.name] = t.elem_type
         if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
             shapes[info.name] = tuple(int(d.dim_value) for d in t.shape.dim)
-    return dtypes, shapes
+    return shapes

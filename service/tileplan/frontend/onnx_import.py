@@ -196,13 +196,14 @@ dimension, ~100-200 bytes each: 2^23 of them took ~2 GiB. Over this many, shapes
 computed shapes it is for are a handful of numbers)."""
 
 
-def static_shapes(model: Any) -> Any | None:
+def static_shapes(model: Any, skeleton: Any | None = None) -> Any | None:
     """ONNX shape inference without data propagation (shapes only: nothing a model's values can make large), or
-    None where it fails (the strict inference after it names the error)."""
+    None where it fails (the strict inference after it names the error). Run on `skeleton`, the model's
+    onnx_graph.shape_skeleton (made here when not given): inference reads no weight's values."""
     import onnx
 
-    try:  # (on the weightless skeleton: inference reads no weight's values)
-        return onnx.shape_inference.infer_shapes(onnx_graph.shape_skeleton(model), check_type=False,
+    try:
+        return onnx.shape_inference.infer_shapes(skeleton or onnx_graph.shape_skeleton(model), check_type=False,
                                                  strict_mode=False, data_prop=False)
     except Exception:  # noqa: BLE001 - onnx's InferenceError and errors from its C++ core
         return None
@@ -214,15 +215,15 @@ def infer_shapes(model: Any) -> Any:
     (`onnx_bytes.static_sizes`), before data propagation makes anything of them."""
     import onnx
 
-    plain = static_shapes(model)
+    # on the model without its weights' values (onnx_graph.shape_skeleton), which inference does not read; should it
+    # refuse that, the model itself decides (and its refusal is the one reported)
+    skeleton = onnx_graph.shape_skeleton(model)
+    plain = static_shapes(model, skeleton)
     propagate = plain is None or static_sizes(plain) <= DATA_PROP_ELEMENTS
 
     def run(m: Any) -> Any:
         return onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=propagate)
 
-    # on the model without its weights' values (onnx_graph.shape_skeleton), which inference does not read; should it
-    # refuse that, the model itself decides (and its refusal is the one reported)
-    skeleton = onnx_graph.shape_skeleton(model)
     try:
         try:
             inferred = run(skeleton)
@@ -1354,21 +1355,17 @@ def check_quantization_axes(model: Any) -> None:
     the axis and both sizes: ONNX leaves such a model undefined (onnxruntime fails it at run time, TVM's importer
     as it converts the node). `model` has inferred shapes; blocked quantization (`block_size`) is left alone."""
     g = model.graph
-    shapes: dict[str, list[int]] = {t.name: list(t.dims) for t in g.initializer}
-    for info in [*g.input, *g.value_info, *g.output]:
-        t = info.type.tensor_type
-        if t.HasField("shape") and info.name not in shapes:
-            shapes[info.name] = [d.dim_value for d in t.shape.dim]
-    consts = {n.output[0]: list(a.t.dims) for n in g.node if n.op_type == "Constant"
-              for a in n.attribute if a.name == "value"}
+    shapes = onnx_graph.value_info_shapes(g)
+    shapes.update({t.name: tuple(t.dims) for t in g.initializer})
+    shapes.update({n.output[0]: tuple(a.t.dims) for n in g.node if n.op_type == "Constant"
+                   for a in n.attribute if a.name == "value"})
     for node in g.node:
         if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or len(node.input) < 2:
             continue
         attrs = {a.name: a for a in node.attribute}
         if "block_size" in attrs and attrs["block_size"].i:
             continue
-        scale = shapes.get(node.input[1], consts.get(node.input[1]))
-        x = shapes.get(node.input[0], consts.get(node.input[0]))
+        scale, x = shapes.get(node.input[1]), shapes.get(node.input[0])
         if scale is None or x is None or len(scale) != 1 or scale[0] == 1:
             continue  # per tensor (or a shape inference could not tell: the importer's checks then apply)
         axis = attrs["axis"].i if "axis" in attrs else 1
@@ -1381,7 +1378,7 @@ def check_quantization_axes(model: Any) -> None:
             raise InputError(("model", node.name), f"{what}: {scale[0]} scales for its {along} elements along axis "
                              f"{axis} (one per element): re-quantize the model")
         if len(node.input) > 2 and node.input[2]:
-            zero = shapes.get(node.input[2], consts.get(node.input[2]))
+            zero = shapes.get(node.input[2])
             if zero is not None and zero != scale:
                 got = f"{zero[0]} zero points" if len(zero) == 1 else (
                     f"zero points of shape {'x'.join(map(str, zero)) or '() (a scalar)'}")

@@ -18,10 +18,12 @@ def _shortfall(problem: Problem, arch: Architecture, mapping: Mapping) -> float:
                utilization_deficits(problem, arch, mapping.level_tiles()).values())
 
 
-def fill_to_min_utilization(problem: Problem, arch: Architecture, mapping: Mapping, steps: int = 64) -> Mapping | None:
+def fill_to_min_utilization(problem: Problem, arch: Architecture, mapping: Mapping, steps: int = 64,
+                            violations: list[str] | None = None) -> Mapping | None:
     """`mapping`, or a legal one grown from it where it breaks only min-utilization rules; None when it breaks others
-    or no sequence of single moves found within `steps` makes it legal."""
-    violations = check_arch(problem, arch, mapping)
+    or no sequence of single moves found within `steps` makes it legal. `violations`: check_arch's of `mapping`,
+    when the caller has them."""
+    violations = check_arch(problem, arch, mapping) if violations is None else violations
     if not violations:
         return mapping
     if any(MIN_UTILIZATION not in v for v in violations):

@@ -97,12 +97,13 @@ class CosaMapper:
 
         def consider(arch: Architecture, mp: Mapping) -> None:
             nonlocal best, n_cands
-            if check_arch(problem, arch, mp):
+            violations = check_arch(problem, arch, mp)
+            if violations:
                 # (the MIP bounds tiles from above only: one that leaves a level below its Timeloop min-utilization
                 # is grown until it does not)
-                grown = fill_to_min_utilization(problem, arch, mp)
+                grown = fill_to_min_utilization(problem, arch, mp, violations=violations)
                 if grown is None:
-                    underfilled.update(v.split(":")[0] for v in check_arch(problem, arch, mp) if MIN_UTILIZATION in v)
+                    underfilled.update(v.split(":")[0] for v in violations if MIN_UTILIZATION in v)
                     return
                 mp = grown
             n_cands += 1
