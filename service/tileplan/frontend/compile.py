@@ -235,6 +235,9 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     # the model is read (and a float or broken one refused) before TVM is imported: 1.5 s of the startup
     imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
                                       options.calibration_samples, options.seed)
+    from tileplan.frontend import work
+
+    work.check(imported.model, options.emulate)  # (a request's intake checked it; the CLI and resumed compiles here)
     phases: dict[str, float] = {"load": round(time.perf_counter() - t0, 3)}
     cpu_phases: dict[str, float] = {"load": round(_cpu_seconds() - cpu0, 3)}
     mark = [time.perf_counter(), _cpu_seconds()]
