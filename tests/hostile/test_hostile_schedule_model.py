@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -52,7 +53,13 @@ def test_reading_a_large_model_is_held_to_the_sandbox_budget(client: TestClient)
     assert d["loc"] == ["body", "model"] and d["type"] == "too_costly" and "sandbox_time_limit_s" in d["msg"], d
 
 
-def test_a_small_model_is_still_planned_and_its_errors_keep_their_place(client: TestClient) -> None:
+def test_a_small_model_is_still_planned_and_its_errors_keep_their_place(tmp_path: Path) -> None:
+    with TestClient(create_app(Settings(data_dir=tmp_path, solver_processes=1, wait_limit_s=60)),
+                    raise_server_exceptions=False) as client:
+        _small_model_is_planned(client)
+
+
+def _small_model_is_planned(client: TestClient) -> None:
     r = client.post("/schedule", json={"hardware": "gemmini-16x16", "model": relu_chain(1),
                                        "options": {"time_limit_s": 2}})
     assert r.status_code == 200, r.text[:500]
