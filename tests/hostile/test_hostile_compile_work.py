@@ -154,3 +154,18 @@ def test_the_cli_says_so_in_one_line(capsys: pytest.CaptureFixture[str], tmp_pat
     assert code == 2 and len(lines) == 1 and "max_compile_host_ops" in lines[0], err
     assert "--no-emulate" in lines[0] or "emulate" in lines[0]
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_spent_planning_budget_plans_the_rest_with_the_librarys_tiling() -> None:
+    """Within max_compile_layers, each distinct layer's search may still take up to options.time_limit_s (a conv of
+    prime sizes took 30 s): a service compile's planning stops searching after compile_plan_budget_s and plans the
+    layers left with gemmini-auto, saying so, instead of holding the compile lane for layers x time_limit_s."""
+    from tileplan.frontend.compile import CompileOptions, compile_model
+    from tileplan.hardware.catalog import get_hardware
+
+    result = compile_model(distinct_matmuls(3), get_hardware("gemmini-16x16"),
+                           CompileOptions(time_limit_s=2, emulate=False, fusion="off"), plan_budget_s=1e-9)
+    said = [n for n in result.summary["notes"] if "planning budget spent" in n]
+    assert len(said) == 1 and "2 distinct layer(s) planned by gemmini-auto" in said[0], result.summary["notes"]
+    assert "mm1" in said[0] and "mm2" in said[0] and "mm0" not in said[0], said
+    assert sorted(op["name"] for op in result.summary["ops"] if op["where"] == "accelerator") == ["mm0", "mm1", "mm2"]
