@@ -84,6 +84,10 @@ class Settings(BaseSettings):
     max_compile_layers: int = Field(default=256, gt=0, description=(
         "Most distinct convolutions / matrix products (operator, input shapes, attributes) one compile plans (each is "
         "a mapper run of up to options.time_limit_s); past it: 422 before anything is stored."))
+    compile_plan_budget_s: float = Field(default=600.0, gt=0, description=(
+        "Seconds one POST /compile may spend planning its distinct layers with options.mapper; past it the layers "
+        "left are planned by gemmini-auto (the library's hand-written tiling, milliseconds each) and the summary's "
+        "notes say which (max_compile_layers x options.time_limit_s could otherwise hold the compile for hours)."))
     max_compile_macs: int = Field(default=1 << 37, gt=0, description=(
         "Most multiply-accumulates of a model whose compile runs the emulated run (options.emulate, the default): "
         "~100 s of the emulator; past it: 422 (options.emulate=false compiles without the run)."))

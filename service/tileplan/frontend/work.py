@@ -33,7 +33,8 @@ MAX_COMPILE_HOST_OPS = 1 << 34  # ~1.7 * 10^10 element operations: ~100 s of hos
 
 NO_RUN = ("compile without the emulated run (options.emulate=false; tileplan compile --no-emulate), or with "
           "smaller input shapes")
-_limits = {"layers": MAX_COMPILE_LAYERS, "macs": MAX_COMPILE_MACS, "host_ops": MAX_COMPILE_HOST_OPS}
+_limits: dict[str, float] = {"layers": MAX_COMPILE_LAYERS, "macs": MAX_COMPILE_MACS, "host_ops": MAX_COMPILE_HOST_OPS,
+                              "plan_s": 0}
 
 MAC_OPS = {"Conv", "ConvInteger", "ConvTranspose", "ConvTransposeInteger", "MatMul", "MatMulInteger",
            "MatMulInteger16", "Gemm", "Einsum", "LSTM", "GRU", "QLinearConv", "QLinearMatMul", "QGemm", "Attention"}
@@ -44,21 +45,23 @@ QUADRATIC_OPS = {"NonMaxSuppression", "AllClassNMS"}
 TAP_OPS = {"Resize": 16, "Upsample": 16, "GridSample": 16, "RoiAlign": 64, "MaxRoiPool": 64, "AffineGrid": 4}
 
 
-def set_limits(layers: int | None = None, macs: int | None = None, host_ops: int | None = None) -> None:
-    """This process's bounds (the service sets the settings' in every process that reads models; the CLI its own)."""
-    for key, value in (("layers", layers), ("macs", macs), ("host_ops", host_ops)):
+def set_limits(layers: int | None = None, macs: int | None = None, host_ops: int | None = None,
+               plan_s: float | None = None) -> None:
+    """This process's bounds (the service sets the settings' in every process that reads models; the CLI its own);
+    `plan_s`: a service compile's planning budget (compile_plan_budget_s; 0: none)."""
+    for key, value in (("layers", layers), ("macs", macs), ("host_ops", host_ops), ("plan_s", plan_s)):
         if value:
-            _limits[key] = int(value)
+            _limits[key] = float(value) if key == "plan_s" else int(value)
 
 
-def limits() -> dict[str, int]:
+def limits() -> dict[str, float]:
     return dict(_limits)
 
 
-def of_settings(settings: Any) -> dict[str, int]:
+def of_settings(settings: Any) -> dict[str, Any]:
     """`set_limits`' keyword arguments from the service's settings."""
     return {"layers": settings.max_compile_layers, "macs": settings.max_compile_macs,
-            "host_ops": settings.max_compile_host_ops}
+            "host_ops": settings.max_compile_host_ops, "plan_s": settings.compile_plan_budget_s}
 
 
 @dataclass

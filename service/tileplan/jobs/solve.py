@@ -142,6 +142,7 @@ def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:
     from tileplan.errors import InputError, TileplanError
     from tileplan.frontend.calibration import read_calibration
     from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
+    from tileplan.frontend.work import limits as work_limits
     from tileplan.hardware import HardwareDescriptor
 
     store = _process_store(db_url)
@@ -156,7 +157,8 @@ def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:
         result = compile_model(
             model, HardwareDescriptor.model_validate(hardware), CompileOptions.model_validate(options), input_shapes,
             planner=store_planner(store), progress=lambda done, total: store.compile_progress(compile_id, done, total),
-            calibration=read_calibration(calibration) if calibration is not None else None)
+            calibration=read_calibration(calibration) if calibration is not None else None,
+            plan_budget_s=work_limits()["plan_s"] or None)
         return {"ok": True, "summary": result.summary, "artifact": result.artifact}
     except InputError as exc:
         return {"ok": False, "error": {"loc": list(exc.loc), "msg": exc.msg, "type": exc.type}}
