@@ -189,10 +189,37 @@ class PEArray(_Strict):
         return self.rows * self.cols
 
 
+class LoopConstraint(_Strict):
+    """A Timeloop `temporal` or `spatial` constraint on one level's loops (a file's architecture_constraints), which
+    timeloop-model checks every map against ("mapping violates architecture constraints")."""
+
+    factors: dict[Dim, Int] = Field(
+        default_factory=dict,
+        description="Exact factor per dimension at this level (0: the whole bound; above the bound: the bound).",
+    )
+    max_factors: dict[Dim, Int] = Field(default_factory=dict, description="Largest factor per dimension (`D<=n`).")
+    permutation: list[Dim] | None = Field(
+        default=None, description="Loop order, innermost first, as Timeloop checks it (a prefix of the map's loops "
+        "with factor > 1 followed by its unit dimensions).")
+    split: Int | None = Field(default=None, ge=0, description="Spatial only: how many loops go along the mesh's X.")
+
+    @field_validator("factors", "max_factors")
+    @classmethod
+    def _non_negative(cls, v: dict[str, int]) -> dict[str, int]:
+        if any(f < 0 for f in v.values()):
+            raise ValueError("factors must not be negative")
+        return v
+
+
 class Constraints(_Strict):
     max_tile: dict[str, dict[Dim, Int]] = Field(
         default_factory=dict,
         description="Largest tile extent per dimension held at a level, e.g. {Accumulator: {K: 16}}.",
+    )
+    loops: dict[str, dict[Literal["temporal", "spatial"], LoopConstraint]] = Field(
+        default_factory=dict,
+        description="Timeloop loop constraints per level (factors, max factors, permutation, spatial split), as a "
+        "Timeloop file's architecture_constraints state them; a plan keeps them, so timeloop-model accepts its map.",
     )
 
 
@@ -267,6 +294,9 @@ class HardwareDescriptor(_Strict):
             raise ValueError("pe_array.dataflows: names must be unique")
         if self.pe_array.mesh_x is not None and self.pe_array.macs % self.pe_array.mesh_x:
             raise ValueError(f"pe_array.mesh_x: {self.pe_array.mesh_x} does not divide the {self.pe_array.macs} MACs")
+        for lname in self.constraints.loops:
+            if lname not in names:
+                raise ValueError(f"constraints.loops: unknown level {lname!r}")
         for lname, dims in self.constraints.max_tile.items():
             if lname not in names:
                 raise ValueError(f"constraints.max_tile: unknown level {lname!r}")
