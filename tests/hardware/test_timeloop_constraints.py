@@ -144,3 +144,35 @@ def test_plans_keep_the_files_loop_constraints(mapper):
     plan = make_plan(layer, hw, ScheduleOptions(mapper=mapper, baseline=False, time_limit_s=5, model="timeloop"))
     assert timeloop_violations(problem, hw.resolve(plan.mapping.dataflow), plan.mapping) == []
     assert [d for d, _ in plan.mapping.levels[1].spatial] == ["K"]
+
+
+def _with_attrs(glb=None, reg=None):
+    doc = yaml.safe_load(yaml.safe_dump({"architecture": {"version": 0.3, "subtree": [{"name": "sys", "local": [
+        {"name": "DRAM", "class": "DRAM", "attributes": {"word-bits": 8}},
+        {"name": "GLB", "class": "SRAM", "attributes": {"entries": 1000, "word-bits": 8, **(glb or {})}}],
+        "subtree": [{"name": "PE[0..3]", "local": [
+            {"name": "Reg", "class": "regfile", "attributes": {"entries": 4, "word-bits": 8, **(reg or {})}},
+            {"name": "MAC", "class": "intmac", "attributes": {"datawidth": 8}}]}]}]},
+        "architecture_constraints": {"targets": [
+            {"target": "Reg", "type": "bypass", "keep": ["Weights"], "bypass": ["Inputs", "Outputs"]}]}}))
+    return load_descriptor(doc, name="agen")
+
+
+@pytest.mark.parametrize(("glb", "reg", "energy"), [
+    ({}, {}, 57952.87),
+    ({"addr-gen-energy": 0.5}, {}, 59472.87),
+    ({"addr-gen-energy": 2, "block-size": 4}, {}, 64032.87),
+    ({}, {"addr-gen-energy": 1, "cluster-size": 2}, 59681.04),
+    ({"addr-gen-energy": 1}, {"addr-gen-energy": 0.25}, 61424.87),
+])
+def test_addr_gen_energy_is_charged_as_timeloop_charges_it(glb, reg, energy):
+    """`addr-gen-energy`: pJ per address a level generates, one per word read (updated, for outputs) or filled,
+    counted per cluster; it was not read, so these files' energies were short by it. Energies are timeloop-model's
+    (019f107) on this architecture, problem and map."""
+    from tileplan.cost.model import evaluate_mapping
+
+    hw = _with_attrs(glb, reg)
+    mapping = _map([("R", 3)], [("P", 8), ("C", 4)], [("K", 2)], [("C", 4), ("K", 2)])
+    m = evaluate_mapping(PROBLEM, hw.resolve(), mapping, model="timeloop")
+    assert m.cycles == 768
+    assert abs(m.energy_pj / energy - 1) < 1e-6

@@ -536,7 +536,7 @@ def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> 
             r = c.reads * c.instances * wb
             w = (c.fills + c.updates) * c.instances * wb
             per[t] = {"reads": r, "writes": w}
-            pj[t] = storage_pj(lv, c.reads, c.fills, c.updates, c.instances)
+            pj[t] = storage_pj(lv, c.reads, c.fills, c.updates, c.instances, read_write=t == "O")
         r_all = sum(v["reads"] for v in per.values())
         w_all = sum(v["writes"] for v in per.values())
         if i == top:

@@ -114,6 +114,11 @@ class MemoryLevel(_Strict):
         description="Timeloop multiple-buffering: a tile may use only floor(entries / this) of an instance's words "
         "(2.0: double buffering); the array, and so its access energy, stays the whole capacity. None: 1.",
     )
+    addr_gen_energy_pj: Float | None = Field(
+        default=None, ge=0, le=MAX_ENERGY_PJ,
+        description="Timeloop addr-gen-energy: pJ per address generated (per word read or filled; per output word "
+        "updated or filled), charged once per cluster used. None: Timeloop's table, which charges nothing.",
+    )
     min_utilization: Float | None = Field(
         default=None, ge=0, le=1,
         description="Timeloop min-utilization: the kept tiles must fill at least this share of the usable words "
@@ -333,6 +338,7 @@ class HardwareDescriptor(_Strict):
                     capacity=None if lv.capacity is None else _usable(lv),
                     array_bytes=None if lv.capacity is None else lv.capacity // lv.instances,
                     min_utilization=lv.min_utilization or 0.0,
+                    addr_gen_pj=lv.addr_gen_energy_pj or 0.0,
                     word_bytes=lv.word_bits / 8,
                     instances=lv.instances,
                     fanout=below // lv.instances,
@@ -428,6 +434,7 @@ class ResolvedLevel:
     source_entries: int | None = None  # the Timeloop source's size of its outermost level, in words
     array_bytes: int | None = None  # bytes per instance of the whole array (capacity less Timeloop's multiple-buffering)
     min_utilization: float = 0.0  # Timeloop's: the kept tiles fill at least this share of `capacity`
+    addr_gen_pj: float = 0.0  # Timeloop's addr-gen-energy, pJ per address generated
 
 
 @dataclass(frozen=True)

@@ -595,6 +595,10 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             lv["block_size"] = block
         if cluster != 1:
             lv["cluster_size"] = cluster
+        age = _attr(st.attrs, "addr-gen-energy")
+        if age is not None and _number(age, st.loc + ("addr-gen-energy",), positive=False) >= 0:
+            # pJ per address generated (timeloop-model reads a negative figure as "use the table", which charges 0)
+            lv["addr_gen_energy_pj"] = _number(age, st.loc + ("addr-gen-energy",), positive=False)
         vae = _attr(st.attrs, "vector-access-energy")
         if vae is not None:  # pJ per block access, the figure Timeloop then uses instead of its table
             per_byte = _number(vae, st.loc + ("vector-access-energy",), positive=False) / (block * wb / 8)
@@ -766,6 +770,8 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
             attrs["multiple-buffering"] = lv.multiple_buffering
         if lv.min_utilization is not None:
             attrs["min-utilization"] = lv.min_utilization
+        if lv.addr_gen_energy_pj is not None:
+            attrs["addr-gen-energy"] = lv.addr_gen_energy_pj
         if lv.energy is not None and lv.energy.read_pj_per_byte == lv.energy.write_pj_per_byte:
             # Timeloop's one figure per block access (the importer reads it back per byte)
             attrs["vector-access-energy"] = lv.energy.read_pj_per_byte * block * lv.word_bits / 8
