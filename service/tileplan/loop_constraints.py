@@ -227,6 +227,27 @@ def _kept_prefix(perm: Sequence[str], loops: Sequence[tuple[str, int]]) -> list[
     return kept + [(d, f) for d, f in loops if f > 1 and d not in perm]
 
 
+def _pull_into_fanout(arch: Architecture, levels: list[LevelMapping], i: int, con: LoopConstraint,
+                      bounds: dict[str, int]) -> list[LevelMapping] | None:
+    """`levels` with the smallest prime factor of some temporal loop (outermost level first) moved into level i's
+    fan-out, of a dimension the constraint lets it unroll, or None when none fits the fan-out."""
+    fanout = arch.levels[i].fanout
+    for j in range(len(levels) - 1, -1, -1):
+        for d, f in levels[j].temporal:
+            want = con.factors.get(d)
+            if f <= 1 or want == 1 or d not in arch.levels[i].spatial_dims:
+                continue
+            p = next(q for q in range(2, f + 1) if f % q == 0)
+            if p > fanout or p > con.max_factors.get(d, p):
+                continue
+            new = list(levels)
+            new[j] = new[j].model_copy(update={"temporal": [(dd, ff // p if dd == d else ff) for dd, ff in
+                                                            new[j].temporal if (ff // p if dd == d else ff) > 1]})
+            new[i] = new[i].model_copy(update={"spatial": [(d, p)]})
+            return new
+    return None
+
+
 def _reorder(arch: Architecture, mapping: Mapping, bounds: dict[str, int]) -> Mapping | None:
     """Each constrained level's loops in an order its permutation accepts, those it cannot take (and, on a one-axis
     fan-out, spatial loops beyond the split) moved to the outermost level's temporal loops; None when that leaves
@@ -247,7 +268,14 @@ def _reorder(arch: Architecture, mapping: Mapping, bounds: dict[str, int]) -> Ma
                 keep = sorted(keep, key=lambda x: -x[1])[:con.split]
                 keep = [x for x in loops if x in keep]
             if kind == "spatial" and not keep:
-                return None
+                # a spatial constraint binds only a level that unrolls something: one prime factor of a dimension it
+                # allows comes in from the temporal loops (outermost first)
+                pulled = _pull_into_fanout(arch, levels, i, con, bounds)
+                if pulled is None:
+                    return None
+                levels = pulled
+                m = levels[i]
+                keep = [(d, f) for d, f in m.spatial if f > 1]
             if len(keep) != len(loops):
                 if i == top and kind == "temporal":
                     return None

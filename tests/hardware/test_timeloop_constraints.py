@@ -176,3 +176,23 @@ def test_addr_gen_energy_is_charged_as_timeloop_charges_it(glb, reg, energy):
     m = evaluate_mapping(PROBLEM, hw.resolve(), mapping, model="timeloop")
     assert m.cycles == 768
     assert abs(m.energy_pj / energy - 1) < 1e-6
+
+
+def test_cosa_plans_where_the_constraints_leave_none_of_its_answers_legal():
+    """The seed-4 fuzz's fuzz4_014 L2: a spatial constraint on RowBuf3_o (only K, P, Q may unroll there) binds every map
+    to unroll something at it (timeloop-model asserts otherwise), and no answer of cosa's MIP, moved to keep the
+    constraints, was legal: cosa refused the layer, where timeloop-mapper found a map of 1,260 cycles. A constrained
+    fan-out left idle now takes a prime factor it allows from the temporal loops, and the trivial mapping, so moved,
+    is a start for polish: cosa plans it (5,040 cycles, which timeloop-model gives its map too)."""
+    from tests.conftest import BENCH_DATA
+
+    from tileplan.plan import ScheduleOptions, make_plan
+    from tileplan.workload import parse_layer
+
+    hw = load_descriptor((BENCH_DATA / "timeloop_fuzz_seed4/archs/fuzz4_014.yaml").read_text(), name="fuzz4_014")
+    layer = parse_layer({"batch": 2, "dilation": [1, 1], "in_channels": 5, "in_h": 4, "in_w": 10, "kernel": [3, 3],
+                         "name": "L2", "op": "conv2d", "out_channels": 7, "padding": [0, 0], "stride": [1, 1]})
+    plan = make_plan(layer, hw, ScheduleOptions(mapper="cosa", baseline=False, time_limit_s=10, model="timeloop"))
+    problem = Problem.from_layer(layer)
+    assert timeloop_violations(problem, hw.resolve(plan.mapping.dataflow), plan.mapping) == []
+    assert [d for d, _ in plan.mapping.levels[0].spatial]
