@@ -183,7 +183,8 @@ def test_cosa_plans_where_the_constraints_leave_none_of_its_answers_legal():
     to unroll something at it (timeloop-model asserts otherwise), and no answer of cosa's MIP, moved to keep the
     constraints, was legal: cosa refused the layer, where timeloop-mapper found a map of 1,260 cycles. A constrained
     fan-out left idle now takes a prime factor it allows from the temporal loops, and the trivial mapping, so moved,
-    is a start for polish: cosa plans it (5,040 cycles, which timeloop-model gives its map too)."""
+    is a start for polish: cosa plans it (1,260 cycles in bench/results/timeloop_mapper_seed4.md, the mapper's; 5,040
+    in a run on a busier machine; timeloop-model gives each map the same cycles)."""
     from tests.conftest import BENCH_DATA
 
     from tileplan.plan import ScheduleOptions, make_plan
