@@ -444,6 +444,85 @@ FINDINGS = [
     " leak, and the by-network and 128x128-only rows of costmodel.md are worse for it; with it, the memory-bus "
     "bound still improves both held-out splits.",
     "",
+    "Eighth round (issue 25, branch cost25h). Screening protocol: a full fit from the shipped parameters without "
+    "restarts, every fold started from it, every parameter refitted, both 16x16 splits (70-370 s a variant on the "
+    "shared machine). Cells: DOSA-mapping MAPE / Spearman, library MAPE, predicted / measured range of all 16x16 "
+    "runs; variants that were worse in-sample were not cross-validated.",
+    "",
+    "| variant | fitted | in-sample | by configuration | by network |",
+    "|---|---:|---|---|---|",
+    "| none (the model as it was) | | 9.73% / 0.99529, library 12.54% | 10.11% / 0.99451, library 13.04%, "
+    "0.50x-1.71x | 10.54% / 0.99494, library 13.76%, 0.41x-1.67x |",
+    "| requests in flight: a call's DMA lasts at least its strided requests beyond the L2 (`dram_req`) x a slot time "
+    "(the L2 miss's round trip over the DMA's 16 requests in flight) | 1.95 cycles (binds almost nowhere) | "
+    "unchanged | 10.10% / 0.99453, library 13.03%, 0.50x-1.71x | 10.54% / 0.99494, library 13.75%, 0.41x-1.67x |",
+    "| the DMA latency- or bandwidth-bound, not both: max(requests x `dma_request_cycles`, bytes / rate) instead of "
+    "their sum (the waits beyond the L2 and the LLC still added) | `dram_efficiency` 0.55 | 10.12% / 0.99495, "
+    "library 12.64% | | |",
+    "| the same, each request at least one 16-byte beat of the bus | 0.63 | 10.07% / 0.99466, library 12.69%, "
+    "0.50x-1.51x | 10.50% / 0.99418, library 13.27%, 0.50x-1.52x | 10.98% / 0.99439, library 14.08%, 0.34x-1.55x |",
+    "| the same with the waits beyond the L2 and the LLC inside the latency side (max(bytes / rate, requests x a + "
+    "`dram_req` x b + `far_req` x c)) | | 11.21% / 0.99403, library 13.30%, up to 1.83x | | |",
+    "| a call's stores are not hidden behind compute (LoopConv.scala keeps two loops in flight, `concurrent_loops = "
+    "2`, and a loop's slot is freed only when its mvouts are done: compute + the stores' DMA time) | | 11.20% / "
+    "0.99448, library 13.03% | 11.55% / 0.99413, library 13.56% | |",
+    "| the same for loop_conv_ws only | | 10.74% / 0.99451, library 12.70% | 11.07% / 0.99406, library 13.19%, "
+    "0.49x-1.68x | |",
+    "| **a strided store on a tensor beyond the LLC (`far_st_req`) waits `llc_miss_cycles` twice, a load once "
+    "(shipped)** | | **9.56% / 0.99577, library 12.59%, 0.54x-1.68x** | **9.92% / 0.99539, library 13.07%, "
+    "0.52x-1.71x** | **10.34% / 0.99586, library 13.82%, 0.41x-1.67x** |",
+    "",
+    "The shipped term is the sixth round's \"store's two DRAM transfers\", which then helped by configuration every "
+    "time and by network in one bench run of two: the U-Net fold was flat in `dram_byte_cycles` and landed where its "
+    "start left it. With the seventh round's prior that fold is pinned, and the term improves DOSA's mappings on both "
+    "splits (by configuration below the 10% target) and Spearman, while the library's MAPE moves by +0.03 / +0.06 "
+    "points (the refit of the shared parameters). It is the memory-bus bound's physics applied to the wait as well: "
+    "the write-allocate, write-back L2 fetches a block a partial store does not fill and writes it back dirty, two "
+    "DRAM transfers where a strided load makes one; it has no parameter of its own, and only U-Net's C1_K64_P570 "
+    "has strided stores beyond the LLC among the 16x16 runs, so no fold can tune it. Model "
+    "(`_cycle_terms`), emulator (gemmini_emu.c `call_terms`: (far_req + far_st_req) x llc_miss_cycles) and tests "
+    "(tests/cost test_strided_stores_dram_serves_wait_on_it_twice, tests/codegen "
+    "test_strided_stores_beyond_the_llc_wait_on_dram_twice) changed together.",
+    "",
+    "What else was looked at (no term followed):",
+    "",
+    "- **The scratchpad and accumulator a call fills** (its input and weight rows against half the configuration's "
+    "scratchpad; its output rows against half the accumulator: the library sizes its tiles to half, DOSA's mappings "
+    "may take more): DOSA's mappings show no trend (mean log(predicted / measured) -0.02 to +0.04 in every quarter, "
+    "65 runs above three quarters of the scratchpad at +0.02). The library is short by -0.13 at half to three "
+    "quarters of it (55 runs) but not above (-0.01): not a footprint effect. The FSM double buffers by halves "
+    "whatever the software's addresses say (LoopConv.scala, ucb-bar/gemmini: loop i's input starts at i x max_addr /"
+    " concurrent_loops and its weights end at (i + 1) x that, since 9dc6ec8 in 2021; sp_tiled_conv's A and B "
+    "addresses are not used by it), and the images' dummy Gemmini is sized for the largest buffers.",
+    "- **Compute**: runs the model calls compute-bound (DMA under half the compute) are within +0.03 (16x16, 137 "
+    "runs) and -0.03 (128x128, 304), flat in rows per compute, computes per preload, channel tile and stride. The "
+    "misses are on the memory side.",
+    "- **The library's worst runs** (RetinaNet's C256_K256_P4 and C256_K720_P4 / P7 3x3, ResNet-50's C512_K512_P7 "
+    "3x3 at strides 1 and 2: tiles of 96-112 output channels x 120-128 input channels with the whole kernel) move "
+    "2,000-3,460 strided weight requests a call on weights between the L2 and the LLC and measure 8.4-19.3 cycles "
+    "per such request; the same 112 x 128 tiles of RetinaNet's C256_K256_P2 3x3 measure 4.9-5.7 at stride 1 (13.1-15.3k "
+    "cycles a call, about the model's DMA alone) and 9.4-9.9 at stride 2, the same calls. The ResNet-50 classifier under the "
+    "library's 896 x 128 tiles measures 8.4 cycles per strided request, under DOSA's 62- and 31-block tiles 4.8-5.1, "
+    "with calls of the same mvin shape (16 rows of 64 bytes, rows 1,000 B apart) and within 3% of the same requests "
+    "(2,528 and 2,603 a call): what differs is not in the call. Both agree with the fifth round's reading (the "
+    "library's run of a layer comes first, on weights the LLC may not hold yet); a request to POST /evaluate does "
+    "not carry that history.",
+    "- LoopConv.scala's execute issues nothing of a loop until all of its loads have been issued (`ld_ahead`), and "
+    "the next loop's loads start once this loop's are issued: one call's DMA behind the previous call's compute, as "
+    "the model's max(DMA, compute) per call has it.",
+    "",
+    "Through bench/costmodel.py (four restarts from the previous shipped parameters, every fold from that fit; the "
+    "shipped parameters are its result, the single fit of the screen to four digits): by configuration 9.9% / "
+    "0.9954, library 13.1%, 0.52x-1.71x (before this round 10.1% / 0.9945, 13.0%, 0.50x-1.71x); by network 10.3% / "
+    "0.9959, library 13.8%, 0.41x-1.67x (10.5% / 0.9949, 13.8%, 0.41x-1.67x); fitted on the 128x128 set only 11.0% /"
+    " 0.9960, library 14.5%, 0.42x-1.75x (11.1% / 0.9950, 14.1%, 0.42x-1.75x); the 128x128 set by layer shape 15.7% /"
+    " 0.991 (15.8% / 0.991); nested interval coverage (quantiles spanning 84%) 82.2% by configuration, 79.1% by "
+    "network, 82.9% by 128x128 layer shape (83.3%, 80.8%, 83.0%). `llc_miss_cycles` 6.57 -> 7.60, `overlap_loss` "
+    "0.200 -> 0.178, `op_overhead_cycles` 0.015 -> 0.038, `block_wait_cycles` 9.0 -> 9.4. Met now: DOSA's mappings "
+    "within 10% held out by configuration, Spearman on every split; not met: the mappings by network (10.3%), the "
+    "library (13.1% / 13.8%), the worst runs (U-Net's C1024_K1024_P28 under DOSA's mappings 0.52x by "
+    "configuration, 0.41x by network; the library's ResNet-50 C512_K512_P7 stride 2 and classifier 0.56-0.60x).",
+    "",
 ]
 
 

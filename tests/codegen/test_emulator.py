@@ -391,13 +391,36 @@ def test_strided_stores_beyond_the_llc_move_their_block_twice_over_the_memory_bu
     prog.append(isa.fence())
 
     def run(refill: float) -> tuple[dict[str, float], float]:
-        res = emu(16, llc_bytes=4 << 20, refill_cycles=refill).run(prog, {"x": np.zeros((16, 16), np.int8), "y": y})
+        # (llc_miss_cycles 0: each store's two waits on DRAM would outlast the bound here and hide it)
+        res = emu(16, llc_bytes=4 << 20, refill_cycles=refill, llc_miss_cycles=0.0).run(
+            prog, {"x": np.zeros((16, 16), np.int8), "y": y})
         return res.features, res.cycles
 
     features, cycles = run(8.0)
     assert features["st_req"] == features["far_req"] == features["far_st_req"] == 2 * n
     assert cycles == pytest.approx(2 * 2 * n * 8.0, abs=2.0)  # (emu: no run_cycles)
     assert run(0.0)[1] < cycles
+
+
+def test_strided_stores_beyond_the_llc_wait_on_dram_twice():
+    """As the cost model's far_req + far_st_req: a strided store DRAM serves waits llc_miss_cycles twice (the L2 fills
+    its block, then writes it back), a load once. The program of the test above, the memory bus left out."""
+    n = 8 << 20 >> 6  # rows
+    y = np.zeros((n, 64), np.int8)
+    prog = [isa.config_ld(16), isa.config_st(64)]
+    for lo in (0, 16):
+        prog += [isa.config_ex(WS), isa.mvin(Dram("x", 0), 0, 16, 16)]
+        prog += [isa.mvout(Dram("y", r0 * 64 + lo), 0, 16, 16) for r0 in range(0, n, 16)]
+    prog.append(isa.fence())
+
+    def run(llc_miss: float) -> tuple[dict[str, float], float]:
+        res = emu(16, llc_bytes=4 << 20, refill_cycles=0.0, dram_byte_cycles=0.0, llc_miss_cycles=llc_miss).run(
+            prog, {"x": np.zeros((16, 16), np.int8), "y": y})
+        return res.features, res.cycles
+
+    features, base = run(0.0)
+    assert features["far_st_req"] == 2 * n
+    assert run(10.0)[1] == pytest.approx(base + 10.0 * (features["far_req"] + features["far_st_req"]), rel=1e-9)
 
 
 def test_stores_behind_their_block_wait_on_top_of_drams_own_rate():

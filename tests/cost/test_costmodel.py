@@ -58,6 +58,12 @@ def cv_artifact(data):
     return cross_validate(data, 1, CostParams())
 
 
+@pytest.fixture(scope="module")
+def cv_artifact_by_network(data):
+    """Each network's 16x16 runs (all configurations) predicted by a fit on everything else."""
+    return cross_validate(data, 1, CostParams(), groups=data[1].labels(lambda r: r.network))
+
+
 def test_restarts_leave_the_local_minimum_the_shipped_parameters_sat_in(data) -> None:
     """The fit's loss has local minima: the parameters shipped until issue 25 (fitted from the previous ones) sat in
     one that least squares from there does not leave; fits from starts scattered around it reach a lower loss, and
@@ -65,7 +71,8 @@ def test_restarts_leave_the_local_minimum_the_shipped_parameters_sat_in(data) ->
     llc_miss_cycles, and DRAM's own rate beyond the LLC, dram_byte_cycles, which those parameters lacked (0), the
     minimum a plain fit from them reaches is 16.07, restarts 16.01; with the memory-bus bound of strided requests
     DRAM serves, cost25g, the restarts from them reach 15.91 and the shipped parameters, fitted with four restarts
-    from the previous ones, sit lower still, 15.87.)"""
+    from the previous ones, sit lower still, 15.87; with a strided store beyond the LLC waiting on DRAM twice,
+    cost25h, a plain fit from them reaches 16.19, the restarts 15.85, where the shipped parameters sit.)"""
     before = CostParams(
         dram_efficiency=0.71, dma_request_cycles=0.9722, dram_request_cycles=0.9483, block_wait_cycles=11.22,
         op_overhead_cycles=0.0032, compute_floor_dims=0.4265, preload_dims=0.3242, call_floor_cycles=274.0251,
@@ -164,6 +171,23 @@ def test_issue_13_held_out_targets(data, cv_artifact) -> None:
     mapping = np.char.startswith(np.array(d.labels(lambda r: r.kind)).astype(str), "mapping")
     assert ape[mapping].mean() <= 0.12 and ape[~mapping].mean() <= 0.15
     assert spearmanr(cv_artifact[mapping], d.y[mapping]).statistic >= 0.99
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25's targets not reached yet (bench/results/costmodel.md: by configuration "
+                   "9.9% / 0.9954 / library 13.1% / 0.52x-1.71x; by network 10.3% / 0.9959 / 13.8% / 0.41x-1.67x)")
+def test_issue_25_held_out_targets(data, cv_artifact, cv_artifact_by_network) -> None:
+    """Issue 25's targets on the 16x16 runs, held out by configuration and by network (every fold refitting every
+    parameter): DOSA's mappings within 10% MAPE with Spearman >= 0.993, the library's own runs within 12%, and no run
+    predicted outside [0.556, 1.8] x its measured cycles."""
+    d = data[1]
+    mapping = np.char.startswith(np.array(d.labels(lambda r: r.kind)).astype(str), "mapping")
+    for pred in (cv_artifact, cv_artifact_by_network):
+        ape = np.abs(pred - d.y) / d.y
+        assert ape[mapping].mean() <= 0.10
+        assert spearmanr(pred[mapping], d.y[mapping]).statistic >= 0.993
+        assert ape[~mapping].mean() <= 0.12
+        ratio = pred / d.y
+        assert ratio.min() >= 0.556 and ratio.max() <= 1.8
 
 
 def test_artifact_library_runs_use_the_recorded_tiles() -> None:
@@ -712,10 +736,39 @@ def test_strided_requests_dram_serves_move_whole_blocks_over_the_memory_bus() ->
     assert total(features(32, llc=64 << 20), "far_st_req") == 0
     p = CostParams.for_descriptor(get_hardware("gemmini-16x16"))
     assert p.mem_bus_bytes == 8 and refill_cycles(p.as_dict()) == 8
-    with_bound = cycles_from_calls(half, p)
-    without = cycles_from_calls(half, p.model_copy(update={"mem_bus_bytes": 1e9}))
+    assert cycles_from_calls(half, p).dma >= (total(half, "far_req") + total(half, "far_st_req")) * 8 * (1 - 1e-9)
+    # (the bound binds where DRAM's waits are short: with the shipped llc_miss_cycles, each store's two waits on DRAM
+    # already take longer than its block's two trips over the bus)
+    q = p.model_copy(update={"llc_miss_cycles": 0.0})
+    with_bound = cycles_from_calls(half, q)
+    without = cycles_from_calls(half, q.model_copy(update={"mem_bus_bytes": 1e9}))
     assert with_bound.dma >= (total(half, "far_req") + total(half, "far_st_req")) * 8 * (1 - 1e-9)
     assert with_bound.cycles > without.cycles
+
+
+def test_strided_stores_dram_serves_wait_on_it_twice() -> None:
+    """A strided store request on a tensor beyond the LLC (`far_st_req`: part of a 64-byte block the L2 does not hold)
+    goes to DRAM twice, where a strided load goes once: the write-allocate L2 fetches the block before merging the
+    write, and writes the dirty block back later. Each of those DRAM transfers waits llc_miss_cycles (no parameter of
+    its own): a call's DMA is (far_req + far_st_req) x llc_miss_cycles above what it is without the wait (U-Net's
+    C1_K64_P570, 32 of its 64 output channels a call)."""
+    from tileplan.cost.gemmini import Execution, cycles_from_calls
+
+    e = Execution(
+        kind="conv", dim=16, batch=1, groups=1, out_h=570, out_w=570, k=64, c=1, r=3, s=3, stride=(1, 1), pad=(1, 1),
+        in_h=570, in_w=570, t_n=1, t_h=2, t_w=570, t_k=32, t_c=1, t_r=3, t_s=3, k_step=32, c_step=1, bias=False,
+        order=("N", "G", "K", "P", "Q", "C", "R", "S"),
+    )
+    x = call_features(e, 8.0)
+    total = {c: float((x[:, FEATURE_COLUMNS.index(c)] * x[:, 0]).sum()) for c in ("far_req", "far_st_req")}
+    assert total["far_st_req"] > 0
+    # the bounds (DRAM's own rate, the memory bus) off, so the DMA is the sum of its terms
+    p = CostParams.for_descriptor(get_hardware("gemmini-16x16")).model_copy(
+        update={"mem_bus_bytes": 1e9, "dram_byte_cycles": 0.0})
+    assert p.llc_miss_cycles > 0
+    waiting = cycles_from_calls(x, p).dma
+    without = cycles_from_calls(x, p.model_copy(update={"llc_miss_cycles": 0.0})).dma
+    assert waiting - without == pytest.approx((total["far_req"] + total["far_st_req"]) * p.llc_miss_cycles, rel=1e-9)
 
 
 def test_narrow_output_rows_wait_behind_their_block() -> None:

@@ -56,7 +56,8 @@ software library per iteration of the DRAM-level loops:
   models a 4 MiB last-level cache between the L2 and DDR3 (FASED's LLC model, `CostParams.llc_bytes`): a tensor
   larger than the L2 but not the LLC is refetched from the LLC, and `dram_request_cycles` is that wait; a strided
   request on a tensor larger than the LLC too goes to DRAM and waits `llc_miss_cycles` more (`far_req`; fitted:
-  ~7 cycles against ~1). Beyond the LLC the DMA also cannot outrun DRAM (`far_bytes`): a call's DMA lasts at least
+  ~7 cycles against ~1), a strided store twice (`far_st_req`: the write-allocate L2 fetches the block before merging
+  the write and writes it back dirty later, two DRAM transfers where a load makes one; no parameter of its own). Beyond the LLC the DMA also cannot outrun DRAM (`far_bytes`): a call's DMA lasts at least
   the bytes DRAM reads for its loads x a fitted `dram_byte_cycles` (~0.3 cycles/B: FireSim reads U-Net's 9.6 MB
   input of its 2-channel head at ~2.5-3.5 B/cycle in whole 64-byte rows, which no request term marks); what the
   previous call left in the L2 is not DRAM's (`_in_l2_across`: the same tile, or a kernel tile that only shifts the
@@ -1131,8 +1132,10 @@ def _cycle_terms(col: Any, p: Any) -> Any:
     dma = (col["ld_req"] + col["st_req"]) * p["dma_request_cycles"] + (col["ld_bytes"] + col["st_bytes"]) / bw
     # a request on a tensor the L2 cannot hold waits on DRAM (`_beyond_l2`)
     dma = dma + col["dram_req"] * p["dram_request_cycles"]
-    # and waits longer still when the tensor is larger than the LLC too: DRAM serves it (`_beyond_l2` at llc_bytes)
-    dma = dma + col["far_req"] * p["llc_miss_cycles"]
+    # and waits longer still when the tensor is larger than the LLC too: DRAM serves it (`_beyond_l2` at llc_bytes); a
+    # strided store's block goes to DRAM twice (the write-allocate L2 fills it before merging the write, and writes the
+    # dirty block back), so it waits twice (`far_st_req`, no parameter of its own), as it crosses the memory bus twice
+    dma = dma + (col["far_req"] + col["far_st_req"]) * p["llc_miss_cycles"]
     # and the DMA cannot load faster than DRAM reads a tensor larger than the LLC (`far_bytes` at DRAM's own rate)
     dma = np.maximum(dma, col["far_bytes"] * p["dram_byte_cycles"])
     # and each of those strided requests DRAM serves brings its whole 64-byte block into the L2 over the memory bus

@@ -59,7 +59,7 @@
  * timing for the emulator and the model, tileplan.cost.gemmini._cycle_terms / _totals).  Every config_ex opens a
  * call; per call the emulator counts what the model's call features count: DMA requests and bytes of its loads and
  * stores (a request on a strided row of a buffer larger than l2_bytes also waits dram_request_cycles, one on a buffer
- * larger than llc_bytes llc_miss_cycles more, and a call's DMA lasts at least such requests x refill_cycles, a
+ * larger than llc_bytes llc_miss_cycles more, a store twice, and a call's DMA lasts at least such requests x refill_cycles, a
  * store's twice, and its loads from tensors beyond the LLC x dram_byte_cycles per byte; a store request
  * behind earlier ones of its mvout to the same 64-byte block block_wait_cycles each, see store_chain), rows
  * streamed by its computes (at least compute_floor_cycles each), compute instructions, weight preloads.  A call
@@ -453,7 +453,8 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double by
 static void call_terms(const emu_t *e, const double *f, double *dma, double *ex, double *total) {
   const emu_timing_t *t = &e->t;
   double d = (f[0] + f[2]) * t->dma_request_cycles + (f[1] + f[3]) / t->dram_bytes_per_cycle +
-             f[7] * t->dram_request_cycles + f[9] * t->llc_miss_cycles;
+             f[7] * t->dram_request_cycles + (f[9] + f[11]) * t->llc_miss_cycles;
+  /* (a strided store beyond the LLC waits on DRAM twice: the L2 fills its block, then writes it back) */
   /* the DMA cannot load faster than DRAM reads the tensors the LLC cannot hold */
   if (f[10] * t->dram_byte_cycles > d) d = f[10] * t->dram_byte_cycles;
   /* nor faster than the memory bus moves the 64-byte blocks of the strided requests DRAM serves (a store's twice:
