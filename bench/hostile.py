@@ -296,7 +296,9 @@ def compile_cases(secret: Path | None = None, marker: Path | None = None) -> lis
     big = _big_model(90)
     # the second round's models are built by their tests (one builder each)
     sys.path.insert(0, str(REPO / "tests" / "hostile"))
+    from test_hostile_compile_work import distinct_matmuls, maxpool_bomb
     from test_hostile_onnx_hiding import doubling, function_call_bomb, function_default_leak, split_concat
+    from test_hostile_schedule_model import relu_chain
     return [
         ("c1 external data: pyproject.toml", "POST", "/compile", body(_onnx_external(SECRET_FILE))),
         ("c1 external data: ./data/tileplan.db", "POST", "/compile", body(_onnx_external("./data/tileplan.db"))),
@@ -323,6 +325,11 @@ def compile_cases(secret: Path | None = None, marker: Path | None = None) -> lis
         ("c14 function-call bomb (2^40 nodes inlined)", "POST", "/compile", body(function_call_bomb())),
         ("c15 Concat(c, c) x40 (2^40 elements, 2 KB)", "POST", "/compile", body(doubling(shape_node=True))),
         ("c16 Split into 2000 + Concat of 2000", "POST", "/compile", body(split_concat(2000))),
+        ("c17 MaxPool 64x64 over 2^27 elements (165 bytes, 5.5e11 compares)", "POST", "/compile",
+         body(maxpool_bomb())),
+        ("c18 300 distinct matmuls to plan", "POST", "/compile", body(distinct_matmuls(300))),
+        ("c19 /schedule model of 49,000 nodes (1.4 MB)", "POST", "/schedule",
+         {"json": {"hardware": "gemmini-16x16", "model": relu_chain(49_000), "options": FAST}, "headers": AUTH}),
     ] + ([("c10 names: '*/ #include <server file>', '$(shell touch F)'", "POST", "/compile",
            body(_named_model(secret, marker), wait=True))] if secret is not None and marker is not None else [])
 
@@ -899,7 +906,10 @@ def mix(args: argparse.Namespace) -> None:
               "weights), c14 40 functions each calling the next twice, c15 a constant doubled by Concat 40 times "
               "(ONNX's data propagation and onnxruntime's folding each took the checking process to its memory cap), "
               "c16 a Split of 2000 outputs into a Concat of 2000 inputs (500: a RecursionError in the C emitter, "
-              "a 500; 2000: a compile past 10 minutes).",
+              "a 500; 2000: a compile past 10 minutes). c17-c19 are branch hostile8's: c17 a 165-byte MaxPool whose "
+              "emulated run was an hour of the one compile lane and c18 300 distinct layers to plan (now 422s from "
+              "the compile work bounds, tests/hostile/test_hostile_compile_work.py), c19 a /schedule model read in the "
+              "API's thread (~1 s of event loop each; now in the sandbox, tests/hostile/test_hostile_schedule_model.py).",
               "",
               "## Damaged storage (issue 23, case 8)", "",
               "After the mix the server is stopped, the `plans` table's root page in its SQLite file overwritten, and "

@@ -44,13 +44,14 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench/data/timeloop_reference/tools"))
 
 import tlstats  # noqa: E402
-from timeloop_fuzz_gen import extend_arch, random_arch, random_layer, wild_factors  # noqa: E402
+from timeloop_fuzz_gen import extend_arch, extend_more, random_arch, random_layer, wild_factors  # noqa: E402
 
 from tileplan.errors import InputError, MappingInfeasible  # noqa: E402
 from tileplan.hardware.catalog import load_descriptor  # noqa: E402
 from tileplan.hardware.timeloop import dump_yaml, to_timeloop_arch  # noqa: E402
 from tileplan.interop.timeloop_map import dump_mapping_yaml, to_timeloop_mapping, to_timeloop_problem  # noqa: E402
 from tileplan.interop.timeloop_reference import access_mismatches, judge, load_cases  # noqa: E402
+from tileplan.loop_constraints import conform  # noqa: E402
 from tileplan.mappers.random_search import sample_mapping  # noqa: E402
 from tileplan.mappers.space import MappingSpace  # noqa: E402
 from tileplan.mapping import LevelMapping, Mapping  # noqa: E402
@@ -129,7 +130,10 @@ def maps_for(problem: Problem, layer, hw, rng: random.Random, n_random: int, n_w
     for k in range(n_random):
         name = rng.choice(hw.dataflow_names)
         try:
-            out.append((f"random{k + 1}", sample_mapping(MappingSpace(problem, hw.resolve(name)), rng)))
+            sample = sample_mapping(MappingSpace(problem, hw.resolve(name)), rng)
+            # (as the random mapper does: a sample moved to keep the file's loop constraints, where it can be)
+            sample = conform(hw.resolve(name), sample, sample.bounds()) or sample
+            out.append((f"random{k + 1}", sample))
         except (MappingInfeasible, InputError) as exc:
             print(f"  random: {exc}", file=sys.stderr)
     for k in range(n_wild):
@@ -431,6 +435,8 @@ def generate(args: argparse.Namespace, examples: list[dict[str, Any]]
         name, doc = random_arch(rng, f"fuzz{args.seed}_{a:03d}")
         if args.extended:  # its own stream: the base architectures and everything after them are the seed's
             doc = extend_arch(doc, random.Random(f"extended-{args.seed}-{a}"))
+        if args.more:  # its own stream too
+            doc = extend_more(doc, random.Random(f"more-{args.seed}-{a}"), network=True)
         text = dump_yaml(doc)
         try:
             hw = load_descriptor(text, name=name)
@@ -491,6 +497,10 @@ def main() -> int:
         "also write what Timeloop files in the wild use and the base generator does not (timeloop_fuzz_gen."
         "extend_arch: per-datatype sibling buffers, stated instances, flat trees, the legacy v0.2 form, "
         "multiple-buffering, min-utilization, bank / port counts, technology strings, other spellings)"))
+    ap.add_argument("--more", action="store_true", help=(
+        "round 3 (seed 4 on; after --extended's changes, on its own stream): loop constraints in the block "
+        "timeloop-model checks maps against (exact / largest factors, permutations, spatial splits) and storage "
+        "levels' network and address-generation energies (timeloop_fuzz_gen.extend_more)"))
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--example-layers", type=int, default=3)
     ap.add_argument("--random-maps", type=int, default=2)
@@ -529,7 +539,7 @@ def main() -> int:
     rows = judge_all(data, cases) + (judge_all(ex_data, ex_cases) if ex_data is not None else [])
     command = "--rejudge" if args.rejudge else (
         f"--timeloop-bin DIR --seed {args.seed} --archs {args.archs} --layers {args.layers} "
-        f"{'--extended ' if args.extended else ''}"
+        f"{'--extended ' if args.extended else ''}{'--more ' if args.more else ''}"
         f"--example-layers {args.example_layers}" + (" --examples " + " ".join(
             Path(e.rstrip("/")).parent.name if Path(e.rstrip("/")).name == "repo" else Path(e).name
             for e in args.examples) if args.examples else ""))

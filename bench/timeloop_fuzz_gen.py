@@ -503,3 +503,112 @@ def extend_arch(doc: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     elif where < 0.3:
         doc["architecture_constraints"] = doc["architecture_constraints"]["targets"]
     return doc
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Round 3 (seed 4 on, `--more`): loop constraints timeloop-model checks every map against, and the energies of the
+# inferred networks and address generators a storage level may state
+
+_TL_DIMS = "RSPQCKN"
+
+
+def _storage_levels(doc: dict[str, Any]) -> list[tuple[str, int]]:
+    """(name, fan-out below it) of every storage level, innermost first, in any of the forms `extend_arch` writes."""
+    if "arch" in doc:  # the legacy form: storage innermost first, instances stated
+        below = int(doc["arch"]["arithmetic"]["instances"])
+        levels = [(str(st["name"]), int(st.get("instances", 1))) for st in doc["arch"]["storage"]]
+    else:
+        comps: list[tuple[dict[str, Any], int, list[Any], int]] = []
+        _walk(doc["architecture"], 1, comps)
+        below = next(c["attributes"].get("instances", n) for c, n, _, _ in comps if not _is_storage(c))
+        levels = [(_base(c["name"]), c["attributes"].get("instances", n)) for c, n, _, _ in comps if _is_storage(c)]
+        levels.reverse()
+    out = []
+    for name, n in levels:
+        out.append((name, below // max(1, n)))
+        below = n
+    return out
+
+
+def _loop_entries(rng: random.Random, levels: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    """`temporal` / `spatial` constraints as Timeloop files write them (Eyeriss' `R=1 S=1` at its registers, Simba's
+    spatial `C` / `K` only with a split, partial permutations innermost first, `D<=n` largest factors)."""
+    out: list[dict[str, Any]] = []
+    for k, (name, fanout) in enumerate(levels):
+        top = k == len(levels) - 1
+        if not top and rng.random() < 0.35:
+            parts = []
+            dims = rng.sample(_TL_DIMS, rng.randint(1, 3))
+            for d in dims:
+                r = rng.random()
+                if r < 0.6:
+                    parts.append(f"{d}=1")
+                elif r < 0.75 and k == 0 and d in "RS":
+                    parts.append(f"{d}=0")  # the whole filter at the innermost level (row-stationary)
+                else:
+                    parts.append(f"{d}<={rng.choice([2, 3, 4, 8])}")
+            entry: dict[str, Any] = {"target": name, "type": "temporal", "factors": " ".join(parts)}
+            if rng.random() < 0.3:
+                entry["permutation"] = "".join(rng.sample(_TL_DIMS, rng.randint(2, 7)))
+            out.append(entry)
+        elif rng.random() < 0.12:
+            out.append({"target": name, "type": "temporal",
+                        "permutation": "".join(rng.sample(_TL_DIMS, rng.randint(2, 7)))})
+        if fanout > 1 and rng.random() < 0.4:
+            allowed = rng.sample("CKPQ", rng.randint(1, 3))
+            entry = {"target": name, "type": "spatial",
+                     "factors": " ".join(f"{d}=1" for d in _TL_DIMS if d not in allowed)}
+            if rng.random() < 0.3:
+                entry["factors"] += f" {allowed[0]}<={rng.choice([2, 4, fanout])}"
+            if rng.random() < 0.3:
+                entry["permutation"] = "".join(allowed)
+            if rng.random() < 0.25:
+                entry["split"] = rng.choice([len(allowed), 1])
+            out.append(entry)
+    return out
+
+
+def _network_energies(doc: dict[str, Any], rng: random.Random) -> None:
+    """Per-level figures of the inferred network and address generator that timeloop-model reads from a storage
+    component's attributes (router / wire energy, energy per hop, tile width, addr-gen-energy)."""
+    if "arch" in doc:
+        comps = [st for st in doc["arch"]["storage"]]
+    else:
+        walked: list[tuple[dict[str, Any], int, list[Any], int]] = []
+        _walk(doc["architecture"], 1, walked)
+        comps = [c["attributes"] for c, _, _, _ in walked if _is_storage(c)]
+    for a in comps:
+        r = rng.random()
+        if r < 0.1:
+            a["addr-gen-energy"] = rng.choice([0.1, 0.5, 2])
+        elif r < 0.17:
+            a["router-energy"] = rng.choice([0.2, 1])
+        elif r < 0.24:
+            a["wire-energy"] = rng.choice([0.05, 0.3])
+            if rng.random() < 0.5:
+                a["tile-width"] = rng.choice([50, 200])
+        elif r < 0.3:
+            a["energy-per-hop"] = rng.choice([0.5, 2])
+
+
+def extend_more(doc: dict[str, Any], rng: random.Random, network: bool = False) -> dict[str, Any]:
+    """Round 3, on what `extend_arch` made (any of its forms): loop constraints, mostly in the block timeloop-model
+    checks maps against (`architecture_constraints`, or the legacy form's `arch: {constraints}`), now and then in
+    `mapspace_constraints`, which only timeloop-mapper reads; with `network`, network / address-generation
+    energies."""
+    doc = {k: v for k, v in doc.items()}
+    if rng.random() < 0.6:
+        extra = _loop_entries(rng, _storage_levels(doc))
+        if "arch" in doc:
+            doc["arch"] = {**doc["arch"], "constraints": extra}
+        elif "architecture_constraints" in doc:
+            block = doc["architecture_constraints"]
+            doc["architecture_constraints"] = block + extra if isinstance(block, list) else {
+                "targets": block["targets"] + extra}
+        elif rng.random() < 0.5:
+            doc["architecture_constraints"] = {"targets": extra}
+        else:
+            doc["mapspace_constraints"] = {"targets": doc["mapspace_constraints"]["targets"] + extra}
+    if network:
+        _network_energies(doc, rng)
+    return doc

@@ -119,6 +119,22 @@ def run_cosa(tl: Timeloop, arch_text: str, layer_doc: dict[str, Any], cosa_time:
             "wall_s": round(wall, 3)}
 
 
+def judge_mapper_map(tl: Timeloop, arch_text: str, prob_text: str, m: dict[str, Any]) -> None:
+    """timeloop-model's own verdict on the mapper's best map, into `m` (model_accepts, model_error): the mapper's
+    mapspace and the model's check of a file's loop constraints disagree (a spatial constraint where the map unrolls
+    nothing, permutations with unit loops), so a map the mapper reports may be one timeloop-model refuses."""
+    if not m.get("found") or "model_accepts" in m:
+        return
+    r = tl.run(arch_text, prob_text, m["map_yaml"])
+    m["model_accepts"] = bool(r["accepted"])
+    m["model_error"] = None if r["accepted"] else r["error"]
+
+
+def _usable(m: dict[str, Any]) -> bool:
+    """A mapper map found and (where judged) accepted by timeloop-model."""
+    return bool(m.get("found")) and m.get("model_accepts", True)
+
+
 def merge_shards(data: Path, record: Path, n: int) -> list[dict[str, Any]]:
     """mapper.jsonl with the rows of mapper.shard1..n.jsonl in place of its own (pairs the shards lack keep theirs),
     in the fuzz's pair order; the shard files are removed once merged."""
@@ -138,12 +154,12 @@ def merge_shards(data: Path, record: Path, n: int) -> list[dict[str, Any]]:
 
 def table(rows: list[dict[str, Any]], budgets: list[float], header: list[str]) -> str:
     lines = header + ["", "## Summary", "",
-                      "| mapper budget | pairs | mapper found a map | cosa <= mapper | cosa <= 1.10x mapper | worst cosa / mapper "
+                      "| mapper budget | pairs | mapper found a map timeloop-model accepts | cosa <= mapper | cosa <= 1.10x mapper | worst cosa / mapper "
                       "| geomean cosa / mapper |", "|--:|--:|--:|--:|--:|--:|--:|"]
     for s in budgets:
         key = f"{s:g}"
         rs = [r for r in rows if key in r["mapper"]]
-        found = [r for r in rs if r["mapper"][key]["found"]]
+        found = [r for r in rs if _usable(r["mapper"][key])]
         ratios = [r["cosa"]["timeloop"] / r["mapper"][key]["cycles"] for r in found if r["cosa"].get("timeloop")]
         no_cosa = sum(1 for r in found if not r["cosa"].get("timeloop"))
         gm = statistics.geometric_mean(ratios) if ratios else float("nan")
@@ -151,6 +167,12 @@ def table(rows: list[dict[str, Any]], budgets: list[float], header: list[str]) -
                      f"({sum(x <= 1 + 1e-9 for x in ratios) / max(1, len(found)):.1%}) "
                      f"| {sum(x <= 1.10 for x in ratios)}/{len(found)} | {max(ratios, default=float('nan')):.3f} "
                      f"| {gm:.3f} |" + (f" ({no_cosa} without cosa's cycles)" if no_cosa else ""))
+    for s in budgets:
+        key = f"{s:g}"
+        judged = [r["mapper"][key] for r in rows if key in r["mapper"] and "model_accepts" in r["mapper"][key]]
+        if judged:
+            lines.append(f"\nmapper {key} s: timeloop-model refuses {sum(not m['model_accepts'] for m in judged)} of the "
+                         f"{len(judged)} maps it found (they break the file's loop constraints as the model checks them)")
     refused = [r for r in rows if "refused" in r["cosa"]]
     rejected = [r for r in rows if "refused" not in r["cosa"] and r["cosa"].get("timeloop") is None]
     # (rows planned before cosa's CPU time was recorded hold only the wall seconds, under "cpu_s")
@@ -169,9 +191,10 @@ def table(rows: list[dict[str, Any]], budgets: list[float], header: list[str]) -
     for r in rows:
         c = r["cosa"].get("timeloop")
         ms = [r["mapper"].get(f"{s:g}") for s in budgets]
-        if c is None or any(m and m["found"] and c > m["cycles"] for m in ms):
-            cells = [("" if m is None else (f"{m['cycles']:,} ({c / m['cycles']:.3f}x)" if m["found"] and c
-                      else ("none" if not m["found"] else f"{m['cycles']:,}"))) for m in ms]
+        if c is None or any(m and _usable(m) and c > m["cycles"] for m in ms):
+            cells = [("" if m is None else (f"{m['cycles']:,} ({c / m['cycles']:.3f}x)" if _usable(m) and c
+                      else ("none" if not m["found"] else f"{m['cycles']:,}" + (
+                          "" if _usable(m) else " (timeloop-model refuses it)")))) for m in ms]
             lines.append(f"| {r['arch']} | {r['layer']['name']} | {'' if c is None else f'{c:,}'} | "
                          + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -185,6 +208,9 @@ def main() -> int:
     ap.add_argument("--seconds-sample", type=int, default=1, help="longer budgets on every K-th pair only")
     ap.add_argument("--cosa-time", type=float, default=3.0)
     ap.add_argument("--rejudge", action="store_true")
+    ap.add_argument("--judge-mapper", action="store_true", help=(
+        "run timeloop-model on the recorded mapper maps not yet judged (model_accepts in mapper.jsonl), no new "
+        "searches, and write the table"))
     ap.add_argument("--reuse-mapper", action="store_true", help=(
         "re-plan with today's cosa and run its maps through timeloop-model, keeping the mapper searches recorded in "
         "mapper.jsonl (for the pairs and budgets it has)"))
@@ -204,8 +230,18 @@ def main() -> int:
     rows: list[dict[str, Any]]
     if args.merge_shards:
         rows = merge_shards(data, record, args.merge_shards)
-    elif args.rejudge:
+    elif args.rejudge or args.judge_mapper:
         rows = [json.loads(x) for x in (record / "mapper.jsonl").read_text().splitlines() if x.strip()]
+        if args.judge_mapper:
+            if not args.timeloop_bin:
+                ap.error("--judge-mapper needs --timeloop-bin")
+            tl = Timeloop(args.timeloop_bin)
+            for r in rows:
+                prob_text = yaml.safe_dump(to_timeloop_problem(Problem.from_layer(parse_layer(r["layer"]))),
+                                           sort_keys=False)
+                for m in r["mapper"].values():
+                    judge_mapper_map(tl, (data / r["arch"]).read_text(), prob_text, m)
+            (record / "mapper.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     else:
         if not args.timeloop_bin:
             ap.error("--timeloop-bin is required unless --rejudge")
@@ -238,6 +274,8 @@ def main() -> int:
                 if args.missing and f"{s:g}" in mapper:
                     continue
                 mapper[f"{s:g}"] = run_mapper(tl.bin.parent, tl.env, arch_text, prob_text, s)
+            for m in mapper.values():
+                judge_mapper_map(tl, arch_text, prob_text, m)
             rows.append({"arch": arch_rel, "layer": layer_doc, "cosa": cosa, "mapper": mapper})
             with open(out_file, "a" if k else "w") as f:  # as it goes: a long run keeps what it did
                 f.write(json.dumps(rows[-1], sort_keys=True) + "\n")
@@ -247,6 +285,7 @@ def main() -> int:
         return 0  # a shard's rows are folded in by --merge-shards, which writes the table
     budgets = sorted({float(s) for r in rows for s in r["mapper"]})
     command = f"--merge-shards {args.merge_shards}" if args.merge_shards else "--rejudge" if args.rejudge else \
+        "--timeloop-bin DIR --judge-mapper" if args.judge_mapper else \
         f"--reuse-mapper --cosa-time {args.cosa_time:g} (cosa re-planned; mapper searches as recorded)" \
         if args.reuse_mapper else (
         f"--timeloop-bin DIR --seconds {' '.join(f'{s:g}' for s in args.seconds)} --seconds-sample "

@@ -12,6 +12,7 @@ from tileplan.dims import DIMS, TENSORS
 from tileplan.execution import library_levels
 from tileplan.hardware import Architecture, HardwareDescriptor
 from tileplan.hardware.model import mesh_split
+from tileplan.loop_constraints import violations as loop_violations
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 from tileplan.units import format_size
@@ -91,12 +92,13 @@ def check_arch(problem: Problem, arch: Architecture, mapping: Mapping) -> list[s
 
     if out:
         return out  # capacities are meaningless while the factors are wrong
+    out += loop_violations(arch, mapping, bounds)  # a Timeloop file's own loop constraints
 
     tiles = mapping.level_tiles()  # (what `nest.analyse` reads as each level's tile)
     db: dict[int, frozenset[str]] = {i: frozenset(mapping.double_buffered.get(lv.name, [])) for i, lv in enumerate(arch.levels)}
     for i in range(len(arch.levels)):
         out += level_violations(problem, arch, i, tiles[i], db[i])
-    out += utilization_violations(problem, arch, tiles)
+    out += utilization_violations(problem, arch, mapping)
     out += call_violations(problem, arch, tiles, db)
     return out
 
@@ -152,26 +154,36 @@ def call_violations(
     return []
 
 
-MIN_UTILIZATION = "less than its minimum utilization"
+MIN_UTILIZATION = "less than constrained minimum utilization"
 
 
-def utilization_deficits(problem: Problem, arch: Architecture, tiles: list[dict[str, int]]
-                         ) -> dict[int, tuple[float, float]]:
-    """Per level whose kept tiles fill less than its min-utilization share of its usable words (Timeloop's; timeloop-
-    model refuses such a map): (words filled, words needed)."""
+def utilization_deficits(problem: Problem, arch: Architecture, mapping: Mapping) -> dict[int, tuple[float, float]]:
+    """Per level whose kept tiles fill less than its min-utilization share of its usable words, as timeloop-model
+    judges it (it refuses such a map): (words filled, words needed). The one place the rule is computed (the checker,
+    the mappers' growth towards it and the Timeloop verdict all ask here). A level Tileplan splits where the source
+    file does not (Gemmini's one accumulator over the columns) is judged as the source has it: one instance holding
+    the union of its slices' tiles, with all their words."""
     problem = problem.for_hardware(arch.hardware.input_tiles)
+    tiles = mapping.level_tiles()
     out: dict[int, tuple[float, float]] = {}
     for i, lv in enumerate(arch.levels):
         if not lv.min_utilization or lv.capacity is None:
             continue
-        words = sum(problem.tile_elements(t, tiles[i]) * arch.element_bytes(t, lv) for t in TENSORS
+        tile = dict(tiles[i])
+        entries = math.floor(lv.capacity / lv.word_bytes + 1e-9)
+        source = arch.hardware.memory_levels[i].source_instances
+        if source is not None and i + 1 < len(arch.levels):
+            for d, f in mapping.levels[i + 1].spatial:
+                tile[d] *= f
+            entries *= lv.instances // source
+        words = sum(problem.tile_elements(t, tile) * arch.element_bytes(t, lv) for t in TENSORS
                     if t in lv.keeps) / lv.word_bytes
-        need = math.floor(lv.capacity / lv.word_bytes + 1e-9) * lv.min_utilization
+        need = entries * lv.min_utilization
         if words < need - 1e-9:
             out[i] = (words, need)
     return out
 
 
-def utilization_violations(problem: Problem, arch: Architecture, tiles: list[dict[str, int]]) -> list[str]:
-    return [f"{arch.levels[i].name}: its tiles fill {words:g} words, {MIN_UTILIZATION} ({need:g})"
-            for i, (words, need) in utilization_deficits(problem, arch, tiles).items()]
+def utilization_violations(problem: Problem, arch: Architecture, mapping: Mapping) -> list[str]:
+    return [f"{arch.levels[i].name}: mapped tile size {words:g} is {MIN_UTILIZATION} {need:g}"
+            for i, (words, need) in utilization_deficits(problem, arch, mapping).items()]

@@ -845,10 +845,12 @@ def _apply_tensor_bound() -> None:
     """The service's bound on one tensor of a model (settings.max_tensor_elements, TILEPLAN_MAX_TENSOR_ELEMENTS) is
     the CLI's too: one source, and a local user compiling a model with a larger weight (VGG's classifier) can raise
     it."""
+    from tileplan.frontend import work
     from tileplan.frontend.onnx_bytes import set_max_tensor_elements
     from tileplan.settings import get_settings
 
     set_max_tensor_elements(get_settings().max_tensor_elements)
+    work.set_limits(**work.of_settings(get_settings()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

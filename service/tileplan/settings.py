@@ -81,6 +81,19 @@ class Settings(BaseSettings):
         "inferred shape, an initializer, a constant an operator would make); past it: 422. 2^27: VGG-16's "
         "classifier weight (102,760,448) fits; a constant bomb of 2^27 float32 (512 MiB) is still bounded by "
         "worker_memory_mb."))
+    max_compile_layers: int = Field(default=256, gt=0, description=(
+        "Most distinct convolutions / matrix products (operator, input shapes, attributes) one compile plans (each is "
+        "a mapper run of up to options.time_limit_s); past it: 422 before anything is stored."))
+    compile_plan_budget_s: float = Field(default=600.0, gt=0, description=(
+        "Seconds one POST /compile may spend planning its distinct layers with options.mapper; past it the layers "
+        "left are planned by gemmini-auto (the library's hand-written tiling, milliseconds each) and the summary's "
+        "notes say which (max_compile_layers x options.time_limit_s could otherwise hold the compile for hours)."))
+    max_compile_macs: int = Field(default=1 << 37, gt=0, description=(
+        "Most multiply-accumulates of a model whose compile runs the emulated run (options.emulate, the default): "
+        "~100 s of the emulator; past it: 422 (options.emulate=false compiles without the run)."))
+    max_compile_host_ops: int = Field(default=1 << 34, gt=0, description=(
+        "Most element operations of a model's other nodes (inputs and outputs, pooling windows, sorts) in the "
+        "emulated run: ~100 s of host C; past it: 422 (options.emulate=false compiles without the run)."))
     max_layer_extent: int = Field(default=1 << 20, gt=0, description=(
         "Largest size of any layer field (channels, image sides, M/K/N, kernel, stride, ...); past it: 422."))
 

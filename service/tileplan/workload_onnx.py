@@ -18,6 +18,8 @@ non-zero zero point (folded into a bias), so `schedule --model` and `compile` pl
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -186,29 +188,61 @@ def load_onnx(data: bytes) -> OnnxWorkload:
     notes: list[str] = []
     skipped: dict[str, int] = {}
     for node in g.node:
-        name = node.name
-        if node.op_type in CONV_OPS:
-            xi, wi = CONV_OPS[node.op_type]
-            x, w = shapes.get(node.input[xi]), shapes.get(node.input[wi])
-            if x is None or w is None:
-                raise InputError(("model", name), f"{node.op_type}: the shape of {node.input[xi] if x is None else node.input[wi]} is unknown")
-            if len(x) not in (3, 4):
-                skipped[f"{len(x) - 2}-D {node.op_type}"] = skipped.get(f"{len(x) - 2}-D {node.op_type}", 0) + 1
-                continue
-            layer = _conv(node, x, w, name)
-            layers.append(layer.model_copy(update={"bias": True}) if node.input[xi] in shifted else layer)
-        elif node.op_type in MATMUL_OPS:
-            ai, bi = MATMUL_OPS[node.op_type]
-            a, b = shapes.get(node.input[ai]), shapes.get(node.input[bi])
-            if a is None or b is None:
-                raise InputError(("model", name), f"{node.op_type}: the shape of {node.input[ai] if a is None else node.input[bi]} is unknown")
-            weight_b = node.input[bi] in weights
-            layers.append(_matmul(node, a, b, weight_b, name, (node.op_type == "MatMul" and adds_a_constant(
-                node.output[0])) or (weight_b and node.input[ai] in shifted)))
-        elif node.op_type in UNPLANNED_MAC_OPS:
-            skipped[node.op_type] = skipped.get(node.op_type, 0) + 1
+        with _layer_of(node):
+            _add_layer(node, shapes, weights, shifted, adds_a_constant, layers, skipped)
     for op, n in sorted(skipped.items()):
         notes.append(f"{n} {op} node(s) not planned (no conv2d/matmul form)")
     if not layers:
         raise InputError(("model",), "the model has no convolution or matrix product to plan")
     return OnnxWorkload(name=g.name or "model", layers=layers, notes=notes)
+
+
+@contextmanager
+def _layer_of(node: Any) -> Iterator[None]:
+    """A node's attributes or shapes that make no layer (group 0, strides 0, negative dimensions: ONNX's checker
+    refuses such models, this reading does not run it) are an InputError at the node, never another exception."""
+    from pydantic import ValidationError
+
+    where = ("model", node.name)
+    try:
+        yield
+    except InputError as exc:
+        if exc.loc[:1] == ("model",):
+            raise
+        raise InputError((*where, *exc.loc), f"{node.op_type} node {node.name!r}: {exc.msg}", exc.type) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first.get("loc", ()))
+        raise InputError(where, f"{node.op_type} node {node.name!r} makes no layer: {field}: {first.get('msg')}"
+                         ) from None
+    except (ZeroDivisionError, ValueError, OverflowError, TypeError, IndexError) as exc:
+        raise InputError(where, f"{node.op_type} node {node.name!r} makes no layer: its attributes or shapes are "
+                         f"not a valid {node.op_type} ({type(exc).__name__})") from None
+
+
+def _add_layer(node: Any, shapes: dict[str, list[int | None] | None], weights: set[str], shifted: set[str],
+               adds_a_constant: Callable[[str], bool], layers: list[Conv2dLayer | MatmulLayer],
+               skipped: dict[str, int]) -> None:
+    """The layer of a convolution or matrix product node appended to `layers` (other nodes: counted in `skipped`
+    where they multiply but have no conv2d / matmul form)."""
+    name = node.name
+    if node.op_type in CONV_OPS:
+        xi, wi = CONV_OPS[node.op_type]
+        x, w = shapes.get(node.input[xi]), shapes.get(node.input[wi])
+        if x is None or w is None:
+            raise InputError(("model", name), f"{node.op_type}: the shape of {node.input[xi] if x is None else node.input[wi]} is unknown")
+        if len(x) not in (3, 4):
+            skipped[f"{len(x) - 2}-D {node.op_type}"] = skipped.get(f"{len(x) - 2}-D {node.op_type}", 0) + 1
+            return
+        layer = _conv(node, x, w, name)
+        layers.append(layer.model_copy(update={"bias": True}) if node.input[xi] in shifted else layer)
+    elif node.op_type in MATMUL_OPS:
+        ai, bi = MATMUL_OPS[node.op_type]
+        a, b = shapes.get(node.input[ai]), shapes.get(node.input[bi])
+        if a is None or b is None:
+            raise InputError(("model", name), f"{node.op_type}: the shape of {node.input[ai] if a is None else node.input[bi]} is unknown")
+        weight_b = node.input[bi] in weights
+        layers.append(_matmul(node, a, b, weight_b, name, (node.op_type == "MatMul" and adds_a_constant(
+            node.output[0])) or (weight_b and node.input[ai] in shifted)))
+    elif node.op_type in UNPLANNED_MAC_OPS:
+        skipped[node.op_type] = skipped.get(node.op_type, 0) + 1

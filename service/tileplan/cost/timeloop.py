@@ -35,10 +35,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tileplan.check import MIN_UTILIZATION, utilization_deficits
 from tileplan.cost.timeloop_energy import mac_pj, storage_pj
 from tileplan.dims import DIMS, RELEVANT, TENSORS
 from tileplan.hardware import Architecture
 from tileplan.hardware.model import DTYPE_BITS, mesh_split
+from tileplan.loop_constraints import violations as loop_violations
 from tileplan.mapping import Mapping
 from tileplan.problem import Problem
 
@@ -534,7 +536,7 @@ def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> 
             r = c.reads * c.instances * wb
             w = (c.fills + c.updates) * c.instances * wb
             per[t] = {"reads": r, "writes": w}
-            pj[t] = storage_pj(lv, c.reads, c.fills, c.updates, c.instances)
+            pj[t] = storage_pj(lv, c.reads, c.fills, c.updates, c.instances, read_write=t == "O")
         r_all = sum(v["reads"] for v in per.values())
         w_all = sum(v["writes"] for v in per.values())
         if i == top:
@@ -595,6 +597,7 @@ def timeloop_violations(
         if bounds[d] != problem.dims[d]:
             out.append(f"factors of {d} multiply to {bounds[d]}, the problem's bound is {problem.dims[d]} "
                        "(Timeloop has no padding: export the padded problem)")
+    out += loop_violations(arch, mapping, problem.dims, along_x)
     expansion_x = expansion_y = 1
     for i in range(len(arch.levels) - 1, -1, -1):
         lv, m = arch.levels[i], mapping.levels[i]
@@ -623,6 +626,8 @@ def timeloop_violations(
     if out:
         return out
     problem = problem.for_hardware("bounding_box")
+    deficits = utilization_deficits(problem, arch, mapping)  # (the checker's rule, Timeloop's)
+    over: set[int] = set()
     running = {d: 1 for d in DIMS}
     for i, (lv, m) in enumerate(zip(arch.levels, mapping.levels)):
         for d in DIMS:
@@ -640,7 +645,6 @@ def timeloop_violations(
         words = sum(box(problem, t, tile) for t in TENSORS if t in lv.keeps)
         if words > entries + 1e-9:
             out.append(f"{lv.name}: mapped tile size {words} exceeds buffer capacity {int(entries)}")
-        elif words < int(entries + 1e-9) * lv.min_utilization:
-            out.append(f"{lv.name}: mapped tile size {words} is less than constrained minimum utilization "
-                       f"{int(entries + 1e-9) * lv.min_utilization:g}")
-    return out
+            over.add(i)
+    return out + [f"{arch.levels[i].name}: mapped tile size {words:g} is {MIN_UTILIZATION} {need:g}"
+                  for i, (words, need) in deficits.items() if i not in over]

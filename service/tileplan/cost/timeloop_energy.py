@@ -10,6 +10,7 @@ architecture is priced by the same rules and no constant is fitted to any refere
 | one access of DRAM (the backing store unless its class or `technology` says otherwise; an on-chip level whose class says DRAM) | 200 per 16 bits of the access |
 | one multiply-accumulate | 1.0 x (bits of A / 16) x (bits of B / 16) (int8: 0.25, 16-bit: 1.0) |
 | network hops, address generation, temporal and spatial reduction | 0 (Timeloop's table has no wire or adder energy) |
+| one address generated, where a level states `addr-gen-energy` | that figure, per word read (updated, for outputs) or filled, per cluster |
 
 Geometry, as Timeloop derives it per instance: an access moves one block of `block_size` words; the array is
 `width = word bits x block_size x cluster_size` bits wide and `ceil(entries / block_size)` rows high, and the
@@ -81,10 +82,15 @@ def accesses(words: float, block_size: int) -> int:
     return math.ceil(words / block_size - 1e-9) if words > 0 else 0
 
 
-def storage_pj(level: ResolvedLevel, reads: float, fills: float, updates: float, instances_used: int) -> float:
-    """One tensor's energy at a level: reads, fills and updates per instance, on `instances_used` instances."""
+def storage_pj(level: ResolvedLevel, reads: float, fills: float, updates: float, instances_used: int,
+               read_write: bool = False) -> float:
+    """One tensor's energy at a level: reads, fills and updates per instance, on `instances_used` instances; plus,
+    where the file states `addr-gen-energy`, one address per word read and filled (per word updated and filled for
+    the read-write outputs, `read_write`), charged per cluster as timeloop-model does."""
     read_pj, write_pj = block_access_pj(level)
     b = level.block_size
     per_instance = accesses(reads, b) * read_pj + (accesses(fills, b) + accesses(updates, b)) * write_pj
+    if level.addr_gen_pj:
+        per_instance += level.addr_gen_pj * ((updates if read_write else reads) + fills)
     total_instances = level.source_instances or level.instances
     return per_instance * min(instances_used, total_instances // level.cluster_size)

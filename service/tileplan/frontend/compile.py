@@ -222,11 +222,15 @@ def _schedule_options(options: CompileOptions) -> ScheduleOptions:
 def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
                   input_shapes: dict[str, list[int]] | None = None, planner: Planner | None = None,
                   progress: Progress | None = None,
-                  calibration: list[dict[str, np.ndarray]] | None = None, workers: int = 1) -> CompiledModel:
+                  calibration: list[dict[str, np.ndarray]] | None = None, workers: int = 1,
+                  plan_budget_s: float | None = None) -> CompiledModel:
     """Compile a quantized ONNX model for `hw` (a HardwareDescriptor).  Raises InputError (naming the node or the
     field) for a model that cannot be compiled; every op that can run somewhere is compiled (on the host when
     the accelerator cannot run it, with the reason in the summary).  `workers` > 1 plans distinct layers and
-    generates distinct kernels in that many processes (the result is the same).
+    generates distinct kernels in that many processes (the result is the same). `plan_budget_s` (a service's
+    compile_plan_budget_s; in-process planning only, `workers` 1): once planning has taken that long, the distinct
+    layers not yet planned are planned by gemmini-auto (the library's hand-written tiling, milliseconds) instead of
+    searched, and the summary's notes say which.
 
     While it runs, the garbage collector's full passes skip the heap as it was after the model was decoded, after
     TVM's import and after the model's import into Relax (`gc.freeze`, `_frozen_heap`): those objects live through
@@ -236,7 +240,8 @@ def compile_model(model: bytes, hw: Any, options: CompileOptions | None = None,
     import gc
 
     try:
-        return _compile_model(model, hw, options, input_shapes, planner, progress, calibration, workers)
+        return _compile_model(model, hw, options, input_shapes, planner, progress, calibration, workers,
+                              plan_budget_s)
     finally:
         gc.unfreeze()
 
@@ -251,7 +256,8 @@ def _frozen_heap() -> None:
 
 def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
                    input_shapes: dict[str, list[int]] | None, planner: Planner | None, progress: Progress | None,
-                   calibration: list[dict[str, np.ndarray]] | None, workers: int) -> CompiledModel:
+                   calibration: list[dict[str, np.ndarray]] | None, workers: int,
+                   plan_budget_s: float | None) -> CompiledModel:
     t0, cpu0 = time.perf_counter(), _cpu_seconds()
     from tileplan.frontend import onnx_import
 
@@ -261,6 +267,9 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     imported = onnx_import.load_model(model, input_shapes, options.quantize, calibration,
                                       options.calibration_samples, options.seed)
     _frozen_heap()  # (the decoded model: it lives through the compile)
+    from tileplan.frontend import work
+
+    work.check(imported.model, options.emulate)  # (a request's intake checked it; the CLI and resumed compiles here)
     phases: dict[str, float] = {"load": round(time.perf_counter() - t0, 3)}
     cpu_phases: dict[str, float] = {"load": round(_cpu_seconds() - cpu0, 3)}
     mark = [time.perf_counter(), _cpu_seconds()]
@@ -353,7 +362,8 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     phase("other")
     try:
         plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
-                                   lambda done: progress(done, total) if progress else None, phase, start_host)
+                                   lambda done: progress(done, total) if progress else None, phase, start_host,
+                                   budget=(plan_budget_s, notes))
     finally:
         host_thread.shutdown(wait=True)  # (TVM is used by this thread only from here on)
     phase("host")
@@ -661,7 +671,8 @@ def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
 
 def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, stream: str, planner: Planner,
                        workers: int, progress: Callable[[int], None], phase: Callable[[str], None],
-                       forked: Callable[[], None] | None = None) -> dict[str, Plan]:
+                       forked: Callable[[], None] | None = None,
+                       budget: tuple[float | None, list[str]] = (None, [])) -> dict[str, Plan]:
     """Plan every distinct layer of `ops` once and generate every distinct kernel once, filling each op's plan
     and kernel (or its reason for staying on the host).  With `workers` > 1 the solves and code generation run in
     forked processes: a planner that can `lookup` / `save` (StorePlanner) is asked in this process and only
@@ -689,7 +700,7 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
         get_mapper(options.mapper)
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
     if pool is None:  # in this process: op by op, so progress moves with every op planned and generated
-        return _plan_and_generate_serially(ops, lkeys, hw, options, stream, planner, progress, phase)
+        return _plan_and_generate_serially(ops, lkeys, hw, options, stream, planner, progress, phase, budget)
     ex = pool
     try:
         by_layer: dict[str, list[_Accel]] = {}
@@ -758,9 +769,11 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
 
 def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, options: ScheduleOptions, stream: str,
                                 planner: Planner, progress: Callable[[int], None],
-                                phase: Callable[[str], None]) -> dict[str, Plan]:
+                                phase: Callable[[str], None],
+                                budget: tuple[float | None, list[str]] = (None, [])) -> dict[str, Plan]:
     """`_plan_and_generate` without worker processes: each op in program order gets its layer's plan (planned
-    at its first op) and its kernel (generated at its first op), then counts as done."""
+    at its first op) and its kernel (generated at its first op), then counts as done. `budget`: (seconds of
+    planning after which the layers left are planned by gemmini-auto, the notes to say so in)."""
     from tileplan.codegen.registry import CodegenError
     from tileplan.frontend import partition
     from tileplan.frontend.program import short_ident
@@ -768,12 +781,21 @@ def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, op
     plans: dict[str, Plan] = {}
     errors: dict[str, str] = {}
     kernels: dict[tuple[Any, ...], Any] = {}
+    limit, notes = budget
+    planning, heuristic = 0.0, []
     for i, (k, a) in enumerate(zip(lkeys, ops)):
         if k not in plans and k not in errors:
+            t0 = time.perf_counter()
+            spent = limit is not None and planning > limit and options.mapper != "gemmini-auto"
             try:
-                plans[k] = planner(a.spec.layer, hw, options)
+                if spent:  # the compile's planning budget is spent: the library's tiling, not a search
+                    plans[k] = planner(a.spec.layer, hw, options.model_copy(update={"mapper": "gemmini-auto"}))
+                    heuristic.append(a.qop.name)
+                else:
+                    plans[k] = planner(a.spec.layer, hw, options)
             except (MappingInfeasible, InputError) as exc:
                 errors[k] = f"no accelerator plan: {exc}"
+            planning += time.perf_counter() - t0
             phase("plan")
         if k in errors:
             a.reason = errors[k]
@@ -788,6 +810,10 @@ def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, op
             else:
                 a.art = kernels[kkey]
         progress(i + 1)
+    if heuristic:
+        notes.append(f"planning budget spent ({limit:g} s, compile_plan_budget_s): {len(heuristic)} distinct layer(s) "
+                     f"planned by gemmini-auto (Gemmini's hand-written tiling) instead of {options.mapper}, e.g. "
+                     + ", ".join(heuristic[:4]) + (", ..." if len(heuristic) > 4 else ""))
     return plans
 
 

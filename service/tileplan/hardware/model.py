@@ -114,6 +114,11 @@ class MemoryLevel(_Strict):
         description="Timeloop multiple-buffering: a tile may use only floor(entries / this) of an instance's words "
         "(2.0: double buffering); the array, and so its access energy, stays the whole capacity. None: 1.",
     )
+    addr_gen_energy_pj: Float | None = Field(
+        default=None, ge=0, le=MAX_ENERGY_PJ,
+        description="Timeloop addr-gen-energy: pJ per address generated (per word read or filled; per output word "
+        "updated or filled), charged once per cluster used. None: Timeloop's table, which charges nothing.",
+    )
     min_utilization: Float | None = Field(
         default=None, ge=0, le=1,
         description="Timeloop min-utilization: the kept tiles must fill at least this share of the usable words "
@@ -189,10 +194,37 @@ class PEArray(_Strict):
         return self.rows * self.cols
 
 
+class LoopConstraint(_Strict):
+    """A Timeloop `temporal` or `spatial` constraint on one level's loops (a file's architecture_constraints), which
+    timeloop-model checks every map against ("mapping violates architecture constraints")."""
+
+    factors: dict[Dim, Int] = Field(
+        default_factory=dict,
+        description="Exact factor per dimension at this level (0: the whole bound; above the bound: the bound).",
+    )
+    max_factors: dict[Dim, Int] = Field(default_factory=dict, description="Largest factor per dimension (`D<=n`).")
+    permutation: list[Dim] | None = Field(
+        default=None, description="Loop order, innermost first, as Timeloop checks it (a prefix of the map's loops "
+        "with factor > 1 followed by its unit dimensions).")
+    split: Int | None = Field(default=None, ge=0, description="Spatial only: how many loops go along the mesh's X.")
+
+    @field_validator("factors", "max_factors")
+    @classmethod
+    def _non_negative(cls, v: dict[str, int]) -> dict[str, int]:
+        if any(f < 0 for f in v.values()):
+            raise ValueError("factors must not be negative")
+        return v
+
+
 class Constraints(_Strict):
     max_tile: dict[str, dict[Dim, Int]] = Field(
         default_factory=dict,
         description="Largest tile extent per dimension held at a level, e.g. {Accumulator: {K: 16}}.",
+    )
+    loops: dict[str, dict[Literal["temporal", "spatial"], LoopConstraint]] = Field(
+        default_factory=dict,
+        description="Timeloop loop constraints per level (factors, max factors, permutation, spatial split), as a "
+        "Timeloop file's architecture_constraints state them; a plan keeps them, so timeloop-model accepts its map.",
     )
 
 
@@ -267,6 +299,9 @@ class HardwareDescriptor(_Strict):
             raise ValueError("pe_array.dataflows: names must be unique")
         if self.pe_array.mesh_x is not None and self.pe_array.macs % self.pe_array.mesh_x:
             raise ValueError(f"pe_array.mesh_x: {self.pe_array.mesh_x} does not divide the {self.pe_array.macs} MACs")
+        for lname in self.constraints.loops:
+            if lname not in names:
+                raise ValueError(f"constraints.loops: unknown level {lname!r}")
         for lname, dims in self.constraints.max_tile.items():
             if lname not in names:
                 raise ValueError(f"constraints.max_tile: unknown level {lname!r}")
@@ -303,6 +338,7 @@ class HardwareDescriptor(_Strict):
                     capacity=None if lv.capacity is None else _usable(lv),
                     array_bytes=None if lv.capacity is None else lv.capacity // lv.instances,
                     min_utilization=lv.min_utilization or 0.0,
+                    addr_gen_pj=lv.addr_gen_energy_pj or 0.0,
                     word_bytes=lv.word_bits / 8,
                     instances=lv.instances,
                     fanout=below // lv.instances,
@@ -398,6 +434,7 @@ class ResolvedLevel:
     source_entries: int | None = None  # the Timeloop source's size of its outermost level, in words
     array_bytes: int | None = None  # bytes per instance of the whole array (capacity less Timeloop's multiple-buffering)
     min_utilization: float = 0.0  # Timeloop's: the kept tiles fill at least this share of `capacity`
+    addr_gen_pj: float = 0.0  # Timeloop's addr-gen-energy, pJ per address generated
 
 
 @dataclass(frozen=True)

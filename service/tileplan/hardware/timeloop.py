@@ -74,13 +74,30 @@ _KEEP_RULES: tuple[tuple[str, list[str]], ...] = (
 _TL_TENSORS = {"Weights": "W", "Inputs": "I", "Outputs": "O"}
 
 
-def _constraint_entries(data: dict[str, Any]) -> list[tuple[Loc, dict[str, Any]]]:
-    """The file's own mapspace constraints, wherever Timeloop reads them: `architecture_constraints` or
-    `mapspace_constraints` (a list, or `{targets: [...]}`), or the legacy `mapspace: {constraints: [...]}`."""
+def _model_constraint_block(data: dict[str, Any]) -> list[tuple[Loc, Any]]:
+    """The one block of constraints timeloop-model itself reads and checks every map against: the architecture's own
+    `constraints`, else `arch_constraints`, else `architecture_constraints` (the mapper also reads
+    `mapspace_constraints`; the model does not)."""
+    key = "arch" if "arch" in data else "architecture"
+    arch = data.get(key)
+    if isinstance(arch, dict) and arch.get("constraints") is not None:
+        return [((key, "constraints"), arch["constraints"])]
+    for name in ("arch_constraints", "architecture_constraints"):
+        if data.get(name) is not None:
+            return [((name,), data[name])]
+    return []
+
+
+def _constraint_entries(data: dict[str, Any], model_only: bool = False) -> list[tuple[Loc, dict[str, Any]]]:
+    """The file's own constraints, wherever Timeloop reads them: the architecture's `constraints`,
+    `arch_constraints`, `architecture_constraints` or `mapspace_constraints` (a list, or `{targets: [...]}`), or the
+    legacy `mapspace: {constraints: [...]}`; with `model_only`, only the block timeloop-model checks maps against."""
     out: list[tuple[Loc, dict[str, Any]]] = []
-    for key in ("architecture_constraints", "mapspace_constraints", "mapspace"):
-        block = data.get(key)
-        loc: Loc = (key,)
+    blocks = _model_constraint_block(data)
+    if not model_only:
+        blocks = [b for b in blocks if b[0] != ("architecture_constraints",)]
+        blocks += [((key,), data.get(key)) for key in ("architecture_constraints", "mapspace_constraints", "mapspace")]
+    for loc, block in blocks:
         if isinstance(block, dict):
             # as timeloop's Constraints::Parse: a `constraints` list, or a string naming the list `constraints_<it>`
             # beside it (its configs/mapper/eyeriss-256.yaml), else a `targets` list
@@ -129,6 +146,65 @@ def file_keeps(data: dict[str, Any], names: list[str]) -> dict[str, list[str]]:
         if both:
             raise InputError(("architecture_constraints",), f"{name}: {sorted(both)} both kept and bypassed")
         out[name] = [t for t in ("W", "I", "O") if t not in bypass.get(name, set())]
+    return out
+
+
+_TL_LOOP_DIMS = ("R", "S", "P", "Q", "C", "K", "N")
+_EXACT = re.compile(r"([A-Za-z]+)\s*=*\s*([0-9]+)")
+_AT_MOST = re.compile(r"([A-Za-z]+)\s*<=\s*([0-9]+)")
+
+
+def file_loop_constraints(data: dict[str, Any], names: list[str], fanouts: list[int]) -> dict[str, dict[str, Any]]:
+    """Per level, the `temporal` / `spatial` constraints of the block timeloop-model checks maps against (the
+    architecture's `constraints`, `arch_constraints` or `architecture_constraints`; `mapspace_constraints` guide
+    timeloop-mapper only and are not read here), as it reads them (Constraints::Parse): in
+    `factors` (a string) `D=n` is an exact factor (0: the whole bound) and `D<=n` a largest one, `permutation` a
+    string of dimensions innermost first, `split` (spatial) the loops along X; a list where Timeloop reads a string
+    is passed over, as it does. What timeloop-model refuses is refused: a dimension the CNN layer lacks, a factor
+    stated twice, a spatial constraint on a level without a fan-out."""
+    out: dict[str, dict[str, Any]] = {}
+    for loc, entry in _constraint_entries(data, model_only=True):
+        kind = entry.get("type")
+        if kind not in ("temporal", "spatial"):
+            continue
+        target = entry.get("target", entry.get("name"))
+        if target not in names:
+            raise InputError(loc + ("target",), f"no such storage level {target!r}; the file has {names}")
+        if kind == "spatial" and fanouts[names.index(target)] <= 1:
+            raise InputError(loc, f"a spatial constraint on {target!r}, which has no fan-out (timeloop-model: "
+                             "'cannot find spatial tiling level')")
+        attrs: dict[str, Any] = entry["attributes"] if isinstance(entry.get("attributes"), dict) else entry
+        got = out.setdefault(target, {}).setdefault(kind, {"factors": {}, "max_factors": {}})
+        text = attrs.get("factors")
+        if isinstance(text, str):
+            for key, pattern in (("factors", _EXACT), ("max_factors", _AT_MOST)):
+                for m in pattern.finditer(text):
+                    d, n = m.group(1), int(m.group(2))
+                    if d not in _TL_LOOP_DIMS:
+                        raise InputError(loc + ("factors",), f"dimension {d!r} is not the CNN layer's "
+                                         f"({' '.join(_TL_LOOP_DIMS)})")
+                    if key == "max_factors" and n <= 0:
+                        raise InputError(loc + ("factors",), f"{d}<={n}: a largest factor must be positive")
+                    if d in got[key]:
+                        raise InputError(loc + ("factors",), f"{d} stated twice for {target} ({kind})")
+                    got[key][d] = n
+        default_max = attrs.get("default_max_factor")
+        if default_max is not None:
+            n = _int(default_max, loc + ("default_max_factor",))
+            for d in _TL_LOOP_DIMS:
+                got["max_factors"].setdefault(d, n)
+        perm = attrs.get("permutation")
+        if isinstance(perm, str):
+            dims = [c for c in perm if not c.isspace()]
+            bad = [c for c in dims if c not in _TL_LOOP_DIMS]
+            if bad:
+                raise InputError(loc + ("permutation",), f"dimension {bad[0]!r} is not the CNN layer's")
+            if got.get("permutation") is not None:
+                raise InputError(loc + ("permutation",), f"a second permutation for {target} ({kind})")
+            got["permutation"] = dims
+        split = entry.get("split")
+        if kind == "spatial" and split is not None:
+            got["split"] = _int(split, loc + ("split",), positive=False)
     return out
 
 
@@ -468,6 +544,9 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
     ab = _attr(arith, "word-bits", "datawidth")  # the arithmetic's spellings (not word_width)
     op_bits = DEFAULT_WORD_BITS if ab is None else _int(ab, ("arithmetic", "word-bits"))
     constrained = file_keeps(data, names)
+    below = [macs] + [st.instances or 1 for st in levels[:-1]]
+    loop_constraints = file_loop_constraints(data, names, [b // (st.instances or 1) if i < len(levels) - 1 else b
+                                                           for i, (b, st) in enumerate(zip(below, levels))])
     n = len(levels)
     mem: list[dict[str, Any]] = []
     for i, st in enumerate(levels):
@@ -516,6 +595,10 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             lv["block_size"] = block
         if cluster != 1:
             lv["cluster_size"] = cluster
+        age = _attr(st.attrs, "addr-gen-energy")
+        if age is not None and _number(age, st.loc + ("addr-gen-energy",), positive=False) >= 0:
+            # pJ per address generated (timeloop-model reads a negative figure as "use the table", which charges 0)
+            lv["addr_gen_energy_pj"] = _number(age, st.loc + ("addr-gen-energy",), positive=False)
         vae = _attr(st.attrs, "vector-access-energy")
         if vae is not None:  # pJ per block access, the figure Timeloop then uses instead of its table
             per_byte = _number(vae, st.loc + ("vector-access-energy",), positive=False) / (block * wb / 8)
@@ -621,6 +704,8 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
     }
     if gem is None:
         desc["cost_model"] = "timeloop"
+    if loop_constraints:
+        desc["constraints"] = {"loops": loop_constraints}
     for key in ("constraints", "cost_params", "input_tiles", "word_elements", "cost_model"):
         if key in hint:
             desc[key] = hint[key]
@@ -685,6 +770,8 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
             attrs["multiple-buffering"] = lv.multiple_buffering
         if lv.min_utilization is not None:
             attrs["min-utilization"] = lv.min_utilization
+        if lv.addr_gen_energy_pj is not None:
+            attrs["addr-gen-energy"] = lv.addr_gen_energy_pj
         if lv.energy is not None and lv.energy.read_pj_per_byte == lv.energy.write_pj_per_byte:
             # Timeloop's one figure per block access (the importer reads it back per byte)
             attrs["vector-access-energy"] = lv.energy.read_pj_per_byte * block * lv.word_bits / 8
@@ -758,8 +845,8 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
             "word_elements": hw.word_elements,
             "cost_model": hw.cost_model,
         }
-        if hw.constraints.max_tile:
-            doc["tileplan"]["constraints"] = hw.constraints.model_dump(mode="json")
+        if hw.constraints.max_tile or hw.constraints.loops:
+            doc["tileplan"]["constraints"] = hw.constraints.model_dump(mode="json", exclude_defaults=True)
         if hw.cost_params:
             doc["tileplan"]["cost_params"] = dict(hw.cost_params)
     return doc

@@ -37,6 +37,7 @@ from tileplan.errors import InputError
 from tileplan.hardware import Architecture, HardwareDescriptor
 from tileplan.hardware.model import mesh_split
 from tileplan.hardware.timeloop import to_timeloop_arch
+from tileplan.loop_constraints import x_loops
 from tileplan.mapping import LevelMapping, Mapping
 from tileplan.problem import Problem
 
@@ -100,6 +101,9 @@ def to_timeloop_mapping(
         temporal = _fold(list(m.temporal), fold_groups, f"{lv.name} temporal", notes)
         fx, fy = arch.fanout_xy(i)
         xs, ys = _along_mesh(spatials[i], fx, fy, lv.name)
+        if fy > 1 and arch.hardware.constraints.loops.get(lv.name, {}).get("spatial") is not None:
+            xs = x_loops(arch, i, spatials[i])  # (the file's spatial split, where one fits)
+            ys = [x for x in spatials[i] if x not in xs]
         below = arch.hardware.memory_levels[i].source_instances
         if below is not None and below < lv.instances and i + 1 < len(arch.levels):
             # The source file has one level where Tileplan splits it over the fan-out of the level above (Gemmini's

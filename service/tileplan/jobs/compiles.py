@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tileplan.errors import InputError, unexpected_error
+from tileplan.frontend.work import of_settings as work_limits
 from tileplan.hardware.catalog import catalog
 from tileplan.jobs.bytecache import ByteLRU
 from tileplan.jobs.fair import FairShare
@@ -164,7 +165,8 @@ class Compiler:
             hw = await asyncio.to_thread(self._resolve_hardware, body.hardware)
             ops = await self.supported_ops()
             limits = {"max_time_limit_s": s.max_time_limit_s, "max_layer_extent": s.max_layer_extent,
-                      "max_tensor_elements": s.max_tensor_elements, "quota": s.compile_quota_bytes}
+                      "max_tensor_elements": s.max_tensor_elements, "quota": s.compile_quota_bytes,
+                      "work": work_limits(s)}
             out = await self._intake(lane, intake.admit, self.store.url, read["model"], read["calibration"],
                                      hw.model_dump(mode="json"), body.options, body.input_shapes,
                                      sorted(ops) if ops is not None else None, limits, owner,
@@ -376,10 +378,11 @@ def input_shapes_of(value: Any, max_extent: int, max_elements: int) -> dict[str,
 
 
 def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
-                calibration: set[str] | None = None, ops: set[str] | None = None) -> str:
+                calibration: set[str] | None = None, ops: set[str] | None = None, emulate: bool = True) -> str:
     """Read the model with ONNX alone (no TVM, no compile): the errors `compile_model` would raise first, before
-    anything is stored (with `ops`, an operator no compile can import too). Returns the model's name."""
-    from tileplan.frontend import onnx_import
+    anything is stored (with `ops`, an operator no compile can import too; a model whose compile, with the emulated
+    run if `emulate`, is more work than this process's bounds, `frontend.work`). Returns the model's name."""
+    from tileplan.frontend import onnx_import, work
     from tileplan.frontend.qoperator import to_qdq
 
     if quantize:  # the quantizer runs in the compile; here everything before it
@@ -391,7 +394,7 @@ def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
                 raise InputError(("calibration",), f"arrays {sorted(calibration)}; the model's inputs are "
                                  f"{sorted(inputs)}")
         if onnx_import.is_float_model(decoded):
-            onnx_import.infer_shapes(decoded)
+            work.check(onnx_import.infer_shapes(decoded), emulate)
             if ops is not None:  # the quantizer adds QuantizeLinear / DequantizeLinear only
                 to_qdq(decoded)
                 onnx_import.check_ops(decoded, ops | {"QuantizeLinear", "DequantizeLinear"})
@@ -399,6 +402,7 @@ def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
     loaded = onnx_import.load_model(model, input_shapes).model
     if ops is not None:
         onnx_import.check_ops(loaded, ops)
+    work.check(loaded, emulate)
     return str(loaded.graph.name or "model")
 
 

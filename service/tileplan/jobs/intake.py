@@ -202,16 +202,20 @@ def check_request(model: bytes, hw: Any, options: dict[str, Any] | None, input_s
                   calibration: bytes | None, ops: set[str] | None, limits: dict[str, Any]) -> dict[str, Any]:
     """Validate a request and read the model as far as ONNX can without compiling it. Raises InputError located in
     the request body (`model`, `model.<node>`, `options.*`, `input_shapes.<input>`, `calibration`). `ops`: the
-    operators a compile can import; `limits`: max_time_limit_s, max_layer_extent, max_tensor_elements."""
+    operators a compile can import; `limits`: max_time_limit_s, max_layer_extent, max_tensor_elements, work
+    (`frontend.work.set_limits`' arguments)."""
     from pydantic import ValidationError
 
     from tileplan.frontend.calibration import calibration_index
     from tileplan.frontend.compile import CompileOptions, model_digest
     from tileplan.frontend.onnx_bytes import set_max_tensor_elements
+    from tileplan.frontend.work import set_limits as set_work_limits
     from tileplan.jobs.compiles import input_shapes_of, read_model
     from tileplan.mappers.base import get_mapper
 
     set_max_tensor_elements(limits["max_tensor_elements"])
+    if limits.get("work"):
+        set_work_limits(**limits["work"])
     try:
         opts = CompileOptions.model_validate(options or {})
     except ValidationError as exc:
@@ -228,7 +232,7 @@ def check_request(model: bytes, hw: Any, options: dict[str, Any] | None, input_s
                              "model on: give it with options.quantize=true (or leave it out)")
         # the zip's directory and the arrays' headers only: the compile process loads the data
         calibration_names = set(calibration_index(calibration))
-    name = read_model(model, shapes, opts.quantize, calibration_names, ops)
+    name = read_model(model, shapes, opts.quantize, calibration_names, ops, opts.emulate)
     digest = model_digest(model, hw, opts, shapes or None)
     if calibration is not None:  # other calibration data is another compile
         digest = hashlib.sha256(f"{digest}:{hashlib.sha256(calibration).hexdigest()}".encode()).hexdigest()

@@ -42,6 +42,7 @@ log = logging.getLogger("tileplan.api")
 INPUT_ERRORS = {"infeasible", "value_error", "missing", "extra_forbidden", "solve_time_limit", "memory_limit"}
 KNOWN_LISTED = 20  # registered names an unknown-hardware 422 lists (then: how many more)
 MEMO_ENTRY_BYTES = 600  # a memo entry's parsed layer, key and bookkeeping, besides its echo text
+RESCHEDULES = 3  # a waited POST /schedule whose plans were deleted before its answer schedules them again
 
 
 @dataclass
@@ -190,12 +191,13 @@ class Scheduler:
 
     async def schedule(self, hardware: Any, layers: list[Any], options: ScheduleOptions, *, wait: bool,
                        notes: list[str] | None = None, model: str | None = None, gone: Gone | None = None,
-                       owner: str | None = None) -> Answer:
+                       owner: str | None = None, attempt: int = 0) -> Answer:
         """`notes`: what the request's reading left out (e.g. the ONNX operators of a model that were not
         planned); they are part of every answer to it, the job's too. `model`: the name of the ONNX model the
         layers come from (the browser view groups a model's layers by it). `gone`: whether the client has left; if
         it leaves while waiting for its job, the job is abandoned (`_abandon`). `owner`: whose share of the solvers
-        the layers to solve take (`tileplan.jobs.fair`)."""
+        the layers to solve take (`tileplan.jobs.fair`). A plan deleted (DELETE /plans/{key}, by anyone with a write
+        token) between the job's end and its answer is scheduled again, up to RESCHEDULES times (`attempt`)."""
         start = time.perf_counter()
         hw = await self.hardware(hardware)
         p = self.prepare(hardware, hw, layers, options)
@@ -249,6 +251,10 @@ class Scheduler:
                 if codegen and job.status == "done":  # solved ones have theirs; cached ones may not
                     built = await self._codegen_warnings(p, wanted)
                 code, body = await self.job_answer(job, start=start, for_post=True, warnings=built)
+                if code == 410 and attempt < RESCHEDULES:  # a plan was deleted since it was solved: solve it again
+                    log.info("event=plans_deleted_while_answering job=%s attempt=%d", job_id, attempt + 1)
+                    return await self.schedule(hardware, layers, options, wait=wait, notes=notes, model=model,
+                                               gone=gone, owner=owner, attempt=attempt + 1)
                 return Answer(code, body, job_id, hits, misses)
         if codegen and cached:
             assert self.modules is not None

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tileplan.errors import unexpected_error
+from tileplan.frontend.work import of_settings as work_of_settings
 from tileplan.jobs.slots import ProcessSlots, SlotCrashed, SlotTimeout
 
 log = logging.getLogger("tileplan.jobs")
@@ -141,6 +142,7 @@ def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:
     from tileplan.errors import InputError, TileplanError
     from tileplan.frontend.calibration import read_calibration
     from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
+    from tileplan.frontend.work import limits as work_limits
     from tileplan.hardware import HardwareDescriptor
 
     store = _process_store(db_url)
@@ -155,7 +157,8 @@ def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:
         result = compile_model(
             model, HardwareDescriptor.model_validate(hardware), CompileOptions.model_validate(options), input_shapes,
             planner=store_planner(store), progress=lambda done, total: store.compile_progress(compile_id, done, total),
-            calibration=read_calibration(calibration) if calibration is not None else None)
+            calibration=read_calibration(calibration) if calibration is not None else None,
+            plan_budget_s=work_limits()["plan_s"] or None)
         return {"ok": True, "summary": result.summary, "artifact": result.artifact}
     except InputError as exc:
         return {"ok": False, "error": {"loc": list(exc.loc), "msg": exc.msg, "type": exc.type}}
@@ -217,15 +220,18 @@ def _module(mapping: Any, layer: dict[str, Any], hw: Any) -> dict[str, Any]:
                 "notes": [], "seconds": time.perf_counter() - start}
 
 
-def _warm(max_tensor_elements: int | None = None) -> None:
-    """Slot initializer: import the solver stack once per process, not on the first request; the process's bound
-    on a model's tensors (`settings.max_tensor_elements`)."""
+def _warm(max_tensor_elements: int | None = None, work_limits: dict[str, int] | None = None) -> None:
+    """Slot initializer: import the solver stack once per process, not on the first request; the process's bounds
+    on a model's tensors (`settings.max_tensor_elements`) and a compile's work (`frontend.work`)."""
     import tileplan.plan  # noqa: F401
     from tileplan.frontend.onnx_bytes import set_max_tensor_elements
+    from tileplan.frontend.work import set_limits
     from tileplan.mappers.base import available_mappers
 
     if max_tensor_elements:
         set_max_tensor_elements(max_tensor_elements)
+    if work_limits:
+        set_limits(**work_limits)
     available_mappers()
 
 
@@ -235,18 +241,18 @@ class SolverPool:
     processes' priority (module builds yield to solves)."""
 
     def __init__(self, processes: int, *, name: str = "solver", nice: int = 0, memory_mb: int | None = None,
-                 max_tensor_elements: int | None = None) -> None:
+                 max_tensor_elements: int | None = None, work_limits: dict[str, int] | None = None) -> None:
         """`memory_mb`: each process's data-segment cap (`settings.worker_memory_mb`); a call past it returns a
         `memory_limit` error and its process is replaced."""
         self.processes = processes
-        self.slots = ProcessSlots(processes, name=name, nice=nice, warm=functools.partial(_warm, max_tensor_elements),
+        self.slots = ProcessSlots(processes, name=name, nice=nice, warm=functools.partial(_warm, max_tensor_elements, work_limits),
                                   memory_bytes=memory_mb * 1024 * 1024 if memory_mb else None)
 
     @classmethod
     def of(cls, processes: int, settings: Any, *, name: str = "solver", nice: int = 0) -> SolverPool:
         """A pool under the settings' worker memory cap and tensor bound."""
         return cls(processes, name=name, nice=nice, memory_mb=settings.worker_memory_mb,
-                   max_tensor_elements=settings.max_tensor_elements)
+                   max_tensor_elements=settings.max_tensor_elements, work_limits=work_of_settings(settings))
 
     @property
     def solves(self) -> int:

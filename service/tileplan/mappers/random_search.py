@@ -23,6 +23,8 @@ from tileplan.check import check_arch
 from tileplan.cost import evaluate_mapping
 from tileplan.errors import MappingInfeasible
 from tileplan.hardware import HardwareDescriptor
+from tileplan.loop_constraints import VIOLATES as LOOPS_VIOLATED
+from tileplan.loop_constraints import conform
 from tileplan.mappers.base import TILEPLAN, MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
 from tileplan.mappers.score import score_mapping
 from tileplan.mappers.space import MappingSpace
@@ -94,6 +96,13 @@ class RandomMapper:
             space = spaces[rng.choice(names)]
             mapping = sample_mapping(space, rng)
             violations = check_arch(problem, space.arch, mapping)
+            if violations and all(LOOPS_VIOLATED in v for v in violations):
+                # a Timeloop file's loop constraints are not the sampler's: the sample is moved to keep them, and
+                # dropped when that breaks something else
+                kept = conform(space.arch, mapping, mapping.bounds())
+                if kept is None or check_arch(problem, space.arch, kept):
+                    continue
+                mapping, violations = kept, []
             if violations:  # legal by construction; anything else is a bug to surface, not to hide
                 raise MappingInfeasible(f"random built an illegal mapping: {'; '.join(violations)}")
             key = mapping.model_dump_json()

@@ -15,7 +15,7 @@ from tileplan.problem import Problem
 
 def _shortfall(problem: Problem, arch: Architecture, mapping: Mapping) -> float:
     return sum((need - words) / need for words, need in
-               utilization_deficits(problem, arch, mapping.level_tiles()).values())
+               utilization_deficits(problem, arch, mapping).values())
 
 
 def fill_to_min_utilization(problem: Problem, arch: Architecture, mapping: Mapping, steps: int = 64,

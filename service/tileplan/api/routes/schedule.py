@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import time
 from typing import Any
 
@@ -66,7 +64,7 @@ async def schedule(body: ScheduleRequest, request: Request,
     if body.model is not None and body.layers is not None:
         raise InputError(("model",), "give `layers` or `model`, not both", "value_error")
     layers, notes, model = ((body.layers, [], None) if body.model is None
-                            else await asyncio.to_thread(_model_layers, body.model))
+                            else await request.app.state.scheduler.sandbox.model_layers(body.model))
     if layers is None:
         raise InputError(("layers",), "field required (or `model`: a base64 ONNX model)", "missing")
     state = request.app.state
@@ -94,19 +92,6 @@ async def _keep(state: Any, digest: bytes, body: ScheduleRequest, layers: list[d
     if len(rows) == len(keys):
         state.kept_answers.put(digest, KeptAnswer(tuple(keys), tuple(rows[k].seq for k in keys), *parts,
                                                   layers=len(p.keys), checked=version), generation)
-
-
-def _model_layers(model_b64: str) -> tuple[list[dict[str, Any]], list[str], str]:
-    """The layers of a base64 ONNX model, as contract layer documents, the notes on what was not planned, and the
-    model's name (shape inference runs off the loop)."""
-    from tileplan.workload_onnx import load_onnx
-
-    try:
-        data = base64.b64decode(model_b64, validate=True)
-    except (binascii.Error, ValueError):
-        raise InputError(("model",), "not valid base64", "value_error") from None
-    workload = load_onnx(data)
-    return [layer.model_dump(mode="json") for layer in workload.layers], list(workload.notes), workload.name
 
 
 @router.get("/jobs/{job_id}", response_model=None, responses={200: {"model": JobView}, 404: {"model": ErrorBody}})

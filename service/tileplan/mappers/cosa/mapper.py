@@ -20,6 +20,8 @@ from tileplan.dims import DIMS
 from tileplan.emittable import emittable
 from tileplan.errors import InputError, MappingInfeasible
 from tileplan.hardware import Architecture, HardwareDescriptor
+from tileplan.loop_constraints import VIOLATES as LOOPS_VIOLATED
+from tileplan.loop_constraints import conform
 from tileplan.mappers.base import TILEPLAN, MapperOptions, MapperResult, SolverInfo, register, searched_dataflows
 from tileplan.mappers.build import build_mapping, max_double_buffering
 from tileplan.mappers.cosa.decode import candidate_mappings, decode_factors
@@ -94,10 +96,19 @@ class CosaMapper:
         first_status: list[str] = []
         gaps, objectives, n_cands = [], [], 0
         underfilled: set[str] = set()  # levels whose min-utilization left a candidate illegal
+        unconstrainable: set[str] = set()  # dataflows where an answer could not be brought to the loop constraints
 
         def consider(arch: Architecture, mp: Mapping) -> None:
             nonlocal best, n_cands
             violations = check_arch(problem, arch, mp)
+            if any(LOOPS_VIOLATED in v for v in violations):
+                # a Timeloop file's loop constraints (exact / largest factors, permutations) are not the MIP's: the
+                # answer's factors and loop orders are moved to keep them, and what that breaks is judged as usual
+                kept = conform(arch, mp, mp.bounds())
+                if kept is None:
+                    unconstrainable.add(arch.dataflow)
+                    return
+                mp, violations = kept, check_arch(problem, arch, kept)
             if violations:
                 # (the MIP bounds tiles from above only: one that leaves a level below its Timeloop min-utilization
                 # is grown until it does not)
@@ -159,7 +170,9 @@ class CosaMapper:
                 session = Session(build_model(build_spec(problem, arch, allow_padding=False), Weights(wl, we, wm)))
                 if session.solve(left / 2).objective is not None:
                     _consider_solution(session, arch, consider)
-        if best is None and underfilled:
+        if best is None and (underfilled or hw.constraints.loops):
+            # (also where a file's loop constraints left no answer legal: the trivial mapping, moved to keep them,
+            # is a start polish can grow; the seed-4 fuzz's fuzz4_014 L2, where timeloop-mapper found 1,260 cycles)
             # every answer left a level below its min-utilization and none grew legal from there: grow the trivial
             # mapping instead (every loop at the backing store; the seed-2 fuzz's fuzz2_023 L2, where timeloop-mapper
             # found 2,520 cycles and the answers' growth stalled)
@@ -208,6 +221,9 @@ class CosaMapper:
             if underfilled and "infeasible" not in first_status:
                 why = (f"no mapping found fills {', '.join(sorted(underfilled))} to its minimum utilization (Timeloop's "
                        "min-utilization; a layer too small for it has none)")
+            if unconstrainable:
+                why += ("; the file's loop constraints (factors, permutations) could not be kept by moving the answers' "
+                        "factors")
             raise MappingInfeasible(f"cosa: {why} for {problem.name or problem.dims} on {hw.name}")
         status = "optimal" if all(s in ("optimal", "infeasible") for s in first_status) else "time_limit"
         return MapperResult(
