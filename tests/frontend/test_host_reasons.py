@@ -72,3 +72,15 @@ def test_a_reduce_l2_is_a_norm():
     nodes = [*_dq_in(), helper.make_node("ReduceL2", ["xd"], ["y"], name="l2", axes=[2, 3], keepdims=1)]
     reason = _reason(nodes, "l2", QDQ)
     assert "no accelerator op" not in reason and "without multiplying" not in reason and "norm" in reason, reason
+
+
+def test_an_unfolded_batch_norm_is_a_per_channel_scale_and_shift():
+    # PointNet's Linear -> BatchNorm1d (held-out set 7): torch folds BatchNorm into convs only, so the inference
+    # BatchNormalization stays; it computes no statistics (they are stored constants), it scales and shifts
+    stats = {k: np.ones(4, np.float32) for k in ("gamma", "beta", "mean", "var")}
+    nodes = [*_dq_in(), helper.make_node("BatchNormalization", ["xd", "gamma", "beta", "mean", "var"], ["b"],
+                                         name="bn"),
+             helper.make_node("QuantizeLinear", ["b", "s", "z"], ["y"], name="q2")]
+    reason = _reason(nodes, "bn", {**QDQ, **stats})
+    assert "statistics, exponentials" not in reason, reason
+    assert "stored" in reason and "per-channel scale and shift" in reason, reason

@@ -1105,6 +1105,14 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
                     "the host computes it in float between dequantize and quantize" if from_dq else
                     "its inputs are not dequantized int8 (index, shape or mask arithmetic, or float the quantizer "
                     "left alone): the host computes it as ONNX defines it"))
+    if op == "BatchNormalization":
+        src = g.producer.get(node.input[0])
+        while src is not None and src.op_type in QDQ_NODES and src.input:
+            src = g.producer.get(src.input[0])
+        after = f"it follows a {src.op_type}" if src is not None else "its input is a graph input"
+        return (f"BatchNormalization not folded into a convolution ({after}; exporters fold it into a preceding "
+                "Conv only): in inference mode, with its stored statistics, a per-channel scale and shift, "
+                "elementwise, no matrix product for the array; the host computes it in float as onnxruntime does")
     if op in ROW_STATISTICS:
         return (f"{op} needs per-row statistics, exponentials or division: not a multiply-accumulate; computed on "
                 "the host")
