@@ -84,3 +84,16 @@ def test_an_unfolded_batch_norm_is_a_per_channel_scale_and_shift():
     reason = _reason(nodes, "bn", {**QDQ, **stats})
     assert "statistics, exponentials" not in reason, reason
     assert "stored" in reason and "per-channel scale and shift" in reason, reason
+
+
+def test_a_spatial_transformers_grid_ops_say_what_they_compute():
+    # held-out set 7's stn_net (opset 20): F.affine_grid -> AffineGrid, F.grid_sample -> GridSample; both had the
+    # catch-all "no accelerator op for ..."
+    nodes = [helper.make_node("AffineGrid", ["theta", "size"], ["grid"], name="affine"),
+             helper.make_node("GridSample", ["x", "grid"], ["y"], name="sample")]
+    inits = {"theta": np.zeros((1, 2, 3), np.float32), "size": np.array([1, 4, 8, 8], np.int64)}
+    affine, sample = _reason(nodes, "affine", inits), _reason(nodes, "sample", inits)
+    for reason in (affine, sample):
+        assert "no accelerator op" not in reason, reason
+    assert "sampling grid" in affine and "theta" in affine, affine
+    assert "positions computed at run time" in sample, sample
