@@ -44,6 +44,7 @@ def fold_constant_quantize(model: Any) -> list[str]:
     inits = {t.name: t for t in g.initializer}
     identity = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Identity" and n.input[0] in inits}
     outputs = {o.name for o in g.output}
+    _fold_dequantized_weights(model, inits, identity)
     folded: list[str] = []
     for node in list(g.node):
         if node.op_type != "QuantizeLinear" or node.domain not in ("", "ai.onnx"):
@@ -70,6 +71,47 @@ def fold_constant_quantize(model: Any) -> list[str]:
         g.node.remove(node)
         folded.append(node.name)
     return folded
+
+
+def _fold_dequantized_weights(model: Any, inits: dict[str, Any], identity: dict[str, str]) -> None:
+    """A QuantizeLinear of Identity(DequantizeLinear(initializers)): torch.onnx shares a parameter equal to
+    another through an Identity (nn.TransformerDecoder's deep-copied layers before training), and onnxruntime's
+    QDQ quantizer quantizes the first as a weight and the Identity's output again, at its own scale. The
+    Identity's value is a constant: (w_q - zero point) * scale in float32, as ONNX defines DequantizeLinear and
+    onnxruntime computes it; it is added as an initializer under the Identity's output name (the Identity
+    removed), so the QuantizeLinear after it folds like any other constant's. `inits` and `identity` are
+    updated."""
+    from onnx import numpy_helper
+
+    g = model.graph
+    producer = {o: n for n in g.node for o in n.output}
+    quantize_inputs = {n.input[0] for n in g.node if n.op_type == "QuantizeLinear" and n.input}
+    outputs = {o.name for o in g.output}
+    for node in list(g.node):
+        if node.op_type != "Identity" or node.output[0] not in quantize_inputs or node.output[0] in outputs:
+            continue
+        dq = producer.get(node.input[0])
+        if dq is None or dq.op_type != "DequantizeLinear" or dq.domain not in ("", "ai.onnx"):
+            continue
+        ins = [i for i in dq.input if i]
+        if len(ins) < 2 or any(i not in inits for i in ins) or _attr(dq, "block_size", 0):
+            continue
+        if inits[ins[0]].data_type not in _QTYPES:
+            continue
+        q = numpy_helper.to_array(inits[ins[0]]).astype(np.int32)
+        scale = numpy_helper.to_array(inits[ins[1]]).astype(np.float32)
+        zp = numpy_helper.to_array(inits[ins[2]]).astype(np.int32) if len(ins) > 2 else np.zeros(scale.shape, np.int32)
+        if scale.size > 1:
+            if q.ndim == 0:
+                continue
+            shape = [1] * q.ndim
+            shape[_attr(dq, "axis", 1) % q.ndim] = scale.size
+            scale, zp = scale.reshape(shape), zp.reshape(shape)
+        value = ((q - zp).astype(np.float32) * scale).astype(np.float32)
+        t = numpy_helper.from_array(value, node.output[0])
+        g.initializer.append(t)
+        inits[t.name] = t
+        g.node.remove(node)
 
 
 # element types (onnx.TensorProto) whose com.microsoft Q/DQ ONNX's own QuantizeLinear / DequantizeLinear define
