@@ -169,7 +169,7 @@ def partition_only(path: Path) -> dict[str, Any]:
     of every kind of op left on the host. The compile may still leave an op on the host later (no plan or no
     code for it): the full rows above say what runs."""
     from tileplan.frontend import compile as c
-    from tileplan.frontend import onnx_import, partition, patterns
+    from tileplan.frontend import onnx_graph, onnx_import, partition, patterns
 
     try:
         imported = onnx_import.load_model(path.read_bytes(), symbolic_inputs(path) or None, False, None, 8, 0)
@@ -185,18 +185,19 @@ def partition_only(path: Path) -> dict[str, Any]:
         _, comps = patterns.fuse(mod, onnx_nodes, decide)
     except Exception as exc:  # noqa: BLE001 - a refusal is the row's result
         return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-    index = c._GraphIndex.of(imported.model)
-    main = {q.name for q in comps.values()}
-    fused = {n for q in comps.values() for n in q.nodes}
+    index, shapes = onnx_graph.index(imported.model.graph), c._shapes(imported.model)
+    ops = [*comps.values(), *(t for q in comps.values() for t in getattr(q, "twins", ()))]
+    main = {q.name for q in ops}
+    fused = {n for q in ops for n in q.nodes}
     total = acc = 0
     host: dict[str, list[int]] = {}
     for node in imported.model.graph.node:
-        macs = c._node_macs(node, index.shapes)
+        macs = c._node_macs(node, shapes)
         total += macs
         if node.name in main:
             acc += macs
         elif node.name not in fused and node.op_type not in c.QDQ_NODES and node.op_type != "Constant":
-            key = f"{node.op_type}: {c._host_reason(node, index, reasons)}"
+            key = f"{node.op_type}: {c._host_reason(node, index, shapes, reasons)}"
             host.setdefault(key, [0, 0])
             host[key][0] += 1
             host[key][1] += macs

@@ -8,13 +8,14 @@ chain is now folded (as the QuantizeLinear of a constant is), and the layer runs
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from frontend_helpers import assert_matches_onnxruntime, compile_bytes
 
 from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
 
 
-def _shared_weight_model() -> bytes:
+def _shared_weight_model(identity: bool = True) -> bytes:
     g = zoo._Graph(seed=6)
     w = g.weight((16, 16), 16)
     shared = g.op("Identity", [w], "shared")
@@ -22,11 +23,22 @@ def _shared_weight_model() -> bytes:
     y = g.op("Gemm", [h, shared, g.bias(16)], "fc2", transB=1)
     model = g.model("shared_w", {"x": [2, 16]}, y, [2, 16])
     rng = np.random.default_rng(0)
-    return zoo.quantize(model, "qdq", [{"x": rng.standard_normal((2, 16)).astype(np.float32)} for _ in range(8)])
+    data = zoo.quantize(model, "qdq", [{"x": rng.standard_normal((2, 16)).astype(np.float32)} for _ in range(8)])
+    if identity:
+        return data
+    import onnx  # the Identity optimised away (as the import's shape folding does): QuantizeLinear(DequantizeLinear)
+
+    m = onnx.load_model_from_string(data)
+    node = next(n for n in m.graph.node if n.op_type == "Identity")
+    for n in m.graph.node:
+        n.input[:] = [node.input[0] if i == node.output[0] else i for i in n.input]
+    m.graph.node.remove(node)
+    return m.SerializeToString()
 
 
-def test_a_weight_requantized_from_a_shared_one_is_offloaded():
-    data = _shared_weight_model()
+@pytest.mark.parametrize("identity", [True, False])
+def test_a_weight_requantized_from_a_shared_one_is_offloaded(identity):
+    data = _shared_weight_model(identity)
     res = compile_bytes(data)
     gemms = {o["name"]: o for o in res.summary["ops"] if o["onnx_op"] == "Gemm"}
     assert gemms["fc2"]["where"] == "accelerator", gemms["fc2"]["reason"]
