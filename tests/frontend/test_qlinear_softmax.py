@@ -232,3 +232,25 @@ def test_opset12_form_equals_onnxruntime():
     data = _model(*x.shape, xs, ys, yz, opset=12)
     want = reference_outputs(data, {"x": x}, "ort")["y"]
     np.testing.assert_array_equal(run_artifact(compile_bytes(data).artifact, {"x": x}).outputs["y"], want)
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_infinite_input_scale_equals_onnxruntime(signed: bool):
+    """An input scale of +inf (onnxruntime's quantizer writes one for attention scores under a -inf causal mask,
+    the GPT-2 block's QOperator export): the kernel's table top entry is exp(0 x inf) = NaN, every row's sum is
+    NaN, and its scalar conversion of NaN to the output type keeps the low byte of INT32_MIN, so every output
+    code is 0 whatever the input, zero point and signedness. Tileplan's QDQ reading of the same unit (the float
+    definition: NaN, quantized to the type's minimum) is not what the QOperator file's kernel computes."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([_rows(rng, 12, 16), np.full((2, 16), -128, np.int8)])
+    for yz in (-128, 0, 17):
+        if signed:
+            data, feed = _model(*x.shape, float("inf"), 1 / 256, yz, True), x
+        else:
+            data, feed = _model(*x.shape, float("inf"), 1 / 256, yz + 128, False), (x.astype(np.int16) + 128).astype(np.uint8)
+        want = reference_outputs(data, {"x": feed}, "ort")["y"]
+        assert (want == 0).all()
+        res = compile_bytes(data)
+        np.testing.assert_array_equal(run_artifact(res.artifact, {"x": feed}).outputs["y"], want)
+        host = {o["op"]: o["reason"] for o in res.summary["ops"] if o["where"] == "host"}
+        assert "constantofshape" in host and "depend on no input value" in host["constantofshape"], host

@@ -964,6 +964,8 @@ ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "E
 ROW_STATISTICS = {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization",
                   "GroupNormalization", "LpNormalization"}
 # ops with boolean results, or that combine booleans: a mask's logic (attention masks, NaN guards)
+# ops whose result is a shape or a filled tensor: no input value enters any arithmetic
+SHAPES_AND_FILLS = {"Shape", "Size", "ConstantOfShape", "Range", "EyeLike"}
 LOGICAL = {"Not", "And", "Or", "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf"}
 # reductions that square, take absolute values, roots, logarithms or exponentials: norms
 NORMS = {"ReduceL2", "ReduceL1", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd"}
@@ -1086,6 +1088,9 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
     if op in MOVES_DATA:
         return (f"{op} moves or selects values without arithmetic: nothing for the multiply-accumulate array; "
                 "the host copies them")
+    if op in SHAPES_AND_FILLS:
+        return (f"{op} reads a tensor's shape or fills a tensor with values that depend on no input value: no "
+                "arithmetic for the multiply-accumulate array; the host writes it")
     if op in LOGICAL:
         return (f"{op} compares values or combines boolean masks (boolean results, e.g. an attention mask's logic): "
                 "no multiply-accumulate; computed on the host")

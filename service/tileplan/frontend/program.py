@@ -205,7 +205,9 @@ def build_program(main: Any, accel: dict[str, Step], host_workspace: dict[str, i
             else:
                 raise RuntimeError(f"program: unsupported binding {var.name} = {type(value).__name__}")
     body = main.body.body
-    results = b.by_var[body.__chandle__()] if not isinstance(body, relax.Tuple) else [arg(f) for f in body.fields]
+    # a single output may be a constant itself (an output the model computes from shapes alone): arg reads both
+    results = [arg(f) for f in body.fields] if isinstance(body, relax.Tuple) else (
+        arg(body) if isinstance(body, GenericConst) else b.by_var[body.__chandle__()])
     results = results if isinstance(results, list) else [results]
     outputs: list[Tensor] = []
     copies: list[tuple[Tensor, Tensor]] = []

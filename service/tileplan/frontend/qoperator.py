@@ -135,6 +135,9 @@ class _Rewriter:
                     raise InputError(("model", name), f"{op} node {name!r}: opset<13 softmax over axes "
                                      f"{axis}.. of a rank-{rank} tensor is not supported (only the last axis)")
                 at["axis"] = -1
+            if op == "QLinearSoftmax" and not np.isfinite(self.const(i[1])).all():
+                self._codes_of_infinite_softmax(i[0], opt(4), node.output[0])
+                return True
             x = self.dq(i[0], i[1], opt(2), "x")
             self.emit(_UNARY[op], [x], [f"{name}_float"], name, **at)
             self.q(f"{name}_float", i[3], opt(4), node.output[0])
@@ -148,6 +151,22 @@ class _Rewriter:
             self.out.append(node)
             return False
         return True
+
+    def _codes_of_infinite_softmax(self, x: str, y_zp: str | None, out: str) -> None:
+        """A QLinearSoftmax whose input scale is +inf (onnxruntime's quantizer writes one for attention scores
+        under a -inf causal mask): onnxruntime's kernel computes code 0 for every element, whatever the input,
+        and the QDQ reading of the unit (the float definition: NaN, quantized to the type's minimum) does not.
+        Its exp table's top entry, the one each row's maximum reads, is exp(0 x inf) = NaN, so every row sum and
+        quotient is NaN, and its scalar conversion of a NaN double to the output type keeps the low byte of
+        INT32_MIN. The file's own operator is stated as what it computes: zeros of the input's shape, in the
+        output's type (the zero point's; uint8 when it has none, as the operator's default)."""
+        from onnx import TensorProto, helper
+
+        signed = y_zp is not None and self.const(y_zp).dtype == np.int8
+        shape = f"{self.node.name}/shape_out"
+        self.emit("Shape", [x], [shape], f"{self.node.name}/shape")
+        zero = helper.make_tensor("value", TensorProto.INT8 if signed else TensorProto.UINT8, [1], [0])
+        self.emit("ConstantOfShape", [shape], [out], self.node.name, value=zero)
 
     def _rank(self, tensor: str) -> int | None:
         for info in [*self.model.graph.input, *self.model.graph.value_info]:
