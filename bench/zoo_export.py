@@ -10,9 +10,12 @@ classification models (`torchvision.models.list_models(module=torchvision.models
 the held-out models of issue 24, one of the small nets a user writes (USER_NETS: 1-D conv audio nets, a temporal
 conv net, a UNet, LSTM / GRU classifiers, an MLP-Mixer, GPT- and DistilBERT-like token models), or a torchvision
 segmentation or video model (TORCHVISION_OTHER), or a Hugging Face `transformers` model built from its config
-class with seeded random weights (HELDOUT6; needs `transformers` in that Python, not torchvision). Inception v3
+class with seeded random weights (HELDOUT6; needs `transformers` in that Python, not torchvision), or one of the
+seventh held-out set's families (HELDOUT7: detection heads, a spatial transformer, PointNet, a Transformer
+decoder, a Conformer, a LLaMA-style block, a CRNN, a temporal-shift net, a super-resolution net). Inception v3
 takes 299 x 299 images (INPUT_SIZE), the video nets 8-frame 112 x 112 clips, the token models 64 int64 token ids
-(and an attention mask: random_feeds), HELDOUT6 the inputs it lists, every other model 224 x 224 images.
+(and an attention mask: random_feeds), HELDOUT6 and HELDOUT7 the inputs they list, every other model 224 x 224
+images.
 
     PY bench/zoo_export.py --out DIR --any --seed 1 hf_bert hf_mobilevit   # PY with torch + transformers
 
