@@ -1188,9 +1188,9 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
             a = twin_of[node.name]
             macs_acc += macs
             ops.append({"name": node.name, "op": a.spec.tag, "onnx_op": node.op_type, "where": "accelerator",
-                        "reason": f"the kernel of {a.qop.name}, called again: this op's input, weights, bias, "
-                        "scales and zero points equal that one's (TVM makes one composite function of equal "
-                        "matches; its modelled cycles count every call)",
+                        "reason": f"the kernel of {a.qop.name}, called again on this op's input: its weights, bias, "
+                        "shapes, scales and zero points equal that one's (TVM makes one composite function of equal "
+                        "matches; the kernel's modelled cycles count every call)",
                         "plan_key": None, "macs": macs, "cycles_emulated": None, "cycles_model": None,
                         "speedup": None})
         elif node.name in fused_into:

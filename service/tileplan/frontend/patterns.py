@@ -66,8 +66,9 @@ class QuantOp:
     # the int32 product itself (MatMulInteger / ConvInteger of int8 operands without zero points, as
     # dynamic.split_integer_products leaves them): y = sum x * w, int32 out, no scaling; scales 1, zero points 0
     int_output: bool = False
-    # accepted matches equal to this one (same input, weights, scales: an untrained nn.TransformerDecoder's
-    # deep-copied layers): FuseOpsByPattern makes one composite function of them, called at each site (fuse)
+    # accepted matches equal to this one but for their input (same weights, bias, shapes, scales: an untrained
+    # nn.TransformerDecoder's deep-copied layers): FuseOpsByPattern makes one composite function of them, called
+    # at each site (fuse)
     twins: list[QuantOp] = field(default_factory=list)
 
     @property
@@ -429,8 +430,9 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
 
 def _attach_twins(seen: dict[str, QuantOp | ActMatmul], composites: dict[str, QuantOp | ActMatmul]) -> None:
     """Accepted matches left without a composite of their own: FuseOpsByPattern (its BlockBuilder) gives
-    structurally equal functions one global function, so an op whose input, weights and scales equal another's
-    is a second call of that op's composite. Each is recorded on the op it equals (QuantOp.twins)."""
+    structurally equal functions one global function, so an op whose weights, bias, shapes and scales equal
+    another's (its input may be another tensor) is a second call of that op's composite. Each is recorded on the op
+    it equals (QuantOp.twins)."""
     kept = {id(q) for q in composites.values()}
     owners = [q for q in composites.values() if isinstance(q, QuantOp)]
     for q in {id(q): q for q in seen.values()}.values():
