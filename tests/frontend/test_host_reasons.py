@@ -72,3 +72,28 @@ def test_a_reduce_l2_is_a_norm():
     nodes = [*_dq_in(), helper.make_node("ReduceL2", ["xd"], ["y"], name="l2", axes=[2, 3], keepdims=1)]
     reason = _reason(nodes, "l2", QDQ)
     assert "no accelerator op" not in reason and "without multiplying" not in reason and "norm" in reason, reason
+
+
+def test_an_unfolded_batch_norm_is_a_per_channel_scale_and_shift():
+    # PointNet's Linear -> BatchNorm1d (held-out set 7): torch folds BatchNorm into convs only, so the inference
+    # BatchNormalization stays; it computes no statistics (they are stored constants), it scales and shifts
+    stats = {k: np.ones(4, np.float32) for k in ("gamma", "beta", "mean", "var")}
+    nodes = [*_dq_in(), helper.make_node("BatchNormalization", ["xd", "gamma", "beta", "mean", "var"], ["b"],
+                                         name="bn"),
+             helper.make_node("QuantizeLinear", ["b", "s", "z"], ["y"], name="q2")]
+    reason = _reason(nodes, "bn", {**QDQ, **stats})
+    assert "statistics, exponentials" not in reason, reason
+    assert "stored" in reason and "per-channel scale and shift" in reason, reason
+
+
+def test_a_spatial_transformers_grid_ops_say_what_they_compute():
+    # held-out set 7's stn_net (opset 20): F.affine_grid -> AffineGrid, F.grid_sample -> GridSample; both had the
+    # catch-all "no accelerator op for ..."
+    nodes = [helper.make_node("AffineGrid", ["theta", "size"], ["grid"], name="affine"),
+             helper.make_node("GridSample", ["x", "grid"], ["y"], name="sample")]
+    inits = {"theta": np.zeros((1, 2, 3), np.float32), "size": np.array([1, 4, 8, 8], np.int64)}
+    affine, sample = _reason(nodes, "affine", inits), _reason(nodes, "sample", inits)
+    for reason in (affine, sample):
+        assert "no accelerator op" not in reason, reason
+    assert "sampling grid" in affine and "theta" in affine, affine
+    assert "positions computed at run time" in sample, sample

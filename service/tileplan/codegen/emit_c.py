@@ -145,6 +145,14 @@ class _State:
 _RESERVED = {"int", "char", "float", "double", "for", "if", "else", "return", "void", "main", "DIM", "free", "malloc", "workspace"}
 
 
+def _bind_param_offset(p: Any, st: _State) -> None:
+    """A parameter buffer declared with a symbolic element offset (TOPI's scatter_nd declares its data and updates
+    so, with an offset factor): every caller passes the tensor's own start, so the offset is 0."""
+    off = getattr(p, "elem_offset", None)
+    if off is not None and type(off).__name__ == "Var":
+        st.vars[_key(off)] = "0"
+
+
 class CEmitter:
     """`spad_reserved`: scratchpad rows [0, n) the target's support code addresses itself; `acc_copies`: how many
     copies of every accumulator buffer to reserve (2 when the support code alternates halves)."""
@@ -167,6 +175,7 @@ class CEmitter:
         for p in func.params:
             dry.names[_key(p)] = dry.fresh("p")
             dry.dtypes[_key(p)] = str(p.dtype)
+            _bind_param_offset(p, dry)
         self._stmt(func.body, dry, [], 1)
         used = {dry.aliases.get(k, k) for k in dry.referenced}
         st = _State(self.dim)
@@ -181,6 +190,7 @@ class CEmitter:
         for i, (p, pname) in enumerate(zip(params, param_names)):
             cname = st.fresh(pname)
             st.names[_key(p)] = cname
+            _bind_param_offset(p, st)
             dtype = str(getattr(p, "dtype", None))  # "None": _ctype refuses it with the reason
             st.dtypes[_key(p)] = dtype
             ct = _ctype(dtype)

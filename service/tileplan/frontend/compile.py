@@ -76,8 +76,10 @@ class _Accel:
     @property
     def calls(self) -> int:
         """Kernel calls per run: an activation x activation matmul calls its kernel once per batch element (the
-        artifact's and the library's modelled cycles are one call's), every other op once."""
-        return int(self.spec.act.batch) if getattr(self.spec, "act", None) is not None else 1
+        artifact's and the library's modelled cycles are one call's), every other op once per site that calls it."""
+        if getattr(self.spec, "act", None) is not None:
+            return int(self.spec.act.batch)
+        return 1 + len(getattr(self.qop, "twins", ()))  # an equal op elsewhere calls the same kernel (patterns.fuse)
 
 
 def default_planner(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
@@ -1165,6 +1167,22 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
                     "the host computes it in float between dequantize and quantize" if from_dq else
                     "its inputs are not dequantized int8 (index, shape or mask arithmetic, or float the quantizer "
                     "left alone): the host computes it as ONNX defines it"))
+    if op == "AffineGrid":
+        return ("AffineGrid builds a sampling grid from theta (each output point its 2 x 3 (or 3 x 4) affine map of "
+                "a normalised coordinate: 3 multiply-adds per coordinate, theta computed at run time; onnxruntime "
+                "has no integer AffineGrid): no int8 product for the array; computed in float on the host")
+    if op == "GridSample":
+        return ("GridSample reads its input at positions computed at run time (the grid) and interpolates between "
+                "the neighbours it finds there: a data-dependent gather and weighted sum, not a product with a "
+                "weight matrix the array holds; computed on the host")
+    if op == "BatchNormalization":
+        src = g.producer.get(node.input[0])
+        while src is not None and src.op_type in QDQ_NODES and src.input:
+            src = g.producer.get(src.input[0])
+        after = f"it follows a {src.op_type}" if src is not None else "its input is a graph input"
+        return (f"BatchNormalization not folded into a convolution ({after}; exporters fold it into a preceding "
+                "Conv only): in inference mode, with its stored statistics, a per-channel scale and shift, "
+                "elementwise, no matrix product for the array; the host computes it in float as onnxruntime does")
     if op in ROW_STATISTICS:
         return (f"{op} needs per-row statistics, exponentials or division: not a multiply-accumulate; computed on "
                 "the host")
@@ -1188,6 +1206,9 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
     shapes = _shapes(model)
     by_main = {a.qop.name: a for a in accel.values()}
     fused_into = {n: a.qop.name for a in accel.values() for n in a.qop.nodes}
+    twin_of = {t.name: a for a in accel.values() for t in getattr(a.qop, "twins", ())}
+    fused_into.update({n: t.name for a in accel.values() for t in getattr(a.qop, "twins", ()) for n in t.nodes
+                       if n != t.name})
     ops: list[dict[str, Any]] = []
     qdq = {"accelerator": 0, "host": 0}
     macs_total = macs_acc = 0
@@ -1218,6 +1239,15 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
                             if a.library_cycles is not None and a.art.model_cycles else None),
                 "library_tiling_kept": a.library_tiling or None,
                 "fused": [n for n in a.qop.nodes if n != node.name]})
+        elif node.name in twin_of:
+            a = twin_of[node.name]
+            macs_acc += macs
+            ops.append({"name": node.name, "op": a.spec.tag, "onnx_op": node.op_type, "where": "accelerator",
+                        "reason": f"the kernel of {a.qop.name}, called again on this op's input: its weights, bias, "
+                        "shapes, scales and zero points equal that one's (TVM makes one composite function of equal "
+                        "matches; the kernel's modelled cycles count every call)",
+                        "plan_key": None, "macs": macs, "cycles_emulated": None, "cycles_model": None,
+                        "speedup": None})
         elif node.name in fused_into:
             ops.append({"name": node.name, "op": node.op_type.lower(), "onnx_op": node.op_type,
                         "where": "accelerator", "reason": f"fused into {fused_into[node.name]}",

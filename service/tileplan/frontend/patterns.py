@@ -17,7 +17,7 @@ them, onnx_import.to_relax).  Whether a QuantOp can run on the accelerator is pa
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,10 @@ class QuantOp:
     # the int32 product itself (MatMulInteger / ConvInteger of int8 operands without zero points, as
     # dynamic.split_integer_products leaves them): y = sum x * w, int32 out, no scaling; scales 1, zero points 0
     int_output: bool = False
+    # accepted matches equal to this one but for their input (same weights, bias, shapes, scales: an untrained
+    # nn.TransformerDecoder's deep-copied layers): FuseOpsByPattern makes one composite function of them, called
+    # at each site (fuse)
+    twins: list[QuantOp] = field(default_factory=list)
 
     @property
     def macs(self) -> int:
@@ -420,7 +424,37 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
             composites[gv.name_hint] = match[0]
             if isinstance(match[0], ActMatmul):
                 match[0].operands = _act_operands(func)
+    _attach_twins(seen, composites)
     return fused, composites
+
+
+def _attach_twins(seen: dict[str, QuantOp | ActMatmul], composites: dict[str, QuantOp | ActMatmul]) -> None:
+    """Accepted matches left without a composite of their own: FuseOpsByPattern (its BlockBuilder) gives
+    structurally equal functions one global function, so an op whose weights, bias, shapes and scales equal
+    another's (its input may be another tensor) is a second call of that op's composite. Each is recorded on the op
+    it equals (QuantOp.twins)."""
+    kept = {id(q) for q in composites.values()}
+    owners = [q for q in composites.values() if isinstance(q, QuantOp)]
+    for q in {id(q): q for q in seen.values()}.values():
+        if id(q) in kept or not isinstance(q, QuantOp):
+            continue
+        twin = next((o for o in owners if _same_op(o, q)), None)
+        if twin is not None:
+            twin.twins.append(q)
+
+
+def _same_op(a: QuantOp, b: QuantOp) -> bool:
+    skip = {"name", "nodes", "notes", "twins", "x_const"}
+    for f in fields(QuantOp):
+        if f.name in skip:
+            continue
+        u, v = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(u, np.ndarray) or isinstance(v, np.ndarray):
+            if u is None or v is None or not np.array_equal(np.asarray(u), np.asarray(v)):
+                return False
+        elif u != v:
+            return False
+    return True
 
 
 def _act_operands(func: Any) -> tuple[int, int]:

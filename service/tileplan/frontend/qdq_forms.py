@@ -44,20 +44,23 @@ def fold_constant_quantize(model: Any) -> list[str]:
     inits = {t.name: t for t in g.initializer}
     identity = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Identity" and n.input[0] in inits}
     outputs = {o.name for o in g.output}
+    dequantized = _dequantized_constants(model, inits)
     folded: list[str] = []
     for node in list(g.node):
         if node.op_type != "QuantizeLinear" or node.domain not in ("", "ai.onnx"):
             continue
         ins = [identity.get(i, i) for i in node.input if i]  # (torch.onnx shares equal tensors through Identity)
-        if len(ins) < 2 or any(i not in inits for i in ins) or node.output[0] in outputs:
+        if len(ins) < 2 or any(i not in inits for i in ins[1:]) or node.output[0] in outputs:
             continue
-        if _attr(node, "block_size", 0) or inits[ins[0]].data_type != 1:
+        if ins[0] not in dequantized and (ins[0] not in inits or inits[ins[0]].data_type != 1):
+            continue
+        if _attr(node, "block_size", 0):
             continue
         zp_type = inits[ins[2]].data_type if len(ins) > 2 else _attr(node, "output_dtype", 0) or 2
         if zp_type not in _QTYPES:
             continue
         dtype, lo, hi = _QTYPES[zp_type]
-        x = numpy_helper.to_array(inits[ins[0]]).astype(np.float32)
+        x = dequantized[ins[0]] if ins[0] in dequantized else numpy_helper.to_array(inits[ins[0]]).astype(np.float32)
         scale = numpy_helper.to_array(inits[ins[1]]).astype(np.float32)
         zp = numpy_helper.to_array(inits[ins[2]]).astype(np.float64) if len(ins) > 2 else np.zeros(scale.shape)
         if scale.size > 1:  # per channel: along `axis`
@@ -70,6 +73,44 @@ def fold_constant_quantize(model: Any) -> list[str]:
         g.node.remove(node)
         folded.append(node.name)
     return folded
+
+
+def _dequantized_constants(model: Any, inits: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The float values of DequantizeLinear(initializers) outputs that a QuantizeLinear reads, directly or
+    through an Identity: torch.onnx shares a parameter equal to another through an Identity (nn.TransformerDecoder's
+    deep-copied layers before training; the Identity may be optimised away on import), and onnxruntime's QDQ
+    quantizer quantizes the first as a weight and the shared tensor again, at its own scale. The value is a
+    constant: (w_q - zero point) * scale in float32, as ONNX defines DequantizeLinear and onnxruntime computes
+    it. Keyed by the name the QuantizeLinear reads."""
+    from onnx import numpy_helper
+
+    g = model.graph
+    producer = {o: n for n in g.node for o in n.output}
+    found: dict[str, np.ndarray] = {}
+    for qnode in g.node:
+        if qnode.op_type != "QuantizeLinear" or not qnode.input or qnode.input[0] in inits:
+            continue
+        dq = producer.get(qnode.input[0])
+        if dq is not None and dq.op_type == "Identity":
+            dq = producer.get(dq.input[0])
+        if dq is None or dq.op_type != "DequantizeLinear" or dq.domain not in ("", "ai.onnx"):
+            continue
+        ins = [i for i in dq.input if i]
+        if len(ins) < 2 or any(i not in inits for i in ins) or _attr(dq, "block_size", 0):
+            continue
+        if inits[ins[0]].data_type not in _QTYPES:
+            continue
+        q = numpy_helper.to_array(inits[ins[0]]).astype(np.int32)
+        scale = numpy_helper.to_array(inits[ins[1]]).astype(np.float32)
+        zp = numpy_helper.to_array(inits[ins[2]]).astype(np.int32) if len(ins) > 2 else np.zeros(scale.shape, np.int32)
+        if scale.size > 1:
+            if q.ndim == 0:
+                continue
+            shape = [1] * q.ndim
+            shape[_attr(dq, "axis", 1) % q.ndim] = scale.size
+            scale, zp = scale.reshape(shape), zp.reshape(shape)
+        found[qnode.input[0]] = ((q - zp).astype(np.float32) * scale).astype(np.float32)
+    return found
 
 
 # element types (onnx.TensorProto) whose com.microsoft Q/DQ ONNX's own QuantizeLinear / DequantizeLinear define
