@@ -101,3 +101,26 @@ def test_a_layer_onnx_would_not_accept_is_a_422_at_the_model(roomy: TestClient, 
     assert r.status_code == 422, r.text[:500]
     d = r.json()["detail"][0]
     assert d["loc"][:2] in (["body", "model"], ["body", "layers"]), d  # (never a field the body does not have)
+
+
+def test_a_model_with_too_many_layers_is_refused_at_the_model(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """More layers than max_layers in a `model` is the model's fault: the 413 names body.model (it named
+    body.layers, a field the request did not send)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, prev = [], "x"
+    for i in range(3):
+        nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"], name=f"mm{i}"))
+        prev = f"m{i}"
+    ws = [numpy_helper.from_array(np.ones((4, 4 + i), np.float32) if i == 0 else np.ones((4 + i - 1, 4 + i),
+                                  np.float32), f"w{i}") for i in range(3)]
+    graph = helper.make_graph(nodes, "three", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, None)], ws)
+    model = base64.b64encode(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                             .SerializeToString()).decode()
+    settings = Settings(data_dir=tmp_path_factory.mktemp("too_many_layers"), solver_processes=1, max_layers=2)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        r = c.post("/schedule", json={"hardware": "gemmini-16x16", "model": model})
+    assert r.status_code == 413, r.text[:500]  # (as too many `layers`: the request is too large)
+    d = r.json()["detail"][0]
+    assert d["loc"] == ["body", "model"] and "at most 2" in d["msg"] and d["type"] == "too_many_layers", d

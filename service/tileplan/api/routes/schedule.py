@@ -68,6 +68,10 @@ async def schedule(body: ScheduleRequest, request: Request,
     if layers is None:
         raise InputError(("layers",), "field required (or `model`: a base64 ONNX model)", "missing")
     state = request.app.state
+    limit = state.scheduler.settings.max_layers
+    if body.model is not None and len(layers) > limit:  # (prepare's own check would name `layers`, not sent)
+        raise InputError(("model",), f"the model has {len(layers)} layers (convolutions and matrix products); at "
+                         f"most {limit} per request", "too_many_layers")
     answer = await state.scheduler.schedule(body.hardware, layers, body.options, wait=body.wait,
                                             notes=[f"model: {n}" for n in notes], model=model,
                                             gone=request.is_disconnected, owner=caller_of(request).owner)
