@@ -49,6 +49,12 @@ def unexpected_error(log: logging.Logger, what: str, type_: str = "internal_erro
                               "log has the details)", "type": type_}
 
 
+def shown(text: str, limit: int = 60) -> str:
+    """`text` as an error message quotes it: cut at `limit` characters (a client's 10,000-character id or name is
+    not echoed back whole)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def format_loc(loc: Sequence[str | int]) -> str:
     """`('memory_levels', 1, 'capacity')` -> `memory_levels[1].capacity`."""
     out = ""

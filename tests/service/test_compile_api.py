@@ -291,9 +291,11 @@ def test_request_errors(client: TestClient, mlp: bytes) -> None:
     assert _node_error(r)["loc"] == ["body", "model"]
     r = client.post("/compile", files={"model": ("m.onnx", mlp)}, data={"request": "{broken"})
     assert _node_error(r)["loc"] == ["body", "request"]
-    for path in (f"/compiles/{'0' * 64}", f"/compiles/{'0' * 64}/artifact", "/compiles/x" + "y" * 80):
+    for path in (f"/compiles/{'0' * 64}", f"/compiles/{'0' * 64}/artifact", "/compiles/x" + "y" * 80,
+                 "/compiles/" + "z" * 5000):
         r = client.get(path)
         assert r.status_code == 404 and r.json()["detail"][0]["loc"] == ["path", "compile_id"]
+        assert len(r.json()["detail"][0]["msg"]) < 100  # a long id is not echoed back whole
 
 
 def test_a_restarted_server_keeps_the_artifact(data_dir: Path, client: TestClient,

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tileplan.codegen.support import codegen_unsupported
-from tileplan.errors import InputError
+from tileplan.errors import InputError, shown
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import catalog
 from tileplan.jobs.base import JobQueue
@@ -98,10 +98,9 @@ class Scheduler:
 
     def _unknown(self, ref: str) -> str:
         """The 422 text of an unknown name: the catalog and the first few registered names, not all of them."""
-        shown = ref if len(ref) <= 60 else ref[:60] + "..."
         names, total = self.store.hardware_names(KNOWN_LISTED)
         more = f" and {total - len(names)} more (GET /hardware)" if total > len(names) else ""
-        return f"unknown hardware {shown!r}; known: {sorted(self._catalog) + names}{more}"
+        return f"unknown hardware {shown(ref)}; known: {sorted(self._catalog) + names}{more}"
 
     def resolve_hardware(self, ref: Any) -> HardwareDescriptor:
         """`hardware` for callers already in a thread (POST /compile's checks): inline descriptors are read in this

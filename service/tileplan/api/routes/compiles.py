@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from tileplan.api.auth import caller_of, require_read, require_write
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, CompileBody, CompilePage, CompileView, ErrorBody
-from tileplan.errors import InputError, from_validation_error
+from tileplan.errors import InputError, from_validation_error, shown
 from tileplan.jobs.compiles import discard, input_fault
 from tileplan.jobs.disconnect import unless_gone
 from tileplan.store.repository import Compile, iso_utc
@@ -202,7 +202,7 @@ async def list_compiles(
 async def _compile(request: Request, compile_id: str) -> Compile:
     found = await request.app.state.compiler.get(compile_id) if len(compile_id) <= 64 else None
     if found is None:
-        raise ApiError(404, ["path", "compile_id"], f"no compile {compile_id!r}", "not_found")
+        raise ApiError(404, ["path", "compile_id"], f"no compile {shown(compile_id)}", "not_found")
     return found
 
 
@@ -253,7 +253,7 @@ async def delete_compile(request: Request, compile_id: str) -> Response:
     outcome = await request.app.state.compiler.delete(compile_id, who.owner, admin=who.admin) \
         if len(compile_id) <= 64 else "missing"
     if outcome == "missing":
-        raise ApiError(404, ["path", "compile_id"], f"no compile {compile_id!r}", "not_found")
+        raise ApiError(404, ["path", "compile_id"], f"no compile {shown(compile_id)}", "not_found")
     if outcome == "forbidden":
         raise ApiError(403, ["path", "compile_id"], f"compile {compile_id} was asked for by other owners only; "
                        "only they (or an admin token) may delete it", "forbidden")
