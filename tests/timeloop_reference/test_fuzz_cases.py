@@ -19,11 +19,12 @@ SETS = {"timeloop_fuzz": (1000, 50, 100), "timeloop_fuzz_seed2": (250, 20, 25), 
         "timeloop_fuzz_seed4": (250, 20, 120)}
 CYCLES_WITHIN_1PCT = 1.0
 ENERGY_WITHIN_5PCT = 1.0
-# seed 4 (--extended --more, bench/results/timeloop_fuzz_seed4.md), as measured: 128 / 130 cycles (fuzz4_011/L2's
-# random2 and wild2, one map: 39 cycles where timeloop-model counts 40, not explained yet) and 119 / 130 energies
-# (the other 11 on files whose levels state router-energy or energy-per-hop: the inferred networks' energies, which
-# Tileplan does not model)
-SHARES = {"timeloop_fuzz_seed4": (128 / 130, 119 / 130)}
+# seed 4 (--extended --more, bench/results/timeloop_fuzz_seed4.md), as measured: every cycle count (fuzz4_011/L2's
+# random2 and wild2 were 39 where timeloop-model counts 40: its bandwidth demand is a sum of per-datatype quotients
+# 60/9 + 18/9, which rounds above 78/9, and ceil(9 / slowdown) then gives 40) and 119 / 130 energies (the other 11 on
+# files whose levels state router-energy or energy-per-hop: the inferred networks' energies, which Tileplan does not
+# model)
+SHARES = {"timeloop_fuzz_seed4": (1.0, 119 / 130)}
 
 
 @pytest.fixture(scope="module", params=sorted(SETS))

@@ -499,14 +499,19 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
         lc.read_words_per_cycle = rl.read_bandwidth / wb if rl.read_bandwidth else None
         lc.write_words_per_cycle = rl.write_bandwidth / wb if rl.write_bandwidth else None
         lc.shared = rl.shared_bandwidth
-        # As timeloop-model computes it (in floating point, so its rounding is reproduced): the slowdown is the
-        # budget over the demand per compute cycle, and the level takes ceil(compute / slowdown) cycles.
+        # As timeloop-model computes it (in floating point, so its rounding is reproduced): the demand per compute
+        # cycle is a sum of per-datatype quotients, in Timeloop's datatype order (60/9 + 18/9 rounds above 78/9,
+        # and the ceil below then gives one cycle more); the slowdown is the budget over the demand, and the level
+        # takes ceil(compute / slowdown) cycles.
         slowdown = 1.0
-        demands = [(lc.reads + lc.writes, lc.read_words_per_cycle)] if lc.shared else [
-            (lc.reads, lc.read_words_per_cycle), (lc.writes, lc.write_words_per_cycle)]
-        for words, budget in demands:
-            if budget and iters and words:
-                slowdown = min(slowdown, budget / (words / iters))
+        if iters:
+            read = sum(tc.reads / iters for tc in lc.tensors.values())
+            write = sum((tc.fills + tc.updates) / iters for tc in lc.tensors.values())
+            demands = [(read + write, lc.read_words_per_cycle)] if lc.shared else [
+                (read, lc.read_words_per_cycle), (write, lc.write_words_per_cycle)]
+            for demand, budget in demands:
+                if budget and demand:
+                    slowdown = min(slowdown, budget / demand)
         lc.cycles = math.ceil(iters / slowdown)
     macs_used = math.prod(lv.spatial_total for lv in levels)
     return TimeloopCounts(levels=out, compute_cycles=iters, macs_used=macs_used, computes=iters)
