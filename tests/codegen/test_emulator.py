@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -377,11 +378,9 @@ def test_channel_tiles_of_a_tensor_beyond_the_llc_wait_on_dram_longer():
     assert run(8192, 10.0)[2] == pytest.approx(cycles + 10.0 * far, rel=1e-9)
 
 
-def test_strided_stores_beyond_the_llc_move_their_block_twice_over_the_memory_bus():
-    """As the cost model's refill bound: a strided request DRAM serves (far_req) moves its 64-byte block over the
-    memory bus (refill_cycles each), a store's block twice (the L2 fills it and writes it back: far_st_req), and a
-    call's DMA lasts at least that. Two calls, each writing 16 of the 32 columns of an 8 MiB buffer's rows (64 bytes
-    apart): every store is such a request."""
+def _strided_stores_far() -> tuple[int, np.ndarray, list[Any]]:
+    """Two calls, each writing 16 of the 32 columns of an 8 MiB buffer's rows (64 bytes apart): every store is a
+    strided request DRAM serves. (rows, the output buffer, the program)"""
     n = 8 << 20 >> 6  # rows
     y = np.zeros((n, 64), np.int8)
     prog = [isa.config_ld(16), isa.config_st(64)]
@@ -389,6 +388,15 @@ def test_strided_stores_beyond_the_llc_move_their_block_twice_over_the_memory_bu
         prog += [isa.config_ex(WS), isa.mvin(Dram("x", 0), 0, 16, 16)]
         prog += [isa.mvout(Dram("y", r0 * 64 + lo), 0, 16, 16) for r0 in range(0, n, 16)]
     prog.append(isa.fence())
+    return n, y, prog
+
+
+def test_strided_stores_beyond_the_llc_move_their_block_twice_over_the_memory_bus():
+    """As the cost model's refill bound: a strided request DRAM serves (far_req) moves its 64-byte block over the
+    memory bus (refill_cycles each), a store's block twice (the L2 fills it and writes it back: far_st_req), and a
+    call's DMA lasts at least that. Two calls, each writing 16 of the 32 columns of an 8 MiB buffer's rows (64 bytes
+    apart): every store is such a request."""
+    n, y, prog = _strided_stores_far()
 
     def run(refill: float) -> tuple[dict[str, float], float]:
         # (llc_miss_cycles 0: each store's two waits on DRAM would outlast the bound here and hide it)
@@ -405,13 +413,7 @@ def test_strided_stores_beyond_the_llc_move_their_block_twice_over_the_memory_bu
 def test_strided_stores_beyond_the_llc_wait_on_dram_twice():
     """As the cost model's far_req + far_st_req: a strided store DRAM serves waits llc_miss_cycles twice (the L2 fills
     its block, then writes it back), a load once. The program of the test above, the memory bus left out."""
-    n = 8 << 20 >> 6  # rows
-    y = np.zeros((n, 64), np.int8)
-    prog = [isa.config_ld(16), isa.config_st(64)]
-    for lo in (0, 16):
-        prog += [isa.config_ex(WS), isa.mvin(Dram("x", 0), 0, 16, 16)]
-        prog += [isa.mvout(Dram("y", r0 * 64 + lo), 0, 16, 16) for r0 in range(0, n, 16)]
-    prog.append(isa.fence())
+    n, y, prog = _strided_stores_far()
 
     def run(llc_miss: float) -> tuple[dict[str, float], float]:
         res = emu(16, llc_bytes=4 << 20, refill_cycles=0.0, dram_byte_cycles=0.0, llc_miss_cycles=llc_miss).run(
