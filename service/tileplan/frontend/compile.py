@@ -997,16 +997,6 @@ def _einsum_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
     return int(np.prod(list(sizes.values()), dtype=np.int64)) * int(np.prod(ellipsis, dtype=np.int64))
 
 
-def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
-    g = model.graph
-    out = {t.name: tuple(t.dims) for t in g.initializer}
-    for info in [*g.input, *g.value_info, *g.output]:
-        t = info.type.tensor_type
-        if t.HasField("shape"):
-            out[info.name] = tuple(int(d.dim_value) for d in t.shape.dim)
-    return out
-
-
 MOVES_DATA = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Concat", "Split", "Gather",
               "Expand", "Pad", "Identity", "Tile", "DepthToSpace", "SpaceToDepth", "Resize", "Upsample", "Cast",
               "ScatterND", "GatherElements", "Where"}
@@ -1018,9 +1008,9 @@ ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "E
                "Ceil", "Round"}
 ROW_STATISTICS = {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization",
                   "GroupNormalization", "LpNormalization"}
-# ops with boolean results, or that combine booleans: a mask's logic (attention masks, NaN guards)
 # ops whose result is a shape or a filled tensor: no input value enters any arithmetic
 SHAPES_AND_FILLS = {"Shape", "Size", "ConstantOfShape", "Range", "EyeLike"}
+# ops with boolean results, or that combine booleans: a mask's logic (attention masks, NaN guards)
 LOGICAL = {"Not", "And", "Or", "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf"}
 # reductions that square, take absolute values, roots, logarithms or exponentials: norms
 NORMS = {"ReduceL2", "ReduceL1", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ReduceProd"}
@@ -1203,7 +1193,7 @@ def _summary(imported: Any, accel: dict[str, _Accel], reasons: dict[str, str], o
 
     model = imported.model
     index = onnx_graph.index(model.graph)
-    shapes = _shapes(model)
+    shapes = onnx_graph.tensor_shapes(model.graph)
     by_main = {a.qop.name: a for a in accel.values()}
     fused_into = {n: a.qop.name for a in accel.values() for n in a.qop.nodes}
     twin_of = {t.name: a for a in accel.values() for t in getattr(a.qop, "twins", ())}

@@ -101,3 +101,10 @@ def value_info_shapes(graph: Any) -> dict[str, tuple[int, ...]]:
         if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
             shapes[info.name] = tuple(int(d.dim_value) for d in t.shape.dim)
     return shapes
+
+
+def tensor_shapes(graph: Any) -> dict[str, tuple[int, ...]]:
+    """Every static shape the graph states: its initializers' dims and what `value_info_shapes` reads."""
+    shapes = {t.name: tuple(int(d) for d in t.dims) for t in graph.initializer}
+    shapes.update(value_info_shapes(graph))
+    return shapes

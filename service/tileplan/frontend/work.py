@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tileplan.errors import InputError
+from tileplan.frontend.onnx_graph import attr, tensor_shapes
 
 MAX_COMPILE_LAYERS = 256  # (settings.max_compile_layers etc.: the same defaults)
 MAX_COMPILE_MACS = 1 << 37  # ~1.4 * 10^11: ~100 s of the emulator's accelerator at ~1.3 * 10^9 MACs/s
@@ -77,21 +78,6 @@ def _prod(dims: Any) -> int:
     return math.prod(int(d) for d in dims)
 
 
-def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
-    from tileplan.frontend.onnx_graph import value_info_shapes
-
-    g = model.graph
-    shapes = {t.name: tuple(int(d) for d in t.dims) for t in g.initializer}
-    shapes.update(value_info_shapes(g))
-    return shapes
-
-
-def _attr(node: Any, name: str, default: Any) -> Any:
-    from tileplan.frontend.onnx_graph import attr
-
-    return attr(node, name, default)
-
-
 def node_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
     """Multiply-accumulates of a convolution / matrix product node (0 when a shape it needs is unknown)."""
     from tileplan.frontend.compile import _node_macs
@@ -102,7 +88,7 @@ def node_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
             return _prod(shapes[node.output[0]]) * _prod(shapes[node.input[3]][1:])
         if op in ("QLinearMatMul", "MatMulInteger16", "QGemm"):
             a, y = shapes[node.input[0]], shapes[node.output[0]]
-            k = a[-2] if op == "QGemm" and _attr(node, "transA", 0) and len(a) >= 2 else a[-1]
+            k = a[-2] if op == "QGemm" and attr(node, "transA", 0) and len(a) >= 2 else a[-1]
             return _prod(y) * int(k)
         if op == "Attention":  # com.microsoft: the QKV projection and the two products of every head
             x, w = shapes[node.input[0]], shapes[node.input[1]]
@@ -120,7 +106,7 @@ def node_host_ops(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
     outs = sum(_prod(shapes[o]) for o in node.output if o in shapes)
     op = node.op_type
     if op in WINDOW_OPS or op == "LRN":
-        window = _prod(_attr(node, "kernel_shape", [])) if op != "LRN" else int(_attr(node, "size", 1))
+        window = _prod(attr(node, "kernel_shape", [])) if op != "LRN" else int(attr(node, "size", 1))
         return ins + outs * max(window, 1)
     if op in SORT_OPS:
         return ins * max(1, int(math.log2(max(ins, 2)))) + outs
@@ -143,7 +129,7 @@ def layer_signature(node: Any, shapes: dict[str, tuple[int, ...]]) -> str:
 
 def estimate(model: Any) -> Work:
     """The work of compiling (and emulating) `model`, a model whose shapes were inferred."""
-    shapes = _shapes(model)
+    shapes = tensor_shapes(model.graph)
     work = Work()
     for node in model.graph.node:
         if node.op_type in MAC_OPS:

@@ -171,11 +171,11 @@ class CosaMapper:
                 if session.solve(left / 2).objective is not None:
                     _consider_solution(session, arch, consider)
         if best is None and (underfilled or hw.constraints.loops):
-            # (also where a file's loop constraints left no answer legal: the trivial mapping, moved to keep them,
-            # is a start polish can grow; the seed-4 fuzz's fuzz4_014 L2, where timeloop-mapper found 1,260 cycles)
-            # every answer left a level below its min-utilization and none grew legal from there: grow the trivial
-            # mapping instead (every loop at the backing store; the seed-2 fuzz's fuzz2_023 L2, where timeloop-mapper
-            # found 2,520 cycles and the answers' growth stalled)
+            # no answer is legal: every one left a level below its min-utilization and none grew legal from there
+            # (the seed-2 fuzz's fuzz2_023 L2, where timeloop-mapper found 2,520 cycles and the answers' growth
+            # stalled), or a file's loop constraints could not be kept by moving the answers' factors (the seed-4
+            # fuzz's fuzz4_014 L2, where timeloop-mapper found 1,260 cycles). The trivial mapping (every loop at the
+            # backing store), moved to keep the constraints and grown, is a start polish can improve.
             for df in dataflows:
                 arch = hw.resolve(df)
                 consider(arch, trivial_mapping(problem, arch))
