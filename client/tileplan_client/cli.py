@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -461,13 +462,43 @@ def _json_out(p: argparse.ArgumentParser, what: str = "the result") -> None:
     p.add_argument("--out", help=f"write {what} to this file")
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors as every other error of this command: one line naming the argument, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(BAD_INPUT, f"tileplan-client: error: {message} (see {self.prog} --help)\n")
+
+
+def _int_from(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"give an integer from {lo} to {hi}, got {text!r}")
+        return value
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (nan reached the socket; 0 or less can never succeed)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"give a positive number of seconds, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tileplan-client", description="Talk to a Tileplan service.")
+    p = _OneLineParser(prog="tileplan-client", description="Talk to a Tileplan service.")
     p.add_argument("--url", default=os.environ.get("TILEPLAN_URL", "http://127.0.0.1:8000"),
                    help="service URL (default: TILEPLAN_URL or http://127.0.0.1:8000)")
     p.add_argument("--token", default=os.environ.get("TILEPLAN_TOKEN"), help="API token (default: TILEPLAN_TOKEN)")
-    p.add_argument("--request-timeout", type=float, default=60.0, help="seconds per HTTP request")
-    p.add_argument("--retries", type=int, default=3, help="retries of unreachable/overloaded service")
+    p.add_argument("--request-timeout", type=_seconds, default=60.0, help="seconds per HTTP request")
+    p.add_argument("--retries", type=_int_from(0, 100), default=3, help="retries of unreachable/overloaded service")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("schedule", help="plans for a workload or an ONNX model")
@@ -478,9 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the whole answer as JSON, even on a terminal")
     s.add_argument("--nest", action="store_true", help="show each plan's loop nest beside its baseline's")
     s.add_argument("--mapper", help="cosa | gemmini-auto | random | exhaustive")
-    s.add_argument("--time-limit", type=float, default=None, help="solver seconds per layer")
+    s.add_argument("--time-limit", type=_seconds, default=None, help="solver seconds per layer")
     s.add_argument("--codegen", action="store_true", help="also build each plan's module (TVM / C)")
-    s.add_argument("--timeout", type=float, default=900.0, help="give up waiting after this many seconds")
+    s.add_argument("--timeout", type=_seconds, default=900.0, help="give up waiting after this many seconds")
     s.add_argument("--fail-if-slower-than-baseline", action="store_true",
                    help="exit 3 if any plan has more cycles than its baseline")
     s.add_argument("--quiet", action="store_true", help="no progress bar or table")
@@ -497,13 +528,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "unless --calibration)")
     c.add_argument("--calibration", help=".npz of calibration inputs by input name (with --quantize)")
     c.add_argument("--mapper", help="cosa | gemmini-auto | random | exhaustive")
-    c.add_argument("--time-limit", type=float, default=None, help="solver seconds per layer")
+    c.add_argument("--time-limit", type=_seconds, default=None, help="solver seconds per layer")
     c.add_argument("--host-only", action="store_true", help="run every op on the host (a reference build)")
     c.add_argument("--no-emulate", action="store_true", help="skip the compile-time emulated run")
     c.add_argument("--no-baseline", action="store_true", help="skip planning the hand-written baseline")
     c.add_argument("--fusion", choices=["auto", "off"], default=None,
                    help="fused-layer groups: auto (the service's default) or off")
-    c.add_argument("--timeout", type=float, default=1800.0, help="give up waiting after this many seconds")
+    c.add_argument("--timeout", type=_seconds, default=1800.0, help="give up waiting after this many seconds")
     c.add_argument("--json", action="store_true", help="print the whole answer (summary included) as JSON")
     c.add_argument("--quiet", action="store_true", help="no progress bar or table")
     c.set_defaults(func=cmd_compile)
@@ -511,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     cs = sub.add_parser("compiles", help="compiled models, newest first")
     cs.add_argument("--hardware")
     cs.add_argument("--status", choices=["queued", "running", "done", "failed"])
-    cs.add_argument("--limit", type=int, default=50)
+    cs.add_argument("--limit", type=_int_from(1, 500), default=50)
     cs.add_argument("--cursor", help="next_cursor of the previous page")
     _json_out(cs, "the page")
     cs.set_defaults(func=cmd_compiles)
@@ -523,7 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     j = sub.add_parser("job", help="a job's status (and plans, once done)")
     j.add_argument("id")
     j.add_argument("--wait", action="store_true", help="wait until it is done")
-    j.add_argument("--timeout", type=float, default=900.0)
+    j.add_argument("--timeout", type=_seconds, default=900.0)
     _json_out(j, "the job")
     j.set_defaults(func=cmd_job)
 
@@ -537,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     ps = sub.add_parser("plans", help="cached plans, newest first")
     ps.add_argument("--hardware")
     ps.add_argument("--op", help="conv2d | matmul")
-    ps.add_argument("--limit", type=int, default=50)
+    ps.add_argument("--limit", type=_int_from(1, 500), default=50)
     ps.add_argument("--cursor", help="next_cursor of the previous page")
     _json_out(ps, "the page")
     ps.set_defaults(func=cmd_plans)

@@ -14,9 +14,9 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import yaml
 
@@ -705,8 +705,33 @@ def _out_and_json(p: argparse.ArgumentParser, what: str = "the result") -> None:
     p.add_argument("--out", help=f"write {what} to this file instead of standard output")
 
 
+MAX_JOBS = 64  # processes one command may start (--jobs, serve --workers, worker --concurrency)
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's usage errors as every other CLI error: one line naming the argument, exit 2 (not a usage block
+    above it); `--help` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"tileplan: error: {message} (see {self.prog} --help)\n")
+
+
+def _int_from(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [lo, hi] (a pool of 100,000 jobs, 0 solver processes or port 99999 are
+    refused before any work, not discovered during it)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"give an integer from {lo} to {hi}, got {text!r}")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tileplan", description="Tiling plans for DNN layers on GEMM accelerators.")
+    p = _OneLineParser(prog="tileplan", description="Tiling plans for DNN layers on GEMM accelerators.")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("schedule", help="plan layers on a hardware descriptor")
@@ -796,7 +821,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--no-cache", action="store_true",
                    help="do not read or store plans in the plan cache, nor the result in the compile cache")
     m.add_argument("--plans-db", help="plan cache URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")
-    m.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+    m.add_argument("--jobs", type=_int_from(1, MAX_JOBS), default=min(2, os.cpu_count() or 1),
                    help="processes that plan layers and generate kernels (default: 2, or 1 on one core)")
     m.add_argument("--json", action="store_true", help="print the network summary as JSON")
     m.set_defaults(func=cmd_compile)
@@ -827,16 +852,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("serve", help="run the HTTP service (SQLite and in-process workers by default)")
     v.add_argument("--host", default="127.0.0.1")
-    v.add_argument("--port", type=int, default=8000)
+    v.add_argument("--port", type=_int_from(1, 65535), default=8000)
     v.add_argument("--db", default=None, help="database URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")
-    v.add_argument("--workers", type=int, default=None, help="solver processes (default: cores)")
+    v.add_argument("--workers", type=_int_from(1, MAX_JOBS), default=None, help="solver processes (default: cores)")
     v.add_argument("--allow-anonymous", action="store_true",
                    help="serve a non-loopback --host without TILEPLAN_TOKENS (anyone who reaches it may write)")
     v.set_defaults(func=cmd_serve)
 
     w = sub.add_parser("worker", help="run a durable job worker against PostgreSQL")
     w.add_argument("--db", default=None, help="PostgreSQL URL (default: TILEPLAN_DATABASE_URL)")
-    w.add_argument("--concurrency", type=int, default=1)
+    w.add_argument("--concurrency", type=_int_from(1, MAX_JOBS), default=1)
     w.set_defaults(func=cmd_worker)
     return p
 
@@ -855,9 +880,19 @@ def _apply_tensor_bound() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (2, said in one line) or --help (0)
+        return int(exc.code or 0)
     try:
         _apply_tensor_bound()
+        if getattr(args, "mapper", None) is not None:  # a typo is found before the model is read, not after
+            from tileplan.mappers.base import get_mapper
+
+            try:
+                get_mapper(args.mapper)
+            except InputError as exc:
+                raise InputError(("mapper",), exc.msg) from None
         if getattr(args, "out", None) and args.command != "compile":  # compile's --out is a directory
             writable_file(args.out, "out")  # before the work, not after it
         return int(args.func(args))

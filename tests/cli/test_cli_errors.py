@@ -213,3 +213,20 @@ def test_summary_line_of_an_all_host_compile_says_there_is_no_library_tiling() -
     no_baseline = {**with_ops, "baseline_cycles_model": None}
     assert _summary_table({"ops": [], "total": no_baseline, "options": {"baseline": False}}).splitlines()[-1].endswith(
         "(library tiling not costed: --no-baseline)")
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["compile", "m.onnx", "--hw", "gemmini-16x16", "--out", "o", "--jobs", "0"], "jobs"),
+    (["compile", "m.onnx", "--hw", "gemmini-16x16", "--out", "o", "--jobs", "100000"], "jobs"),
+    (["serve", "--port", "99999"], "port"),
+    (["serve", "--workers", "0"], "workers"),
+    (["worker", "--concurrency", "-1"], "concurrency"),
+    (["compile", "m.onnx", "--hw", "gemmini-16x16"], "out"),  # a missing argument: one line too, no usage block
+    (["compile", "m.onnx", "--hw", "gemmini-16x16", "--out", "o", "--mapper", "nope"], "mapper"),
+])
+def test_a_bad_count_or_port_is_one_line_before_any_work(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                          named: str) -> None:
+    """`--jobs 100000` compiled (a pool that size on a cold cache), `--workers 0` served a queue nobody runs and
+    `--port 99999` bound another port; argparse's own errors printed a usage block above the line."""
+    line = err_of(capsys, *argv)
+    assert named in line, line

@@ -240,3 +240,21 @@ def test_the_readme_sdk_example_runs(service: str, tmp_path: Path, monkeypatch: 
     assert result.plans[0].name == "qkv" and result.summary.baseline_mapper == "gemmini-auto"  # type: ignore[attr-defined]
     assert "void qkv(" in scope["c_source"] and "mapping" in scope["timeloop_yaml"]  # type: ignore[operator]
     assert scope["check"].valid and done.plans[0].metrics.cycles > 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--retries", "-1", "health"], "--retries"),
+    (["--request-timeout", "nan", "health"], "--request-timeout"),
+    (["--request-timeout", "0", "health"], "--request-timeout"),
+    (["plans", "--limit", "0"], "--limit"),
+    (["schedule", "--hw", "gemmini-16x16", "--timeout", "-5", "--workload", "w.yaml"], "--timeout"),
+    (["schedule"], "--hw"),
+])
+def test_bad_numbers_and_usage_are_one_line_exit_2(args: list[str], named: str) -> None:
+    """`--retries -1` and `--request-timeout nan` ended in tracebacks (AssertionError: unreachable, ValueError from
+    the socket), `--limit 0` reached the service; argparse's errors printed a usage block. Now: one line, exit 2,
+    nothing sent (the URL below has no server)."""
+    r = run(*args, url=f"http://127.0.0.1:{free_port()}")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tileplan-client: error: ") and named in lines[0], r.stderr
