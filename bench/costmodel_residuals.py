@@ -560,6 +560,14 @@ FINDINGS = [
     "C256_K720 at P4 (125: 404-440k) and P2 (128: 279-315k). The DMA reads a misaligned row in one request per "
     "64-byte block (DMA.scala's StreamReader picks the aligned packet that reads most), as the model counts, and "
     "the calls' compute passes are the same; what the odd tile costs was not found.",
+    "- **Strided loads under the library**: the dosa branch's gemmini.h (the runs' library) sets `downsample = "
+    "false` in both tiled_conv and tiled_conv_auto_inner (the stride-2 1x1 fast path of `dev` is commented out), "
+    "and sp_tiled_conv moves in every row and column of a call's window (irows = orows x stride + krows - 1, "
+    "`irow += 1 + downsample`), 1x1 included: what the model charges for these runs already (only Tileplan's own "
+    "code subsamples a strided 1x1). The library's loop order (kch innermost, then kcol, krow, och, pixels) and its "
+    "reload of every tile per call (no `a_reuse` / `b_reuse` on that branch) are the model's too; its tile search "
+    "is replayed to the recorded tile for every library run checked (RetinaNet's 22 layers on one configuration: "
+    "the same tiles, 1-1,118 candidates), so neither explains the odd-tile residual above.",
     "- Nothing else was tried in the time: the first-touch, in-flight and memory-bus terms of rounds 5-8 cover the "
     "other worst rows (U-Net's C1024_K1024_P28 under DOSA's mappings, ResNet-50's classifier under the library).",
     "",
