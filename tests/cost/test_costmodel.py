@@ -173,18 +173,27 @@ def test_issue_13_held_out_targets(data, cv_artifact) -> None:
     assert spearmanr(cv_artifact[mapping], d.y[mapping]).statistic >= 0.99
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25's targets not reached yet (bench/results/costmodel.md: by configuration "
-                   "9.9% / 0.9954 / library 13.1% / 0.52x-1.71x; by network 10.3% / 0.9959 / 13.8% / 0.41x-1.67x)")
-def test_issue_25_held_out_targets(data, cv_artifact, cv_artifact_by_network) -> None:
-    """Issue 25's targets on the 16x16 runs, held out by configuration and by network (every fold refitting every
-    parameter): DOSA's mappings within 10% MAPE with Spearman >= 0.993, the library's own runs within 12%, and no run
-    predicted outside [0.556, 1.8] x its measured cycles."""
+def test_issue_25_held_out_targets_met(data, cv_artifact, cv_artifact_by_network) -> None:
+    """The targets of issue 25 met now (bench/results/costmodel.md): DOSA's mappings within 10% MAPE held out by
+    configuration, and their Spearman >= 0.993 held out by configuration and by network."""
     d = data[1]
     mapping = np.char.startswith(np.array(d.labels(lambda r: r.kind)).astype(str), "mapping")
+    assert (np.abs(cv_artifact - d.y) / d.y)[mapping].mean() <= 0.10
+    for pred in (cv_artifact, cv_artifact_by_network):
+        assert spearmanr(pred[mapping], d.y[mapping]).statistic >= 0.993
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25's other targets not reached yet (bench/results/costmodel.md: DOSA's "
+                   "mappings by network 10.3%; library 13.1% / 13.8%; 0.52x-1.71x / 0.41x-1.67x)")
+def test_issue_25_held_out_targets(data, cv_artifact, cv_artifact_by_network) -> None:
+    """Issue 25's targets not met yet, on the 16x16 runs held out by configuration and by network (every fold
+    refitting every parameter): DOSA's mappings within 10% MAPE held out by network, the library's own runs within
+    12%, and no run predicted outside [0.556, 1.8] x its measured cycles."""
+    d = data[1]
+    mapping = np.char.startswith(np.array(d.labels(lambda r: r.kind)).astype(str), "mapping")
+    assert (np.abs(cv_artifact_by_network - d.y) / d.y)[mapping].mean() <= 0.10
     for pred in (cv_artifact, cv_artifact_by_network):
         ape = np.abs(pred - d.y) / d.y
-        assert ape[mapping].mean() <= 0.10
-        assert spearmanr(pred[mapping], d.y[mapping]).statistic >= 0.993
         assert ape[~mapping].mean() <= 0.12
         ratio = pred / d.y
         assert ratio.min() >= 0.556 and ratio.max() <= 1.8
