@@ -1513,7 +1513,24 @@ static void op_mvin(emu_t *e, int ch, int op, const void *dram_addr, uint32_t ad
 
   /* data */
   int64_t vals[4096];
-  if (is_acc(addr)) {
+  if (is_acc(addr) && !is_accumulate(addr) && (zero || cfg->scale == 1.0f)) {
+    /* write_row's overwrite of accumulator rows with the values as they are (no scale): copied, not widened to
+     * int64 and back */
+    for (uint32_t r = 0; r < rows; r++) {
+      uint32_t row = row_of(addr) + r;
+      int32_t *dst = e->acc + (size_t)row * D;
+      const void *src = (const void *)(p + r * cfg->stride);
+      if (zero)
+        memset(dst, 0, sizeof(int32_t) * D);
+      else if (cfg->shrunk)
+        widen_row(dst, (const int8_t *)src, cols);
+      else
+        memcpy(dst, src, sizeof(int32_t) * cols);
+      if (!zero && cols < D) memset(dst + cols, 0, sizeof(int32_t) * (D - cols));
+      e->acc_written[row] = 1;
+    }
+    mark_write(e, U_LOAD, addr, rows, done);
+  } else if (is_acc(addr)) {
     for (uint32_t r = 0; r < rows; r++) {
       uintptr_t src = p + r * cfg->stride;
       for (uint32_t c = 0; c < cols; c++) {
@@ -1528,6 +1545,22 @@ static void op_mvin(emu_t *e, int ch, int op, const void *dram_addr, uint32_t ad
     for (uint32_t b = 0; b < nblocks; b++) {
       uint32_t a = addr + b * cfg->block_stride;
       uint32_t bc = (b + 1) * D <= cols ? D : cols - b * D;
+      if (zero || cfg->scale == 1.0f) {
+        /* write_row's scratchpad row with the bytes as they are (no scale, shift or activation): copied */
+        for (uint32_t r = 0; r < rows; r++) {
+          uint32_t row = row_of(a) + r;
+          int8_t *dst = e->spad + (size_t)row * D;
+          if (zero) {
+            memset(dst, 0, D);
+          } else {
+            memcpy(dst, (const int8_t *)(p + r * cfg->stride) + b * D, bc);
+            if (bc < D) memset(dst + bc, 0, D - bc);
+          }
+          e->spad_written[row] = 1;
+        }
+        mark_write(e, U_LOAD, a, rows, done);
+        continue;
+      }
       for (uint32_t r = 0; r < rows; r++) {
         const int8_t *src = (const int8_t *)(p + r * cfg->stride) + b * D;
         for (uint32_t c = 0; c < bc; c++) {
