@@ -376,6 +376,11 @@ static void widen_row(int32_t *restrict dst, const int8_t *restrict src, uint32_
   if (n == 32) { for (uint32_t c = 0; c < 32; c++) dst[c] = src[c]; return; }
   for (uint32_t c = 0; c < n; c++) dst[c] = src[c];
 }
+static void copy_row(int8_t *restrict dst, const int8_t *restrict src, uint32_t n) {
+  if (n == 16) { memcpy(dst, src, 16); return; }
+  if (n == 32) { memcpy(dst, src, 32); return; }
+  memcpy(dst, src, n);
+}
 static void add_row(uint32_t *restrict dst, const uint32_t *restrict src, uint32_t n) {
   if (n == 16) { for (uint32_t c = 0; c < 16; c++) dst[c] += src[c]; return; }
   if (n == 32) { for (uint32_t c = 0; c < 32; c++) dst[c] += src[c]; return; }
@@ -988,12 +993,18 @@ static int32_t ex_acc_read(emu_t *e, int32_t x) {
 static void read_block(emu_t *e, uint32_t addr, uint32_t rows, uint32_t cols, uint32_t stride, int transpose,
                        int32_t *blk, const char *what) {
   uint32_t D = e->dim;
-  memset(blk, 0, sizeof(int32_t) * D * D);
-  if (is_garbage(addr)) return;
+  if (is_garbage(addr)) {
+    memset(blk, 0, sizeof(int32_t) * D * D);
+    return;
+  }
   if (rows > D || cols > D) trap(e, "%s block %ux%u exceeds DIM=%u", what, rows, cols, D);
   check_rows(e, addr, rows, stride, what);
   uint32_t b = row_of(addr);
   const int acc = is_acc(addr);
+  if (!acc && !transpose && cols == D) /* the rows read fill theirs whole: zeros below them only */
+    memset(blk + (size_t)rows * D, 0, sizeof(int32_t) * D * (D - rows));
+  else
+    memset(blk, 0, sizeof(int32_t) * D * D);
   for (uint32_t r = 0; r < rows; r++) {
     uint32_t row = b + r * stride;
     need_written(e, addr, row, what);
@@ -1553,7 +1564,7 @@ static void op_mvin(emu_t *e, int ch, int op, const void *dram_addr, uint32_t ad
           if (zero) {
             memset(dst, 0, D);
           } else {
-            memcpy(dst, (const int8_t *)(p + r * cfg->stride) + b * D, bc);
+            copy_row(dst, (const int8_t *)(p + r * cfg->stride) + b * D, bc);
             if (bc < D) memset(dst + bc, 0, D - bc);
           }
           e->spad_written[row] = 1;
@@ -1706,16 +1717,17 @@ static void op_compute(emu_t *e, int op, uint32_t A, uint32_t BD, uint32_t A_col
   const int32_t *W;
   if (e->dataflow == WEIGHT_STATIONARY) {
     if (preloaded) {
-      if (e->weights_pending_valid)
-        memcpy(e->weights, e->weights_pending, sizeof(int32_t) * D * D);
-      else
+      if (e->weights_pending_valid) { /* the preloaded block becomes the array's (read only while valid) */
+        int32_t *held = e->weights;
+        e->weights = e->weights_pending;
+        e->weights_pending = held;
+      } else
         memset(e->weights, 0, sizeof(int32_t) * D * D);
       e->weights_cols = e->weights_pending_valid ? e->weights_pending_cols : 0;
       e->weights_pending_valid = 0;
     }
     W = e->weights;
-    read_block(e, BD, BD_rows, BD_cols, 1, 0, e->blk_b, "compute D"); /* BD = D, added */
-    memcpy(e->blk_c, e->blk_b, sizeof(int32_t) * D * D);
+    read_block(e, BD, BD_rows, BD_cols, 1, 0, e->blk_c, "compute D"); /* BD = D, added (into C, the sum) */
   } else {
     read_block(e, BD, BD_rows, BD_cols, 1, e->b_tr, e->blk_b, "compute B");
     W = e->blk_b;
