@@ -778,7 +778,21 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
 static double busy_before(emu_t *e, int r, double x) {
   size_t n = e->iv_n[r];
   if (!n || x <= e->iv_start[r][0]) return 0.0;
-  size_t lo = 0, hi = n; /* last interval with start < x */
+  /* the last interval with start < x: asked mostly about times near the end of the run so far, so searched
+   * from the end (steps doubling back until an interval starts before x, then bisected), not from the middle of
+   * every interval of the run */
+  size_t lo, hi = n;
+  if (e->iv_start[r][n - 1] < x) {
+    lo = n - 1;
+  } else {
+    hi = n - 1; /* starts at or after x */
+    for (size_t step = 1;; step *= 2) {
+      if (step > hi) { lo = 0; break; } /* (the first starts before x) */
+      lo = hi - step;
+      if (e->iv_start[r][lo] < x) break;
+      hi = lo;
+    }
+  }
   while (hi - lo > 1) {
     size_t mid = (lo + hi) / 2;
     if (e->iv_start[r][mid] < x) lo = mid; else hi = mid;
@@ -834,10 +848,18 @@ static double exec_op(emu_t *e, double t, double dur) {
  * front of a store that waits for the array.  Returns the start; *dur gets the stretched length. */
 static double dma_op(emu_t *e, double ready, double *dur, double weight) {
   size_t n = e->iv_n[0];
-  size_t i = 0, hi = n; /* first interval ending after ready */
-  while (i < hi) {
-    size_t mid = (i + hi) / 2;
-    if (e->iv_end[0][mid] <= ready) i = mid + 1; else hi = mid;
+  size_t i = n, hi = n; /* the first interval ending after ready: searched from the end, as busy_before does */
+  if (n && e->iv_end[0][n - 1] > ready) {
+    hi = n - 1; /* ends after ready */
+    for (size_t step = 1;; step *= 2) {
+      if (step > hi) { i = 0; break; }
+      if (e->iv_end[0][hi - step] <= ready) { i = hi - step + 1; break; }
+      hi -= step;
+    }
+    while (i < hi) {
+      size_t mid = (i + hi) / 2;
+      if (e->iv_end[0][mid] <= ready) i = mid + 1; else hi = mid;
+    }
   }
   double s = ready;
   for (;;) {
