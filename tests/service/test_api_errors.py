@@ -149,6 +149,14 @@ def test_a_long_id_or_name_in_a_path_is_not_echoed_back_whole(client: TestClient
         assert item["loc"] == loc and len(item["msg"]) < 200, (method, item["msg"][:200])
 
 
+def test_json_nested_too_deeply_is_said_alike_by_every_body(client: TestClient) -> None:
+    deep = b"[" * 20_000 + b"]" * 20_000  # (under this client's 64 KiB body limit)
+    for method, path in (("POST", "/schedule"), ("POST", "/evaluate"), ("POST", "/hardware"), ("PUT", "/hardware/x")):
+        r = client.request(method, path, content=deep, headers={"content-type": "application/json"})
+        assert r.status_code == 422, (path, r.text)
+        assert first(r)["msg"] == "malformed JSON: nested too deeply", (path, r.text)
+
+
 def test_internal_errors_carry_no_traceback(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     store = client.app.state.store  # type: ignore[attr-defined]
 

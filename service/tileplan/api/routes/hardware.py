@@ -133,8 +133,10 @@ async def _descriptor_of(request: Request, name: str | None, path_name: bool = F
     else:
         try:
             ref = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError((), f"malformed JSON: {exc}", "json_invalid") from None
+        except RecursionError:  # (said as every other body says it)
+            raise InputError((), "malformed JSON: nested too deeply", "json_invalid") from None
         if not isinstance(ref, dict):
             raise InputError((), "a descriptor object or {name, format, source}", "dict_type")
         if name and "source" in ref and not ref.get("name"):
