@@ -114,6 +114,32 @@ def test_mvin_scale_full_width_mvout_and_os_shift():
     np.testing.assert_array_equal(r.buffers["out8"], rounded.astype(np.int8))
 
 
+def test_mvin_rows_narrower_than_the_array_overwrite_whole_rows():
+    """A mvin row narrower than DIM (scratchpad; accumulator from int32 and from int8) writes its values and zeros
+    the rest of the row, whatever the row held before (the emulator copies such rows without a per-value pass)."""
+    e = emu(4, spad_rows=64, acc_rows=16)
+    rng = np.random.default_rng(3)
+    full8 = rng.integers(-128, 128, size=(4, 4), dtype=np.int8)
+    narrow8 = rng.integers(-128, 128, size=(4, 2), dtype=np.int8)
+    full32 = rng.integers(-2**31, 2**31, size=(4, 4), dtype=np.int64).astype(np.int32)
+    narrow32 = rng.integers(-2**31, 2**31, size=(4, 3), dtype=np.int64).astype(np.int32)
+    out8 = np.zeros((4, 4), np.int8)
+    out32 = np.zeros((8, 4), np.int32)
+    prog = [isa.config_ld(4, id=0), isa.mvin(Dram("full8"), 0, 4, 4),
+            isa.config_ld(2, id=1), isa.mvin(Dram("narrow8"), 0, 2, 4, channel=1),
+            isa.config_ld(16, id=2), isa.mvin(Dram("full32"), acc_addr(0), 4, 4, channel=2),
+            isa.config_ld(12, id=2), isa.mvin(Dram("narrow32"), acc_addr(0), 3, 4, channel=2),
+            isa.config_ld(2, shrunk=True, id=2), isa.mvin(Dram("narrow8"), acc_addr(4), 2, 4, channel=2),
+            isa.config_st(4), isa.mvout(Dram("out8"), 0, 4, 4),
+            isa.config_st(16), isa.mvout(Dram("out32"), acc_addr(0, read_full=True), 4, 4),
+            isa.mvout(Dram("out32", 64), acc_addr(4, read_full=True), 4, 4), isa.fence()]
+    r = e.run(prog, {"full8": full8, "narrow8": narrow8, "full32": full32, "narrow32": narrow32, "out8": out8,
+                     "out32": out32})
+    np.testing.assert_array_equal(r.buffers["out8"], np.pad(narrow8, ((0, 0), (0, 2))))
+    np.testing.assert_array_equal(r.buffers["out32"][:4], np.pad(narrow32, ((0, 0), (0, 1))))
+    np.testing.assert_array_equal(r.buffers["out32"][4:], np.pad(narrow8.astype(np.int32), ((0, 0), (0, 2))))
+
+
 def test_instruction_list_matches_c_program():
     """The same tiled matmul as a Python instruction list gives the same bits and the same cycle count."""
     dim, m, k, n = 8, 19, 21, 13

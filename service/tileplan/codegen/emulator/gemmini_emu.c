@@ -376,6 +376,11 @@ static void widen_row(int32_t *restrict dst, const int8_t *restrict src, uint32_
   if (n == 32) { for (uint32_t c = 0; c < 32; c++) dst[c] = src[c]; return; }
   for (uint32_t c = 0; c < n; c++) dst[c] = src[c];
 }
+static void copy_row(int8_t *restrict dst, const int8_t *restrict src, uint32_t n) {
+  if (n == 16) { memcpy(dst, src, 16); return; }
+  if (n == 32) { memcpy(dst, src, 32); return; }
+  memcpy(dst, src, n);
+}
 static void add_row(uint32_t *restrict dst, const uint32_t *restrict src, uint32_t n) {
   if (n == 16) { for (uint32_t c = 0; c < 16; c++) dst[c] += src[c]; return; }
   if (n == 32) { for (uint32_t c = 0; c < 32; c++) dst[c] += src[c]; return; }
@@ -773,7 +778,21 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
 static double busy_before(emu_t *e, int r, double x) {
   size_t n = e->iv_n[r];
   if (!n || x <= e->iv_start[r][0]) return 0.0;
-  size_t lo = 0, hi = n; /* last interval with start < x */
+  /* the last interval with start < x: asked mostly about times near the end of the run so far, so searched
+   * from the end (steps doubling back until an interval starts before x, then bisected), not from the middle of
+   * every interval of the run */
+  size_t lo, hi = n;
+  if (e->iv_start[r][n - 1] < x) {
+    lo = n - 1;
+  } else {
+    hi = n - 1; /* starts at or after x */
+    for (size_t step = 1;; step *= 2) {
+      if (step > hi) { lo = 0; break; } /* (the first starts before x) */
+      lo = hi - step;
+      if (e->iv_start[r][lo] < x) break;
+      hi = lo;
+    }
+  }
   while (hi - lo > 1) {
     size_t mid = (lo + hi) / 2;
     if (e->iv_start[r][mid] < x) lo = mid; else hi = mid;
@@ -829,10 +848,18 @@ static double exec_op(emu_t *e, double t, double dur) {
  * front of a store that waits for the array.  Returns the start; *dur gets the stretched length. */
 static double dma_op(emu_t *e, double ready, double *dur, double weight) {
   size_t n = e->iv_n[0];
-  size_t i = 0, hi = n; /* first interval ending after ready */
-  while (i < hi) {
-    size_t mid = (i + hi) / 2;
-    if (e->iv_end[0][mid] <= ready) i = mid + 1; else hi = mid;
+  size_t i = n, hi = n; /* the first interval ending after ready: searched from the end, as busy_before does */
+  if (n && e->iv_end[0][n - 1] > ready) {
+    hi = n - 1; /* ends after ready */
+    for (size_t step = 1;; step *= 2) {
+      if (step > hi) { i = 0; break; }
+      if (e->iv_end[0][hi - step] <= ready) { i = hi - step + 1; break; }
+      hi -= step;
+    }
+    while (i < hi) {
+      size_t mid = (i + hi) / 2;
+      if (e->iv_end[0][mid] <= ready) i = mid + 1; else hi = mid;
+    }
   }
   double s = ready;
   for (;;) {
@@ -988,12 +1015,18 @@ static int32_t ex_acc_read(emu_t *e, int32_t x) {
 static void read_block(emu_t *e, uint32_t addr, uint32_t rows, uint32_t cols, uint32_t stride, int transpose,
                        int32_t *blk, const char *what) {
   uint32_t D = e->dim;
-  memset(blk, 0, sizeof(int32_t) * D * D);
-  if (is_garbage(addr)) return;
+  if (is_garbage(addr)) {
+    memset(blk, 0, sizeof(int32_t) * D * D);
+    return;
+  }
   if (rows > D || cols > D) trap(e, "%s block %ux%u exceeds DIM=%u", what, rows, cols, D);
   check_rows(e, addr, rows, stride, what);
   uint32_t b = row_of(addr);
   const int acc = is_acc(addr);
+  if (!acc && !transpose && cols == D) /* the rows read fill theirs whole: zeros below them only */
+    memset(blk + (size_t)rows * D, 0, sizeof(int32_t) * D * (D - rows));
+  else
+    memset(blk, 0, sizeof(int32_t) * D * D);
   for (uint32_t r = 0; r < rows; r++) {
     uint32_t row = b + r * stride;
     need_written(e, addr, row, what);
@@ -1513,7 +1546,24 @@ static void op_mvin(emu_t *e, int ch, int op, const void *dram_addr, uint32_t ad
 
   /* data */
   int64_t vals[4096];
-  if (is_acc(addr)) {
+  if (is_acc(addr) && !is_accumulate(addr) && (zero || cfg->scale == 1.0f)) {
+    /* write_row's overwrite of accumulator rows with the values as they are (no scale): copied, not widened to
+     * int64 and back */
+    for (uint32_t r = 0; r < rows; r++) {
+      uint32_t row = row_of(addr) + r;
+      int32_t *dst = e->acc + (size_t)row * D;
+      const void *src = (const void *)(p + r * cfg->stride);
+      if (zero)
+        memset(dst, 0, sizeof(int32_t) * D);
+      else if (cfg->shrunk)
+        widen_row(dst, (const int8_t *)src, cols);
+      else
+        memcpy(dst, src, sizeof(int32_t) * cols);
+      if (!zero && cols < D) memset(dst + cols, 0, sizeof(int32_t) * (D - cols));
+      e->acc_written[row] = 1;
+    }
+    mark_write(e, U_LOAD, addr, rows, done);
+  } else if (is_acc(addr)) {
     for (uint32_t r = 0; r < rows; r++) {
       uintptr_t src = p + r * cfg->stride;
       for (uint32_t c = 0; c < cols; c++) {
@@ -1528,6 +1578,22 @@ static void op_mvin(emu_t *e, int ch, int op, const void *dram_addr, uint32_t ad
     for (uint32_t b = 0; b < nblocks; b++) {
       uint32_t a = addr + b * cfg->block_stride;
       uint32_t bc = (b + 1) * D <= cols ? D : cols - b * D;
+      if (zero || cfg->scale == 1.0f) {
+        /* write_row's scratchpad row with the bytes as they are (no scale, shift or activation): copied */
+        for (uint32_t r = 0; r < rows; r++) {
+          uint32_t row = row_of(a) + r;
+          int8_t *dst = e->spad + (size_t)row * D;
+          if (zero) {
+            memset(dst, 0, D);
+          } else {
+            copy_row(dst, (const int8_t *)(p + r * cfg->stride) + b * D, bc);
+            if (bc < D) memset(dst + bc, 0, D - bc);
+          }
+          e->spad_written[row] = 1;
+        }
+        mark_write(e, U_LOAD, a, rows, done);
+        continue;
+      }
       for (uint32_t r = 0; r < rows; r++) {
         const int8_t *src = (const int8_t *)(p + r * cfg->stride) + b * D;
         for (uint32_t c = 0; c < bc; c++) {
@@ -1673,16 +1739,17 @@ static void op_compute(emu_t *e, int op, uint32_t A, uint32_t BD, uint32_t A_col
   const int32_t *W;
   if (e->dataflow == WEIGHT_STATIONARY) {
     if (preloaded) {
-      if (e->weights_pending_valid)
-        memcpy(e->weights, e->weights_pending, sizeof(int32_t) * D * D);
-      else
+      if (e->weights_pending_valid) { /* the preloaded block becomes the array's (read only while valid) */
+        int32_t *held = e->weights;
+        e->weights = e->weights_pending;
+        e->weights_pending = held;
+      } else
         memset(e->weights, 0, sizeof(int32_t) * D * D);
       e->weights_cols = e->weights_pending_valid ? e->weights_pending_cols : 0;
       e->weights_pending_valid = 0;
     }
     W = e->weights;
-    read_block(e, BD, BD_rows, BD_cols, 1, 0, e->blk_b, "compute D"); /* BD = D, added */
-    memcpy(e->blk_c, e->blk_b, sizeof(int32_t) * D * D);
+    read_block(e, BD, BD_rows, BD_cols, 1, 0, e->blk_c, "compute D"); /* BD = D, added (into C, the sum) */
   } else {
     read_block(e, BD, BD_rows, BD_cols, 1, e->b_tr, e->blk_b, "compute B");
     W = e->blk_b;
