@@ -622,7 +622,8 @@ def extend_net(doc: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     """On what `extend_more` made (any form): most storage levels state the network below them: `energy-per-hop`,
     `router-energy`, both, or `wire-energy` (pJ per bit per mm) with a `tile-width` (um) or without one (the hop's
     length then comes from the floorplan: the arithmetic's `area`, a level's `cluster-area`), now and then a
-    `network-word-bits`; so fan-outs, multicasts and link transfers are priced as timeloop-model prices them."""
+    `network-word-bits` or `reduction_supported`; so fan-outs, multicasts and link transfers are priced as
+    timeloop-model prices them."""
     doc = {k: v for k, v in doc.items()}
     if "arch" in doc:
         comps = list(doc["arch"]["storage"])
@@ -655,4 +656,6 @@ def extend_net(doc: dict[str, Any], rng: random.Random) -> dict[str, Any]:
             a["network-word-bits"] = rng.choice([8, 16, 32])
         if rng.random() < 0.15 and "DRAM" not in str(a.get("technology", "")):
             a["cluster-area"] = rng.choice([1000, 5000, 20000])
+        if rng.random() < 0.12:
+            a["reduction_supported"] = rng.random() < 0.3  # (false: outputs cross its network twice)
     return doc

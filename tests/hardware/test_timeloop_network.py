@@ -77,3 +77,12 @@ def test_network_figures_survive_the_export():
                               reg={"wire-energy": 0.3, "tile-width": 50}), name="net")
     again = load_descriptor(dump_yaml(to_timeloop_arch(hw, hint=True)), name="net")
     assert [lv.network for lv in again.memory_levels] == [lv.network for lv in hw.memory_levels]
+
+
+def test_reduction_supported_is_read():
+    net = _net(_doc(glb={"router-energy": 1, "reduction_supported": False}), "GLB")
+    assert net.reduces is False
+    assert _net(_doc(glb={"reduction_supported": False}), "GLB") is None  # (no energy: it changes nothing)
+    with pytest.raises(InputError) as exc:
+        load_descriptor(_doc(glb={"router-energy": 1, "reduction_supported": "sometimes"}), name="net")
+    assert "reduction_supported" in str(exc.value)

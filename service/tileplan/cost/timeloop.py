@@ -575,7 +575,8 @@ def _networks(problem: Problem, arch: Architecture, mapping: Mapping, tiles: lis
     a level that keeps the tensor sends its children what they read from it (multicast words once); a level between
     it and the next level below that keeps the tensor carries that traffic on, per instance its share (the words
     above, less the multicast and over the fan-out of the level above); outputs sent to or from a level that cannot
-    reduce (a DRAM) travel twice, less the first update of each word."""
+    reduce (a DRAM, or a level stating reduction_supported false) travel twice, less the first update of each
+    word."""
     n = len(arch.levels)
     nets: list[dict[str, NetTraffic]] = [{} for _ in range(n)]
     for t in TENSORS:
@@ -587,7 +588,7 @@ def _networks(problem: Problem, arch: Architecture, mapping: Mapping, tiles: lis
                 shares = _multicasts(problem, mapping, tiles, j, t)
                 fan = mapping.levels[j].spatial_total
                 ingress = {m: words * s for m, s in shares.items()}
-                if t == "O" and arch.levels[j].technology == "DRAM":
+                if t == "O" and not arch.levels[j].reduces:
                     part = out[j].tensors[t].capacity if j in chain else 0
                     ingress = {m: 2 * w - part for m, w in ingress.items()}
                 nets[j][t] = NetTraffic(ingress=ingress, fanout=fan, instances=spatial_above[j],

@@ -11,6 +11,8 @@ level and the level or MACs below it), for the figures a v0.3 or legacy file can
 - routers are counted in whole numbers, summed over the multicast factors (timeloop-model keeps an integer tally and
   drops the fraction at each addition);
 - words the children pass each other over mesh links cost a hop and two routers each;
+- outputs sent to a level that cannot add them in place (a DRAM, or one stating `reduction_supported: false`) cross
+  the network twice (read, then written back), less the first update of each word;
 - per instance of the level in use, summed over the three tensors; a level that bypasses a tensor still carries
   the traffic of the tensor between the levels around it (`cost/timeloop.py`, `_networks`).
 

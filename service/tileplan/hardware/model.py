@@ -60,6 +60,9 @@ class NetworkEnergy(_Strict):
     hop_pj: Float = Field(default=0.0, ge=0, le=MAX_ENERGY_PJ, description="pJ per word per hop (Timeloop energy-per-hop, "
                           "or wire-energy x network word bits x tile width)")
     router_pj: Float = Field(default=0.0, ge=0, le=MAX_ENERGY_PJ, description="pJ per word per router (router-energy)")
+    reduces: bool | None = Field(
+        default=None, description="Whether the level adds partial sums in place (Timeloop reduction_supported); where "
+        "it does not, outputs cross the network twice (read, then written back). None: all but a DRAM do.")
 
 
 class MemoryLevel(_Strict):
@@ -356,6 +359,8 @@ class HardwareDescriptor(_Strict):
                     addr_gen_pj=lv.addr_gen_energy_pj or 0.0,
                     hop_pj=lv.network.hop_pj if lv.network else 0.0,
                     router_pj=lv.network.router_pj if lv.network else 0.0,
+                    reduces=(lv.network.reduces if lv.network and lv.network.reduces is not None
+                             else (lv.technology or ("DRAM" if lv.capacity is None else "SRAM")) != "DRAM"),
                     word_bytes=lv.word_bits / 8,
                     instances=lv.instances,
                     fanout=below // lv.instances,
@@ -454,6 +459,7 @@ class ResolvedLevel:
     addr_gen_pj: float = 0.0  # Timeloop's addr-gen-energy, pJ per address generated
     hop_pj: float = 0.0  # the network below this level: pJ per word per hop
     router_pj: float = 0.0  # and per word per router
+    reduces: bool = True  # adds partial sums in place (outputs cross its network once per update)
 
 
 @dataclass(frozen=True)

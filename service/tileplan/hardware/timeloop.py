@@ -522,6 +522,13 @@ def _network_energies(st: _Storage) -> dict[str, Any]:
         out["hop_pj"] = hop
     if router:
         out["router_pj"] = router
+    rs = _attr(st.attrs, "reduction_supported")
+    if rs is not None:  # (Timeloop reads a boolean; outputs then cross the network twice where it is false)
+        if isinstance(rs, str) and rs.strip().lower() in ("true", "false"):
+            rs = rs.strip().lower() == "true"
+        if not isinstance(rs, bool):
+            raise InputError(st.loc + ("reduction_supported",), f"must be true or false, got {rs!r}")
+        out["reduces"] = rs
     return out
 
 
@@ -546,6 +553,8 @@ def _tile_widths(levels: list[_Storage], mem: list[dict[str, Any]], arith: dict[
             hop = bits * um / 1000 * wire
             if hop:
                 lv["network"] = {**lv.get("network", {}), "hop_pj": hop}
+        if set(lv.get("network", {})) == {"reduces"}:
+            del lv["network"]  # (without a hop or router energy the network costs nothing either way)
         inst = st.instances or 1
         ca = _attr(st.attrs, "cluster-area")
         area = _number(ca, st.loc + ("cluster-area",), positive=False) if ca is not None else 0.0
@@ -840,6 +849,8 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
                 attrs["energy-per-hop"] = lv.network.hop_pj
             if lv.network.router_pj:
                 attrs["router-energy"] = lv.network.router_pj
+            if lv.network.reduces is not None:
+                attrs["reduction_supported"] = lv.network.reduces
         if lv.energy is not None and lv.energy.read_pj_per_byte == lv.energy.write_pj_per_byte:
             # Timeloop's one figure per block access (the importer reads it back per byte)
             attrs["vector-access-energy"] = lv.energy.read_pj_per_byte * block * lv.word_bits / 8
