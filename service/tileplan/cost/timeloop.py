@@ -589,7 +589,9 @@ def _networks(problem: Problem, arch: Architecture, mapping: Mapping, tiles: lis
                 fan = mapping.levels[j].spatial_total
                 ingress = {m: words * s for m, s in shares.items()}
                 if t == "O" and not arch.levels[j].reduces:
-                    part = out[j].tensors[t].capacity if j in chain else 0
+                    # less each word's first update: the outputs an instance ever holds (its partition; none
+                    # where the level bypasses them)
+                    part = out[j].tensors[t].updates - out[j].tensors[t].reads if j in chain else 0.0
                     ingress = {m: 2 * w - part for m, w in ingress.items()}
                 nets[j][t] = NetTraffic(ingress=ingress, fanout=fan, instances=spatial_above[j],
                                         links=link_words.get((j, t), 0.0))
