@@ -26,7 +26,8 @@ plan is scored the way timeloop-model scores its exported map. What differs from
   counted as the source has it: one instance over the level above's fan-out.
 Counts are per instance, and `instances` is how many instances of a level the mapping uses, as in
 timeloop-model's stats ("Scalar reads (per-instance)", "Utilized instances (max)"); on the 398 accepted reference
-cases every count is timeloop-model's. Energy: Timeloop's built-in table on them (`cost/timeloop_energy.py`).
+cases every count is timeloop-model's. Energy: Timeloop's built-in table on them (`cost/timeloop_energy.py`), and
+the inferred networks' energies a file states on the traffic between levels (`_networks`, `cost/timeloop_network.py`).
 """
 
 from __future__ import annotations

@@ -517,7 +517,8 @@ def _network_energies(st: _Storage) -> dict[str, Any]:
     per hop by `_tile_widths` once the tiles' widths are known. Timeloop's own table charges no wire or router."""
     out: dict[str, Any] = {}
     hop, router = _energy_attr(st, "energy-per-hop"), _energy_attr(st, "router-energy")
-    _energy_attr(st, "wire-energy"), _energy_attr(st, "tile-width")  # (checked here, used by _tile_widths)
+    for key in ("wire-energy", "tile-width"):  # (checked here, priced by _tile_widths)
+        _energy_attr(st, key)
     if hop:
         out["hop_pj"] = hop
     if router:

@@ -50,7 +50,7 @@ def fill_to_min_utilization(problem: Problem, arch: Architecture, mapping: Mappi
 
 
 DETOUR_DEPTH = 3  # moves
-DETOUR_WIDTH = 48  # states kept per depth, least shortfall first
+DETOUR_WIDTH = 16  # states kept per depth, least shortfall first
 
 
 def _detour(problem: Problem, arch: Architecture, mapping: Mapping, short: float) -> tuple[float, Mapping] | None:
