@@ -33,6 +33,7 @@ the inferred networks' energies a file states on the traffic between levels (`_n
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -197,7 +198,8 @@ def _first_moves(problem: Problem, tensor: str, loops: list[tuple[str, int, int]
 
 
 def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor: str, iters: int,
-                  loops: list[tuple[str, int, int]], distinct: float) -> tuple[float, float]:
+                  loops: list[tuple[str, int, int]], distinct: float
+                  ) -> tuple[float, float, dict[int, float] | None]:
     """Accesses of one innermost-level instance by its MACs for `tensor` over the run: one per distinct operand per
     temporal iteration (`iters * distinct`), less what Timeloop's link transfers serve. Where the innermost level fans
     out to the MACs, timeloop-model hands a MAC an operand over the mesh link when a neighbouring MAC (one step along
@@ -207,17 +209,18 @@ def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor
     leave fewer reads than plain multicast. Its nest analysis extrapolates each temporal loop from its first two
     iterations, so "the previous iteration" of a loop's first one is the state with every inner loop at index 1.
     `loops` are the temporal loops above the fan-out, innermost first (dimension, factor, step). Also returns the
-    words the MACs of one innermost-level instance pass each other over the links in the run."""
+    words the MACs of one innermost-level instance pass each other over the links in the run, and the accesses by
+    multicast factor where the links leave the MACs still fed smaller groups (None: the plain multicast's)."""
     lv0 = mapping.levels[0]
     spatial: list[tuple[str, int]] = [(d, f) for d, f in lv0.spatial if f > 1]
     if not spatial or iters == 0:
-        return iters * distinct, 0.0
+        return iters * distinct, 0.0, None
     rel = RELEVANT[tensor]
     if tensor != "I" and all(d in rel for d, _ in spatial):
-        return iters * distinct, 0.0  # distinct operands everywhere: a neighbour's previous one never matches (steps are
+        return iters * distinct, 0.0, None  # distinct operands everywhere: a neighbour's previous one never matches (steps are
         # multiples of the unrolled extent)
     if tensor == "I" and all(d in ("N", "G", "C") for d, _ in spatial):
-        return iters * distinct, 0.0
+        return iters * distinct, 0.0, None
     fx, fy = arch.fanout_xy(0)
     split = mesh_split(spatial, fx, fy) if fy > 1 else (spatial, [])
     xs, ys = split if split is not None else (spatial, [])
@@ -239,6 +242,8 @@ def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor
     plain = len(set(base.values()))
     total = float(plain)  # the first iteration: nothing to link from
     links = 0.0
+    plain_groups = Counter(Counter(base.values()).values())  # multicast factor -> groups of MACs sharing an operand
+    multicast: Counter[int] = Counter(plain_groups)
     weight_above = iters
     for j, (d, f, step) in enumerate(temporal):
         weight_above //= f
@@ -253,7 +258,13 @@ def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor
         total += weight * (linked if linked < plain else plain)
         if linked < plain:
             links += weight * (len(new) - len(kept))  # each MAC served over a link receives its operand word
-    return total * distinct / plain, links
+            groups = Counter(Counter(kept).values())  # (the MACs left share their operands in smaller groups)
+        else:
+            groups = plain_groups
+        for m, g in groups.items():
+            multicast[m] += weight * g
+    scale = distinct / plain
+    return total * scale, links, {m: w * scale for m, w in sorted(multicast.items())}
 
 
 def _mesh_elements(arch: Architecture, level: int, spatial: list[tuple[str, int]],
@@ -468,6 +479,7 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
 
     level0_loops: list[tuple[str, int, int]] = [lp for j in range(n) for lp in level_loops[j]]
     link_words: dict[tuple[int, str], float] = {}
+    mac_multicast: dict[str, dict[int, float] | None] = {}
     for t in TENSORS:
         rel = RELEVANT[t]
         chain = [i for i in range(n) if t in arch.levels[i].keeps]
@@ -482,7 +494,8 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
             child = chain[k - 1] if k > 0 else -1
             distinct = distinct_inputs(child, i) if t == "I" else spatial_between(child, i, rel)
             if child == -1:  # the MACs keep nothing: one operand per iteration per child, less link transfers
-                accesses, link_words[(0, t)] = _mac_accesses(problem, arch, mapping, t, iters, level0_loops, distinct)
+                accesses, link_words[(0, t)], mac_multicast[t] = _mac_accesses(problem, arch, mapping, t, iters,
+                                                                               level0_loops, distinct)
             else:
                 accesses = fills[child] * distinct
                 if not split(child) and not split(child + 1):
@@ -505,7 +518,7 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
                 tc.reads = accesses - relevant_visits * tc.capacity
             else:
                 tc.reads = accesses
-    networks = _networks(problem, arch, mapping, tiles, out, link_words, spatial_above)
+    networks = _networks(problem, arch, mapping, tiles, out, link_words, mac_multicast, spatial_above)
     for i in range(n - 1):
         if split(i):
             # Timeloop's view of a level Tileplan splits (Gemmini's one accumulator over the columns): one instance
@@ -571,13 +584,13 @@ def _multicasts(problem: Problem, mapping: Mapping, tiles: list[dict[str, int]],
 
 def _networks(problem: Problem, arch: Architecture, mapping: Mapping, tiles: list[dict[str, int]],
               out: list[LevelCounts], link_words: dict[tuple[int, str], float],
-              spatial_above: list[int]) -> list[dict[str, NetTraffic]]:
+              mac_multicast: dict[str, dict[int, float] | None], spatial_above: list[int]) -> list[dict[str, NetTraffic]]:
     """Per level, per tensor, the traffic of the network below it, as timeloop-model's inferred networks count it:
     a level that keeps the tensor sends its children what they read from it (multicast words once); a level between
     it and the next level below that keeps the tensor carries that traffic on, per instance its share (the words
     above, less the multicast and over the fan-out of the level above); outputs sent to or from a level that cannot
     reduce (a DRAM, or a level stating reduction_supported false) travel twice, less the first update of each
-    word."""
+    word. Where the MACs pass operands over links, the innermost level's multicast groups are those the links leave."""
     n = len(arch.levels)
     nets: list[dict[str, NetTraffic]] = [{} for _ in range(n)]
     for t in TENSORS:
@@ -587,6 +600,9 @@ def _networks(problem: Problem, arch: Architecture, mapping: Mapping, tiles: lis
             words = out[i].tensors[t].ingress
             for j in range(i, child, -1):
                 shares = _multicasts(problem, mapping, tiles, j, t)
+                by_mac = mac_multicast.get(t) if j == 0 else None
+                if by_mac:  # the MACs' links leave smaller multicast groups (_mac_accesses)
+                    shares = {m: w / sum(by_mac.values()) for m, w in by_mac.items()}
                 fan = mapping.levels[j].spatial_total
                 ingress = {m: words * s for m, s in shares.items()}
                 if t == "O" and not arch.levels[j].reduces:
