@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench/data/timeloop_reference/tools"))
 
 import tlstats  # noqa: E402
-from timeloop_fuzz_gen import extend_arch, extend_more, random_arch, random_layer, wild_factors  # noqa: E402
+from timeloop_fuzz_gen import extend_arch, extend_more, extend_net, random_arch, random_layer, wild_factors  # noqa: E402
 
 from tileplan.errors import InputError, MappingInfeasible  # noqa: E402
 from tileplan.hardware.catalog import load_descriptor  # noqa: E402
@@ -437,6 +437,8 @@ def generate(args: argparse.Namespace, examples: list[dict[str, Any]]
             doc = extend_arch(doc, random.Random(f"extended-{args.seed}-{a}"))
         if args.more:  # its own stream too
             doc = extend_more(doc, random.Random(f"more-{args.seed}-{a}"), network=True)
+        if args.net:  # its own stream too
+            doc = extend_net(doc, random.Random(f"net-{args.seed}-{a}"))
         text = dump_yaml(doc)
         try:
             hw = load_descriptor(text, name=name)
@@ -501,6 +503,10 @@ def main() -> int:
         "round 3 (seed 4 on; after --extended's changes, on its own stream): loop constraints in the block "
         "timeloop-model checks maps against (exact / largest factors, permutations, spatial splits) and storage "
         "levels' network and address-generation energies (timeloop_fuzz_gen.extend_more)"))
+    ap.add_argument("--net", action="store_true", help=(
+        "round 4 (seed 5 on; after --more, on its own stream): most storage levels state the inferred network's "
+        "energies (energy-per-hop, router-energy, wire-energy with or without tile-width, network-word-bits) and "
+        "the arithmetic an area, levels a cluster-area (timeloop_fuzz_gen.extend_net)"))
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--example-layers", type=int, default=3)
     ap.add_argument("--random-maps", type=int, default=2)
@@ -539,7 +545,7 @@ def main() -> int:
     rows = judge_all(data, cases) + (judge_all(ex_data, ex_cases) if ex_data is not None else [])
     command = "--rejudge" if args.rejudge else (
         f"--timeloop-bin DIR --seed {args.seed} --archs {args.archs} --layers {args.layers} "
-        f"{'--extended ' if args.extended else ''}{'--more ' if args.more else ''}"
+        f"{'--extended ' if args.extended else ''}{'--more ' if args.more else ''}{'--net ' if args.net else ''}"
         f"--example-layers {args.example_layers}" + (" --examples " + " ".join(
             Path(e.rstrip("/")).parent.name if Path(e.rstrip("/")).name == "repo" else Path(e).name
             for e in args.examples) if args.examples else ""))

@@ -612,3 +612,50 @@ def extend_more(doc: dict[str, Any], rng: random.Random, network: bool = False) 
     if network:
         _network_energies(doc, rng)
     return doc
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Round 4 (seed 5 on, `--net`): the inferred networks' energies stated often and in every form a file can state them
+
+
+def extend_net(doc: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """On what `extend_more` made (any form): most storage levels state the network below them: `energy-per-hop`,
+    `router-energy`, both, or `wire-energy` (pJ per bit per mm) with a `tile-width` (um) or without one (the hop's
+    length then comes from the floorplan: the arithmetic's `area`, a level's `cluster-area`), now and then a
+    `network-word-bits` or `reduction_supported`; so fan-outs, multicasts and link transfers are priced as
+    timeloop-model prices them."""
+    doc = {k: v for k, v in doc.items()}
+    if "arch" in doc:
+        comps = list(doc["arch"]["storage"])
+        arith = doc["arch"]["arithmetic"]
+    else:
+        walked: list[tuple[dict[str, Any], int, list[Any], int]] = []
+        _walk(doc["architecture"], 1, walked)
+        comps = [c["attributes"] for c, _, _, _ in walked if _is_storage(c)]
+        arith = next(c["attributes"] for c, _, _, _ in walked if not _is_storage(c))
+    if rng.random() < 0.5:
+        arith["area"] = rng.choice([100, 400, 2500, 10000])  # um^2 per MAC (a whole number: Timeloop reads it so)
+    for a in comps:
+        for key in ("addr-gen-energy", "router-energy", "wire-energy", "tile-width", "energy-per-hop"):
+            a.pop(key, None)  # (this round states them afresh)
+        r = rng.random()
+        if r < 0.2:
+            a["energy-per-hop"] = rng.choice([0.25, 0.5, 1, 2])
+        elif r < 0.35:
+            a["router-energy"] = rng.choice([0.2, 1, 3])
+        elif r < 0.5:
+            a["energy-per-hop"] = rng.choice([0.5, 2])
+            a["router-energy"] = rng.choice([0.2, 1])
+        elif r < 0.8:
+            a["wire-energy"] = rng.choice([0.05, 0.3, 1])
+            if rng.random() < 0.5:
+                a["tile-width"] = rng.choice([20, 50, 200])
+            if rng.random() < 0.3:
+                a["router-energy"] = rng.choice([0.2, 1])
+        if rng.random() < 0.2:
+            a["network-word-bits"] = rng.choice([8, 16, 32])
+        if rng.random() < 0.15 and "DRAM" not in str(a.get("technology", "")):
+            a["cluster-area"] = rng.choice([1000, 5000, 20000])
+        if rng.random() < 0.12:
+            a["reduction_supported"] = rng.random() < 0.3  # (false: outputs cross its network twice)
+    return doc

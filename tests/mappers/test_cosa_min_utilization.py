@@ -70,3 +70,36 @@ def test_cosa_grows_the_trivial_mapping_when_its_answers_stall():
     problem = Problem.from_layer(layer)
     assert check(problem, hw, plan.mapping) == []
     assert timeloop_violations(problem, hw.resolve(plan.mapping.dataflow), plan.mapping) == []
+
+
+def test_a_stalled_growth_takes_a_detour_through_moves_that_fill_nothing():
+    """The seed-4 fuzz's fuzz4_010 L2 (cosa 18,432 cycles where timeloop-mapper's 3 s search found 12,720): the MIP's
+    answer (10,584 cycles) left Spad2_i, an input buffer of 16 words with min-utilization 0.25, holding one word, and
+    every single move that fills it (C, R or S down to it) overflows Spad2_w above, the weights' sibling buffer, while
+    K12 sits at Spad2_i; the growth took only moves that shrink the shortfall, so it stalled and the answer was
+    dropped. A move that fills nothing (K up from Spad2_i) first frees the room: 10,728 cycles, three moves away."""
+    from tests.conftest import BENCH_DATA
+
+    from tileplan.check import check_arch
+    from tileplan.cost.model import evaluate_mapping
+    from tileplan.mappers.utilization import fill_to_min_utilization
+    from tileplan.mapping import LevelMapping, Mapping
+
+    hw = load_descriptor((BENCH_DATA / "timeloop_fuzz_seed4/archs/fuzz4_010.yaml").read_text(), name="fuzz4_010")
+    layer = parse_layer({"batch": 1, "dilation": [1, 1], "in_channels": 96, "in_h": 3, "in_w": 5, "kernel": [3, 3],
+                         "name": "L2", "op": "conv2d", "out_channels": 96, "padding": [0, 0], "stride": [2, 2]})
+    problem = Problem.from_layer(layer)
+    arch = hw.resolve()
+    answer = Mapping(dataflow=arch.dataflow, levels=[  # the MIP's answer
+        LevelMapping(name="Spad2_i", temporal=[("K", 12)], spatial=[]),
+        LevelMapping(name="Spad2_w", temporal=[("Q", 2)], spatial=[]),
+        LevelMapping(name="Spad1", temporal=[("C", 2), ("S", 3)], spatial=[]),
+        LevelMapping(name="Buf0", temporal=[("R", 3)], spatial=[("C", 4), ("K", 8)]),
+        LevelMapping(name="DRAM", temporal=[("C", 12)], spatial=[])])
+    assert [v.split(":")[0] for v in check_arch(problem, arch, answer)] == ["Spad2_i"]
+    grown = fill_to_min_utilization(problem, arch, answer)
+    assert grown is not None and check_arch(problem, arch, grown) == []
+    assert evaluate_mapping(problem, arch, grown, model="timeloop").cycles <= 12720
+    plan = make_plan(layer, hw, ScheduleOptions(mapper="cosa", baseline=False, time_limit_s=10, model="timeloop",
+                                                objective=LATENCY))
+    assert plan.metrics.cycles <= 12720

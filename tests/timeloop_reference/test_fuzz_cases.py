@@ -2,7 +2,8 @@
 random v0.3 architectures, random layers, cosa's / random / wild maps, seed 1; bench/data/timeloop_fuzz_seed2 and _seed3:
 seeds 2 and 3 with `--extended`, architectures written with what Timeloop files in the wild use and the seed-1
 generator did not; _seed4: seed 4 with `--extended --more`, adding loop constraints timeloop-model checks maps
-against and levels' network / address-generation energies;
+against and levels' network / address-generation energies; _seed5 and _seed6: seeds 5 and 6 with `--net` too, most levels
+stating their network's energies;
 bench/timeloop_fuzz.py made them with a build of NVlabs/timeloop@019f107 and re-judges them with --rejudge)."""
 
 from collections import Counter
@@ -16,15 +17,15 @@ from tileplan.interop.timeloop_reference import Judged, access_mismatches, judge
 # on cycles within 1% and energy within 5% for every accepted case (the issue asks for 99% and 95%), as measured
 # (bench/results/timeloop_fuzz.md, timeloop_fuzz_seed2.md, _seed3.md), except where SHARES says otherwise
 SETS = {"timeloop_fuzz": (1000, 50, 100), "timeloop_fuzz_seed2": (250, 20, 25), "timeloop_fuzz_seed3": (250, 15, 40),
-        "timeloop_fuzz_seed4": (250, 20, 120)}
+        "timeloop_fuzz_seed4": (250, 20, 120), "timeloop_fuzz_seed5": (250, 20, 100),
+        "timeloop_fuzz_seed6": (400, 30, 150)}
 CYCLES_WITHIN_1PCT = 1.0
 ENERGY_WITHIN_5PCT = 1.0
-# seed 4 (--extended --more, bench/results/timeloop_fuzz_seed4.md), as measured: every cycle count (fuzz4_011/L2's
-# random2 and wild2 were 39 where timeloop-model counts 40: its bandwidth demand is a sum of per-datatype quotients
-# 60/9 + 18/9, which rounds above 78/9, and ceil(9 / slowdown) then gives 40) and 119 / 130 energies (the other 11 on
-# files whose levels state router-energy or energy-per-hop: the inferred networks' energies, which Tileplan does not
-# model)
-SHARES = {"timeloop_fuzz_seed4": (1.0, 119 / 130)}
+# seed 4 (--extended --more, bench/results/timeloop_fuzz_seed4.md): every cycle count (fuzz4_011/L2's random2 and wild2
+# were 39 where timeloop-model counts 40: its bandwidth demand is a sum of per-datatype quotients 60/9 + 18/9, which
+# rounds above 78/9, and ceil(9 / slowdown) then gives 40) and every energy (119 of 130 while the inferred networks'
+# router-energy / energy-per-hop were not read; tests/timeloop_reference/test_network_energy.py)
+SHARES: dict[str, tuple[float, float]] = {}
 
 
 @pytest.fixture(scope="module", params=sorted(SETS))

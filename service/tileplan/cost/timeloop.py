@@ -26,17 +26,20 @@ plan is scored the way timeloop-model scores its exported map. What differs from
   counted as the source has it: one instance over the level above's fan-out.
 Counts are per instance, and `instances` is how many instances of a level the mapping uses, as in
 timeloop-model's stats ("Scalar reads (per-instance)", "Utilized instances (max)"); on the 398 accepted reference
-cases every count is timeloop-model's. Energy: Timeloop's built-in table on them (`cost/timeloop_energy.py`).
+cases every count is timeloop-model's. Energy: Timeloop's built-in table on them (`cost/timeloop_energy.py`), and
+the inferred networks' energies a file states on the traffic between levels (`_networks`, `cost/timeloop_network.py`).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tileplan.check import MIN_UTILIZATION, utilization_deficits
 from tileplan.cost.timeloop_energy import mac_pj, storage_pj
+from tileplan.cost.timeloop_network import network_pj
 from tileplan.dims import DIMS, RELEVANT, TENSORS
 from tileplan.hardware import Architecture
 from tileplan.hardware.model import DTYPE_BITS, mesh_split
@@ -55,6 +58,7 @@ class TensorCounts:
     updates: float = 0.0
     instances: int = 1
     capacity: int = 0  # words of this tensor's tile at one instance
+    ingress: float = 0.0  # words this instance sends its children over the network below (multicasts once)
 
 
 @dataclass
@@ -76,11 +80,22 @@ class LevelCounts:
 
 
 @dataclass
+class NetTraffic:
+    ingress: dict[int, float]  # per multicast factor, the words one instance of the level sends its children
+    fanout: int  # the map's spatial fan-out at the level (children one instance feeds)
+    instances: int  # instances of the level in use
+    links: float = 0.0  # words its children pass each other over mesh links, per instance of the level
+
+
+@dataclass
 class TimeloopCounts:
     levels: list[LevelCounts]
     compute_cycles: int
     macs_used: int
     computes: int  # MAC operations per used MAC
+    # per level, per tensor: the network below it as timeloop-model's inferred network sees it (also at a level that
+    # bypasses the tensor, which passes its children's traffic on): see cost/timeloop_network.py
+    networks: list[dict[str, NetTraffic]] = field(default_factory=list)
 
     @property
     def cycles(self) -> int:
@@ -183,7 +198,8 @@ def _first_moves(problem: Problem, tensor: str, loops: list[tuple[str, int, int]
 
 
 def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor: str, iters: int,
-                  loops: list[tuple[str, int, int]], distinct: float) -> float:
+                  loops: list[tuple[str, int, int]], distinct: float
+                  ) -> tuple[float, float, dict[int, float] | None]:
     """Accesses of one innermost-level instance by its MACs for `tensor` over the run: one per distinct operand per
     temporal iteration (`iters * distinct`), less what Timeloop's link transfers serve. Where the innermost level fans
     out to the MACs, timeloop-model hands a MAC an operand over the mesh link when a neighbouring MAC (one step along
@@ -192,17 +208,19 @@ def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor
     an inner K loop runs; a sliding window passes along an unrolled Q), and uses the links at an iteration when they
     leave fewer reads than plain multicast. Its nest analysis extrapolates each temporal loop from its first two
     iterations, so "the previous iteration" of a loop's first one is the state with every inner loop at index 1.
-    `loops` are the temporal loops above the fan-out, innermost first (dimension, factor, step)."""
+    `loops` are the temporal loops above the fan-out, innermost first (dimension, factor, step). Also returns the
+    words the MACs of one innermost-level instance pass each other over the links in the run, and the accesses by
+    multicast factor where the links leave the MACs still fed smaller groups (None: the plain multicast's)."""
     lv0 = mapping.levels[0]
     spatial: list[tuple[str, int]] = [(d, f) for d, f in lv0.spatial if f > 1]
     if not spatial or iters == 0:
-        return iters * distinct
+        return iters * distinct, 0.0, None
     rel = RELEVANT[tensor]
     if tensor != "I" and all(d in rel for d, _ in spatial):
-        return iters * distinct  # distinct operands everywhere: a neighbour's previous one never matches (steps are
+        return iters * distinct, 0.0, None  # distinct operands everywhere: a neighbour's previous one never matches (steps are
         # multiples of the unrolled extent)
     if tensor == "I" and all(d in ("N", "G", "C") for d, _ in spatial):
-        return iters * distinct
+        return iters * distinct, 0.0, None
     fx, fy = arch.fanout_xy(0)
     split = mesh_split(spatial, fx, fy) if fy > 1 else (spatial, [])
     xs, ys = split if split is not None else (spatial, [])
@@ -223,6 +241,9 @@ def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor
     base = at({})
     plain = len(set(base.values()))
     total = float(plain)  # the first iteration: nothing to link from
+    links = 0.0
+    plain_groups = Counter(Counter(base.values()).values())  # multicast factor -> groups of MACs sharing an operand
+    multicast: Counter[int] = Counter(plain_groups)
     weight_above = iters
     for j, (d, f, step) in enumerate(temporal):
         weight_above //= f
@@ -235,7 +256,15 @@ def _mac_accesses(problem: Problem, arch: Architecture, mapping: Mapping, tensor
                 if not any(prev.get(nb) == pt for nb in ((h - 1, v), (h + 1, v), (h, v - 1), (h, v + 1)))]
         linked = len(set(kept))
         total += weight * (linked if linked < plain else plain)
-    return total * distinct / plain
+        if linked < plain:
+            links += weight * (len(new) - len(kept))  # each MAC served over a link receives its operand word
+            groups = Counter(Counter(kept).values())  # (the MACs left share their operands in smaller groups)
+        else:
+            groups = plain_groups
+        for m, g in groups.items():
+            multicast[m] += weight * g
+    scale = distinct / plain
+    return total * scale, links, {m: w * scale for m, w in sorted(multicast.items())}
 
 
 def _mesh_elements(arch: Architecture, level: int, spatial: list[tuple[str, int]],
@@ -449,6 +478,8 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
         return factor
 
     level0_loops: list[tuple[str, int, int]] = [lp for j in range(n) for lp in level_loops[j]]
+    link_words: dict[tuple[int, str], float] = {}
+    mac_multicast: dict[str, dict[int, float] | None] = {}
     for t in TENSORS:
         rel = RELEVANT[t]
         chain = [i for i in range(n) if t in arch.levels[i].keeps]
@@ -463,12 +494,14 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
             child = chain[k - 1] if k > 0 else -1
             distinct = distinct_inputs(child, i) if t == "I" else spatial_between(child, i, rel)
             if child == -1:  # the MACs keep nothing: one operand per iteration per child, less link transfers
-                accesses = _mac_accesses(problem, arch, mapping, t, iters, level0_loops, distinct)
+                accesses, link_words[(0, t)], mac_multicast[t] = _mac_accesses(problem, arch, mapping, t, iters,
+                                                                               level0_loops, distinct)
             else:
                 accesses = fills[child] * distinct
                 if not split(child) and not split(child + 1):
                     share, links, fed, used = _fanout_links(problem, arch, mapping, t, child, tiles[child],
                                                             loops_above(child))
+                    link_words[(child + 1, t)] = links
                     if links:
                         # what comes over a link is read from the neighbour and filled into the child; timeloop-model
                         # spreads it (in whole words) over every child instance in use, while the parent's share of
@@ -477,6 +510,7 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
                         accesses *= share
                         out[child].tensors[t].reads += peer
                         out[child].tensors[t].fills += peer - links / fed
+            tc.ingress = accesses
             if t == "O":
                 tc.updates = accesses
                 # Read-modify-write: every update but the first one an element ever gets reads the old value.
@@ -484,6 +518,7 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
                 tc.reads = accesses - relevant_visits * tc.capacity
             else:
                 tc.reads = accesses
+    networks = _networks(problem, arch, mapping, tiles, out, link_words, mac_multicast, spatial_above)
     for i in range(n - 1):
         if split(i):
             # Timeloop's view of a level Tileplan splits (Gemmini's one accumulator over the columns): one instance
@@ -514,7 +549,71 @@ def timeloop_counts(problem: Problem, arch: Architecture, mapping: Mapping) -> T
                     slowdown = min(slowdown, budget / demand)
         lc.cycles = math.ceil(iters / slowdown)
     macs_used = math.prod(lv.spatial_total for lv in levels)
-    return TimeloopCounts(levels=out, compute_cycles=iters, macs_used=macs_used, computes=iters)
+    return TimeloopCounts(levels=out, compute_cycles=iters, macs_used=macs_used, computes=iters, networks=networks)
+
+
+def _multicasts(problem: Problem, mapping: Mapping, tiles: list[dict[str, int]], j: int, tensor: str) -> dict[int, float]:
+    """Per multicast factor, the share of the words level j sends its children (its fan-out's spatial factors over
+    child tiles of level j - 1, a MAC's one operand for j = 0): children whose tiles are equal share one multicast
+    word, as timeloop-model groups equal deltas. Weights and outputs: the factors along dimensions the tensor does not
+    index multicast; inputs: K, and unrolled P next to R (Q next to S) whose windows start at the same offset."""
+    spatial = [(d, f) for d, f in mapping.levels[j].spatial if f > 1]
+    rel = RELEVANT[tensor]
+    same = math.prod(f for d, f in spatial if d not in rel)
+    if tensor != "I":
+        return {same: 1.0}
+    step = tiles[j - 1] if j > 0 else dict.fromkeys(DIMS, 1)
+    axes: list[dict[int, int]] = [{0: 1}, {0: 1}]
+    for d, f in spatial:
+        if d not in ("P", "Q", "R", "S"):
+            continue
+        axis = 0 if d in ("P", "R") else 1
+        unit = step[d] * (problem.stride[axis] if d in ("P", "Q") else problem.dilation[axis])
+        grown: dict[int, int] = {}
+        for o, c in axes[axis].items():
+            for k in range(f):
+                grown[o + k * unit] = grown.get(o + k * unit, 0) + c
+        axes[axis] = grown
+    hist: dict[int, int] = {}
+    for c0 in axes[0].values():
+        for c1 in axes[1].values():
+            hist[same * c0 * c1] = hist.get(same * c0 * c1, 0) + 1
+    groups = sum(hist.values())
+    return {m: c / groups for m, c in sorted(hist.items())}
+
+
+def _networks(problem: Problem, arch: Architecture, mapping: Mapping, tiles: list[dict[str, int]],
+              out: list[LevelCounts], link_words: dict[tuple[int, str], float],
+              mac_multicast: dict[str, dict[int, float] | None], spatial_above: list[int]) -> list[dict[str, NetTraffic]]:
+    """Per level, per tensor, the traffic of the network below it, as timeloop-model's inferred networks count it:
+    a level that keeps the tensor sends its children what they read from it (multicast words once); a level between
+    it and the next level below that keeps the tensor carries that traffic on, per instance its share (the words
+    above, less the multicast and over the fan-out of the level above); outputs sent to or from a level that cannot
+    reduce (a DRAM, or a level stating reduction_supported false) travel twice, less the first update of each
+    word. Where the MACs pass operands over links, the innermost level's multicast groups are those the links leave."""
+    n = len(arch.levels)
+    nets: list[dict[str, NetTraffic]] = [{} for _ in range(n)]
+    for t in TENSORS:
+        chain = [i for i in range(n) if t in arch.levels[i].keeps]
+        for k, i in enumerate(chain):
+            child = chain[k - 1] if k > 0 else -1
+            words = out[i].tensors[t].ingress
+            for j in range(i, child, -1):
+                shares = _multicasts(problem, mapping, tiles, j, t)
+                by_mac = mac_multicast.get(t) if j == 0 else None
+                if by_mac:  # the MACs' links leave smaller multicast groups (_mac_accesses)
+                    shares = {m: w / sum(by_mac.values()) for m, w in by_mac.items()}
+                fan = mapping.levels[j].spatial_total
+                ingress = {m: words * s for m, s in shares.items()}
+                if t == "O" and not arch.levels[j].reduces:
+                    # less each word's first update: the outputs an instance ever holds (its partition; none
+                    # where the level bypasses them)
+                    part = out[j].tensors[t].updates - out[j].tensors[t].reads if j in chain else 0.0
+                    ingress = {m: 2 * w - part for m, w in ingress.items()}
+                nets[j][t] = NetTraffic(ingress=ingress, fanout=fan, instances=spatial_above[j],
+                                        links=link_words.get((j, t), 0.0))
+                words = words * sum(m * s for m, s in shares.items()) / fan
+    return nets
 
 
 
@@ -542,6 +641,10 @@ def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> 
             w = (c.fills + c.updates) * c.instances * wb
             per[t] = {"reads": r, "writes": w}
             pj[t] = storage_pj(lv, c.reads, c.fills, c.updates, c.instances, read_write=t == "O")
+        for t, traffic in tc.networks[i].items():  # the network below the level (Timeloop's inferred network)
+            e = network_pj(traffic, lv.hop_pj, lv.router_pj)
+            if e:
+                pj[t] = pj.get(t, 0.0) + e
         r_all = sum(v["reads"] for v in per.values())
         w_all = sum(v["writes"] for v in per.values())
         if i == top:

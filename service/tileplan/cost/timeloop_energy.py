@@ -9,7 +9,7 @@ architecture is priced by the same rules and no constant is fitted to any refere
 | one access of an on-chip array (SRAM or register file) | `sram_access_pj(height, width)`: a line through the Eyeriss data points 1.0 at 0.5 KiB and 6.0 at 100 KiB for a 16-bit access, scaled by the access width in bits / 16 |
 | one access of DRAM (the backing store unless its class or `technology` says otherwise; an on-chip level whose class says DRAM) | 200 per 16 bits of the access |
 | one multiply-accumulate | 1.0 x (bits of A / 16) x (bits of B / 16) (int8: 0.25, 16-bit: 1.0) |
-| network hops, address generation, temporal and spatial reduction | 0 (Timeloop's table has no wire or adder energy) |
+| network hops and routers, temporal and spatial reduction | 0 (Timeloop's table has no wire, router or adder energy; a level's stated network energies: `cost/timeloop_network.py`) |
 | one address generated, where a level states `addr-gen-energy` | that figure, per word read (updated, for outputs) or filled, per cluster |
 
 Geometry, as Timeloop derives it per instance: an access moves one block of `block_size` words; the array is

@@ -52,6 +52,19 @@ class AccessEnergy(_Strict):
     write_pj_per_byte: Float = Field(ge=0, le=MAX_ENERGY_PJ)
 
 
+class NetworkEnergy(_Strict):
+    """Energy of the network between a level and the level (or MACs) below it, as Timeloop's inferred network charges
+    it: per word a parent instance sends, `router_pj` for each router it passes and `hop_pj` for each hop, the hops
+    estimated from the multicast factor and the fan-out (see cost/timeloop_network.py)."""
+
+    hop_pj: Float = Field(default=0.0, ge=0, le=MAX_ENERGY_PJ, description="pJ per word per hop (Timeloop energy-per-hop, "
+                          "or wire-energy x network word bits x tile width)")
+    router_pj: Float = Field(default=0.0, ge=0, le=MAX_ENERGY_PJ, description="pJ per word per router (router-energy)")
+    reduces: bool | None = Field(
+        default=None, description="Whether the level adds partial sums in place (Timeloop reduction_supported); where "
+        "it does not, outputs cross the network twice (read, then written back). None: all but a DRAM do.")
+
+
 class MemoryLevel(_Strict):
     name: str = Field(min_length=1, max_length=NAME_MAX)
     capacity: Size | None = Field(
@@ -118,6 +131,11 @@ class MemoryLevel(_Strict):
         default=None, ge=0, le=MAX_ENERGY_PJ,
         description="Timeloop addr-gen-energy: pJ per address generated (per word read or filled; per output word "
         "updated or filled), charged once per cluster used. None: Timeloop's table, which charges nothing.",
+    )
+    network: NetworkEnergy | None = Field(
+        default=None,
+        description="Energy of the network from this level to the one below (Timeloop's inferred network: "
+        "energy-per-hop / wire-energy with tile-width, router-energy). None: free, as Timeloop's table has it.",
     )
     min_utilization: Float | None = Field(
         default=None, ge=0, le=1,
@@ -339,6 +357,10 @@ class HardwareDescriptor(_Strict):
                     array_bytes=None if lv.capacity is None else lv.capacity // lv.instances,
                     min_utilization=lv.min_utilization or 0.0,
                     addr_gen_pj=lv.addr_gen_energy_pj or 0.0,
+                    hop_pj=lv.network.hop_pj if lv.network else 0.0,
+                    router_pj=lv.network.router_pj if lv.network else 0.0,
+                    reduces=(lv.network.reduces if lv.network and lv.network.reduces is not None
+                             else (lv.technology or ("DRAM" if lv.capacity is None else "SRAM")) != "DRAM"),
                     word_bytes=lv.word_bits / 8,
                     instances=lv.instances,
                     fanout=below // lv.instances,
@@ -435,6 +457,9 @@ class ResolvedLevel:
     array_bytes: int | None = None  # bytes per instance of the whole array (capacity less Timeloop's multiple-buffering)
     min_utilization: float = 0.0  # Timeloop's: the kept tiles fill at least this share of `capacity`
     addr_gen_pj: float = 0.0  # Timeloop's addr-gen-energy, pJ per address generated
+    hop_pj: float = 0.0  # the network below this level: pJ per word per hop
+    router_pj: float = 0.0  # and per word per router
+    reduces: bool = True  # adds partial sums in place (outputs cross its network once per update)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@ the product of the enclosing `[a..b]` counts); capacity = entries x word-bits / 
 block-size and cluster-size are stated or follow from `width` = word-bits x block-size x cluster-size, as
 timeloop-model derives them; they, the array's size and the technology (DRAM for the backing store) price
 accesses under Timeloop's energy table, unless the file states `vector-access-energy` (pJ per block access;
-arithmetic `energy`: pJ per MAC), which then replaces the table, as in Timeloop.
+arithmetic `energy`: pJ per MAC), which then replaces the table, as in Timeloop. The inferred network below a level
+is priced from its `energy-per-hop`, else `wire-energy` (pJ per bit per mm) x its word bits x `tile-width` (um; else
+the floorplan's tile width from the arithmetic's `area` and levels' `cluster-area`), and `router-energy`
+(`network`: pJ per word per hop and per router).
 Bandwidths are words per cycle per instance in Timeloop (`shared_bandwidth`, `read_bandwidth`,
 `write_bandwidth`; legacy `bandwidth`) and bytes in Tileplan. The outermost level is the backing store.
 
@@ -38,8 +41,9 @@ weight-stationary dataflow (plus output-stationary when the PE registers are acc
 both buffers double-buffer (loop_ws / loop_conv_ws do).
 
 Export (`to_timeloop_arch`) writes a descriptor as v0.3 YAML with the fan-outs as nested subtrees and
-a `tileplan:` block, so the round trip is exact and the file feeds timeloop-model (energies are
-Accelergy's business and are not written).
+a `tileplan:` block, so the round trip is exact and the file feeds timeloop-model (a level's own energies as
+Timeloop's attributes: vector-access-energy, addr-gen-energy, energy-per-hop, router-energy; the rest is
+Accelergy's business).
 """
 
 from __future__ import annotations
@@ -495,6 +499,71 @@ def _network_type(st: _Storage) -> None:
     raise InputError(st.loc + ("network-type",), f"{kind!r}: timeloop-model knows 1:1, 1:N and M:N")
 
 
+def _energy_attr(st: _Storage, key: str) -> float | None:
+    """A network figure as timeloop-model reads it (a number; pJ, pJ per bit per mm, or um): a negative one is refused
+    (Timeloop would charge it as stated)."""
+    v = _attr(st.attrs, key)
+    if v is None:
+        return None
+    x = _number(v, st.loc + (key,), positive=False)
+    if x < 0:
+        raise InputError(st.loc + (key,), f"must not be negative, got {v!r}")
+    return x
+
+
+def _network_energies(st: _Storage) -> dict[str, Any]:
+    """The inferred network's figures below this level, as far as they do not need the floorplan: `energy-per-hop`
+    (pJ per word per hop) and `router-energy` (pJ per word per router); `wire-energy` (pJ per bit per mm) is priced
+    per hop by `_tile_widths` once the tiles' widths are known. Timeloop's own table charges no wire or router."""
+    out: dict[str, Any] = {}
+    hop, router = _energy_attr(st, "energy-per-hop"), _energy_attr(st, "router-energy")
+    for key in ("wire-energy", "tile-width"):  # (checked here, priced by _tile_widths)
+        _energy_attr(st, key)
+    if hop:
+        out["hop_pj"] = hop
+    if router:
+        out["router_pj"] = router
+    rs = _attr(st.attrs, "reduction_supported")
+    if rs is not None:  # (Timeloop reads a boolean; outputs then cross the network twice where it is false)
+        if isinstance(rs, str) and rs.strip().lower() in ("true", "false"):
+            rs = rs.strip().lower() == "true"
+        if not isinstance(rs, bool):
+            raise InputError(st.loc + ("reduction_supported",), f"must be true or false, got {rs!r}")
+        out["reduces"] = rs
+    return out
+
+
+def _tile_widths(levels: list[_Storage], mem: list[dict[str, Any]], arith: dict[str, Any], macs: int) -> None:
+    """Where a level states `wire-energy` (and no `energy-per-hop`), its hop energy: wire-energy x the network's word
+    bits (`network-word-bits`, else the level's word-bits / word_width / datawidth, else 16) x the hop's length, the
+    stated `tile-width` (um), else the width of one child tile as timeloop-model's floorplan makes it: the square root
+    of its area (the arithmetic's `area` per MAC, a level's `cluster-area` / cluster-size per instance, each level's
+    area plus its children's; Timeloop's table gives every array and MAC no area, so without these the wires cost
+    nothing)."""
+    a = _attr(arith, "area")
+    tile = float(_number(a, ("arithmetic", "area"), positive=False)) if a is not None else 0.0
+    tile = max(tile, 0.0)
+    inner = macs
+    for st, lv in zip(levels, mem):
+        wire = _energy_attr(st, "wire-energy")
+        width = _energy_attr(st, "tile-width")
+        if wire and _attr(st.attrs, "energy-per-hop") is None:
+            wb = _attr(st.attrs, "network-word-bits", "word-bits", "word_width", "datawidth")
+            bits = 16 if wb is None else _int(wb, st.loc + ("network-word-bits",))
+            um = width if width is not None else math.sqrt(tile)
+            hop = bits * um / 1000 * wire
+            if hop:
+                lv["network"] = {**lv.get("network", {}), "hop_pj": hop}
+        if set(lv.get("network", {})) == {"reduces"}:
+            del lv["network"]  # (without a hop or router energy the network costs nothing either way)
+        inst = st.instances or 1
+        ca = _attr(st.attrs, "cluster-area")
+        area = _number(ca, st.loc + ("cluster-area",), positive=False) if ca is not None else 0.0
+        own = area / lv.get("cluster_size", 1) if area > 0 else 0.0
+        tile = own + tile * (inner // inst)
+        inner = inst
+
+
 def _technology(st: _Storage) -> str:
     """Timeloop's energy table for the level: DRAM when its class names DRAM or it states technology DRAM."""
     return "DRAM" if "DRAM" in st.cls or _attr(st.attrs, "technology") == "DRAM" else "SRAM"
@@ -599,6 +668,9 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
         if age is not None and _number(age, st.loc + ("addr-gen-energy",), positive=False) >= 0:
             # pJ per address generated (timeloop-model reads a negative figure as "use the table", which charges 0)
             lv["addr_gen_energy_pj"] = _number(age, st.loc + ("addr-gen-energy",), positive=False)
+        net = _network_energies(st)
+        if net:
+            lv["network"] = net
         vae = _attr(st.attrs, "vector-access-energy")
         if vae is not None:  # pJ per block access, the figure Timeloop then uses instead of its table
             per_byte = _number(vae, st.loc + ("vector-access-energy",), positive=False) / (block * wb / 8)
@@ -630,6 +702,7 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
                              f"{st.name}: its {x} x {n_inst // x} mesh does not tile the {inner[1]} x "
                              f"{inner[0] // inner[1]} mesh of {inner[2]} below it (Timeloop needs each to divide)")
         inner = (n_inst, x, st.name)
+    _tile_widths(levels, mem, arith, macs)
     pe: dict[str, Any] = {"input_dtype": _dtype(op_bits, ("arithmetic", "word-bits")),
                           "weight_dtype": _dtype(op_bits, ("arithmetic", "word-bits"))}
     for key in ("energy", "area"):
@@ -772,6 +845,13 @@ def to_timeloop_arch(hw: HardwareDescriptor, hint: bool = True) -> dict[str, Any
             attrs["min-utilization"] = lv.min_utilization
         if lv.addr_gen_energy_pj is not None:
             attrs["addr-gen-energy"] = lv.addr_gen_energy_pj
+        if lv.network is not None:  # the network below the level, as Timeloop's inferred network reads it
+            if lv.network.hop_pj:
+                attrs["energy-per-hop"] = lv.network.hop_pj
+            if lv.network.router_pj:
+                attrs["router-energy"] = lv.network.router_pj
+            if lv.network.reduces is not None:
+                attrs["reduction_supported"] = lv.network.reduces
         if lv.energy is not None and lv.energy.read_pj_per_byte == lv.energy.write_pj_per_byte:
             # Timeloop's one figure per block access (the importer reads it back per byte)
             attrs["vector-access-energy"] = lv.energy.read_pj_per_byte * block * lv.word_bits / 8
