@@ -212,14 +212,23 @@ def _check_constant_ops(graph: Any, loc: tuple[str, ...], max_elements: int) -> 
         except (ValueError, TypeError):
             return None
 
+    def finite(node: Any, vals: list[float] | None) -> list[float] | None:
+        # (a Range to inf or by NaN, a shape of inf: no count of elements, and int() of one raised, a 500)
+        if vals is not None and not all(math.isfinite(v) for v in vals):
+            raise InputError((*loc, node.name) if node.name else loc,
+                             f"{node.op_type} node {node.name or '(unnamed)'!r} takes a constant that is not finite "
+                             f"({', '.join(sorted({str(v) for v in vals if not math.isfinite(v)}))}): its output "
+                             "would have no size", "value_error")
+        return vals
+
     for node in graph.node:
         n = None
         if node.op_type in ("ConstantOfShape", "Expand") and len(node.input) >= (1 if node.op_type ==
                                                                                   "ConstantOfShape" else 2):
-            shape = values(node.input[0] if node.op_type == "ConstantOfShape" else node.input[1])
+            shape = finite(node, values(node.input[0] if node.op_type == "ConstantOfShape" else node.input[1]))
             n = math.prod(max(int(v), 0) for v in shape) if shape is not None else None
         elif node.op_type == "Range" and len(node.input) == 3:
-            start, limit, delta = (values(i) for i in node.input)
+            start, limit, delta = (finite(node, values(i)) for i in node.input)
             if start and limit and delta and delta[0] != 0:
                 n = max(math.ceil((limit[0] - start[0]) / delta[0]), 0)
         if n is not None and n > max_elements:

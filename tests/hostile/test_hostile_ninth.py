@@ -1,0 +1,81 @@
+"""Hostile probes, ninth round (branch hostile9): each was a 5xx (or worse) and is now a 4xx naming the field.
+
+1. A Range whose constant bounds are not finite (limit inf, delta NaN) or a ConstantOfShape / Expand whose constant
+   shape holds inf: the up-front count of the elements such a node would make called `int()` / `math.ceil` on the
+   value and raised OverflowError / ValueError, a 500 on POST /compile and POST /schedule.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tileplan.api.app import create_app
+from tileplan.errors import InputError
+from tileplan.frontend.onnx_bytes import parse_model
+from tileplan.settings import Settings
+
+
+def _qdq_in(nodes: list[Any], inits: list[Any], width: int = 16) -> Any:
+    """x [1, width] -> Quantize -> Dequantize (`dq`) -> `nodes` -> y [1, width]."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.array(0.1, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z"), *inits]
+    head = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+            helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"], name="dq")]
+    graph = helper.make_graph(head + nodes, "hostile9", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                      [1, width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def non_finite(case: str) -> bytes:
+    from onnx import helper, numpy_helper
+
+    f = np.float32
+    if case.startswith("range"):
+        start, limit, delta = {"range_inf": (0, np.inf, 1), "range_nan": (0, 5, np.nan),
+                               "range_ninf": (-np.inf, 0, 1)}[case]
+        nodes = [helper.make_node("Range", ["a", "b", "c"], ["r"], name="bad")]
+        inits = [numpy_helper.from_array(np.array(v, f), n) for n, v in (("a", start), ("b", limit), ("c", delta))]
+    else:  # a shape of floats: int() of inf (the checker, which would refuse its type, runs after the count)
+        op = "ConstantOfShape" if case == "cos_inf" else "Expand"
+        nodes = [helper.make_node(op, ["shp"] if op == "ConstantOfShape" else ["dq", "shp"], ["r"], name="bad")]
+        inits = [numpy_helper.from_array(np.array([1, np.inf], f), "shp")]
+    return _qdq_in([*nodes, helper.make_node("Identity", ["dq"], ["y"], name="out")], inits).SerializeToString()
+
+
+NON_FINITE = ["range_inf", "range_nan", "range_ninf", "cos_inf", "expand_inf"]
+
+
+@pytest.mark.parametrize("case", NON_FINITE)
+def test_a_constant_that_is_not_finite_is_refused_naming_the_node(case: str) -> None:
+    with pytest.raises(InputError) as e:
+        parse_model(non_finite(case))
+    assert e.value.loc == ("model", "bad")
+    assert "not finite" in e.value.msg
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("hostile9"), solver_processes=1, wait_limit_s=120)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        yield c
+
+
+@pytest.mark.parametrize("case", ["range_inf", "range_nan"])
+def test_compile_and_schedule_refuse_a_range_to_infinity_with_a_422(client: TestClient, case: str) -> None:
+    model = base64.b64encode(non_finite(case)).decode()
+    r = client.post("/compile", json={"hardware": "gemmini-16x16", "model": model, "options": {"time_limit_s": 2},
+                                      "wait": True})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "model", "bad"]
+    r = client.post("/schedule", json={"hardware": "gemmini-16x16", "model": model})
+    assert r.status_code == 422, r.text
+    assert "not finite" in r.text
