@@ -3,6 +3,10 @@
 1. A Range whose constant bounds are not finite (limit inf, delta NaN) or a ConstantOfShape / Expand whose constant
    shape holds inf: the up-front count of the elements such a node would make called `int()` / `math.ceil` on the
    value and raised OverflowError / ValueError, a 500 on POST /compile and POST /schedule.
+2. Calibration data (options.quantize) that is not samples of the model's inputs: another shape or rank, another
+   dtype, inf or NaN. onnxruntime (or the quantizer's MinMax) failed in the compile: a 500 counted as the server's
+   fault, so every identical request ran the compile again. Now a 422 at `calibration.<input>` before anything is
+   stored (shapes and dtypes from the .npy headers), or from the compile (values, once loaded).
 """
 
 from __future__ import annotations
@@ -79,3 +83,46 @@ def test_compile_and_schedule_refuse_a_range_to_infinity_with_a_422(client: Test
     r = client.post("/schedule", json={"hardware": "gemmini-16x16", "model": model})
     assert r.status_code == 422, r.text
     assert "not finite" in r.text
+
+
+# -- 2: calibration data that is not samples of the model's inputs ------------------------------------------------
+
+
+def float_mlp() -> bytes:
+    """x [1, 16] -> MatMul -> y: a float model for options.quantize."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.RandomState(0).randn(16, 16).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "flt",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def npz(x: np.ndarray) -> bytes:
+    import io
+
+    b = io.BytesIO()
+    np.savez(b, x=x)
+    return b.getvalue()
+
+
+CALIBRATIONS = {  # each was a 500 (onnxruntime's or the quantizer's error in the compile, tried again every time)
+    "shape": np.zeros((4, 7), np.float32),
+    "rank": np.zeros((4, 1, 16, 3), np.float32),
+    "empty sample": np.zeros((4, 0, 16), np.float32),
+    "dtype": np.zeros((4, 1, 16), np.float64),
+    "nan": np.full((4, 1, 16), np.nan, np.float32),
+    "inf": np.stack([np.full((1, 16), -np.inf, np.float32), np.full((1, 16), np.inf, np.float32)]),
+}
+
+
+@pytest.mark.parametrize("case", list(CALIBRATIONS))
+def test_calibration_that_is_not_the_inputs_samples_is_a_422_at_the_array(client: TestClient, case: str) -> None:
+    r = client.post("/compile", json={"hardware": "gemmini-16x16", "model": base64.b64encode(float_mlp()).decode(),
+                                      "calibration": base64.b64encode(npz(CALIBRATIONS[case])).decode(),
+                                      "options": {"time_limit_s": 2, "quantize": True}, "wait": True})
+    assert r.status_code == 422, r.text
+    body = r.json()
+    err = (body.get("detail") or [body.get("error")])[0]
+    assert err["loc"] == ["body", "calibration", "x"], err

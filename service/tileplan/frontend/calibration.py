@@ -103,5 +103,9 @@ def read_calibration(data: bytes, loc: tuple[str, ...] = ("calibration",), *,
             arrays: dict[str, Any] = {k: z[k] for k in index}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise InputError(loc, f"not an .npz of arrays: {exc}") from None
+    for k, a in arrays.items():  # (MinMax calibration of inf or NaN makes a scale of inf or NaN: a 500 in the compile)
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise InputError((*loc, k), f"array {k!r} holds values that are not finite (inf or NaN): calibration "
+                             "data is samples of the model's inputs", "value_error")
     samples = next(iter(index.values())).shape[0]
     return [{k: a[i] for k, a in arrays.items()} for i in range(samples)]

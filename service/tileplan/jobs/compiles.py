@@ -377,8 +377,28 @@ def input_shapes_of(value: Any, max_extent: int, max_elements: int) -> dict[str,
     return out
 
 
+def _check_calibration_arrays(arrays: dict[str, Any], inputs: dict[str, Any]) -> None:
+    """Each calibration array (`frontend.calibration.CalibrationArray`, from its .npy header) is samples of its input:
+    the input's shape after the first axis and the input's element type. onnxruntime's calibration refused any other
+    in the compile, as the server's error (a 500, run again by every identical request)."""
+    from tileplan.frontend.onnx_import import _np_dtype
+
+    for name, inp in inputs.items():
+        a = arrays[name]
+        t = inp.type.tensor_type
+        want = [int(d.dim_value) for d in t.shape.dim]
+        try:
+            dtype = _np_dtype(t.elem_type)
+        except (KeyError, TypeError, ValueError):
+            dtype = "?"
+        if list(a.shape[1:]) != want or a.dtype != dtype:
+            raise InputError(("calibration", name), f"array {name!r} is {list(a.shape)} of {a.dtype}: expected "
+                             f"samples of input {name!r} along the first axis, [n, {', '.join(map(str, want))}] "
+                             f"of {dtype}", "value_error")
+
+
 def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
-                calibration: set[str] | None = None, ops: set[str] | None = None, emulate: bool = True) -> str:
+                calibration: set[str] | dict[str, Any] | None = None, ops: set[str] | None = None, emulate: bool = True) -> str:
     """Read the model with ONNX alone (no TVM, no compile): the errors `compile_model` would raise first, before
     anything is stored (with `ops`, an operator no compile can import too; a model whose compile, with the emulated
     run if `emulate`, is more work than this process's bounds, `frontend.work`). Returns the model's name."""
@@ -390,9 +410,11 @@ def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
         onnx_import.apply_input_shapes(decoded, input_shapes)
         if calibration is not None:
             inputs = {i.name: i for i in onnx_import.graph_inputs(decoded)}
-            if calibration != set(inputs):
+            if set(calibration) != set(inputs):
                 raise InputError(("calibration",), f"arrays {sorted(calibration)}; the model's inputs are "
                                  f"{sorted(inputs)}")
+            if isinstance(calibration, dict):
+                _check_calibration_arrays(calibration, inputs)
         if onnx_import.is_float_model(decoded):
             work.check(onnx_import.infer_shapes(decoded), emulate)
             if ops is not None:  # the quantizer adds QuantizeLinear / DequantizeLinear only

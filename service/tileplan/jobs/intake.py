@@ -230,13 +230,13 @@ def check_request(model: bytes, hw: Any, options: dict[str, Any] | None, input_s
                          "less_than_equal")
     get_mapper(opts.mapper)  # unknown or not installed -> InputError at options.mapper
     shapes = input_shapes_of(input_shapes, limits["max_layer_extent"], limits["max_tensor_elements"])
-    calibration_names = None
+    calibration_names: dict[str, Any] | None = None
     if calibration is not None:
         if not opts.quantize:
             raise InputError(("calibration",), "calibration data is what options.quantize quantizes a float "
                              "model on: give it with options.quantize=true (or leave it out)")
         # the zip's directory and the arrays' headers only: the compile process loads the data
-        calibration_names = set(calibration_index(calibration))
+        calibration_names = calibration_index(calibration)  # (names -> the shapes and dtypes: checked)
     name = read_model(model, shapes, opts.quantize, calibration_names, ops, opts.emulate)
     digest = model_digest(model, hw, opts, shapes or None)
     if calibration is not None:  # other calibration data is another compile
