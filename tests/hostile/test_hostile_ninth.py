@@ -7,6 +7,9 @@
    dtype, inf or NaN. onnxruntime (or the quantizer's MinMax) failed in the compile: a 500 counted as the server's
    fault, so every identical request ran the compile again. Now a 422 at `calibration.<input>` before anything is
    stored (shapes and dtypes from the .npy headers), or from the compile (values, once loaded).
+3. Calibration data near float32's largest value: an op's output overflows, onnxruntime's quantizer writes scale inf
+   for it, the op's requantization multiplier is 0 and TVM folded the kernel's accumulation away (ScheduleError, a
+   500). Such an op now runs on the host.
 """
 
 from __future__ import annotations
@@ -126,3 +129,15 @@ def test_calibration_that_is_not_the_inputs_samples_is_a_422_at_the_array(client
     body = r.json()
     err = (body.get("detail") or [body.get("error")])[0]
     assert err["loc"] == ["body", "calibration", "x"], err
+
+
+def test_calibration_past_float32s_range_compiles_the_op_on_the_host(client: TestClient) -> None:
+    """Calibration of 3e38: the MatMul's output overflows float32, onnxruntime's quantizer gives it scale inf and the
+    op's requantization multiplier is 0, over which TVM folded the kernel's accumulation away (a ScheduleError, a
+    500). The op now runs on the host, as ONNX defines it."""
+    r = client.post("/compile", json={"hardware": "gemmini-16x16", "model": base64.b64encode(float_mlp()).decode(),
+                                      "calibration": base64.b64encode(npz(np.full((2, 1, 16), 3e38,
+                                                                                  np.float32))).decode(),
+                                      "options": {"time_limit_s": 2, "quantize": True}, "wait": True})
+    assert r.status_code == 200, r.text
+    assert "requantization multiplier is 0" in r.text

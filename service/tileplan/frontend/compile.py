@@ -186,7 +186,16 @@ def generate_kernel(spec: Any, hw: Any, mapping: Any, name: str, stream: str) ->
     """codegen.generate with the op's epilogue and ABI, cached on disk by everything the code depends on."""
     from tileplan.codegen.emulator.build import default_cache_dir
     from tileplan.codegen.pipeline import generate
+    from tileplan.codegen.registry import CodegenError
     from tileplan.plan import hardware_fingerprint
+
+    scale = float(spec.epilogue.scale)
+    if not (scale > 0 and np.isfinite(scale)):
+        # an output scale of inf (onnxruntime's quantizer writes one for a tensor past float32's range, e.g. from
+        # calibration data near 3e38) makes the multiplier 0: TVM folded the kernel's accumulation away and the
+        # schedule failed (a 500). The host computes it as ONNX defines it.
+        raise CodegenError(f"the op's requantization multiplier is {scale:g} (its output's scale is inf or its "
+                           "input's 0): it runs on the host")
 
     doc = {"layer": spec.layer.model_dump(mode="json", exclude={"count"}), "mapping": mapping.model_dump(mode="json"),
            "epilogue": [float(spec.epilogue.scale), spec.epilogue.zero_point, spec.epilogue.relu, spec.epilogue.bias],
