@@ -10,6 +10,8 @@
 3. Calibration data near float32's largest value: an op's output overflows, onnxruntime's quantizer writes scale inf
    for it, the op's requantization multiplier is 0 and TVM folded the kernel's accumulation away (ScheduleError, a
    500). Such an op now runs on the host.
+4. A multipart form with two `model` (or `request`) parts: the last one was compiled, silently. Now a 422 naming the
+   part.
 """
 
 from __future__ import annotations
@@ -141,3 +143,31 @@ def test_calibration_past_float32s_range_compiles_the_op_on_the_host(client: Tes
                                       "options": {"time_limit_s": 2, "quantize": True}, "wait": True})
     assert r.status_code == 200, r.text
     assert "requantization multiplier is 0" in r.text
+
+
+# -- 4: a form with two parts of one name ---------------------------------------------------------------------------
+
+
+def _form(*parts: tuple[str, bytes, str | None]) -> bytes:
+    out = b""
+    for name, data, filename in parts:
+        disp = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename is not None else "")
+        out += f"--XyZ\r\nContent-Disposition: {disp}\r\n\r\n".encode() + data + b"\r\n"
+    return out + b"--XyZ--\r\n"
+
+
+@pytest.mark.parametrize("twice", ["model", "request"])
+def test_a_form_with_two_parts_of_one_name_is_a_422_naming_it(client: TestClient, twice: str) -> None:
+    """Two `model` parts (a garbage one first) compiled the last one, silently: which did the client mean?"""
+    import json
+
+    from onnx import helper
+
+    model = _qdq_in([helper.make_node("Identity", ["dq"], ["y"], name="out")], []).SerializeToString()
+    request = json.dumps({"hardware": "gemmini-16x16", "options": {"time_limit_s": 2}, "wait": True}).encode()
+    parts = [("model", model, "m.onnx"), ("request", request, None)]
+    parts.insert(0, ("model", b"not this one", "a.onnx") if twice == "model" else ("request", b"{}", None))
+    r = client.post("/compile", content=_form(*parts), headers={"content-type": "multipart/form-data; boundary=XyZ"})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", twice]
+    assert "more than one part" in r.json()["detail"][0]["msg"]

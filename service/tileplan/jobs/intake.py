@@ -110,6 +110,7 @@ def _multipart(path: str, content_type: str) -> dict[str, Any]:
         name = (field.field_name or b"").decode("utf-8", "replace")
         if count > 8 or len(field.value or b"") > MAX_FIELD_BYTES:
             raise InputError((name or "body",), "too many or too large form fields", "too_large")
+        once(name)
         fields[name] = field.value or b""
 
     def on_file(file: Any) -> None:
@@ -117,7 +118,16 @@ def _multipart(path: str, content_type: str) -> dict[str, Any]:
         count += 1
         if count > 8:
             raise InputError(("body",), "too many form parts", "too_large")
-        files[(file.field_name or b"").decode("utf-8", "replace")] = file
+        name = (file.field_name or b"").decode("utf-8", "replace")
+        if name in files or name in fields:
+            file.close()
+        once(name)
+        files[name] = file
+
+    def once(name: str) -> None:
+        # two `model` (or `request`, `calibration`) parts: which one is the request? (the last one was taken silently)
+        if name in fields or name in files:
+            raise InputError((name or "body",), f"the form has more than one part named {name!r}", "value_error")
 
     try:
         with open(path, "rb") as f:
