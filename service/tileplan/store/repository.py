@@ -796,21 +796,23 @@ class Store:
             return set(conn.execute(
                 select(CompileOwnerRow.owner).where(CompileOwnerRow.compile_id == compile_id)).scalars())
 
-    def touch_compile(self, compile_id: str) -> None:
-        """The compile was used now (retention deletes the least recently used first)."""
+    def touch_compile(self, compile_id: str, within_s: float = 0.0) -> None:
+        """The compile was used now (retention deletes the least recently used first); `within_s`: unless it was
+        within that many seconds already (`_touch`)."""
         with self._write() as conn, conn.begin():
-            self._touch(conn, compile_id, now_utc())
+            self._touch(conn, compile_id, now_utc(), within_s)
 
     TOUCH_EVERY_S = 60.0
 
     @classmethod
-    def _touch(cls, conn: Connection, compile_id: str, ts: datetime) -> None:
-        """used_at = ts, unless it was set within TOUCH_EVERY_S (least recently used to the minute): an UPDATE of the
-        row rewrites all of it in SQLite, its model and artifact too (a 64 MB model's compile: 260 MiB in the API
-        process and 130 MB written on every download and identical request)."""
+    def _touch(cls, conn: Connection, compile_id: str, ts: datetime, within_s: float | None = None) -> None:
+        """used_at = ts, unless it was set within `within_s` (default TOUCH_EVERY_S: least recently used to the
+        minute): an UPDATE of the row rewrites all of it in SQLite, its model and artifact too (a 64 MB model's
+        compile: 260 MiB in the API process and 130 MB written on every download and identical request)."""
+        within = cls.TOUCH_EVERY_S if within_s is None else within_s
         conn.execute(update(CompileRow).where(
             CompileRow.id == compile_id,
-            or_(CompileRow.used_at.is_(None), CompileRow.used_at < ts - timedelta(seconds=cls.TOUCH_EVERY_S)))
+            or_(CompileRow.used_at.is_(None), CompileRow.used_at < ts - timedelta(seconds=within)))
             .values(used_at=ts))
 
     def delete_compile(self, compile_id: str, owner: str, *, admin: bool = False) -> str:

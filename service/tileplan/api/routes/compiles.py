@@ -242,7 +242,8 @@ async def get_compile_artifact(request: Request, compile_id: str) -> Response:
     async with state.artifact_spool:  # one artifact read out of the store at a time: one in the API's memory at most
         f = await asyncio.to_thread(_spooled, state.store, compile_id, found.artifact_sha256, cache)
     if f is not None:
-        await asyncio.to_thread(request.app.state.store.touch_compile, compile_id)  # (retention: recently used)
+        # (retention: recently used; at most once a minute, as each write rewrites the row's model and artifact)
+        await asyncio.to_thread(state.store.touch_compile, compile_id, state.store.TOUCH_EVERY_S)
     if f is None:
         raise ApiError(404, ["path", "compile_id"], f"no artifact for compile {shown(compile_id)}", "not_found")
     headers = {"Content-Disposition": f'attachment; filename="{_filename(found.model_name)}.tar"',
