@@ -271,6 +271,8 @@ def compile_cases(secret: Path | None = None, marker: Path | None = None) -> lis
     import base64
     import json
 
+    import numpy as np
+
     # every body encoded once, here: the bench's threads share one interpreter, and encoding 120 MB of JSON per
     # request would hold its lock (and so delay the /healthz prober) for as long as it took
     def body(model: bytes, **more: Any) -> dict[str, Any]:
@@ -296,9 +298,14 @@ def compile_cases(secret: Path | None = None, marker: Path | None = None) -> lis
     big = _big_model(90)
     # the second round's models are built by their tests (one builder each)
     sys.path.insert(0, str(REPO / "tests" / "hostile"))
+    from onnx import helper
     from test_hostile_compile_work import distinct_matmuls, maxpool_bomb
+    from test_hostile_ninth import _form, _qdq_in, non_finite, npz
+    from test_hostile_ninth import float_mlp as float_mlp9
     from test_hostile_onnx_hiding import doubling, function_call_bomb, function_default_leak, split_concat
     from test_hostile_schedule_model import relu_chain
+    tiny = _qdq_in([helper.make_node("Identity", ["dq"], ["y"], name="out")], []).SerializeToString()
+    quantize = {"hardware": "gemmini-16x16", "options": {**FAST, "quantize": True}}
     return [
         ("c1 external data: pyproject.toml", "POST", "/compile", body(_onnx_external(SECRET_FILE))),
         ("c1 external data: ./data/tileplan.db", "POST", "/compile", body(_onnx_external("./data/tileplan.db"))),
@@ -330,6 +337,15 @@ def compile_cases(secret: Path | None = None, marker: Path | None = None) -> lis
         ("c18 300 distinct matmuls to plan", "POST", "/compile", body(distinct_matmuls(300))),
         ("c19 /schedule model of 49,000 nodes (1.4 MB)", "POST", "/schedule",
          {"json": {"hardware": "gemmini-16x16", "model": relu_chain(49_000), "options": FAST}, "headers": AUTH}),
+        ("c20 Range from 0 to inf (a 500)", "POST", "/compile", body(non_finite("range_inf"))),
+        ("c21 calibration of another shape (a 500, run again each time)", "POST", "/compile",
+         form({"model": float_mlp9(), "calibration": npz(np.zeros((4, 7), np.float32))}, quantize)),
+        ("c22 calibration of 3e38 (a TVM ScheduleError, a 500)", "POST", "/compile",
+         form({"model": float_mlp9(), "calibration": npz(np.full((2, 1, 16), 3e38, np.float32))}, quantize)),
+        ("c23 two `model` parts (the last one compiled, silently)", "POST", "/compile",
+         {"content": _form(("model", b"not this one", "a.onnx"), ("model", tiny, "m.onnx"),
+                           ("request", json.dumps({"hardware": "gemmini-16x16", "options": FAST}).encode(), None)),
+          "headers": {**AUTH, "content-type": "multipart/form-data; boundary=XyZ"}}),
     ] + ([("c10 names: '*/ #include <server file>', '$(shell touch F)'", "POST", "/compile",
            body(_named_model(secret, marker), wait=True))] if secret is not None and marker is not None else [])
 
@@ -909,7 +925,12 @@ def mix(args: argparse.Namespace) -> None:
               "a 500; 2000: a compile past 10 minutes). c17-c19 are branch hostile8's: c17 a 165-byte MaxPool whose "
               "emulated run was an hour of the one compile lane and c18 300 distinct layers to plan (now 422s from "
               "the compile work bounds, tests/hostile/test_hostile_compile_work.py), c19 a /schedule model read in the "
-              "API's thread (~1 s of event loop each; now in the sandbox, tests/hostile/test_hostile_schedule_model.py).",
+              "API's thread (~1 s of event loop each; now in the sandbox, tests/hostile/test_hostile_schedule_model.py). "
+              "c20-c23 are branch hostile9's (tests/hostile/test_hostile_ninth.py builds them): c20 a Range to inf "
+              "(its up-front size count raised OverflowError, a 500), c21 calibration arrays of another shape than the "
+              "model's input (onnxruntime's error in the compile, a 500 run again by every identical request), c22 "
+              "calibration of 3e38 (an output scale of inf, a requantization multiplier of 0, a TVM ScheduleError), "
+              "c23 a form with two `model` parts (now 422s; c22 compiles with the op on the host).",
               "",
               "## Damaged storage (issue 23, case 8)", "",
               "After the mix the server is stopped, the `plans` table's root page in its SQLite file overwritten, and "
