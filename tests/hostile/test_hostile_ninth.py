@@ -235,3 +235,16 @@ def test_using_a_compile_again_within_a_minute_does_not_write_its_row(tmp_path: 
     store.touch_compile("c" * 64, Store.TOUCH_EVERY_S)  # (as GET .../artifact does)
     assert store.hold_compile("c" * 64, "someone")
     assert store.get_compile("c" * 64).used_at == before
+
+
+def test_the_cli_refuses_calibration_of_another_shape_in_one_line(capsys: pytest.CaptureFixture[str],
+                                                                   tmp_path: Any) -> None:
+    """`tileplan compile --quantize --calibration` with arrays of another shape: onnxruntime's traceback."""
+    from tileplan.cli import main
+
+    (tmp_path / "f.onnx").write_bytes(float_mlp())
+    (tmp_path / "c.npz").write_bytes(npz(CALIBRATIONS["shape"]))
+    code = main(["compile", str(tmp_path / "f.onnx"), "--hw", "gemmini-16x16", "--out", str(tmp_path / "out"),
+                 "--quantize", "--calibration", str(tmp_path / "c.npz"), "--no-emulate"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "calibration.x" in lines[0], lines

@@ -1147,8 +1147,27 @@ def quantize_static_qdq(model: Any, calibration: list[dict[str, np.ndarray]] | N
 
     from tileplan.frontend.zoo import quantize, random_calibration
 
+    if calibration is not None:
+        check_calibration_feeds(model, calibration)
     feeds = calibration if calibration is not None else random_calibration(model, samples, seed)
     return onnx.load_model_from_string(quantize(model, "qdq", feeds))
+
+
+def check_calibration_feeds(model: Any, calibration: list[dict[str, np.ndarray]]) -> None:
+    """InputError at `calibration.<input>` for a sample that is not one of the input's (names, shape, dtype): given
+    to onnxruntime, it raised its own error (a traceback in the CLI, a 500 in the service before POST /compile checked
+    the .npz headers)."""
+    inputs = {i.name: i for i in graph_inputs(model)}
+    for feed in calibration[:1]:  # (every sample has the first one's names, shapes and dtypes: one array each)
+        if set(feed) != set(inputs):
+            raise InputError(("calibration",), f"arrays {sorted(feed)}; the model's inputs are {sorted(inputs)}")
+        for name, inp in inputs.items():
+            t = inp.type.tensor_type
+            want = [int(d.dim_value) for d in t.shape.dim]
+            a = feed[name]
+            if list(a.shape) != want or str(a.dtype) != _np_dtype(t.elem_type):
+                raise InputError(("calibration", name), f"array {name!r} holds samples of {list(a.shape)} "
+                                 f"{a.dtype}: input {name!r} is {want} {_np_dtype(t.elem_type)}", "value_error")
 
 
 def precheck(data: bytes, input_shapes: dict[str, list[int]] | None = None, quantize: bool = False) -> None:
