@@ -15,6 +15,9 @@
 5. Downloads of a large artifact: each held the whole tar in the API process until its (slow) client had read it, and
    each rewrote the compile's SQLite row (model and artifact) to set `used_at`. Eight slow downloads of one 64 MB
    program took the API from 280 to 1,060 MiB; now 335 MiB with 24 (the tar streamed from a file written once).
+6. A compile whose process native code crashes (SIGSEGV in TVM's importer or lowering): failed as the server's (a
+   500) and run again by the next identical request, crashing a process again, before the second attempt blamed the
+   memory cap. Now a 422 at once naming the signal (the slot reports the signal that ended its process).
 """
 
 from __future__ import annotations
@@ -248,3 +251,67 @@ def test_the_cli_refuses_calibration_of_another_shape_in_one_line(capsys: pytest
                  "--quantize", "--calibration", str(tmp_path / "c.npz"), "--no-emulate"])
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "calibration.x" in lines[0], lines
+
+
+# -- 6: a compile whose process native code crashes -----------------------------------------------------------------
+
+
+def test_a_slot_process_ended_by_a_signal_says_which() -> None:
+    import asyncio
+    import os
+    import signal
+
+    from tileplan.jobs.slots import ProcessSlots, SlotCrashed
+
+    async def run() -> tuple[int | None, int]:
+        slots = ProcessSlots(1, name="hostile9")
+        try:
+            crashed: int | None = None
+            try:
+                await slots.run(_segfault, timeout=60)
+            except SlotCrashed as exc:
+                crashed = exc.signal
+            return crashed, await slots.run(os.getpid, timeout=60)  # and the slot has a fresh process
+        finally:
+            slots.close()
+
+    sig, pid = asyncio.run(run())
+    assert sig == signal.SIGSEGV and pid > 0
+
+
+def _segfault() -> None:
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+def test_a_compile_that_crashes_native_code_fails_at_once_as_the_models(client: TestClient) -> None:
+    """A model on which TVM's importer or lowering segfaults: the compile's process died, the compile was failed as
+    the server's (a 500, `compile_crashed`) and run again by the next identical request, which crashed the process
+    again, before the second attempt blamed the memory cap. A segfault is the model's doing every time: a 422 at once,
+    naming the signal."""
+    import signal
+
+    from tileplan.jobs.solve import SolverCrashed
+
+    class Crashing:
+        async def compile(self, *_a: Any, **_k: Any) -> dict[str, Any]:
+            raise SolverCrashed("the compiling process died", int(signal.SIGSEGV))
+
+    compiler = client.app.state.compiler  # type: ignore[attr-defined]
+    pool_of = compiler._pool_of
+    compiler._pool_of = Crashing
+    try:
+        from onnx import helper
+
+        model = _qdq_in([helper.make_node("Relu", ["dq"], ["y"], name="segv")], [], width=24).SerializeToString()
+        body = {"hardware": "gemmini-16x16", "model": base64.b64encode(model).decode(),
+                "options": {"time_limit_s": 2}, "wait": True}
+        r = client.post("/compile", json=body)
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["type"] == "compiler_crashed" and "SIGSEGV" in err["msg"], err
+        assert client.post("/compile", json=body).status_code == 422  # answered again, not run again
+        assert client.app.state.store.get_compile(r.json()["id"]).attempts == 1  # type: ignore[attr-defined]
+    finally:
+        compiler._pool_of = pool_of

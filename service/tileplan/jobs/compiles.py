@@ -22,6 +22,7 @@ import functools
 import logging
 import math
 import os
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,10 @@ INTAKE_NICE = 5  # reading bodies and checking models yields the CPU to the API
 OPS_WAIT_S = 30.0  # how long a POST /compile waits for that answer before leaving the check to the compile
 # Failures that are the server's, not the model's: the next identical request tries again.
 CRASHES_BEFORE_BLAME = 2  # attempts whose process died before a compile is failed for good
+# signals a native crash ends a process with (not SIGKILL, the OOM killer's or an operator's, nor SIGABRT, which is
+# also how a C++ allocation past the memory cap ends: those keep the attempts above): a compile whose process one
+# ended is failed for good at once, as the model's (a 422), not retried as the server's by every identical request
+NATIVE_CRASHES = {int(signal.SIGSEGV), int(signal.SIGBUS), int(signal.SIGFPE), int(signal.SIGILL)}
 SERVER_FAULTS = {"compile_error", "time_limit", "compile_timeout", "compile_crashed", "internal_error"}
 
 
@@ -317,7 +322,12 @@ class Compiler:
                 # once may be the server's (a worker killed from outside); a process that dies on every attempt
                 # at this model is the model's doing (native code aborting at the memory cap): final, not retried
                 # by every identical request forever
-                if attempt >= CRASHES_BEFORE_BLAME:
+                if exc.signal in NATIVE_CRASHES:
+                    # native code (TVM, onnxruntime, numpy) crashed on this model: it would again, every time
+                    out = {"ok": False, "error": {"loc": ["model"], "type": "compiler_crashed", "msg": (
+                        f"the compiling process crashed on this model ({signal.Signals(exc.signal).name} in native "
+                        "code: TVM's importer or lowering, onnxruntime); it is not run again")}}
+                elif attempt >= CRASHES_BEFORE_BLAME:
                     out = {"ok": False, "error": {"loc": [], "type": "memory_limit", "msg": (
                         f"the compiling process died on each of {attempt} attempts at this model (over this "
                         f"server's memory cap of {self.settings.worker_memory_mb} MiB per worker process, "

@@ -30,7 +30,23 @@ class SlotTimeout(Exception):
 
 
 class SlotCrashed(Exception):
-    """The slot's process died (killed, out of memory)."""
+    """The slot's process died (killed, out of memory); `signal`: the signal that ended it, where it is known."""
+
+    def __init__(self, msg: str, signal: int | None = None) -> None:
+        super().__init__(msg)
+        self.signal = signal
+
+
+def _death_signal(executor: Any) -> int | None:
+    """The signal that ended an executor's (dead) process, if one did: SIGSEGV or SIGABRT from native code, SIGKILL
+    from the memory cap's OOM killer or from outside."""
+    for p in list(getattr(executor, "_processes", {}).values()):
+        with contextlib.suppress(Exception):
+            p.join(0.2)
+            code = p.exitcode
+            if code is not None and code < 0:
+                return -int(code)
+    return None
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -191,8 +207,9 @@ class ProcessSlots:
                 slot.kill()
                 raise
             except BrokenProcessPool:
+                sig = _death_signal(slot.executor)
                 slot.kill()
-                raise SlotCrashed("its process died") from None
+                raise SlotCrashed("its process died", sig) from None
         finally:
             if not handed_back:
                 free.put_nowait(slot)

@@ -29,7 +29,12 @@ class SolveTimeout(Exception):
 
 
 class SolverCrashed(Exception):
-    """The solver process died (killed, out of memory); the layer may be retried."""
+    """The solver process died (killed, out of memory); the layer may be retried. `signal`: the signal that ended it,
+    where it is known (SlotCrashed's)."""
+
+    def __init__(self, msg: str, signal: int | None = None) -> None:
+        super().__init__(msg)
+        self.signal = signal
 
 
 MEMORY_MARKS = ("bad_alloc", "cannot allocate memory", "out of memory", "unable to allocate")
@@ -292,8 +297,8 @@ class SolverPool:
                                              retire=_retire))
         except SlotTimeout:
             raise SolveTimeout(f"the compile ran past its hard limit of {timeout:.0f} s and was stopped") from None
-        except SlotCrashed:
-            raise SolverCrashed("the compiling process died") from None
+        except SlotCrashed as exc:
+            raise SolverCrashed("the compiling process died", exc.signal) from None
 
     async def onnx_ops(self, *, timeout: float) -> list[str]:
         """`supported_onnx_ops` from a solver process (the API process does not import TVM)."""
