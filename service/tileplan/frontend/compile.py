@@ -1177,10 +1177,10 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
         return (f"{op} needs per-row statistics, exponentials or division: not a multiply-accumulate; computed on "
                 "the host")
     if op == "Einsum":
-        return ("Einsum: onnxruntime has no integer Einsum (its quantizer leaves it float; between DequantizeLinear "
-                "and QuantizeLinear both judges compute it in float with MLAS's SGEMM, whose order the host "
-                "reproduces), so the accelerator's exact integer product would round apart from them; computed in "
-                "float on the host")
+        return (f"Einsum of {len(node.input)} operand(s): the accelerator runs an einsum of two int8 activations "
+                "that is one (batched) matrix product (frontend/einsum.py rewrites those as MatMul); this one is "
+                "computed in float on the host as onnxruntime computes it (it has no integer Einsum), with MLAS's "
+                "SGEMM order where it is a matrix product")
     return (f"no accelerator op for {op}: the accelerator runs quantized Conv / MatMul / Gemm; {op} is compiled "
             "for the host CPU")
 

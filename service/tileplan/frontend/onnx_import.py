@@ -1178,6 +1178,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                seed: int = 0) -> ImportedModel:
     """Decode, fix input shapes, fold shape arithmetic, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
     from tileplan.frontend.dynamic import split_integer_products, unfuse_contrib
+    from tileplan.frontend.einsum import einsum_as_matmul
     from tileplan.frontend.qdq_forms import (
         contrib_to_onnx,
         fold_constant_quantize,
@@ -1197,6 +1198,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     if wide:
         raise InputError(("model", wide[0]), SIXTEEN_BIT_HELP.format(op=wide[1], type=wide[2]))
     refused: dict[str, str] = {}
+    einsum_notes: dict[str, str] = {}
     # the graph rewrites, in order: each changes the model in place and returns what it changed (falsy: nothing),
     # which its note reports
     rewrites: list[tuple[Callable[[Any], Any], Callable[[Any], str]]] = [
@@ -1220,6 +1222,9 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
         (lambda m: split_integer_products(m, refused), str),
         (to_qdq, lambda found: f"QOperator nodes rewritten as QDQ: {found}"),
         (uint8_to_int8, str),
+        (lambda m: einsum_as_matmul(m, refused, einsum_notes),
+         lambda found: f"Einsums of two int8 activations computed as MatMul (int8 Transpose / Reshape around it): "
+                       f"{', '.join(found)}"),
         (conv_transpose_as_conv, lambda found: "ConvTranspose computed as a stride-1 Conv per output phase + "
                                                f"DepthToSpace + a crop: {found}"),
         (conv3d.conv3d_as_conv2d, lambda found: "3-D convolutions computed as 2-D ones over the output frames, each "
@@ -1271,7 +1276,8 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                      f"{share}")
     ins = [_info(i) for i in graph_inputs(model)]
     outs = [_info(o) for o in model.graph.output]
-    return ImportedModel(model, ins, outs, notes, by_tileplan, refused, {k: s.note for k, s in splits.items()},
+    return ImportedModel(model, ins, outs, notes, by_tileplan, refused,
+                         {**einsum_notes, **{k: s.note for k, s in splits.items()}},
                          changed[uint8_to_int8] is not None, nhwc)
 
 
