@@ -1035,7 +1035,8 @@ def _heldout8_net(name: str) -> Any:
     `reparameterize` gets). hf_qwen2 / hf_llama: Qwen2ForCausalLM / LlamaForCausalLM from their config classes (2
     layers of width 128, 8 query heads and 2 key / value heads: grouped-query attention, RMSNorm, rotary
     embeddings, SwiGLU MLP, causal mask, an untied LM head over VOCAB tokens; Qwen2's q / k / v projections with
-    bias), 32 token ids, returning the logits (use_cache off)."""
+    bias), 32 token ids and an all-ones attention mask, returning the logits (use_cache off). timm_eva02_tiny
+    does not export (timm's EVA passes is_causal as a tensor to scaled_dot_product_attention under tracing)."""
     import torch
 
     model, kwargs, _ = HELDOUT8[name]
@@ -1062,7 +1063,10 @@ def _heldout8_net(name: str) -> Any:
             self.net = net
 
         def forward(self, input_ids: Any) -> Any:
-            return self.net(input_ids=input_ids, use_cache=False, return_dict=True)["logits"]
+            # an all-ones attention mask, as a tokenizer returns it (without one, transformers looks for packed
+            # sequences in the position ids with torch.diff, which torch.onnx cannot export)
+            mask = torch.ones_like(input_ids)
+            return self.net(input_ids=input_ids, attention_mask=mask, use_cache=False, return_dict=True)["logits"]
 
     return Logits()
 
