@@ -16,7 +16,7 @@ from typing import Any
 def _cumsum_func(outer: int, n: int, inner: int, dtype: str, out_dtype: str, exclusive: bool) -> Any:
     from tvm.script import tirx as T
 
-    O, N, I = outer, n, inner  # noqa: E741 - the operator's letters
+    O, N, I = outer, n, inner  # the operator's letters
     excl = 1 if exclusive else 0
 
     @T.prim_func(private=True)
