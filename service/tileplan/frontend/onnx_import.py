@@ -612,6 +612,42 @@ def conv_pads(node: Any, x_shape: tuple[int, ...]) -> list[int] | None:
     return list(_attr(node, "pads", [0, 0, 0, 0]))
 
 
+def same_pads_explicit(model: Any) -> list[str]:
+    """Write the auto_pad of each Conv (1-D, 2-D or 3-D; SAME_UPPER / SAME_LOWER / VALID) whose input shape is
+    known as the explicit `pads` it means, where they are the same before and after on every axis (an odd
+    kernel at stride 1: `nn.Conv2d(..., 9, padding="same")`, timm's ConvMixer; VALID). TVM's importer pads an
+    auto_pad conv with a separate pad op, which no fusion pattern matches: such a conv ran in float on the host.
+    Asymmetric ones are asymmetric_pads_on_host's (2-D). Needs inferred shapes. Returns the rewritten convs."""
+    from onnx import helper
+
+    _, shapes = onnx_graph.types_and_shapes(model)
+    done: list[str] = []
+    for node in model.graph.node:
+        auto = _attr(node, "auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+        x_shape = shapes.get(node.input[0], ()) if node.input else ()
+        kernel = list(_attr(node, "kernel_shape", []))
+        if node.op_type != "Conv" or auto == "NOTSET" or not kernel or len(x_shape) != len(kernel) + 2:
+            continue
+        rank = len(kernel)
+        strides = list(_attr(node, "strides", [1] * rank))
+        dil = list(_attr(node, "dilations", [1] * rank))
+        begin, end = [], []
+        for n, k, st, d in zip(x_shape[2:], kernel, strides, dil):
+            total = 0 if auto == "VALID" else max(0, (-(-n // st) - 1) * st + (k - 1) * d + 1 - n)
+            small, big = total // 2, total - total // 2
+            begin.append(small if auto != "SAME_LOWER" else big)
+            end.append(big if auto != "SAME_LOWER" else small)
+        if begin != end:
+            continue
+        kept = [a for a in node.attribute if a.name not in ("auto_pad", "pads")]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        node.attribute.append(helper.make_attribute("pads", begin + end))
+        done.append(node.name)
+    return done
+
+
 def asymmetric_pads_on_host(model: Any) -> list[str]:
     """Give each quantized 2-D Conv with asymmetric padding (pads such as [1, 1, 2, 2], or auto_pad SAME_UPPER /
     SAME_LOWER with an even kernel: `nn.Conv2d(..., 4, padding="same")`) a symmetric one the accelerator's kernel
@@ -1258,6 +1294,9 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     dedicate_dequantize(model)
     model = infer_shapes(model)
     check_quantization_axes(model)
+    same = same_pads_explicit(model)
+    if same:
+        notes.append(f"auto_pad of {len(same)} conv(s) written as the symmetric pads it means, e.g. {same[0]}")
     padded = asymmetric_pads_on_host(model)
     if padded:
         model = infer_shapes(model)
