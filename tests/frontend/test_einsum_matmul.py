@@ -1,5 +1,6 @@
-"""Einsums that are batched matrix products of two int8 activations run on the accelerator as MatMul
-(frontend/einsum.py): a LLaMA-style grouped-query attention written with torch.einsum, whose key / value heads are
+"""Einsums that are batched matrix products of two int8 activations run on the accelerator as MatMul with
+`einsum="accelerator"` (frontend/einsum.py; the default keeps them in float on the host, as the judges compute
+them): a LLaMA-style grouped-query attention written with torch.einsum, whose key / value heads are
 repeated by Unsqueeze -> Tile -> Reshape in float after their DequantizeLinear, whose scores are divided by
 sqrt(d) before their QuantizeLinear and whose context is transposed and reshaped before its QuantizeLinear (the
 held-out LLaMA block: 96.7% of its MACs offloaded, the einsums on the host). onnxruntime's quantizer leaves
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from frontend_helpers import assert_matches_onnxruntime, compile_bytes
+from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes
 
 from tileplan.frontend import zoo
 from tileplan.frontend.einsum import matmul_form
@@ -134,10 +135,13 @@ def test_matmul_forms():
     assert matmul_form("ij,jk", (2, 2)) is None  # implicit output
 
 
+ON_ACCELERATOR = OPTIONS.model_copy(update={"einsum": "accelerator"})
+
+
 @pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
 def test_attention_einsums_run_on_the_accelerator(fmt):
     data = _quantize(_gqa_model(), fmt)
-    res = compile_bytes(data)
+    res = compile_bytes(data, options=ON_ACCELERATOR)
     ops = _ops(res.summary, ("scores", "context"))
     assert set(ops) == {"scores", "context"}, [o["name"] for o in res.summary["ops"]]
     for o in ops.values():
@@ -150,9 +154,27 @@ def test_attention_einsums_run_on_the_accelerator(fmt):
         assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
 
 
+def test_by_default_the_attention_einsums_stay_on_the_host_and_say_why():
+    """The default (CompileOptions.einsum "host"): onnxruntime computes an Einsum in float, and the accelerator's
+    exact integer sums round apart from it at a few results in 10,000, which grows through a deep net (MaxViT-T:
+    20.9% of its outputs equal to ort-int8 with its 44 einsums offloaded, bench/zoo_trace.py: the first code apart
+    an einsum's, 9 of 100,352 by 1); on the host every code equals onnxruntime's."""
+    data = _quantize(_gqa_model(), "qdq")
+    res = compile_bytes(data)
+    for o in _ops(res.summary, ("scores", "context")).values():
+        assert o["where"] == "host" and "--einsum accelerator" in o["reason"] and "no integer Einsum" in o["reason"]
+    feeds = zoo.sample_inputs(data, seed=1)
+    got = run_artifact(res.artifact, feeds).outputs
+    from tileplan.frontend.reference import reference_outputs
+
+    want = reference_outputs(data, feeds, "ort-int8")
+    for k, v in want.items():
+        np.testing.assert_array_equal(got[k], v)
+
+
 def test_an_einsum_with_a_float_weight_stays_on_the_host_and_says_why():
     data = _quantize(_weight_einsum_model(), "qdq")
-    res = compile_bytes(data)
+    res = compile_bytes(data, options=ON_ACCELERATOR)
     o = _ops(res.summary, ("weight_einsum",))["weight_einsum"]
     assert o["where"] == "host" and "float constant operand" in o["reason"], o["reason"]
     feeds = zoo.sample_inputs(data, seed=1)

@@ -1,4 +1,4 @@
-"""A float Einsum or MatMul of two activations after int8 dequantize (MaxViT-T's window attention:
+"""A float Einsum or MatMul of two activations between int8 dequantize and quantize (MaxViT-T's window attention:
 softmax x V and Q x K^T as `Einsum`), computed with onnxruntime's arithmetic bit for bit.
 
 onnxruntime has no integer Einsum, so both judges compute it in float: its Einsum transposes the operands into
@@ -80,32 +80,25 @@ def test_float_matmul_equals_onnxruntime_bit_for_bit(op, equation, a_shape, b_sh
         np.testing.assert_array_equal(got, onnxruntime_outputs(data, feeds)["y"])
 
 
-def test_quantized_attention_einsum_runs_on_the_accelerator_at_maxvit_size():
-    """MaxViT-T's first softmax x V at its full size (64 windows, 200,704 codes), quantized: an einsum of two int8
-    activations whose result is quantized runs on the accelerator as a MatMul (frontend/einsum.py; it was computed
-    in float on the host, every code equal to onnxruntime's float Einsum). The accelerator's exact integer sums
-    round apart from onnxruntime's float ones where a result is within float rounding of a quantisation boundary:
-    with this test's round scales (s_a s_b / s_y = 1/30) one result in 30 is an exact tie, and 277 of 200,704
-    codes differ, by 1."""
+def test_quantized_attention_einsum_equals_onnxruntime_on_maxvit_sized_input():
+    """MaxViT-T's first softmax x V at its full size (64 windows, 200,704 codes), quantized: every code equal to
+    onnxruntime's."""
     shapes = ([1, 64, 2, 49, 49], [1, 64, 2, 49, 32], [1, 64, 2, 49, 32])
     data = _model("Einsum", "bghij,bghjd->bghid", *shapes, quantized_output=True, y_scale=0.03)
-    res = compile_bytes(data)
-    assert res.summary["total"]["accelerator_mac_share"] == 1.0
     feeds = _inputs(shapes[0], shapes[1], 5)
-    got = run_artifact(res.artifact, feeds).outputs["y"].astype(np.float64)
-    err = np.abs(got - onnxruntime_outputs(data, feeds)["y"]) / 0.03
-    assert err.max() <= 1 + 1e-4 and float(np.mean(err < 1e-4)) >= 0.998, (err.max(), float(np.mean(err < 1e-4)))
+    got = run_artifact(compile_bytes(data).artifact, feeds).outputs["y"]
+    np.testing.assert_array_equal(got, onnxruntime_outputs(data, feeds)["y"])
 
 
 def test_a_host_einsum_says_why_it_stays_float():
     """Held-out set 5 (attn_rope's `torch.einsum("bnd,df->bnf", x, W)`): an Einsum's host reason said only "no
-    accelerator op for Einsum", though an Einsum is a matrix product. An einsum of two int8 activations with a
-    quantized result now runs on the accelerator (test_einsum_matmul.py); one whose float result is the model's
-    output stays in float on the host, as onnxruntime computes it, and says so."""
+    accelerator op for Einsum", though an Einsum is a matrix product. The true reason: onnxruntime has no integer
+    Einsum (its quantizer leaves it float; between Q/DQ both judges compute it in float), so the exact integer
+    product the accelerator makes would round apart from them."""
     from frontend_helpers import compile_bytes
 
-    data = _model("Einsum", "bik,bkj->bij", [2, 6, 40], [2, 40, 10], [2, 6, 10], quantized_output=False)
+    data = _model("Einsum", "bik,bkj->bij", [2, 6, 40], [2, 40, 10], [2, 6, 10], quantized_output=True)
     res = compile_bytes(data)
     op = next(o for o in res.summary["ops"] if o["onnx_op"] == "Einsum")
     assert op["where"] == "host"
-    assert "no integer Einsum" in op["reason"] and "float result is a graph output" in op["reason"], op["reason"]
+    assert "no integer Einsum" in op["reason"] and "float" in op["reason"], op["reason"]

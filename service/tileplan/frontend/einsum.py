@@ -12,11 +12,17 @@ the reduction (K). `einsum_as_matmul` rewrites it, in place, as
     MatMul -> QuantizeLinear -> Reshape / Transpose of the int8 result to the einsum's output order
 
 which the accelerator runs as any product of two activations (patterns.ActMatmul). Every step it moves is exact:
-data movement (Reshape, Transpose, Tile, Expand, Unsqueeze, Squeeze, Flatten, Identity) commutes with a
+data movement (Reshape, Transpose, Tile, Expand, Unsqueeze, Squeeze, Flatten, Identity, Slice, Gather, Split:
+MaxViT's q / k / v sliced from one projection) commutes with a
 per-tensor DequantizeLinear / QuantizeLinear, and a division (multiplication) by a positive scalar constant
 between the einsum and its QuantizeLinear becomes the QuantizeLinear's scale times (over) it. The judges compute
 the einsum in float (onnxruntime has no integer Einsum): the accelerator's exact integer product then rounds
-apart from their float sum only where a result lies within float32 rounding of a quantisation boundary.
+apart from their float sum where a result lies within float32 rounding of a quantisation boundary, a few results
+in 10,000, and through a deep net those differences grow (MaxViT-T's 44 window / grid attention einsums
+offloaded: the first code apart an einsum's, 9 of 100,352 by 1, the model's output 20.9% equal to `ort-int8`).
+So the rewrite is the compile's option (CompileOptions.einsum "accelerator", `tileplan compile --einsum
+accelerator`); by default such an einsum stays in float on the host, bit for bit as onnxruntime computes it, and
+says so (HOST_REASON).
 
 An einsum left as it is keeps a specific reason (`refused`): a float constant operand (the quantizer left the
 weight in float; an int8 product would first round it, which neither judge does), an operand or a result that is
@@ -30,8 +36,19 @@ import numpy as np
 
 from tileplan.frontend import onnx_graph
 
-# ops that only move the values of their first input (the others: shapes, permutations, repeats)
-MOVES = {"Reshape", "Transpose", "Tile", "Expand", "Unsqueeze", "Squeeze", "Flatten", "Identity"}
+# ops that only move or select the values of their first input (the others: shapes, permutations, repeats,
+# indices); Split has several outputs (one of them on an operand's path)
+MOVES = {"Reshape", "Transpose", "Tile", "Expand", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Slice", "Gather",
+         "Split"}
+
+
+HOST_REASON = (
+    "Einsum '{eq}' of two int8 activations is one (batched) matrix product with a quantized result, which the "
+    "accelerator can run as a MatMul (tileplan compile --einsum accelerator), but onnxruntime has no integer Einsum: "
+    "both judges compute it in float (MLAS's SGEMM), and the accelerator's exact integer sums round apart from "
+    "their float ones at a few results in 10,000 (those within float rounding of a quantisation boundary); through "
+    "a deep net the differences grow (MaxViT-T: 20.9% of its outputs equal to ort-int8 offloaded, 100% on the "
+    "host), so by default it is computed in float on the host, as onnxruntime computes it")
 
 
 def matmul_form(equation: str, ranks: tuple[int, int]) -> tuple[str, str, str, str, str, str, str] | None:
@@ -73,10 +90,10 @@ def _per_tensor(node: Any, inits: dict[str, Any]) -> bool:
         and float(s.reshape(-1)[0]) > 0
 
 
-def _operand(name: str, ix: onnx_graph.GraphIndex) -> tuple[Any, list[Any]] | str:
-    """(the DequantizeLinear, the data-movement nodes from its output to `name` in graph order) of an einsum
-    operand, or why the operand is not one the accelerator can take."""
-    chain: list[Any] = []
+def _operand(name: str, ix: onnx_graph.GraphIndex) -> tuple[Any, list[tuple[Any, int]]] | str:
+    """(the DequantizeLinear, the data-movement nodes from its output to `name` in graph order, each with the index
+    of its output on the path) of an einsum operand, or why the operand is not one the accelerator can take."""
+    chain: list[tuple[Any, int]] = []
     while True:
         if name in ix.inits:
             return ("a float constant operand (onnxruntime's quantizer does not quantize Einsum, so the weight stays "
@@ -95,7 +112,7 @@ def _operand(name: str, ix: onnx_graph.GraphIndex) -> tuple[Any, list[Any]] | st
         if p.op_type not in MOVES:
             return (f"an operand computed in float by a {p.op_type} (not DequantizeLinear of int8, nor data "
                     "movement of one)")
-        chain.append(p)
+        chain.append((p, list(p.output).index(name)))
         name = p.input[0]
 
 
@@ -126,7 +143,7 @@ def _result(node: Any, ix: onnx_graph.GraphIndex) -> tuple[list[Any], float, Any
                 post.append(c)
                 name = c.output[0]
                 continue
-        if c.op_type in MOVES and c.input[0] == name:
+        if c.op_type in MOVES and c.input[0] == name and len(c.output) == 1:
             post.append(c)
             name = c.output[0]
             continue
@@ -135,11 +152,13 @@ def _result(node: Any, ix: onnx_graph.GraphIndex) -> tuple[list[Any], float, Any
 
 
 def einsum_as_matmul(model: Any, refused: dict[str, str] | None = None,
-                     notes: dict[str, str] | None = None) -> list[str] | None:
+                     notes: dict[str, str] | None = None, rewrite: bool = True) -> list[str] | None:
     """Rewrite every Einsum of two int8 activations that is one batched matrix product and whose result is
     quantized per tensor (after data movement and scaling by a positive constant) as the MatMul above, in
     place. The MatMul keeps the Einsum's name. `refused` gets why each other two-operand Einsum is left as it is,
-    `notes` what was done to each rewritten one. Returns the rewritten Einsums' names (None: none)."""
+    `notes` what was done to each rewritten one. `rewrite` False (the compile's default, einsum="host"): none
+    is rewritten; those that could be say why they stay in float. Returns the rewritten Einsums' names (None:
+    none)."""
 
     g = model.graph
     if not any(n.op_type == "Einsum" for n in g.node):
@@ -173,6 +192,10 @@ def einsum_as_matmul(model: Any, refused: dict[str, str] | None = None,
                                       f"integer Einsum): {why}")
             continue
         assert not isinstance(res, str) and not isinstance(ops[0], str) and not isinstance(ops[1], str)
+        if not rewrite:
+            if refused is not None:
+                refused[node.name] = HOST_REASON.format(eq=eq)
+            continue
         note = _rewrite(g, node, (a, b, out, batch, m, k, n), size, (ops[0], ops[1]), res, ix)
         done.append(node.name)
         if notes is not None:
@@ -181,7 +204,8 @@ def einsum_as_matmul(model: Any, refused: dict[str, str] | None = None,
 
 
 def _rewrite(g: Any, node: Any, form: tuple[str, ...], size: dict[str, int],
-             ops: tuple[tuple[Any, list[Any]], tuple[Any, list[Any]]], res: tuple[list[Any], float, Any],
+             ops: tuple[tuple[Any, list[tuple[Any, int]]], tuple[Any, list[tuple[Any, int]]]],
+             res: tuple[list[Any], float, Any],
              ix: onnx_graph.GraphIndex) -> str:
     """Replace `node` (an einsum of `form`'s letters, `size` each) in `g` by the MatMul of the module docstring;
     returns what was done, for the op's note."""
@@ -193,14 +217,14 @@ def _rewrite(g: Any, node: Any, form: tuple[str, ...], size: dict[str, int],
     inits: list[Any] = []
     tag = node.name
 
-    def moved(src: str, chain: list[Any], which: str) -> str:
+    def moved(src: str, chain: list[tuple[Any, int]], which: str) -> str:
         cur = src
-        for j, c in enumerate(chain):
-            out_name = f"{tag}/{which}_int8_{j}"
-            copy = helper.make_node(c.op_type, [cur, *c.input[1:]], [out_name], name=f"{c.name}/int8_for_{tag}")
+        for j, (c, at) in enumerate(chain):
+            outs = [f"{tag}/{which}_int8_{j}_{o}" for o in range(len(c.output))]
+            copy = helper.make_node(c.op_type, [cur, *c.input[1:]], outs, name=f"{c.name}/int8_for_{tag}")
             copy.attribute.extend(c.attribute)
             pre.append(copy)
-            cur = out_name
+            cur = outs[at]
         return cur
 
     def to_matrix(cur: str, term: str, order: str, dims: tuple[int, ...], which: str) -> str:
@@ -275,7 +299,7 @@ def _rewrite(g: Any, node: Any, form: tuple[str, ...], size: dict[str, int],
     del g.node[:]
     g.node.extend(nodes)
     g.initializer.extend(inits)
-    _drop_dead(g, {x.name for _, chain in ops for x in chain} | {dq.name for dq, _ in ops})
+    _drop_dead(g, {x.name for _, chain in ops for x, _ in chain} | {dq.name for dq, _ in ops})
     scaled = (f", its {' / '.join(c.op_type for c in post if c.op_type not in MOVES)} by a constant folded into the "
               "result's scale" if factor != 1.0 else "")
     lead = f"{', '.join(map(str, bdims))}, " if bdims else ""

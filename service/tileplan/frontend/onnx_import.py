@@ -1211,7 +1211,7 @@ def _decoded(data: bytes, input_shapes: dict[str, list[int]] | None) -> Any:
 
 def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, quantize: bool = False,
                calibration: list[dict[str, np.ndarray]] | None = None, calibration_samples: int = 8,
-               seed: int = 0) -> ImportedModel:
+               seed: int = 0, einsum: str = "host") -> ImportedModel:
     """Decode, fix input shapes, fold shape arithmetic, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
     from tileplan.frontend.dynamic import split_integer_products, unfuse_contrib
     from tileplan.frontend.einsum import einsum_as_matmul
@@ -1258,7 +1258,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
         (lambda m: split_integer_products(m, refused), str),
         (to_qdq, lambda found: f"QOperator nodes rewritten as QDQ: {found}"),
         (uint8_to_int8, str),
-        (lambda m: einsum_as_matmul(m, refused, einsum_notes),
+        (lambda m: einsum_as_matmul(m, refused, einsum_notes, rewrite=einsum == "accelerator"),
          lambda found: f"Einsums of two int8 activations computed as MatMul (int8 Transpose / Reshape around it): "
                        f"{', '.join(found)}"),
         (conv_transpose_as_conv, lambda found: "ConvTranspose computed as a stride-1 Conv per output phase + "
