@@ -59,6 +59,24 @@ def test_checker_failure_names_the_node():
     assert "checker" in e.value.msg
 
 
+def test_an_opset_newer_than_onnx_defines_is_refused_naming_the_import():
+    """ONNX's checker lets an unknown future opset through (a Relu at opset 999 compiled): its operators' meaning is
+    not defined yet, so the model is refused at its opset_import rather than run with older semantics."""
+    import onnx.defs
+    from onnx import helper
+
+    newest = onnx.defs.onnx_opset_version()
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 1, 8, 8])], [_vi("y", [1, 1, 8, 8])],
+               opset=999)
+    with pytest.raises(InputError) as e:
+        load_model(m.SerializeToString())
+    assert e.value.loc == ("model", "opset_import"), e.value
+    assert "999" in e.value.msg and str(newest) in e.value.msg
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 1, 8, 8])], [_vi("y", [1, 1, 8, 8])],
+               opset=newest)
+    load_model(m.SerializeToString())  # the newest defined opset is accepted
+
+
 def test_unsupported_op_on_the_only_path_names_the_node():
     from onnx import helper
 

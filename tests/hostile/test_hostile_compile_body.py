@@ -150,3 +150,22 @@ def test_a_client_leaving_does_not_restart_the_intake_process() -> None:
 
     first, second, killed = asyncio.run(scenario())
     assert first == second and killed == 0
+
+
+@pytest.mark.parametrize("form", ["json", "multipart"])
+def test_json_nested_deeper_than_python_reads_is_a_422(client: TestClient, form: str) -> None:
+    """A 2 KB body of 1,000 nested arrays made json.load raise RecursionError in the intake process: POST /compile
+    answered 500 where /schedule and /evaluate answer 422 (the same body, the same message)."""
+    deep = "[" * 100_000 + "]" * 100_000
+    if form == "json":
+        r = client.post("/compile", content=deep.encode(), headers={"content-type": "application/json",
+                                                                     **TOKENS["alice"]})
+        where = ["body"]
+    else:
+        r = client.post("/compile", files={"model": ("m.onnx", zoo.build("mlp", "qdq"))}, data={"request": deep},
+                        headers=TOKENS["alice"])
+        where = ["body", "request"]
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]
+    assert detail["loc"] == where and detail["msg"] == "malformed JSON: nested too deeply", detail
+    assert detail["type"] == "json_invalid"

@@ -137,6 +137,26 @@ def test_unknown_route_and_method(client: TestClient) -> None:
     assert r.status_code == 405 and first(r)["type"] == "method_not_allowed"
 
 
+def test_a_long_id_or_name_in_a_path_is_not_echoed_back_whole(client: TestClient) -> None:
+    """GET /jobs/<10,000 characters> quoted the whole id in its 404 (compile ids were already cut at 60)."""
+    long = "a" * 10_000
+    for method, path, loc in (("GET", f"/jobs/{long}", ["path", "job_id"]),
+                              ("GET", f"/hardware/{long}", ["path", "name"]),
+                              ("DELETE", f"/hardware/{long}", ["path", "name"])):
+        r = client.request(method, path)
+        assert r.status_code in (404, 422), (path[:20], r.text[:200])
+        item = first(r)
+        assert item["loc"] == loc and len(item["msg"]) < 200, (method, item["msg"][:200])
+
+
+def test_json_nested_too_deeply_is_said_alike_by_every_body(client: TestClient) -> None:
+    deep = b"[" * 20_000 + b"]" * 20_000  # (under this client's 64 KiB body limit)
+    for method, path in (("POST", "/schedule"), ("POST", "/evaluate"), ("POST", "/hardware"), ("PUT", "/hardware/x")):
+        r = client.request(method, path, content=deep, headers={"content-type": "application/json"})
+        assert r.status_code == 422, (path, r.text)
+        assert first(r)["msg"] == "malformed JSON: nested too deeply", (path, r.text)
+
+
 def test_internal_errors_carry_no_traceback(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     store = client.app.state.store  # type: ignore[attr-defined]
 

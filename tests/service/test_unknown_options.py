@@ -53,3 +53,20 @@ def test_compile_unknown_option(client: TestClient) -> None:
     item = r.json()["detail"][0]
     assert item["loc"] == ["body", "options", "fuson"] and "unknown option 'fuson'" in item["msg"]
     assert "did you mean 'fusion'" in item["msg"]
+
+
+def test_an_unknown_query_parameter_is_a_422_naming_it(client: TestClient) -> None:
+    """GET /plans?hardwre=x listed every plan (the typo was ignored): like an unknown option in a body, an unknown
+    query parameter is refused, naming it and the parameter meant."""
+    r = client.get("/plans", params={"hardwre": "gemmini-16x16"})
+    assert r.status_code == 422, r.text
+    (item,) = r.json()["detail"]
+    assert item["loc"] == ["query", "hardwre"] and item["type"] == "extra_forbidden"
+    assert "did you mean 'hardware'" in item["msg"]
+    r = client.get("/healthz", params={"verbose": "1"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "verbose"]
+    assert "takes no query parameters" in r.json()["detail"][0]["msg"]
+    # the declared ones still work, on every router
+    assert client.get("/plans", params={"hardware": "gemmini-16x16", "limit": 5}).status_code == 200
+    assert client.get("/compiles", params={"limit": 5}).status_code == 200
+    assert client.get("/healthz").status_code == 200

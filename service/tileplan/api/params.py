@@ -1,12 +1,19 @@
-"""Path and query parameters storage cannot hold (NUL, lone surrogates) are a 422 naming the parameter, before any
-route looks them up (PostgreSQL refuses a NUL even in a WHERE clause)."""
+"""Checks every API request's path and query parameters get before its route runs: a value storage cannot hold
+(NUL, lone surrogates) is a 422 naming the parameter (PostgreSQL refuses a NUL even in a WHERE clause), and so is a
+query parameter the route does not take (a typo, `?hardwre=`, would otherwise be ignored and answer as if unasked,
+as an unknown body option would: see tileplan.strict)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import Request
 
 from tileplan.api.errors import ApiError
+from tileplan.strict import did_you_mean
 from tileplan.validation import unstorable_reason
+
+_TAKES: dict[int, list[str]] = {}  # id(route) -> the query parameters it declares (routes live as long as the app)
 
 
 async def storable_params(request: Request) -> None:
@@ -17,3 +24,28 @@ async def storable_params(request: Request) -> None:
                 why = unstorable_reason(text) if isinstance(text, str) else None
                 if why is not None:
                     raise ApiError(422, loc, why, "string_unstorable")
+
+
+def _declared_query(route: Any) -> list[str]:
+    names = _TAKES.get(id(route))
+    if names is None:
+        found: set[str] = set()
+        todo = [route.dependant]  # the route's own parameters and those of every dependency it has
+        while todo:
+            dep = todo.pop()
+            found.update(p.alias for p in dep.query_params)
+            todo.extend(dep.dependencies)
+        names = _TAKES[id(route)] = sorted(found)
+    return names
+
+
+async def known_query_params(request: Request) -> None:
+    route = request.scope.get("route")
+    if route is None or not getattr(route, "include_in_schema", False):
+        return  # the browser's pages: a link may carry parameters of its own (utm_*, a cache buster)
+    known = _declared_query(route)
+    for name in request.query_params:
+        if name not in known:
+            takes = f"it takes {', '.join(known)}" if known else "it takes no query parameters"
+            raise ApiError(422, ["query", name], f"unknown query parameter{did_you_mean(name, known)}; {takes}",
+                           "extra_forbidden")

@@ -97,6 +97,14 @@ def decode(data: bytes) -> Any:
     except Exception as exc:  # noqa: BLE001 - onnx.checker.ValidationError and errors from its C++ core
         raise InputError(("model", *_node_in(str(exc), model)), f"the ONNX checker rejects the model: "
                          f"{_first_line(exc)}") from None
+    # The checker passes an opset it does not know (it only checks the operators it has schemas for): a future
+    # opset's operators may mean something else, so refuse it rather than import it with older semantics.
+    newest = onnx.defs.onnx_opset_version()
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx") and imp.version > newest:
+            raise InputError(("model", "opset_import"), f"ai.onnx opset {imp.version} is newer than the newest "
+                             f"opset this Tileplan's onnx {onnx.__version__} defines ({newest}); export the model "
+                             f"at opset {newest} or lower")
     return model
 
 

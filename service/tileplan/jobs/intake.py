@@ -66,8 +66,8 @@ def _json_body(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
             doc = json.load(f)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return _error(["body"], f"malformed JSON: {exc}", "json_invalid")
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return _error(["body"], _malformed(exc), "json_invalid")
     if not isinstance(doc, dict):
         return _error(["body"], "expected a JSON object", "model_attributes_type")
     model, calibration = doc.pop("model", None), doc.pop("calibration", None)
@@ -82,6 +82,11 @@ def _json_body(path: str) -> dict[str, Any]:
     if calibration is not None:
         out["calibration"] = _write(path + ".calibration", _base64(calibration, "calibration"))
     return out
+
+
+def _malformed(exc: BaseException) -> str:
+    # RecursionError: arrays or objects nested deeper than Python's json reads (the API's own bodies say the same)
+    return "malformed JSON: nested too deeply" if isinstance(exc, RecursionError) else f"malformed JSON: {exc}"
 
 
 def _base64(text: str, field: str) -> bytes:
@@ -133,8 +138,8 @@ def _multipart(path: str, content_type: str) -> dict[str, Any]:
             text = fields.get("request", b"").decode("utf-8", "replace")
         try:
             doc = json.loads(text) if text else {}
-        except ValueError as exc:
-            raise InputError(("request",), f"malformed JSON: {exc}", "json_invalid") from None
+        except (ValueError, RecursionError) as exc:
+            raise InputError(("request",), _malformed(exc), "json_invalid") from None
         if not isinstance(doc, dict):
             raise InputError(("request",), "expected a JSON object", "model_attributes_type")
         for name in ("model", "calibration"):

@@ -236,7 +236,7 @@ async def get_compile_artifact(request: Request, compile_id: str) -> Response:
     if data is not None:
         await asyncio.to_thread(request.app.state.store.touch_compile, compile_id)  # (retention: recently used)
     if data is None:
-        raise ApiError(404, ["path", "compile_id"], f"no artifact for compile {compile_id!r}", "not_found")
+        raise ApiError(404, ["path", "compile_id"], f"no artifact for compile {shown(compile_id)}", "not_found")
     headers = {"Content-Disposition": f'attachment; filename="{_filename(found.model_name)}.tar"',
                "ETag": f'"{found.artifact_sha256}"'}
     return Response(data, media_type="application/x-tar", headers=headers)

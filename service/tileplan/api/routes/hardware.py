@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from tileplan.api.auth import caller_of, require_read, require_write
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, HardwareList
-from tileplan.errors import InputError
+from tileplan.errors import InputError, shown
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import catalog
 from tileplan.store.repository import RegisteredHardware, iso_utc
@@ -51,7 +51,7 @@ def get_hardware(name: str, request: Request) -> dict[str, Any]:
         return {**hw.model_dump(mode="json"), "source": "catalog"}
     entry = request.app.state.store.hardware_entry(name)
     if entry is None:
-        raise ApiError(404, ["path", "name"], f"no hardware {name!r}", "not_found")
+        raise ApiError(404, ["path", "name"], f"no hardware {shown(name)}", "not_found")
     return {**entry.descriptor, **_registered(entry)}
 
 
@@ -133,8 +133,10 @@ async def _descriptor_of(request: Request, name: str | None, path_name: bool = F
     else:
         try:
             ref = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError((), f"malformed JSON: {exc}", "json_invalid") from None
+        except RecursionError:  # (said as every other body says it)
+            raise InputError((), "malformed JSON: nested too deeply", "json_invalid") from None
         if not isinstance(ref, dict):
             raise InputError((), "a descriptor object or {name, format, source}", "dict_type")
         if name and "source" in ref and not ref.get("name"):
@@ -169,14 +171,14 @@ async def delete_hardware(name: str, request: Request) -> Response:
     """Remove a registered descriptor (catalog ones cannot be removed; a registered one only by its owner or an
     admin token)."""
     if name in catalog():
-        raise ApiError(409, ["path", "name"], f"{name!r} is a catalog descriptor", "conflict")
+        raise ApiError(409, ["path", "name"], f"{shown(name)} is a catalog descriptor", "conflict")
     store = request.app.state.store
     entry = await run_in_threadpool(store.hardware_entry, name)
     if entry is not None:
         _check_owner(request, entry, "delete")
     request.app.state.compiler.forget_bodies()  # (a compile request naming it may now mean other hardware)
     if entry is None or not await run_in_threadpool(store.delete_hardware, name):
-        raise ApiError(404, ["path", "name"], f"no registered hardware {name!r}", "not_found")
+        raise ApiError(404, ["path", "name"], f"no registered hardware {shown(name)}", "not_found")
     return Response(status_code=204)
 
 

@@ -12,7 +12,7 @@ from tileplan.api.answers import AnswerFromCache, KeptAnswer, KeptAnswers, split
 from tileplan.api.auth import caller_of, require_read, require_write
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, JobAccepted, JobView, ScheduleDone, ScheduleRequest
-from tileplan.errors import InputError
+from tileplan.errors import InputError, shown
 
 router = APIRouter(tags=["schedule"], dependencies=[Depends(require_read)])
 
@@ -104,6 +104,6 @@ async def get_job(job_id: str, request: Request) -> Response:
     state = request.app.state
     job = await asyncio.to_thread(state.store.get_job, job_id) if len(job_id) <= 32 else None
     if job is None:
-        raise ApiError(404, ["path", "job_id"], f"no job {job_id!r}", "not_found")
+        raise ApiError(404, ["path", "job_id"], f"no job {shown(job_id)}", "not_found")
     code, body = await state.scheduler.job_answer(job)
     return Response(body, status_code=code, media_type="application/json")
