@@ -12,7 +12,9 @@ conv net, a UNet, LSTM / GRU classifiers, an MLP-Mixer, GPT- and DistilBERT-like
 segmentation or video model (TORCHVISION_OTHER), or a Hugging Face `transformers` model built from its config
 class with seeded random weights (HELDOUT6; needs `transformers` in that Python, not torchvision), or one of the
 seventh held-out set's families (HELDOUT7: detection heads, a spatial transformer, PointNet, a Transformer
-decoder, a Conformer, a LLaMA-style block, a CRNN, a temporal-shift net, a super-resolution net). Inception v3
+decoder, a Conformer, a LLaMA-style block, a CRNN, a temporal-shift net, a super-resolution net), or one of the
+eighth set's models from outside torchvision (HELDOUT8: timm models at small images, HF Qwen2 / LLaMA decoders with
+grouped-query attention; needs timm / transformers in that Python). Inception v3
 takes 299 x 299 images (INPUT_SIZE), the video nets 8-frame 112 x 112 clips, the token models 64 int64 token ids
 (and an attention mask: random_feeds), HELDOUT6 and HELDOUT7 the inputs they list, every other model 224 x 224
 images.
