@@ -618,7 +618,7 @@ FINDINGS = [
     "runs measure more than the model's DMA and compute of all nine calls with no overlap at all (131k at P2, "
     "169k at P4; measured 152-160k and 187-198k), so each 125-channel call pays something the 128-channel calls "
     "do not, beyond its exposure; DOSA's mappings of the same two layers (three calls of one kernel row and all "
-    "channels) take 64k and 70k. Seen on the way, not modelled:",
+    "channels) take 70-81k and 86-93k. Seen on the way, not modelled:",
     "",
     "- LoadController.scala tracks at most `max_in_flight_mem_reqs / block_rows + 1` = 2 mvin commands in flight "
     "(DMACommandTracker): a load of 16 narrow rows waits a whole round trip with one other mvin beside it, a "
@@ -627,8 +627,8 @@ FINDINGS = [
     "- ExecuteController.scala streams 16 rows for a preload that brings new weights whatever the compute's rows "
     "(`total_rows` = block_size unless D is garbage) and max(rows, 4) for a compute that keeps them; operands A "
     "and D in one scratchpad bank take turns (`same_bank`, `one_ahead`), which doubles such a preload. Where the "
-    "banks split the FSM's two halves depends on the image's scratchpad, which is not published (it must exceed "
-    "256 KiB: DOSA's own mapping of C256_K256_P2 loads 12,288 weight rows in one call).",
+    "banks split the FSM's two halves depends on the image's scratchpad, which is not published (DOSA's mappings "
+    "assume more than 256 KiB: DOSA's own mapping of C256_K256_P2 loads 12,288 weight rows in one call).",
     "- ReservationStation.scala: a load waits on an execute instruction whose range wraps past the top of the "
     "scratchpad (`wraps_around`); the top weight block of the upper slot ends at the top for 125 and 128 channels "
     "alike, so it does not separate them.",
