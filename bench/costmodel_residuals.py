@@ -571,6 +571,68 @@ FINDINGS = [
     "- Nothing else was tried in the time: the first-touch, in-flight and memory-bus terms of rounds 5-8 cover the "
     "other worst rows (U-Net's C1024_K1024_P28 under DOSA's mappings, ResNet-50's classifier under the library).",
     "",
+    "Tenth round (issue 25, branch cost25j): the odd channel tile against the hardware's code (gemmini.h of the "
+    "runs' dosa branch, 959b23f; LoopConv.scala, ReservationStation.scala, ExecuteController.scala, "
+    "LoadController.scala of ucb-bar/gemmini at 965ea0b, March 2023). The ninth round's three readings, checked:",
+    "",
+    "- **Misaligned rows**: a channel tile of 125 misaligns only the input rows (a pixel's channels; the second "
+    "tile starts at byte 125). The weight rows a call reads are one per (kernel row, kernel column, input "
+    "channel), each the output-channel tile's bytes (LoopConvLdWeight: `((krow x kernel_dim x in_channels + kcol "
+    "x in_channels + kch) x out_channels + och)`), so their alignment follows the output-channel tile, 112 in "
+    "both the 125- and the 128-channel runs of RetinaNet; the inputs of those runs are 4 KB. Not the mechanism.",
+    "- **Split mvins**: LoopConvLdWeight moves weights in mvins of min(kchs - kch, DIM) rows (125 channels: 7 "
+    "blocks of 16 rows and one of 13, the same 8 mvins per kernel position and 64-channel piece as 128), "
+    "LoopConvLdInput in mvins of min(kchs - ich, 64) channels (64 + 61), and LoopConvExecute issues ceil(kchs / "
+    "DIM) preloads per kernel position either way. Not the mechanism.",
+    "- **Which loops are inside which**: tiled_conv's order (CRSKPQN) and its reload of every tile per call are "
+    "the same for both. What differs is the last channel tile of a reduction: where the tile does not divide the "
+    "channels it is small (256 = 125 + 125 + 6 = 240 + 16 = 119 + 119 + 18; 512 = 4 x 113 + 60).",
+    "",
+    "Part of the mechanism: loop_conv_ws holds two calls (LoopConv.scala: `concurrent_loops = 2`, a head and a "
+    "tail slot). A call is configured only into a free slot, and a slot is freed only when its call has issued "
+    "all its loads, computes and stores (`all_completed`, head first). So call i's loads cannot start before call "
+    "i - 2 has issued its last compute. With calls of one size that is the model's max(DMA, compute) per call; a "
+    "large call followed by a small one (the reduction's small last channel tile) leaves the next large call's "
+    "loads waiting for the large call's computes, and that DMA is no longer hidden. bench/loopconv_slots.py "
+    "(bench/results/loopconv_slots.md) replays every 16x16 conv run's calls in their order through the two slots, "
+    "each call's DMA and compute time from the model with the shipped parameters, nothing refitted: 71 of 204 "
+    "library runs are exposed by more than 1% of their cycles, 2 of 204 DOSA mappings (their tiles divide the "
+    "layer). In-sample MAPE of the library's conv runs 12.39% -> 12.00% with the model's tiles, 11.53% with the "
+    "library's own channel tiles (which add the small call the literal grid drops: the ninth round's reading, "
+    "worse alone, is what the slots need); DOSA's mappings 9.34% -> 9.32%. On the group of the ninth round "
+    "(library 3x3, weights beyond the L2, one output tile, a channel tile short of all channels) the mean "
+    "log(predicted / measured) goes from -0.249 to -0.171 (27 runs, tiles not a multiple of DIM) and from -0.059 "
+    "to +0.017 (15 runs, multiples of DIM). It overshoots where the model is already high: U-Net's C256_K128_P200 "
+    "2x2 (208 + 48 channels) 1.08-1.28x -> 1.27-1.51x, C512_K256_P104 2x2 1.34-1.49x -> 1.39-1.55x, ResNet-50's "
+    "C256_K128_P56 1x1 on the 512-row configuration 1.07x -> 1.26x.",
+    "",
+    "Not shipped: the exposure depends on each call's neighbours, which the model's per-call rows (merged across "
+    "identical calls for the calibration, `merge_identical_calls`) do not carry. Shipping it needs the call "
+    "sequence (or each reduction group's first and last calls) in the features, the library's runs read with "
+    "their own channel tiles, a refit with both held-out splits, and the same two-slot pipeline in the emulator "
+    "(gemmini_emu.c times Tileplan's calls one after another).",
+    "",
+    "What is left of RetinaNet's pair is not this: with the library's tiles and the slots, C256_K256_P2 at stride "
+    "2 (125 channels) is still at 0.77-0.81x and P4 at 0.72-0.76x, while the 128-channel run of the same weights "
+    "(P2, stride 1) measures 78-92k cycles, about the model's DMA alone (84k, computes hidden). The 125-channel "
+    "runs measure more than the model's DMA and compute of all nine calls with no overlap at all (131k at P2, "
+    "169k at P4; measured 152-160k and 187-198k), so each 125-channel call pays something the 128-channel calls "
+    "do not, beyond its exposure; DOSA's mappings of the same two layers (three calls of one kernel row and all "
+    "channels) take 70-81k and 86-93k. Seen on the way, not modelled:",
+    "",
+    "- LoadController.scala tracks at most `max_in_flight_mem_reqs / block_rows + 1` = 2 mvin commands in flight "
+    "(DMACommandTracker): a load of 16 narrow rows waits a whole round trip with one other mvin beside it, a "
+    "latency bound per mvin that the model's per-request terms do not have (a candidate for the narrow-row misses "
+    "of issue 25).",
+    "- ExecuteController.scala streams 16 rows for a preload that brings new weights whatever the compute's rows "
+    "(`total_rows` = block_size unless D is garbage) and max(rows, 4) for a compute that keeps them; operands A "
+    "and D in one scratchpad bank take turns (`same_bank`, `one_ahead`), which doubles such a preload. Where the "
+    "banks split the FSM's two halves depends on the image's scratchpad, which is not published (DOSA's mappings "
+    "assume more than 256 KiB: DOSA's own mapping of C256_K256_P2 loads 12,288 weight rows in one call).",
+    "- ReservationStation.scala: a load waits on an execute instruction whose range wraps past the top of the "
+    "scratchpad (`wraps_around`); the top weight block of the upper slot ends at the top for 125 and 128 channels "
+    "alike, so it does not separate them.",
+    "",
 ]
 
 

@@ -12,7 +12,9 @@ conv net, a UNet, LSTM / GRU classifiers, an MLP-Mixer, GPT- and DistilBERT-like
 segmentation or video model (TORCHVISION_OTHER), or a Hugging Face `transformers` model built from its config
 class with seeded random weights (HELDOUT6; needs `transformers` in that Python, not torchvision), or one of the
 seventh held-out set's families (HELDOUT7: detection heads, a spatial transformer, PointNet, a Transformer
-decoder, a Conformer, a LLaMA-style block, a CRNN, a temporal-shift net, a super-resolution net). Inception v3
+decoder, a Conformer, a LLaMA-style block, a CRNN, a temporal-shift net, a super-resolution net), or one of the
+eighth set's models from outside torchvision (HELDOUT8: timm models at small images, HF Qwen2 / LLaMA decoders with
+grouped-query attention; needs timm / transformers in that Python). Inception v3
 takes 299 x 299 images (INPUT_SIZE), the video nets 8-frame 112 x 112 clips, the token models 64 int64 token ids
 (and an attention mask: random_feeds), HELDOUT6 and HELDOUT7 the inputs they list, every other model 224 x 224
 images.
@@ -94,6 +96,33 @@ HF_OUTPUTS = {"hf_bert": ("last_hidden_state", "pooler_output"), "hf_gpt2": ("lo
               "hf_wav2vec2": ("last_hidden_state",), "hf_whisper_encoder": ("last_hidden_state",),
               "hf_segformer": ("logits",), "hf_convnextv2": ("logits",),
               "hf_clip_vision": ("last_hidden_state", "pooler_output")}
+# Held-out set 8 (issue 24): models from outside torchvision. timm's architectures, built by timm.create_model
+# with seeded random weights (no download) at small image sizes (the kwargs given; a ConvMixer built from its
+# class, narrowed and made shallow), and Hugging Face `transformers` decoder LMs with grouped-query attention (_heldout8_net says what each
+# is; needs timm / transformers in that Python). name -> (timm model or "hf", its kwargs, input shape).
+HELDOUT8: dict[str, tuple[str, dict[str, Any], tuple[int, ...]]] = {
+    "timm_mobilevit_xs": ("mobilevit_xs", {}, (1, 3, 64, 64)),
+    "timm_efficientformer_l1": ("efficientformer_l1", {}, (1, 3, 224, 224)),  # its attention biases fix 224
+    "timm_levit_128s": ("levit_128s", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_poolformer_s12": ("poolformer_s12", {}, (1, 3, 64, 64)),
+    "timm_repvgg_a0": ("repvgg_a0", {}, (1, 3, 64, 64)),
+    "timm_ghostnet_100": ("ghostnet_100", {}, (1, 3, 64, 64)),
+    "timm_resmlp_12": ("resmlp_12_224", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_deit_tiny": ("deit_tiny_patch16_224", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_cait_xxs24": ("cait_xxs24_224", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_coat_lite_tiny": ("coat_lite_tiny", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_convmixer": ("timm.models.convmixer.ConvMixer", {"dim": 128, "depth": 4, "kernel_size": 9, "patch_size": 7},
+                       (1, 3, 112, 112)),
+    "timm_edgenext_xx_small": ("edgenext_xx_small", {}, (1, 3, 64, 64)),
+    "timm_fastvit_t8": ("fastvit_t8", {}, (1, 3, 64, 64)),
+    "timm_mobileone_s0": ("mobileone_s0", {}, (1, 3, 64, 64)),
+    "timm_eva02_tiny": ("eva02_tiny_patch14_224", {"img_size": 56}, (1, 3, 56, 56)),
+    "timm_efficientvit_m0": ("efficientvit_m0", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_pvt_v2_b0": ("pvt_v2_b0", {}, (1, 3, 64, 64)),
+    "timm_mobilenetv4_conv_small": ("mobilenetv4_conv_small", {}, (1, 3, 64, 64)),
+    "hf_qwen2": ("hf", {}, (1, 32)),
+    "hf_llama": ("hf", {}, (1, 32)),
+}
 # Nets with several float inputs: their names and shapes in the order of forward's arguments (else one `input`).
 FLOAT_INPUTS = {"mlp_bn": (("features", (3, 32)), ("meta", (3, 8))),
                 "hf_vit": (("pixel_values", HELDOUT6["hf_vit"]),),
@@ -105,7 +134,7 @@ FLOAT_INPUTS = {"mlp_bn": (("features", (3, 32)), ("meta", (3, 8))),
                 "hf_whisper_encoder": (("input_features", HELDOUT6["hf_whisper_encoder"]),),
                 "tfm_decoder": (("tgt", (1, 32, 128)), ("memory", (1, 48, 128)))}
 # Nets with several outputs: their names in the order forward returns them (else one `output`).
-OUTPUT_NAMES = {"pool_heads": ("logits", "label"), "mlp_bn": ("logits", "value", "label"),
+OUTPUT_NAMES = {"pool_heads": ("logits", "label"), "hf_qwen2": ("logits",), "hf_llama": ("logits",), "mlp_bn": ("logits", "value", "label"),
                 "wide_batch3": ("logits", "top_scores", "top_classes"), **HF_OUTPUTS,
                 "ssdlite_head": ("bbox_regression", "cls_logits"),
                 "fcos_head": ("cls_logits", "bbox_regression", "bbox_ctrness")}
@@ -113,7 +142,8 @@ OUTPUT_NAMES = {"pool_heads": ("logits", "label"), "mlp_bn": ("logits", "value",
 # the order of forward's arguments (random_feeds makes their values).
 TOKEN_INPUTS = {"gpt_tiny": ("input_ids",), "distilbert_tiny": ("input_ids", "attention_mask"),
                 "hf_bert": ("input_ids", "attention_mask"), "hf_gpt2": ("input_ids", "attention_mask"),
-                "hf_t5_encoder": ("input_ids", "attention_mask"), "llama_block": ("input_ids",)}
+                "hf_t5_encoder": ("input_ids", "attention_mask"), "llama_block": ("input_ids",),
+                "hf_qwen2": ("input_ids",), "hf_llama": ("input_ids",)}
 VOCAB = 1000
 # torchvision models outside its classification list: name -> (module, input shape). Segmentation nets return
 # their "out" map (aux heads off: aux_loss None, no backbone weights); video nets take a 8-frame 112x112 clip.
@@ -1000,6 +1030,49 @@ def _hf_net(name: str) -> Any:
     return Outputs()
 
 
+def _heldout8_net(name: str) -> Any:
+    """One of HELDOUT8. timm models: timm.create_model(model, pretrained=False, **kwargs), timm's own seeded
+    initialisation, its default 1000 classes, exported as timm builds them for inference (no reparameterisation of
+    RepVGG / MobileOne / FastViT: their training-form branches, as a user exporting without calling
+    `reparameterize` gets). hf_qwen2 / hf_llama: Qwen2ForCausalLM / LlamaForCausalLM from their config classes (2
+    layers of width 128, 8 query heads and 2 key / value heads: grouped-query attention, RMSNorm, rotary
+    embeddings, SwiGLU MLP, causal mask, an untied LM head over VOCAB tokens; Qwen2's q / k / v projections with
+    bias), 32 token ids and an all-ones attention mask, returning the logits (use_cache off). timm_eva02_tiny
+    does not export (timm's EVA passes is_causal as a tensor to scaled_dot_product_attention under tracing)."""
+    import torch
+
+    model, kwargs, _ = HELDOUT8[name]
+    if model.startswith("timm.models."):  # a timm model class at sizes none of its registered variants has
+        import importlib
+
+        module, _, cls = model.rpartition(".")
+        return getattr(importlib.import_module(module), cls)(**kwargs)
+    if model != "hf":
+        import timm
+
+        return timm.create_model(model, pretrained=False, **kwargs)
+    import transformers as tf
+
+    common = {"vocab_size": VOCAB, "hidden_size": 128, "intermediate_size": 352, "num_hidden_layers": 2,
+              "num_attention_heads": 8, "num_key_value_heads": 2, "max_position_embeddings": 128,
+              "tie_word_embeddings": False, "use_cache": False}
+    net = (tf.Qwen2ForCausalLM(tf.Qwen2Config(**common)) if name == "hf_qwen2"
+           else tf.LlamaForCausalLM(tf.LlamaConfig(**common)))
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, input_ids: Any) -> Any:
+            # an all-ones attention mask, as a tokenizer returns it (without one, transformers looks for packed
+            # sequences in the position ids with torch.diff, which torch.onnx cannot export)
+            mask = torch.ones_like(input_ids)
+            return self.net(input_ids=input_ids, attention_mask=mask, use_cache=False, return_dict=True)["logits"]
+
+    return Logits()
+
+
 def random_feeds(inputs: list[tuple[str, tuple[int, ...], bool]], rng: Any) -> dict[str, np.ndarray]:
     """One random input per (name, shape, integer?): floats standard normal; integer inputs token ids below VOCAB,
     except an `attention_mask`: ones, then a random run of padding zeros (up to half the sequence) at the end."""
@@ -1046,6 +1119,8 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
         return _transformer(name), (1, SEQ, WIDTH)
     if name in HELDOUT6:  # transformers, not torchvision (the bench-only Python that has it may lack torchvision)
         net, shape = _hf_net(name), HELDOUT6[name]
+    elif name in HELDOUT8:
+        net, shape = _heldout8_net(name), HELDOUT8[name][2]
     elif name in USER_NETS:
         net, shape = _user_net(name), USER_NETS[name]
     elif name in TORCHVISION_OTHER:
@@ -1057,7 +1132,7 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
             net = _out_map(net)
     elif name not in (torchvision := _import_torchvision()).models.list_models(module=torchvision.models):
         raise ValueError(f"{name} is not a torchvision classification model (nor one of "
-                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6])})")
+                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6, *HELDOUT8])})")
     else:
         kwargs = {"aux_logits": False, "init_weights": True} if name in NO_AUX else {}
         net = torchvision.models.get_model(name, weights=None, **kwargs)
@@ -1272,7 +1347,7 @@ def main() -> None:
     ap.add_argument("models", nargs="+", help=f"model names: {' '.join(VISION + TRANSFORMERS)} (or see --any)")
     ap.add_argument("--any", action="store_true",
                     help="also any torchvision classification model by name, or one of "
-                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6])}")
+                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6, *HELDOUT8])}")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--variant", default="", help=f"comma-separated, other exports: {' '.join(VARIANTS)}")

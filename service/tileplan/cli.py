@@ -520,7 +520,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         opts = CompileOptions(mapper=args.mapper, time_limit_s=_time_limit(args.time_limit), quantize=args.quantize,
                               offload=not args.host_only, emulate=not args.no_emulate,
                               baseline=not args.no_baseline, group_packing=args.group_packing,
-                              fusion=args.fusion)
+                              fusion=args.fusion, einsum=args.einsum)
     except ValidationError as exc:
         raise from_validation_error(exc, ("options",)) from None
     calibration = _calibration(args.calibration) if args.calibration else None
@@ -563,7 +563,7 @@ def _compile_cache_key(args: argparse.Namespace, data: bytes, hw: Any, plans_db:
 
         plans_db = get_settings().db_url()
     options = {k: getattr(args, k) for k in ("mapper", "time_limit", "quantize", "host_only", "no_emulate",
-                                             "no_baseline", "group_packing", "fusion")}
+                                             "no_baseline", "group_packing", "fusion", "einsum")}
     try:
         calibration = Path(args.calibration).read_bytes() if args.calibration else None
     except OSError:
@@ -818,6 +818,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--fusion", choices=["auto", "off"], default="auto",
                    help="fused-layer groups: plan them and fuse where bit-exact and faster (auto, default; the "
                         "summary's groups say why a group keeps the per-layer program) or plan none (off)")
+    m.add_argument("--einsum", choices=["host", "accelerator"], default="host",
+                   help="an Einsum of two int8 activations that is a matrix product: in float on the host as "
+                        "onnxruntime computes it (host, default) or on the accelerator as a MatMul (its integer "
+                        "sums round apart from onnxruntime's float ones at a few results in 10,000)")
     m.add_argument("--no-cache", action="store_true",
                    help="do not read or store plans in the plan cache, nor the result in the compile cache")
     m.add_argument("--plans-db", help="plan cache URL (default: TILEPLAN_DATABASE_URL or SQLite in ./data)")

@@ -19,6 +19,7 @@ import numpy as np
 
 from tileplan.codegen.emit_c import CEmitter, lower
 from tileplan.codegen.registry import CodegenError
+from tileplan.frontend.cumsum import legalize_cumsum
 from tileplan.frontend.topk import legalize_topk
 
 # relax ops whose fused groups are only (de)quantisation
@@ -1308,7 +1309,8 @@ def lower_host(mod: Any) -> Any:
                                      "relax.nn.conv2d_transpose": _legalize_conv2d_transpose,
                                      "relax.nn.batch_norm": _legalize_batch_norm,
                                      "relax.take": _legalize_take,
-                                     "relax.topk": legalize_topk}),
+                                     "relax.topk": legalize_topk,
+                                     "relax.cumsum": legalize_cumsum}),
         relax.transform.FoldConstant(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FuseOps(),

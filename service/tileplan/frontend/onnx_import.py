@@ -620,6 +620,42 @@ def conv_pads(node: Any, x_shape: tuple[int, ...]) -> list[int] | None:
     return list(_attr(node, "pads", [0, 0, 0, 0]))
 
 
+def same_pads_explicit(model: Any) -> list[str]:
+    """Write the auto_pad of each Conv (1-D, 2-D or 3-D; SAME_UPPER / SAME_LOWER / VALID) whose input shape is
+    known as the explicit `pads` it means, where they are the same before and after on every axis (an odd
+    kernel at stride 1: `nn.Conv2d(..., 9, padding="same")`, timm's ConvMixer; VALID). TVM's importer pads an
+    auto_pad conv with a separate pad op, which no fusion pattern matches: such a conv ran in float on the host.
+    Asymmetric ones are asymmetric_pads_on_host's (2-D). Needs inferred shapes. Returns the rewritten convs."""
+    from onnx import helper
+
+    _, shapes = onnx_graph.types_and_shapes(model)
+    done: list[str] = []
+    for node in model.graph.node:
+        auto = _attr(node, "auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+        x_shape = shapes.get(node.input[0], ()) if node.input else ()
+        kernel = list(_attr(node, "kernel_shape", []))
+        if node.op_type != "Conv" or auto == "NOTSET" or not kernel or len(x_shape) != len(kernel) + 2:
+            continue
+        rank = len(kernel)
+        strides = list(_attr(node, "strides", [1] * rank))
+        dil = list(_attr(node, "dilations", [1] * rank))
+        begin, end = [], []
+        for n, k, st, d in zip(x_shape[2:], kernel, strides, dil):
+            total = 0 if auto == "VALID" else max(0, (-(-n // st) - 1) * st + (k - 1) * d + 1 - n)
+            small, big = total // 2, total - total // 2
+            begin.append(small if auto != "SAME_LOWER" else big)
+            end.append(big if auto != "SAME_LOWER" else small)
+        if begin != end:
+            continue
+        kept = [a for a in node.attribute if a.name not in ("auto_pad", "pads")]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        node.attribute.append(helper.make_attribute("pads", begin + end))
+        done.append(node.name)
+    return done
+
+
 def asymmetric_pads_on_host(model: Any) -> list[str]:
     """Give each quantized 2-D Conv with asymmetric padding (pads such as [1, 1, 2, 2], or auto_pad SAME_UPPER /
     SAME_LOWER with an even kernel: `nn.Conv2d(..., 4, padding="same")`) a symmetric one the accelerator's kernel
@@ -1202,9 +1238,10 @@ def _decoded(data: bytes, input_shapes: dict[str, list[int]] | None) -> Any:
 
 def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, quantize: bool = False,
                calibration: list[dict[str, np.ndarray]] | None = None, calibration_samples: int = 8,
-               seed: int = 0) -> ImportedModel:
+               seed: int = 0, einsum: str = "host") -> ImportedModel:
     """Decode, fix input shapes, fold shape arithmetic, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
     from tileplan.frontend.dynamic import split_integer_products, unfuse_contrib
+    from tileplan.frontend.einsum import einsum_as_matmul
     from tileplan.frontend.qdq_forms import (
         contrib_to_onnx,
         fold_constant_quantize,
@@ -1224,6 +1261,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     if wide:
         raise InputError(("model", wide[0]), SIXTEEN_BIT_HELP.format(op=wide[1], type=wide[2]))
     refused: dict[str, str] = {}
+    einsum_notes: dict[str, str] = {}
     # the graph rewrites, in order: each changes the model in place and returns what it changed (falsy: nothing),
     # which its note reports
     rewrites: list[tuple[Callable[[Any], Any], Callable[[Any], str]]] = [
@@ -1247,6 +1285,9 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
         (lambda m: split_integer_products(m, refused), str),
         (to_qdq, lambda found: f"QOperator nodes rewritten as QDQ: {found}"),
         (uint8_to_int8, str),
+        (lambda m: einsum_as_matmul(m, refused, einsum_notes, rewrite=einsum == "accelerator"),
+         lambda found: f"Einsums of two int8 activations computed as MatMul (int8 Transpose / Reshape around it): "
+                       f"{', '.join(found)}"),
         (conv_transpose_as_conv, lambda found: "ConvTranspose computed as a stride-1 Conv per output phase + "
                                                f"DepthToSpace + a crop: {found}"),
         (conv3d.conv3d_as_conv2d, lambda found: "3-D convolutions computed as 2-D ones over the output frames, each "
@@ -1280,6 +1321,9 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
     dedicate_dequantize(model)
     model = infer_shapes(model)
     check_quantization_axes(model)
+    same = same_pads_explicit(model)
+    if same:
+        notes.append(f"auto_pad of {len(same)} conv(s) written as the symmetric pads it means, e.g. {same[0]}")
     padded = asymmetric_pads_on_host(model)
     if padded:
         model = infer_shapes(model)
@@ -1298,7 +1342,8 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                      f"{share}")
     ins = [_info(i) for i in graph_inputs(model)]
     outs = [_info(o) for o in model.graph.output]
-    return ImportedModel(model, ins, outs, notes, by_tileplan, refused, {k: s.note for k, s in splits.items()},
+    return ImportedModel(model, ins, outs, notes, by_tileplan, refused,
+                         {**einsum_notes, **{k: s.note for k, s in splits.items()}},
                          changed[uint8_to_int8] is not None, nhwc)
 
 

@@ -424,21 +424,42 @@ def fuse(mod: Any, onnx_nodes: dict[str, Any], decide: Callable[[Any], bool]
             composites[gv.name_hint] = match[0]
             if isinstance(match[0], ActMatmul):
                 match[0].operands = _act_operands(func)
-    _attach_twins(seen, composites)
+    _attach_twins(seen, composites, _calls(fused))
     return fused, composites
 
 
-def _attach_twins(seen: dict[str, QuantOp | ActMatmul], composites: dict[str, QuantOp | ActMatmul]) -> None:
+def _calls(mod: Any) -> dict[str, int]:
+    """How many times `main` calls each global function, by name."""
+    from tvm import relax
+
+    counts: dict[str, int] = {}
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and isinstance(v.op, relax.GlobalVar):
+                counts[v.op.name_hint] = counts.get(v.op.name_hint, 0) + 1
+    return counts
+
+
+def _attach_twins(seen: dict[str, QuantOp | ActMatmul], composites: dict[str, QuantOp | ActMatmul],
+                  calls: dict[str, int] | None = None) -> None:
     """Accepted matches left without a composite of their own: FuseOpsByPattern (its BlockBuilder) gives
     structurally equal functions one global function, so an op whose weights, bias, shapes and scales equal
     another's (its input may be another tensor) is a second call of that op's composite. Each is recorded on the op
-    it equals (QuantOp.twins)."""
+    it equals (QuantOp.twins). Where several composites hold ops equal to it (TVM kept apart two functions that
+    `_same_op` finds equal: timm's EfficientViT-M0, whose zero-initialised depthwise convs are all alike), on one
+    that `main` calls more times than it has ops: the program names each call's step after its composite's op,
+    so its twins' modelled cycles are counted where their emulated cycles are (before, on the first such op:
+    EfficientViT-M0's dw0 modelled at 3 calls and emulated at 1, its dw1 the other way round)."""
     kept = {id(q) for q in composites.values()}
-    owners = [q for q in composites.values() if isinstance(q, QuantOp)]
+    owners = [(name, q) for name, q in composites.items() if isinstance(q, QuantOp)]
+    calls = calls or {}
     for q in {id(q): q for q in seen.values()}.values():
         if id(q) in kept or not isinstance(q, QuantOp):
             continue
-        twin = next((o for o in owners if _same_op(o, q)), None)
+        equal = [(name, o) for name, o in owners if _same_op(o, q)]
+        free = [o for name, o in equal if calls.get(name, 1) > 1 + len(o.twins)]
+        twin = free[0] if free else (equal[0][1] if equal else None)
         if twin is not None:
             twin.twins.append(q)
 
