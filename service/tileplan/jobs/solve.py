@@ -140,8 +140,9 @@ def build_layer_module(hardware: dict[str, Any], layer: dict[str, Any], mapping:
 def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:
     """Runs in a pool process: POST /compile's compile, planned through the service's plan cache (so its plans
     show up in GET /plans), its progress written to the compile's row as ops are planned. Returns
-    {"ok": True, "summary", "artifact"} or {"ok": False, "error": {loc, msg, type}} (an InputError names the
-    node or input at fault; anything else is the compiler's fault and says so without a traceback)."""
+    {"ok": True, "summary", "stored"} (summary and artifact stored from here) or {"ok": False, "error": {loc, msg,
+    type}} (an InputError names the node or input at fault; anything else is the compiler's fault and says so
+    without a traceback)."""
     import base64
 
     from tileplan.errors import InputError, TileplanError
@@ -164,7 +165,10 @@ def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:
             planner=store_planner(store), progress=_Progress(store, compile_id),
             calibration=read_calibration(calibration) if calibration is not None else None,
             plan_budget_s=work_limits()["plan_s"] or None)
-        return {"ok": True, "summary": result.summary, "artifact": result.artifact}
+        # stored here, not handed to the API process to store: a 64 MB model's artifact through the API grew it by
+        # 140 MiB, which it kept (the pipe's copy, the unpickled bytes, SQLite's)
+        stored = store.finish_compile(compile_id, result.summary, result.artifact)
+        return {"ok": True, "summary": result.summary, "stored": stored}
     except InputError as exc:
         return {"ok": False, "error": {"loc": list(exc.loc), "msg": exc.msg, "type": exc.type}}
     except Exception as exc:  # the compiler's fault: logged here with its traceback, reported without it
