@@ -130,3 +130,30 @@ def qdq_norm_model(op: str, shape: list[int], channels: int, eps: float, quantiz
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString()
+
+
+def ort_quantize(model: Any, fmt: str, activation: str = "int8", symmetric: bool = False) -> bytes:
+    """`model` quantized by onnxruntime's static quantizer (QDQ or QOperator, int8 weights, per-tensor), calibrated
+    on four seeded normal samples of its inputs."""
+    import tempfile
+    from pathlib import Path
+
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    shapes = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+    rng = np.random.default_rng(0)
+    feeds = iter([{n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()} for _ in range(4)])
+
+    class Reader(CalibrationDataReader):
+        def get_next(self):  # type: ignore[no-untyped-def]
+            return next(feeds, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "f.onnx", Path(tmp) / "q.onnx"
+        onnx.save(model, str(src))
+        quantize_static(str(src), str(dst), Reader(),
+                        quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
+                        activation_type=QuantType.QInt8 if activation == "int8" else QuantType.QUInt8,
+                        weight_type=QuantType.QInt8, extra_options={"ActivationSymmetric": symmetric})
+        return dst.read_bytes()

@@ -6,12 +6,11 @@ specifically why."""
 from __future__ import annotations
 
 import math
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 from frontend_helpers import assert_matches_onnxruntime, compile_bytes, lsb_errors, onnxruntime_outputs
+from frontend_helpers import ort_quantize as _quantize
 
 from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
@@ -83,28 +82,6 @@ def _products_model(shape_a, shape_b, k: int = 20):
          helper.make_tensor_value_info("b", TensorProto.FLOAT, list(shape_b[:-2]) + [k, shape_b[-1]])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(out))], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def _quantize(model, fmt: str, activation: str = "int8", symmetric: bool = False) -> bytes:
-    import onnx
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    shapes = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
-    rng = np.random.default_rng(0)
-    feeds = iter([{n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()} for _ in range(4)])
-
-    class Reader(CalibrationDataReader):
-        def get_next(self):
-            return next(feeds, None)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "f.onnx", Path(tmp) / "q.onnx"
-        onnx.save(model, str(src))
-        quantize_static(str(src), str(dst), Reader(),
-                        quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
-                        activation_type=QuantType.QInt8 if activation == "int8" else QuantType.QUInt8,
-                        weight_type=QuantType.QInt8, extra_options={"ActivationSymmetric": symmetric})
-        return dst.read_bytes()
 
 
 def _b_branch_first(data: bytes) -> bytes:

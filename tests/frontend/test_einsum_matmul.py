@@ -11,12 +11,11 @@ Einsum's weight: held-out attn_rope's) stays on the host and says so."""
 from __future__ import annotations
 
 import math
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes
+from frontend_helpers import ort_quantize as _quantize
 
 from tileplan.frontend import zoo
 from tileplan.frontend.einsum import matmul_form
@@ -96,27 +95,6 @@ def _weight_einsum_model(seq: int = 10, d: int = 16, f: int = 24):
     graph = helper.make_graph(nodes, "weight_einsum", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, d])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, d])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def _quantize(model, fmt: str) -> bytes:
-    import onnx
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    rng = np.random.default_rng(0)
-    feeds = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
-
-    class Reader(CalibrationDataReader):
-        def get_next(self):
-            return next(feeds, None)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "f.onnx", Path(tmp) / "q.onnx"
-        onnx.save(model, str(src))
-        quantize_static(str(src), str(dst), Reader(),
-                        quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
-        return dst.read_bytes()
 
 
 def _ops(summary, names):

@@ -33,25 +33,12 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from hostile_models import qdq_in as _qdq_in
 
 from tileplan.api.app import create_app
 from tileplan.errors import InputError
 from tileplan.frontend.onnx_bytes import parse_model
 from tileplan.settings import Settings
-
-
-def _qdq_in(nodes: list[Any], inits: list[Any], width: int = 16) -> Any:
-    """x [1, width] -> Quantize -> Dequantize (`dq`) -> `nodes` -> y [1, width]."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    inits = [numpy_helper.from_array(np.array(0.1, np.float32), "s"),
-             numpy_helper.from_array(np.array(0, np.int8), "z"), *inits]
-    head = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
-            helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"], name="dq")]
-    graph = helper.make_graph(head + nodes, "hostile9", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                                      [1, width])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def non_finite(case: str) -> bytes:
