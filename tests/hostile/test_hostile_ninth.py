@@ -270,6 +270,33 @@ def test_a_slot_process_ended_by_a_signal_says_which() -> None:
     assert sig == signal.SIGSEGV and pid > 0
 
 
+def test_the_death_signal_of_a_process_still_dying_is_waited_for() -> None:
+    """CI saw `signal None` for a segfaulted slot process: the pool fails its futures before its own thread reaps the
+    process (and a faulting process may still be dumping core), and the signal was read after a 0.2 s join. A
+    process that takes 0.5 s to die still has its signal read."""
+    import multiprocessing
+    import signal
+    import types
+
+    from tileplan.jobs.slots import _death_signal
+
+    proc = multiprocessing.get_context("fork").Process(target=_segfault_later, args=(0.5,))
+    proc.start()
+    try:
+        assert _death_signal(types.SimpleNamespace(_processes={proc.pid: proc})) == signal.SIGSEGV
+    finally:
+        proc.join(5)
+
+
+def _segfault_later(delay_s: float) -> None:
+    import os
+    import signal
+    import time
+
+    time.sleep(delay_s)
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
 def _segfault() -> None:
     import ctypes
 

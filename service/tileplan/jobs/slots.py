@@ -37,13 +37,18 @@ class SlotCrashed(Exception):
         self.signal = signal
 
 
-def _death_signal(executor: Any) -> int | None:
+def _death_signal(executor: Any, wait_s: float = 5.0) -> int | None:
     """The signal that ended an executor's (dead) process, if one did: SIGSEGV or SIGABRT from native code, SIGKILL
-    from the memory cap's OOM killer or from outside."""
+    from the memory cap's OOM killer or from outside. The pool fails its futures before its own thread reaps the
+    dead process, and a process that faulted may still be dumping core, so its exit status is waited for (up to
+    `wait_s`; polled, as that thread may be the one that reaps it) rather than read once."""
+    deadline = time.monotonic() + wait_s
     for p in list(getattr(executor, "_processes", {}).values()):
         with contextlib.suppress(Exception):
-            p.join(0.2)
             code = p.exitcode
+            while code is None and time.monotonic() < deadline:
+                p.join(0.05)
+                code = p.exitcode
             if code is not None and code < 0:
                 return -int(code)
     return None
@@ -207,7 +212,7 @@ class ProcessSlots:
                 slot.kill()
                 raise
             except BrokenProcessPool:
-                sig = _death_signal(slot.executor)
+                sig = await asyncio.to_thread(_death_signal, slot.executor)  # (waits: not on the event loop)
                 slot.kill()
                 raise SlotCrashed("its process died", sig) from None
         finally:
