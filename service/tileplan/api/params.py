@@ -13,8 +13,6 @@ from tileplan.api.errors import ApiError
 from tileplan.strict import did_you_mean
 from tileplan.validation import unstorable_reason
 
-_TAKES: dict[int, list[str]] = {}  # id(route) -> the query parameters it declares (routes live as long as the app)
-
 
 async def storable_params(request: Request) -> None:
     for where, params in (("path", request.path_params.items()), ("query", request.query_params.multi_items())):
@@ -27,7 +25,8 @@ async def storable_params(request: Request) -> None:
 
 
 def _declared_query(route: Any) -> list[str]:
-    names = _TAKES.get(id(route))
+    """The query parameters a route declares, its dependencies' included (kept on the route: found once)."""
+    names: list[str] | None = getattr(route, "tileplan_query_params", None)
     if names is None:
         found: set[str] = set()
         todo = [route.dependant]  # the route's own parameters and those of every dependency it has
@@ -35,7 +34,8 @@ def _declared_query(route: Any) -> list[str]:
             dep = todo.pop()
             found.update(p.alias for p in dep.query_params)
             todo.extend(dep.dependencies)
-        names = _TAKES[id(route)] = sorted(found)
+        names = sorted(found)
+        route.tileplan_query_params = names
     return names
 
 

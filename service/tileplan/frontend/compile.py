@@ -204,7 +204,7 @@ def generate_kernel(spec: Any, hw: Any, mapping: Any, name: str, stream: str) ->
                            "input's 0): it runs on the host")
 
     doc = {"layer": spec.layer.model_dump(mode="json", exclude={"count"}), "mapping": mapping.model_dump(mode="json"),
-           "epilogue": [float(spec.epilogue.scale), spec.epilogue.zero_point, spec.epilogue.relu, spec.epilogue.bias],
+           "epilogue": [scale, spec.epilogue.zero_point, spec.epilogue.relu, spec.epilogue.bias],
            "abi": [spec.abi.layout, spec.abi.pad_value, spec.abi.prelaid, spec.abi.acc_output, spec.abi.b_in_place],
            "stream": stream,
            "name": name,

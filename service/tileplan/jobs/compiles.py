@@ -334,9 +334,7 @@ class Compiler:
                         "worker_memory_mb?)")}}
                 else:
                     out = {"ok": False, "error": {"loc": [], "msg": str(exc), "type": "compile_crashed"}}
-            if out["ok"]:
-                if "artifact" in out:  # (stored by the compile's process: `compile_in_process`)
-                    await asyncio.to_thread(self.store.finish_compile, compile_id, out["summary"], out["artifact"])
+            if out["ok"]:  # (its summary and artifact were stored by the compile's process: `compile_in_process`)
                 if self._on_storage is not None:
                     self._on_storage()
             else:  # the model's fault: kept with its reason (asked again, answered again), without the model

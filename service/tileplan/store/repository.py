@@ -746,7 +746,7 @@ class Store:
                 self._check_quota(conn, compile_id, owner, size, quota)
             created = conn.execute(stmt.returning(CompileRow.seq)).first() is not None
             if not created:
-                self._touch(conn, compile_id, ts)
+                self._touch(conn, compile_id, ts, self.TOUCH_EVERY_S)
             if owner is not None:
                 conn.execute(self._insert(CompileOwnerRow).values(compile_id=compile_id, owner=owner, created_at=ts)
                              .on_conflict_do_nothing(index_elements=["compile_id", "owner"]))
@@ -760,7 +760,7 @@ class Store:
                 return False
             if quota is not None:
                 self._check_quota(conn, compile_id, owner, 0, quota)
-            self._touch(conn, compile_id, now_utc())
+            self._touch(conn, compile_id, now_utc(), self.TOUCH_EVERY_S)
             conn.execute(self._insert(CompileOwnerRow).values(compile_id=compile_id, owner=owner, created_at=now_utc())
                          .on_conflict_do_nothing(index_elements=["compile_id", "owner"]))
         return True
@@ -804,15 +804,14 @@ class Store:
 
     TOUCH_EVERY_S = 60.0
 
-    @classmethod
-    def _touch(cls, conn: Connection, compile_id: str, ts: datetime, within_s: float | None = None) -> None:
-        """used_at = ts, unless it was set within `within_s` (default TOUCH_EVERY_S: least recently used to the
-        minute): an UPDATE of the row rewrites all of it in SQLite, its model and artifact too (a 64 MB model's
-        compile: 260 MiB in the API process and 130 MB written on every download and identical request)."""
-        within = cls.TOUCH_EVERY_S if within_s is None else within_s
+    @staticmethod
+    def _touch(conn: Connection, compile_id: str, ts: datetime, within_s: float) -> None:
+        """used_at = ts, unless it was set within `within_s` (TOUCH_EVERY_S where a request touches it: least recently
+        used to the minute): an UPDATE of the row rewrites all of it in SQLite, its model and artifact too (a 64 MB
+        model's compile: 260 MiB in the API process and 130 MB written on every download and identical request)."""
         conn.execute(update(CompileRow).where(
             CompileRow.id == compile_id,
-            or_(CompileRow.used_at.is_(None), CompileRow.used_at < ts - timedelta(seconds=within)))
+            or_(CompileRow.used_at.is_(None), CompileRow.used_at < ts - timedelta(seconds=within_s)))
             .values(used_at=ts))
 
     def delete_compile(self, compile_id: str, owner: str, *, admin: bool = False) -> str:

@@ -775,28 +775,29 @@ static void count_transfer(emu_t *e, int store, uintptr_t p, uint32_t rows, uint
 /* Busy intervals of the two contended resources (0: DMA channel, 1: array): sorted, disjoint; iv_w = 1 for
  * transfers / array work, 0 for time the resource is merely held (call overhead); iv_cum = weighted busy time
  * before each interval. */
+/* The first index i of the ascending a[0..n) with a[i] >= x (or_equal) or a[i] > x, n if none. The timing model
+ * asks mostly about times near the end of the run so far, so it is searched from the end (steps doubling back
+ * until an element is not past x, then bisected), not from the middle of every interval of the run. */
+static size_t first_from_end(const double *a, size_t n, double x, int or_equal) {
+#define PAST(v) (or_equal ? (v) >= x : (v) > x)
+  if (!n || !PAST(a[n - 1])) return n;
+  size_t lo = 0, hi = n - 1; /* a[hi] is past x */
+  for (size_t step = 1; step <= hi; step *= 2) {
+    if (!PAST(a[hi - step])) { lo = hi - step + 1; break; }
+    hi -= step;
+  }
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (PAST(a[mid])) hi = mid; else lo = mid + 1;
+  }
+  return lo;
+#undef PAST
+}
+
 static double busy_before(emu_t *e, int r, double x) {
   size_t n = e->iv_n[r];
   if (!n || x <= e->iv_start[r][0]) return 0.0;
-  /* the last interval with start < x: asked mostly about times near the end of the run so far, so searched
-   * from the end (steps doubling back until an interval starts before x, then bisected), not from the middle of
-   * every interval of the run */
-  size_t lo, hi = n;
-  if (e->iv_start[r][n - 1] < x) {
-    lo = n - 1;
-  } else {
-    hi = n - 1; /* starts at or after x */
-    for (size_t step = 1;; step *= 2) {
-      if (step > hi) { lo = 0; break; } /* (the first starts before x) */
-      lo = hi - step;
-      if (e->iv_start[r][lo] < x) break;
-      hi = lo;
-    }
-  }
-  while (hi - lo > 1) {
-    size_t mid = (lo + hi) / 2;
-    if (e->iv_start[r][mid] < x) lo = mid; else hi = mid;
-  }
+  size_t lo = first_from_end(e->iv_start[r], n, x, 1) - 1; /* the last interval with start < x (the first does) */
   double in = x < e->iv_end[r][lo] ? x - e->iv_start[r][lo] : e->iv_end[r][lo] - e->iv_start[r][lo];
   return e->iv_cum[r][lo] + e->iv_w[r][lo] * in;
 }
@@ -848,19 +849,7 @@ static double exec_op(emu_t *e, double t, double dur) {
  * front of a store that waits for the array.  Returns the start; *dur gets the stretched length. */
 static double dma_op(emu_t *e, double ready, double *dur, double weight) {
   size_t n = e->iv_n[0];
-  size_t i = n, hi = n; /* the first interval ending after ready: searched from the end, as busy_before does */
-  if (n && e->iv_end[0][n - 1] > ready) {
-    hi = n - 1; /* ends after ready */
-    for (size_t step = 1;; step *= 2) {
-      if (step > hi) { i = 0; break; }
-      if (e->iv_end[0][hi - step] <= ready) { i = hi - step + 1; break; }
-      hi -= step;
-    }
-    while (i < hi) {
-      size_t mid = (i + hi) / 2;
-      if (e->iv_end[0][mid] <= ready) i = mid + 1; else hi = mid;
-    }
-  }
+  size_t i = first_from_end(e->iv_end[0], n, ready, 0); /* the first interval ending after ready */
   double s = ready;
   for (;;) {
     if (i < n && e->iv_start[0][i] < s) s = e->iv_end[0][i] > s ? e->iv_end[0][i] : s;
