@@ -52,7 +52,24 @@ def parse_model(data: bytes, loc: tuple[str, ...] = ("model",)) -> Any:
         raise InputError(loc, f"not an ONNX model: {exc}") from None
     refuse_external_data(model, loc)
     check_sizes(model, loc)
+    check_stored_names(model, loc)
     return model
+
+
+def check_stored_names(model: Any, loc: tuple[str, ...] = ("model",)) -> None:
+    """InputError for a graph name or node name that storage cannot hold (a NUL: PostgreSQL refuses it in text).
+    They are stored: the graph's as a compile's model name, a node's as its layer's and op's name (a compile's row
+    could not be written, a 503 blaming the server's storage; a plan's write failed in the compile, a 500)."""
+    from tileplan.validation import unstorable_reason
+
+    why = unstorable_reason(model.graph.name)
+    if why is not None:
+        raise InputError(loc, f"the graph name {model.graph.name!r} {why}", "string_unstorable")
+    for i, node in enumerate(model.graph.node):
+        why = unstorable_reason(node.name)
+        if why is not None:
+            raise InputError(loc, f"the name of node {i} ({node.op_type}), {node.name!r}, {why}",
+                             "string_unstorable")
 
 
 def _elements(dims: Any) -> int:

@@ -105,7 +105,33 @@ def decode(data: bytes) -> Any:
             raise InputError(("model", "opset_import"), f"ai.onnx opset {imp.version} is newer than the newest "
                              f"opset this Tileplan's onnx {onnx.__version__} defines ({newest}); export the model "
                              f"at opset {newest} or lower")
+    check_program_types(model)
     return model
+
+
+def check_program_types(model: Any) -> None:
+    """InputError unless the graph has outputs and every graph input and output is of a type the program's C can
+    hold (`program.CTYPE`): `tileplan_run` takes and fills arrays of them (a float16 input was a KeyError in the
+    compile, a graph without outputs a host build that failed: both 500s)."""
+    from onnx import TensorProto
+
+    from tileplan.frontend.program import CTYPE
+
+    if not model.graph.output:
+        raise InputError(("model",), "the graph has no outputs: a program computes at least one")
+    for kind, values in (("input", graph_inputs(model)), ("output", model.graph.output)):
+        for v in values:
+            t = v.type
+            elem = t.tensor_type.elem_type if t.HasField("tensor_type") else None
+            try:
+                dtype = _np_dtype(elem) if elem else None
+            except Exception:  # noqa: BLE001 - onnx's lookup of a type it has no numpy type for
+                dtype = None
+            if dtype not in CTYPE:
+                what = (TensorProto.DataType.Name(elem) if elem in TensorProto.DataType.values() else str(elem)) \
+                    if elem else (t.WhichOneof("value") or "no type")
+                raise InputError(("model",), f"{kind} {v.name!r} is {what.lower()}: a compiled program's inputs "
+                                 f"and outputs are tensors of {', '.join(sorted(CTYPE))}")
 
 
 def name_nodes(model: Any) -> None:
@@ -268,7 +294,34 @@ def infer_shapes(model: Any) -> Any:
                 raise InputError(("model", node.name),
                                  f"{node.op_type} node {node.name!r}: the shape of its output {out!r} cannot be "
                                  f"inferred statically (got {got}); Tileplan compiles static shapes only")
+    _check_kernel_shapes(g, known)
     return inferred
+
+
+CONV_WEIGHT = {"Conv": 1, "ConvInteger": 1, "ConvTranspose": 1, "QLinearConv": 3}  # op -> its weight's input
+
+
+def _check_kernel_shapes(g: Any, known: dict[str, Any]) -> None:
+    """InputError for a convolution whose `kernel_shape` is not its weight's spatial shape: ONNX's inference does
+    not compare them (it takes the attribute), and a compile of such a Conv aborted its process (glibc's "corrupted
+    double-linked list": a kernel reading the weight as larger than it is)."""
+    inits = {t.name: [int(d) for d in t.dims] for t in g.initializer}
+    for node in g.node:
+        i = CONV_WEIGHT.get(node.op_type)
+        if i is None or len(node.input) <= i or node.domain not in ("", "ai.onnx"):
+            continue
+        k = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), None)
+        w = node.input[i]
+        if k is None:
+            continue
+        dims = inits.get(w)
+        if dims is None and w in known:
+            t = known[w].type.tensor_type
+            dims = [int(d.dim_value) if d.HasField("dim_value") else -1 for d in t.shape.dim] \
+                if t.HasField("shape") else None
+        if dims is not None and -1 not in dims[2:] and [int(x) for x in k] != dims[2:]:
+            raise InputError(("model", node.name), f"{node.op_type} node {node.name!r}: kernel_shape {list(k)} is "
+                             f"not its weight {w!r}'s spatial shape {dims[2:]} (weight shape {dims})")
 
 
 def _round_half_even(x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,179 @@
+"""Hostile probes, tenth round (branch hostile10): each was a 5xx (or worse) and is now a 4xx naming the field.
+
+1. A model whose graph inputs (or outputs) are of a type the program's C has no type for (float16, bfloat16, the
+   float8 and 4-bit types): POST /compile failed in the compile with a KeyError (a 500, run again by every identical
+   request). Now a 422 at the model, naming the input and its type, before anything is stored.
+2. A model whose graph has no outputs: the checker passes it, and the compile failed building the artifact's host
+   target (`make` on a `tileplan_run` of no outputs: a 500).
+3. A Conv whose `kernel_shape` attribute disagrees with its weight's shape (ONNX's inference does not compare them,
+   it takes the attribute): compiled into a program of the attribute's output shape computing the weight's kernel
+   (wrong values, silently), or, with a kernel_shape larger than the weight, the compile's process aborted ("corrupted
+   double-linked list", SIGABRT, counted as the server's: a 500 run again). Now a 422 naming the node.
+4. A graph name or node name holding a NUL: names a compile stores (the model's name, the planned layers' names).
+   PostgreSQL refuses a NUL in text: the compile's row could not be written (a 503 blaming the server's storage) or
+   the plan store's write failed in the compile (a 500). Now a 422 at the model naming where the NUL is, on every
+   database (SQLite stored it).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from hostile_models import qdq_in as _qdq_in
+
+from tileplan.api.app import create_app
+from tileplan.errors import InputError
+from tileplan.frontend.onnx_bytes import parse_model
+from tileplan.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("hostile10"), solver_processes=1, wait_limit_s=120)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        yield c
+
+
+def _compile(c: TestClient, model: bytes) -> Any:
+    return c.post("/compile", json={"hardware": "gemmini-16x16", "model": base64.b64encode(model).decode(),
+                                    "options": {"time_limit_s": 2}, "wait": True})
+
+
+def _detail(r: Any) -> dict[str, Any]:
+    body = r.json()
+    return dict((body.get("detail") or [body.get("error")])[0])
+
+
+# -- 1: inputs of a type C has no type for --------------------------------------------------------------------------
+
+UNTYPED = ["FLOAT16", "BFLOAT16", "FLOAT8E4M3FN", "INT4"]
+
+
+def typed_identity(type_name: str, where: str = "input") -> bytes:
+    """x [1, 4] of the type -> Identity -> y (`where` = "output": a float input Cast to the type)."""
+    from onnx import TensorProto, helper
+
+    t = getattr(TensorProto, type_name)
+    if where == "input":
+        nodes = [helper.make_node("Identity", ["x"], ["y"], name="i")]
+        x_type = t
+    else:
+        nodes = [helper.make_node("Cast", ["x"], ["y"], name="c", to=t)]
+        x_type = TensorProto.FLOAT
+    g = helper.make_graph(nodes, "typed", [helper.make_tensor_value_info("x", x_type, [1, 4])],
+                          [helper.make_tensor_value_info("y", t, [1, 4])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]).SerializeToString()
+
+
+@pytest.mark.parametrize("type_name", UNTYPED)
+def test_an_input_of_a_type_the_program_cannot_hold_is_a_422(client: TestClient, type_name: str) -> None:
+    r = _compile(client, typed_identity(type_name))
+    assert r.status_code == 422, r.text
+    err = _detail(r)
+    assert err["loc"] == ["body", "model"], err
+    assert "input 'x'" in err["msg"] and type_name.lower()[:5] in err["msg"].lower(), err
+    assert "id" not in r.json(), "refused before anything was stored"
+
+
+def test_an_output_of_a_type_the_program_cannot_hold_is_a_422(client: TestClient) -> None:
+    r = _compile(client, typed_identity("FLOAT16", where="output"))
+    assert r.status_code == 422, r.text
+    assert "output 'y'" in _detail(r)["msg"]
+
+
+# -- 2: no outputs --------------------------------------------------------------------------------------------------
+
+
+def test_a_graph_without_outputs_is_a_422(client: TestClient) -> None:
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "mute",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])], [])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    r = _compile(client, m)
+    assert r.status_code == 422, r.text
+    err = _detail(r)
+    assert err["loc"] == ["body", "model"] and "no outputs" in err["msg"], err
+
+
+# -- 3: kernel_shape against the weight -----------------------------------------------------------------------------
+
+
+def conv(kernel_shape: list[int], weight_hw: int = 3) -> bytes:
+    from onnx import helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.ones((8, 8, weight_hw, weight_hw), np.int8), "w"),
+             numpy_helper.from_array(np.array(0.01, np.float32), "ws"),
+             numpy_helper.from_array(np.array(0, np.int8), "wz")]
+    nodes = [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], name="wdq"),
+             helper.make_node("Conv", ["dq", "wd"], ["c"], name="conv", kernel_shape=kernel_shape),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"], name="oq"),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["y"], name="odq")]
+    from onnx import TensorProto
+
+    m = _qdq_in(nodes, inits)
+    m.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8]))
+    out = 8 - kernel_shape[0] + 1  # as ONNX's inference has it (from the attribute)
+    m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, out, out]))
+    return m.SerializeToString()
+
+
+def test_a_kernel_shape_that_is_not_the_weights_is_a_422_naming_the_node(client: TestClient) -> None:
+    r = _compile(client, conv([5, 5]))
+    assert r.status_code == 422, r.text
+    err = _detail(r)
+    assert err["loc"] == ["body", "model", "conv"], err
+    assert "kernel_shape" in err["msg"], err
+
+
+def test_a_kernel_shape_that_is_the_weights_still_compiles(client: TestClient) -> None:
+    r = _compile(client, conv([3, 3]))
+    assert r.status_code == 200, r.text
+
+
+# -- 4: NUL in the names a compile stores ---------------------------------------------------------------------------
+
+
+def named(graph: str = "g", node: str = "out") -> bytes:
+    from onnx import helper
+
+    m = _qdq_in([helper.make_node("Identity", ["dq"], ["y"], name=node)], [])
+    m.graph.name = graph
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize(("graph", "node", "where"), [("g\x00", "out", "graph name"), ("g", "o\x00ut", "node")])
+def test_a_nul_in_a_stored_name_is_refused_naming_it(graph: str, node: str, where: str) -> None:
+    with pytest.raises(InputError) as e:
+        parse_model(named(graph, node))
+    assert e.value.loc[0] == "model" and where in e.value.msg and "NUL" in e.value.msg
+
+
+def test_compile_and_schedule_refuse_a_nul_in_a_name_on_postgresql(fresh_pg: str, tmp_path: Any) -> None:
+    settings = Settings(data_dir=tmp_path, database_url=fresh_pg, solver_processes=1, wait_limit_s=120)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        for model in (named(graph="g\x00"), conv_named("co\x00nv")):
+            r = _compile(c, model)
+            assert r.status_code == 422, r.text
+            assert "NUL" in _detail(r)["msg"]
+        r = c.post("/schedule", json={"hardware": "gemmini-16x16",
+                                      "model": base64.b64encode(conv_named("co\x00nv")).decode()})
+        assert r.status_code == 422, r.text
+        assert _detail(r)["loc"][:2] == ["body", "model"], r.text
+        assert c.get("/healthz").status_code == 200
+        assert _compile(c, named()).status_code == 200  # the database still takes compiles
+
+
+def conv_named(name: str) -> bytes:
+    import onnx
+
+    m = onnx.load_model_from_string(conv([3, 3]))
+    for n in m.graph.node:
+        if n.name == "conv":
+            n.name = name
+    return m.SerializeToString()
