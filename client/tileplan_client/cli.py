@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from tileplan_client.client import TileplanClient
+from tileplan_client.client import ANSWER_ERRORS, TileplanClient, not_the_api
 from tileplan_client.errors import BadInput, CompileFailed, JobFailed, ServiceError
 from tileplan_client.models import Compile, Job, Plan, ScheduleResult
 from tileplan_client.nest import legend, loop_nest_lines, side_by_side, used_dims
@@ -401,7 +401,13 @@ def cmd_module(args: argparse.Namespace, client: TileplanClient) -> int:
 def cmd_timeloop(args: argparse.Namespace, client: TileplanClient) -> int:
     ref: str | Plan = args.key if args.name is None else _named(args.key, args.name)
     text = client.timeloop(ref, bundle=args.bundle, fold_groups=args.fold_groups)
-    _emit(args, text.rstrip("\n"), yaml.safe_load(text))
+    doc = None
+    if getattr(args, "json", False) or not text.strip():  # (read only when shown as JSON)
+        try:
+            doc = yaml.safe_load(text)
+        except (yaml.YAMLError, RecursionError) as exc:
+            raise ServiceError(f"the service's Timeloop answer is not YAML ({type(exc).__name__})") from None
+    _emit(args, text.rstrip("\n"), doc)
     return OK
 
 
@@ -616,7 +622,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         with TileplanClient(args.url, args.token, timeout=args.request_timeout, retries=args.retries) as client:
-            return int(args.func(args, client))
+            try:
+                return int(args.func(args, client))
+            except ANSWER_ERRORS as exc:  # reading what the service sent, which is not the API's answer
+                if client.answers == 0:
+                    raise
+                raise not_the_api(args.command, exc) from None
     except InputProblem as exc:
         print(f"error: {exc}", file=sys.stderr)
         return BAD_INPUT

@@ -117,6 +117,7 @@ class _Api:
             self.headers["authorization"] = f"Bearer {token}"
         self.retries = retries
         self.poll_interval = poll_interval
+        self.answers = 0  # HTTP answers received (`_checked`: an error after one is about what the service sent)
 
     @staticmethod
     def schedule_body(hardware: str | dict[str, Any], layers: Sequence[dict[str, Any]] | None, model: bytes | None,
@@ -185,9 +186,22 @@ class _Api:
     def error(resp: httpx.Response) -> TileplanError:
         try:
             doc = resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads
             doc = None
         return error_from(resp.status_code, resp.reason_phrase, doc)
+
+    @staticmethod
+    def document(method: str, path: str, resp: httpx.Response) -> tuple[int, dict[str, Any]]:
+        """The JSON object of a 2xx answer (every endpoint's answer is one); ServiceError for anything else (an
+        HTML page of a proxy, a list, JSON nested deeper than Python reads)."""
+        try:
+            doc = resp.json()
+        except (ValueError, RecursionError):
+            raise ServiceError(f"{method} {path}: the answer is not JSON", resp.status_code) from None
+        if not isinstance(doc, dict):
+            raise ServiceError(f"{method} {path}: the answer is JSON {type(doc).__name__}, not the object Tileplan's "
+                               "API answers with (is the URL a Tileplan service?)", resp.status_code)
+        return resp.status_code, doc
 
     @staticmethod
     def done_or_raise(job: Job) -> ScheduleResult | None:
@@ -233,6 +247,7 @@ class TileplanClient(_Api):
             except httpx.TransportError as exc:
                 err = ServiceError(f"{method} {path}: cannot reach the service ({exc})")
             else:
+                self.answers += 1
                 if resp.status_code not in RETRY_STATUS:
                     if resp.status_code >= 400:
                         raise self.error(resp)
@@ -244,11 +259,7 @@ class TileplanClient(_Api):
         raise AssertionError("unreachable")
 
     def _json(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        resp = self._request(method, path, **kwargs)
-        try:
-            return resp.status_code, resp.json()
-        except ValueError:
-            raise ServiceError(f"{method} {path}: the answer is not JSON", resp.status_code) from None
+        return self.document(method, path, self._request(method, path, **kwargs))
 
     # -- scheduling -------------------------------------------------------------------------------------------
 
@@ -440,6 +451,7 @@ class AsyncTileplanClient(_Api):
             except httpx.TransportError as exc:
                 err = ServiceError(f"{method} {path}: cannot reach the service ({exc})")
             else:
+                self.answers += 1
                 if resp.status_code not in RETRY_STATUS:
                     if resp.status_code >= 400:
                         raise self.error(resp)
@@ -451,11 +463,7 @@ class AsyncTileplanClient(_Api):
         raise AssertionError("unreachable")
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        resp = await self._request(method, path, **kwargs)
-        try:
-            return resp.status_code, resp.json()
-        except ValueError:
-            raise ServiceError(f"{method} {path}: the answer is not JSON", resp.status_code) from None
+        return self.document(method, path, await self._request(method, path, **kwargs))
 
     async def submit(self, hardware: str | dict[str, Any], layers: Sequence[dict[str, Any]] | None = None, *,
                      model: bytes | None = None, mapper: str | None = None, options: dict[str, Any] | None = None,
@@ -570,3 +578,49 @@ class AsyncTileplanClient(_Api):
 
     async def health(self) -> dict[str, Any]:
         return dict((await self._json("GET", "/healthz"))[1])
+
+
+# What reading an answer that is not the API's raises (a missing key, a field of another type, a value float() or
+# int() cannot read): after an answer came, the service's fault, a ServiceError, not the SDK's exception
+ANSWER_ERRORS = (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError)
+
+
+def not_the_api(name: str, exc: BaseException) -> ServiceError:
+    return ServiceError(f"{name}: the service's answer is not what Tileplan's API answers ({type(exc).__name__}: "
+                        f"{str(exc)[:200]}); is the URL a Tileplan service of this version?")
+
+
+def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, a client method, raising ServiceError instead of ANSWER_ERRORS raised after an answer arrived (before
+    one, they are the caller's: a bad argument)."""
+    import functools
+    import inspect
+
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def acall(self: _Api, *args: Any, **kwargs: Any) -> Any:
+            before = self.answers
+            try:
+                return await fn(self, *args, **kwargs)
+            except ANSWER_ERRORS as exc:
+                if self.answers == before:
+                    raise
+                raise not_the_api(fn.__name__, exc) from None
+        return acall
+
+    @functools.wraps(fn)
+    def call(self: _Api, *args: Any, **kwargs: Any) -> Any:
+        before = self.answers
+        try:
+            return fn(self, *args, **kwargs)
+        except ANSWER_ERRORS as exc:
+            if self.answers == before:
+                raise
+            raise not_the_api(fn.__name__, exc) from None
+    return call
+
+
+for _cls in (TileplanClient, AsyncTileplanClient):
+    for _name, _fn in list(vars(_cls).items()):
+        if not _name.startswith("_") and callable(_fn) and _name not in ("close", "aclose"):
+            setattr(_cls, _name, _checked(_fn))

@@ -10,7 +10,10 @@ INPUT_ERROR_TYPES = {"infeasible", "value_error", "missing", "extra_forbidden"}
 
 
 def format_detail(d: dict[str, Any]) -> str:
-    loc = ".".join(str(p) for p in d.get("loc", []) if p != "body")
+    if not isinstance(d, dict):  # (a server's answer that is not the API's)
+        return str(d)[:500]
+    parts = d.get("loc")
+    loc = ".".join(str(p) for p in parts if p != "body") if isinstance(parts, list) else ""
     return f"{loc}: {d.get('msg', '')}" if loc else str(d.get("msg", ""))
 
 
@@ -97,7 +100,11 @@ def error_from(status: int, reason: str, doc: Any) -> TileplanError:
     body = doc if isinstance(doc, dict) else {}
     detail = body.get("detail")
     if not isinstance(detail, list):
-        detail = [{"loc": [], "msg": str(detail or reason), "type": "http_error"}]
+        detail = [{"loc": [], "msg": str(detail or reason)[:500], "type": "http_error"}]
+    # items as the API makes them ({loc: [...], msg, type}), whatever a server that is not the API answered
+    detail = [d if isinstance(d, dict) and isinstance(d.get("loc", []), list) else
+              {"loc": [], "msg": str(d.get("msg", d) if isinstance(d, dict) else d)[:500], "type": "http_error"}
+              for d in detail]
     if 400 <= status < 500 and status != 429:
         cls = NotFound if status == 404 else AuthError if status in (401, 403) else BadInput
         return cls(status, detail, body)

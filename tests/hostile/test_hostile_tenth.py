@@ -177,3 +177,70 @@ def conv_named(name: str) -> bytes:
         if n.name == "conv":
             n.name = name
     return m.SerializeToString()
+
+
+# -- 5: the SDK and CLI against a server that does not answer as Tileplan's API does --------------------------------
+
+GARBAGE = {  # (status, body, content type): what a proxy, a wrong URL or a broken server answers
+    "a JSON list": (200, b"[1, 2, 3]", "application/json"),
+    "JSON null": (200, b"null", "application/json"),
+    "an empty object": (200, b"{}", "application/json"),
+    "fields of other types": (200, b'{"id": 5, "status": ["x"], "plans": "no", "hardware": {"a": 1}, '
+                                   b'"compiles": 3, "progress": "x", "key": 1, "metrics": []}', "application/json"),
+    "JSON nested past Python's recursion limit": (200, b"[" * 50_000 + b"]" * 50_000, "application/json"),
+    "an error whose detail items are not objects": (422, b'{"detail": ["bad", 3, {"loc": 7, "msg": 1}]}',
+                                                   "application/json"),
+    "an error nested past the recursion limit": (500, b"[" * 50_000 + b"]" * 50_000, "application/json"),
+}
+CLI_COMMANDS = [["health"], ["hardware"], ["hardware", "gemmini-16x16"], ["plans"], ["plan", "a" * 64],
+                ["compiles"], ["job", "j1"], ["timeloop", "a" * 64], ["module", "a" * 64]]
+
+
+def _garbage_transport(case: str) -> Any:
+    import httpx
+
+    status, body, ctype = GARBAGE[case]
+    return httpx.MockTransport(lambda req: httpx.Response(status, content=body, headers={"content-type": ctype}))
+
+
+@pytest.mark.parametrize("case", list(GARBAGE))
+def test_the_sdk_raises_its_own_errors_for_answers_that_are_not_the_apis(case: str) -> None:
+    """Each call raises a TileplanError (a ServiceError for a 2xx that is not the API's answer), never a KeyError,
+    TypeError, AttributeError or RecursionError from reading it."""
+    from tileplan_client import TileplanClient, TileplanError
+
+    calls = {
+        "health": lambda c: c.health(), "hardware": lambda c: c.hardware(),
+        "descriptor": lambda c: c.descriptor("gemmini-16x16"), "plans": lambda c: c.plans(),
+        "plan": lambda c: c.plan("a" * 64), "compiles": lambda c: c.compiles(), "job": lambda c: c.job("j1"),
+        "get_compile": lambda c: c.get_compile("c1"), "evaluate": lambda c: c.evaluate("g", {}, {}),
+        "schedule": lambda c: c.schedule("gemmini-16x16", [{"op": "matmul", "M": 1, "K": 2, "N": 3}], timeout=1),
+        "module": lambda c: c.module("a" * 64),
+    }
+    with TileplanClient("http://svc", transport=_garbage_transport(case), retries=0, poll_interval=0.01) as c:
+        for name, call in calls.items():
+            try:
+                call(c)
+            except TileplanError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - the defect: an exception that is not the SDK's
+                pytest.fail(f"{name} with {case}: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+@pytest.mark.parametrize("case", list(GARBAGE))
+def test_the_cli_says_one_line_and_exits_non_zero_on_answers_that_are_not_the_apis(
+        case: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import functools
+
+    import tileplan_client.cli as cli
+
+    monkeypatch.setattr(cli, "TileplanClient", functools.partial(cli.TileplanClient,
+                                                                 transport=_garbage_transport(case)))
+    for cmd in CLI_COMMANDS:
+        rc = cli.main(["--retries", "0", *cmd, "--json"] if cmd[0] not in ("timeloop", "module") else
+                      ["--retries", "0", *cmd])
+        err = capsys.readouterr().err
+        if rc == 0:  # a command that prints what it got (JSON as it came, or text) may succeed
+            continue
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and err.startswith("error: "), \
+            (cmd, case, err[-500:])
