@@ -77,7 +77,7 @@ def from_validation_error(exc: object, prefix: Sequence[str | int] = ()) -> Inpu
     first = errors[0]
     loc0 = tuple(prefix) + tuple(p for p in error_loc(first) if not _is_union_tag(p))
     err = InputError(loc0, first["msg"].removeprefix("Value error, "), first["type"])
-    err.args = ("; ".join(parts),)
+    err.args = ("; ".join(parts[:20]) + (f"; and {len(parts) - 20} more" if len(parts) > 20 else ""),)
     err.all_details = [  # type: ignore[attr-defined]
         {"loc": list(tuple(prefix) + error_loc(e)), "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
         for e in errors

@@ -89,13 +89,17 @@ def test_an_output_of_a_type_the_program_cannot_hold_is_a_422(client: TestClient
 # -- 2: no outputs --------------------------------------------------------------------------------------------------
 
 
-def test_a_graph_without_outputs_is_a_422(client: TestClient) -> None:
+def mute() -> bytes:
+    """x -> Relu -> y, and no graph outputs."""
     from onnx import TensorProto, helper
 
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "mute",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])], [])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    r = _compile(client, m)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_a_graph_without_outputs_is_a_422(client: TestClient) -> None:
+    r = _compile(client, mute())
     assert r.status_code == 422, r.text
     err = _detail(r)
     assert err["loc"] == ["body", "model"] and "no outputs" in err["msg"], err
@@ -244,3 +248,28 @@ def test_the_cli_says_one_line_and_exits_non_zero_on_answers_that_are_not_the_ap
             continue
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and err.startswith("error: "), \
             (cmd, case, err[-500:])
+
+
+# -- 6: error answers many times the size of their request ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["evaluate loops", "schedule layers"])
+def test_an_error_answer_lists_a_bounded_number_of_errors(client: TestClient, case: str) -> None:
+    """A 500 KB /evaluate body of 50,000 loops over a dimension that does not exist was answered with 50,000 errors,
+    7.2 MB (the 2 MB body limit allows ~30 MB): an answer many times its request, for any client to ask for again
+    and again (a /schedule of 512 layers that are not objects: 512 errors, 47 KB for a 2 KB body). Now at most
+    MAX_DETAILS items, the last saying how many more there were."""
+    from tileplan.api.errors import MAX_DETAILS
+
+    n = 20_000
+    if case == "evaluate loops":
+        r = client.post("/evaluate", json={"hardware": "gemmini-16x16", "layer": {"op": "matmul", "M": 4, "K": 8,
+                                                                                 "N": 8},
+                                           "mapping": {"levels": [{"name": "DRAM", "temporal": [["M", 1]] * n,
+                                                                   "spatial": []}]}})
+    else:
+        r = client.post("/schedule", json={"hardware": "gemmini-16x16", "layers": [5] * 512})
+    assert r.status_code == 422, r.text[:300]
+    items = r.json()["detail"]
+    assert len(items) <= MAX_DETAILS + 1 and len(r.content) < 10_000, (len(items), len(r.content))
+    assert "more" in items[-1]["msg"], items[-1]
