@@ -304,6 +304,7 @@ def compile_cases(secret: Path | None = None, marker: Path | None = None) -> lis
     from test_hostile_ninth import float_mlp as float_mlp9
     from test_hostile_onnx_hiding import doubling, function_call_bomb, function_default_leak, split_concat
     from test_hostile_schedule_model import relu_chain
+    from test_hostile_tenth import conv, mute, named, typed_identity
     tiny = _qdq_in([helper.make_node("Identity", ["dq"], ["y"], name="out")], []).SerializeToString()
     quantize = {"hardware": "gemmini-16x16", "options": {**FAST, "quantize": True}}
     return [
@@ -346,6 +347,11 @@ def compile_cases(secret: Path | None = None, marker: Path | None = None) -> lis
          {"content": _form(("model", b"not this one", "a.onnx"), ("model", tiny, "m.onnx"),
                            ("request", json.dumps({"hardware": "gemmini-16x16", "options": FAST}).encode(), None)),
           "headers": {**AUTH, "content-type": "multipart/form-data; boundary=XyZ"}}),
+        ("c24 a float16 input (a KeyError in the compile, a 500)", "POST", "/compile",
+         body(typed_identity("FLOAT16"))),
+        ("c25 a graph without outputs (the host build failed, a 500)", "POST", "/compile", body(mute())),
+        ("c26 Conv kernel_shape 5x5 on a 3x3 weight (SIGABRT, a 500)", "POST", "/compile", body(conv([5, 5]))),
+        ("c27 a NUL in the graph name (PostgreSQL: a 503)", "POST", "/compile", body(named(graph="g\x00"))),
     ] + ([("c10 names: '*/ #include <server file>', '$(shell touch F)'", "POST", "/compile",
            body(_named_model(secret, marker), wait=True))] if secret is not None and marker is not None else [])
 
@@ -930,7 +936,13 @@ def mix(args: argparse.Namespace) -> None:
               "(its up-front size count raised OverflowError, a 500), c21 calibration arrays of another shape than the "
               "model's input (onnxruntime's error in the compile, a 500 run again by every identical request), c22 "
               "calibration of 3e38 (an output scale of inf, a requantization multiplier of 0, a TVM ScheduleError), "
-              "c23 a form with two `model` parts (now 422s; c22 compiles with the op on the host).",
+              "c23 a form with two `model` parts (now 422s; c22 compiles with the op on the host). c24-c27 are branch "
+              "hostile10's (tests/hostile/test_hostile_tenth.py builds them): c24 an input of a type C has none for "
+              "(a KeyError writing the program's signature), c25 a graph without outputs (a `tileplan_run` of no "
+              "outputs, whose host build failed), c26 a Conv whose kernel_shape is not its weight's (ONNX's inference "
+              "takes the attribute: a wrong program, or the compile's process aborted), c27 a NUL in the graph name "
+              "(stored as the compile's model name: PostgreSQL refuses it, a 503 blaming the storage); each now a 422 "
+              "before anything is stored.",
               "",
               "## Damaged storage (issue 23, case 8)", "",
               "After the mix the server is stopped, the `plans` table's root page in its SQLite file overwritten, and "
