@@ -40,6 +40,7 @@ from tileplan_client.errors import (  # noqa: F401 - re-exported
 from tileplan_client.models import Compile, Evaluation, Hardware, Job, Module, Plan, ScheduleResult
 
 RETRY_STATUS = {429, 502, 503, 504}
+MAX_ANSWER_BYTES = 1 << 30  # an answer's bytes (after httpx inflates gzip) a client reads before it gives up
 MODULE_FORMATS = ("c", "tvmscript", "tar")
 ProgressFn = Callable[[Job], None]
 CompileProgressFn = Callable[[Compile], None]
@@ -190,6 +191,15 @@ class _Api:
             doc = None
         return error_from(resp.status_code, resp.reason_phrase, doc)
 
+    max_answer_bytes = MAX_ANSWER_BYTES
+
+    def over_bound(self, method: str, path: str, resp: httpx.Response, size: int) -> None:
+        """ServiceError once an answer's body is past `max_answer_bytes` (an endless body, or a gzip bomb: httpx
+        inflates it as it arrives), before the client holds more of it."""
+        if size > self.max_answer_bytes:
+            raise ServiceError(f"{method} {path}: the answer is over this client's bound of {self.max_answer_bytes} "
+                               "bytes (max_answer_bytes)", resp.status_code)
+
     @staticmethod
     def document(method: str, path: str, resp: httpx.Response) -> tuple[int, dict[str, Any]]:
         """The JSON object of a 2xx answer (every endpoint's answer is one); ServiceError for anything else (an
@@ -223,8 +233,10 @@ class TileplanClient(_Api):
     """
 
     def __init__(self, url: str = "http://127.0.0.1:8000", token: str | None = None, *, timeout: float = 60.0,
-                 retries: int = 3, poll_interval: float = 0.5, transport: httpx.BaseTransport | None = None) -> None:
+                 retries: int = 3, poll_interval: float = 0.5, transport: httpx.BaseTransport | None = None,
+                 max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         super().__init__(url, token, retries, poll_interval)
+        self.max_answer_bytes = max_answer_bytes
         self._http = httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout, transport=transport)
 
     def close(self) -> None:
@@ -241,7 +253,15 @@ class TileplanClient(_Api):
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         for attempt in range(self.retries + 1):
             try:
-                resp = self._http.request(method, path, **kwargs)
+                resp = self._http.send(self._http.build_request(method, path, **kwargs), stream=True)
+                try:
+                    body = bytearray()
+                    for chunk in resp.iter_bytes():
+                        body += chunk
+                        self.over_bound(method, path, resp, len(body))
+                    resp._content = bytes(body)  # (what httpx's read() keeps: .content, .text and .json() read it)
+                finally:
+                    resp.close()
             except httpx.TimeoutException as exc:
                 err: Exception = ServiceError(f"{method} {path}: no answer in time ({type(exc).__name__})")
             except httpx.TransportError as exc:
@@ -429,8 +449,9 @@ class AsyncTileplanClient(_Api):
 
     def __init__(self, url: str = "http://127.0.0.1:8000", token: str | None = None, *, timeout: float = 60.0,
                  retries: int = 3, poll_interval: float = 0.5,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         super().__init__(url, token, retries, poll_interval)
+        self.max_answer_bytes = max_answer_bytes
         self._http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout, transport=transport)
 
     async def aclose(self) -> None:
@@ -445,7 +466,15 @@ class AsyncTileplanClient(_Api):
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         for attempt in range(self.retries + 1):
             try:
-                resp = await self._http.request(method, path, **kwargs)
+                resp = await self._http.send(self._http.build_request(method, path, **kwargs), stream=True)
+                try:
+                    body = bytearray()
+                    async for chunk in resp.aiter_bytes():
+                        body += chunk
+                        self.over_bound(method, path, resp, len(body))
+                    resp._content = bytes(body)  # (as the sync client's)
+                finally:
+                    await resp.aclose()
             except httpx.TimeoutException as exc:
                 err: Exception = ServiceError(f"{method} {path}: no answer in time ({type(exc).__name__})")
             except httpx.TransportError as exc:

@@ -13,8 +13,16 @@ def format_detail(d: dict[str, Any]) -> str:
     if not isinstance(d, dict):  # (a server's answer that is not the API's)
         return str(d)[:500]
     parts = d.get("loc")
-    loc = ".".join(str(p) for p in parts if p != "body") if isinstance(parts, list) else ""
-    return f"{loc}: {d.get('msg', '')}" if loc else str(d.get("msg", ""))
+    loc = ".".join(str(p) for p in parts if p != "body")[:200] if isinstance(parts, list) else ""
+    msg = str(d.get("msg", ""))
+    msg = msg if len(msg) <= 2000 else msg[:2000] + "..."
+    return f"{loc}: {msg}" if loc else msg
+
+
+def format_details(detail: list[dict[str, Any]], limit: int = 20) -> str:
+    """The first `limit` items, `; `-joined, and how many more there were."""
+    text = "; ".join(format_detail(d) for d in detail[:limit])
+    return text + (f"; and {len(detail) - limit} more" if len(detail) > limit else "")
 
 
 class TileplanError(Exception):
@@ -32,7 +40,7 @@ class BadInput(TileplanError):
         self.detail = detail
         self.body = body or {}
         self.result = ScheduleResult.from_dict(self.body) if isinstance(self.body.get("plans"), list) else None
-        super().__init__("; ".join(format_detail(d) for d in detail) or f"HTTP {status}")
+        super().__init__(format_details(detail) or f"HTTP {status}")
 
     @property
     def type(self) -> str:
@@ -71,7 +79,7 @@ class JobFailed(TileplanError):
     def __init__(self, job: Job) -> None:
         self.job = job
         self.errors = job.errors
-        super().__init__("; ".join(format_detail(e) for e in job.errors) or f"job {job.id} failed")
+        super().__init__(format_details(job.errors) or f"job {job.id} failed")
 
     @property
     def input_fault(self) -> bool:
@@ -108,5 +116,5 @@ def error_from(status: int, reason: str, doc: Any) -> TileplanError:
     if 400 <= status < 500 and status != 429:
         cls = NotFound if status == 404 else AuthError if status in (401, 403) else BadInput
         return cls(status, detail, body)
-    msg = "; ".join(format_detail(d) for d in detail) or reason
+    msg = format_details(detail) or reason
     return ServiceError(f"HTTP {status}: {msg}", status, detail)

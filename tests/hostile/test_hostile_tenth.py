@@ -273,3 +273,52 @@ def test_an_error_answer_lists_a_bounded_number_of_errors(client: TestClient, ca
     items = r.json()["detail"]
     assert len(items) <= MAX_DETAILS + 1 and len(r.content) < 10_000, (len(items), len(r.content))
     assert "more" in items[-1]["msg"], items[-1]
+
+
+def test_the_sdk_reads_a_bounded_answer_and_says_so_in_bounded_words() -> None:
+    """A server answering with more than the client's `max_answer_bytes` (an endless body, or gzip of one: httpx
+    inflates it) is a ServiceError once that much has arrived, not a client that reads it all into memory; an error
+    whose detail lists 20,000 items or a 3 MB message is told in a bounded message."""
+    import gzip
+
+    import httpx
+
+    from tileplan_client import AsyncTileplanClient, BadInput, ServiceError, TileplanClient
+
+    served = {"bytes": 0}
+
+    def endless() -> Any:
+        while True:
+            served["bytes"] += 1 << 16
+            yield b" " * (1 << 16)
+
+    bomb = gzip.compress(b" " * (64 << 20))  # 64 MiB of spaces in 64 KB
+    answers = {
+        "/healthz": lambda: httpx.Response(200, content=endless(), headers={"content-type": "application/json"}),
+        "/hardware": lambda: httpx.Response(200, content=bomb, headers={"content-encoding": "gzip",
+                                                                        "content-type": "application/json"}),
+        "/plans": lambda: httpx.Response(422, json={"detail": [{"loc": ["body", i], "msg": "x" * 100, "type": "t"}
+                                                               for i in range(20_000)]}),
+        "/compiles": lambda: httpx.Response(422, json={"detail": [{"loc": [], "msg": "y" * (3 << 20), "type": "t"}]}),
+    }
+    transport = httpx.MockTransport(lambda req: answers[req.url.path]())
+    with TileplanClient("http://svc", transport=transport, retries=0, max_answer_bytes=4 << 20) as c:
+        for call in (c.health, c.hardware):
+            with pytest.raises(ServiceError, match="over this client's bound"):
+                call()
+        assert served["bytes"] <= 8 << 20
+        for call in (c.plans, c.compiles):
+            with pytest.raises(BadInput) as e:
+                call()
+            assert len(str(e.value)) < 10_000
+
+    import asyncio
+
+    async def go() -> None:
+        async_transport = httpx.MockTransport(lambda req: answers[req.url.path]())
+        async with AsyncTileplanClient("http://svc", transport=async_transport, retries=0,
+                                       max_answer_bytes=4 << 20) as c:
+            with pytest.raises(ServiceError, match="over this client's bound"):
+                await c.hardware()
+
+    asyncio.run(go())
