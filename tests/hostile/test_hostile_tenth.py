@@ -13,6 +13,12 @@
    PostgreSQL refuses a NUL in text: the compile's row could not be written (a 503 blaming the server's storage) or
    the plan store's write failed in the compile (a 500). Now a 422 at the model naming where the NUL is, on every
    database (SQLite stored it).
+5. The SDK and CLI against a server that is not Tileplan's API (a proxy's page, JSON of another shape, JSON nested
+   past Python's recursion limit, an endless or gzip-bombed body): KeyError, TypeError, AttributeError or
+   RecursionError tracebacks, or the whole body read into memory. Now a ServiceError, one line from the CLI.
+6. Error answers many times their request: 50,000 errors (7.2 MB) for a 500 KB /evaluate body. Now at most 20.
+7. A Timeloop descriptor's `entries: 1e308` (a whole number): its capacity in bytes overflowed float arithmetic, a
+   500. Now a 422 at the field naming the bound (2^62).
 """
 
 from __future__ import annotations
@@ -322,3 +328,21 @@ def test_the_sdk_reads_a_bounded_answer_and_says_so_in_bounded_words() -> None:
                 await c.hardware()
 
     asyncio.run(go())
+
+
+# -- 7: a Timeloop descriptor's numbers past float's range ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["1e308", "1e300", str(10**400)])
+def test_a_timeloop_number_past_floats_range_is_a_422_naming_it(client: TestClient, value: str) -> None:
+    """`entries: 1e308` is a whole number; its capacity in bytes (entries x word-bits / 8, a float division)
+    overflowed: OverflowError, a 500."""
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[2] / "examples/timeloop/gemmini_arch_legacy.yaml").read_text()
+    source = source.replace("entries: 16384", f"entries: {value}")
+    assert value in source
+    r = client.post("/schedule", json={"hardware": {"name": "tl-big", "format": "timeloop", "source": source},
+                                       "layers": [{"op": "matmul", "M": 4, "K": 16, "N": 16}]})
+    assert r.status_code == 422, r.text
+    assert _detail(r)["loc"] == ["body", "hardware", "arch", "storage", 1, "entries"], r.text

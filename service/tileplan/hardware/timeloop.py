@@ -233,12 +233,18 @@ def _attr(attrs: dict[str, Any], *names: str) -> Any:
     return None
 
 
+MAX_WHOLE = 2**62  # any count or size a descriptor states (entries, depth, instances, ...); past it, its products
+# (a capacity of entries x word-bits / 8) overflowed float arithmetic: `entries: 1e308` was an OverflowError, a 500
+
+
 def _number(value: Any, loc: Loc, positive: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         try:
             value = float(str(value).strip())
         except ValueError:
             raise InputError(loc, f"must be a number, got {value!r}") from None
+    if isinstance(value, int) and abs(value) > MAX_WHOLE:  # (an int past float's range: float() of it raises)
+        raise InputError(loc, f"{str(value)[:40]}... is over this server's bound of 2^62", "less_than_equal")
     if positive and value <= 0:
         raise InputError(loc, f"must be positive, got {value}")
     return value
@@ -250,6 +256,8 @@ def _int(value: Any, loc: Loc, positive: bool = True) -> int:
         raise InputError(loc, f"must not be negative, got {value}")
     if not float(v).is_integer():
         raise InputError(loc, f"must be a whole number, got {value}")
+    if v > MAX_WHOLE:
+        raise InputError(loc, f"{value} is over this server's bound of 2^62", "less_than_equal")
     return int(v)
 
 
