@@ -77,6 +77,15 @@ software library per iteration of the DRAM-level loops:
   have nothing to hide behind (one average call's hidden share, once: loop_conv_ws waits for a call's loads
   before computing, loop_ws's first computes need A blocks of every row). The library always double buffers; Tileplan's code overlaps only what the
   plan double buffers (I+W in the scratchpad and O in the accumulator), otherwise a call's work is DMA + compute.
+  Under the library, loop_conv_ws holds the two calls in two slots (LoopConv.scala, `concurrent_loops = 2`) and
+  frees a slot only when its call has issued all its commands, so call i + 1's loads start when call i - 1's
+  computes are done: each call's computes overlap the *next* call's DMA, not its own (`_slot_loop`, the `nx_*`
+  columns). Where the innermost DRAM loop is a channel loop whose last tile is small (the library's 256 channels in
+  tiles of 240 are 240 + 16), the large call's loads run beside the small call's short compute and are exposed; a
+  call is paired with its successor in that loop (the last tile with the first: the loop starts again), and with
+  itself everywhere else (calls next to each other alike). A switch, `CostParams.call_slots`, off in the fitted
+  defaults: held out it improves the library's runs but not every figure (costmodel_residuals.md, eleventh round).
+  The emulator pairs library-stream convolution calls the same way when it is on (`timing_for`: call_slots).
 * The host sets up and issues each call (loop bounds, addresses, the FSM's configuration) while the previous
   call runs, so a call lasts max(its work, the issue time) + whatever per-call cost nothing hides; the issue
   time of a tiled_conv call is about twice a tiled_matmul call's (FireSim: the smallest calls of the data set
@@ -1244,9 +1253,9 @@ def _dma_cycles(col: Any, p: Any, pre: str = "") -> Any:
 def _cycle_terms(col: Any, p: Any) -> Any:
     """Per-call cycles over numpy columns (same code for evaluation and calibration)."""
     dma = _dma_cycles(col, p)
-    # loop_conv_ws's two call slots: a call's computes overlap the next call's loads, not its own (`_slot_loop`;
-    # the call itself where the calls do not run through the FSM or the next call is alike)
-    dma_nx = _dma_cycles(col, p, "nx_")
+    # loop_conv_ws's two call slots (`call_slots`): a call's computes overlap the next call's loads, not its own
+    # (`_slot_loop`; the call itself where the calls do not run through the FSM or the next call is alike)
+    dma_nx = _dma_cycles(col, p, "nx_") if p.get("call_slots", 0.0) > 0 else dma
     # A compute instruction streams its rows (up to DIM) through the array, and occupies it for at least a fitted
     # share of DIM cycles however few rows it has (FireSim: tiles of 1-4 output columns run 2-4x slower per row
     # than full ones). Only a row's last piece can be short: `part_ops` computes of `part_rows` rows each.
