@@ -157,22 +157,37 @@ class Prebuild:
     jobs: list[Future[None]] = field(default_factory=list)
     scratch: list[Path] = field(default_factory=list)
     pool: ThreadPoolExecutor | None = None
+    # object keys submitted (one compile per key: the compile's host thread and its main thread may both ask for
+    # a host file); the lock makes `prebuild` safe from several threads
+    keys: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def claim(self, key: str) -> bool:
+        """True the first time `key` is asked for (the caller then submits its compile), False after."""
+        with self.lock:
+            if key in self.keys:
+                return False
+            self.keys.add(key)
+            return True
 
     def submit(self, command: str, cwd: Path, obj: Path, dest: Path) -> None:
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)))
-        self.jobs.append(self.pool.submit(_compile_into, command, cwd, obj, dest))
+        with self.lock:
+            if self.pool is None:
+                self.pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)))
+            self.jobs.append(self.pool.submit(_compile_into, command, cwd, obj, dest))
 
     def wait(self) -> None:
-        for job in self.jobs:
+        with self.lock:
+            jobs, self.jobs = self.jobs, []
+        for job in jobs:
             job.result()
-        self.jobs.clear()
-        if self.pool is not None:
-            self.pool.shutdown()
-            self.pool = None
-        for d in self.scratch:
+        with self.lock:
+            pool, self.pool = self.pool, None
+            scratch, self.scratch = self.scratch, []
+        if pool is not None:
+            pool.shutdown()
+        for d in scratch:
             shutil.rmtree(d, ignore_errors=True)
-        self.scratch.clear()
 
 
 def _compile_into(command: str, cwd: Path, obj: Path, dest: Path) -> None:
@@ -201,7 +216,8 @@ def prebuild(files: dict[str, bytes], sources: list[str], into: Prebuild) -> Non
     root = _cache_root()
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".pre-"))
-    into.scratch.append(tmp)
+    with into.lock:
+        into.scratch.append(tmp)
     for name, data in files.items():
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_bytes(data)
@@ -212,7 +228,7 @@ def prebuild(files: dict[str, bytes], sources: list[str], into: Prebuild) -> Non
     for command, source, obj in _host_compiles(tmp, make, cc, targets):
         key = _object_key(command, source, files, cc)
         dest = _objects_dir() / f"{key}.o"
-        if key is None or dest.exists():
+        if key is None or dest.exists() or not into.claim(key):
             continue
         (tmp / obj).parent.mkdir(parents=True, exist_ok=True)
         into.submit(command, tmp, tmp / obj, dest)
