@@ -232,9 +232,10 @@ def test_prebuilt_objects_are_used_only_when_their_key_matches(resnet_block, tmp
 
 
 def test_host_files_are_handed_out_as_their_functions_are_made(tmp_path, monkeypatch):
-    """lower_host_cached's `on_unit` gets every file of host_units(the part's sources), each once and with the same
-    text, as the lowering prints them (a compile's background build starts on each then), and again all of them
-    from a cache hit; with `defer` the cache entry is written only when the deferred work runs."""
+    """lower_host_cached's `on_units` gets the stems of host_units(the part's sources) first and then every file,
+    each once and with the same text, as the lowering prints them (a compile's background build starts on each
+    then), and again all of them from a cache hit; with `defer` the cache entry is written only when the deferred
+    work runs."""
     import tempfile
 
     from tileplan.frontend import compile as compile_mod
@@ -247,16 +248,22 @@ def test_host_files_are_handed_out_as_their_functions_are_made(tmp_path, monkeyp
     fused, _ = patterns.fuse(mod, nodes, lambda q: False)
     compat, _ = host_ops.onnxruntime_compatible(host_ops.offload(fused, {}))
     got: list[tuple[str, str]] = []
+    stems: list[list[str]] = []
     later: list = []
-    part = compile_mod.lower_host_cached(compat, 1, lambda stem, text: got.append((stem, text)), later)
+
+    def on_units(names):
+        stems.append(list(names))
+        return lambda stem, text: got.append((stem, text))
+
+    part = compile_mod.lower_host_cached(compat, 1, on_units, later)
     units = compile_mod.host_units(part.sources)
     assert len(units) > 2
-    assert sorted(got) == sorted(units.items())
+    assert sorted(got) == sorted(units.items()) and stems == [[stem for stem, _ in got]] and set(stems[0]) == set(units)
     assert len(later) == 1 and not list((tmp_path / "tileplan-codegen-0" / "host").glob("*.json"))
     later[0]()
     again: list[tuple[str, str]] = []
     monkeypatch.setattr(host_ops, "lower_host", None)  # a cache hit does not lower
-    hit = compile_mod.lower_host_cached(compat, 1, lambda stem, text: again.append((stem, text)))
+    hit = compile_mod.lower_host_cached(compat, 1, lambda names: lambda stem, text: again.append((stem, text)))
     assert sorted(again) == sorted(units.items()) and hit.sources == part.sources and hit.decls == part.decls
 
 
@@ -300,6 +307,31 @@ def test_a_prebuild_compiles_an_object_once(resnet_block, tmp_path, monkeypatch)
     assert len(pre.jobs) == 1
     pre.wait()
     assert len(list((tmp_path / "models" / "objects").glob("*.o"))) == 1
+
+
+def test_a_prebuild_of_sources_given_later_makes_the_same_objects(resnet_block, tmp_path, monkeypatch):
+    """runner.prebuild_later asks make for every source's command once, up front; each source compiled when its
+    text comes is the object `prebuild` (and so the build) would make: asked for again, nothing is compiled."""
+    from tileplan.frontend import runner
+
+    monkeypatch.setattr(runner, "_cache_root", lambda: tmp_path / "models")
+    _, res = resnet_block
+    files = read_artifact(res.artifact)
+    first, second = sorted(k for k in files if k.startswith("kernels/"))[:2]
+    base = {k: files[k] for k in ("Makefile", "gemmini.h", "gemmini_params.h")}
+    runs = []
+    real = runner._host_compiles
+    monkeypatch.setattr(runner, "_host_compiles", lambda *a: runs.append(a) or real(*a))
+    pre = runner.Prebuild()
+    start = runner.prebuild_later(base, [first, second], pre)
+    assert len(runs) == 1 and not pre.jobs
+    start(first, files[first])
+    start("kernels/not_asked_for.c", b"int x;")
+    assert len(pre.jobs) == 1
+    pre.wait()
+    assert len(list((tmp_path / "models" / "objects").glob("*.o"))) == 1
+    runner.prebuild({**base, first: files[first]}, [first], pre)
+    assert not pre.jobs  # the same key: already in the object cache
 
 
 def test_host_functions_made_in_workers_are_the_same(tmp_path, monkeypatch):

@@ -355,9 +355,10 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     deferred: list[Callable[[], None]] = []  # work off the critical path: run while the emulated run runs
 
     def host_part(fused_mod: Any, comps: dict[str, Any], emit_workers: int,
-                  on_unit: Callable[[str, str], None] | None = None) -> tuple[list[str], HostPart]:
+                  on_units: Callable[[list[str]], Callable[[str, str], None]] | None = None
+                  ) -> tuple[list[str], HostPart]:
         """The host part of the program whose offloaded composites are `comps` (in step order, as `accel`):
-        onnxruntime's arithmetic for the host ops, lowered, each host function's C (and the notes). `on_unit`:
+        onnxruntime's arithmetic for the host ops, lowered, each host function's C (and the notes). `on_units`:
         see lower_host_cached."""
         symbols = {c: f"tp_accel_{i}" for i, c in enumerate(comps)}
         operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in comps.items()
@@ -366,7 +367,7 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
                      if isinstance(q, patterns.QuantOp) and q.x_const is not None}
         compat, compat_notes = host_ops.onnxruntime_compatible(
             host_ops.offload(fused_mod, symbols, operands, constants), global_pools, imported.uint8_activations)
-        return compat_notes, lower_host_cached(compat, emit_workers, on_unit, deferred)
+        return compat_notes, lower_host_cached(compat, emit_workers, on_units, deferred)
 
     # The host part depends on which ops are offloaded, not on their plans: it is lowered in a thread while the
     # worker processes plan and generate kernels (TVM's passes release the GIL; this process only waits for the
@@ -378,12 +379,14 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     early_host: list[Future[tuple[list[str], HostPart]]] = []
     host_thread = ThreadPoolExecutor(max_workers=1)
 
-    def prebuild_unit(stem: str, text: str) -> None:  # each host file compiles as soon as its C is made
-        if early is not None:
-            _prebuild(pre, model_name, hw, early, {f"host/{stem}.c": text})
+    def prebuild_units(stems: list[str]) -> Callable[[str, str], None]:  # each host file compiles once made
+        if early is None:
+            return lambda stem, text: None
+        start = _prebuild_later(pre, model_name, hw, early, [f"host/{s}.c" for s in stems])
+        return lambda stem, text: start(f"host/{stem}.c", text.encode())
 
     def start_host() -> None:
-        early_host.append(host_thread.submit(host_part, fused, dict(composites), 1, prebuild_unit))
+        early_host.append(host_thread.submit(host_part, fused, dict(composites), 1, prebuild_units))
 
     phase("other")
     try:
@@ -553,6 +556,16 @@ def _early_params_header(hw: Any) -> str | None:
                          max_bytes=int(REQUEST_BYTES)).params_header()
 
 
+def _prebuild_later(pre: Any, model_name: str, hw: Any, params_header: str,
+                    sources: list[str]) -> Callable[[str, bytes], None]:
+    """runner.prebuild_later of `sources` (paths), with the artifact's Makefile, emulator and header files."""
+    from tileplan.frontend.program import build_files
+    from tileplan.frontend.runner import prebuild_later
+
+    base = build_files(model_name, hw.name, params_header, [], [])
+    return prebuild_later({k: v.encode() for k, v in base.items()}, sources, pre)
+
+
 def _prebuild(pre: Any, model_name: str, hw: Any, params_header: str, sources: dict[str, str | None]) -> None:
     """runner.prebuild of `sources` (path -> C source; None: one of build_files'), with the artifact's
     Makefile, emulator and header files."""
@@ -620,16 +633,18 @@ def _emit_host_functions(jobs: list[tuple[Any, str, int]], workers: int) -> list
         _EMIT_JOBS = []
 
 
-def lower_host_cached(compat: Any, workers: int = 1, on_unit: Callable[[str, str], None] | None = None,
+def lower_host_cached(compat: Any, workers: int = 1,
+                      on_units: Callable[[list[str]], Callable[[str, str], None]] | None = None,
                       defer: list[Callable[[], None]] | None = None) -> HostPart:
     """host_ops.lower_host and the C of every host function, cached on disk by the module it starts from (TVM's
     JSON of it) and the lowering's code: a warm compile of a transformer spends most of its time here
     otherwise (bert_layer: 26 s of lowering on the shared machine, 0.3 s to key it).  `workers` > 1: the host
     functions' C is made in that many forked processes (the same text).
 
-    `on_unit(stem, C)`: called with each file of `host_units(part.sources)` as soon as its functions' C is made
-    (the functions are printed file by file, in `host_unit_groups` order), so the C compiler can start on it
-    while the rest are printed; on a cache hit, with every file at once.  `defer`: the cache entry's writing
+    `on_units(stems)`: called once with the stems of every file of `host_units(part.sources)` (known from the
+    functions' names, before any C is printed); the function it returns is called with each file (stem, C) as soon
+    as its functions' C is made (they are printed file by file, in `host_unit_groups` order), so the C compiler can
+    start on it while the rest are printed; on a cache hit, with every file at once.  `defer`: the cache entry's writing
     (TVM's JSON of the lowered module, ~0.2 s of ViT-B/16's host thread) is appended there for the caller to run
     later, off the compile's critical path; without it the entry is written here."""
     import tvm
@@ -647,9 +662,11 @@ def lower_host_cached(compat: Any, workers: int = 1, on_unit: Callable[[str, str
         except (ValueError, KeyError, TypeError, RuntimeError):
             pass  # a damaged entry is made again
         else:
-            if on_unit is not None:
-                for stem, text in host_units(part.sources).items():
-                    on_unit(stem, text)
+            if on_units is not None:
+                files = host_units(part.sources)
+                each = on_units(list(files))
+                for stem, text in files.items():
+                    each(stem, text)
             return part
     from tvm import tirx
 
@@ -671,7 +688,8 @@ def lower_host_cached(compat: Any, workers: int = 1, on_unit: Callable[[str, str
     # (without `on_unit`, all at once: one pool of `workers` processes)
     by_cname = {j[2]: i for i, j in enumerate(jobs)}
     made: list[Any] = [None] * len(jobs)
-    units = host_unit_groups(by_cname) if on_unit is not None else [("", list(by_cname))]
+    units = host_unit_groups(by_cname) if on_units is not None else [("", list(by_cname))]
+    on_unit = on_units([stem for stem, _ in units]) if on_units is not None else None
     for stem, group in units:
         idx = [by_cname[c] for c in group]
         for i, fn in zip(idx, _emit_host_functions([jobs[i][1:] for i in idx], workers)):

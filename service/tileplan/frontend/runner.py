@@ -21,6 +21,7 @@ import subprocess
 import tarfile
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,15 +205,47 @@ def _compile_into(command: str, cwd: Path, obj: Path, dest: Path) -> None:
 def prebuild(files: dict[str, bytes], sources: list[str], into: Prebuild) -> None:
     """Start compiling `sources` (paths in `files`, which holds the artifact's Makefile and what they include)
     as `make host` will, in the background, into the object cache; nothing when there is no toolchain."""
+    tree = _prebuild_tree(files, sources, into)
+    if tree is None:
+        return
+    tmp, cc, commands = tree
+    for source, (command, obj) in commands.items():
+        _submit(into, tmp, cc, command, source, obj, files)
+
+
+def prebuild_later(files: dict[str, bytes], sources: list[str], into: Prebuild) -> Callable[[str, bytes], None]:
+    """`prebuild` for sources whose text is not known yet: the temporary tree (empty stand-ins for `sources`)
+    and make's commands for all of them now, in one `make -n`; the function returned takes one source's path
+    and text and starts its compile (a path not among `sources` is ignored). Nothing when there is no
+    toolchain."""
+    tree = _prebuild_tree({**{s: b"" for s in sources}, **files}, sources, into)
+    if tree is None:
+        return lambda source, text: None
+    tmp, cc, commands = tree
+
+    def start(source: str, text: bytes) -> None:
+        if source not in commands:
+            return
+        (tmp / source).write_bytes(text)
+        command, obj = commands[source]
+        _submit(into, tmp, cc, command, source, obj, {**files, source: text})
+
+    return start
+
+
+def _prebuild_tree(files: dict[str, bytes], sources: list[str],
+                   into: Prebuild) -> tuple[Path, str, dict[str, tuple[str, str]]] | None:
+    """A temporary tree of `files` (scratch of `into`) and, per source, the (command, object) `make host` runs
+    for it; None without a toolchain."""
     from tileplan.codegen.emulator.build import NoCompiler, compiler
 
     make = shutil.which("make")
     try:
         cc = compiler()
     except NoCompiler:
-        return
+        return None
     if make is None or "Makefile" not in files:
-        return
+        return None
     root = _cache_root()
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".pre-"))
@@ -225,13 +258,16 @@ def prebuild(files: dict[str, bytes], sources: list[str], into: Prebuild) -> Non
         if not (tmp / name).exists():  # (not in `files`: a source that includes it gets no key)
             (tmp / name).write_bytes(b"")
     targets = [f"build/host/{Path(s).with_suffix('.o')}" for s in sources]
-    for command, source, obj in _host_compiles(tmp, make, cc, targets):
-        key = _object_key(command, source, files, cc)
-        dest = _objects_dir() / f"{key}.o"
-        if key is None or dest.exists() or not into.claim(key):
-            continue
-        (tmp / obj).parent.mkdir(parents=True, exist_ok=True)
-        into.submit(command, tmp, tmp / obj, dest)
+    return tmp, cc, {source: (command, obj) for command, source, obj in _host_compiles(tmp, make, cc, targets)}
+
+
+def _submit(into: Prebuild, tmp: Path, cc: str, command: str, source: str, obj: str, files: dict[str, bytes]) -> None:
+    key = _object_key(command, source, files, cc)
+    dest = _objects_dir() / f"{key}.o"
+    if key is None or dest.exists() or not into.claim(key):
+        return
+    (tmp / obj).parent.mkdir(parents=True, exist_ok=True)
+    into.submit(command, tmp, tmp / obj, dest)
 
 
 def _seed_objects(root: Path, files: dict[str, bytes], make: str, cc: str) -> None:
