@@ -318,6 +318,11 @@ def test_emulator_timing_comes_from_the_cost_model():
     assert (t.call_floor_cycles, timing_for(HW16, matmul=True).call_floor_cycles) == (
         p.call_floor_cycles, p.call_floor_matmul)
     assert t.run_cycles == p.run_overhead_cycles
+    # loop_conv_ws's two call slots: only code that follows the library's convolution calls, as the model costs them
+    slots = HW16.model_copy(update={"cost_params": {**HW16.cost_params, "call_slots": 1.0}})
+    assert (timing_for(slots, library=True).call_slots, timing_for(slots).call_slots,
+            timing_for(slots, matmul=True, library=True).call_slots, timing_for(HW16, library=True).call_slots) == (
+        1.0, 0.0, 0.0, p.call_slots)
     layer = parse_layer({"op": "matmul", "M": 96, "K": 256, "N": 64})
     m = _mm_mapping([["C", 2], ["P", 3]], [["K", 4]], [["P", 32], ["C", 8]])
     hw2 = HW16.model_copy(update={"cost_params": {**HW16.cost_params, "call_overhead_cycles": 1116.0}})

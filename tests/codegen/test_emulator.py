@@ -498,3 +498,30 @@ def test_rows_read_whole_in_pieces_or_up_to_their_padding_stream_and_channel_til
     assert run(halves) == rows * 16  # a request per 64 B of every row, all of them strided
     # the same padded copy read as two column tiles: strided, as the model counts a tile short of the channels
     assert run([padded[:8], padded[8:]]) == rows * 16
+
+
+def test_call_slots_overlap_a_calls_computes_with_the_next_calls_dma():
+    """As the cost model's two call slots (tileplan.cost.gemmini._slot_loop): with call_slots, a call's execute
+    overlaps the next call's DMA (the last call's, the first call's), not its own. Two calls: one that only loads
+    (DMA d), one that only computes (execute x). Each paired with itself they last d + x; paired with the next, the
+    loading call's empty execute meets the computing call's empty DMA, and the computing call's execute meets the
+    loads: max(d, x) (overlap_loss 0, no call floor; the run's fill term is the same either way)."""
+    x = np.zeros((64, 16), np.int8)
+    loads = [isa.config_ex(WS), isa.config_ld(16)] + [isa.mvin(Dram("x", 16 * 16 * i), 16 * i, 16, 16)
+                                                      for i in range(4)]
+    computes = [isa.config_ex(WS)]
+    for i in range(4):
+        computes += [isa.preload(16 * i, acc_addr(16 * i), 16, 16, 16, 16),
+                     isa.compute_preloaded(16 * ((i + 1) % 4), GARBAGE_ADDR, 16, 16, 16, 16)]
+    prog = loads + computes + [isa.fence()]
+
+    def run(slots: float) -> Any:
+        return emu(16, overlap_loss=0.0, call_slots=slots, dram_bytes_per_cycle=1.0).run(prog, {"x": x})
+
+    alone, paired = run(0.0), run(1.0)
+    t = TimingParams.for_dim(16, dram_bytes_per_cycle=1.0)
+    f = alone.features
+    d = f["ld_req"] * t.dma_request_cycles + f["ld_bytes"] / 1.0
+    ex = f["ex_rows"] + f["ex_ops"] * t.compute_op_cycles + f["preloads"] * t.preload_cycles
+    assert d > 0 and ex > 0
+    assert alone.cycles - paired.cycles == pytest.approx(min(d, ex), abs=1.0)

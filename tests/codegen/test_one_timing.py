@@ -422,3 +422,29 @@ def test_a_program_step_times_loads_from_its_workspace_copy_beyond_the_llc():
     conv = next(o for o in res.summary["ops"] if o["name"] == "conv")
     assert conv["where"] == "accelerator"
     assert 0.9 <= conv["cycles_emulated"] / conv["cycles_model"] <= 1.1, conv
+
+
+def test_the_library_streams_call_slots_are_timed_as_the_model_times_them():
+    """loop_conv_ws's two call slots (CostParams.call_slots): a 3x3 convolution of 256 channels in the library's tiles
+    of 240 (240 + 16, channels innermost) in the library's load order. With the slots on, each call's computes
+    overlap the next call's DMA: the 240-channel call's loads are exposed beside the 16-channel call's short compute,
+    in the model (`_slot_loop`) and the emulator (`call_slots`) alike."""
+    from tileplan.mappers.gemmini_auto import find_shape, plan_gemmini
+
+    base = get_hardware("gemmini-16x16")
+    layer = parse_layer({"op": "conv2d", "name": "c", "in_channels": 256, "out_channels": 64, "in_h": 7, "in_w": 7,
+                         "kernel": 3, "padding": 1})
+    shape = find_shape(base)
+    assert shape is not None
+    mapping = plan_gemmini(Problem.from_layer(layer), shape, grid="literal", tiles=(1, 7, 7, 32, 3, 3, 240)).mapping
+    got = {}
+    for slots in (0.0, 1.0):
+        hw = base.model_copy(update={"cost_params": {**base.cost_params, "call_slots": slots}})
+        art = generate(layer, hw, mapping, EPI, stream="baseline")
+        inputs = random_inputs(art.geometry, 0)
+        res = run(art, inputs)
+        assert (res.buffers["out"] == reference(art.geometry, EPI, **inputs)).all()
+        assert art.timing.call_slots == slots
+        assert 0.98 <= res.cycles / art.model_cycles <= 1.02, (slots, res.cycles, art.model_cycles)
+        got[slots] = (res.cycles, art.model_cycles)
+    assert got[1.0][0] > 1.2 * got[0.0][0] and got[1.0][1] > 1.2 * got[0.0][1]

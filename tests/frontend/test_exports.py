@@ -58,6 +58,34 @@ def test_shape_subgraphs_are_folded_and_the_model_compiles():
     assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
 
 
+def test_quantized_weights_go_round_onnxruntimes_folding(monkeypatch):
+    """fold_shapes hands onnxruntime the model without its quantized weights (graph inputs in their place,
+    `_weights_aside`) and puts them back: the same folded graph, initializers and note as folding it whole."""
+    import onnx
+
+    from tileplan.frontend import onnx_import
+
+    data = shuffle_block()
+    probe = onnx.load_model_from_string(data)
+    aside = onnx_import._weights_aside(probe)
+    assert aside and all(onnx_import._tensor_bytes(t) > onnx_import.FOLD_ASIDE_BYTES for t in aside)
+    assert {t.name for t in aside} <= {i.name for i in probe.graph.input}
+
+    got = {}
+    for how in ("aside", "whole"):
+        if how == "whole":
+            monkeypatch.setattr(onnx_import, "_weights_aside", lambda model: [])
+        folded, note = onnx_import.fold_shapes(onnx.load_model_from_string(data))
+        got[how] = (folded, note)
+    (a, note_a), (b, note_b) = got["aside"], got["whole"]
+    assert note_a == note_b and "folded" in (note_a or "")
+    assert [n.SerializeToString() for n in a.graph.node] == [n.SerializeToString() for n in b.graph.node]
+    assert sorted(t.SerializeToString() for t in a.graph.initializer) == \
+        sorted(t.SerializeToString() for t in b.graph.initializer)
+    assert [i.SerializeToString() for i in a.graph.input] == [i.SerializeToString() for i in b.graph.input]
+    assert not any(n.op_type == "Shape" for n in a.graph.node)
+
+
 def conv1d_net() -> bytes:
     """An audio front end: Conv1d (k 5, stride 2, pad 2) + ReLU, Conv1d (k 3, dilation 2), pooled, dense."""
     g = zoo._Graph(seed=7)

@@ -59,6 +59,32 @@ def test_checker_failure_names_the_node():
     assert "checker" in e.value.msg
 
 
+def test_the_checker_reads_the_models_own_bytes_when_every_node_is_named(monkeypatch):
+    """decode hands ONNX's checker the model's own bytes when naming the nodes changed nothing (no serialization of
+    an 87 MB model again), the renamed model otherwise; an unnamed node the checker rejects is named as the import
+    names it either way."""
+    import onnx
+    from onnx import helper
+
+    from tileplan.frontend.onnx_import import decode
+
+    seen = []
+    real = onnx.checker.check_model
+    monkeypatch.setattr(onnx.checker, "check_model", lambda m, *a, **k: (seen.append(m), real(m, *a, **k))[1])
+    named = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", [1, 1, 4, 4])],
+                   [_vi("y", [1, 1, 4, 4])]).SerializeToString()
+    decode(named)
+    assert seen[-1] is not None and isinstance(seen[-1], bytes) and seen[-1] == named
+    unnamed = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, 1, 4, 4])],
+                     [_vi("y", [1, 1, 4, 4])]).SerializeToString()
+    assert decode(unnamed).graph.node[0].name == "Relu_0"
+    assert isinstance(seen[-1], onnx.ModelProto)
+    bad = _model([helper.make_node("Conv", ["x"], ["y"])], [_vi("x", [1, 3, 8, 8])], [_vi("y", [1, 3, 8, 8])])
+    with pytest.raises(InputError) as e:
+        decode(bad.SerializeToString())
+    assert e.value.loc == ("model", "Conv_0"), e.value
+
+
 def test_an_opset_newer_than_onnx_defines_is_refused_naming_the_import():
     """ONNX's checker lets an unknown future opset through (a Relu at opset 999 compiled): its operators' meaning is
     not defined yet, so the model is refused at its opset_import rather than run with older semantics."""

@@ -231,6 +231,109 @@ def test_prebuilt_objects_are_used_only_when_their_key_matches(resnet_block, tmp
     assert (root / runner.LIBRARY).exists()
 
 
+def test_host_files_are_handed_out_as_their_functions_are_made(tmp_path, monkeypatch):
+    """lower_host_cached's `on_units` gets the stems of host_units(the part's sources) first and then every file,
+    each once and with the same text, as the lowering prints them (a compile's background build starts on each
+    then), and again all of them from a cache hit; with `defer` the cache entry is written only when the deferred
+    work runs."""
+    import tempfile
+
+    from tileplan.frontend import compile as compile_mod
+    from tileplan.frontend import host_ops, onnx_import, patterns
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(compile_mod, "HOST_UNIT_FUNCTIONS", 2)  # several files from a small model's functions
+    imported = onnx_import.load_model(zoo.build("attention", "qdq"), None, False, None, 8, 0)
+    mod, nodes = onnx_import.to_relax(imported)
+    fused, _ = patterns.fuse(mod, nodes, lambda q: False)
+    compat, _ = host_ops.onnxruntime_compatible(host_ops.offload(fused, {}))
+    got: list[tuple[str, str]] = []
+    stems: list[list[str]] = []
+    later: list = []
+
+    def on_units(names):
+        stems.append(list(names))
+        return lambda stem, text: got.append((stem, text))
+
+    part = compile_mod.lower_host_cached(compat, 1, on_units, later)
+    units = compile_mod.host_units(part.sources)
+    assert len(units) > 2
+    assert sorted(got) == sorted(units.items()) and stems == [[stem for stem, _ in got]] and set(stems[0]) == set(units)
+    assert len(later) == 1 and not list((tmp_path / "tileplan-codegen-0" / "host").glob("*.json"))
+    later[0]()
+    again: list[tuple[str, str]] = []
+    monkeypatch.setattr(host_ops, "lower_host", None)  # a cache hit does not lower
+    hit = compile_mod.lower_host_cached(compat, 1, lambda names: lambda stem, text: again.append((stem, text)))
+    assert sorted(again) == sorted(units.items()) and hit.sources == part.sources and hit.decls == part.decls
+
+
+def test_host_unit_groups_are_host_units_files():
+    """host_unit_groups (from the names alone) and host_unit_text give host_units' files exactly, whatever the
+    number of functions and a name that is a file's stem too."""
+    from tileplan.frontend.compile import host_unit_groups, host_unit_text, host_units
+
+    for n in (1, 2, 3, 25, 49, 200):
+        names = [f"tp_host_f{i}" for i in range(n)] + (["tp_host_unit0"] if n > 2 else [])
+        sources = {m: f"#include <math.h>\n#include <stdint.h>\nvoid {m}(void) {{}}\n" for m in names}
+        groups = host_unit_groups(names)
+        assert sorted(m for _, g in groups for m in g) == sorted(names)
+        assert {stem: host_unit_text(stem, g, sources) for stem, g in groups} == host_units(sources)
+
+
+def test_a_prebuild_compiles_an_object_once(resnet_block, tmp_path, monkeypatch):
+    """The same source asked of one Prebuild twice (a compile's host thread and its main thread both ask for the
+    host files) is compiled once."""
+    import threading
+
+    from tileplan.frontend import runner
+
+    monkeypatch.setattr(runner, "_cache_root", lambda: tmp_path / "models")
+    _, res = resnet_block
+    files = read_artifact(res.artifact)
+    kernel = sorted(k for k in files if k.startswith("kernels/"))[0]
+    base = {k: files[k] for k in ("Makefile", "gemmini.h", "gemmini_params.h")}
+    gate = threading.Event()  # the first compile is still running when the second ask comes
+    real = runner._compile_into
+
+    def held(*args):
+        gate.wait(30)
+        real(*args)
+
+    monkeypatch.setattr(runner, "_compile_into", held)
+    pre = runner.Prebuild()
+    runner.prebuild({**base, kernel: files[kernel]}, [kernel], pre)
+    runner.prebuild({**base, kernel: files[kernel]}, [kernel], pre)
+    gate.set()
+    assert len(pre.jobs) == 1
+    pre.wait()
+    assert len(list((tmp_path / "models" / "objects").glob("*.o"))) == 1
+
+
+def test_a_prebuild_of_sources_given_later_makes_the_same_objects(resnet_block, tmp_path, monkeypatch):
+    """runner.prebuild_later asks make for every source's command once, up front; each source compiled when its
+    text comes is the object `prebuild` (and so the build) would make: asked for again, nothing is compiled."""
+    from tileplan.frontend import runner
+
+    monkeypatch.setattr(runner, "_cache_root", lambda: tmp_path / "models")
+    _, res = resnet_block
+    files = read_artifact(res.artifact)
+    first, second = sorted(k for k in files if k.startswith("kernels/"))[:2]
+    base = {k: files[k] for k in ("Makefile", "gemmini.h", "gemmini_params.h")}
+    runs = []
+    real = runner._host_compiles
+    monkeypatch.setattr(runner, "_host_compiles", lambda *a: runs.append(a) or real(*a))
+    pre = runner.Prebuild()
+    start = runner.prebuild_later(base, [first, second], pre)
+    assert len(runs) == 1 and not pre.jobs
+    start(first, files[first])
+    start("kernels/not_asked_for.c", b"int x;")
+    assert len(pre.jobs) == 1
+    pre.wait()
+    assert len(list((tmp_path / "models" / "objects").glob("*.o"))) == 1
+    runner.prebuild({**base, first: files[first]}, [first], pre)
+    assert not pre.jobs  # the same key: already in the object cache
+
+
 def test_host_functions_made_in_workers_are_the_same(tmp_path, monkeypatch):
     """workers=2 lowers the host part in a thread while the worker processes plan and generate kernels (fresh
     caches each time, so the lowering runs): the same artifact byte for byte as one process makes; and the host

@@ -220,6 +220,27 @@ def test_an_artifact_is_streamed_from_a_file_and_a_download_does_not_rewrite_the
     assert used is not None
 
 
+def test_a_spool_file_left_half_written_by_a_killed_process_is_pruned(tmp_path: Any) -> None:
+    """A process killed while writing an artifact's spool file left its `.tmp` in the artifact cache for good: the
+    prune counted only finished `.tar` files, so such leftovers grew the data directory past the cache's bound."""
+    import os
+    import time
+    from pathlib import Path
+
+    from tileplan.api.routes import compiles
+
+    cache = Path(tmp_path)
+    old, fresh, kept = cache / "a.tmp", cache / "b.tmp", cache / "k.tar"
+    for p in (old, fresh, kept):
+        p.write_bytes(b"x" * 10)
+    long_ago = time.time() - compiles.STALE_SPOOL_S - 60
+    os.utime(old, (long_ago, long_ago))
+    compiles._prune(cache, keep=kept)
+    assert not old.exists()  # left by a killed writer
+    assert fresh.exists()  # another process may be writing it right now
+    assert kept.exists()
+
+
 def test_using_a_compile_again_within_a_minute_does_not_write_its_row(tmp_path: Any) -> None:
     from tileplan.store import Store
 

@@ -144,4 +144,58 @@ def test_compiles_dedupe_progress_finish_and_retry(store: Store) -> None:
     first = store.list_compiles(limit=1)
     assert [x.id for x in store.list_compiles(limit=1, before=first[0].seq)] == ["c1"]
     assert store.fail_compile("c2", {"loc": ["model", "n"], "msg": "bad", "type": "value_error"}, final=True)
-    assert store.compile_model_bytes("c2") == b"" and store.get_compile("c2").status == "failed"
+    assert store.compile_model_bytes("c2") is None and store.get_compile("c2").status == "failed"
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_compiles_stored_before_the_blob_table_keep_their_model_and_artifact(
+        dialect: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Migration 0007 moves a compile's model and artifact out of its row: a database written before it (at 0006)
+    answers with the same bytes after the upgrade, a model emptied by a final failure stores nothing, and a
+    downgrade puts them back."""
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from tileplan.store.migrate import alembic_config
+
+    url = normalise_db_url(f"sqlite:///{tmp_path / 'old.db'}" if dialect == "sqlite"
+                           else request.getfixturevalue("fresh_pg"))
+    engine = create_engine(url)
+    cfg = alembic_config(url)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0006")
+    now = "2026-12-01 00:00:00+00:00"
+    with engine.begin() as conn:
+        for cid, status, model, artifact in (("done", "done", b"onnx" * 100, b"tar" * 50),
+                                             ("queued", "queued", b"model", None),
+                                             ("dropped", "failed", b"", None)):
+            conn.execute(text(
+                "INSERT INTO compiles (id, status, model_name, model_sha256, hardware, request, model, ops_done,"
+                " ops_total, artifact, attempts, created_at, updated_at, deadline, stored_bytes)"
+                " VALUES (:id, :st, 'm', 'x', 'hw', '{}', :model, 0, 0, :art, 0, :now, :now, 2e9, 0)"),
+                {"id": cid, "st": status, "model": model, "art": artifact, "now": now})
+    engine.dispose()
+    store = Store(url)  # (upgrades to the newest schema)
+    assert store.compile_model_bytes("done") == b"onnx" * 100 and store.compile_artifact("done") == b"tar" * 50
+    assert store.get_compile("done").artifact_bytes == 150
+    assert store.compile_model_bytes("queued") == b"model" and store.compile_artifact("queued") is None
+    assert store.compile_model_bytes("dropped") is None
+    store.delete_compile("done", "anyone", admin=True)
+    assert store.compile_model_bytes("done") is None and store.get_compile("done") is None
+    store.close()
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0006")
+    with engine.connect() as conn:
+        rows = dict(conn.execute(text("SELECT id, model FROM compiles")).all())
+    engine.dispose()
+    assert {k: bytes(v) for k, v in rows.items()} == {"queued": b"model", "dropped": b""}
+
+
+def test_the_health_check_reads_every_table_the_schema_has() -> None:
+    """A table missing from the health check's list is damage /healthz cannot see (claims and compile_blobs were)."""
+    from tileplan.store.models import Base
+
+    assert set(Store.HEALTH_TABLES) == set(Base.metadata.tables)

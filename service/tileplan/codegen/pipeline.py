@@ -199,7 +199,7 @@ def target_spec(hw: Any) -> TargetSpec:
     return TargetSpec(dim=rows.dim, spad_rows=rows.spad_rows, acc_rows=rows.acc_rows)
 
 
-def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> TimingParams:
+def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True, library: bool = False) -> TimingParams:
     """The emulator's timing, derived from the calibrated cost model (one mapping, no other constants):
 
     | emulator (TimingParams)  | from                                                                   |
@@ -227,6 +227,10 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
     | dram_byte_cycles         | CostParams.dram_byte_cycles (loads from tensors larger than the LLC)    |
     | refill_cycles            | cost.gemmini.refill_cycles: 64 / CostParams.mem_bus_bytes (a block over |
     |                          | the memory bus, per strided request DRAM serves; a store's twice)       |
+    | call_slots               | CostParams.call_slots for a convolution whose code follows the library's|
+    |                          | calls (`library`: stream "baseline", costed as loop_conv_ws's calls,    |
+    |                          | whose two call slots overlap a call's computes with the next call's DMA:|
+    |                          | cost.gemmini._slot_loop), else 0                                        |
     | latencies, issue, config | 0 (the calibrated model has no such terms)                              |
     | queues                   | unbounded (the double-buffered halves bound the run-ahead)              |
 
@@ -248,7 +252,7 @@ def timing_for(hw: Any, matmul: bool = False, double_buffer: bool = True) -> Tim
         compute_floor_cycles=p.compute_floor_dims * hw.pe_array.rows, dram_request_cycles=p.dram_request_cycles,
         block_wait_cycles=p.block_wait_cycles, l2_bytes=p.l2_bytes, llc_miss_cycles=p.llc_miss_cycles,
         llc_bytes=p.llc_bytes, calls_overlap=1.0 if double_buffer else 0.0, dram_byte_cycles=p.dram_byte_cycles,
-        refill_cycles=float(refill_cycles(p.as_dict())))
+        refill_cycles=float(refill_cycles(p.as_dict())), call_slots=p.call_slots if library and not matmul else 0.0)
 
 
 def _ident(name: str) -> str:
@@ -318,7 +322,7 @@ def generate(layer: Any, hw: Any, mapping: Any, epilogue: G.Epilogue | None = No
                     em.params, em.workspace_bytes, em.spad_rows_used, em.acc_rows_used,
                     list(sched.realization.deviations), hardware=hw.name,
                     timing=timing_for(hw, matmul=matmul,
-                                      double_buffer=sched.realization.double_buffer),
+                                      double_buffer=sched.realization.double_buffer, library=stream != "tileplan"),
                     model_cycles=sched.model_cycles, layout=lay, prologue=prologue,
                     acc_base_row=_acc_base_row(em.local),
                     inputs=(layer, mapping, arch, double_buffer, stream, direct_store), config=config, abi=abi,

@@ -77,6 +77,15 @@ software library per iteration of the DRAM-level loops:
   have nothing to hide behind (one average call's hidden share, once: loop_conv_ws waits for a call's loads
   before computing, loop_ws's first computes need A blocks of every row). The library always double buffers; Tileplan's code overlaps only what the
   plan double buffers (I+W in the scratchpad and O in the accumulator), otherwise a call's work is DMA + compute.
+  Under the library, loop_conv_ws holds the two calls in two slots (LoopConv.scala, `concurrent_loops = 2`) and
+  frees a slot only when its call has issued all its commands, so call i + 1's loads start when call i - 1's
+  computes are done: each call's computes overlap the *next* call's DMA, not its own (`_slot_loop`, the `nx_*`
+  columns). Where the innermost DRAM loop is a channel loop whose last tile is small (the library's 256 channels in
+  tiles of 240 are 240 + 16), the large call's loads run beside the small call's short compute and are exposed; a
+  call is paired with its successor in that loop (the last tile with the first: the loop starts again), and with
+  itself everywhere else (calls next to each other alike). A switch, `CostParams.call_slots`, off in the fitted
+  defaults: held out it improves the library's runs but not every figure (costmodel_residuals.md, eleventh round).
+  The emulator pairs library-stream convolution calls the same way when it is on (`timing_for`: call_slots).
 * The host sets up and issues each call (loop bounds, addresses, the FSM's configuration) while the previous
   call runs, so a call lasts max(its work, the issue time) + whatever per-call cost nothing hides; the issue
   time of a tiled_conv call is about twice a tiled_matmul call's (FireSim: the smallest calls of the data set
@@ -492,10 +501,14 @@ def tile_search_evaluations(problem: Problem, arch: Architecture) -> int:
 # `block_req`: store requests that wait behind earlier ones of their mvout to the same 64-byte block (`_store_chain`).
 # `far_req`: the requests of `dram_req` on tensors larger than the LLC too (`_beyond_l2` at llc_bytes).
 # `far_st_req`: the store requests among `far_req` (a write-allocate L2 moves their block twice: `refill_cycles`).
+# The DMA columns of a call (what `_dma_cycles` reads), and the same of the call whose loads overlap this call's
+# computes in loop_conv_ws's two call slots (`nx_*`: the next call, `_slot_loop`; the call itself elsewhere).
+DMA_COLUMNS = ("ld_req", "ld_bytes", "st_req", "st_bytes", "dram_req", "block_req", "far_req", "far_bytes",
+               "far_st_req")
 FEATURE_COLUMNS = (
     "count", "dim", "dram_bw", "ld_req", "ld_bytes", "ex_rows", "ex_ops", "preloads", "st_req", "st_bytes",
     "overlap", "matmul", "part_ops", "part_rows", "search", "dram_req", "block_req", "far_req", "far_bytes",
-    "far_st_req",
+    "far_st_req", *("nx_" + c for c in DMA_COLUMNS),
 )
 
 
@@ -542,6 +555,28 @@ def _chunks(total: int, step: int, tile: int, elem_bytes: float = 0.0) -> np.nda
         s0 = i * step
         key = (min(tile, total - s0), s0 + tile >= total, s0 == 0, off(s0))
         acc[key] = acc.get(key, 0) + 1
+    return np.array([(c, *k) for k, c in acc.items()], dtype=float)
+
+
+def _chunks_next(total: int, step: int, tile: int, elem_bytes: float, cyclic: bool) -> np.ndarray:
+    """`_chunks` with each chunk's successor: rows (count, size, last, first, offset, and the same four of the chunk
+    the next call runs). With `cyclic` (the loop is the innermost of the calls, `_slot_loop`), a chunk's successor is
+    the next chunk, the last chunk's the first (the loop starts again for the next iteration of the loops outside
+    it); otherwise every chunk is its own successor (the rows are `_chunks`' rows)."""
+    if not cyclic:
+        rows = _chunks(total, step, tile, elem_bytes)
+        return np.concatenate([rows, rows[:, 1:]], axis=1)
+    n = -(-total // step)
+
+    def key(i: int) -> tuple:
+        s0 = i * step
+        off = float((s0 * elem_bytes) % REQUEST_BYTES) if elem_bytes else 0.0
+        return (min(tile, total - s0), s0 + tile >= total, s0 == 0, off)
+
+    acc: dict[tuple, int] = {}
+    for i in range(n):
+        k = key(i) + key((i + 1) % n)
+        acc[k] = acc.get(k, 0) + 1
     return np.array([(c, *k) for k, c in acc.items()], dtype=float)
 
 
@@ -672,6 +707,47 @@ def _chunk_row_req(total: int, step: int, tile: int, elem_bytes: float, row_stri
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _chunk_table_next(total: int, step: int, tile: int, elem_bytes: float, cyclic: bool) -> np.ndarray:
+    table = _chunks_next(total, step, tile, elem_bytes, cyclic)
+    table.flags.writeable = False
+    return table
+
+
+@functools.lru_cache(maxsize=4096)
+def _chunk_row_req_next(total: int, step: int, tile: int, elem_bytes: float, cyclic: bool, row_stride: float,
+                        span: float, req_bytes: float, off_mul: float = 1.0, off_div: float = 1.0,
+                        successor: bool = False) -> np.ndarray:
+    """`_chunk_row_req` of each row of `_chunk_table_next` (of its successor's chunk with `successor`)."""
+    table = _chunk_table_next(total, step, tile, elem_bytes, cyclic)
+    size, off = (table[:, 5], table[:, 8]) if successor else (table[:, 1], table[:, 4])
+    out = np.array([_row_req_one(float(z), float(o) * off_mul / off_div, row_stride, span, req_bytes)
+                    for z, o in zip(size, off)], dtype=float)
+    out.flags.writeable = False
+    return out
+
+
+def _slot_loop(e: Execution) -> str | None:
+    """The channel loop ("C" or "K") whose tiles pair a call's compute with the next call's DMA in loop_conv_ws's two
+    call slots, or None (every call paired with itself: the calls of the innermost loop are alike, or the calls do
+    not run through loop_conv_ws). LoopConv.scala holds two calls (`concurrent_loops = 2`) and frees a call's slot
+    only when it has issued all its commands, so call i + 1's loads wait for call i - 1's computes: each call's
+    computes overlap the next call's loads, not its own. Only the library's calls run through the FSM (Tileplan's
+    code issues its own instructions: `reuse`), and only where they overlap at all. The successor is taken in the
+    innermost DRAM loop with several trips, when that is a channel loop (the reduction's or the output channels'
+    small last tile: 256 channels in tiles of 240 are 240 + 16); elsewhere consecutive calls are alike but for edge
+    tiles, and each call is its own successor."""
+    if e.kind != "conv" or e.reuse or not e.overlapped:
+        return None
+    trips = {"P": -(-e.out_h // e.t_h), "Q": -(-e.out_w // e.t_w), "K": -(-e.k // e.k_step),
+             "C": -(-e.c // e.c_step), "N": -(-e.batch // e.t_n), "R": -(-e.r // e.t_r), "S": -(-e.s // e.t_s),
+             "G": e.groups}
+    for d in reversed(e.order):
+        if trips.get(d, 1) > 1:
+            return d if d in ("C", "K") else None
+    return None
+
+
 def conv_calls_many(es: list[Execution], dram_bw: float) -> tuple[np.ndarray, np.ndarray]:
     """Feature rows of the distinct tiled_conv calls of several executions, stacked, and the execution each row
     belongs to. Per execution: every combination of the distinct tiles of its loops (output rows, output columns,
@@ -698,19 +774,27 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
         return (_axis_table(e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w, e.dilation[1]),)
 
     def _k(e: Execution) -> tuple[np.ndarray, ...]:
+        cyc = _slot_loop(e) == "K"
+        w_args = (float((e.w_row or e.k) * e.in_bytes), float(e.cols * max_block_len(e.cols, e.in_bytes)),
+                  float(e.in_bytes))
+        o_args = (float((e.o_row or e.k) * e.out_bytes), float(e.cols), float(e.out_bytes), float(e.out_bytes),
+                  float(e.in_bytes))
         return (
-            _chunk_table(e.k, e.k_step, e.t_k, e.in_bytes),
-            _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float((e.w_row or e.k) * e.in_bytes),
-                           float(e.cols * max_block_len(e.cols, e.in_bytes)), float(e.in_bytes)),
-            _chunk_row_req(e.k, e.k_step, e.t_k, e.in_bytes, float((e.o_row or e.k) * e.out_bytes), float(e.cols),
-                           float(e.out_bytes), float(e.out_bytes), float(e.in_bytes)),
+            _chunk_table_next(e.k, e.k_step, e.t_k, e.in_bytes, cyc),
+            _chunk_row_req_next(e.k, e.k_step, e.t_k, e.in_bytes, cyc, *w_args),
+            _chunk_row_req_next(e.k, e.k_step, e.t_k, e.in_bytes, cyc, *o_args),
+            _chunk_row_req_next(e.k, e.k_step, e.t_k, e.in_bytes, cyc, *w_args, 1.0, 1.0, True),
+            _chunk_row_req_next(e.k, e.k_step, e.t_k, e.in_bytes, cyc, *o_args, True),
         )
 
     def _c(e: Execution) -> tuple[np.ndarray, ...]:
+        cyc = _slot_loop(e) == "C"
+        i_args = (float((e.i_row or e.c) * e.in_bytes), float(e.rows * max_block_len(e.rows, e.in_bytes)),
+                  float(e.in_bytes))
         return (
-            _chunk_table(e.c, e.c_step, e.t_c, e.in_bytes),
-            _chunk_row_req(e.c, e.c_step, e.t_c, e.in_bytes, float((e.i_row or e.c) * e.in_bytes),
-                           float(e.rows * max_block_len(e.rows, e.in_bytes)), float(e.in_bytes)),
+            _chunk_table_next(e.c, e.c_step, e.t_c, e.in_bytes, cyc),
+            _chunk_row_req_next(e.c, e.c_step, e.t_c, e.in_bytes, cyc, *i_args),
+            _chunk_row_req_next(e.c, e.c_step, e.t_c, e.in_bytes, cyc, *i_args, 1.0, 1.0, True),
         )
 
     def _n(e: Execution) -> tuple[np.ndarray, ...]:
@@ -726,11 +810,12 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     keep_rows: list[tuple[list[bool], list[bool]]] = []
     l2_rows: list[tuple[list[bool], list[bool]]] = []
     keep_idx = []
-    for e in es:
+    slots = [_slot_loop(e) for e in es]
+    for e, slot in zip(es, slots):
         loops = ((e.out_h, e.t_h, e.r, e.t_r, e.stride[0], e.pad[0], e.in_h, e.dilation[0]),
                  (e.out_w, e.t_w, e.s, e.t_s, e.stride[1], e.pad[1], e.in_w, e.dilation[1]),
-                 (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols, e.w_row, e.o_row),
-                 (e.c, e.c_step, e.t_c, e.in_bytes, e.rows, e.i_row),
+                 (e.k, e.k_step, e.t_k, e.in_bytes, e.out_bytes, e.cols, e.w_row, e.o_row, slot == "K"),
+                 (e.c, e.c_step, e.t_c, e.in_bytes, e.rows, e.i_row, slot == "C"),
                  (e.batch, e.t_n))
         row = []
         for i, key in enumerate(loops):
@@ -778,9 +863,9 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     cols = []
     idxs = []
     # the columns of each loop's table that the rows read (the chunks' offsets are in their request columns)
-    used = ((0, 1, 2, 3, 4, 5, 6), (0, 1, 2, 3, 4, 5, 6), (0, 1, 3), (0, 1, 2, 3), (0, 1, 3))
+    used = ((0, 1, 2, 3, 4, 5, 6), (0, 1, 2, 3, 4, 5, 6), (0, 1, 3, 5, 7), (0, 1, 2, 3, 5, 6, 7), (0, 1, 3))
     for i in range(5):
-        table = stacked[i][0] if n else np.zeros((0, 7 if i < 2 else 5))
+        table = stacked[i][0] if n else np.zeros((0, 7 if i < 2 else (9 if i in (2, 3) else 5)))
         offset = table_starts[i][which[:, i]] if n else np.zeros(0, dtype=np.int64)
         # row r of execution x reads tile (r // stride) % length of loop i: the tile sequence of the slower loops'
         # iterations (r // stride, one entry per `stride` rows), each entry repeated `stride` times
@@ -790,10 +875,11 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
         idx = np.repeat(run % lengths[run_x, i] + offset[run_x], np.repeat(strides[:, i], runs))
         idxs.append(idx)
         cols.append(list(table.T[list(used[i])].take(idx, axis=1)))  # one gather per table, a row per column
-    c_req = stacked[3][1][idxs[3]] if n else np.zeros(0)
-    k_req_in = stacked[2][1][idxs[2]] if n else np.zeros(0)
-    k_req_out = stacked[2][2][idxs[2]] if n else np.zeros(0)
-    (hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, k0), (cn, cc, cf, c0), (nn, nb, n0) = cols
+    c_req, c_req_nx = ((stacked[3][m][idxs[3]] if n else np.zeros(0)) for m in (1, 2))
+    k_req_in, k_req_out, k_req_in_nx, k_req_out_nx = ((stacked[2][m][idxs[2]] if n else np.zeros(0))
+                                                      for m in (1, 2, 3, 4))
+    ((hn, ho, hk, hu, hf, h0, p0), (wn, wo, wk, wu, wf, w0, q0), (kn, kk, k0, kk_nx, k0_nx),
+     (cn, cc, cf, c0, cc_nx, cf_nx, c0_nx), (nn, nb, n0)) = cols
 
     # one value per execution, per row: the executions' scalars read once each (`_conv_scalars`)
     scalars = np.array(scalar_rows, dtype=float).reshape(n, len(_CONV_SCALARS))
@@ -810,24 +896,13 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     in_b, out_b = each("in_bytes"), each("out_bytes")
     fold = each("fold")
     count = hn * wn * kn * cn * nn * each("groups")
-    first = {"P": p0, "Q": q0, "K": k0, "C": c0, "N": n0, "R": h0, "S": w0}
     # (input, weight) load indicators: with tiles kept, an operand loads only on the first iteration of the DRAM
     # loops it is kept across (`_kept_across`, worked out above per distinct way of keeping)
     table = np.array(keep_rows, dtype=bool).reshape(len(keep_rows), 2, len(_FIRST))[np.array(keep_idx, dtype=np.int64)]
     kept = {"I": table[:, 0, :], "W": table[:, 1, :]}
-    load_i, load_w = (np.ones(len(xid)) for _ in range(2))
-    for t, load in (("I", load_i), ("W", load_w)):
-        for j, dim in enumerate(first):
-            if kept[t][:, j].any():
-                load *= np.where(kept[t][xid, j], first[dim], 1.0)
     kidx = np.array(keep_idx, dtype=np.int64)
     table2 = np.array(l2_rows, dtype=bool).reshape(len(l2_rows), 2, len(_FIRST))[kidx]
     l2_kept = {"I": table2[:, 0, :], "W": table2[:, 1, :]}
-    fetch_i, fetch_w = (np.ones(len(xid)) for _ in range(2))
-    for t, load in (("I", fetch_i), ("W", fetch_w)):
-        for j, dim in enumerate(first):
-            if l2_kept[t][:, j].any():
-                load *= np.where(l2_kept[t][xid, j], first[dim], 1.0)
     kb = np.ceil(kk / cols_)
     cb = np.ceil(cc / rows)
     # per kernel-column block (folded): one input row of (up to fold) x C channels per (batch, input row, output
@@ -835,47 +910,71 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     blocks = np.ceil(wk / fold)
     folded = fold > 1
     pre = np.where(folded, kb * hk * blocks, kb * hk * wk * cb)
-    in_req = np.where(folded, nb * hu * wo * blocks * _req(fold * cc * in_b),
-                      nb * hu * wu * c_req)
-    in_bytes = np.where(folded, nb * hu * wo * wk * cc, nb * hu * wu * cc)
     ops = pre * nb * ho * np.ceil(wo / d)
     ex_rows = pre * nb * ho * wo
     part_rows = wo % d  # the last compute of an output row streams fewer than DIM rows
     part_ops = pre * nb * ho * (part_rows > 0)
-    w_req = hk * wk * cc * k_req_in
-    ld_req = load_i * in_req + load_w * w_req
-    init = h0 * w0 * c0 * each("bias")  # calls that initialise the accumulator
-    # one accumulator row per output pixel and DIM output channels (the block's channels x 4 bytes: one request per
-    # 64 B of it), each mvin reading one DRAM row of the bias (stride 0)
-    ld_req = ld_req + init * nb * ho * wo * _acc_row_req(kk, cols_)
-    ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * in_b
-    # one DRAM row per mvin (none where the rows are zero-filled: bias_bytes)
-    ld_bytes = ld_bytes + init * nb * ho * np.ceil(wo / d) * kk * ACC_BYTES * each("bias_bytes")
-    final = hf * wf * cf
-    st_req = final * nb * ho * wo * k_req_out  # mvout rows: <= DIM
-    st_bytes = final * nb * ho * wo * kk * out_b
     big = {t: each("big_" + t) for t in ("I", "W", "O")}
-    # only rows narrower than the tensor's (a channel tile short of all channels): whole rows stream contiguously
+    # the same requests on tensors larger than the LLC too (`_beyond_l2` at llc_bytes): DRAM serves them
+    far = {t: each("far_" + t) for t in ("I", "W", "O")}
     c_all, k_all = each("c"), each("k")
     # (a call runs one group, and an NHWC output pixel holds every group's channels: a grouped layer's output rows
     # are always wider than a call's tile, unless the stores write a group-major padded copy: o_row; the input is
     # read from the host's group-major padded copy, whole rows per group)
     grouped = each("groups") > 1
-    strided_st = (kk < k_all) | (grouped & (each("o_row") == 0))
-    dram_req = (load_i * in_req * big["I"] * (cc < c_all) + load_w * w_req * big["W"] * (kk < k_all)
-                + st_req * big["O"] * strided_st)
-    # the same requests on tensors larger than the LLC too (`_beyond_l2` at llc_bytes): DRAM serves them
-    far = {t: each("far_" + t) for t in ("I", "W", "O")}
-    far_st_req = st_req * far["O"] * strided_st
-    far_req = load_i * in_req * far["I"] * (cc < c_all) + load_w * w_req * far["W"] * (kk < k_all) + far_st_req
-    # bytes DRAM reads for the loads of tensors larger than the LLC (`far_bytes`), less what the previous call left in
-    # the L2 (`_in_l2_across`)
-    far_bytes = (fetch_i * in_bytes * far["I"] + fetch_w * hk * wk * cc * kk * far["W"]) * in_b
-    # store requests waiting behind one to the same 64-byte block (`_store_chain`): mvouts of up to DIM pixels of
-    # one block of up to DIM output channels, rows a pixel's channels apart (all groups': NHWC)
     o_row = each("o_row")
-    block_req = final * nb * ho * kb * _store_chain(wo, d, np.where(o_row > 0, o_row, each("groups") * k_all) * out_b,
-                                                     np.minimum(kk, cols_) * out_b)
+
+    def dma_columns(kk: Any, k0: Any, k_req_in: Any, k_req_out: Any, cc: Any, cf: Any, c0: Any,
+                    c_req: Any) -> tuple[Any, ...]:
+        """The DMA columns (DMA_COLUMNS) of the calls whose channel tiles are these (a call's own, or the next
+        call's: `_slot_loop`)."""
+        first = {"P": p0, "Q": q0, "K": k0, "C": c0, "N": n0, "R": h0, "S": w0}
+        load_i, load_w = (np.ones(len(xid)) for _ in range(2))
+        for t, load in (("I", load_i), ("W", load_w)):
+            for j, dim in enumerate(first):
+                if kept[t][:, j].any():
+                    load *= np.where(kept[t][xid, j], first[dim], 1.0)
+        fetch_i, fetch_w = (np.ones(len(xid)) for _ in range(2))
+        for t, load in (("I", fetch_i), ("W", fetch_w)):
+            for j, dim in enumerate(first):
+                if l2_kept[t][:, j].any():
+                    load *= np.where(l2_kept[t][xid, j], first[dim], 1.0)
+        in_req = np.where(folded, nb * hu * wo * blocks * _req(fold * cc * in_b),
+                          nb * hu * wu * c_req)
+        in_bytes = np.where(folded, nb * hu * wo * wk * cc, nb * hu * wu * cc)
+        w_req = hk * wk * cc * k_req_in
+        ld_req = load_i * in_req + load_w * w_req
+        init = h0 * w0 * c0 * each("bias")  # calls that initialise the accumulator
+        # one accumulator row per output pixel and DIM output channels (the block's channels x 4 bytes: one request
+        # per 64 B of it), each mvin reading one DRAM row of the bias (stride 0)
+        ld_req = ld_req + init * nb * ho * wo * _acc_row_req(kk, cols_)
+        ld_bytes = (load_i * in_bytes + load_w * hk * wk * cc * kk) * in_b
+        # one DRAM row per mvin (none where the rows are zero-filled: bias_bytes)
+        ld_bytes = ld_bytes + init * nb * ho * np.ceil(wo / d) * kk * ACC_BYTES * each("bias_bytes")
+        final = hf * wf * cf
+        st_req = final * nb * ho * wo * k_req_out  # mvout rows: <= DIM
+        st_bytes = final * nb * ho * wo * kk * out_b
+        # only rows narrower than the tensor's (a channel tile short of all channels): whole rows stream contiguously
+        strided_st = (kk < k_all) | (grouped & (o_row == 0))
+        dram_req = (load_i * in_req * big["I"] * (cc < c_all) + load_w * w_req * big["W"] * (kk < k_all)
+                    + st_req * big["O"] * strided_st)
+        far_st_req = st_req * far["O"] * strided_st
+        far_req = (load_i * in_req * far["I"] * (cc < c_all) + load_w * w_req * far["W"] * (kk < k_all)
+                   + far_st_req)
+        # bytes DRAM reads for the loads of tensors larger than the LLC (`far_bytes`), less what the previous call
+        # left in the L2 (`_in_l2_across`)
+        far_bytes = (fetch_i * in_bytes * far["I"] + fetch_w * hk * wk * cc * kk * far["W"]) * in_b
+        # store requests waiting behind one to the same 64-byte block (`_store_chain`): mvouts of up to DIM pixels of
+        # one block of up to DIM output channels, rows a pixel's channels apart (all groups': NHWC)
+        block_req = final * nb * ho * np.ceil(kk / cols_) * _store_chain(
+            wo, d, np.where(o_row > 0, o_row, each("groups") * k_all) * out_b, np.minimum(kk, cols_) * out_b)
+        return ld_req, ld_bytes, st_req, st_bytes, dram_req, block_req, far_req, far_bytes, far_st_req
+
+    own = dma_columns(kk, k0, k_req_in, k_req_out, cc, cf, c0, c_req)
+    ld_req, ld_bytes, st_req, st_bytes, dram_req, block_req, far_req, far_bytes, far_st_req = own
+    # the next call's DMA (`_slot_loop`): itself where no execution pairs its calls
+    nxt = own if not any(slots) else dma_columns(kk_nx, k0_nx, k_req_in_nx, k_req_out_nx, cc_nx, cf_nx, c0_nx,
+                                                 c_req_nx)
     # the host's tile search (a per-run quantity) rides on each execution's first row
     search = np.zeros(len(xid))
     starts = np.flatnonzero(np.r_[True, xid[1:] != xid[:-1]]) if len(xid) else np.zeros(0, dtype=int)
@@ -883,6 +982,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     out = np.broadcast_arrays(
         count, rows, float(dram_bw), ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes,
         each("overlapped"), 0.0, part_ops, part_rows, search, dram_req, block_req, far_req, far_bytes, far_st_req,
+        *nxt,
     )
     return dict(zip(FEATURE_COLUMNS, out)), xid
 
@@ -1081,7 +1181,9 @@ def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
                     far_req += far_st_req
                 out.append(
                     (count, rows, dram_bw, ld_req, ld_bytes, ex_rows, ops, pre, st_req, st_bytes, overlapped, 1.0,
-                     part_ops, part_rows, 0.0, dram_req, block_req, far_req, far_bytes, far_st_req)
+                     part_ops, part_rows, 0.0, dram_req, block_req, far_req, far_bytes, far_st_req,
+                     # (loop_ws: each call paired with itself)
+                     ld_req, ld_bytes, st_req, st_bytes, dram_req, block_req, far_req, far_bytes, far_st_req)
                 )
     return np.array(out, dtype=float).reshape(-1, len(FEATURE_COLUMNS))
 
@@ -1126,24 +1228,34 @@ def refill_cycles(p: Any) -> Any:
     return REQUEST_BYTES / p["mem_bus_bytes"]
 
 
-def _cycle_terms(col: Any, p: Any) -> Any:
-    """Per-call cycles over numpy columns (same code for evaluation and calibration)."""
+def _dma_cycles(col: Any, p: Any, pre: str = "") -> Any:
+    """A call's DMA cycles from its DMA columns (`pre` = "nx_": the next call's, `_slot_loop`)."""
     bw = effective_dram_bandwidth(col["dram_bw"], p)
-    dma = (col["ld_req"] + col["st_req"]) * p["dma_request_cycles"] + (col["ld_bytes"] + col["st_bytes"]) / bw
+    dma = ((col[pre + "ld_req"] + col[pre + "st_req"]) * p["dma_request_cycles"]
+           + (col[pre + "ld_bytes"] + col[pre + "st_bytes"]) / bw)
     # a request on a tensor the L2 cannot hold waits on DRAM (`_beyond_l2`)
-    dma = dma + col["dram_req"] * p["dram_request_cycles"]
+    dma = dma + col[pre + "dram_req"] * p["dram_request_cycles"]
     # and waits longer still when the tensor is larger than the LLC too: DRAM serves it (`_beyond_l2` at llc_bytes); a
     # strided store's block goes to DRAM twice (the write-allocate L2 fills it before merging the write, and writes the
     # dirty block back), so it waits twice (`far_st_req`, no parameter of its own), as it crosses the memory bus twice
-    dma = dma + (col["far_req"] + col["far_st_req"]) * p["llc_miss_cycles"]
+    far = col[pre + "far_req"] + col[pre + "far_st_req"]
+    dma = dma + far * p["llc_miss_cycles"]
     # and the DMA cannot load faster than DRAM reads a tensor larger than the LLC (`far_bytes` at DRAM's own rate)
-    dma = np.maximum(dma, col["far_bytes"] * p["dram_byte_cycles"])
+    dma = np.maximum(dma, col[pre + "far_bytes"] * p["dram_byte_cycles"])
     # and each of those strided requests DRAM serves brings its whole 64-byte block into the L2 over the memory bus
     # (mem_bus_bytes a beat), a store's block back out again too (the L2 allocates on a write and writes back): the
     # bus moves a call's blocks no faster than that (`refill_cycles`; no fitted parameter)
-    dma = np.maximum(dma, (col["far_req"] + col["far_st_req"]) * refill_cycles(p))
+    dma = np.maximum(dma, far * refill_cycles(p))
     # a store request waits for the ones before it to its 64-byte block (`_store_chain`)
-    dma = dma + col["block_req"] * p["block_wait_cycles"]
+    return dma + col[pre + "block_req"] * p["block_wait_cycles"]
+
+
+def _cycle_terms(col: Any, p: Any) -> Any:
+    """Per-call cycles over numpy columns (same code for evaluation and calibration)."""
+    dma = _dma_cycles(col, p)
+    # loop_conv_ws's two call slots (`call_slots`): a call's computes overlap the next call's loads, not its own
+    # (`_slot_loop`; the call itself where the calls do not run through the FSM or the next call is alike)
+    dma_nx = _dma_cycles(col, p, "nx_") if p.get("call_slots", 0.0) > 0 else dma
     # A compute instruction streams its rows (up to DIM) through the array, and occupies it for at least a fitted
     # share of DIM cycles however few rows it has (FireSim: tiles of 1-4 output columns run 2-4x slower per row
     # than full ones). Only a row's last piece can be short: `part_ops` computes of `part_rows` rows each.
@@ -1153,7 +1265,7 @@ def _cycle_terms(col: Any, p: Any) -> Any:
     # loop_ws (matmuls) and loop_conv_ws (convolutions) are different FSMs: each hides DMA behind compute
     # to its own degree.
     loss = np.where(col["matmul"] > 0, p["overlap_loss_matmul"], p["overlap_loss"])
-    overlapped = np.maximum(dma, ex) + loss * np.minimum(dma, ex)
+    overlapped = np.maximum(dma_nx, ex) + loss * np.minimum(dma_nx, ex)
     # The host issues the next call while the accelerator runs this one, so a call lasts at least the time to
     # issue it (tiled_conv's per-call set-up is longer than tiled_matmul's) and otherwise hides it.
     floor = np.where(col["matmul"] > 0, p["call_floor_matmul"], p["call_floor_cycles"])

@@ -20,8 +20,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -351,9 +352,14 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     accel = {c: _Accel(q, partition.kernel_spec(q)) for c, q in composites.items()}
     global_pools = frozenset(v for v, n in onnx_nodes.items() if n.op_type == "GlobalAveragePool")
 
-    def host_part(fused_mod: Any, comps: dict[str, Any], emit_workers: int) -> tuple[list[str], HostPart]:
+    deferred: list[Callable[[], None]] = []  # work off the critical path: run while the emulated run runs
+
+    def host_part(fused_mod: Any, comps: dict[str, Any], emit_workers: int,
+                  on_units: Callable[[list[str]], Callable[[str, str], None]] | None = None
+                  ) -> tuple[list[str], HostPart]:
         """The host part of the program whose offloaded composites are `comps` (in step order, as `accel`):
-        onnxruntime's arithmetic for the host ops, lowered, each host function's C (and the notes)."""
+        onnxruntime's arithmetic for the host ops, lowered, each host function's C (and the notes). `on_units`:
+        see lower_host_cached."""
         symbols = {c: f"tp_accel_{i}" for i, c in enumerate(comps)}
         operands: dict[str, tuple[int, ...]] = {c: q.operands for c, q in comps.items()
                                                 if isinstance(q, patterns.ActMatmul)}
@@ -361,7 +367,7 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
                      if isinstance(q, patterns.QuantOp) and q.x_const is not None}
         compat, compat_notes = host_ops.onnxruntime_compatible(
             host_ops.offload(fused_mod, symbols, operands, constants), global_pools, imported.uint8_activations)
-        return compat_notes, lower_host_cached(compat, emit_workers)
+        return compat_notes, lower_host_cached(compat, emit_workers, on_units, deferred)
 
     # The host part depends on which ops are offloaded, not on their plans: it is lowered in a thread while the
     # worker processes plan and generate kernels (TVM's passes release the GIL; this process only waits for the
@@ -373,8 +379,14 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     early_host: list[Future[tuple[list[str], HostPart]]] = []
     host_thread = ThreadPoolExecutor(max_workers=1)
 
+    def prebuild_units(stems: list[str]) -> Callable[[str, str], None]:  # each host file compiles once made
+        if early is None:
+            return lambda stem, text: None
+        start = _prebuild_later(pre, model_name, hw, early, [f"host/{s}.c" for s in stems])
+        return lambda stem, text: start(f"host/{stem}.c", text.encode())
+
     def start_host() -> None:
-        early_host.append(host_thread.submit(host_part, fused, dict(composites), 1))
+        early_host.append(host_thread.submit(host_part, fused, dict(composites), 1, prebuild_units))
 
     phase("other")
     try:
@@ -490,6 +502,11 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
                    readme=_readme(model_name, hw.name, prog, imported, summary), input_names=in_names,
                    output_names=out_names, params_header=params_header)
     phase("other")
+    # the deferred work (cache entries) runs in a thread while this one waits for the build and the emulated run,
+    # which hold no GIL (make's processes, the ctypes call)
+    later = ThreadPoolExecutor(max_workers=1)
+    later_done = [later.submit(task) for task in deferred]
+    later.shutdown(wait=False)
     if options.emulate:
         try:
             feeds = _random_feeds(imported.inputs, options.seed + 1)
@@ -501,6 +518,8 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
         files = files_with(summary)
         phase("build_and_emulate")
     pre.wait()
+    for done in later_done:
+        done.result()
     summary["total"]["compile_seconds"] = round(time.perf_counter() - t0, 3)
     summary["total"]["phase_seconds"] = phases
     summary["total"]["phase_cpu_seconds"] = cpu_phases
@@ -535,6 +554,16 @@ def _early_params_header(hw: Any) -> str | None:
         return None
     return GemminiConfig(dim=rows.dim, spad_rows=rows.spad_rows, acc_rows=rows.acc_rows,
                          max_bytes=int(REQUEST_BYTES)).params_header()
+
+
+def _prebuild_later(pre: Any, model_name: str, hw: Any, params_header: str,
+                    sources: list[str]) -> Callable[[str, bytes], None]:
+    """runner.prebuild_later of `sources` (paths), with the artifact's Makefile, emulator and header files."""
+    from tileplan.frontend.program import build_files
+    from tileplan.frontend.runner import prebuild_later
+
+    base = build_files(model_name, hw.name, params_header, [], [])
+    return prebuild_later({k: v.encode() for k, v in base.items()}, sources, pre)
 
 
 def _prebuild(pre: Any, model_name: str, hw: Any, params_header: str, sources: dict[str, str | None]) -> None:
@@ -604,11 +633,20 @@ def _emit_host_functions(jobs: list[tuple[Any, str, int]], workers: int) -> list
         _EMIT_JOBS = []
 
 
-def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
+def lower_host_cached(compat: Any, workers: int = 1,
+                      on_units: Callable[[list[str]], Callable[[str, str], None]] | None = None,
+                      defer: list[Callable[[], None]] | None = None) -> HostPart:
     """host_ops.lower_host and the C of every host function, cached on disk by the module it starts from (TVM's
     JSON of it) and the lowering's code: a warm compile of a transformer spends most of its time here
     otherwise (bert_layer: 26 s of lowering on the shared machine, 0.3 s to key it).  `workers` > 1: the host
-    functions' C is made in that many forked processes (the same text)."""
+    functions' C is made in that many forked processes (the same text).
+
+    `on_units(stems)`: called once with the stems of every file of `host_units(part.sources)` (known from the
+    functions' names, before any C is printed); the function it returns is called with each file (stem, C) as soon
+    as its functions' C is made (they are printed file by file, in `host_unit_groups` order), so the C compiler can
+    start on it while the rest are printed; on a cache hit, with every file at once.  `defer`: the cache entry's writing
+    (TVM's JSON of the lowered module, ~0.2 s of ViT-B/16's host thread) is appended there for the caller to run
+    later, off the compile's critical path; without it the entry is written here."""
     import tvm
 
     from tileplan.codegen.emulator.build import default_cache_dir
@@ -620,9 +658,16 @@ def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
     if path.exists():
         try:
             d = json.loads(path.read_text())
-            return HostPart(tvm.ir.load_json(d["main"]), d["sources"], d["workspace"], d["names"], d["decls"])
+            part = HostPart(tvm.ir.load_json(d["main"]), d["sources"], d["workspace"], d["names"], d["decls"])
         except (ValueError, KeyError, TypeError, RuntimeError):
             pass  # a damaged entry is made again
+        else:
+            if on_units is not None:
+                files = host_units(part.sources)
+                each = on_units(list(files))
+                for stem, text in files.items():
+                    each(stem, text)
+            return part
     from tvm import tirx
 
     lowered = host_ops.lower_host(compat)
@@ -638,14 +683,34 @@ def lower_host_cached(compat: Any, workers: int = 1) -> HostPart:
                 cname = short_ident(f"{gv.name_hint}_{k}", "tp_host_")
             used.add(cname)
             jobs.append((gv.name_hint, func, cname, n_outputs.get(gv.name_hint, 1)))
-    for (hint, _, cname, n_out), fn in zip(jobs, _emit_host_functions([j[1:] for j in jobs], workers)):
+    # printed file by file (each function's C is made alone: the order changes no text); the part's dicts and
+    # prototypes keep the lowered module's order
+    # (without `on_unit`, all at once: one pool of `workers` processes)
+    by_cname = {j[2]: i for i, j in enumerate(jobs)}
+    made: list[Any] = [None] * len(jobs)
+    units = host_unit_groups(by_cname) if on_units is not None else [("", list(by_cname))]
+    on_unit = on_units([stem for stem, _ in units]) if on_units is not None else None
+    for stem, group in units:
+        idx = [by_cname[c] for c in group]
+        for i, fn in zip(idx, _emit_host_functions([jobs[i][1:] for i in idx], workers)):
+            made[i] = fn
+        if on_unit is not None:
+            on_unit(stem, host_unit_text(stem, group, {jobs[i][2]: made[i].source for i in idx}))
+    for (hint, _, cname, n_out), fn in zip(jobs, made):
         part.sources[cname], part.workspace[hint], part.names[hint] = fn.source, fn.workspace_bytes, cname
         part.decls.append(_host_decl(fn, n_out))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"main": tvm.ir.save_json(main), "sources": part.sources, "workspace": part.workspace,
-                               "names": part.names, "decls": part.decls}))
-    os.replace(tmp, path)
+
+    def write_entry() -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps({"main": tvm.ir.save_json(main), "sources": part.sources,
+                                   "workspace": part.workspace, "names": part.names, "decls": part.decls}))
+        os.replace(tmp, path)
+
+    if defer is None:
+        write_entry()
+    else:
+        defer.append(write_entry)
     return part
 
 
@@ -658,28 +723,43 @@ def host_units(sources: dict[str, str]) -> dict[str, str]:
     costs its start and headers again (ViT-B/16's 178 host functions one per file: 9.4 CPU s of gcc -O2, 5.4 s
     in one file).  A file holds the functions in C-name order with one copy of the includes and integer helpers
     every emitted function starts with; a lone function keeps its own name and text."""
-    from tileplan.codegen.emit_c import _INT_HELPERS
+    return {stem: host_unit_text(stem, group, sources) for stem, group in host_unit_groups(sources)}
 
-    names = sorted(sources)
+
+def host_unit_groups(names: Iterable[str]) -> list[tuple[str, list[str]]]:
+    """(file stem, the C names it holds, in order) of every file `host_units` makes of the host functions named
+    `names`: which function goes to which file depends on the names alone (the lowering knows them before it
+    prints any function's C, so a file can be compiled as soon as its own functions are printed)."""
+    names = sorted(names)
     if len(names) < 2:
-        return dict(sources)
+        return [(n, [n]) for n in names]
     units = max(1, min(HOST_UNITS_MAX, -(-len(names) // HOST_UNIT_FUNCTIONS)))
     per = -(-len(names) // units)
-    shared = ["#include <math.h>", "#include <stdint.h>", *_INT_HELPERS]
-    out: dict[str, str] = {}
+    taken = set(names)
+    out = []
     for i in range(0, len(names), per):
         group = names[i:i + per]
         if len(group) == 1:
-            out[group[0]] = sources[group[0]]
+            out.append((group[0], group))
             continue
         stem = f"tp_host_unit{i // per}"
-        while stem in sources:
+        while stem in taken:
             stem += "_"
-        lines = [f"/* {stem}: the host functions", *[f"   {n}" for n in group], "*/", *shared, ""]
-        for n in group:
-            lines += [ln for ln in sources[n].splitlines() if ln not in shared]
-        out[stem] = "\n".join(lines) + "\n"
+        out.append((stem, group))
     return out
+
+
+def host_unit_text(stem: str, group: list[str], sources: dict[str, str]) -> str:
+    """The C of `host_units`' file `stem` holding the functions `group` (`host_unit_groups`)."""
+    from tileplan.codegen.emit_c import _INT_HELPERS
+
+    if len(group) == 1 and stem == group[0]:
+        return sources[stem]
+    shared = ["#include <math.h>", "#include <stdint.h>", *_INT_HELPERS]
+    lines = [f"/* {stem}: the host functions", *[f"   {n}" for n in group], "*/", *shared, ""]
+    for n in group:
+        lines += [ln for ln in sources[n].splitlines() if ln not in shared]
+    return "\n".join(lines) + "\n"
 
 
 def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:

@@ -21,6 +21,7 @@ import subprocess
 import tarfile
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,22 +158,37 @@ class Prebuild:
     jobs: list[Future[None]] = field(default_factory=list)
     scratch: list[Path] = field(default_factory=list)
     pool: ThreadPoolExecutor | None = None
+    # object keys submitted (one compile per key: the compile's host thread and its main thread may both ask for
+    # a host file); the lock makes `prebuild` safe from several threads
+    keys: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def claim(self, key: str) -> bool:
+        """True the first time `key` is asked for (the caller then submits its compile), False after."""
+        with self.lock:
+            if key in self.keys:
+                return False
+            self.keys.add(key)
+            return True
 
     def submit(self, command: str, cwd: Path, obj: Path, dest: Path) -> None:
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)))
-        self.jobs.append(self.pool.submit(_compile_into, command, cwd, obj, dest))
+        with self.lock:
+            if self.pool is None:
+                self.pool = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)))
+            self.jobs.append(self.pool.submit(_compile_into, command, cwd, obj, dest))
 
     def wait(self) -> None:
-        for job in self.jobs:
+        with self.lock:
+            jobs, self.jobs = self.jobs, []
+        for job in jobs:
             job.result()
-        self.jobs.clear()
-        if self.pool is not None:
-            self.pool.shutdown()
-            self.pool = None
-        for d in self.scratch:
+        with self.lock:
+            pool, self.pool = self.pool, None
+            scratch, self.scratch = self.scratch, []
+        if pool is not None:
+            pool.shutdown()
+        for d in scratch:
             shutil.rmtree(d, ignore_errors=True)
-        self.scratch.clear()
 
 
 def _compile_into(command: str, cwd: Path, obj: Path, dest: Path) -> None:
@@ -189,19 +205,52 @@ def _compile_into(command: str, cwd: Path, obj: Path, dest: Path) -> None:
 def prebuild(files: dict[str, bytes], sources: list[str], into: Prebuild) -> None:
     """Start compiling `sources` (paths in `files`, which holds the artifact's Makefile and what they include)
     as `make host` will, in the background, into the object cache; nothing when there is no toolchain."""
+    tree = _prebuild_tree(files, sources, into)
+    if tree is None:
+        return
+    tmp, cc, commands = tree
+    for source, (command, obj) in commands.items():
+        _submit(into, tmp, cc, command, source, obj, files)
+
+
+def prebuild_later(files: dict[str, bytes], sources: list[str], into: Prebuild) -> Callable[[str, bytes], None]:
+    """`prebuild` for sources whose text is not known yet: the temporary tree (empty stand-ins for `sources`)
+    and make's commands for all of them now, in one `make -n`; the function returned takes one source's path
+    and text and starts its compile (a path not among `sources` is ignored). Nothing when there is no
+    toolchain."""
+    tree = _prebuild_tree({**{s: b"" for s in sources}, **files}, sources, into)
+    if tree is None:
+        return lambda source, text: None
+    tmp, cc, commands = tree
+
+    def start(source: str, text: bytes) -> None:
+        if source not in commands:
+            return
+        (tmp / source).write_bytes(text)
+        command, obj = commands[source]
+        _submit(into, tmp, cc, command, source, obj, {**files, source: text})
+
+    return start
+
+
+def _prebuild_tree(files: dict[str, bytes], sources: list[str],
+                   into: Prebuild) -> tuple[Path, str, dict[str, tuple[str, str]]] | None:
+    """A temporary tree of `files` (scratch of `into`) and, per source, the (command, object) `make host` runs
+    for it; None without a toolchain."""
     from tileplan.codegen.emulator.build import NoCompiler, compiler
 
     make = shutil.which("make")
     try:
         cc = compiler()
     except NoCompiler:
-        return
+        return None
     if make is None or "Makefile" not in files:
-        return
+        return None
     root = _cache_root()
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".pre-"))
-    into.scratch.append(tmp)
+    with into.lock:
+        into.scratch.append(tmp)
     for name, data in files.items():
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_bytes(data)
@@ -209,13 +258,16 @@ def prebuild(files: dict[str, bytes], sources: list[str], into: Prebuild) -> Non
         if not (tmp / name).exists():  # (not in `files`: a source that includes it gets no key)
             (tmp / name).write_bytes(b"")
     targets = [f"build/host/{Path(s).with_suffix('.o')}" for s in sources]
-    for command, source, obj in _host_compiles(tmp, make, cc, targets):
-        key = _object_key(command, source, files, cc)
-        dest = _objects_dir() / f"{key}.o"
-        if key is None or dest.exists():
-            continue
-        (tmp / obj).parent.mkdir(parents=True, exist_ok=True)
-        into.submit(command, tmp, tmp / obj, dest)
+    return tmp, cc, {source: (command, obj) for command, source, obj in _host_compiles(tmp, make, cc, targets)}
+
+
+def _submit(into: Prebuild, tmp: Path, cc: str, command: str, source: str, obj: str, files: dict[str, bytes]) -> None:
+    key = _object_key(command, source, files, cc)
+    dest = _objects_dir() / f"{key}.o"
+    if key is None or dest.exists() or not into.claim(key):
+        return
+    (tmp / obj).parent.mkdir(parents=True, exist_ok=True)
+    into.submit(command, tmp, tmp / obj, dest)
 
 
 def _seed_objects(root: Path, files: dict[str, bytes], make: str, cc: str) -> None:

@@ -115,7 +115,9 @@ class ClaimRow(Base):
 
 class CompileRow(Base):
     """One whole-model compile (POST /compile), keyed by the digest of everything it depends on: written when
-    its request is accepted, its summary and artifact added in one write when it is done."""
+    its request is accepted, its summary added (and its artifact stored in `compile_blobs`) in one write when it is
+    done. Its model and artifact bytes live in `compile_blobs`, not here: SQLite rewrites a whole row on every
+    UPDATE, and this row is updated often (progress, status, use), which rewrote a 64 MB model each time."""
 
     __tablename__ = "compiles"
 
@@ -126,11 +128,10 @@ class CompileRow(Base):
     model_sha256: Mapped[str] = mapped_column(String(64))
     hardware: Mapped[str] = mapped_column(String(200), index=True)
     request: Mapped[str] = mapped_column(Text)  # JSON: descriptor, options, input_shapes
-    model: Mapped[bytes] = mapped_column(LargeBinary)
     ops_done: Mapped[int] = mapped_column(Integer, default=0)
     ops_total: Mapped[int] = mapped_column(Integer, default=0)
     summary: Mapped[str | None] = mapped_column(Text, nullable=True)
-    artifact: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    artifact_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # the artifact's length, once done
     artifact_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON {loc, msg, type}
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -141,6 +142,17 @@ class CompileRow(Base):
     stored_bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # model + request + summary + artifact
     used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True, index=True)
     owner: Mapped[str | None] = mapped_column(String(64), nullable=True)  # who asked first: whose share it runs in
+
+
+class CompileBlobRow(Base):
+    """A compile's large bytes, each written once and read or deleted whole: kind "model" (the ONNX file, kept until
+    the compile ends for good: a restarted server resumes it) and "artifact" (the program's tar, once done)."""
+
+    __tablename__ = "compile_blobs"
+
+    compile_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class CompileOwnerRow(Base):

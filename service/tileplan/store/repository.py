@@ -24,6 +24,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from tileplan.store.migrate import upgrade
 from tileplan.store.models import (
     ClaimRow,
+    CompileBlobRow,
     CompileOwnerRow,
     CompileRow,
     HardwareRow,
@@ -323,9 +324,10 @@ class Store:
     def _insert(self, table: Any) -> Any:
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
 
-    # what every endpoint reads: a health check reads a row of each, so damage to one (a torn page, a dropped
-    # table) is reported there as it is on the endpoints it breaks
-    HEALTH_TABLES = ("plans", "modules", "hardware", "jobs", "job_layers", "compiles", "compile_owners")
+    # every table (what the endpoints and the solvers read): a health check reads a row of each, so damage to one (a
+    # torn page, a dropped table) is reported there as it is on the endpoints it breaks
+    HEALTH_TABLES = ("plans", "modules", "hardware", "jobs", "job_layers", "compiles", "compile_owners",
+                     "compile_blobs", "claims")
 
     def ping(self) -> None:
         """Raise if the database cannot be reached or a table cannot be read (its first row and index root)."""
@@ -709,7 +711,7 @@ class Store:
     _COMPILE_COLS = (
         CompileRow.seq, CompileRow.id, CompileRow.status, CompileRow.model_name, CompileRow.model_sha256,
         CompileRow.hardware, CompileRow.request, CompileRow.ops_done, CompileRow.ops_total, CompileRow.summary,
-        CompileRow.artifact_sha256, func.length(CompileRow.artifact), CompileRow.error, CompileRow.attempts,
+        CompileRow.artifact_sha256, CompileRow.artifact_bytes, CompileRow.error, CompileRow.attempts,
         CompileRow.created_at, CompileRow.updated_at, CompileRow.finished_at, CompileRow.deadline,
         CompileRow.stored_bytes, CompileRow.used_at, CompileRow.owner,
     )
@@ -735,8 +737,8 @@ class Store:
         size = len(model) + len(body)
         values = dict(
             id=compile_id, status="queued", model_name=model_name[:200], model_sha256=hashlib.sha256(model).hexdigest(),
-            hardware=hardware[:200], request=body, model=model, ops_done=0,
-            ops_total=0, summary=None, artifact=None, artifact_sha256=None, error=None, attempts=0, created_at=ts,
+            hardware=hardware[:200], request=body, ops_done=0,
+            ops_total=0, summary=None, artifact_bytes=None, artifact_sha256=None, error=None, attempts=0, created_at=ts,
             updated_at=ts, finished_at=None, deadline=deadline, stored_bytes=size, used_at=ts,
             owner=owner,
         )
@@ -745,7 +747,9 @@ class Store:
             if owner is not None and quota is not None:
                 self._check_quota(conn, compile_id, owner, size, quota)
             created = conn.execute(stmt.returning(CompileRow.seq)).first() is not None
-            if not created:
+            if created:
+                self._put_blob(conn, compile_id, "model", model)
+            else:
                 self._touch(conn, compile_id, ts, self.TOUCH_EVERY_S)
             if owner is not None:
                 conn.execute(self._insert(CompileOwnerRow).values(compile_id=compile_id, owner=owner, created_at=ts)
@@ -807,8 +811,7 @@ class Store:
     @staticmethod
     def _touch(conn: Connection, compile_id: str, ts: datetime, within_s: float) -> None:
         """used_at = ts, unless it was set within `within_s` (TOUCH_EVERY_S where a request touches it: least recently
-        used to the minute): an UPDATE of the row rewrites all of it in SQLite, its model and artifact too (a 64 MB
-        model's compile: 260 MiB in the API process and 130 MB written on every download and identical request)."""
+        used to the minute: retention needs no finer order, and a download need not write at all)."""
         conn.execute(update(CompileRow).where(
             CompileRow.id == compile_id,
             or_(CompileRow.used_at.is_(None), CompileRow.used_at < ts - timedelta(seconds=within_s)))
@@ -836,7 +839,19 @@ class Store:
     @staticmethod
     def _delete_compiles(conn: Connection, ids: list[str]) -> None:
         conn.execute(delete(CompileOwnerRow).where(CompileOwnerRow.compile_id.in_(ids)))
+        conn.execute(delete(CompileBlobRow).where(CompileBlobRow.compile_id.in_(ids)))
         conn.execute(delete(CompileRow).where(CompileRow.id.in_(ids)))
+
+    def _put_blob(self, conn: Connection, compile_id: str, kind: str, data: bytes) -> None:
+        """Write a compile's bytes of `kind` (a retried compile's artifact replaces the one before)."""
+        conn.execute(delete(CompileBlobRow).where(CompileBlobRow.compile_id == compile_id, CompileBlobRow.kind == kind))
+        conn.execute(self._insert(CompileBlobRow).values(compile_id=compile_id, kind=kind, data=data))
+
+    @staticmethod
+    def _blob(conn: Connection, compile_id: str, kind: str) -> bytes | None:
+        row = conn.execute(select(CompileBlobRow.data).where(
+            CompileBlobRow.compile_id == compile_id, CompileBlobRow.kind == kind)).first()
+        return None if row is None else bytes(row[0])
 
     def get_compile(self, compile_id: str) -> Compile | None:
         with self.engine.connect() as conn:
@@ -844,17 +859,17 @@ class Store:
         return None if row is None else self._compile(row)
 
     def compile_model_bytes(self, compile_id: str) -> bytes | None:
+        """The model a compile runs; None if there is no such compile or its model was dropped (it failed for good)."""
         with self.engine.connect() as conn:
-            row = conn.execute(select(CompileRow.model).where(CompileRow.id == compile_id)).first()
-        return None if row is None else bytes(row[0])
+            return self._blob(conn, compile_id, "model")
 
     def compile_artifact(self, compile_id: str) -> bytes | None:
         """The tar of a done compile; None if there is none (not done, failed, or no such compile)."""
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(CompileRow.artifact).where(CompileRow.id == compile_id, CompileRow.status == "done")
-            ).first()
-        return None if row is None or row[0] is None else bytes(row[0])
+            if conn.execute(select(CompileRow.seq).where(
+                    CompileRow.id == compile_id, CompileRow.status == "done")).first() is None:
+                return None
+            return self._blob(conn, compile_id, "artifact")
 
     def list_compiles(self, *, hardware: str | None = None, status: str | None = None, limit: int = 50,
                       before: int | None = None) -> list[Compile]:
@@ -894,26 +909,35 @@ class Store:
         ops = len(summary.get("ops", []))
         text_ = json.dumps(summary, separators=(",", ":"))
         with self._write() as conn, conn.begin():
-            return conn.execute(
+            done = conn.execute(
                 update(CompileRow).where(CompileRow.id == compile_id, CompileRow.status.not_in(FINAL))
-                .values(status="done", summary=text_, artifact=artifact,
+                .values(status="done", summary=text_, artifact_bytes=len(artifact),
                         artifact_sha256=hashlib.sha256(artifact).hexdigest(), error=None, updated_at=ts,
                         finished_at=ts, ops_done=ops, ops_total=ops, used_at=ts,
                         stored_bytes=CompileRow.stored_bytes + len(artifact) + len(text_))
             ).rowcount > 0
+            if done:
+                self._put_blob(conn, compile_id, "artifact", artifact)
+            return done
 
     def fail_compile(self, compile_id: str, error: dict[str, Any], *, final: bool = False) -> bool:
         """Mark an unfinished compile failed with `error` ({loc, msg, type}); False if it had finished. `final`:
         the model is at fault, so the compile is never run again and its model's bytes are dropped."""
         ts = now_utc()
         values: dict[str, Any] = dict(status="failed", error=json.dumps(error), updated_at=ts, finished_at=ts)
-        if final:  # (SET expressions read the row as it was: the model's length before it is emptied)
-            values.update(model=b"", stored_bytes=CompileRow.stored_bytes - func.length(CompileRow.model))
         with self._write() as conn, conn.begin():
-            return conn.execute(
+            if final:
+                model_len = select(func.coalesce(func.sum(func.length(CompileBlobRow.data)), 0)).where(
+                    CompileBlobRow.compile_id == compile_id, CompileBlobRow.kind == "model").scalar_subquery()
+                values.update(stored_bytes=CompileRow.stored_bytes - model_len)
+            failed = conn.execute(
                 update(CompileRow).where(CompileRow.id == compile_id, CompileRow.status.not_in(FINAL))
                 .values(**values)
             ).rowcount > 0
+            if failed and final:
+                conn.execute(delete(CompileBlobRow).where(
+                    CompileBlobRow.compile_id == compile_id, CompileBlobRow.kind == "model"))
+            return failed
 
     def retry_compile(self, compile_id: str, deadline: float) -> bool:
         """Queue a failed compile again (its failure was the server's, not the model's); True for the one caller
@@ -981,14 +1005,13 @@ class Store:
             jobs += len(stale)
             if len(stale) < batch:
                 break
-        self.reclaim()  # (also what a compile's stored artifact freed: its row was rewritten with it)
+        self.reclaim()
         return {"compiles": len(ids), "jobs": jobs}
 
     def reclaim(self) -> None:
         """SQLite: return free pages to the file system (incremental vacuum; the file is made
-        auto_vacuum=INCREMENTAL by `migrate.upgrade`) and truncate the WAL. Storing a compile's artifact rewrites
-        its row, model included, so a 90 MiB model left 90 MiB free pages behind (measured). PostgreSQL reuses deleted rows' space
-        after its autovacuum; nothing to do here."""
+        auto_vacuum=INCREMENTAL by `migrate.upgrade`) and truncate the WAL: deleted compiles' blobs otherwise stay
+        in the file as free pages. PostgreSQL reuses deleted rows' space after its autovacuum; nothing to do here."""
         if self.dialect != "sqlite":
             return
         conn = self.engine.raw_connection()

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,8 @@ async def get_compile_artifact(request: Request, compile_id: str) -> Response:
 
 
 ARTIFACT_CACHE_BYTES = 1 << 30  # artifact files kept for downloads (the least recently written go first)
+# A spool file is written in well under a second; one older than this was left by a process killed while writing it.
+STALE_SPOOL_S = 600.0
 
 
 def _spooled(store: Any, compile_id: str, sha256: str | None, cache: Path) -> Any:
@@ -289,7 +292,13 @@ def _spooled(store: Any, compile_id: str, sha256: str | None, cache: Path) -> An
 
 
 def _prune(cache: Path, keep: Path) -> None:
-    """Artifact files past ARTIFACT_CACHE_BYTES, least recently used first (an open download reads on)."""
+    """Artifact files past ARTIFACT_CACHE_BYTES, least recently used first (an open download reads on), and spool
+    files a killed process left half written (they count against no bound and nothing else removes them)."""
+    stale_before = time.time() - STALE_SPOOL_S
+    for p in cache.glob("*.tmp"):
+        with contextlib.suppress(OSError):
+            if p.stat().st_mtime < stale_before:
+                p.unlink()
     files = []
     for p in cache.glob("*.tar"):
         with contextlib.suppress(OSError):

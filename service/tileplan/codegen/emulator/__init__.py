@@ -74,6 +74,9 @@ class TimingParams:
     calls_overlap: float = 1.0  # 1: two calls in flight (the code double buffers), 0: one at a time
     dram_byte_cycles: float = 0.2909  # CostParams.dram_byte_cycles (loads from tensors beyond the LLC)
     refill_cycles: float = 8.0  # 64-byte block / CostParams.mem_bus_bytes (strided requests DRAM serves)
+    # 1: a call's computes overlap the next call's DMA, not its own (loop_conv_ws's two call slots: the library's
+    # convolution calls, tileplan.cost.gemmini._slot_loop), 0: its own
+    call_slots: float = 0.0
 
     @classmethod
     def for_dim(cls, dim: int, **overrides: float) -> TimingParams:

@@ -64,8 +64,9 @@
  * behind earlier ones of its mvout to the same 64-byte block block_wait_cycles each, see store_chain), rows
  * streamed by its computes (at least compute_floor_cycles each), compute instructions, weight preloads.  A call
  * lasts max(its DMA, its execute) + overlap_loss x the shorter when calls_overlap (else their sum), at least
- * call_floor_cycles, plus call_cycles; a run adds, once, the part of one average call the overlap hides and
- * run_cycles.
+ * call_floor_cycles, plus call_cycles; with call_slots (the library's convolution calls: loop_conv_ws's two call
+ * slots) the DMA its execute overlaps is the next call's (the last call's, the first call's), not its own; a run
+ * adds, once, the part of one average call the overlap hides and run_cycles.
  */
 #define _GNU_SOURCE
 #include "gemmini.h" /* the k_* codes, CONFIG_* selectors and constants the instructions carry */
@@ -455,7 +456,7 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double by
 /* The cost model's per-call timing (tileplan.cost.gemmini._cycle_terms) of one call's features f (CALL_FEATURES
  * order: ld_req, ld_bytes, st_req, st_bytes, ex_rows, ex_ops, preloads, dram_req, block_req, far_req, far_bytes,
  * far_st_req). */
-static void call_terms(const emu_t *e, const double *f, double *dma, double *ex, double *total) {
+static void call_terms(const emu_t *e, const double *f, double *dma, double *ex) {
   const emu_timing_t *t = &e->t;
   double d = (f[0] + f[2]) * t->dma_request_cycles + (f[1] + f[3]) / t->dram_bytes_per_cycle +
              f[7] * t->dram_request_cycles + (f[9] + f[11]) * t->llc_miss_cycles;
@@ -467,13 +468,20 @@ static void call_terms(const emu_t *e, const double *f, double *dma, double *ex,
   if ((f[9] + f[11]) * t->refill_cycles > d) d = (f[9] + f[11]) * t->refill_cycles;
   /* stores behind others to their 64-byte block wait on top of that (the model adds them after the bound) */
   d += f[8] * t->block_wait_cycles;
-  double x = f[4] + f[5] * t->compute_op_cycles + f[6] * t->preload_cycles;
-  double lo = d < x ? d : x, hi = d < x ? x : d;
+  *dma = d;
+  *ex = f[4] + f[5] * t->compute_op_cycles + f[6] * t->preload_cycles;
+}
+
+/* A call's cycles from its DMA d, its execute x and the DMA its execute overlaps, d_next: its own, or with
+ * call_slots the next call's (loop_conv_ws's two call slots: a call's computes overlap the next call's loads;
+ * tileplan.cost.gemmini._slot_loop). */
+static double call_total(const emu_t *e, double d, double x, double d_next) {
+  const emu_timing_t *t = &e->t;
+  double o = t->call_slots > 0 ? d_next : d;
+  double lo = o < x ? o : x, hi = o < x ? x : o;
   double work = t->calls_overlap > 0 ? hi + t->overlap_loss * lo : d + x;
   if (work < t->call_floor_cycles) work = t->call_floor_cycles;
-  *dma = d;
-  *ex = x;
-  *total = work + t->call_cycles;
+  return work + t->call_cycles;
 }
 
 /* Whether a group's rows lie in a tensor the L2 cannot hold: the DRAM span its transfers touched over the run. */
@@ -566,6 +574,8 @@ static double model_cycles(const emu_t *e, double *features) {
   double total = 0, dma = 0, ex = 0;
   size_t j = 0, jf = 0, n = e->calls_n + (e->cf_any ? 1 : 0);
   if (features) memset(features, 0, EMU_FEATURES * sizeof(double));
+  /* each call's DMA and execute, then its cycles with the DMA its execute overlaps (call_total) */
+  double *dx = n ? malloc(2 * n * sizeof(double)) : NULL, own = 0;
   for (size_t i = 0; i < n; i++) {
     double f[EMU_FEATURES];
     if (i < e->calls_n) {
@@ -598,15 +608,26 @@ static double model_cycles(const emu_t *e, double *features) {
       const struct tspan *t = &e->tn[e->fc[jf].tensor];
       if (t->thi > t->tlo && (double)(t->thi - t->tlo) > e->t.llc_bytes) f[10] += e->fc[jf].bytes;
     }
-    double d, x, c;
-    call_terms(e, f, &d, &x, &c);
-    total += c;
+    double d, x;
+    call_terms(e, f, &d, &x);
+    own += call_total(e, d, x, d);
+    if (dx) {
+      dx[2 * i] = d;
+      dx[2 * i + 1] = x;
+    }
     dma += d;
     ex += x;
     if (features)
       for (int k = 0; k < EMU_FEATURES; k++) features[k] += f[k];
   }
   if (n == 0) return 0.0;
+  /* (the last call's execute overlaps the first call's DMA, as the model's innermost loop starts again) */
+  if (!dx || e->t.call_slots <= 0) {
+    total = own; /* (out of memory: each call paired with itself) */
+  } else {
+    for (size_t i = 0; i < n; i++) total += call_total(e, dx[2 * i], dx[2 * i + 1], dx[2 * ((i + 1) % n)]);
+  }
+  free(dx);
   double md = dma / n, mx = ex / n;
   double fill = e->t.calls_overlap > 0 ? (1.0 - e->t.overlap_loss) * (md < mx ? md : mx) : 0.0;
   return total + fill;

@@ -52,6 +52,7 @@ typedef struct {
   double calls_overlap;         /* 1: two calls in flight (double buffered), 0: one at a time */
   double dram_byte_cycles;      /* DRAM's own cycles per byte read from a tensor larger than the LLC */
   double refill_cycles;         /* the memory bus's cycles per 64-B block between the L2 and the LLC / DRAM */
+  double call_slots;            /* 1: a call's computes overlap the next call's DMA (loop_conv_ws's two slots) */
 } emu_timing_t;
 
 typedef struct {
