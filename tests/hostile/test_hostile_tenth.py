@@ -19,6 +19,8 @@
 6. Error answers many times their request: 50,000 errors (7.2 MB) for a 500 KB /evaluate body. Now at most 20.
 7. A Timeloop descriptor's `entries: 1e308` (a whole number): its capacity in bytes overflowed float arithmetic, a
    500. Now a 422 at the field naming the bound (2^62).
+8. A Gather whose constant index is outside its data (onnxruntime refuses the model when it runs): TVM's `take`
+   clips the index, so the compile succeeded and the program read the edge row. Now a 422 naming the node.
 """
 
 from __future__ import annotations
@@ -143,6 +145,41 @@ def test_a_kernel_shape_that_is_not_the_weights_is_a_422_naming_the_node(client:
 
 def test_a_kernel_shape_that_is_the_weights_still_compiles(client: TestClient) -> None:
     r = _compile(client, conv([3, 3]))
+    assert r.status_code == 200, r.text
+
+
+# -- 8: constant Gather indices outside the data ------------------------------------------------------------------
+
+
+def gather(index: int, as_constant_node: bool = False) -> bytes:
+    """x [4, 8] -> Gather(axis 0) at a constant index -> y [1, 8]."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    ind = numpy_helper.from_array(np.array([index], np.int64), "ind")
+    nodes = [helper.make_node("Gather", ["x", "ind"], ["y"], name="pick", axis=0)]
+    if as_constant_node:
+        nodes.insert(0, helper.make_node("Constant", [], ["ind"], name="k", value=ind))
+    g = helper.make_graph(nodes, "gather", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+                          [] if as_constant_node else [ind])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.mark.parametrize(("index", "as_constant_node"), [(4, False), (1 << 40, False), (-5, True)])
+def test_a_constant_gather_index_outside_its_data_is_a_422_naming_the_node(
+        client: TestClient, index: int, as_constant_node: bool) -> None:
+    """onnxruntime refuses such a model when it runs ("indices element out of data bounds"); TVM's `take` clipped the
+    index, so the compile succeeded and its program read the edge row of x."""
+    r = _compile(client, gather(index, as_constant_node))
+    assert r.status_code == 422, r.text
+    err = _detail(r)
+    assert err["loc"] == ["body", "model", "pick"], err
+    assert f"index {index} is outside [-4, 3]" in err["msg"], err
+
+
+@pytest.mark.parametrize("index", [3, -4])
+def test_a_constant_gather_index_inside_its_data_compiles(client: TestClient, index: int) -> None:
+    r = _compile(client, gather(index))
     assert r.status_code == 200, r.text
 
 

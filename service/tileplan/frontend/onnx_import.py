@@ -299,6 +299,7 @@ def infer_shapes(model: Any) -> Any:
                                  f"{node.op_type} node {node.name!r}: the shape of its output {out!r} cannot be "
                                  f"inferred statically (got {got}); Tileplan compiles static shapes only")
     _check_kernel_shapes(g, known)
+    _check_constant_indices(g, known)
     return inferred
 
 
@@ -326,6 +327,44 @@ def _check_kernel_shapes(g: Any, known: dict[str, Any]) -> None:
         if dims is not None and -1 not in dims[2:] and [int(x) for x in k] != dims[2:]:
             raise InputError(("model", node.name), f"{node.op_type} node {node.name!r}: kernel_shape {list(k)} is "
                              f"not its weight {w!r}'s spatial shape {dims[2:]} (weight shape {dims})")
+
+
+GATHERS = ("Gather", "GatherElements")  # ops whose input 1 indexes input 0 along `axis`
+
+
+def _check_constant_indices(g: Any, known: dict[str, Any]) -> None:
+    """InputError for a Gather whose constant indices fall outside its data's axis: onnxruntime refuses such a model
+    at its run ("indices element out of data bounds"), and TVM's `take` clips them, so the program read the edge row
+    and the compile succeeded. Indices computed at run time (token ids) are clipped as documented."""
+    from onnx import numpy_helper
+
+    consts: dict[str, Any] = {t.name: t for t in g.initializer}
+    for node in g.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                consts[node.output[0]] = value
+    for node in g.node:
+        if node.op_type not in GATHERS or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+            continue
+        idx = consts.get(node.input[1])
+        data = known.get(node.input[0])
+        dims = [int(d) for d in consts[node.input[0]].dims] if node.input[0] in consts else (
+            [int(d.dim_value) if d.HasField("dim_value") else -1 for d in data.type.tensor_type.shape.dim]
+            if data is not None and data.type.tensor_type.HasField("shape") else None)
+        if idx is None or not dims:
+            continue
+        axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 0)
+        if not -len(dims) <= axis < len(dims) or dims[axis] < 0:
+            continue
+        n = dims[axis]
+        values = numpy_helper.to_array(idx)
+        if values.size and values.dtype.kind in "iu":
+            lo, hi = int(values.min()), int(values.max())
+            if lo < -n or hi > n - 1:
+                bad = lo if lo < -n else hi
+                raise InputError(("model", node.name), f"{node.op_type} node {node.name!r}: index {bad} is outside "
+                                 f"[{-n}, {n - 1}], the range of axis {axis} of {node.input[0]!r} (size {n})")
 
 
 def _round_half_even(x: np.ndarray) -> np.ndarray:
