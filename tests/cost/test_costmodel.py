@@ -186,7 +186,7 @@ def test_issue_25_held_out_targets_met(data, cv_artifact, cv_artifact_by_network
 
 
 @pytest.mark.xfail(strict=True, reason="issue 25's other targets not reached yet (bench/results/costmodel.md: DOSA's "
-                   "mappings by network 10.3%; library 13.1% / 13.8%; 0.52x-1.71x / 0.41x-1.67x)")
+                   "mappings by network 10.3%; library 12.4% / 12.9%; 0.54x-1.70x / 0.41x-1.66x)")
 def test_issue_25_held_out_targets(data, cv_artifact, cv_artifact_by_network) -> None:
     """Issue 25's targets not met yet, on the 16x16 runs held out by configuration and by network (every fold
     refitting every parameter): DOSA's mappings within 10% MAPE held out by network, the library's own runs within
