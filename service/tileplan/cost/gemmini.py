@@ -83,8 +83,9 @@ software library per iteration of the DRAM-level loops:
   columns). Where the innermost DRAM loop is a channel loop whose last tile is small (the library's 256 channels in
   tiles of 240 are 240 + 16), the large call's loads run beside the small call's short compute and are exposed; a
   call is paired with its successor in that loop (the last tile with the first: the loop starts again), and with
-  itself everywhere else (calls next to each other alike). A switch, `CostParams.call_slots`, off in the fitted
-  defaults: held out it improves the library's runs but not every figure (costmodel_residuals.md, eleventh round).
+  itself everywhere else (calls next to each other alike). A switch, `CostParams.call_slots`, on in the shipped
+  defaults (1; 0 pairs every call with itself): held out, refitted, it improves every MAPE, the library's runs most
+  (costmodel_residuals.md, eleventh round).
   The emulator pairs library-stream convolution calls the same way when it is on (`timing_for`: call_slots).
 * The host sets up and issues each call (loop bounds, addresses, the FSM's configuration) while the previous
   call runs, so a call lasts max(its work, the issue time) + whatever per-call cost nothing hides; the issue
