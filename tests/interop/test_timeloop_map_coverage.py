@@ -89,3 +89,29 @@ def test_directives_tileplan_does_not_model_are_refused_by_name(entry, key):
     if key.startswith("no_"):
         entry[key] = []
         assert timeloop_verdict(doc, _hw(), _problem())[0] is not None
+
+
+def test_keep_sets_are_what_timeloop_model_keeps_a_tensor_no_entry_bypasses_is_kept():
+    """timeloop-model keeps at a level every tensor its mapping does not bypass there (the architecture's own
+    keep / bypass constraints do not enter its verdict): a level with no bypass entry keeps all three, and a keep
+    list alone bypasses nothing. The importer took such levels' keep-sets from the architecture's dataflow."""
+    doc = {"architecture": {"version": 0.3, "subtree": [{"name": "sys", "local": [
+        {"name": "DRAM", "class": "DRAM", "attributes": {"word-bits": 8}},
+        {"name": "GLB", "class": "SRAM", "attributes": {"entries": 65536, "word-bits": 8}}],
+        "subtree": [{"name": "PE[0..3]", "local": [
+            {"name": "Reg", "class": "regfile", "attributes": {"entries": 64, "word-bits": 8}},
+            {"name": "MAC", "class": "intmac", "attributes": {"datawidth": 8}}]}]}]},
+        "architecture_constraints": {"targets": [
+            {"target": "Reg", "type": "datatype", "keep": ["Weights"], "bypass": ["Inputs", "Outputs"]}]}}
+    hw = load_descriptor(doc, name="regw")
+    full = _map(reg_t="C=4", glb_t="P=6 Q=2 K=2", extra=[
+        {"target": "Reg", "type": "bypass", "keep": ["Weights"], "bypass": ["Inputs", "Outputs"]}])
+    full["mapping"][2]["permutation"] = "PQK"
+    assert timeloop_verdict(full, hw, _problem())[0] is not None
+    for extra in ([], [{"target": "Reg", "type": "bypass", "keep": ["Weights"]}]):
+        doc2 = _map(reg_t="C=4", glb_t="P=6 Q=2 K=2", extra=extra)
+        with pytest.raises(InputError) as err:
+            timeloop_verdict(doc2, hw, _problem())
+        assert "match no dataflow" in err.value.msg and "Reg" in err.value.msg
+    # on an architecture whose levels keep all three, a file without bypass entries reads as it stands
+    assert timeloop_verdict(_map(reg_t="C=4", glb_t="P=6 Q=2 K=2"), _hw(), _problem())[0] is not None

@@ -209,13 +209,14 @@ _UNMODELLED_DIRECTIVES = ("no_link_transfer", "no_multicast_no_reduction", "no_t
 
 
 def _keep_sets(entries: list[tuple[int, dict[str, Any]]], names: list[str]) -> dict[str, frozenset[str]]:
-    keeps: dict[str, frozenset[str]] = {}
+    """Per level, what timeloop-model keeps there under the file's bypass entries: every tensor no entry bypasses
+    (a level with no entry keeps all three; a `keep` list alone bypasses nothing)."""
+    bypassed: dict[str, set[str]] = {n: set() for n in names}
     for i, e in entries:
         loc = ("mapping", i)
         target = e.get("target")
         if target not in names:
             raise InputError(loc + ("target",), f"unknown level {target!r}; the hardware has {names}")
-        kept = set()
         for key in ("keep", "bypass"):
             val = e.get(key) or []
             if not isinstance(val, list):
@@ -224,9 +225,10 @@ def _keep_sets(entries: list[tuple[int, dict[str, Any]]], names: list[str]) -> d
                 if t not in _TENSOR_OF:
                     raise InputError(loc + (key,), f"unknown data space {t!r}; one of Weights, Inputs, Outputs")
                 if key == "keep":
-                    kept.add(_TENSOR_OF[t])
-        keeps[target] = frozenset(kept)
-    return keeps
+                    bypassed[target].discard(_TENSOR_OF[t])
+                else:
+                    bypassed[target].add(_TENSOR_OF[t])
+    return {n: frozenset(t for t in ("W", "I", "O") if t not in bypassed[n]) for n in names}
 
 
 @dataclass
@@ -282,7 +284,7 @@ def read_timeloop_mapping(
             arch = a
             break
     if arch is None:
-        want = {t: sorted(k) for t, k in keeps.items()}
+        want = {t: "".join(x for x in "WIO" if x in k) for t, k in keeps.items()}
         raise InputError(("mapping",), f"the file's keep/bypass sets {want} match no dataflow of {hw.name} ({candidates})")
 
     temporal: dict[str, list[tuple[str, int]]] = {n: [] for n in names}
