@@ -72,3 +72,36 @@ def test_per_level_counts_are_timeloops(judged):
     # seed 1: 1,374 of 1,380: a few link words and fills off by fractions; seed 3: 242 of 243 (fuzz3_000/L0/random2:
     # a one-word input register's reads and fills, and the buffer above's reads, differ; cycles and energy agree)
     assert sum(acc) / len(acc) >= 0.995
+
+
+def _probes():
+    import json
+
+    out = []
+    for name in sorted(SETS):
+        path = BENCH_DATA / name / "probes.jsonl"
+        if path.exists():
+            out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return out
+
+
+def test_probes_are_refused_where_timeloop_refuses_them():
+    """The `--wide` probes (bench/timeloop_fuzz.py, seed 7 on): files with one change timeloop-model stops on, which
+    Tileplan must refuse too, and files with a feature Tileplan refuses by design ('unmodelled': timeloop-model runs
+    them), which it must refuse naming the field; and no file timeloop-model refuses may Tileplan import."""
+    from tileplan.errors import InputError
+    from tileplan.hardware.catalog import load_descriptor
+
+    probes = _probes()
+    assert len(probes) >= 40 and {p["expect"] for p in probes} == {"refuse", "unmodelled"}
+    wrong = []
+    for p in probes:
+        try:
+            load_descriptor(p["arch_yaml"], name="probe")
+            refused = False
+        except InputError:
+            refused = True
+        tl_refuses = p["timeloop_error"] is not None
+        if refused != tl_refuses and not (p["expect"] == "unmodelled" and refused):
+            wrong.append((p["probe"], p["timeloop_error"], refused))
+    assert wrong == []

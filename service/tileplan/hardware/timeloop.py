@@ -463,7 +463,7 @@ def _check_sizes(attrs: dict[str, Any], loc: Loc) -> None:
     elif _attr(attrs, "depth", "memory_depth", "data_storage_depth") is not None:
         for key in ("sizeKB", "entries"):
             if key in attrs:
-                raise InputError(loc + (key,), f"stated beside depth: timeloop-model asserts that a size is stated one "
+                raise InputError(loc + (key,), "stated beside depth: timeloop-model asserts that a size is stated one "
                                  "way (entries, depth or sizeKB)")
 
 
