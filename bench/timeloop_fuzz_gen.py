@@ -666,8 +666,9 @@ def extend_net(doc: dict[str, Any], rng: random.Random) -> dict[str, Any]:
 # earlier rounds never wrote (the coverage audit, bench/results/timeloop_coverage.md), and probes: files that change
 # one thing timeloop-model stops on, or that Tileplan refuses by design, each judged by both
 
-_NUMERIC_KEYS = ("entries", "depth", "memory_depth", "word-bits", "datawidth", "block-size", "read_bandwidth",
-                 "write_bandwidth", "shared_bandwidth", "energy-per-hop", "router-energy", "multiple-buffering")
+# (whole-number attributes only: timeloop-model looks no variable up where it reads a fractional number)
+_NUMERIC_KEYS = ("entries", "depth", "memory_depth", "word-bits", "datawidth", "block-size", "cluster-size",
+                 "num-ports", "n_banks", "num-banks")
 
 
 def _model_block(doc: dict[str, Any]) -> tuple[dict[str, Any] | list[Any] | None, str | None]:
@@ -708,6 +709,12 @@ def _components(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
         node = node["subtree"][0]
         subtrees.append(node)
     return list(reversed(storage)), compute, subtrees
+
+
+def _tree_components(arch: dict[str, Any]) -> list[dict[str, Any]]:
+    walked: list[tuple[dict[str, Any], int, list[Any], int]] = []
+    _walk(arch, 1, walked)
+    return [c for c, _, _, _ in walked]
 
 
 def _storage_names(doc: dict[str, Any]) -> list[str]:
@@ -833,6 +840,7 @@ PROBES: dict[str, str] = {
     "entries_and_sizeKB": "refuse", "unknown_constraint_type": "refuse", "constraint_without_type": "refuse",
     "utilization_not_innermost": "refuse", "keep_twice": "refuse", "network_class_typo": "refuse",
     "undefined_variable": "refuse", "explicit_network": "unmodelled", "allow_overbooking": "unmodelled",
+    "variable_for_a_fraction": "unmodelled", "sram_without_size": "refuse", "two_computes": "refuse",
 }
 
 
@@ -896,6 +904,26 @@ def probe(doc: dict[str, Any], kind: str) -> dict[str, Any] | None:
             ia = inner["attributes"] if "attributes" in inner else inner
             oa["network_read"] = oa["network_update"] = "NoC"
             ia["network_fill"] = ia["network_drain"] = "NoC"
+    elif kind == "variable_for_a_fraction":  # timeloop-model reads the name as 0 there
+        if not onchip:
+            return None
+        onchip[0]["read_bandwidth"] = "bw_var"
+        doc["variables"] = {**doc.get("variables", {}), "bw_var": 4}
+    elif kind == "sram_without_size":
+        top = next((c for c in _tree_components(arch) if _is_storage(c)), None)
+        if top is None or "DRAM" not in str(top.get("class")):
+            return None
+        a = top.get("attributes", top)
+        for k in ("entries", "depth", "memory_depth", "data_storage_depth", "sizeKB", "technology"):
+            a.pop(k, None)
+        top["class"] = "SRAM"
+    elif kind == "two_computes":
+        walked2: list[tuple[dict[str, Any], int, list[Any], int]] = []
+        _walk(arch, 1, walked2)
+        mac = next(((c, loc) for c, _, loc, _ in walked2 if not _is_storage(c)), None)
+        if mac is None:
+            return None
+        mac[1].append({**mac[0], "name": "MAC2"})
     elif kind == "allow_overbooking":
         if not onchip:
             return None

@@ -63,8 +63,8 @@ def test_the_version_picks_the_form_as_timeloop_model_does():
     # the legacy form under `architecture:` (no version) is the legacy form
     legacy = {"architecture": {"arithmetic": {"name": "MAC", "instances": 4, "word-bits": 8},
                                "storage": [{"name": "Reg", "instances": 4, "entries": 4, "word-bits": 8},
-                                           {"name": "GLB", "entries": 1024, "word-bits": 8},
-                                           {"name": "DRAM", "technology": "DRAM", "word-bits": 8}]},
+                                           {"name": "GLB", "instances": 1, "entries": 1024, "word-bits": 8},
+                                           {"name": "DRAM", "instances": 1, "technology": "DRAM", "word-bits": 8}]},
               "architecture_constraints": _doc()["architecture_constraints"]}
     hw = load_descriptor(legacy, name="t")
     assert [lv.name for lv in hw.memory_levels] == ["Reg", "GLB", "DRAM"]
@@ -87,6 +87,8 @@ def test_a_component_without_attributes_states_them_inline_and_no_class_technolo
     dram.update(dram.pop("attributes"), entries=1 << 20)
     hw = load_descriptor(doc, name="t")
     assert hw.memory_levels[-1].technology == "SRAM"
+    dram["technology"] = "DRAM"
+    assert load_descriptor(doc, name="t").memory_levels[-1].technology != "SRAM"  # (DRAM: the default)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -113,7 +115,6 @@ def test_a_value_naming_a_variable_is_that_variable():
     ({"n_banks": 2.5}, "n_banks"),            # read (for its energy table) even though nothing else uses it
     ({"num-ports": "two"}, "num-ports"),
     ({"meshX": 2.0, "instances": 1}, "meshX"),
-    ({"read_bandwidth": "fast"}, "read_bandwidth"),
     ({"reduction_supported": "maybe"}, "reduction_supported"),
 ])
 def test_a_value_timeloop_model_cannot_convert_is_refused(attrs, key):
@@ -213,3 +214,36 @@ def test_the_document_is_not_changed_by_reading_it():
     load_descriptor(doc, name="t")
     assert doc == before
     assert yaml.safe_dump(doc) == yaml.safe_dump(before)
+
+
+def test_a_variable_or_word_where_timeloop_model_reads_a_fractional_number_is_refused():
+    """timeloop-model reads a fractional attribute (bandwidths, energies, multiple-buffering, ...) with a fallback of
+    0 and no look-up of `variables` (as<double, int>(0)): a name there is 0 to it, not the variable (checked against
+    its build). Tileplan refuses such a value rather than read either."""
+    doc = _doc(glb={"read_bandwidth": "bw"})
+    doc["variables"] = {"bw": 4}
+    err = _refused(doc, "read_bandwidth", "0")
+    assert "variables" in err.msg
+    _refused(_doc(glb={"read_bandwidth": "fast"}), "read_bandwidth")
+
+
+def test_what_timeloop_model_crashes_on_is_refused():
+    """Checked against its build: a level priced as an SRAM (no DRAM class or technology) without a size (it asserts
+    on the size), a legacy storage level without `instances` (0 instances: it dies of a division by zero), two compute
+    components (it runs out of memory)."""
+    doc = _doc()
+    dram = doc["architecture"]["subtree"][0]["local"][0]
+    dram.update(dram.pop("attributes"))  # inline: no class technology, and no size
+    _refused(doc, "DRAM", "size")
+    doc = _doc()
+    doc["architecture"]["subtree"][0]["local"][0]["class"] = "SRAM"
+    _refused(doc, "DRAM", "size")
+    legacy = {"arch": {"arithmetic": {"name": "MAC", "instances": 4, "word-bits": 8},
+                       "storage": [{"name": "Reg", "instances": 4, "entries": 4, "word-bits": 8},
+                                   {"name": "GLB", "entries": 1024, "word-bits": 8},
+                                   {"name": "DRAM", "instances": 1, "technology": "DRAM", "word-bits": 8}]}}
+    _refused(legacy, "arch.storage.1.instances")
+    two = _doc()
+    two["architecture"]["subtree"][0]["subtree"][0]["local"].append(
+        {"name": "MAC2", "class": "intmac", "attributes": {"datawidth": 8}})
+    _refused(two, "MAC2", "compute")

@@ -390,7 +390,8 @@ def substitute_variables(data: dict[str, Any]) -> dict[str, Any]:
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
-            return {k: walk(resolve(v)) for k, v in node.items()}
+            # (a fractional attribute is read with a fallback of 0 and no look-up: as<double, int>(0))
+            return {k: walk(v if k in _F64_KEYS else resolve(v)) for k, v in node.items()}
         if isinstance(node, list):
             return [walk(x) if isinstance(x, (dict, list)) else x for x in node]
         return node
@@ -422,6 +423,7 @@ _COMPUTE_READS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("u64", ("instances",)), ("u32", ("word-bits", "datawidth")), ("u64", ("meshX",)), ("u64", ("meshY",)),
     ("str", ("network_operand",)), ("str", ("network_result",)),
 )
+_F64_KEYS = frozenset(k for kind, keys in _STORAGE_READS if kind == "f64" for k in keys) | {"min", "proportion"}
 _KIND_WORDS = {"u32": "an unsigned 32-bit integer", "u64": "an unsigned integer", "f64": "a number",
                "bool": "true or false", "str": "a string"}
 
@@ -445,6 +447,9 @@ def _read_as_timeloop(attrs: dict[str, Any], loc: Loc, reads: tuple[tuple[str, t
                 got = _yaml_bool(value)
             else:
                 got = value if not isinstance(value, bool) else str(value).lower()
+            if got is None and kind == "f64":
+                raise InputError(loc + (key,), f"{value!r}: timeloop-model reads {key} as a number and takes 0 for "
+                                 "anything else (it looks no name up in `variables` there); state the number")
             if got is None:
                 raise InputError(loc + (key,), f"{value!r}: timeloop-model reads {key} as {_KIND_WORDS[kind]} and stops "
                                  "on this value ('bad conversion')")
@@ -562,7 +567,7 @@ def _parse_v03(arch: Any, key: str = "architecture") -> tuple[list[_Storage], di
     if not isinstance(arch, dict):
         raise InputError(root, "must be a mapping with a 'subtree' list")
     outer_first: list[_Storage] = []
-    computes: list[tuple[dict[str, Any], int]] = []
+    computes: list[tuple[dict[str, Any], int, Loc, str]] = []
 
     def walk(nodes: Any, mult: int, loc: Loc) -> None:
         if nodes is None:
@@ -610,7 +615,7 @@ def _parse_v03(arch: Any, key: str = "architecture") -> tuple[list[_Storage], di
                         if attrs.get(nk) is not None:
                             raise InputError(cl + (nk,), f"{attrs[nk]!r}: a user-declared network to the compute units "
                                              "is not modelled by Tileplan; drop it to use the inferred network")
-                    computes.append((attrs, n_inst))
+                    computes.append((attrs, n_inst, cl + ("name",), cname))
                     continue
                 _check_sizes(attrs, cl)
                 _refuse_unmodelled_storage(attrs, cl)
@@ -624,7 +629,10 @@ def _parse_v03(arch: Any, key: str = "architecture") -> tuple[list[_Storage], di
         raise InputError(root + ("subtree",), "declares no storage level")
     if not computes:
         raise InputError(root + ("subtree",), "declares no compute component (class intmac, mac, ...)")
-    attrs, macs = computes[-1]
+    if len(computes) > 1:
+        raise InputError(computes[1][2], f"a second compute component ({computes[1][3]!r}): timeloop-model takes one "
+                         "arithmetic level (with two it fails: bad_alloc)")
+    attrs, macs = computes[-1][:2]
     return list(reversed(outer_first)), attrs, macs
 
 
@@ -667,7 +675,10 @@ def _parse_legacy(arch: Any, key: str = "arch") -> tuple[list[_Storage], dict[st
         _check_sizes(attrs, loc)
         _refuse_unmodelled_storage(attrs, loc)
         inst = _attr(attrs, "instances")
-        n_inst = _int(inst, loc + ("instances",)) if inst is not None else count
+        if inst is None:  # (the legacy reader gives an unstated count 0, and timeloop-model divides by it)
+            raise InputError(loc + ("instances",), f"missing for {name!r}: in the legacy form timeloop-model needs every "
+                             "storage level's instances (without it: 0, and it dies of a division by zero)")
+        n_inst = _int(inst, loc + ("instances",))
         out.append(_Storage(name, {**attrs, "class": cls}, loc, n_inst, _mesh_x(attrs, n_inst, loc)))
     return out, arith, macs
 
@@ -940,6 +951,10 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             lv["mesh_x"] = st.mesh_x
         tech = _technology(st)
         entries = _entries(st, wb)
+        if tech != "DRAM" and entries is None:
+            raise InputError(st.loc + ("entries",), f"{st.name!r} has no size (entries, depth or sizeKB) and is priced as "
+                             "an SRAM (no DRAM class with attributes, no technology: DRAM): timeloop-model asserts on "
+                             "the missing size")
         if not top:
             if entries is None:
                 raise InputError(st.loc + ("entries",), f"missing for on-chip level {st.name!r} (or depth and width)")
