@@ -102,3 +102,21 @@ def test_cosa_not_slower_than_random_where_the_hand_written_tiling_pads():
     rnd = make_plan(layer, hw, ScheduleOptions(mapper="random", **options))
     assert cosa.metrics.cycles <= 1.001 * rnd.metrics.cycles
     assert cosa.metrics.cycles <= _mapper_cycles("gemmini_arch_legacy", "conv_256_36_7x7_s1_2x2")
+
+
+def test_a_layer_larger_than_a_sized_backing_store_is_refused_not_planned():
+    """A backing store with a size (an SRAM MainMemory of 16,384 words, seed 7's fuzz7_022) cannot hold a layer
+    whose tensors need 48,064 words: timeloop-model refuses every map of it ('couldn't map level MainMemory: mapped
+    tile size 48064 exceeds buffer capacity 16384'). cosa planned it anyway (the checker knew no size there), and
+    bench/timeloop_vs_mapper.py counted a map Timeloop rejected; now the plan is refused, saying why."""
+    from tileplan.errors import MappingInfeasible
+
+    hw = load_descriptor((BENCH_DATA / "timeloop_fuzz_seed7" / "archs" / "fuzz7_022.yaml").read_text(),
+                         name="fuzz7_022")
+    layer = parse_layer({"batch": 1, "dilation": [1, 1], "in_channels": 64, "in_h": 39, "in_w": 18, "kernel": [3, 3],
+                         "name": "L1", "op": "conv2d", "out_channels": 4, "padding": [0, 0], "stride": [3, 1]})
+    with pytest.raises(MappingInfeasible) as err:
+        make_plan(layer, hw, ScheduleOptions(mapper="cosa", baseline=False, time_limit_s=2.0, model="timeloop"))
+    assert "MainMemory" in str(err.value) and "48064" in str(err.value).replace(",", "")
+    small = parse_layer({"op": "matmul", "M": 16, "K": 16, "N": 16, "name": "fits"})
+    assert make_plan(small, hw, ScheduleOptions(mapper="cosa", baseline=False, time_limit_s=2.0, model="timeloop"))
