@@ -247,3 +247,12 @@ def test_what_timeloop_model_crashes_on_is_refused():
     two["architecture"]["subtree"][0]["subtree"][0]["local"].append(
         {"name": "MAC2", "class": "intmac", "attributes": {"datawidth": 8}})
     _refused(two, "MAC2", "compute")
+
+
+def test_m_in_constraints_is_the_cnn_layers_output_channels():
+    """Timeloop's exercises (simple_weight_stationary, eyeriss_like, simba_like, ...) write the CNN layer's output
+    channels as M (their problems: C M R S N P Q) in the constraints they ship; Tileplan's layer calls them K. Read
+    as K: once those files' per-target constraint lists were read (this round), an M refused all ten of them."""
+    doc = _with({"target": "GLB", "type": "temporal", "factors": "M=1 C<=4", "permutation": "MCPQ"})
+    loops = load_descriptor(doc, name="t").constraints.loops["GLB"]["temporal"]
+    assert loops.factors == {"K": 1} and loops.max_factors == {"C": 4} and loops.permutation == ["K", "C", "P", "Q"]

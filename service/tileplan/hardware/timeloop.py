@@ -225,6 +225,8 @@ def file_keeps(data: dict[str, Any], names: list[str]) -> dict[str, list[str]]:
 
 
 _TL_LOOP_DIMS = ("R", "S", "P", "Q", "C", "K", "N")
+# Timeloop's exercises write the CNN layer's output channels as M (their problems: C M R S N P Q); Tileplan's K
+_CNN_ALIASES = {"M": "K"}
 _EXACT = re.compile(r"([A-Za-z]+)\s*=*\s*([0-9]+)")
 _AT_MOST = re.compile(r"([A-Za-z]+)\s*<=\s*([0-9]+)")
 
@@ -254,7 +256,7 @@ def file_loop_constraints(data: dict[str, Any], names: list[str], fanouts: list[
         if isinstance(text, str):
             for key, pattern in (("factors", _EXACT), ("max_factors", _AT_MOST)):
                 for m in pattern.finditer(text):
-                    d, n = m.group(1), int(m.group(2))
+                    d, n = _CNN_ALIASES.get(m.group(1), m.group(1)), int(m.group(2))
                     if d not in _TL_LOOP_DIMS:
                         raise InputError(loc + ("factors",), f"dimension {d!r} is not the CNN layer's "
                                          f"({' '.join(_TL_LOOP_DIMS)})")
@@ -270,7 +272,7 @@ def file_loop_constraints(data: dict[str, Any], names: list[str], fanouts: list[
                 got["max_factors"].setdefault(d, n)
         perm = attrs.get("permutation")
         if isinstance(perm, str):
-            dims = [c for c in perm if not c.isspace()]
+            dims = [_CNN_ALIASES.get(c, c) for c in perm if not c.isspace()]
             bad = [c for c in dims if c not in _TL_LOOP_DIMS]
             if bad:
                 raise InputError(loc + ("permutation",), f"dimension {bad[0]!r} is not the CNN layer's")
