@@ -271,9 +271,24 @@ def example_files(dirs: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
             for key in ("architecture_constraints", "mapspace_constraints"):
                 if isinstance(cdoc, dict) and key in cdoc and key not in tp_doc:
                     tp_doc[key] = cdoc[key]
+        model_block = next((tp_doc[k] for k in ("architecture_constraints",) if k in tp_doc), None)
+        if model_block is not None:
+            # timeloop-model checks maps against the design's architecture constraints too, as Tileplan reads them
+            # (M, the exercises' output channels, as the K of the problem Tileplan writes)
+            tl_text = yaml.safe_dump({key: doc[key], "architecture_constraints": _m_as_k(model_block)}, sort_keys=False)
         out.append((label, tl_text, tp_doc))
     shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _m_as_k(node: Any) -> Any:
+    """Constraints with the output channels' M written as K (the factors and permutation strings)."""
+    if isinstance(node, dict):
+        return {k: (re.sub(r"M", "K", v) if k in ("factors", "permutation") and isinstance(v, str) else _m_as_k(v))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_m_as_k(x) for x in node]
+    return node
 
 
 def timeloop_accepts_arch(tl: Timeloop, arch_text: str) -> str | None:
