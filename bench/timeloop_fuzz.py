@@ -275,7 +275,9 @@ def example_files(dirs: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
         if model_block is not None:
             # timeloop-model checks maps against the design's architecture constraints too, as Tileplan reads them
             # (M, the exercises' output channels, as the K of the problem Tileplan writes)
-            tl_text = yaml.safe_dump({key: doc[key], "architecture_constraints": _m_as_k(model_block)}, sort_keys=False)
+            akey = "architecture" if "architecture" in doc else "arch"
+            tl_text = yaml.safe_dump({akey: doc[akey], "architecture_constraints": _m_as_k(model_block)},
+                                     sort_keys=False)
         out.append((label, tl_text, tp_doc))
     shutil.rmtree(tmp, ignore_errors=True)
     return out
