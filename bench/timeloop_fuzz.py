@@ -44,7 +44,17 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "bench/data/timeloop_reference/tools"))
 
 import tlstats  # noqa: E402
-from timeloop_fuzz_gen import extend_arch, extend_more, extend_net, random_arch, random_layer, wild_factors  # noqa: E402
+from timeloop_fuzz_gen import (  # noqa: E402
+    PROBES,
+    extend_arch,
+    extend_more,
+    extend_net,
+    extend_wide,
+    probe,
+    random_arch,
+    random_layer,
+    wild_factors,
+)
 
 from tileplan.errors import InputError, MappingInfeasible  # noqa: E402
 from tileplan.hardware.catalog import load_descriptor  # noqa: E402
@@ -261,9 +271,26 @@ def example_files(dirs: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
             for key in ("architecture_constraints", "mapspace_constraints"):
                 if isinstance(cdoc, dict) and key in cdoc and key not in tp_doc:
                     tp_doc[key] = cdoc[key]
+        model_block = next((tp_doc[k] for k in ("architecture_constraints",) if k in tp_doc), None)
+        if model_block is not None:
+            # timeloop-model checks maps against the design's architecture constraints too, as Tileplan reads them
+            # (M, the exercises' output channels, as the K of the problem Tileplan writes)
+            akey = "architecture" if "architecture" in doc else "arch"
+            tl_text = yaml.safe_dump({akey: doc[akey], "architecture_constraints": _m_as_k(model_block)},
+                                     sort_keys=False)
         out.append((label, tl_text, tp_doc))
     shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _m_as_k(node: Any) -> Any:
+    """Constraints with the output channels' M written as K (the factors and permutation strings)."""
+    if isinstance(node, dict):
+        return {k: (re.sub(r"M", "K", v) if k in ("factors", "permutation") and isinstance(v, str) else _m_as_k(v))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_m_as_k(x) for x in node]
+    return node
 
 
 def timeloop_accepts_arch(tl: Timeloop, arch_text: str) -> str | None:
@@ -271,10 +298,11 @@ def timeloop_accepts_arch(tl: Timeloop, arch_text: str) -> str | None:
     tensor kept only at the outermost level), else its error."""
     try:
         hw_doc = yaml.safe_load(arch_text)
-        if "arch" in hw_doc:  # the legacy form: storage listed innermost first
-            names = [str(st["name"]).split("[")[0] for st in hw_doc["arch"]["storage"]]
+        arch = hw_doc["arch" if "arch" in hw_doc else "architecture"]  # (timeloop-model reads `arch` first)
+        if "storage" in arch:  # the legacy form: storage listed innermost first
+            names = [str(st["name"]).split("[")[0] for st in arch["storage"]]
         else:
-            names = _tree_storage_names(hw_doc["architecture"])
+            names = _tree_storage_names(arch)
     except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
         return f"unreadable: {exc}"
     if not names:
@@ -418,11 +446,63 @@ def _error_kind(err: str | None) -> str:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def generate(args: argparse.Namespace, examples: list[dict[str, Any]]
+def judge_probe(tl: Timeloop, label: str, kind: str, text: str) -> dict[str, Any]:
+    """timeloop-model's verdict on a probe file (a 1x1 layer, as for the example files) and Tileplan's import."""
+    record: dict[str, Any] = {"probe": label, "kind": kind, "expect": PROBES.get(kind, "refuse"),
+                              "timeloop_error": timeloop_accepts_arch(tl, text), "arch_yaml": text}
+    try:
+        load_descriptor(text, name="probe")
+        record["refused"] = None
+    except InputError as exc:
+        record["refused"] = str(exc)
+    return record
+
+
+def rejudge_probe(record: dict[str, Any]) -> dict[str, Any]:
+    """A recorded probe with today's Tileplan import of its file."""
+    try:
+        load_descriptor(record["arch_yaml"], name="probe")
+        refused = None
+    except InputError as exc:
+        refused = str(exc)
+    return {**record, "refused": refused}
+
+
+def probes_table(probes: list[dict[str, Any]]) -> str:
+    """Per probe kind: how often timeloop-model and Tileplan refuse the file."""
+    if not probes:
+        return ""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in probes:
+        by[p["kind"]].append(p)
+    lines = ["", "## Probes", "",
+             "One change to a generated file (`--wide`: timeloop_fuzz_gen.probe), and generated files Tileplan "
+             "refused (`generated`), judged by timeloop-model (a 1x1 layer) and by Tileplan's import. `refuse`: "
+             "timeloop-model stops, so must Tileplan; `unmodelled`: timeloop-model runs it, Tileplan refuses it by "
+             "design, naming the field (never a silently wrong number).", "",
+             "| probe | expected | files | both refuse | both accept | Timeloop runs, Tileplan refuses "
+             "| Timeloop refuses, Tileplan imports |", "|---|---|--:|--:|--:|--:|--:|"]
+    for kind, ps in sorted(by.items()):
+        tl_ok = [p["timeloop_error"] is None for p in ps]
+        tp_ok = [p["refused"] is None for p in ps]
+        lines.append(f"| {kind} | {PROBES.get(kind, 'refuse')} | {len(ps)} "
+                     f"| {sum(not a and not b for a, b in zip(tl_ok, tp_ok))} | {sum(a and b for a, b in zip(tl_ok, tp_ok))} "
+                     f"| {sum(a and not b for a, b in zip(tl_ok, tp_ok))} | {sum(not a and b for a, b in zip(tl_ok, tp_ok))} |")
+    odd = [p for p in probes if (p["timeloop_error"] is None) != (p["refused"] is None)
+           and not (p["expect"] == "unmodelled" and p["refused"] is not None)]
+    lines += ["", f"Probes where the two disagree other than by design: {len(odd)}", ""]
+    for p in odd[:30]:
+        lines.append(f"- {p['probe']}: timeloop-model {_short(p['timeloop_error'] or 'runs')}; Tileplan "
+                     f"{_short(p['refused'] or 'imports')}")
+    return "\n".join(lines) + "\n"
+
+
+def generate(args: argparse.Namespace, examples: list[dict[str, Any]], probes: list[dict[str, Any]] | None = None
              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(cases on the random architectures, recorded under --data; cases on the example files, under
     --examples-data: re-exports of upstream files are never written into the repository)."""
     tl = Timeloop(args.timeloop_bin)
+    probes = probes if probes is not None else []
     rng = random.Random(args.seed)
     data = Path(args.data)
     (data / "archs").mkdir(parents=True, exist_ok=True)
@@ -439,11 +519,20 @@ def generate(args: argparse.Namespace, examples: list[dict[str, Any]]
             doc = extend_more(doc, random.Random(f"more-{args.seed}-{a}"), network=True)
         if args.net:  # its own stream too
             doc = extend_net(doc, random.Random(f"net-{args.seed}-{a}"))
+        if args.wide:  # its own stream too
+            prng = random.Random(f"probe-{args.seed}-{a}")
+            for kind in prng.sample(sorted(PROBES), 2):  # (probes first: extend_wide changes the document)
+                pdoc = probe(doc, kind)
+                if pdoc is not None:
+                    probes.append(judge_probe(tl, f"{name}:{kind}", kind, dump_yaml(pdoc)))
+            doc = extend_wide(doc, random.Random(f"wide-{args.seed}-{a}"))
         text = dump_yaml(doc)
         try:
             hw = load_descriptor(text, name=name)
         except InputError as exc:
             print(f"{name}: Tileplan refuses the generated file: {exc}", file=sys.stderr)
+            if args.wide:  # (recorded: timeloop-model must refuse it too)
+                probes.append(judge_probe(tl, name, "generated", text))
             continue
         rel = f"archs/{name}.yaml"
         (data / rel).write_text(text)
@@ -507,6 +596,13 @@ def main() -> int:
         "round 4 (seed 5 on; after --more, on its own stream): most storage levels state the inferred network's "
         "energies (energy-per-hop, router-energy, wire-energy with or without tile-width, network-word-bits) and "
         "the arithmetic an area, levels a cluster-area (timeloop_fuzz_gen.extend_net)"))
+    ap.add_argument("--wide", action="store_true", help=(
+        "round 5 (seed 7 on; after --net, on its own stream): the rest of what timeloop-model reads from an "
+        "architecture file (the form by version under arch: or architecture:, inline attributes, variables, hex "
+        "counts, per-target constraint lists, name / bypassing / attributes in constraints, utilization and "
+        "max_overbooked_proportion constraints, unconnected networks, false sparse flags; "
+        "timeloop_fuzz_gen.extend_wide), and probes: one change timeloop-model stops on or Tileplan refuses by "
+        "design, judged by both (recorded in probes.jsonl)"))
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--example-layers", type=int, default=3)
     ap.add_argument("--random-maps", type=int, default=2)
@@ -523,8 +619,12 @@ def main() -> int:
     if args.examples and ex_data is None:
         ap.error("--examples needs --examples-data DIR (outside the repository)")
     ex_cases: list[dict[str, Any]] = []
+    probes: list[dict[str, Any]] = []
     if args.rejudge:
         cases = load_cases(data)
+        if (data / "probes.jsonl").exists():
+            probes = [rejudge_probe(json.loads(x)) for x in (data / "probes.jsonl").read_text().splitlines()
+                      if x.strip()]
         if (data / "examples.jsonl").exists():
             examples = [json.loads(x) for x in (data / "examples.jsonl").read_text().splitlines() if x.strip()]
         if ex_data is not None and (ex_data / "cases.jsonl").exists():
@@ -532,7 +632,11 @@ def main() -> int:
     else:
         if not args.timeloop_bin:
             ap.error("--timeloop-bin is required unless --rejudge")
-        cases, ex_cases = generate(args, examples)
+        cases, ex_cases = generate(args, examples, probes)
+        if probes:
+            with open(data / "probes.jsonl", "w") as f:
+                for p in probes:
+                    f.write(json.dumps(p, sort_keys=True) + "\n")
         for folder, recorded in ((data, cases), (ex_data, ex_cases)):
             if folder is None:
                 continue
@@ -546,6 +650,7 @@ def main() -> int:
     command = "--rejudge" if args.rejudge else (
         f"--timeloop-bin DIR --seed {args.seed} --archs {args.archs} --layers {args.layers} "
         f"{'--extended ' if args.extended else ''}{'--more ' if args.more else ''}{'--net ' if args.net else ''}"
+        f"{'--wide ' if args.wide else ''}"
         f"--example-layers {args.example_layers}" + (" --examples " + " ".join(
             Path(e.rstrip("/")).parent.name if Path(e.rstrip("/")).name == "repo" else Path(e).name
             for e in args.examples) if args.examples else ""))
@@ -559,7 +664,7 @@ def main() -> int:
         f"`{Path(args.data).resolve().relative_to(REPO) if Path(args.data).resolve().is_relative_to(REPO) else args.data}`"
         f" (seed {args.seed}); {time.perf_counter() - t0:.0f} s.",
     ]
-    text = report(rows, header) + examples_table(examples, rows)
+    text = report(rows, header) + probes_table(probes) + examples_table(examples, rows)
     Path(args.out).write_text(text)
     print(text)
     return 0

@@ -19,7 +19,7 @@ from tileplan import __version__, provenance
 from tileplan.check import check
 from tileplan.cost import Metrics, evaluate_mapping
 from tileplan.cost.model import model_for
-from tileplan.cost.timeloop import timeloop_violations
+from tileplan.cost.timeloop import backing_store_overflow, timeloop_violations
 from tileplan.errors import InputError, MappingInfeasible
 from tileplan.execution import library_levels
 from tileplan.hardware import HardwareDescriptor
@@ -164,6 +164,11 @@ def run_mapper(
 def _run_one_mapper(
     name: str, problem: Problem, hw: HardwareDescriptor, options: MapperOptions
 ) -> tuple[Mapping, SolverInfo, Metrics, list[str]]:
+    # (a sized backing store too small for the layer: refused up front, as timeloop-model refuses every map of it)
+    whys = [backing_store_overflow(problem, a) if model_for(a) == "timeloop" else None
+            for a in (hw.resolve(df) for df in ([options.dataflow] if options.dataflow else hw.dataflow_names))]
+    if whys and all(whys):
+        raise MappingInfeasible(f"{name}: {whys[0]}")
     result = get_mapper(name).map(problem, hw, options)
     violations = check(problem, hw, result.mapping)
     if violations:

@@ -77,7 +77,8 @@ def test_loop_constraints_are_read_as_timeloop_model_reads_them():
     # timeloop-model does not read mapspace_constraints (timeloop-mapper does): they bind no map here
     assert _arch([{"target": "GLB", "type": "temporal", "factors": "C=1"}],
                  where="mapspace_constraints").constraints.loops == {}
-    for cons, word in (([{"target": "GLB", "type": "temporal", "factors": "M=1"}], "not the CNN layer's"),
+    for cons, word in (([{"target": "GLB", "type": "temporal", "factors": "X=1"}], "not the CNN layer's"),
+                       ([{"target": "GLB", "type": "temporal", "factors": "K=1 M=2"}], "stated twice"),
                        ([{"target": "DRAM", "type": "spatial", "factors": "K=1"}], "no fan-out"),
                        ([{"target": "Nope", "type": "temporal", "factors": "K=1"}], "no such storage level"),
                        ([{"target": "GLB", "type": "temporal", "factors": "K=1 K=2"}], "stated twice")):

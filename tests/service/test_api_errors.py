@@ -181,3 +181,24 @@ def test_a_job_past_its_time_limit_fails_with_the_reason(tmp_path) -> None:  # t
         assert "time limit" in doc["detail"][0]["msg"]
         job = c.get(f"/jobs/{doc['id']}").json()
         assert job["status"] == "failed" and job["errors"][0]["type"] == "time_limit"
+
+
+def test_a_timeloop_feature_tileplan_does_not_model_is_a_422_naming_it(client: TestClient) -> None:
+    """A Timeloop file with a user-declared network (timeloop-model runs it; Tileplan would price that traffic by the
+    inferred network) is refused naming the attribute, never planned with a silently wrong number
+    (bench/results/timeloop_coverage.md)."""
+    import yaml
+
+    arch = {"architecture": {"version": 0.3, "subtree": [{"name": "sys", "local": [
+        {"name": "DRAM", "class": "DRAM", "attributes": {"word-bits": 8}},
+        {"name": "GLB", "class": "SRAM", "attributes": {"entries": 4096, "word-bits": 8, "network_read": "NoC"}},
+        {"name": "NoC", "class": "XY_NoC", "attributes": {"datawidth": 8}}],
+        "subtree": [{"name": "PE[0..3]", "local": [
+            {"name": "Reg", "class": "regfile", "attributes": {"entries": 4, "word-bits": 8, "network_fill": "NoC"}},
+            {"name": "MAC", "class": "intmac", "attributes": {"datawidth": 8}}]}]}]}}
+    r = post(client, {"hardware": {"name": "noc", "format": "timeloop", "source": yaml.safe_dump(arch)},
+                      "layers": [FC]})
+    assert r.status_code == 422
+    item = first(r)
+    assert "network_read" in item["loc"] or "network_read" in item["msg"]
+    assert "not modelled" in item["msg"]

@@ -3,7 +3,9 @@ random v0.3 architectures, random layers, cosa's / random / wild maps, seed 1; b
 seeds 2 and 3 with `--extended`, architectures written with what Timeloop files in the wild use and the seed-1
 generator did not; _seed4: seed 4 with `--extended --more`, adding loop constraints timeloop-model checks maps
 against and levels' network / address-generation energies; _seed5 and _seed6: seeds 5 and 6 with `--net` too, most levels
-stating their network's energies;
+stating their network's energies; _seed7: seed 7 with `--wide` too, the rest of what timeloop-model reads from an
+architecture file (bench/results/timeloop_coverage.md), plus probes.jsonl (files timeloop-model stops on, or Tileplan
+refuses by design, judged by both);
 bench/timeloop_fuzz.py made them with a build of NVlabs/timeloop@019f107 and re-judges them with --rejudge)."""
 
 from collections import Counter
@@ -18,7 +20,7 @@ from tileplan.interop.timeloop_reference import Judged, access_mismatches, judge
 # (bench/results/timeloop_fuzz.md, timeloop_fuzz_seed2.md, _seed3.md), except where SHARES says otherwise
 SETS = {"timeloop_fuzz": (1000, 50, 100), "timeloop_fuzz_seed2": (250, 20, 25), "timeloop_fuzz_seed3": (250, 15, 40),
         "timeloop_fuzz_seed4": (250, 20, 120), "timeloop_fuzz_seed5": (250, 20, 100),
-        "timeloop_fuzz_seed6": (400, 30, 150)}
+        "timeloop_fuzz_seed6": (400, 30, 150), "timeloop_fuzz_seed7": (400, 30, 150)}
 CYCLES_WITHIN_1PCT = 1.0
 ENERGY_WITHIN_5PCT = 1.0
 # seed 4 (--extended --more, bench/results/timeloop_fuzz_seed4.md): every cycle count (fuzz4_011/L2's random2 and wild2
@@ -72,3 +74,36 @@ def test_per_level_counts_are_timeloops(judged):
     # seed 1: 1,374 of 1,380: a few link words and fills off by fractions; seed 3: 242 of 243 (fuzz3_000/L0/random2:
     # a one-word input register's reads and fills, and the buffer above's reads, differ; cycles and energy agree)
     assert sum(acc) / len(acc) >= 0.995
+
+
+def _probes():
+    import json
+
+    out = []
+    for name in sorted(SETS):
+        path = BENCH_DATA / name / "probes.jsonl"
+        if path.exists():
+            out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return out
+
+
+def test_probes_are_refused_where_timeloop_refuses_them():
+    """The `--wide` probes (bench/timeloop_fuzz.py, seed 7 on): files with one change timeloop-model stops on, which
+    Tileplan must refuse too, and files with a feature Tileplan refuses by design ('unmodelled': timeloop-model runs
+    them), which it must refuse naming the field; and no file timeloop-model refuses may Tileplan import."""
+    from tileplan.errors import InputError
+    from tileplan.hardware.catalog import load_descriptor
+
+    probes = _probes()
+    assert len(probes) >= 40 and {p["expect"] for p in probes} == {"refuse", "unmodelled"}
+    wrong = []
+    for p in probes:
+        try:
+            load_descriptor(p["arch_yaml"], name="probe")
+            refused = False
+        except InputError:
+            refused = True
+        tl_refuses = p["timeloop_error"] is not None
+        if refused != tl_refuses and not (p["expect"] == "unmodelled" and refused):
+            wrong.append((p["probe"], p["timeloop_error"], refused))
+    assert wrong == []

@@ -685,6 +685,20 @@ def timeloop_metrics(problem: Problem, arch: Architecture, mapping: Mapping) -> 
     )
 
 
+def backing_store_overflow(problem: Problem, arch: Architecture) -> str | None:
+    """Why no map of `problem` fits a backing store with a size (a Timeloop file's SRAM `MainMemory`: its
+    `source_entries`): the whole tensors it keeps exceed it, and timeloop-model refuses every map; else None."""
+    top = arch.levels[-1]
+    if top.source_entries is None:
+        return None
+    full = problem.for_hardware("bounding_box")
+    words = sum(box(full, t, dict(full.dims)) for t in TENSORS if t in top.keeps)
+    if words <= top.source_entries:
+        return None
+    return (f"{top.name}: the layer's tensors need {words} words there and it holds {top.source_entries} "
+            "(timeloop-model refuses every map: 'mapped tile size exceeds buffer capacity')")
+
+
 def timeloop_violations(
     problem: Problem, arch: Architecture, mapping: Mapping, along_x: dict[str, list[tuple[str, int]]] | None = None
 ) -> list[str]:

@@ -120,8 +120,78 @@ def _constraint_entries(data: dict[str, Any], model_only: bool = False) -> list[
         for i, entry in enumerate(block):
             if not isinstance(entry, dict):
                 raise InputError(loc + (i,), "a constraint is a mapping with target and type")
-            out.append((loc + (i,), entry))
+            # the level: `target`, else `name` (as Timeloop's FindTargetTilingLevel looks them up)
+            target = entry.get("target") if entry.get("target") is not None else entry.get("name")
+            if "constraints" in entry:  # a target with its own list of constraints (Timeloop's ParseList)
+                inner_list = entry["constraints"]
+                if not isinstance(inner_list, list):
+                    raise InputError(loc + (i, "constraints"), "must be a list of constraints (type, ...)")
+                for j, sub in enumerate(inner_list):
+                    if not isinstance(sub, dict):
+                        raise InputError(loc + (i, "constraints", j), "a constraint is a mapping with a type")
+                    out.append((loc + (i, "constraints", j), {**sub, "target": target}))
+                continue
+            out.append((loc + (i,), {**entry, "target": target}))
     return out
+
+
+def _constraint_attrs(entry: dict[str, Any]) -> dict[str, Any]:
+    """Where Timeloop reads a constraint's factors, permutation, keep / bypass and min: its `attributes`, else the
+    constraint itself."""
+    return entry["attributes"] if isinstance(entry.get("attributes"), dict) else entry
+
+
+_CONSTRAINT_TYPES = ("temporal", "spatial", "datatype", "bypass", "bypassing", "max_overbooked_proportion",
+                     "utilization", "parallelism")
+
+
+def check_model_constraints(data: dict[str, Any], names: list[str]) -> None:
+    """What timeloop-model's constraint parser stops on in the block it reads (so on every map of the file): a
+    constraint without a type or of a type it does not know, a target it cannot find, `utilization` /
+    `parallelism` other than once at the innermost level with a `min`, `max_overbooked_proportion` without its
+    `proportion`, keep / bypass that is not a list or states a tensor twice at a level (not the outermost)."""
+    said: dict[tuple[str, str], Loc] = {}
+    utilization = False
+    for loc, entry in _constraint_entries(data, model_only=True):
+        kind = entry.get("type")
+        if not isinstance(kind, str):
+            raise InputError(loc + ("type",), "missing: timeloop-model asserts every constraint states its type")
+        if kind not in _CONSTRAINT_TYPES:
+            raise InputError(loc + ("type",), f"{kind!r}: timeloop-model stops on it ('unrecognized constraint "
+                             f"type'); it knows {', '.join(_CONSTRAINT_TYPES)}")
+        target = entry.get("target")
+        if target not in names:
+            raise InputError(loc + ("target",), f"no such storage level {target!r}; the file has {names} "
+                             "(timeloop-model: 'target storage level not found')")
+        attrs = _constraint_attrs(entry)
+        if kind in ("utilization", "parallelism"):
+            if target != names[0]:
+                raise InputError(loc + ("target",), f"{kind} at {target!r}: timeloop-model takes it only at the "
+                                 f"innermost storage level ({names[0]!r})")
+            if _yaml_double(attrs.get("min")) is None:
+                raise InputError(loc + ("min",), f"{kind} needs its min (timeloop-model asserts it)")
+            if utilization:
+                raise InputError(loc, f"a second {kind} constraint (timeloop-model: 're-specification of min "
+                                 "parallelism/utilization')")
+            utilization = True
+        elif kind == "max_overbooked_proportion":
+            if _yaml_double(entry.get("proportion")) is None:
+                raise InputError(loc + ("proportion",), "max_overbooked_proportion needs its proportion (timeloop-model "
+                                 "asserts it)")
+        elif kind in ("datatype", "bypass", "bypassing"):
+            for key in ("keep", "bypass"):
+                if key not in attrs:
+                    continue
+                value = attrs[key]
+                if not isinstance(value, list):
+                    raise InputError(loc + (key,), "must be a list of Weights / Inputs / Outputs (timeloop-model "
+                                     "asserts a list)")
+                for t in value:
+                    if target != names[-1] and (target, str(t)) in said:
+                        raise InputError(loc + (key,), f"{t} stated twice at {target!r} (also at "
+                                         f"{'.'.join(map(str, said[(target, str(t))]))}): timeloop-model stops on a "
+                                         "re-specified keep / bypass")
+                    said[(target, str(t))] = loc
 
 
 def file_keeps(data: dict[str, Any], names: list[str]) -> dict[str, list[str]]:
@@ -131,13 +201,14 @@ def file_keeps(data: dict[str, Any], names: list[str]) -> dict[str, list[str]]:
     keep: dict[str, set[str]] = {}
     bypass: dict[str, set[str]] = {}
     for loc, entry in _constraint_entries(data):
-        if entry.get("type") not in ("datatype", "bypass"):
+        if entry.get("type") not in ("datatype", "bypass", "bypassing"):
             continue
         target = entry.get("target")
         if target not in names:
             raise InputError(loc + ("target",), f"no such storage level {target!r}; the file has {names}")
+        attrs = _constraint_attrs(entry)
         for key, into in (("keep", keep), ("bypass", bypass)):
-            value = entry.get(key) or []
+            value = attrs.get(key) or []
             if not isinstance(value, list):
                 raise InputError(loc + (key,), "must be a list of Weights / Inputs / Outputs")
             for t in value:
@@ -154,6 +225,8 @@ def file_keeps(data: dict[str, Any], names: list[str]) -> dict[str, list[str]]:
 
 
 _TL_LOOP_DIMS = ("R", "S", "P", "Q", "C", "K", "N")
+# Timeloop's exercises write the CNN layer's output channels as M (their problems: C M R S N P Q); Tileplan's K
+_CNN_ALIASES = {"M": "K"}
 _EXACT = re.compile(r"([A-Za-z]+)\s*=*\s*([0-9]+)")
 _AT_MOST = re.compile(r"([A-Za-z]+)\s*<=\s*([0-9]+)")
 
@@ -171,7 +244,7 @@ def file_loop_constraints(data: dict[str, Any], names: list[str], fanouts: list[
         kind = entry.get("type")
         if kind not in ("temporal", "spatial"):
             continue
-        target = entry.get("target", entry.get("name"))
+        target = entry.get("target")
         if target not in names:
             raise InputError(loc + ("target",), f"no such storage level {target!r}; the file has {names}")
         if kind == "spatial" and fanouts[names.index(target)] <= 1:
@@ -183,7 +256,7 @@ def file_loop_constraints(data: dict[str, Any], names: list[str], fanouts: list[
         if isinstance(text, str):
             for key, pattern in (("factors", _EXACT), ("max_factors", _AT_MOST)):
                 for m in pattern.finditer(text):
-                    d, n = m.group(1), int(m.group(2))
+                    d, n = _CNN_ALIASES.get(m.group(1), m.group(1)), int(m.group(2))
                     if d not in _TL_LOOP_DIMS:
                         raise InputError(loc + ("factors",), f"dimension {d!r} is not the CNN layer's "
                                          f"({' '.join(_TL_LOOP_DIMS)})")
@@ -199,7 +272,7 @@ def file_loop_constraints(data: dict[str, Any], names: list[str], fanouts: list[
                 got["max_factors"].setdefault(d, n)
         perm = attrs.get("permutation")
         if isinstance(perm, str):
-            dims = [c for c in perm if not c.isspace()]
+            dims = [_CNN_ALIASES.get(c, c) for c in perm if not c.isspace()]
             bad = [c for c in dims if c not in _TL_LOOP_DIMS]
             if bad:
                 raise InputError(loc + ("permutation",), f"dimension {bad[0]!r} is not the CNN layer's")
@@ -259,6 +332,172 @@ def _int(value: Any, loc: Loc, positive: bool = True) -> int:
     if v > MAX_WHOLE:
         raise InputError(loc, f"{value} is over this server's bound of 2^62", "less_than_equal")
     return int(v)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Values as timeloop-model's config reader (compound-config over yaml-cpp 0.7) converts them: a value that fails the
+# conversion and names one of the document's `variables` is that variable; any other failure stops timeloop-model
+# ("bad conversion"), so the file is refused here, naming the attribute.
+
+_UINT = re.compile(r"^\+?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$")
+_SINT = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$")
+_BOOLS = {"y": True, "yes": True, "true": True, "on": True, "n": False, "no": False, "false": False, "off": False}
+
+
+def _yaml_int(value: Any, bits: int, signed: bool = False) -> int | None:
+    """`value` as yaml-cpp's as<uint32/uint64/int>() reads it (base from the prefix: 0x hex, 0 octal), else None."""
+    if isinstance(value, bool) or isinstance(value, float):
+        return None  # (true / 1.5 / 1024.0: the stream leaves text unread)
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if not (_SINT if signed else _UINT).match(text):
+            return None
+        neg = text.startswith("-")
+        body = text.lstrip("+-")
+        n = int(body, 16) if body[:2].lower() == "0x" else int(body, 8) if len(body) > 1 and body[0] == "0" else int(body)
+        n = -n if neg else n
+    else:
+        return None
+    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+    return n if lo <= n <= hi else None
+
+
+def _yaml_double(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*|\s*[+-]?\.?(inf|Inf|INF)\s*"
+                                               r"|\s*\.?(nan|NaN|NAN)\s*", value):
+        return float(value.strip().replace(".inf", "inf").replace(".Inf", "inf").replace(".INF", "inf")
+                     .replace(".nan", "nan").replace(".NaN", "nan").replace(".NAN", "nan"))
+    return None
+
+
+def _yaml_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _BOOLS and value.strip() in (
+            value.strip().lower(), value.strip().upper(), value.strip().capitalize()):
+        return _BOOLS[value.strip().lower()]
+    return None
+
+
+def substitute_variables(data: dict[str, Any]) -> dict[str, Any]:
+    """The document with every mapping value that names one of its top-level `variables` replaced by that
+    variable's value (as timeloop-model's reader does wherever a value does not convert; a string value always),
+    without changing `data`. List items and keys are read as they stand, as Timeloop reads them."""
+    variables = data.get("variables")
+    if not isinstance(variables, dict) or not variables:
+        return data
+
+    def resolve(value: Any, depth: int = 0) -> Any:
+        while isinstance(value, str) and value in variables and depth < 16:
+            value, depth = variables[value], depth + 1
+        return value
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            # (a fractional attribute is read with a fallback of 0 and no look-up: as<double, int>(0))
+            return {k: walk(v if k in _F64_KEYS else resolve(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(x) if isinstance(x, (dict, list)) else x for x in node]
+        return node
+
+    return {k: (v if k in ("variables", "tileplan") else walk(v)) for k, v in data.items()}
+
+
+# (kind, the keys timeloop-model looks up in turn: the first one present as a scalar is read) per component
+_STORAGE_READS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("u32", ("word-bits", "word_width", "datawidth")), ("u32", ("block-size", "block_size", "n_words")),
+    ("u32", ("metadata_block_size",)), ("u32", ("metadata_datawidth", "metadata_word_bits")),
+    ("u32", ("metadata_storage_width",)), ("u32", ("metadata_storage_depth",)),
+    ("bool", ("concordant_compressed_tile_traversal",)), ("bool", ("tile_partition_supported",)),
+    ("bool", ("decompression_supported",)), ("bool", ("compression_supported",)), ("u32", ("cluster-size",)),
+    ("u32", ("width", "memory_width", "data_storage_width")),
+    ("u32", ("entries", "depth", "memory_depth", "data_storage_depth", "sizeKB")),
+    ("str", ("technology",)), ("u32", ("num-ports", "n_ports")), ("bool", ("reduction_supported",)),
+    ("u32", ("num-banks", "n_banks")), ("f64", ("bandwidth",)), ("f64", ("shared_bandwidth",)),
+    ("f64", ("read_bandwidth",)), ("f64", ("write_bandwidth",)), ("f64", ("multiple-buffering",)),
+    ("f64", ("min-utilization",)), ("u64", ("instances",)), ("u64", ("meshX",)), ("u64", ("meshY",)),
+    ("str", ("network_read",)), ("str", ("network_fill",)), ("str", ("network_drain",)), ("str", ("network_update",)),
+    ("bool", ("allow_overbooking",)), ("f64", ("vector-access-energy",)), ("f64", ("addr-gen-energy",)),
+    ("f64", ("cluster-area",)),
+    # the inferred network's own reading of the same component
+    ("str", ("network-type",)), ("u32", ("network-word-bits", "word-bits", "word_width", "datawidth")),
+    ("f64", ("router-energy",)), ("f64", ("wire-energy",)), ("f64", ("tile-width",)), ("f64", ("energy-per-hop",)),
+)
+_COMPUTE_READS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("u64", ("instances",)), ("u32", ("word-bits", "datawidth")), ("u64", ("meshX",)), ("u64", ("meshY",)),
+    ("str", ("network_operand",)), ("str", ("network_result",)),
+)
+_F64_KEYS = frozenset(k for kind, keys in _STORAGE_READS if kind == "f64" for k in keys) | {"min", "proportion"}
+_KIND_WORDS = {"u32": "an unsigned 32-bit integer", "u64": "an unsigned integer", "f64": "a number",
+               "bool": "true or false", "str": "a string"}
+
+
+def _read_as_timeloop(attrs: dict[str, Any], loc: Loc, reads: tuple[tuple[str, tuple[str, ...]], ...]
+                      ) -> dict[str, Any]:
+    """`attrs` with each value timeloop-model reads converted as it converts it (hex / octal counts to numbers,
+    "true" to True); a value it cannot convert is refused, naming the attribute."""
+    out = dict(attrs)
+    for kind, keys in reads:
+        for key in keys:
+            value = attrs.get(key)
+            if value is None or isinstance(value, (dict, list)):
+                continue  # (not a scalar: Timeloop looks up the next spelling)
+            got: Any
+            if kind in ("u32", "u64"):
+                got = _yaml_int(value, 32 if kind == "u32" else 64)
+            elif kind == "f64":
+                got = _yaml_double(value)
+            elif kind == "bool":
+                got = _yaml_bool(value)
+            else:
+                got = value if not isinstance(value, bool) else str(value).lower()
+            if got is None and kind == "f64":
+                raise InputError(loc + (key,), f"{value!r}: timeloop-model reads {key} as a number and takes 0 for "
+                                 "anything else (it looks no name up in `variables` there); state the number")
+            if got is None:
+                raise InputError(loc + (key,), f"{value!r}: timeloop-model reads {key} as {_KIND_WORDS[kind]} and stops "
+                                 "on this value ('bad conversion')")
+            out[key] = got
+            break
+    return out
+
+
+def _check_sizes(attrs: dict[str, Any], loc: Loc) -> None:
+    """timeloop-model asserts that a size is stated one way: entries (or depth) beside sizeKB, or depth beside
+    entries (even an empty one), fail its assertions."""
+    if _attr(attrs, "entries") is not None:
+        if "sizeKB" in attrs:
+            raise InputError(loc + ("sizeKB",), "stated beside entries: timeloop-model asserts that a size is stated "
+                             "one way (entries, depth or sizeKB)")
+    elif _attr(attrs, "depth", "memory_depth", "data_storage_depth") is not None:
+        for key in ("sizeKB", "entries"):
+            if key in attrs:
+                raise InputError(loc + (key,), "stated beside depth: timeloop-model asserts that a size is stated one "
+                                 "way (entries, depth or sizeKB)")
+
+
+def _refuse_unmodelled_storage(attrs: dict[str, Any], loc: Loc) -> None:
+    """Storage attributes that change what timeloop-model computes in ways Tileplan does not model (or that stop it)."""
+    for key in ("network_read", "network_fill", "network_drain", "network_update"):
+        if attrs.get(key) is not None:
+            raise InputError(loc + (key,), f"{attrs[key]!r}: a user-declared network between levels (Timeloop then "
+                             "prices that traffic by the named network component) is not modelled by Tileplan; drop "
+                             "it to use the inferred network, whose figures the storage level states")
+    if attrs.get("allow_overbooking") is True:
+        raise InputError(loc + ("allow_overbooking",), "true: overbooked buffers (tiles past the capacity, priced by "
+                         "confidence) are not modelled by Tileplan")
+    if attrs.get("tile_partition_supported") is True:
+        raise InputError(loc + ("tile_partition_supported",), "true: timeloop-model stops on it ('runtime tile "
+                         "partitioning is not supported yet')")
+
+
+_NETWORK_CLASSES = ("XY_NoC", "Legacy", "ReductionTree", "SimpleMulticast")
 
 
 class _Storage:
@@ -321,13 +560,24 @@ def _mesh_x(attrs: dict[str, Any], instances: int, loc: Loc) -> int | None:
     return x
 
 
-def _parse_v03(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
+def _component_attrs(comp: dict[str, Any], loc: Loc) -> tuple[dict[str, Any], str]:
+    """(attributes, their location, the class timeloop-model prices the component by): its `attributes`, or, as
+    timeloop-model reads a component without them, its own keys; then it reads no class for the technology."""
+    if "attributes" in comp:
+        attrs = comp.get("attributes") or {}
+        if not isinstance(attrs, dict):
+            raise InputError(loc + ("attributes",), "must be a mapping")
+        return attrs, str(comp.get("class", "") or "")
+    return {k: v for k, v in comp.items() if k not in ("name", "class")}, ""
+
+
+def _parse_v03(arch: Any, key: str = "architecture") -> tuple[list[_Storage], dict[str, Any], int]:
     """Storage levels innermost first, the compute attributes, and the number of compute units."""
-    root: Loc = ("architecture",)
+    root: Loc = (key,)
     if not isinstance(arch, dict):
         raise InputError(root, "must be a mapping with a 'subtree' list")
     outer_first: list[_Storage] = []
-    computes: list[tuple[dict[str, Any], int]] = []
+    computes: list[tuple[dict[str, Any], int, Loc, str]] = []
 
     def walk(nodes: Any, mult: int, loc: Loc) -> None:
         if nodes is None:
@@ -353,21 +603,33 @@ def _parse_v03(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
                 if not isinstance(comp, dict):
                     raise InputError(cl, "a component is a mapping with name, class, attributes")
                 cname, ccount = _split_name(comp.get("name"), cl + ("name",))
-                attrs = comp.get("attributes") or {}
-                if not isinstance(attrs, dict):
-                    raise InputError(cl + ("attributes",), "must be a mapping")
                 cls = str(comp.get("class", "") or "")
                 kind = _class_kind(cls)
                 if kind is None:
-                    continue
+                    net = next((k for k in _NETWORK_CLASSES if k in cls), None)
+                    if net is not None and cls not in _NETWORK_CLASSES:
+                        raise InputError(cl + ("class",), f"{cls!r} names a network (it contains {net!r}) but is none of "
+                                         f"timeloop-model's {', '.join(_NETWORK_CLASSES)} ('unrecognized network class')")
+                    if cls == "SimpleMulticast":
+                        raise InputError(cl + ("class",), "SimpleMulticast: a network priced from an Accelergy table "
+                                         "(its action_name), which Tileplan does not read")
+                    continue  # (a network no level names, or a class Timeloop passes over)
+                attrs, price_cls = _component_attrs(comp, cl)
+                attrs = _read_as_timeloop(attrs, cl, _STORAGE_READS if kind == "storage" else _COMPUTE_READS)
                 inst = _attr(attrs, "instances")
                 n_inst = _int(inst, cl + ("attributes", "instances")) if inst is not None else m * ccount
                 if n_inst > MAX_PES:
                     raise InputError(cl + ("name",), f"{n_inst} instances; at most {MAX_PES}", "too_large")
                 if kind == "compute":
-                    computes.append((attrs, n_inst))
+                    for nk in ("network_operand", "network_result"):
+                        if attrs.get(nk) is not None:
+                            raise InputError(cl + (nk,), f"{attrs[nk]!r}: a user-declared network to the compute units "
+                                             "is not modelled by Tileplan; drop it to use the inferred network")
+                    computes.append((attrs, n_inst, cl + ("name",), cname))
                     continue
-                st = _Storage(cname, {**attrs, "class": cls}, cl, n_inst, None)
+                _check_sizes(attrs, cl)
+                _refuse_unmodelled_storage(attrs, cl)
+                st = _Storage(cname, {**attrs, "class": price_cls}, cl, n_inst, None)
                 st.mesh_x = _mesh_x(attrs, n_inst, cl + ("attributes",))
                 outer_first.append(st)
             walk(node.get("subtree"), m, here + ("subtree",))
@@ -377,7 +639,10 @@ def _parse_v03(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
         raise InputError(root + ("subtree",), "declares no storage level")
     if not computes:
         raise InputError(root + ("subtree",), "declares no compute component (class intmac, mac, ...)")
-    attrs, macs = computes[-1]
+    if len(computes) > 1:
+        raise InputError(computes[1][2], f"a second compute component ({computes[1][3]!r}): timeloop-model takes one "
+                         "arithmetic level (with two it fails: bad_alloc)")
+    attrs, macs = computes[-1][:2]
     return list(reversed(outer_first)), attrs, macs
 
 
@@ -387,13 +652,21 @@ def _bounded_macs(macs: int, loc: Loc) -> int:
     return macs
 
 
-def _parse_legacy(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
-    root: Loc = ("arch",)
+def _parse_legacy(arch: Any, key: str = "arch") -> tuple[list[_Storage], dict[str, Any], int]:
+    root: Loc = (key,)
     if not isinstance(arch, dict):
-        raise InputError(root, "must be a mapping with 'arithmetic' and 'storage'")
+        raise InputError(root, "must be a mapping with 'arithmetic' and 'storage' (timeloop-model reads this form "
+                         "unless the architecture's version is 0.2 or 0.3)")
     arith = arch.get("arithmetic")
     if not isinstance(arith, dict):
-        raise InputError(root + ("arithmetic",), "missing; the compute units' attributes (instances, word-bits)")
+        raise InputError(root + ("arithmetic",), "missing; the compute units' attributes (instances, word-bits) "
+                         "(timeloop-model reads this form unless the architecture's version is 0.2 or 0.3)")
+    arith, _ = _component_attrs(arith, root + ("arithmetic",))
+    arith = _read_as_timeloop(arith, root + ("arithmetic",), _COMPUTE_READS)
+    for nk in ("network_operand", "network_result"):
+        if arith.get(nk) is not None:
+            raise InputError(root + ("arithmetic", nk), f"{arith[nk]!r}: a user-declared network is not modelled by "
+                             "Tileplan")
     if _attr(arith, "instances") is None:
         raise InputError(root + ("arithmetic", "instances"), "missing; the number of MAC units")
     macs = _bounded_macs(_int(_attr(arith, "instances"), root + ("arithmetic", "instances")),
@@ -407,9 +680,16 @@ def _parse_legacy(arch: Any) -> tuple[list[_Storage], dict[str, Any], int]:
         if not isinstance(st, dict):
             raise InputError(loc, "a storage level is a mapping of attributes")
         name, count = _split_name(st.get("name"), loc + ("name",))
-        inst = _attr(st, "instances")
-        n_inst = _int(inst, loc + ("instances",)) if inst is not None else count
-        out.append(_Storage(name, dict(st), loc, n_inst, _mesh_x(st, n_inst, loc)))
+        attrs, cls = _component_attrs(st, loc)
+        attrs = _read_as_timeloop(attrs, loc, _STORAGE_READS)
+        _check_sizes(attrs, loc)
+        _refuse_unmodelled_storage(attrs, loc)
+        inst = _attr(attrs, "instances")
+        if inst is None:  # (the legacy reader gives an unstated count 0, and timeloop-model divides by it)
+            raise InputError(loc + ("instances",), f"missing for {name!r}: in the legacy form timeloop-model needs every "
+                             "storage level's instances (without it: 0, and it dies of a division by zero)")
+        n_inst = _int(inst, loc + ("instances",))
+        out.append(_Storage(name, {**attrs, "class": cls}, loc, n_inst, _mesh_x(attrs, n_inst, loc)))
     return out, arith, macs
 
 
@@ -591,6 +871,36 @@ def _rows_cols(macs: int, mesh_x: int | None) -> tuple[int, int]:
     return rows, macs // rows
 
 
+def _is_tree(arch: Any, key: str) -> bool:
+    """Whether timeloop-model reads `arch` as a v0.2 / v0.3 tree (its `version` is 0.2 or 0.3) rather than the
+    legacy `arithmetic` + `storage` form; a tree it would read as the legacy form is refused, saying why."""
+    if not isinstance(arch, dict):
+        return False
+    version = arch.get("version")
+    text = None if version is None else (f"{version:g}" if isinstance(version, float) else str(version)).strip()
+    if text in ("0.2", "0.3"):
+        return True
+    if "subtree" in arch or "nodes" in arch:
+        said = "states no version" if version is None else f"states version {text}"
+        raise InputError((key, "version"), f"the architecture {said}: timeloop-model (NVlabs/timeloop@019f107) reads "
+                         "a tree (subtree / local) only at version 0.2 or 0.3, else the legacy arithmetic + storage "
+                         "form (the v0.4 !Container / !Component form it does not read)")
+    return False
+
+
+def _refuse_unmodelled_documents(data: dict[str, Any]) -> None:
+    """Top-level sections that replace parts of timeloop-model's model: an Accelergy energy / area table (ERT, ART)
+    replaces its built-in energies; `sparse_optimizations` makes it a sparse model. Tileplan models neither."""
+    for key, why in (("ERT", "an Accelergy energy reference table replaces timeloop-model's built-in energies, per "
+                      "component and action; Tileplan prices by the built-in table and the attributes "
+                      "(vector-access-energy, the arithmetic's energy, ...) instead"),
+                     ("ART", "an Accelergy area table (with an ERT) replaces timeloop-model's areas"),
+                     ("sparse_optimizations", "sparse (compressed / gated / skipped) models are not Tileplan's; it "
+                      "plans dense tensors")):
+        if data.get(key) is not None:
+            raise InputError((key,), f"not modelled by Tileplan: {why}")
+
+
 def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
     """A Tileplan descriptor (as a dict, for HardwareDescriptor.model_validate) from a parsed Timeloop
     architecture document."""
@@ -602,12 +912,15 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
     level_hints = hint.get("levels") or {}
     if not isinstance(level_hints, dict):
         raise InputError(("tileplan", "levels"), "must map level names to {keeps, spatial_dims, ...}")
-    if "architecture" in data:
-        levels, arith, macs = _parse_v03(data["architecture"])
-    elif "arch" in data:
-        levels, arith, macs = _parse_legacy(data["arch"])
-    else:
+    _refuse_unmodelled_documents(data)
+    data = substitute_variables(data)
+    key = "arch" if "arch" in data else "architecture"  # (timeloop-model reads `arch` first)
+    if key not in data:
         raise InputError((), "a Timeloop architecture has a top-level 'architecture:' (v0.3) or 'arch:' (legacy)")
+    if _is_tree(data[key], key):
+        levels, arith, macs = _parse_v03(data[key], key)
+    else:
+        levels, arith, macs = _parse_legacy(data[key], key)
     names = [lv.name for lv in levels]
     if len(levels) < 2:
         raise InputError(levels[0].loc, f"a single storage level ({names[0]!r}): Tileplan plans for at least one "
@@ -620,6 +933,7 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
 
     ab = _attr(arith, "word-bits", "datawidth")  # the arithmetic's spellings (not word_width)
     op_bits = DEFAULT_WORD_BITS if ab is None else _int(ab, ("arithmetic", "word-bits"))
+    check_model_constraints(data, names)
     constrained = file_keeps(data, names)
     below = [macs] + [st.instances or 1 for st in levels[:-1]]
     loop_constraints = file_loop_constraints(data, names, [b // (st.instances or 1) if i < len(levels) - 1 else b
@@ -647,6 +961,10 @@ def from_timeloop(data: dict[str, Any], name: str) -> dict[str, Any]:
             lv["mesh_x"] = st.mesh_x
         tech = _technology(st)
         entries = _entries(st, wb)
+        if tech != "DRAM" and entries is None:
+            raise InputError(st.loc + ("entries",), f"{st.name!r} has no size (entries, depth or sizeKB) and is priced as "
+                             "an SRAM (no DRAM class with attributes, no technology: DRAM): timeloop-model asserts on "
+                             "the missing size")
         if not top:
             if entries is None:
                 raise InputError(st.loc + ("entries",), f"missing for on-chip level {st.name!r} (or depth and width)")

@@ -164,17 +164,29 @@ def dump_mapping_yaml(doc: dict[str, Any]) -> str:
     return yaml.safe_dump(doc, sort_keys=True, default_flow_style=False)
 
 
-def _parse_factors(value: Any, loc: tuple[str | int, ...]) -> dict[str, int]:
+# timeloop-model's reading of a factors string (mapping/parser.cpp): every `D=n` (or `Dn`, `D = n`) anywhere in it,
+# with an optional residual `D=n,r`; the last statement of a dimension wins
+_TL_FACTOR = re.compile(r"([A-Za-z]+)\s*=*\s*([0-9]+)(,([0-9]+))?")
+# the order in which timeloop-model completes a partial permutation: the problem shape's dimensions, as Tileplan
+# writes the CNN layer (to_timeloop_problem) and its groups dimension
+SHAPE_ORDER = ("C", "K", "R", "S", "N", "P", "Q", "G")
+
+
+def _parse_factors(value: Any, loc: tuple[str | int, ...], bounds: dict[str, int] | None = None) -> dict[str, int]:
+    """Per dimension, the factor the entry states: 0 is the whole dimension (`bounds`), a residual other than the
+    factor is refused (an imperfect factorization, which Tileplan does not model)."""
     out: dict[str, int] = {}
     if isinstance(value, dict):
         items = [(str(k), v) for k, v in value.items()]
     elif isinstance(value, str):
         items = []
-        for tok in value.split():
-            m = _FACTOR.match(tok)
-            if not m:
-                raise InputError(loc, f"cannot read {tok!r}; factors look like 'R=1 S=1 P=7 ...'")
+        for m in _TL_FACTOR.finditer(value):
+            if m.group(4) is not None and int(m.group(4)) != int(m.group(2)):
+                raise InputError(loc, f"{m.group(0)!r}: a residual factor (an imperfect factorization, which "
+                                 "timeloop-model reads) is not modelled by Tileplan")
             items.append((m.group(1), m.group(2)))
+    elif value is None:
+        items = []
     else:
         raise InputError(loc, "must be a string like 'R=1 S=1 P=7 ...' or a mapping of dimension to factor")
     for d, v in items:
@@ -185,20 +197,26 @@ def _parse_factors(value: Any, loc: tuple[str | int, ...]) -> dict[str, int]:
             f = int(v)
         except (TypeError, ValueError):
             raise InputError(loc, f"factor of {d} must be a whole number, got {v!r}") from None
+        if f == 0 and bounds is not None and isinstance(value, str):
+            f = bounds.get(d, 1)  # (timeloop-model: 'Interpreting 0 to mean full problem dimension')
         if f < 1:
             raise InputError(loc, f"factor of {d} must be positive, got {f}")
-        out[d] = out.get(d, 1) * f
+        out[d] = f if isinstance(value, str) else out.get(d, 1) * f
     return out
 
 
+_UNMODELLED_DIRECTIVES = ("no_link_transfer", "no_multicast_no_reduction", "no_temporal_reuse")
+
+
 def _keep_sets(entries: list[tuple[int, dict[str, Any]]], names: list[str]) -> dict[str, frozenset[str]]:
-    keeps: dict[str, frozenset[str]] = {}
+    """Per level, what timeloop-model keeps there under the file's bypass entries: every tensor no entry bypasses
+    (a level with no entry keeps all three; a `keep` list alone bypasses nothing)."""
+    bypassed: dict[str, set[str]] = {n: set() for n in names}
     for i, e in entries:
         loc = ("mapping", i)
         target = e.get("target")
         if target not in names:
             raise InputError(loc + ("target",), f"unknown level {target!r}; the hardware has {names}")
-        kept = set()
         for key in ("keep", "bypass"):
             val = e.get(key) or []
             if not isinstance(val, list):
@@ -207,9 +225,10 @@ def _keep_sets(entries: list[tuple[int, dict[str, Any]]], names: list[str]) -> d
                 if t not in _TENSOR_OF:
                     raise InputError(loc + (key,), f"unknown data space {t!r}; one of Weights, Inputs, Outputs")
                 if key == "keep":
-                    kept.add(_TENSOR_OF[t])
-        keeps[target] = frozenset(kept)
-    return keeps
+                    bypassed[target].discard(_TENSOR_OF[t])
+                else:
+                    bypassed[target].add(_TENSOR_OF[t])
+    return {n: frozenset(t for t in ("W", "I", "O") if t not in bypassed[n]) for n in names}
 
 
 @dataclass
@@ -265,7 +284,7 @@ def read_timeloop_mapping(
             arch = a
             break
     if arch is None:
-        want = {t: sorted(k) for t, k in keeps.items()}
+        want = {t: "".join(x for x in "WIO" if x in k) for t, k in keeps.items()}
         raise InputError(("mapping",), f"the file's keep/bypass sets {want} match no dataflow of {hw.name} ({candidates})")
 
     temporal: dict[str, list[tuple[str, int]]] = {n: [] for n in names}
@@ -273,7 +292,7 @@ def read_timeloop_mapping(
     along_x: dict[str, list[tuple[str, int]]] = {}
     errors: list[str] = []
     source_fanout = dict(zip(names, _source_fanouts(hw)))
-    seen: set[tuple[str, str]] = set()
+    spatial_errors: dict[str, str] = {}
     for i, e in enumerate(entries):
         loc: tuple[str | int, ...] = ("mapping", i)
         if not isinstance(e, dict):
@@ -281,25 +300,32 @@ def read_timeloop_mapping(
         kind = e.get("type")
         if kind in ("bypass", "datatype"):
             continue
+        if kind == "skew":
+            raise InputError(loc + ("type",), "skew: a skewed loop nest (timeloop-model reads it) is not modelled by "
+                             "Tileplan")
         if kind not in ("temporal", "spatial"):
             raise InputError(loc + ("type",), f"must be temporal, spatial or bypass, got {kind!r}")
+        for key in _UNMODELLED_DIRECTIVES:
+            if e.get(key):
+                raise InputError(loc + (key,), f"{e[key]!r}: {key} changes what timeloop-model counts (links, "
+                                 "multicast, reuse) in a way Tileplan does not model")
         target = e.get("target")
         if target not in names:
             raise InputError(loc + ("target",), f"unknown level {target!r}; the hardware has {names}")
-        if (target, kind) in seen:
-            raise InputError(loc, f"a second {kind} entry for {target}")
-        seen.add((target, kind))
-        factors = _parse_factors(e.get("factors", ""), loc + ("factors",))
+        # (a level's entry stated again replaces the first, as timeloop-model reads it)
+        factors = _parse_factors(e.get("factors", ""), loc + ("factors",), problem.dims)
         perm = str(e.get("permutation", "") or "").replace(" ", "").upper()
         for d in perm:
             if d not in TL_DIMS and d != "G":
                 raise InputError(loc + ("permutation",), f"unknown dimension {d!r}")
+        # a partial permutation is completed in the shape's order, as timeloop-model completes it
         order = list(dict.fromkeys(perm))
+        order += [d for d in SHAPE_ORDER if d not in order]
         if kind == "spatial":
+            spatial_errors.pop(target, None)
             if source_fanout[target] == 1:
-                errors.append(f"no spatial tiling level for storage level {target}: the level below it has as "
-                              "many instances (no fan-out to unroll across)")
-            order += [d for d in (*TL_DIMS, "G") if d not in order]
+                spatial_errors[target] = (f"no spatial tiling level for storage level {target}: the level below it has "
+                                          "as many instances (no fan-out to unroll across)")
             split = e.get("split", len(order))
             if not isinstance(split, int) or split < 0:
                 raise InputError(loc + ("split",), f"must be a whole number >= 0, got {split!r}")
@@ -307,10 +333,8 @@ def read_timeloop_mapping(
             xs = [(d, factors[d]) for d in order[:split] if factors.get(d, 1) > 1]
             spatial[target], along_x[target] = used, xs
             continue
-        for d, f in factors.items():
-            if f > 1 and d not in perm:
-                raise InputError(loc + ("permutation",), f"must list every dimension with a factor > 1; {d} is missing")
         temporal[target] = [(d, factors[d]) for d in order if factors.get(d, 1) > 1]
+    errors += list(spatial_errors.values())
 
     for k, lv in enumerate(hw.memory_levels[:-1]):
         if lv.source_instances is not None and lv.source_instances < lv.instances and not spatial[names[k + 1]]:
