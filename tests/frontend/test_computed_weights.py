@@ -14,7 +14,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from frontend_helpers import assert_offloaded_and_matching, compile_bytes, ort_quantize
+from frontend_helpers import assert_matches_onnxruntime, assert_offloaded_and_matching, compile_bytes, ort_quantize
+
+from tileplan.frontend import zoo
+from tileplan.frontend.runner import run_artifact
 
 C_IN, C_OUT, SIDE = 4, 8, 10
 
@@ -76,6 +79,9 @@ def test_a_training_mode_batch_norm_says_so() -> None:
                               [numpy_helper.from_array(v, k) for k, v in consts.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    res = compile_bytes(ort_quantize(model, "qdq"))
+    data = ort_quantize(model, "qdq")
+    res = compile_bytes(data)
     bn = next(o for o in res.summary["ops"] if o["onnx_op"] == "BatchNormalization")
     assert "training mode" in bn["reason"] and "stored statistics" not in bn["reason"], bn["reason"]
+    feeds = zoo.sample_inputs(data, seed=1)  # computed as onnxruntime's kernel computes it
+    assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)

@@ -1039,17 +1039,8 @@ def evaluate_constant_shape_operands(model: Any) -> list[str]:
     Each such operand is computed once by onnxruntime (graph optimisations off: the nodes as ONNX defines them),
     stored as an initializer its consumers read, and the nodes only it needed are removed. Changes `model` in
     place; returns the names of the nodes whose operand it evaluated."""
-    import onnx
-    import onnxruntime as ort
-    from onnx import numpy_helper
-
     g = model.graph
-    const = {t.name for t in g.initializer}
-    for n in g.node:  # graph order is topological
-        if n.op_type not in SHAPE_OPS | NONDETERMINISTIC and not any(
-                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute) and all(
-                not i or i in const for i in n.input):
-            const.update(o for o in n.output if o)
+    const = _computed_from_constants(g)
     made = {o: n for n in g.node for o in n.output}
     targets: dict[str, list[Any]] = {}
     for n in g.node:
@@ -1057,34 +1048,104 @@ def evaluate_constant_shape_operands(model: Any) -> list[str]:
             t = n.input[i] if i < len(n.input) else ""
             if t and t in const and t in made and made[t].op_type != "Constant":
                 targets.setdefault(t, []).append(n)
-
-    def cone_of(t: str) -> list[Any]:
-        nodes, need, seen = [], [t], set()
-        while need:
-            x = need.pop()
-            if x in seen or x not in made:
-                continue
-            seen.add(x)
-            nodes.append(made[x])
-            need.extend(i for i in made[x].input if i)
-        return nodes
-
     # only what the optimiser leaves: arithmetic through a DequantizeLinear (it folds everything else itself)
-    cones = {t: cone_of(t) for t in targets}
+    cones = {t: _cone(made, t) for t in targets}
     targets = {t: ns for t, ns in targets.items() if any(n.op_type == "DequantizeLinear" for n in cones[t])}
+    return _evaluate_once(model, targets, cones, "shape_operands")
+
+
+# The weight operand of the products the accelerator runs: (operator, index of the operand); in QDQ form the
+# operand is a DequantizeLinear's output and its codes are that node's first input
+WEIGHT_OPERANDS = {"Conv": 1, "ConvTranspose": 1, "MatMul": 1, "Gemm": 1, "QLinearConv": 3, "QLinearMatMul": 3}
+
+
+def evaluate_constant_weights(model: Any) -> list[str]:
+    """The int8 codes of a Conv / ConvTranspose / MatMul / Gemm weight (QDQ: the input of the weight's
+    DequantizeLinear; QOperator: a QLinearConv's or QLinearMatMul's weight) that other nodes compute from constants
+    alone at every run (in QDQ form through a DequantizeLinear, which onnxruntime's constant folding never folds;
+    in QOperator form through QLinear* nodes or float arithmetic and a QuantizeLinear). timm's normalizer-free nets (NF-RegNet, NFNet, NF-ResNet) standardise every conv's weight
+    in the graph (ScaledStdConv2d: F.batch_norm in training mode on the reshaped weight, times a gain), and
+    onnxruntime's quantizer quantizes each step like an activation; its QOperator form runs a QLinearConv on the
+    codes so computed. They do not depend on the input: each is computed once by onnxruntime (graph optimisations
+    off: the nodes as ONNX defines them, the same kernels a session runs them with), stored as the int8
+    initializer the weight's DequantizeLinear (or the QLinear* node) reads, and the nodes only it needed are
+    removed, so the product runs on the accelerator with a constant weight. Changes `model` in place; returns the
+    names of the products whose weight it evaluated."""
+    g = model.graph
+    const = _computed_from_constants(g)
+    made = {o: n for n in g.node for o in n.output}
+    targets: dict[str, list[Any]] = {}  # codes -> the nodes that read them
+    products: dict[str, list[str]] = {}  # codes -> the products whose weight they are
+    for n in g.node:
+        i = WEIGHT_OPERANDS.get(n.op_type)
+        if i is None or n.domain not in ("", "ai.onnx") or i >= len(n.input) or not n.input[i]:
+            continue
+        t, reader = n.input[i], n
+        if not n.op_type.startswith("QLinear"):
+            reader = made.get(t)
+            if reader is None or reader.op_type != "DequantizeLinear" or not reader.input:
+                continue
+            t = reader.input[0]
+        if t in const and t in made and made[t].op_type != "Constant":
+            if reader not in targets.setdefault(t, []):
+                targets[t].append(reader)
+            products.setdefault(t, []).append(n.name or n.op_type)
+    cones = {t: _cone(made, t) for t in targets}
+    if not _evaluate_once(model, targets, cones, "constant_weights", "ORT_ENABLE_BASIC"):
+        return []
+    return [p for t in targets for p in products[t]]
+
+
+def _computed_from_constants(g: Any) -> set[str]:
+    """The tensors of graph `g` computed from initializers and `Constant` nodes alone (through no shape operator,
+    nondeterministic operator or subgraph), the initializers included."""
+    import onnx
+
+    const = {t.name for t in g.initializer}
+    for n in g.node:  # graph order is topological
+        if n.op_type not in SHAPE_OPS | NONDETERMINISTIC and not any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute) and all(
+                not i or i in const for i in n.input):
+            const.update(o for o in n.output if o)
+    return const
+
+
+def _cone(made: dict[str, Any], t: str) -> list[Any]:
+    """The nodes tensor `t` is computed by (`made`: each tensor's producer), `t`'s own first."""
+    nodes, need, seen = [], [t], set()
+    while need:
+        x = need.pop()
+        if x in seen or x not in made:
+            continue
+        seen.add(x)
+        nodes.append(made[x])
+        need.extend(i for i in made[x].input if i)
+    return nodes
+
+
+def _evaluate_once(model: Any, targets: dict[str, list[Any]], cones: dict[str, list[Any]], what: str,
+                   level: str = "ORT_DISABLE_ALL") -> list[str]:
+    """Compute each tensor of `targets` (-> the nodes reading it) from its cone (`cones`) once with onnxruntime,
+    graph optimisations off; store it as a new initializer that those nodes read instead, and remove the cone's
+    nodes nothing reads any more. Returns the reading nodes' names ([] and `model` unchanged when onnxruntime
+    cannot compute them: the import then says what it cannot do with the nodes)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
     if not targets:
         return []
+    g = model.graph
     cone_ids = {id(n) for t in targets for n in cones[t]}
     nodes = [n for n in g.node if id(n) in cone_ids]
     used = {i for n in nodes for i in n.input}
     sub = onnx.helper.make_model(
-        onnx.helper.make_graph(nodes, "shape_operands", [], [onnx.helper.make_empty_tensor_value_info(t)
-                                                              for t in targets],
+        onnx.helper.make_graph(nodes, what, [], [onnx.helper.make_empty_tensor_value_info(t) for t in targets],
                                [t for t in g.initializer if t.name in used]),
         opset_imports=list(model.opset_import))
     sub.ir_version = model.ir_version
     so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     so.log_severity_level = 3
     try:
         values = ort.InferenceSession(sub.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
@@ -1272,6 +1333,10 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                            f"{len(found)} DequantizeLinear node(s)"),
         (contrib_to_onnx, lambda found: "com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes "
                                         f"(UseQDQContribOps) read as ONNX's, which define the same: {len(found)} node(s)"),
+        (evaluate_constant_weights, lambda found: f"weight(s) computed from constants at every run (e.g. a "
+                                                  "conv's weight standardised in the graph, as timm's NF nets' "
+                                                  "ScaledStdConv2d), evaluated once by onnxruntime as int8 "
+                                                  f"constants: {len(found)} product(s), e.g. {found[0]}"),
         (fold_constant_quantize, lambda found: "QuantizeLinear of constant float weights computed once, as "
                                                "onnxruntime's constant folding does (AddQDQPairToWeight): "
                                                f"{len(found)} node(s), e.g. {found[0]}"),
