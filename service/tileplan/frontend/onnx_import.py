@@ -1016,13 +1016,21 @@ SHAPE_OPERANDS = {"Pad": (1,), "Reshape": (1,), "Expand": (1,), "Tile": (1,), "S
                   "Squeeze": (1,), "Range": (0, 1, 2), "Split": (1,), "TopK": (1,)}
 
 
+# Other inputs the importer reads as constants (TVM's Pad converter takes its value as one), which onnxruntime's
+# quantizer can make computed: it quantizes a Pad's constant_value (MIT EfficientViT's `F.pad(v, (0, 0, 0, 1),
+# value=1)`: Constant -> QuantizeLinear -> DequantizeLinear in QDQ form, Constant -> QuantizeLinear for the int8
+# Pad of QOperator form)
+CONSTANT_OPERANDS = {"Pad": (2,)}
+
+
 def computed_shape_operands(model: Any) -> list[str]:
-    """Nodes one of whose SHAPE_OPERANDS is computed by another node (not an initializer, a Constant or a graph
-    input): the ones whose output shapes only folding can make static."""
+    """Nodes one of whose SHAPE_OPERANDS (or CONSTANT_OPERANDS) is computed by another node (not an initializer,
+    a Constant or a graph input): the ones whose output shapes only folding can make static (or that the
+    importer can read only once folded)."""
     made = {o: n.op_type for n in model.graph.node for o in n.output}
     return [n.name or n.op_type for n in model.graph.node
             if any(i < len(n.input) and n.input[i] and made.get(n.input[i], "Constant") != "Constant"
-                   for i in SHAPE_OPERANDS.get(n.op_type, ()))]
+                   for i in (*SHAPE_OPERANDS.get(n.op_type, ()), *CONSTANT_OPERANDS.get(n.op_type, ())))]
 
 
 # Operators whose output is not a function of their inputs: never evaluated at compile time
@@ -1031,8 +1039,8 @@ NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "Random
 
 
 def evaluate_constant_shape_operands(model: Any) -> list[str]:
-    """Shape-giving operands (SHAPE_OPERANDS) that other nodes compute from constants alone (initializers and
-    `Constant` nodes) and that onnxruntime's constant folding leaves computed: it never folds a DequantizeLinear,
+    """Shape-giving operands (SHAPE_OPERANDS; and CONSTANT_OPERANDS) that other nodes compute from constants alone
+    (initializers and `Constant` nodes) and that onnxruntime's constant folding leaves computed: it never folds a DequantizeLinear,
     and onnxruntime's quantizer quantizes shape arithmetic like any other (Hugging Face MobileViT's
     `ceil(h / patch) * patch`: a Mul between QuantizeLinear / DequantizeLinear, a QLinearMul in QOperator form).
     Only operands whose subgraph has a DequantizeLinear are taken (the optimiser folds the others itself).
@@ -1043,14 +1051,20 @@ def evaluate_constant_shape_operands(model: Any) -> list[str]:
     const = _computed_from_constants(g)
     made = {o: n for n in g.node for o in n.output}
     targets: dict[str, list[Any]] = {}
+    values: set[str] = set()  # CONSTANT_OPERANDS' tensors
     for n in g.node:
-        for i in SHAPE_OPERANDS.get(n.op_type, ()):
+        for i in (*SHAPE_OPERANDS.get(n.op_type, ()), *CONSTANT_OPERANDS.get(n.op_type, ())):
             t = n.input[i] if i < len(n.input) else ""
             if t and t in const and t in made and made[t].op_type != "Constant":
-                targets.setdefault(t, []).append(n)
-    # only what the optimiser leaves: arithmetic through a DequantizeLinear (it folds everything else itself)
+                if n not in targets.setdefault(t, []):
+                    targets[t].append(n)
+                if i in CONSTANT_OPERANDS.get(n.op_type, ()):
+                    values.add(t)
+    # only what the optimiser leaves: arithmetic through a DequantizeLinear (it folds everything else itself),
+    # and any computed CONSTANT_OPERANDS (the optimiser runs only on a model with shape arithmetic)
     cones = {t: _cone(made, t) for t in targets}
-    targets = {t: ns for t, ns in targets.items() if any(n.op_type == "DequantizeLinear" for n in cones[t])}
+    targets = {t: ns for t, ns in targets.items()
+               if t in values or any(n.op_type == "DequantizeLinear" for n in cones[t])}
     return _evaluate_once(model, targets, cones, "shape_operands")
 
 
