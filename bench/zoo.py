@@ -112,7 +112,9 @@ def compile_once(model: Path, hw: str, out: Path, cache: Path, jobs: int) -> tup
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if run.returncode != 0:
-        return wall, (run.stderr.strip().splitlines() or ["?"])[-1]
+        lines = run.stderr.strip().splitlines() or ["?"]
+        # the CLI's one-line error, not a warning TVM prints after it (its BlockBuilder's, at exit)
+        return wall, next((x for x in reversed(lines) if x.startswith("tileplan: error:")), lines[-1])
     return wall, json.loads(run.stdout)
 
 
