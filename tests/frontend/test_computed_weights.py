@@ -85,3 +85,39 @@ def test_a_training_mode_batch_norm_says_so() -> None:
     assert "training mode" in bn["reason"] and "stored statistics" not in bn["reason"], bn["reason"]
     feeds = zoo.sample_inputs(data, seed=1)  # computed as onnxruntime's kernel computes it
     assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)
+
+
+def test_a_batched_matmul_operand_computed_from_constants_stays_an_activation() -> None:
+    """DeBERTa-v2's relative-position keys: a MatMul's second operand [1, heads, K, N] computed from constants (its
+    embeddings through a projection, tiled over the heads) and quantized. A weight is a matrix: evaluated into a
+    batched constant it matched no pattern and ran on the host (held-out set 9's hf_deberta_v2 before this
+    test); left computed it runs on the accelerator as a product of two int8 activations."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    heads, m, k, n = 4, 8, 16, 8
+    consts = {"e": rng.integers(-100, 100, (1, 1, k, n)).astype(np.int8), "es": np.float32(0.02),
+              "z": np.int8(0), "g": rng.integers(-100, 100, (1, heads, 1, 1)).astype(np.int8),
+              "gs": np.float32(0.01), "bs": np.float32(0.004), "xs": np.float32(0.05), "ys": np.float32(0.03),
+              "yz": np.int8(3)}
+    nodes = [helper.make_node("DequantizeLinear", ["e", "es", "z"], ["ed"]),
+             helper.make_node("DequantizeLinear", ["g", "gs", "z"], ["gd"]),
+             helper.make_node("Mul", ["ed", "gd"], ["b"], name="tile_heads"),
+             helper.make_node("QuantizeLinear", ["b", "bs", "z"], ["bq"]),
+             helper.make_node("DequantizeLinear", ["bq", "bs", "z"], ["bd"]),
+             helper.make_node("QuantizeLinear", ["x", "xs", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "z"], ["xd"]),
+             helper.make_node("MatMul", ["xd", "bd"], ["p"], name="c2p"),
+             helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, "batched_constant_b",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, heads, m, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, heads, m, n])],
+                              [numpy_helper.from_array(np.asarray(v), name) for name, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    res = compile_bytes(data)
+    op = next(o for o in res.summary["ops"] if o["name"] == "c2p")
+    assert op["where"] == "accelerator", op["reason"]
+    assert_offloaded_and_matching(data, res)

@@ -1065,7 +1065,8 @@ def evaluate_constant_shape_operands(model: Any) -> list[str]:
     cones = {t: _cone(made, t) for t in targets}
     targets = {t: ns for t, ns in targets.items()
                if t in values or any(n.op_type == "DequantizeLinear" for n in cones[t])}
-    return _evaluate_once(model, targets, cones, "shape_operands")
+    done = _evaluate_once(model, targets, cones, "shape_operands")
+    return [n.name or n.op_type for t in done for n in targets[t]]
 
 
 # The weight operand of the products the accelerator runs: (operator, index of the operand); in QDQ form the
@@ -1090,6 +1091,7 @@ def evaluate_constant_weights(model: Any) -> list[str]:
     made = {o: n for n in g.node for o in n.output}
     targets: dict[str, list[Any]] = {}  # codes -> the nodes that read them
     products: dict[str, list[str]] = {}  # codes -> the products whose weight they are
+    products_ops: dict[str, list[str]] = {}  # and their operators
     for n in g.node:
         i = WEIGHT_OPERANDS.get(n.op_type)
         if i is None or n.domain not in ("", "ai.onnx") or i >= len(n.input) or not n.input[i]:
@@ -1104,10 +1106,15 @@ def evaluate_constant_weights(model: Any) -> list[str]:
             if reader not in targets.setdefault(t, []):
                 targets[t].append(reader)
             products.setdefault(t, []).append(n.name or n.op_type)
+            products_ops.setdefault(t, []).append(n.op_type)
     cones = {t: _cone(made, t) for t in targets}
-    if not _evaluate_once(model, targets, cones, "constant_weights", "ORT_ENABLE_BASIC"):
-        return []
-    return [p for t in targets for p in products[t]]
+    # a weight is a matrix (a conv's: its kernel): a batched MatMul operand (DeBERTa's relative-position keys,
+    # computed from its embeddings and tiled over the heads) stays computed and runs as a product of two int8
+    # activations, which the accelerator also runs
+    matmul = {t: any(op in ("MatMul", "QLinearMatMul") for op in products_ops[t]) for t in targets}
+    taken = _evaluate_once(model, targets, cones, "constant_weights", "ORT_ENABLE_BASIC",
+                           keep=lambda t, v: v.ndim <= 2 or not matmul[t])
+    return [p for t in targets if t in taken for p in products[t]]
 
 
 def _computed_from_constants(g: Any) -> set[str]:
@@ -1138,11 +1145,12 @@ def _cone(made: dict[str, Any], t: str) -> list[Any]:
 
 
 def _evaluate_once(model: Any, targets: dict[str, list[Any]], cones: dict[str, list[Any]], what: str,
-                   level: str = "ORT_DISABLE_ALL") -> list[str]:
+                   level: str = "ORT_DISABLE_ALL", keep: Callable[[str, np.ndarray], bool] | None = None) -> list[str]:
     """Compute each tensor of `targets` (-> the nodes reading it) from its cone (`cones`) once with onnxruntime,
     graph optimisations off; store it as a new initializer that those nodes read instead, and remove the cone's
-    nodes nothing reads any more. Returns the reading nodes' names ([] and `model` unchanged when onnxruntime
-    cannot compute them: the import then says what it cannot do with the nodes)."""
+    nodes nothing reads any more; with `keep`, only the tensors t whose value v has keep(t, v). Returns the
+    evaluated tensors' names ([] and `model` unchanged when onnxruntime cannot compute them: the import then
+    says what it cannot do with the nodes)."""
     import onnx
     import onnxruntime as ort
     from onnx import numpy_helper
@@ -1167,7 +1175,11 @@ def _evaluate_once(model: Any, targets: dict[str, list[Any]], cones: dict[str, l
     except Exception:  # noqa: BLE001 - left computed: the import then names the node whose shape is unknown
         return []
     taken = {t.name for t in g.initializer} | {o for n in g.node for o in n.output} | {i.name for i in g.input}
+    done: list[str] = []
     for t, v in zip(targets, values):
+        if keep is not None and not keep(t, np.asarray(v)):
+            continue
+        done.append(t)
         name = f"{t}_evaluated"
         while name in taken:
             name += "_"
@@ -1186,7 +1198,7 @@ def _evaluate_once(model: Any, targets: dict[str, list[Any]], cones: dict[str, l
             break
         for n in dead:
             g.node.remove(n)
-    return [n.name or n.op_type for ns in targets.values() for n in ns]
+    return done
 
 
 def fold_shapes(model: Any) -> tuple[Any, str | None]:
