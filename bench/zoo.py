@@ -190,7 +190,7 @@ def partition_only(path: Path) -> dict[str, Any]:
         _, comps = patterns.fuse(mod, onnx_nodes, decide)
     except Exception as exc:  # noqa: BLE001 - a refusal is the row's result
         return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-    index, shapes = onnx_graph.index(imported.model.graph), c._shapes(imported.model)
+    index, shapes = onnx_graph.index(imported.model.graph), onnx_graph.tensor_shapes(imported.model.graph)
     ops = [*comps.values(), *(t for q in comps.values() for t in getattr(q, "twins", ()))]
     main = {q.name for q in ops}
     fused = {n for q in ops for n in q.nodes}
