@@ -1086,6 +1086,11 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
             return (f"{op} on a float input (not DequantizeLinear of int8): the quantizer left it in float, so "
                     "there is no int8 operand for the accelerator")
         if not is_weight(node.input[1]):
+            if op == "MatMul" and is_weight(node.input[0]) and dequantized(node.input[1]):
+                return ("MatMul with the constant weight as its first operand (W @ X, e.g. Mamba's dt_proj.weight @ "
+                        "x) and an activation as its second: the accelerator's patterns take a weight as the "
+                        "second operand (X @ W) or two non-constant operands read at run time, and this one matched "
+                        "neither; computed in float on the host between dequantize and quantize")
             if not dequantized(node.input[1]):
                 return (f"{op} of two activations whose second operand is float (not DequantizeLinear of int8): "
                         "there is no int8 operand for the accelerator")
