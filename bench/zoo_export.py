@@ -1290,8 +1290,10 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
 
 def _inputs(name: str, shape: tuple[int, ...]) -> list[tuple[str, tuple[int, ...], bool]]:
     """The model's inputs as random_feeds takes them: one float `input`, or TOKEN_INPUTS' integer inputs."""
-    if name in FLOAT_INPUTS:
-        return [(n, s, False) for n, s in FLOAT_INPUTS[name]]
+    if name in FLOAT_INPUTS:  # each at the batch of `shape` (a variant's); a single input at `shape` itself
+        if len(FLOAT_INPUTS[name]) == 1:
+            return [(FLOAT_INPUTS[name][0][0], shape, False)]
+        return [(n, (shape[0], *s[1:]), False) for n, s in FLOAT_INPUTS[name]]
     return [(n, shape, True) for n in TOKEN_INPUTS[name]] if name in TOKEN_INPUTS else [("input", shape, False)]
 
 
