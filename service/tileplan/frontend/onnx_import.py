@@ -1359,13 +1359,13 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                            f"{len(found)} DequantizeLinear node(s)"),
         (contrib_to_onnx, lambda found: "com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes "
                                         f"(UseQDQContribOps) read as ONNX's, which define the same: {len(found)} node(s)"),
+        (fold_constant_quantize, lambda found: "QuantizeLinear of constant float weights computed once, as "
+                                               "onnxruntime's constant folding does (AddQDQPairToWeight): "
+                                               f"{len(found)} node(s), e.g. {found[0]}"),
         (evaluate_constant_weights, lambda found: f"weight(s) computed from constants at every run (e.g. a "
                                                   "conv's weight standardised in the graph, as timm's NF nets' "
                                                   "ScaledStdConv2d), evaluated once by onnxruntime as int8 "
                                                   f"constants: {len(found)} product(s), e.g. {found[0]}"),
-        (fold_constant_quantize, lambda found: "QuantizeLinear of constant float weights computed once, as "
-                                               "onnxruntime's constant folding does (AddQDQPairToWeight): "
-                                               f"{len(found)} node(s), e.g. {found[0]}"),
         (conv_bn_fusion, lambda found: "BatchNormalization after a float Conv / ConvTranspose folded into its "
                                        f"weights and bias as onnxruntime's ConvBNFusion does: {', '.join(found)}"),
         # on the graph onnxruntime sees
