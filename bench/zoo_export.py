@@ -54,7 +54,7 @@ BN_PASSES = 4
 CALIBRATION = 8
 SEQ, WIDTH, HEADS, FFN = 128, 768, 12, 3072
 # the opset of the models torch cannot export at 17 (its error names the opset that has the op: F.affine_grid 20)
-OPSET = {"stn_net": 20}
+OPSET = {"stn_net": 20, "timm_volo_d1": 18}
 INPUT_SIZE = {"inception_v3": 299}  # image side of the models whose layers do not fit a 224 x 224 image
 NO_AUX = ("googlenet", "inception_v3")  # auxiliary classifiers only train; seeded init as torchvision trains them
 # Small nets a user writes and exports themselves, not from torchvision (--any): name -> input shape. m5_audio: a
@@ -123,6 +123,35 @@ HELDOUT8: dict[str, tuple[str, dict[str, Any], tuple[int, ...]]] = {
     "hf_qwen2": ("hf", {}, (1, 32)),
     "hf_llama": ("hf", {}, (1, 32)),
 }
+# Held-out set 9 (issue 24): more models from outside torchvision's classifiers and the sets before, chosen for
+# what they compute at run time that the others did not: timm models at small images (weights standardised by
+# the graph, split attention, cross-covariance attention, outlook attention's Fold, ReLU linear attention,
+# separable self-attention, multi-resolution fusion, relative-position attention, mixed kernel sizes), Hugging
+# Face encoders, an encoder-decoder and LMs (shared layers, disentangled attention, position ids by cumsum,
+# soft-capped logits, a selective state-space scan, interpolated position embeddings, a grouped-conv transformer)
+# and torchvision's RAFT optical flow (_heldout9_net says what each is). name -> (timm model, "hf" or "tv", its
+# kwargs, input shape).
+HELDOUT9: dict[str, tuple[str, dict[str, Any], tuple[int, ...]]] = {
+    "timm_nf_regnet_b0": ("nf_regnet_b0", {}, (1, 3, 64, 64)),
+    "timm_resnest14d": ("resnest14d", {}, (1, 3, 64, 64)),
+    "timm_xcit_nano": ("xcit_nano_12_p16_224", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_volo_d1": ("volo_d1_224", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_efficientvit_b0": ("efficientvit_b0", {}, (1, 3, 64, 64)),
+    "timm_mobilevitv2_050": ("mobilevitv2_050", {}, (1, 3, 64, 64)),
+    "timm_hrnet_w18_small": ("hrnet_w18_small", {}, (1, 3, 64, 64)),
+    "timm_botnet26t": ("botnet26t_256", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_mixnet_s": ("mixnet_s", {}, (1, 3, 64, 64)),
+    "hf_albert": ("hf", {}, (1, 64)),
+    "hf_deberta_v2": ("hf", {}, (1, 64)),
+    "hf_roberta": ("hf", {}, (1, 64)),
+    "hf_bart": ("hf", {}, (1, 32)),
+    "hf_gemma2": ("hf", {}, (1, 32)),
+    "hf_mamba": ("hf", {}, (1, 16)),
+    "hf_squeezebert": ("hf", {}, (1, 64)),
+    "hf_dinov2": ("hf", {}, (1, 3, 56, 56)),
+    "hf_swin": ("hf", {}, (1, 3, 64, 64)),
+    "tv_raft_small": ("tv", {}, (1, 3, 128, 128)),
+}
 # Nets with several float inputs: their names and shapes in the order of forward's arguments (else one `input`).
 FLOAT_INPUTS = {"mlp_bn": (("features", (3, 32)), ("meta", (3, 8))),
                 "hf_vit": (("pixel_values", HELDOUT6["hf_vit"]),),
@@ -132,18 +161,30 @@ FLOAT_INPUTS = {"mlp_bn": (("features", (3, 32)), ("meta", (3, 8))),
                 "hf_clip_vision": (("pixel_values", HELDOUT6["hf_clip_vision"]),),
                 "hf_wav2vec2": (("input_values", HELDOUT6["hf_wav2vec2"]),),
                 "hf_whisper_encoder": (("input_features", HELDOUT6["hf_whisper_encoder"]),),
-                "tfm_decoder": (("tgt", (1, 32, 128)), ("memory", (1, 48, 128)))}
+                "tfm_decoder": (("tgt", (1, 32, 128)), ("memory", (1, 48, 128))),
+                "hf_dinov2": (("pixel_values", HELDOUT9["hf_dinov2"][2]),),
+                "hf_swin": (("pixel_values", HELDOUT9["hf_swin"][2]),),
+                "tv_raft_small": (("image1", HELDOUT9["tv_raft_small"][2]), ("image2", HELDOUT9["tv_raft_small"][2]))}
 # Nets with several outputs: their names in the order forward returns them (else one `output`).
 OUTPUT_NAMES = {"pool_heads": ("logits", "label"), "hf_qwen2": ("logits",), "hf_llama": ("logits",), "mlp_bn": ("logits", "value", "label"),
                 "wide_batch3": ("logits", "top_scores", "top_classes"), **HF_OUTPUTS,
                 "ssdlite_head": ("bbox_regression", "cls_logits"),
-                "fcos_head": ("cls_logits", "bbox_regression", "bbox_ctrness")}
+                "fcos_head": ("cls_logits", "bbox_regression", "bbox_ctrness"),
+                "hf_albert": ("last_hidden_state", "pooler_output"), "hf_deberta_v2": ("last_hidden_state",),
+                "hf_roberta": ("last_hidden_state", "pooler_output"), "hf_bart": ("logits",),
+                "hf_gemma2": ("logits",), "hf_mamba": ("logits",), "hf_squeezebert": ("last_hidden_state",),
+                "hf_dinov2": ("last_hidden_state", "pooler_output"), "hf_swin": ("last_hidden_state", "pooler_output"),
+                "tv_raft_small": ("flow",)}
 # Nets that take token ids (int64, < VOCAB) and, for distilbert_tiny, an attention mask: their input names in
 # the order of forward's arguments (random_feeds makes their values).
 TOKEN_INPUTS = {"gpt_tiny": ("input_ids",), "distilbert_tiny": ("input_ids", "attention_mask"),
                 "hf_bert": ("input_ids", "attention_mask"), "hf_gpt2": ("input_ids", "attention_mask"),
                 "hf_t5_encoder": ("input_ids", "attention_mask"), "llama_block": ("input_ids",),
-                "hf_qwen2": ("input_ids",), "hf_llama": ("input_ids",)}
+                "hf_qwen2": ("input_ids",), "hf_llama": ("input_ids",),
+                "hf_albert": ("input_ids", "attention_mask"), "hf_deberta_v2": ("input_ids", "attention_mask"),
+                "hf_roberta": ("input_ids", "attention_mask"),
+                "hf_bart": ("input_ids", "attention_mask", "decoder_input_ids"), "hf_gemma2": ("input_ids",),
+                "hf_mamba": ("input_ids",), "hf_squeezebert": ("input_ids", "attention_mask")}
 VOCAB = 1000
 # torchvision models outside its classification list: name -> (module, input shape). Segmentation nets return
 # their "out" map (aux heads off: aux_loss None, no backbone weights); video nets take a 8-frame 112x112 clip.
@@ -1073,6 +1114,103 @@ def _heldout8_net(name: str) -> Any:
     return Logits()
 
 
+def _heldout9_net(name: str) -> Any:
+    """One of HELDOUT9. timm models as for HELDOUT8 (timm.create_model, seeded, no weights, 1000 classes):
+    NF-RegNet-B0 (normalizer-free: ScaledStdConv2d standardises each conv's weight in the graph at every call, no
+    BatchNorm), ResNeSt-14d (split attention: a radix-2 softmax over grouped-conv branches, average-pool
+    downsampling), XCiT-nano (cross-covariance attention over channels with L2-normalised q / k and a learned
+    temperature, local patch interaction by depthwise convs, class attention), VOLO-D1 (outlook attention:
+    F.unfold / F.fold), EfficientViT-B0 (MIT's: ReLU linear attention, a multi-scale depthwise aggregation),
+    MobileViTv2-0.5 (separable self-attention, GroupNorm), HRNet-W18-small (parallel resolutions fused by strided
+    convs and nearest upsampling), BoTNet-26t (multi-head self-attention with relative position logits in a
+    ResNet), MixNet-S (mixed depthwise kernel sizes 3-11 on channel splits). Hugging Face models from their
+    config classes, small sizes, VOCAB tokens: hf_albert (AlbertModel: factorised embeddings, one layer's weights
+    shared by 2 layers), hf_deberta_v2 (DebertaV2Model, 2 layers of width 128: disentangled relative-position
+    attention with log buckets), hf_roberta (RobertaModel: position ids from a cumulative sum of the non-padding
+    tokens), hf_bart (BartForConditionalGeneration: encoder and decoder of 2 layers each, cross-attention, a
+    32-token decoder input, the tied LM head), hf_gemma2 (Gemma2ForCausalLM: GeGLU, RMSNorm with 1 + weight,
+    attention-logit and final-logit soft-capping by tanh, sliding-window layers), hf_mamba (MambaForCausalLM:
+    2 layers of the selective state-space scan in its sequential torch form over 16 tokens, a causal depthwise
+    Conv1d), hf_squeezebert (SqueezeBertModel: grouped 1-D convs for q / k / v and the FFN), hf_dinov2
+    (Dinov2Model at its default 224 configuration on a 56 x 56 image: position embeddings bicubically
+    interpolated to 4 x 4 patches, LayerScale), hf_swin (SwinModel: shifted windows by torch.roll, relative
+    position bias). tv_raft_small: torchvision's raft_small on two 128 x 128 frames (its smallest: a 4-level correlation pyramid over 1/8 of the image) (feature and context encoders,
+    an all-pairs correlation volume pyramid, grid_sample lookups, a ConvGRU, 3 flow updates), returning the last
+    flow."""
+    import torch
+
+    model, kwargs, shape = HELDOUT9[name]
+    if model == "tv":
+        torchvision = _import_torchvision()
+        raft = torchvision.models.optical_flow.raft_small(weights=None)
+
+        class Flow(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.raft = raft
+
+            def forward(self, image1: Any, image2: Any) -> Any:
+                return self.raft(image1, image2, num_flow_updates=3)[-1]
+
+        return Flow()
+    if model != "hf":
+        import timm
+
+        return timm.create_model(model, pretrained=False, **kwargs)
+    import transformers as tf
+
+    small = {"vocab_size": VOCAB, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "intermediate_size": 512, "max_position_embeddings": 128}
+    if name == "hf_albert":
+        net = tf.AlbertModel(tf.AlbertConfig(embedding_size=64, num_hidden_groups=1, **small))
+    elif name == "hf_deberta_v2":
+        net = tf.DebertaV2Model(tf.DebertaV2Config(relative_attention=True, position_buckets=32,
+                                                   pos_att_type=["p2c", "c2p"], max_relative_positions=-1,
+                                                   position_biased_input=False, **small))
+    elif name == "hf_roberta":
+        net = tf.RobertaModel(tf.RobertaConfig(**{**small, "max_position_embeddings": 130}))
+    elif name == "hf_bart":
+        net = tf.BartForConditionalGeneration(tf.BartConfig(
+            vocab_size=VOCAB, d_model=128, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512, max_position_embeddings=128,
+            use_cache=False))
+    elif name == "hf_gemma2":
+        net = tf.Gemma2ForCausalLM(tf.Gemma2Config(
+            vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=32, max_position_embeddings=128, sliding_window=16, use_cache=False))
+    elif name == "hf_mamba":
+        net = tf.MambaForCausalLM(tf.MambaConfig(vocab_size=VOCAB, hidden_size=64, state_size=8,
+                                                 num_hidden_layers=2, use_cache=False))
+    elif name == "hf_squeezebert":
+        net = tf.SqueezeBertModel(tf.SqueezeBertConfig(embedding_size=128, **small))
+    elif name == "hf_dinov2":
+        net = tf.Dinov2Model(tf.Dinov2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                             mlp_ratio=2, patch_size=14))
+    elif name == "hf_swin":
+        net = tf.SwinModel(tf.SwinConfig(image_size=64, patch_size=4, embed_dim=32, depths=[2, 2],
+                                         num_heads=[2, 4], window_size=4))
+    else:
+        raise ValueError(f"{name} is not one of {' '.join(HELDOUT9)}")
+    names = [n for n, _, _ in _inputs(name, shape)]
+    outputs = OUTPUT_NAMES[name]
+
+    class Outputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, *args: Any) -> Any:
+            kw = dict(zip(names, args))
+            if name in ("hf_gemma2", "hf_mamba"):
+                kw["use_cache"] = False
+            if name == "hf_gemma2":  # an all-ones mask, as a tokenizer returns it (see _heldout8_net)
+                kw["attention_mask"] = torch.ones_like(args[0])
+            got = self.net(**kw, return_dict=True)
+            return tuple(got[k] for k in outputs)
+
+    return Outputs()
+
+
 def random_feeds(inputs: list[tuple[str, tuple[int, ...], bool]], rng: Any) -> dict[str, np.ndarray]:
     """One random input per (name, shape, integer?): floats standard normal; integer inputs token ids below VOCAB,
     except an `attention_mask`: ones, then a random run of padding zeros (up to half the sequence) at the end."""
@@ -1121,6 +1259,8 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
         net, shape = _hf_net(name), HELDOUT6[name]
     elif name in HELDOUT8:
         net, shape = _heldout8_net(name), HELDOUT8[name][2]
+    elif name in HELDOUT9:
+        net, shape = _heldout9_net(name), HELDOUT9[name][2]
     elif name in USER_NETS:
         net, shape = _user_net(name), USER_NETS[name]
     elif name in TORCHVISION_OTHER:
@@ -1132,7 +1272,7 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
             net = _out_map(net)
     elif name not in (torchvision := _import_torchvision()).models.list_models(module=torchvision.models):
         raise ValueError(f"{name} is not a torchvision classification model (nor one of "
-                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6, *HELDOUT8])})")
+                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6, *HELDOUT8, *HELDOUT9])})")
     else:
         kwargs = {"aux_logits": False, "init_weights": True} if name in NO_AUX else {}
         net = torchvision.models.get_model(name, weights=None, **kwargs)
@@ -1150,8 +1290,10 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
 
 def _inputs(name: str, shape: tuple[int, ...]) -> list[tuple[str, tuple[int, ...], bool]]:
     """The model's inputs as random_feeds takes them: one float `input`, or TOKEN_INPUTS' integer inputs."""
-    if name in FLOAT_INPUTS:
-        return [(n, s, False) for n, s in FLOAT_INPUTS[name]]
+    if name in FLOAT_INPUTS:  # each at the batch of `shape` (a variant's); a single input at `shape` itself
+        if len(FLOAT_INPUTS[name]) == 1:
+            return [(FLOAT_INPUTS[name][0][0], shape, False)]
+        return [(n, (shape[0], *s[1:]), False) for n, s in FLOAT_INPUTS[name]]
     return [(n, shape, True) for n in TOKEN_INPUTS[name]] if name in TOKEN_INPUTS else [("input", shape, False)]
 
 
@@ -1347,7 +1489,7 @@ def main() -> None:
     ap.add_argument("models", nargs="+", help=f"model names: {' '.join(VISION + TRANSFORMERS)} (or see --any)")
     ap.add_argument("--any", action="store_true",
                     help="also any torchvision classification model by name, or one of "
-                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6, *HELDOUT8])}")
+                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6, *HELDOUT8, *HELDOUT9])}")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--variant", default="", help=f"comma-separated, other exports: {' '.join(VARIANTS)}")

@@ -97,3 +97,19 @@ def test_a_spatial_transformers_grid_ops_say_what_they_compute():
         assert "no accelerator op" not in reason, reason
     assert "sampling grid" in affine and "theta" in affine, affine
     assert "positions computed at run time" in sample, sample
+
+
+def test_a_matmul_with_the_weight_on_the_left_says_so():
+    """Mamba's `dt_proj.weight @ x` (held-out set 9's hf_mamba, dynamo export): a MatMul whose first operand is the
+    dequantized constant and whose second is an activation, its result quantized once. Its reason read "of two
+    activations ... its result goes through more than one consumer", neither of which is true."""
+    w = np.random.default_rng(0).integers(-100, 100, (4, 8)).astype(np.int8)
+    nodes = [*_dq_in(), helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wd"], name="wdq"),
+             helper.make_node("Reshape", ["xd", "shape"], ["x2"], name="flat"),
+             helper.make_node("QuantizeLinear", ["x2", "s", "z"], ["x2q"], name="q1"),
+             helper.make_node("DequantizeLinear", ["x2q", "s", "z"], ["x2d"], name="dq1"),
+             helper.make_node("MatMul", ["wd", "x2d"], ["m"], name="w_at_x"),
+             helper.make_node("QuantizeLinear", ["m", "s", "z"], ["y"], name="q2")]
+    reason = _reason(nodes, "w_at_x", {**QDQ, "w": w, "shape": np.array([8, 32], np.int64)})
+    assert "two activations" not in reason and "more than one consumer" not in reason, reason
+    assert "first operand" in reason, reason

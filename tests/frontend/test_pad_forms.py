@@ -109,3 +109,26 @@ def test_a_same_conv1d_is_offloaded(fmt):
     op = _op(res, "same1d")
     assert op["where"] == "accelerator", op["reason"]
     assert_offloaded_and_matching(data, res)
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
+@pytest.mark.parametrize("computed_pads", [False, True])
+def test_a_constant_pad_with_a_quantized_value_compiles(fmt, computed_pads):
+    """MIT EfficientViT's linear attention pads v with a row of ones (`F.pad(v, (0, 0, 0, 1), mode="constant",
+    value=1)`: timm's efficientvit_b0, held-out set 9): onnxruntime's QDQ quantizer quantizes the Pad's
+    constant_value (a Constant 1.0 -> QuantizeLinear -> DequantizeLinear), which TVM's importer cannot read as a
+    constant; the QDQ export was refused ("'DataflowVar' object has no attribute 'value'")."""
+    import onnx
+
+    g = zoo._Graph(seed=12)
+    x = g.conv("x", 3, 16, name="stem")
+    one = g.op("Constant", [], value=onnx.helper.make_tensor("one", 1, [], [1.0]))
+    pads = _torch_pads(g, [0, 0, 0, 1]) if computed_pads else g.const(np.array([0, 0, 0, 0, 0, 0, 1, 0], np.int64))
+    padded = g.op("Pad", [x, pads, one], "pad_ones", mode="constant")
+    w = g.weight((16, 16, 3, 3), fan_in=144)
+    y = g.op("Relu", [g.op("Conv", [padded, w, g.bias(16)], "after_pad", kernel_shape=[3, 3], pads=[1] * 4)])
+    out = g.dense(g.op("Flatten", [g.op("GlobalAveragePool", [y])]), 16, 5, name="fc")
+    data = _quantized(g, [1, 3, 9, 7], out, [1, 5], fmt)
+    res = compile_bytes(data)
+    assert _op(res, "after_pad")["where"] == "accelerator"
+    assert_offloaded_and_matching(data, res)

@@ -1166,6 +1166,11 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
             return (f"{op} on a float input (not DequantizeLinear of int8): the quantizer left it in float, so "
                     "there is no int8 operand for the accelerator")
         if not is_weight(node.input[1]):
+            if op == "MatMul" and is_weight(node.input[0]) and dequantized(node.input[1]):
+                return ("MatMul with the constant weight as its first operand (W @ X, e.g. Mamba's dt_proj.weight @ "
+                        "x) and an activation as its second: the accelerator's patterns take a weight as the "
+                        "second operand (X @ W) or two non-constant operands read at run time, and this one matched "
+                        "neither; computed in float on the host between dequantize and quantize")
             if not dequantized(node.input[1]):
                 return (f"{op} of two activations whose second operand is float (not DequantizeLinear of int8): "
                         "there is no int8 operand for the accelerator")
@@ -1261,10 +1266,18 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
                 "the neighbours it finds there: a data-dependent gather and weighted sum, not a product with a "
                 "weight matrix the array holds; computed on the host")
     if op == "BatchNormalization":
-        src = g.producer.get(node.input[0])
+        tensor = node.input[0]
+        src = g.producer.get(tensor)
         while src is not None and src.op_type in QDQ_NODES and src.input:
-            src = g.producer.get(src.input[0])
-        after = f"it follows a {src.op_type}" if src is not None else "its input is a graph input"
+            tensor = src.input[0]
+            src = g.producer.get(tensor)
+        after = (f"it follows a {src.op_type}" if src is not None else
+                 "its input is a constant of the model" if tensor in g.inits else "its input is a graph input")
+        if int(onnx_graph.attr(node, "training_mode", 0)):
+            return ("BatchNormalization in training mode (training_mode=1: normalised by the mean and variance "
+                    f"of its own input at every run, not by the running mean and variance it is given; {after}): per-channel statistics "
+                    "and a division, not a multiply-accumulate, so not foldable into a convolution; the host "
+                    "computes it as onnxruntime's kernel does")
         return (f"BatchNormalization not folded into a convolution ({after}; exporters fold it into a preceding "
                 "Conv only): in inference mode, with its stored statistics, a per-channel scale and shift, "
                 "elementwise, no matrix product for the array; the host computes it in float as onnxruntime does")

@@ -660,6 +660,68 @@ def _legalize_resize2d(bb: Any, call: Any) -> Any:
     return resize_linear_call(bb, call.args[0], out_hw, str(call.attrs.coordinate_transformation_mode))
 
 
+def grid_sample_call(bb: Any, data: Any, grid: Any, align_corners: bool, padding_mode: str) -> Any:
+    """A call_tir computing a bilinear GridSample of NCHW float32 `data` at `grid` ([N, 2, H_out, W_out], x then
+    y, relax's layout) with onnxruntime's CPU arithmetic (its GridSample kernel's general path): the location
+    x = (nx + 1) / 2 * (W - 1) (align_corners) or ((nx + 1) * W - 1) / 2, x1 = floor(x), x2 = x1 + 1,
+    dx2 = x2 - x, dx1 = x - x1 (so for y), and y = dy2 * (dx2 * p11 + dx1 * p12) + dy1 * (dx2 * p21 + dx1 * p22)
+    in float32, in that order (without align_corners and with zeros padding, its fast path's order:
+    dy2 * dx2 * p11 + dy2 * dx1 * p12 + dy1 * dx2 * p21 + dy1 * dx1 * p22, each weight first); a neighbour outside
+    the image is 0 (`zeros`) or the nearest edge pixel (`border`: the index clamped, not the location). TVM's legalization computes the same sum in another order (its weights
+    1 - (y - y0), its location (n + 1) * (H - 1) / 2), which rounds apart at a few outputs in 10,000 (RAFT's
+    correlation lookups: a code apart after requantisation, grown to 11 LSB through its recurrent updates)."""
+    from tvm import te, tirx
+
+    n_, c_, h_in, w_in = (int(d) for d in data.ty.shape)
+    h_out, w_out = [int(d) for d in grid.ty.shape][2:]
+    f32 = "float32"
+
+    def locate(v: Any, length: int) -> Any:
+        one, two = tirx.const(1.0, f32), tirx.const(2.0, f32)
+        if align_corners:
+            return (v + one) / two * tirx.const(float(length - 1), f32)
+        return ((v + one) * tirx.const(float(length), f32) - one) / two
+
+    def compute(x: Any, g: Any) -> Any:
+        def pixel(b: Any, c: Any, r: Any, col: Any) -> Any:
+            if padding_mode == "border":
+                return x[b, c, te.min(te.max(r, 0), h_in - 1), te.min(te.max(col, 0), w_in - 1)]
+            return te.if_then_else(te.all(r >= 0, r < h_in, col >= 0, col < w_in), x[b, c, r, col],
+                                   tirx.const(0.0, f32))
+
+        def f(b: Any, c: Any, i: Any, j: Any) -> Any:
+            px, py = locate(g[b, 0, i, j], w_in), locate(g[b, 1, i, j], h_in)
+            x1, y1 = te.floor(px).astype("int32"), te.floor(py).astype("int32")
+            x2, y2 = x1 + 1, y1 + 1
+            dx2, dx1 = x2.astype(f32) - px, px - x1.astype(f32)
+            dy2, dy1 = y2.astype(f32) - py, py - y1.astype(f32)
+            p11, p12 = pixel(b, c, y1, x1), pixel(b, c, y1, x2)
+            p21, p22 = pixel(b, c, y2, x1), pixel(b, c, y2, x2)
+            if not align_corners and padding_mode == "zeros":  # its fast path: the four weights first
+                return dy2 * dx2 * p11 + dy2 * dx1 * p12 + dy1 * dx2 * p21 + dy1 * dx1 * p22
+            return dy2 * (dx2 * p11 + dx1 * p12) + dy1 * (dx2 * p21 + dx1 * p22)
+
+        return te.compute((n_, c_, h_out, w_out), f, name="grid_sampled")
+
+    return bb.call_te(compute, data, grid, primfunc_name_hint="grid_sample_bilinear")
+
+
+def _legalize_grid_sample(bb: Any, call: Any) -> Any:
+    """relax.image.grid_sample, bilinear on NCHW float32 with zeros or border padding, with onnxruntime's CPU
+    arithmetic (`grid_sample_call`); other modes: TVM's legalization."""
+    a = call.attrs
+    data, grid = call.args
+    try:
+        plain = (str(a.method) == "bilinear" and str(a.layout) == "NCHW" and str(a.padding_mode) in ("zeros", "border")
+                 and len(data.ty.shape) == 4 and str(data.ty.dtype) == "float32"
+                 and str(grid.ty.dtype) == "float32")
+    except (TypeError, AttributeError):
+        plain = False
+    if not plain:
+        return _tvm_legalization("relax.image.grid_sample")(bb, call)
+    return grid_sample_call(bb, data, grid, bool(a.align_corners), str(a.padding_mode))
+
+
 def _legalize_take(bb: Any, call: Any) -> Any:
     """relax.take (ONNX's Gather; the importer has already made negative indices count from the end) in TVM's
     "clip" mode where it came in its "fast" one: the same result for every index ONNX allows, and an index past
@@ -1306,6 +1368,7 @@ def lower_host(mod: Any) -> Any:
                                      "relax.matmul": _legalize_matmul,
                                      "relax.einsum": _legalize_einsum,
                                      "relax.image.resize2d": _legalize_resize2d,
+                                     "relax.image.grid_sample": _legalize_grid_sample,
                                      "relax.nn.conv2d_transpose": _legalize_conv2d_transpose,
                                      "relax.nn.batch_norm": _legalize_batch_norm,
                                      "relax.take": _legalize_take,

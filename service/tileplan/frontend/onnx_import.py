@@ -1112,13 +1112,21 @@ SHAPE_OPERANDS = {"Pad": (1,), "Reshape": (1,), "Expand": (1,), "Tile": (1,), "S
                   "Squeeze": (1,), "Range": (0, 1, 2), "Split": (1,), "TopK": (1,)}
 
 
+# Other inputs the importer reads as constants (TVM's Pad converter takes its value as one), which onnxruntime's
+# quantizer can make computed: it quantizes a Pad's constant_value (MIT EfficientViT's `F.pad(v, (0, 0, 0, 1),
+# value=1)`: Constant -> QuantizeLinear -> DequantizeLinear in QDQ form, Constant -> QuantizeLinear for the int8
+# Pad of QOperator form)
+CONSTANT_OPERANDS = {"Pad": (2,)}
+
+
 def computed_shape_operands(model: Any) -> list[str]:
-    """Nodes one of whose SHAPE_OPERANDS is computed by another node (not an initializer, a Constant or a graph
-    input): the ones whose output shapes only folding can make static."""
+    """Nodes one of whose SHAPE_OPERANDS (or CONSTANT_OPERANDS) is computed by another node (not an initializer,
+    a Constant or a graph input): the ones whose output shapes only folding can make static (or that the
+    importer can read only once folded)."""
     made = {o: n.op_type for n in model.graph.node for o in n.output}
     return [n.name or n.op_type for n in model.graph.node
             if any(i < len(n.input) and n.input[i] and made.get(n.input[i], "Constant") != "Constant"
-                   for i in SHAPE_OPERANDS.get(n.op_type, ()))]
+                   for i in (*SHAPE_OPERANDS.get(n.op_type, ()), *CONSTANT_OPERANDS.get(n.op_type, ())))]
 
 
 # Operators whose output is not a function of their inputs: never evaluated at compile time
@@ -1127,60 +1135,135 @@ NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "Random
 
 
 def evaluate_constant_shape_operands(model: Any) -> list[str]:
-    """Shape-giving operands (SHAPE_OPERANDS) that other nodes compute from constants alone (initializers and
-    `Constant` nodes) and that onnxruntime's constant folding leaves computed: it never folds a DequantizeLinear,
+    """Shape-giving operands (SHAPE_OPERANDS; and CONSTANT_OPERANDS) that other nodes compute from constants alone
+    (initializers and `Constant` nodes) and that onnxruntime's constant folding leaves computed: it never folds a DequantizeLinear,
     and onnxruntime's quantizer quantizes shape arithmetic like any other (Hugging Face MobileViT's
     `ceil(h / patch) * patch`: a Mul between QuantizeLinear / DequantizeLinear, a QLinearMul in QOperator form).
     Only operands whose subgraph has a DequantizeLinear are taken (the optimiser folds the others itself).
     Each such operand is computed once by onnxruntime (graph optimisations off: the nodes as ONNX defines them),
     stored as an initializer its consumers read, and the nodes only it needed are removed. Changes `model` in
     place; returns the names of the nodes whose operand it evaluated."""
-    import onnx
-    import onnxruntime as ort
-    from onnx import numpy_helper
-
     g = model.graph
+    const = _computed_from_constants(g)
+    made = {o: n for n in g.node for o in n.output}
+    targets: dict[str, list[Any]] = {}
+    values: set[str] = set()  # CONSTANT_OPERANDS' tensors
+    for n in g.node:
+        for i in (*SHAPE_OPERANDS.get(n.op_type, ()), *CONSTANT_OPERANDS.get(n.op_type, ())):
+            t = n.input[i] if i < len(n.input) else ""
+            if t and t in const and t in made and made[t].op_type != "Constant":
+                if n not in targets.setdefault(t, []):
+                    targets[t].append(n)
+                if i in CONSTANT_OPERANDS.get(n.op_type, ()):
+                    values.add(t)
+    # only what the optimiser leaves: arithmetic through a DequantizeLinear (it folds everything else itself),
+    # and any computed CONSTANT_OPERANDS (the optimiser runs only on a model with shape arithmetic)
+    cones = {t: _cone(made, t) for t in targets}
+    targets = {t: ns for t, ns in targets.items()
+               if t in values or any(n.op_type == "DequantizeLinear" for n in cones[t])}
+    done = _evaluate_once(model, targets, cones, "shape_operands")
+    return [n.name or n.op_type for t in done for n in targets[t]]
+
+
+# The weight operand of the products the accelerator runs: (operator, index of the operand); in QDQ form the
+# operand is a DequantizeLinear's output and its codes are that node's first input
+WEIGHT_OPERANDS = {"Conv": 1, "ConvTranspose": 1, "MatMul": 1, "Gemm": 1, "QLinearConv": 3, "QLinearMatMul": 3}
+
+
+def evaluate_constant_weights(model: Any) -> list[str]:
+    """The int8 codes of a Conv / ConvTranspose / MatMul / Gemm weight (QDQ: the input of the weight's
+    DequantizeLinear; QOperator: a QLinearConv's or QLinearMatMul's weight) that other nodes compute from constants
+    alone at every run (in QDQ form through a DequantizeLinear, which onnxruntime's constant folding never folds;
+    in QOperator form through QLinear* nodes or float arithmetic and a QuantizeLinear). timm's normalizer-free nets (NF-RegNet, NFNet, NF-ResNet) standardise every conv's weight
+    in the graph (ScaledStdConv2d: F.batch_norm in training mode on the reshaped weight, times a gain), and
+    onnxruntime's quantizer quantizes each step like an activation; its QOperator form runs a QLinearConv on the
+    codes so computed. They do not depend on the input: each is computed once by onnxruntime (graph optimisations
+    off: the nodes as ONNX defines them, the same kernels a session runs them with), stored as the int8
+    initializer the weight's DequantizeLinear (or the QLinear* node) reads, and the nodes only it needed are
+    removed, so the product runs on the accelerator with a constant weight. Changes `model` in place; returns the
+    names of the products whose weight it evaluated."""
+    g = model.graph
+    const = _computed_from_constants(g)
+    made = {o: n for n in g.node for o in n.output}
+    targets: dict[str, list[Any]] = {}  # codes -> the nodes that read them
+    products: dict[str, list[str]] = {}  # codes -> the products whose weight they are
+    products_ops: dict[str, list[str]] = {}  # and their operators
+    for n in g.node:
+        i = WEIGHT_OPERANDS.get(n.op_type)
+        if i is None or n.domain not in ("", "ai.onnx") or i >= len(n.input) or not n.input[i]:
+            continue
+        t, reader = n.input[i], n
+        if not n.op_type.startswith("QLinear"):
+            reader = made.get(t)
+            if reader is None or reader.op_type != "DequantizeLinear" or not reader.input:
+                continue
+            t = reader.input[0]
+        if t in const and t in made and made[t].op_type != "Constant":
+            if reader not in targets.setdefault(t, []):
+                targets[t].append(reader)
+            products.setdefault(t, []).append(n.name or n.op_type)
+            products_ops.setdefault(t, []).append(n.op_type)
+    cones = {t: _cone(made, t) for t in targets}
+    # a weight is a matrix (a conv's: its kernel): a batched MatMul operand (DeBERTa's relative-position keys,
+    # computed from its embeddings and tiled over the heads) stays computed and runs as a product of two int8
+    # activations, which the accelerator also runs
+    matmul = {t: any(op in ("MatMul", "QLinearMatMul") for op in products_ops[t]) for t in targets}
+    taken = _evaluate_once(model, targets, cones, "constant_weights", "ORT_ENABLE_BASIC",
+                           keep=lambda t, v: v.ndim <= 2 or not matmul[t])
+    return [p for t in targets if t in taken for p in products[t]]
+
+
+def _computed_from_constants(g: Any) -> set[str]:
+    """The tensors of graph `g` computed from initializers and `Constant` nodes alone (through no shape operator,
+    nondeterministic operator or subgraph), the initializers included."""
+    import onnx
+
     const = {t.name for t in g.initializer}
     for n in g.node:  # graph order is topological
         if n.op_type not in SHAPE_OPS | NONDETERMINISTIC and not any(
                 a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute) and all(
                 not i or i in const for i in n.input):
             const.update(o for o in n.output if o)
-    made = {o: n for n in g.node for o in n.output}
-    targets: dict[str, list[Any]] = {}
-    for n in g.node:
-        for i in SHAPE_OPERANDS.get(n.op_type, ()):
-            t = n.input[i] if i < len(n.input) else ""
-            if t and t in const and t in made and made[t].op_type != "Constant":
-                targets.setdefault(t, []).append(n)
+    return const
 
-    def cone_of(t: str) -> list[Any]:
-        nodes, need, seen = [], [t], set()
-        while need:
-            x = need.pop()
-            if x in seen or x not in made:
-                continue
-            seen.add(x)
-            nodes.append(made[x])
-            need.extend(i for i in made[x].input if i)
-        return nodes
 
-    # only what the optimiser leaves: arithmetic through a DequantizeLinear (it folds everything else itself)
-    cones = {t: cone_of(t) for t in targets}
-    targets = {t: ns for t, ns in targets.items() if any(n.op_type == "DequantizeLinear" for n in cones[t])}
+def _cone(made: dict[str, Any], t: str) -> list[Any]:
+    """The nodes tensor `t` is computed by (`made`: each tensor's producer), `t`'s own first."""
+    nodes, need, seen = [], [t], set()
+    while need:
+        x = need.pop()
+        if x in seen or x not in made:
+            continue
+        seen.add(x)
+        nodes.append(made[x])
+        need.extend(i for i in made[x].input if i)
+    return nodes
+
+
+def _evaluate_once(model: Any, targets: dict[str, list[Any]], cones: dict[str, list[Any]], what: str,
+                   level: str = "ORT_DISABLE_ALL", keep: Callable[[str, np.ndarray], bool] | None = None) -> list[str]:
+    """Compute each tensor of `targets` (-> the nodes reading it) from its cone (`cones`) once with onnxruntime,
+    graph optimisations off; store it as a new initializer that those nodes read instead, and remove the cone's
+    nodes nothing reads any more; with `keep`, only the tensors t whose value v has keep(t, v). Returns the
+    evaluated tensors' names ([] and `model` unchanged when onnxruntime cannot compute them: the import then
+    says what it cannot do with the nodes)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
     if not targets:
         return []
+    g = model.graph
     cone_ids = {id(n) for t in targets for n in cones[t]}
     nodes = [n for n in g.node if id(n) in cone_ids]
     used = {i for n in nodes for i in n.input}
     sub = onnx.helper.make_model(
-        onnx.helper.make_graph(nodes, "shape_operands", [], [onnx.helper.make_empty_tensor_value_info(t)
-                                                              for t in targets],
+        onnx.helper.make_graph(nodes, what, [], [onnx.helper.make_empty_tensor_value_info(t) for t in targets],
                                [t for t in g.initializer if t.name in used]),
         opset_imports=list(model.opset_import))
     sub.ir_version = model.ir_version
     so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     so.log_severity_level = 3
     try:
         values = ort.InferenceSession(sub.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
@@ -1188,7 +1271,11 @@ def evaluate_constant_shape_operands(model: Any) -> list[str]:
     except Exception:  # noqa: BLE001 - left computed: the import then names the node whose shape is unknown
         return []
     taken = {t.name for t in g.initializer} | {o for n in g.node for o in n.output} | {i.name for i in g.input}
+    done: list[str] = []
     for t, v in zip(targets, values):
+        if keep is not None and not keep(t, np.asarray(v)):
+            continue
+        done.append(t)
         name = f"{t}_evaluated"
         while name in taken:
             name += "_"
@@ -1207,7 +1294,7 @@ def evaluate_constant_shape_operands(model: Any) -> list[str]:
             break
         for n in dead:
             g.node.remove(n)
-    return [n.name or n.op_type for ns in targets.values() for n in ns]
+    return done
 
 
 def fold_shapes(model: Any) -> tuple[Any, str | None]:
@@ -1434,6 +1521,10 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
         (fold_constant_quantize, lambda found: "QuantizeLinear of constant float weights computed once, as "
                                                "onnxruntime's constant folding does (AddQDQPairToWeight): "
                                                f"{len(found)} node(s), e.g. {found[0]}"),
+        (evaluate_constant_weights, lambda found: f"weight(s) computed from constants at every run (e.g. a "
+                                                  "conv's weight standardised in the graph, as timm's NF nets' "
+                                                  "ScaledStdConv2d), evaluated once by onnxruntime as int8 "
+                                                  f"constants: {len(found)} product(s), e.g. {found[0]}"),
         (conv_bn_fusion, lambda found: "BatchNormalization after a float Conv / ConvTranspose folded into its "
                                        f"weights and bias as onnxruntime's ConvBNFusion does: {', '.join(found)}"),
         # on the graph onnxruntime sees
