@@ -105,6 +105,14 @@ def layer_geometry(layer: Any, pack: int = 1) -> tuple[str, G.ConvGeometry, dict
                                         "S": "s"}
     d = layer.dims()
     tag = "gemmini.depthwise_conv2d" if d["G"] > 1 and d["C"] == 1 and d["K"] == 1 else "gemmini.conv2d"
+    if layer.in_w == 1 and d["Q"] == 1 and d["R"] == 1 and d["S"] == 1 and d["P"] > 1:
+        # a 1x1 convolution on a one-column map (MobileViTv2's unfolded patches): the cost model costs it as
+        # tiled_matmul calls of P rows (`runs_as_matmul`), and the code's array rows run along a pixel row (Q), so
+        # the code runs it transposed: one row of P pixels, the same memory in NCHW and NHWC alike
+        geo = G.ConvGeometry(N=d["N"], G=d["G"] // pack, K=d["K"] * pack, C=d["C"] * pack, H=1, W=layer.in_h,
+                             P=1, Q=d["P"], R=1, S=1, stride=tuple(layer.stride)[::-1],
+                             dilation=tuple(layer.dilation)[::-1], padding=tuple(layer.padding)[::-1], pack=pack)
+        return tag, geo, {"N": "n", "G": "g", "K": "k", "C": "c", "P": "q", "Q": "p", "R": "r", "S": "s"}
     geo = G.ConvGeometry(N=d["N"], G=d["G"] // pack, K=d["K"] * pack, C=d["C"] * pack, H=layer.in_h, W=layer.in_w,
                          P=d["P"], Q=d["Q"], R=d["R"], S=d["S"], stride=tuple(layer.stride),
                          dilation=tuple(layer.dilation), padding=tuple(layer.padding), pack=pack)
@@ -122,7 +130,7 @@ def realize(mapping: Any, arch: Any, names: dict[str, str], bounds: dict[str, in
     dev: list[str] = []
     inv = {v: k for k, v in names.items()}
     as_matmul = not matmul and all(bounds[c] == 1 for c in ("Q", "R", "S"))
-    blocked = BLOCKED if matmul else (("k", "c") if as_matmul else ())
+    blocked = BLOCKED if matmul or as_matmul else ()  # (q: a matmul's rows, a transposed one-column conv's)
     tile, bound = {}, {}
     for d in ALL_DIMS:
         canon = inv[d]
