@@ -65,6 +65,9 @@ class Realization:
     matmul: bool
     canonical: dict[str, str]  # internal dim -> canonical dim (a matmul's M is P, run along the q axis)
     deviations: list[str] = field(default_factory=list)
+    # dims whose tiles are whole DIM blocks (a matmul's BLOCKED; a convolution the cost model costs as tiled_matmul
+    # calls, `runs_as_matmul`: its channel tiles, as the model counts them)
+    blocked: tuple[str, ...] = ()
 
     def tiles(self, d: str) -> int:
         return -(-self.bound[d] // self.tile[d])
@@ -102,6 +105,14 @@ def layer_geometry(layer: Any, pack: int = 1) -> tuple[str, G.ConvGeometry, dict
                                         "S": "s"}
     d = layer.dims()
     tag = "gemmini.depthwise_conv2d" if d["G"] > 1 and d["C"] == 1 and d["K"] == 1 else "gemmini.conv2d"
+    if layer.in_w == 1 and d["Q"] == 1 and d["R"] == 1 and d["S"] == 1 and d["P"] > 1:
+        # a 1x1 convolution on a one-column map (MobileViTv2's unfolded patches): the cost model costs it as
+        # tiled_matmul calls of P rows (`runs_as_matmul`), and the code's array rows run along a pixel row (Q), so
+        # the code runs it transposed: one row of P pixels, the same memory in NCHW and NHWC alike
+        geo = G.ConvGeometry(N=d["N"], G=d["G"] // pack, K=d["K"] * pack, C=d["C"] * pack, H=1, W=layer.in_h,
+                             P=1, Q=d["P"], R=1, S=1, stride=tuple(layer.stride)[::-1],
+                             dilation=tuple(layer.dilation)[::-1], padding=tuple(layer.padding)[::-1], pack=pack)
+        return tag, geo, {"N": "n", "G": "g", "K": "k", "C": "c", "P": "q", "Q": "p", "R": "r", "S": "s"}
     geo = G.ConvGeometry(N=d["N"], G=d["G"] // pack, K=d["K"] * pack, C=d["C"] * pack, H=layer.in_h, W=layer.in_w,
                          P=d["P"], Q=d["Q"], R=d["R"], S=d["S"], stride=tuple(layer.stride),
                          dilation=tuple(layer.dilation), padding=tuple(layer.padding), pack=pack)
@@ -110,12 +121,16 @@ def layer_geometry(layer: Any, pack: int = 1) -> tuple[str, G.ConvGeometry, dict
 
 def realize(mapping: Any, arch: Any, names: dict[str, str], bounds: dict[str, int], target: TargetSpec,
             matmul: bool) -> Realization:
-    """The call tile of a contract Mapping: all factors below the DRAM level, clipped to the layer."""
+    """The call tile of a contract Mapping: all factors below the DRAM level, clipped to the layer. A matmul's
+    blocked tiles are whole DIM blocks (tiled_matmul's); so are the channel tiles (C, K) of a convolution the cost
+    model costs as tiled_matmul calls (Q = R = S = 1, `runs_as_matmul`), whose calls it counts in whole blocks."""
     levels = mapping.levels
     top = len(levels) - 1
     dim = target.dim
     dev: list[str] = []
     inv = {v: k for k, v in names.items()}
+    as_matmul = not matmul and all(bounds[c] == 1 for c in ("Q", "R", "S"))
+    blocked = BLOCKED if matmul or as_matmul else ()  # (q: a matmul's rows, a transposed one-column conv's)
     tile, bound = {}, {}
     for d in ALL_DIMS:
         canon = inv[d]
@@ -125,12 +140,15 @@ def realize(mapping: Any, arch: Any, names: dict[str, str], bounds: dict[str, in
             if t > 1:
                 dev.append(f"G: {t} groups per tile run as {t} calls (groups are DRAM loops)")
             t = 1
-        elif matmul and d in BLOCKED:
-            t = -(-t // dim) * dim  # tiled_matmul tiles are whole DIM blocks
+        elif d in blocked:
+            t0, t = t, -(-t // dim) * dim  # tiled_matmul tiles are whole DIM blocks
+            if not matmul and min(t, b) != min(t0, b):
+                dev.append(f"{canon}: tile {t0} run as {min(t, b)} (whole DIM blocks, as the cost model counts "
+                           "the calls of a Q = R = S = 1 layer)")
         tile[d], bound[d] = max(1, min(t, b)), b
     temporal = [(names[c], f) for c, f in levels[top].temporal]
     dram = call_loop_order(temporal, ALL_DIMS, RED_DIMS)
-    r = Realization(dim, tile, bound, dram, True, matmul, inv, dev)
+    r = Realization(dim, tile, bound, dram, True, matmul, inv, dev, blocked)
     planned = call_loop_order(temporal, ALL_DIMS, ())  # the plan's own order, reductions where it put them
     trips = [d for d in planned if r.tiles(d) > 1]
     first_red = next((i for i, d in enumerate(trips) if d in RED_DIMS), None)
@@ -241,7 +259,7 @@ def fit(r: Realization, geo: G.ConvGeometry, epi: G.Epilogue, target: TargetSpec
         return max(halves * lay.spad_call_rows / target.spad_rows, halves * lay.acc_tile_rows / target.acc_rows)
 
     def unit(d: str) -> int:
-        return r.dim if (d in BLOCKED and (r.matmul or r.tile[d] > r.dim)) else 1
+        return r.dim if (d in r.blocked or (d in BLOCKED and r.tile[d] > r.dim)) else 1
 
     start = dict(r.tile)
     while True:
