@@ -1,0 +1,86 @@
+"""Float ops the host runs, against onnxruntime's CPU kernels, bit for bit.
+
+    PYTHONPATH=service python bench/host_float_ops.py [--out bench/results/host_float_ops.md]
+
+A model's float units between DequantizeLinear and QuantizeLinear (what onnxruntime's quantizer leaves in float: a
+QOperator export's HardSwish, Erf, Gelu, ...) run on the host as TVM lowers them, unless Tileplan states
+onnxruntime's arithmetic (LayerNorm, MatMul / Einsum, GridSample, ConvTranspose, HardSwish). A float result one ulp
+from onnxruntime's is a different code only when it sits on a rounding boundary after the next QuantizeLinear, but
+a deep net meets such boundaries: MobileNetV3-Large's HardSwish flipped one code of an SE mean and 42% of the
+model's outputs moved (fixed). Per op: x [1, 256] -> QuantizeLinear -> DequantizeLinear -> op -> y (float), every
+int8 code once as input, Tileplan's compiled program (`compile_model`, the emulator's host build) against
+onnxruntime's default session; cells: outputs that differ (NaN = NaN), the largest absolute difference, and the
+largest in ulps of the reference value where that is at least 1e-3 (ulps of values near 0 are meaningless).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OPS: list[tuple[str, dict[str, object], int]] = [
+    ("HardSwish", {}, 17), ("HardSigmoid", {}, 17), ("Relu", {}, 17), ("LeakyRelu", {}, 17), ("Abs", {}, 17),
+    ("Sqrt", {}, 17), ("Reciprocal", {}, 17), ("Round", {}, 17), ("Floor", {}, 17), ("ThresholdedRelu", {}, 17),
+    ("Sigmoid", {}, 17), ("Tanh", {}, 17), ("Erf", {}, 17), ("Gelu", {}, 20), ("Gelu", {"approximate": "tanh"}, 20),
+    ("Softplus", {}, 17), ("Elu", {}, 17), ("Selu", {}, 17), ("Exp", {}, 17), ("Log", {}, 17), ("Mish", {}, 18),
+    ("Softsign", {}, 17), ("Sin", {}, 17), ("Cos", {}, 17),
+]
+
+
+def model(op: str, attrs: dict[str, object], opset: int, scale: float, zp: int) -> bytes:
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = {"s": np.float32(scale), "z": np.int8(zp)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node(op, ["xd"], ["y"], name="op", **attrs)]
+    g = helper.make_graph(nodes, "op", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 9
+    return m.SerializeToString()
+
+
+def main() -> None:
+    from tileplan.frontend.compile import CompileOptions, compile_model
+    from tileplan.frontend.reference import reference_outputs
+    from tileplan.frontend.runner import run_artifact
+    from tileplan.hardware.catalog import get_hardware
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "host_float_ops.md")
+    args = ap.parse_args()
+    hw, opts = get_hardware("gemmini-16x16"), CompileOptions(time_limit_s=2.0)
+    rows, t0 = [], time.time()
+    for op, attrs, opset in OPS:
+        scale, zp = (0.05, -128) if op in ("Log", "Sqrt", "Reciprocal") else (0.05, 0)  # (positive inputs)
+        data = model(op, attrs, opset, scale, zp)
+        x = ((np.arange(256, dtype=np.float32) - 128 - zp) * np.float32(scale)).reshape(1, 256)
+        got = run_artifact(compile_model(data, hw, opts).artifact, {"x": x}).outputs["y"]
+        want = reference_outputs(data, {"x": x}, "ort")["y"]
+        differ = (got != want) & ~(np.isnan(got) & np.isnan(want))
+        big = differ & (np.abs(want) >= 1e-3)
+        ulps = np.abs(got - want)[big] / np.spacing(np.abs(want[big])) if big.any() else np.zeros(1)
+        diff = float(np.abs(got - want)[differ].max()) if differ.any() else 0.0
+        name = op + (" " + ", ".join(f"{k}={v}" for k, v in attrs.items()) if attrs else "")
+        rows.append((name, int(differ.sum()), diff, float(ulps.max())))
+        print(rows[-1], flush=True)
+    lines = ["# Host float ops against onnxruntime, bit for bit", "",
+             f"`PYTHONPATH=service python bench/host_float_ops.py` on {platform.machine()} ({platform.processor() or '-'}),"
+             f" {time.strftime('%Y-%m-%d', time.gmtime())}, {time.time() - t0:.0f} s.", "",
+             (__doc__ or "").split("\n\n")[2].replace("\n", " "), "",
+             "| op | outputs of 256 that differ | largest difference | largest in ulps (reference >= 1e-3) |",
+             "|---|---:|---:|---:|"]
+    lines += [f"| {n} | {d} | {a:.3g} | {u:.0f} |" for n, d, a, u in rows]
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
