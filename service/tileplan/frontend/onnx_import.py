@@ -306,11 +306,22 @@ def infer_shapes(model: Any) -> Any:
 CONV_WEIGHT = {"Conv": 1, "ConvInteger": 1, "ConvTranspose": 1, "QLinearConv": 3}  # op -> its weight's input
 
 
+def _dims_of(name: str, consts: dict[str, Any], known: dict[str, Any]) -> list[int] | None:
+    """A tensor's dims from its constant (an initializer or a Constant's value), else from the inferred shapes
+    (-1 for a dimension inference left open); None if neither says."""
+    if name in consts:
+        return [int(d) for d in consts[name].dims]
+    t = known[name].type.tensor_type if name in known else None
+    if t is None or not t.HasField("shape"):
+        return None
+    return [int(d.dim_value) if d.HasField("dim_value") else -1 for d in t.shape.dim]
+
+
 def _check_kernel_shapes(g: Any, known: dict[str, Any]) -> None:
     """InputError for a convolution whose `kernel_shape` is not its weight's spatial shape: ONNX's inference does
     not compare them (it takes the attribute), and a compile of such a Conv aborted its process (glibc's "corrupted
     double-linked list": a kernel reading the weight as larger than it is)."""
-    inits = {t.name: [int(d) for d in t.dims] for t in g.initializer}
+    inits = {t.name: t for t in g.initializer}
     for node in g.node:
         i = CONV_WEIGHT.get(node.op_type)
         if i is None or len(node.input) <= i or node.domain not in ("", "ai.onnx"):
@@ -319,11 +330,7 @@ def _check_kernel_shapes(g: Any, known: dict[str, Any]) -> None:
         w = node.input[i]
         if k is None:
             continue
-        dims = inits.get(w)
-        if dims is None and w in known:
-            t = known[w].type.tensor_type
-            dims = [int(d.dim_value) if d.HasField("dim_value") else -1 for d in t.shape.dim] \
-                if t.HasField("shape") else None
+        dims = _dims_of(w, inits, known)
         if dims is not None and -1 not in dims[2:] and [int(x) for x in k] != dims[2:]:
             raise InputError(("model", node.name), f"{node.op_type} node {node.name!r}: kernel_shape {list(k)} is "
                              f"not its weight {w!r}'s spatial shape {dims[2:]} (weight shape {dims})")
@@ -348,10 +355,7 @@ def _check_constant_indices(g: Any, known: dict[str, Any]) -> None:
         if node.op_type not in GATHERS or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
             continue
         idx = consts.get(node.input[1])
-        data = known.get(node.input[0])
-        dims = [int(d) for d in consts[node.input[0]].dims] if node.input[0] in consts else (
-            [int(d.dim_value) if d.HasField("dim_value") else -1 for d in data.type.tensor_type.shape.dim]
-            if data is not None and data.type.tensor_type.HasField("shape") else None)
+        dims = _dims_of(node.input[0], consts, known)
         if idx is None or not dims:
             continue
         axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 0)
