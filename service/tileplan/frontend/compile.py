@@ -123,6 +123,41 @@ def store_planner(store: Any) -> StorePlanner:
     return StorePlanner(store)
 
 
+class NewStorePlanner(StorePlanner):
+    """A StorePlanner for a plan store that does not exist yet (the SQLite file of a first or cold compile):
+    it holds no plan to look up, so the store is opened (`open_store()`: SQLAlchemy, the models, Alembic and
+    the migrations, 0.3-0.5 CPU s that were the CLI's serial start) only to save what was solved, by `flush`:
+    the compile runs it among its deferred work (a thread, while the build and the emulated run hold no GIL),
+    and the caller again once the compile is over (plans solved by a compile that failed later are kept too)."""
+
+    def __init__(self, open_store: Callable[[], Any]) -> None:
+        super().__init__(None)
+        self._open = open_store
+        self._pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self._lock = threading.Lock()
+
+    def lookup(self, layer: Any, hw: Any, options: ScheduleOptions) -> Plan | None:
+        return None
+
+    def save(self, plan: Plan, hw: Any) -> None:
+        with self._lock:
+            self._pending.append((plan.model_dump(mode="json"), hw.model_dump(mode="json")))
+
+    def flush(self) -> None:
+        """Open the store (once) and save every plan not saved yet."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+            if self.store is None:
+                self.store = self._open()
+            for plan, hw in pending:
+                self.store.put_plan(plan, hw)
+
+    def close(self) -> None:
+        """`flush`, then close the store."""
+        self.flush()
+        self.store.close()
+
+
 @dataclass
 class KernelCode:
     """What a program needs of one generated kernel (a codegen Artifact, or the same from the kernel cache)."""
@@ -405,6 +440,8 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     finally:
         host_thread.shutdown(wait=True)  # (TVM is used by this thread only from here on)
     phase("host")
+    if isinstance(planner, NewStorePlanner):
+        deferred.append(planner.flush)
     _keep_library_tiling(list(accel.values()), hw, stream)
     if early is not None:
         _prebuild(pre, model_name, hw, early, {f"kernels/{a.art.name}.c": a.art.c_source
