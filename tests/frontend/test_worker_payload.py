@@ -64,3 +64,42 @@ def test_the_workers_cpu_is_a_phase_of_its_own():
     assert cpu["workers"] > cpu.get("host", 0.0)
     one = compile_model(data, HW, OPTIONS, workers=1)
     assert "workers" not in one.summary["total"]["phase_cpu_seconds"]
+
+
+def test_kernels_compile_in_the_background_as_the_workers_make_them(monkeypatch):
+    """Each kernel's object is started (runner.prebuild_later) as its C arrives from a worker, not all at once
+    after planning; the end of the compile starts none of them again; the program is the same as one compiled
+    without workers."""
+    from frontend_helpers import HW, OPTIONS
+
+    import tileplan.frontend.compile as C
+    from tileplan.frontend import zoo
+
+    data = zoo.build("cnn_small", "qdq")
+    early: list[str] = []
+    late: list[str] = []
+    real_later, real_now = C._prebuild_later, C._prebuild
+
+    def later(pre, model_name, hw, header, sources):
+        start = real_later(pre, model_name, hw, header, sources)
+
+        def record(source, text):
+            if source.startswith("kernels/"):
+                early.append(source)
+            start(source, text)
+        return record
+
+    def now(pre, model_name, hw, header, sources):
+        late.extend(s for s in sources if s.startswith("kernels/"))
+        real_now(pre, model_name, hw, header, sources)
+
+    monkeypatch.setattr(C, "_prebuild_later", later)
+    monkeypatch.setattr(C, "_prebuild", now)
+    two = C.compile_model(data, HW, OPTIONS, workers=2)
+    kernels = {s for s in early}
+    assert kernels and len(early) == len(kernels)  # each once
+    assert not late  # (no library tiling swapped a kernel in this model)
+    monkeypatch.setattr(C, "_prebuild_later", real_later)
+    monkeypatch.setattr(C, "_prebuild", real_now)
+    one = C.compile_model(data, HW, OPTIONS, workers=1)
+    assert two.artifact == one.artifact

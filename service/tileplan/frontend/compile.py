@@ -432,11 +432,31 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     def start_host() -> None:
         early_host.append(host_thread.submit(host_part, fused, dict(composites), 1, prebuild_units))
 
+    # each kernel's object compiles in the background as soon as a worker has made its C (the cores' gaps while
+    # the last layers are planned), not after all of them: the build waited for those compiles at its start.
+    # The kernels the program runs are known after _keep_library_tiling, which may swap one for the library's
+    # tiling: those are compiled then (a compile of an object key already started is not repeated).
+    started: dict[str, str] = {}  # kernel name -> the C its compile was started with
+    kernel_start: list[Callable[[str, bytes], None]] = []
+    kernel_lock = threading.Lock()
+
+    def prebuild_kernel(code: KernelCode) -> None:
+        assert early is not None
+        with kernel_lock:
+            if not kernel_start:  # (one temporary tree and one `make -n` for every kernel the program may have)
+                stems = sorted({short_ident(a.qop.name, "tpk_") for a in accel.values()})
+                kernel_start.append(_prebuild_later(pre, model_name, hw, early, [f"kernels/{k}.c" for k in stems]))
+            if code.name in started:
+                return
+            started[code.name] = code.c_source
+        kernel_start[0](f"kernels/{code.name}.c", code.c_source.encode())
+
     phase("other")
     try:
         plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
                                    lambda done: progress(done, total) if progress else None, phase, start_host,
-                                   budget=(plan_budget_s, notes))
+                                   budget=(plan_budget_s, notes),
+                                   on_kernel=prebuild_kernel if early is not None else None)
     finally:
         host_thread.shutdown(wait=True)  # (TVM is used by this thread only from here on)
     phase("host")
@@ -444,8 +464,11 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
         deferred.append(planner.flush)
     _keep_library_tiling(list(accel.values()), hw, stream)
     if early is not None:
-        _prebuild(pre, model_name, hw, early, {f"kernels/{a.art.name}.c": a.art.c_source
-                                               for a in accel.values() if a.art is not None})
+        with kernel_lock:
+            rest = {f"kernels/{a.art.name}.c": a.art.c_source for a in accel.values()
+                    if a.art is not None and started.get(a.art.name) != a.art.c_source}
+        if rest:
+            _prebuild(pre, model_name, hw, early, rest)
     phase("codegen")
     for a in accel.values():
         if a.reason:
@@ -815,13 +838,15 @@ def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
 def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, stream: str, planner: Planner,
                        workers: int, progress: Callable[[int], None], phase: Callable[[str], None],
                        forked: Callable[[], None] | None = None,
-                       budget: tuple[float | None, list[str]] = (None, [])) -> dict[str, Plan]:
+                       budget: tuple[float | None, list[str]] = (None, []),
+                       on_kernel: Callable[[KernelCode], None] | None = None) -> dict[str, Plan]:
     """Plan every distinct layer of `ops` once and generate every distinct kernel once, filling each op's plan
     and kernel (or its reason for staying on the host).  With `workers` > 1 the solves and code generation run in
     forked processes: a planner that can `lookup` / `save` (StorePlanner) is asked in this process and only
     its misses are solved there; any other planner runs here, in parallel with code generation.  `forked` is
     called once the worker processes exist (after the first task was handed to them), while they work; never
-    without workers."""
+    without workers. `on_kernel`: called with each distinct kernel the workers made, as it arrives (in the pool's
+    result thread; never without workers)."""
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 
@@ -861,6 +886,8 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 if kkey not in kernels:
                     kernels[kkey] = ex.submit(generate_kernel, codegen_spec(a.spec), hw, a.plan.mapping,
                                               short_ident(a.qop.name, "tpk_"), stream)
+                    if on_kernel is not None:
+                        kernels[kkey].add_done_callback(_made(on_kernel))
                 a.art = kernels[kkey]
 
         solving: dict[Future[Plan], str] = {}
@@ -912,6 +939,21 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
     finally:
         ex.shutdown()
     return plans
+
+
+def _made(on_kernel: Callable[[KernelCode], None]) -> Callable[[Any], None]:
+    """A future's done-callback: `on_kernel` of the kernel it made (nothing for a failed one, which the compile
+    reports per op; an error of `on_kernel` itself is dropped: the build compiles that kernel then)."""
+
+    def done(fut: Any) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        try:
+            on_kernel(fut.result())
+        except Exception:  # noqa: BLE001 (a background head start only)
+            pass
+
+    return done
 
 
 def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, options: ScheduleOptions, stream: str,
