@@ -17,14 +17,12 @@ Pipeline (one module per step, data flows one way):
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -353,9 +351,8 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     # Tileplan's emitter), and their registration was 0.1-0.15 of TVM's 0.85 CPU s import. (A process that
     # imported TVM before, or sets the variable, keeps what it has.)
     os.environ.setdefault("TVM_DEVICE_BACKEND_AUTOLOAD", "0")
-    with one_listing_of_global_functions():
-        import tvm
-        import tvm.relax.frontend.onnx  # noqa: F401
+    import tvm
+    import tvm.relax.frontend.onnx  # noqa: F401
 
     _frozen_heap()  # (TVM's modules: they live through the compile)
 
@@ -598,38 +595,6 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     if progress:
         progress(total, total)
     return CompiledModel(summary, pack(files, short_ident(model_name)), summary["notes"])
-
-
-@contextlib.contextmanager
-def one_listing_of_global_functions() -> Iterator[None]:
-    """While TVM is imported: each of its ~50 `_ffi_api` modules fills itself from the names of all global
-    functions (tvm_ffi's init_ffi_api -> list_global_func_names, one FFI call per name, ~thousands), so the
-    names are listed again only when the registry has grown since the last listing (the import only adds
-    functions; the same names, so the same module namespaces). 0.06-0.08 of the import's ~0.6 CPU s. Nothing
-    changes when tvm_ffi lacks the function or TVM is imported already."""
-    try:
-        import tvm_ffi.registry as reg
-    except ImportError:
-        yield
-        return
-    original = getattr(reg, "list_global_func_names", None)
-    if original is None or "tvm" in sys.modules:
-        yield
-        return
-    memo: dict[str, Any] = {}
-
-    def names() -> list[str]:
-        functor = reg.get_global_func("ffi.FunctionListGlobalNamesFunctor")()
-        n = functor(-1)
-        if memo.get("n") != n:
-            memo["n"], memo["names"] = n, [functor(i) for i in range(n)]
-        return list(memo["names"])
-
-    reg.list_global_func_names = names
-    try:
-        yield
-    finally:
-        reg.list_global_func_names = original
 
 
 def _cpu_seconds() -> float:
