@@ -12,8 +12,10 @@ onnxruntime 1.32 computes the float transcendental operators with its own approx
 - Eigen's vectorised float functions on packets of four (SSE2, no fused multiply-add: onnxruntime's core is
   built for baseline x86-64): Log, Sin, Cos and the exp / log1p inside Softplus, Elu and Selu.  Eigen computes
   the elements that do not fill a packet (the last n mod 4 of the tensor; the output buffer is 64-byte aligned)
-  with the scalar std:: function instead (glibc's expf, logf, log1pf, sinf, cosf), written here as the double
-  function rounded to float, which is what glibc's float functions return on all but rare inputs.
+  with the scalar std:: function instead (glibc's expf, logf, log1pf, sinf, cosf): called here as the C
+  library's, so those elements equal onnxruntime's where the host's libc is glibc (the x86-64 emulator build)
+  and may differ by an ulp elsewhere (newlib on RISC-V); only tensors whose size is not a multiple of 4 have
+  them.
 - Mish: onnxruntime runs its function body, Softplus (Eigen), Tanh (MLAS), Mul.  Softsign: x * (1 / (1 + |x|)).
   Selu: gamma * x for x > 0, else (gamma * alpha) * (exp(x) - 1), the product gamma * alpha rounded to float.
 
@@ -194,14 +196,14 @@ _DEFS: dict[str, tuple[str, tuple[str, ...]]] = {
   return x * (l / (u - 1.0f));
 }""", ("tp_ort_eigen_log",)),
     "tp_ort_log": ("""static inline float tp_ort_log(float x, int tail) {
-  return tail ? (float)log((double)x) : tp_ort_eigen_log(x);
+  return tail ? logf(x) : tp_ort_eigen_log(x);
 }""", ("tp_ort_eigen_log",)),
     # Eigen's packet sin / cos (SSE2, no FMA): quadrant by rounding x * 2/pi, a four-part Cody-Waite reduction,
-    # both polynomials, selected and signed by the quadrant.  |x| from 18838 (cos) / 25966 (sin) on Eigen
-    # reduces with Payne-Hanek, not written here (libm's value is used).
+    # both polynomials, selected and signed by the quadrant.  From |x| = 18838 (cos) / 25966 (sin) Eigen reduces
+    # with Payne-Hanek, not written here (the C library's sinf / cosf is used).
     "tp_ort_eigen_sincos": ("""static inline float tp_ort_eigen_sincos(float x0, int sine) {
   float x = fabsf(x0);
-  if (!(x < (sine ? 25966.0f : 18838.0f))) return sine ? (float)sin((double)x0) : (float)cos((double)x0);
+  if (!(x < (sine ? 25966.0f : 18838.0f))) return sine ? sinf(x0) : cosf(x0);
   float yr = x * 0.636619746685028076171875f + 12582912.0f;
   uint32_t q = tp_ort_bits(yr);
   float y = yr - 12582912.0f;
@@ -225,21 +227,21 @@ _DEFS: dict[str, tuple[str, tuple[str, ...]]] = {
   return tp_ort_float(tp_ort_bits(v) ^ sign);
 }""", ("tp_ort_bits",)),
     "tp_ort_sin": ("""static inline float tp_ort_sin(float x, int tail) {
-  return tail ? (float)sin((double)x) : tp_ort_eigen_sincos(x, 1);
+  return tail ? sinf(x) : tp_ort_eigen_sincos(x, 1);
 }""", ("tp_ort_eigen_sincos",)),
     "tp_ort_cos": ("""static inline float tp_ort_cos(float x, int tail) {
-  return tail ? (float)cos((double)x) : tp_ort_eigen_sincos(x, 0);
+  return tail ? cosf(x) : tp_ort_eigen_sincos(x, 0);
 }""", ("tp_ort_eigen_sincos",)),
     "tp_ort_softplus": ("""static inline float tp_ort_softplus(float x, int tail) {
-  if (tail) return x > 0.0f ? x + (float)log1p(exp(-(double)x)) : (float)log1p(exp((double)x));
+  if (tail) return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
   return x > 0.0f ? x + tp_ort_eigen_log1p(tp_ort_eigen_exp(-x)) : tp_ort_eigen_log1p(tp_ort_eigen_exp(x));
 }""", ("tp_ort_eigen_exp", "tp_ort_eigen_log1p")),
     "tp_ort_elu": ("""static inline float tp_ort_elu(float x, float alpha, int tail) {
-  return x >= 0.0f ? x : alpha * ((tail ? (float)exp((double)x) : tp_ort_eigen_exp(x)) - 1.0f);
+  return x >= 0.0f ? x : alpha * ((tail ? expf(x) : tp_ort_eigen_exp(x)) - 1.0f);
 }""", ("tp_ort_eigen_exp",)),
     "tp_ort_selu": ("""static inline float tp_ort_selu(float x, float alpha, float gamma, int tail) {
   float ga = gamma * alpha;
-  return x > 0.0f ? gamma * x : ga * ((tail ? (float)exp((double)x) : tp_ort_eigen_exp(x)) - 1.0f);
+  return x > 0.0f ? gamma * x : ga * ((tail ? expf(x) : tp_ort_eigen_exp(x)) - 1.0f);
 }""", ("tp_ort_eigen_exp",)),
     "tp_ort_softsign": ("""static inline float tp_ort_softsign(float x) {
   return (1.0f / (1.0f + fabsf(x))) * x;
