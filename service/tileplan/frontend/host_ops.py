@@ -294,6 +294,20 @@ def _legalize_ort_unary(bb: Any, call: Any) -> Any:
     return ort_math.elementwise_call(bb, call.args[0], ort_math.exp_helper() if helper == "exp" else helper)
 
 
+def _legalize_softmax(bb: Any, call: Any) -> Any:
+    """relax.nn.softmax of float32 over the last axis: onnxruntime's arithmetic (ort_math.softmax_te); anything
+    else: TVM's legalization."""
+    import tvm
+
+    from tileplan.frontend import ort_math
+
+    x = call.args[0]
+    ndim = len(x.ty.shape)
+    if str(x.ty.dtype) == "float32" and ndim >= 1 and int(call.attrs.axis) % ndim == ndim - 1:
+        return bb.call_te(ort_math.softmax_te, x, primfunc_name_hint="softmax")
+    return tvm.ir.Op.get("relax.nn.softmax").get_attr("FLegalize")(bb, call)
+
+
 # MLAS's SGEMM (sgemm.cpp) steps through K in slices of at most this many elements, widened for a narrow N
 SGEMM_STRIDE_N = 128
 SGEMM_STRIDE_K = 128
@@ -1395,6 +1409,7 @@ def lower_host(mod: Any) -> Any:
                                      "relax.take": _legalize_take,
                                      "relax.topk": legalize_topk,
                                      "relax.cumsum": legalize_cumsum,
+                                     "relax.nn.softmax": _legalize_softmax,
                                      **{op: _legalize_ort_unary for op in ORT_UNARY}}),
         relax.transform.FoldConstant(),
         relax.transform.AnnotateTIROpPattern(),

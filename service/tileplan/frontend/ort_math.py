@@ -154,6 +154,35 @@ _DEFS: dict[str, tuple[str, tuple[str, ...]]] = {
   p = fmaf(p, r * over, over);
   return p * tp_ort_float((uint32_t)(normal + 0x3F800000));
 }""", ("tp_ort_bits",)),
+    # MLAS softmax's exp of x - max (its sum-exp kernels): AVX512F scales with one rounding, FMA3 by 2^m built
+    # from the rounding bias's bits; both clamp below only (x - max <= 0)
+    "tp_ort_sumexp_avx512f": ("""static inline float tp_ort_sumexp_avx512f(float v) {
+  v = -88.3762626647949f > v ? -88.3762626647949f : v;
+  float m = fmaf(v, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
+  float r = fmaf(m, -6.93145752e-1f, v);
+  r = fmaf(m, -1.42860677e-6f, r);
+  float p = fmaf(0x1.694000p-10f, r, 0x1.125edcp-7f);
+  p = fmaf(p, r, 0x1.555b5ap-5f);
+  p = fmaf(p, r, 0x1.555450p-3f);
+  p = fmaf(p, r, 0x1.fffff6p-2f);
+  p = fmaf(p, r, 1.0f);
+  p = fmaf(p, r, 1.0f);
+  return v != v ? v : ldexpf(p, (int)m);
+}""", ()),
+    "tp_ort_sumexp_fma3": ("""static inline float tp_ort_sumexp_fma3(float v) {
+  v = -88.3762626647949f > v ? -88.3762626647949f : v;
+  float biased = fmaf(v, 1.44269504088896341f, 12582912.0f);
+  float m = biased - 12582912.0f;
+  float r = fmaf(m, -6.93145752e-1f, v);
+  r = fmaf(m, -1.42860677e-6f, r);
+  float p = fmaf(0x1.694000p-10f, r, 0x1.125edcp-7f);
+  p = fmaf(p, r, 0x1.555b5ap-5f);
+  p = fmaf(p, r, 0x1.555450p-3f);
+  p = fmaf(p, r, 0x1.fffff6p-2f);
+  p = fmaf(p, r, 1.0f);
+  p = fmaf(p, r, 1.0f);
+  return p * tp_ort_float((tp_ort_bits(biased) << 23) + 0x3F800000u);
+}""", ("tp_ort_bits",)),
     # Eigen's packet exp (SSE2, no FMA)
     "tp_ort_eigen_exp": ("""static inline float tp_ort_eigen_exp(float x0) {
   if (x0 != x0) return x0;
@@ -325,3 +354,36 @@ def elementwise_call(bb: Any, x: Any, helper: str, *params: float, then: str | N
     """bb.call_te of `elementwise_te` on the relax expression `x` (float32)."""
     return bb.call_te(lambda t: elementwise_te(t, helper, *params, then=then), x,
                       primfunc_name_hint=helper.removeprefix("tp_"))
+
+
+def softmax_te(x: Any) -> Any:
+    """Softmax over the last axis of float32 `x` as onnxruntime's CPU kernel computes it (MlasComputeSoftmax), per
+    row of D elements: the maximum (exact in any order); e = exp(x + (-max)) by the sum-exp kernel of this CPU's
+    variant (`exp_variant`); the sum of e in that kernel's order: L lanes (16 for AVX512F, 8 for FMA3), lane j
+    adding e[L c + j] for c = 0, 1, ... in order, the lanes (AVX512F: lane j + lane j + 8 first) added as
+    ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)); y = e * (1 / sum)."""
+    from tvm import te, tirx
+
+    shape = [int(d) for d in x.shape]
+    lead, d = shape[:-1], shape[-1]
+    avx512 = exp_variant() == "avx512f"
+    lanes = 16 if avx512 else 8
+    f32 = "float32"
+    k = te.reduce_axis((0, d), name="k")
+    mx = te.compute(lead, lambda *r: te.max(x[(*r, k)], axis=k), name="sm_max")
+    helper = "tp_ort_sumexp_avx512f" if avx512 else "tp_ort_sumexp_fma3"
+    e = te.compute(shape, lambda *i: tirx.call_extern(f32, helper, x[i] + -mx[i[:-1]]), name="sm_exp")
+    chunks = -(-d // lanes)
+    c = te.reduce_axis((0, chunks), name="c")
+    acc = te.compute((*lead, lanes), lambda *i: te.sum(
+        tirx.Select(c * lanes + i[-1] < d, e[(*i[:-1], tirx.min(c * lanes + i[-1], d - 1))], tirx.const(0.0, f32)),
+        axis=c), name="sm_lanes")
+
+    def total(*r: Any) -> Any:
+        a = [acc[(*r, j)] for j in range(lanes)]
+        if avx512:
+            a = [a[j + 8] + a[j] for j in range(8)]
+        return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+
+    scale = te.compute(lead, lambda *r: tirx.const(1.0, f32) / total(*r), name="sm_scale")
+    return te.compute(shape, lambda *i: e[i] * scale[i[:-1]], name="sm_out")
