@@ -100,3 +100,11 @@ def test_float_softmax_is_onnxruntimes(shape: list[int]) -> None:
     model.ir_version = 8
     problem = _differ(model.SerializeToString(), np.full(shape, 2.0, np.float32))
     assert not problem, problem
+
+
+def test_thresholded_relu_zeros_are_positive() -> None:
+    """onnxruntime's ThresholdedRelu selects 0.0 below alpha; TVM's (x > alpha) * x made -0.0 of a negative x
+    (128 of 256 codes: equal values, other bits)."""
+    x = ((np.arange(256, dtype=np.float32) - 128) * np.float32(0.05)).reshape(1, 256)
+    problem = _differ(_model("ThresholdedRelu", {"alpha": 0.5}, 17, 256, 0.05, 0), x)
+    assert not problem, problem

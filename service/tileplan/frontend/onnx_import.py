@@ -1826,6 +1826,17 @@ ORT_ACTIVATIONS: dict[str, tuple[str, tuple[tuple[str, float], ...], str | None]
 }
 
 
+def _thresholded_relu(inputs: Any, attrs: dict) -> Any:
+    """ThresholdedRelu as onnxruntime computes it, where(x > alpha, x, 0): TVM's (x > alpha) * x gives -0.0 for
+    a negative x where onnxruntime gives +0.0 (equal values, other bits)."""
+    from tvm import relax
+
+    x = inputs[0]
+    dtype = x.ty.dtype
+    zero = relax.const(0.0, dtype)
+    return relax.op.where(relax.op.greater(x, relax.const(float(attrs.get("alpha", 1.0)), dtype)), x, zero)
+
+
 def _ort_activation(bb: Any, op_name: str, inputs: Any, attrs: dict) -> Any:
     """A float32 Softplus, Elu, Selu, Mish or Softsign as onnxruntime's CPU kernel computes it (a host function
     of ort_math's C helpers); None (TVM's converter) for another type."""
@@ -1911,6 +1922,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _instance_norm(self.bb, inputs, attrs) if op_name == "InstanceNormalization"
                        else _hard_swish(inputs) if op_name == "HardSwish"
                        else _ort_activation(self.bb, op_name, inputs, attrs) if op_name in ORT_ACTIVATIONS
+                       else _thresholded_relu(inputs, attrs) if op_name == "ThresholdedRelu"
                        else None)
                 if sym is None:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)
