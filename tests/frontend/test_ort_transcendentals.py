@@ -7,6 +7,9 @@ approximations on 4-188 of the 256 int8 codes per op (bench/results/host_float_o
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 from frontend_helpers import compile_bytes
@@ -108,3 +111,17 @@ def test_thresholded_relu_zeros_are_positive() -> None:
     x = ((np.arange(256, dtype=np.float32) - 128) * np.float32(0.05)).reshape(1, 256)
     problem = _differ(_model("ThresholdedRelu", {"alpha": 0.5}, 17, 256, 0.05, 0), x)
     assert not problem, problem
+
+
+def test_helpers_twice_in_one_file_compile(tmp_path: Path) -> None:
+    """compile.host_units concatenates host functions into one C file: two functions calling one helper carry its
+    definition twice (ViT-B/16's twelve Erf units: redefinition errors before the guards)."""
+    from tileplan.frontend import ort_math
+
+    fn = ["float f{i}(float x) {{ return tp_ort_gelu_erf(x) + tp_ort_softplus(x, 0); }}"]
+    text = "\n".join(["#include <math.h>", "#include <stdint.h>"]
+                     + [line for i in range(2) for line in [*ort_math.definitions(fn[0]), fn[0].format(i=i)]])
+    src = tmp_path / "unit.c"
+    src.write_text(text + "\n")
+    subprocess.run(["cc", "-c", "-O2", "-std=c11", "-Wall", "-Werror", "-o", str(tmp_path / "unit.o"), str(src)],
+                   check=True, capture_output=True, text=True)

@@ -292,7 +292,8 @@ def definitions(source: str) -> list[str]:
     for name in sorted(set(re.findall(r"\b(tp_ort_[a-z0-9_]+)\b", source))):
         if name in _DEFS:
             need(name)
-    return [_DEFS[n][0] for n in out]
+    # guarded: the host functions' C is concatenated into files (compile.host_units), several calling one helper
+    return [f"#ifndef {n.upper()}_DEFINED\n#define {n.upper()}_DEFINED\n{_DEFS[n][0]}\n#endif" for n in out]
 
 
 @functools.lru_cache(maxsize=1)
