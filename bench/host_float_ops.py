@@ -3,8 +3,9 @@
     PYTHONPATH=service python bench/host_float_ops.py [--out bench/results/host_float_ops.md]
 
 A model's float units between DequantizeLinear and QuantizeLinear (what onnxruntime's quantizer leaves in float: a
-QOperator export's HardSwish, Erf, Gelu, ...) run on the host as TVM lowers them, unless Tileplan states
-onnxruntime's arithmetic (LayerNorm, MatMul / Einsum, GridSample, ConvTranspose, HardSwish). A float result one ulp
+QOperator export's HardSwish, Erf, Gelu, ...) run on the host, with onnxruntime's arithmetic where Tileplan states it
+(LayerNorm, MatMul / Einsum, GridSample, ConvTranspose, HardSwish, ThresholdedRelu, and the transcendental ops and
+Softmax through tileplan/frontend/ort_math.py: MLAS's and Eigen's approximations), else as TVM lowers them. A float result one ulp
 from onnxruntime's is a different code only when it sits on a rounding boundary after the next QuantizeLinear, but
 a deep net meets such boundaries: MobileNetV3-Large's HardSwish flipped one code of an SE mean and 42% of the
 model's outputs moved (fixed). Per op: x [1, 256] -> QuantizeLinear -> DequantizeLinear -> op -> y (float), every
@@ -20,6 +21,7 @@ the last three are the elements Eigen-based kernels compute with the scalar func
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 from pathlib import Path
@@ -81,7 +83,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "host_float_ops.md")
     args = ap.parse_args()
     hw, opts = get_hardware("gemmini-16x16"), CompileOptions(time_limit_s=2.0)
-    rows, t0 = [], time.time()
+    rows, t0, load = [], time.time(), os.getloadavg()[0]
 
     def compare(data: bytes, x: np.ndarray) -> tuple[int, float, float]:
         got = run_artifact(compile_model(data, hw, opts).artifact, {"x": x}).outputs["y"]
@@ -105,7 +107,8 @@ def main() -> None:
         print(rows[-1], flush=True)
     lines = ["# Host float ops against onnxruntime, bit for bit", "",
              f"`PYTHONPATH=service python bench/host_float_ops.py` on {platform.machine()} ({platform.processor() or '-'}),"
-             f" {time.strftime('%Y-%m-%d', time.gmtime())}, {time.time() - t0:.0f} s.", "",
+             f" {time.strftime('%Y-%m-%d', time.gmtime())}, {time.time() - t0:.0f} s, load average {load:.1f} at the"
+             " start (2 cores, shared; the cells do not depend on it).", "",
              (__doc__ or "").split("\n\n")[2].replace("\n", " "), "",
              f"CPU: {cpu_name()} (onnxruntime's MLAS Exp kernel here: {exp_variant()}).", "",
              "| op | codes: outputs of 256 that differ | largest difference | largest in ulps (reference >= 1e-3) "
