@@ -125,3 +125,59 @@ def test_helpers_twice_in_one_file_compile(tmp_path: Path) -> None:
     src.write_text(text + "\n")
     subprocess.run(["cc", "-c", "-O2", "-std=c11", "-Wall", "-Werror", "-o", str(tmp_path / "unit.o"), str(src)],
                    check=True, capture_output=True, text=True)
+
+
+HELPER_CALLS = {"Sigmoid": "tp_ort_logistic(v)", "Tanh": "tp_ort_tanh(v)", "Erf": "tp_ort_erf(v)",
+                "Gelu": "tp_ort_gelu_erf(v)", "Exp": "tp_ort_exp_{variant}(v)", "Log": "tp_ort_log(v, t)",
+                "Softplus": "tp_ort_softplus(v, t)", "Elu": "tp_ort_elu(v, 1.0f, t)",
+                "Selu": "tp_ort_selu(v, 1.67326319217681884765625f, 1.05070102214813232421875f, t)",
+                "Mish": "v * tp_ort_tanh(tp_ort_softplus(v, t))", "Softsign": "tp_ort_softsign(v)",
+                "Sin": "tp_ort_sin(v, t)", "Cos": "tp_ort_cos(v, t)"}
+
+
+def test_helpers_are_onnxruntimes_on_a_dense_sweep(tmp_path: Path) -> None:
+    """The C helpers alone (cc -std=c11, no TVM) on 200,017 floats: a dense sweep of [-30, 30], normal samples
+    at two scales and the special values (+-0, +-inf, NaN, tiny, near the clamps), against onnxruntime on one
+    thread (several threads split Eigen's ops into blocks whose ends it computes with the scalar function)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from tileplan.frontend import ort_math
+
+    rng = np.random.default_rng(3)
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 3.925, 9.0, 18.0, 88.72, 88.8, -87.4, -103.9,
+               -104.5, 17.844]
+    x = np.concatenate([np.linspace(-30, 30, 100001, dtype=np.float32), rng.standard_normal(80000) * 4,
+                        rng.standard_normal(20000) * 1e-3, special]).astype(np.float32)
+    n = len(x)  # 200,017 = 1 mod 4: the last element is one Eigen computes with the scalar function
+    x.tofile(tmp_path / "x.bin")
+    calls = {k: c.format(variant=ort_math.exp_variant()) for k, c in HELPER_CALLS.items()}
+    body = "\n".join(f'  for (long i = 0; i < n; i++) {{ float v = x[i]; int t = i >= n - n % 4; y[i] = {c}; }}\n'
+                     f'  f = fopen("{tmp_path}/{k}.bin", "wb"); fwrite(y, 4, n, f); fclose(f);'
+                     for k, c in calls.items())
+    src = "\n".join(["#include <math.h>", "#include <stdint.h>", "#include <stdio.h>", "#include <stdlib.h>",
+                     *ort_math.definitions(" ".join(calls.values())),
+                     f"int main(void) {{ long n = {n}; FILE *f = fopen(\"{tmp_path}/x.bin\", \"rb\");",
+                     "  float *x = malloc(n * 4), *y = malloc(n * 4);",
+                     "  if (fread(x, 4, n, f) != (size_t)n) return 1; fclose(f);", body, "  return 0; }"])
+    (tmp_path / "sweep.c").write_text(src + "\n")
+    subprocess.run(["cc", "-O2", "-std=c11", "-ffp-contract=off", "-o", str(tmp_path / "sweep"),
+                    str(tmp_path / "sweep.c"), "-lm"], check=True, capture_output=True, text=True)
+    subprocess.run([str(tmp_path / "sweep")], check=True)
+    problems = []
+    for op in calls:
+        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "op",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20 if op == "Gelu" else 18)])
+        model.ir_version = 9
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+            None, {"x": x})[0]
+        got = np.fromfile(tmp_path / f"{op}.bin", np.float32)
+        differ = (got.view(np.uint32) != want.view(np.uint32)) & ~(np.isnan(got) & np.isnan(want))
+        if differ.any():
+            i = int(np.flatnonzero(differ)[0])
+            problems.append(f"{op}: {int(differ.sum())} differ, e.g. x = {x[i]!r}: {got[i]!r} vs {want[i]!r}")
+    assert not problems, "; ".join(problems)
