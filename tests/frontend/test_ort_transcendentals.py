@@ -181,3 +181,25 @@ def test_helpers_are_onnxruntimes_on_a_dense_sweep(tmp_path: Path) -> None:
             i = int(np.flatnonzero(differ)[0])
             problems.append(f"{op}: {int(differ.sum())} differ, e.g. x = {x[i]!r}: {got[i]!r} vs {want[i]!r}")
     assert not problems, "; ".join(problems)
+
+
+def test_softmax_of_infinite_rows_is_onnxruntimes() -> None:
+    """Rows of -inf (GPT-2's masked scores behind an infinite scale: every code -128 dequantizes to -inf), a NaN
+    and a +inf: onnxruntime returns NaN rows (its QuantizeLinear then the minimum code); Tileplan's maximum started
+    from the lowest finite float, so a row of -inf came out uniform (1/128, two codes above). And x - max from -80
+    to -inf: onnxruntime's exponentials reach the subnormals and 0 (clamped at -103.97, not -88.38)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    low = [0.0, -80, -88, -88.3, -88.4, -89, -90, -95, -100, -103, -103.9, -104, -110, -150, -np.inf, 0.0]
+    rows = np.array([[-np.inf] * 128, [np.nan] + [1.0] * 127, [1.0] * 127 + [np.inf], low * 8], np.float32)
+    consts = {"s": np.asarray(np.float32(0.05)), "z": np.asarray(np.int8(0)), "f": rows}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("Mul", ["xd", "f"], ["xm"]), helper.make_node("Softmax", ["xm"], ["y"], axis=-1)]
+    graph = helper.make_graph(nodes, "softmax", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 128])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 128])],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    problem = _differ(model.SerializeToString(), np.full((4, 128), 2.0, np.float32))
+    assert not problem, problem

@@ -154,10 +154,11 @@ _DEFS: dict[str, tuple[str, tuple[str, ...]]] = {
   p = fmaf(p, r * over, over);
   return p * tp_ort_float((uint32_t)(normal + 0x3F800000));
 }""", ("tp_ort_bits",)),
-    # MLAS softmax's exp of x - max (its sum-exp kernels): AVX512F scales with one rounding, FMA3 by 2^m built
-    # from the rounding bias's bits; both clamp below only (x - max <= 0)
+    # MLAS softmax's exp of x - max (its sum-exp kernels; x - max <= 0): AVX512F clamps at -103.97 and scales with
+    # one rounding (results down to the subnormals, 0 below: measured), FMA3 clamps at -88.38 and scales by 2^m
+    # built from the rounding bias's bits
     "tp_ort_sumexp_avx512f": ("""static inline float tp_ort_sumexp_avx512f(float v) {
-  v = -88.3762626647949f > v ? -88.3762626647949f : v;
+  v = -103.9720840454f > v ? -103.9720840454f : v;
   float m = fmaf(v, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
   float r = fmaf(m, -6.93145752e-1f, v);
   r = fmaf(m, -1.42860677e-6f, r);
@@ -359,7 +360,7 @@ def elementwise_call(bb: Any, x: Any, helper: str, *params: float, then: str | N
 
 def softmax_te(x: Any) -> Any:
     """Softmax over the last axis of float32 `x` as onnxruntime's CPU kernel computes it (MlasComputeSoftmax), per
-    row of D elements: the maximum (exact in any order); e = exp(x + (-max)) by the sum-exp kernel of this CPU's
+    row of D elements: the maximum (exact in any order; -inf for a row of -inf); e = exp(x + (-max)) by the sum-exp kernel of this CPU's
     variant (`exp_variant`); the sum of e in that kernel's order: L lanes (16 for AVX512F, 8 for FMA3), lane j
     adding e[L c + j] for c = 0, 1, ... in order, the lanes (AVX512F: lane j + lane j + 8 first) added as
     ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)); y = e * (1 / sum)."""
@@ -371,7 +372,10 @@ def softmax_te(x: Any) -> Any:
     lanes = 16 if avx512 else 8
     f32 = "float32"
     k = te.reduce_axis((0, d), name="k")
-    mx = te.compute(lead, lambda *r: te.max(x[(*r, k)], axis=k), name="sm_max")
+    # from -inf (te.max starts from the lowest finite float): a row of -inf has the maximum -inf, so x - max is NaN
+    # and the row NaN, as onnxruntime returns it (GPT-2's masked scores behind infinite scales)
+    row_max = te.comm_reducer(lambda a, b: tirx.Max(a, b), lambda t: tirx.const(float("-inf"), t), name="row_max")
+    mx = te.compute(lead, lambda *r: row_max(x[(*r, k)], axis=k), name="sm_max")
     helper = "tp_ort_sumexp_avx512f" if avx512 else "tp_ort_sumexp_fma3"
     e = te.compute(shape, lambda *i: tirx.call_extern(f32, helper, x[i] + -mx[i[:-1]]), name="sm_exp")
     chunks = -(-d // lanes)
