@@ -659,17 +659,19 @@ class HostPart:
 
 
 def _host_digest() -> str:
-    """Identifies the host lowering's code: its modules' sources and TVM's version."""
+    """Identifies the host lowering's code: its modules' sources, TVM's version and the MLAS Exp variant."""
     from pathlib import Path
 
     import tvm
 
     import tileplan.codegen.emit_c as emit_c
     import tileplan.frontend.host_ops as host_ops
+    import tileplan.frontend.ort_math as ort_math
 
     h = hashlib.sha256(str(tvm.__version__).encode())
-    for mod in (host_ops, emit_c):
+    for mod in (host_ops, emit_c, ort_math):
         h.update(Path(str(mod.__file__)).read_bytes())
+    h.update(ort_math.exp_variant().encode())  # (which MLAS Exp kernel the C states: the compiling CPU's)
     h.update(b"C names: program.short_ident, 96, distinct")  # (the cached entries carry the host functions' C names)
     return h.hexdigest()[:16]
 

@@ -273,6 +273,41 @@ def _legalize_layer_norm(bb: Any, call: Any) -> Any:
     return bb.call_te(topi.nn.layer_norm, x, gamma, beta, axis=at.axes, epsilon=at.epsilon)
 
 
+# relax float unary ops onnxruntime computes with its own approximations -> the C helper computing as it does
+# (tileplan.frontend.ort_math); "exp" is MLAS's Exp kernel for this machine's CPU (ort_math.exp_variant)
+ORT_UNARY = {"relax.sigmoid": "tp_ort_logistic", "relax.tanh": "tp_ort_tanh", "relax.erf": "tp_ort_erf",
+             "relax.nn.gelu": "tp_ort_gelu_erf", "relax.nn.gelu_tanh": "tp_ort_gelu_tanh", "relax.exp": "exp",
+             "relax.log": "tp_ort_log", "relax.sin": "tp_ort_sin", "relax.cos": "tp_ort_cos"}
+
+
+def _legalize_ort_unary(bb: Any, call: Any) -> Any:
+    """A float32 Sigmoid, Tanh, Erf, Gelu (both forms), Exp, Log, Sin or Cos as onnxruntime's CPU kernel computes
+    it (ort_math: MLAS's kernels, Eigen's packet functions); another dtype: TVM's legalization."""
+    import tvm
+
+    from tileplan.frontend import ort_math
+
+    name = call.op.name
+    if str(call.args[0].ty.dtype) != "float32":
+        return tvm.ir.Op.get(name).get_attr("FLegalize")(bb, call)
+    helper = ORT_UNARY[name]
+    return ort_math.elementwise_call(bb, call.args[0], ort_math.exp_helper() if helper == "exp" else helper)
+
+
+def _legalize_softmax(bb: Any, call: Any) -> Any:
+    """relax.nn.softmax of float32 over the last axis: onnxruntime's arithmetic (ort_math.softmax_te); anything
+    else: TVM's legalization."""
+    import tvm
+
+    from tileplan.frontend import ort_math
+
+    x = call.args[0]
+    ndim = len(x.ty.shape)
+    if str(x.ty.dtype) == "float32" and ndim >= 1 and int(call.attrs.axis) % ndim == ndim - 1:
+        return bb.call_te(ort_math.softmax_te, x, primfunc_name_hint="softmax")
+    return tvm.ir.Op.get("relax.nn.softmax").get_attr("FLegalize")(bb, call)
+
+
 # MLAS's SGEMM (sgemm.cpp) steps through K in slices of at most this many elements, widened for a narrow N
 SGEMM_STRIDE_N = 128
 SGEMM_STRIDE_K = 128
@@ -1373,7 +1408,9 @@ def lower_host(mod: Any) -> Any:
                                      "relax.nn.batch_norm": _legalize_batch_norm,
                                      "relax.take": _legalize_take,
                                      "relax.topk": legalize_topk,
-                                     "relax.cumsum": legalize_cumsum}),
+                                     "relax.cumsum": legalize_cumsum,
+                                     "relax.nn.softmax": _legalize_softmax,
+                                     **{op: _legalize_ort_unary for op in ORT_UNARY}}),
         relax.transform.FoldConstant(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FuseOps(),
@@ -1397,6 +1434,8 @@ def emit_host_function(func: Any, name: str, outputs: int = 1) -> HostFunction:
     func = func.with_attr("global_symbol", name)
     import tvm
 
+    from tileplan.frontend import ort_math
+
     low = lower(tvm.IRModule({"main": func}))["main"]
     params = []
     for p in func.params:
@@ -1406,5 +1445,6 @@ def emit_host_function(func: Any, name: str, outputs: int = 1) -> HostFunction:
     names = [f"p{i}" for i in range(len(params))]
     em = CEmitter(dim=16, spad_rows=0, acc_rows=0).emit(
         low, name, names, workspace=0, prologue=[], epilogue=[], outputs=outputs, includes=(), entry=False,
+        preamble=ort_math.definitions(str(low)),
         header_comment=f"{name}: host op, TVM-legalized and lowered TIR printed as C by Tileplan")
     return HostFunction(name, em.source, em.workspace_bytes, params)

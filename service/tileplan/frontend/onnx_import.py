@@ -1814,6 +1814,41 @@ def _hard_swish(inputs: Any) -> Any:
     return relax.op.multiply(x, gate)
 
 
+# ONNX activations TVM's importer decomposes into exp / log / tanh / divide, which onnxruntime computes in one
+# kernel (Eigen's packet exp and log1p, its function body for Mish): their float32 form as onnxruntime computes
+# it (tileplan.frontend.ort_math); op -> (C helper, attribute defaults in the helper's order, then)
+ORT_ACTIVATIONS: dict[str, tuple[str, tuple[tuple[str, float], ...], str | None]] = {
+    "Softplus": ("tp_ort_softplus", (), None),
+    "Elu": ("tp_ort_elu", (("alpha", 1.0),), None),
+    "Selu": ("tp_ort_selu", (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)), None),
+    "Mish": ("tp_ort_softplus", (), "mish"),
+    "Softsign": ("tp_ort_softsign", (), None),
+}
+
+
+def _thresholded_relu(inputs: Any, attrs: dict) -> Any:
+    """ThresholdedRelu as onnxruntime computes it, where(x > alpha, x, 0): TVM's (x > alpha) * x gives -0.0 for
+    a negative x where onnxruntime gives +0.0 (equal values, other bits)."""
+    from tvm import relax
+
+    x = inputs[0]
+    dtype = x.ty.dtype
+    zero = relax.const(0.0, dtype)
+    return relax.op.where(relax.op.greater(x, relax.const(float(attrs.get("alpha", 1.0)), dtype)), x, zero)
+
+
+def _ort_activation(bb: Any, op_name: str, inputs: Any, attrs: dict) -> Any:
+    """A float32 Softplus, Elu, Selu, Mish or Softsign as onnxruntime's CPU kernel computes it (a host function
+    of ort_math's C helpers); None (TVM's converter) for another type."""
+    from tileplan.frontend.ort_math import elementwise_call
+
+    x = inputs[0]
+    if str(x.ty.dtype) != "float32":
+        return None
+    helper, params, then = ORT_ACTIVATIONS[op_name]
+    return elementwise_call(bb, x, helper, *(float(attrs.get(k, d)) for k, d in params), then=then)
+
+
 def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
     """An 8-bit linear Resize (a QOperator export's, on the codes) as onnxruntime's CPU kernel computes it, NHWC
     (fixed-point) or not (host_ops.resize_linear_call); anything else as TVM's importer made it."""
@@ -1885,7 +1920,10 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                 sym = (_clip(inputs, attrs) if op_name == "Clip" else _einsum(inputs, attrs) if op_name == "Einsum"
                        else _conv_integer(self.bb, inputs, attrs) if op_name == "ConvInteger"
                        else _instance_norm(self.bb, inputs, attrs) if op_name == "InstanceNormalization"
-                       else _hard_swish(inputs) if op_name == "HardSwish" else None)
+                       else _hard_swish(inputs) if op_name == "HardSwish"
+                       else _ort_activation(self.bb, op_name, inputs, attrs) if op_name in ORT_ACTIVATIONS
+                       else _thresholded_relu(inputs, attrs) if op_name == "ThresholdedRelu"
+                       else None)
                 if sym is None:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)
                 if op_name == "Resize":

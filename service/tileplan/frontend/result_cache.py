@@ -33,10 +33,13 @@ def key(model: bytes, hardware: dict[str, Any], options: dict[str, Any], input_s
         calibration: bytes | None, plans: str | None) -> str:
     """The entry's name: every input of the compile (see the module's docstring); `plans` names the plan store
     (a compile against another store is a new compile, so that store gets the plans)."""
+    from tileplan.frontend import ort_math
+
     doc = {"model": hashlib.sha256(model).hexdigest(), "hardware": hardware, "options": options,
            "input_shapes": input_shapes or {},
            "calibration": hashlib.sha256(calibration).hexdigest() if calibration is not None else None,
-           "plans": plans, "code": provenance.code_digest()}
+           "plans": plans, "code": provenance.code_digest(),
+           "mlas_exp": ort_math.exp_variant()}  # (the host C states the compiling CPU's onnxruntime Exp kernel)
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
