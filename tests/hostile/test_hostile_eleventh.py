@@ -288,3 +288,97 @@ def test_reading_an_artifact_refuses_a_member_past_the_bound_before_reading_it(
         runner.read_artifact(big)
     assert "unpacked" in info.value.msg
     assert set(runner.read_artifact(_tar(GOOD))) == {"tileplan.json", "Makefile", "main.c"}
+
+
+# -- 6: a compile of tens of thousands of ops -------------------------------------------------------------------------
+
+def _stored_compile(client: TestClient, n_ops: int) -> str:
+    """A done compile whose summary lists `n_ops` ops (as a 1.4 MB model of 40,000 Identity nodes makes one: its
+    summary was 12 MB), written through the store as the compile's process writes it."""
+    import time as _time
+    import uuid
+
+    store = client.app.state.store  # type: ignore[attr-defined]
+    cid = uuid.uuid4().hex
+    assert store.create_compile(cid, model=b"model", model_name="many-ops", hardware="gemmini-16x16",
+                                request={"hardware": "gemmini-16x16"}, deadline=_time.time() + 600)
+    ops = [{"name": f"i{i}", "op": "identity", "onnx_op": "Identity", "where": "host", "reason": "copies",
+            "plan_key": None, "macs": 0, "cycles_emulated": None, "cycles_model": None, "speedup": None}
+           for i in range(n_ops)]
+    total = {"ops": n_ops, "accelerator_ops": 0, "host_ops": n_ops, "kernels": 0, "plans": 0,
+             "qdq_nodes": {"accelerator": 0, "host": 2}, "steps": 1, "macs": 0, "accelerator_macs": 0,
+             "accelerator_mac_share": 0.0, "cycles_emulated": 0, "dram_bytes_emulated": 0, "cycles_model": 0,
+             "baseline_cycles_model": None, "speedup_model": None, "arena_bytes": 64, "weights_bytes": 0,
+             "fusion": {"mode": "auto", "groups": 0, "fused_groups": 0, "intermediate_bytes": 0,
+                        "intermediate_bytes_fused": 0},
+             "compile_seconds": 50.0, "phase_seconds": {"load": 36.0}, "phase_cpu_seconds": {"load": 5.8}}
+    summary = {"model": "many-ops", "hardware": "gemmini-16x16",
+               "inputs": [{"name": "x", "shape": [1, 16], "dtype": "float32"}],
+               "outputs": [{"name": "y", "shape": [1, 16], "dtype": "float32"}], "options": {"mapper": "cosa"},
+               "ops": ops, "total": total, "notes": ["a note"], "groups": []}
+    assert store.finish_compile(cid, summary, _tar(GOOD))
+    return cid
+
+
+def test_reading_a_compile_does_not_parse_its_per_op_list(client: TestClient) -> None:
+    """Every read of a compile (GET, its page, each row of a listing, a POST answered from the store) parsed the whole
+    summary in the API process, and GET encoded it again: 1.2 s of the interpreter's lock per answer for a 12 MB
+    summary (/healthz stalled 1.3 s; the page 3.9 s). The store now hands out the summary's head; GET sends the stored
+    text as it is; the page lists the first ops only."""
+    store = client.app.state.store  # type: ignore[attr-defined]
+    cid = _stored_compile(client, 5_000)
+    head = store.get_compile(cid).summary
+    assert "ops" not in head  # was: the 5,000 ops parsed on every read
+    assert head["total"]["ops"] == 5_000 and head["notes"] == ["a note"]
+    assert all("ops" not in c.summary for c in store.list_compiles(limit=5) if c.summary)
+    ops, n = store.compile_ops(cid, 3)
+    assert n == 5_000 and [o["name"] for o in ops] == ["i0", "i1", "i2"]
+
+    r = client.get(f"/compiles/{cid}")
+    assert r.status_code == 200
+    doc = r.json()
+    assert [o["name"] for o in doc["summary"]["ops"]] == [f"i{i}" for i in range(5_000)]  # all of them, in order
+    assert doc["summary"]["total"]["ops"] == 5_000 and doc["notes"] == ["a note"]
+    assert doc["artifact"]["bytes"] == len(_tar(GOOD))
+    r = client.get("/compiles", params={"limit": 5})
+    assert r.status_code == 200 and any(c["id"] == cid and c["total"]["ops"] == 5_000 for c in r.json()["compiles"])
+
+    page = client.get(f"/ui/compiles/{cid}")
+    assert page.status_code == 200
+    assert "the first 1,000 of 5,000 ops" in page.text  # was: all 5,000 rows
+    assert ">i999<" in page.text and ">i1000<" not in page.text
+
+
+def _store_cuts_the_per_op_list(url: str) -> None:
+    """The summary's head, its ops and its text as the database at `url` gives them (SQLite's json_remove /
+    json_each, PostgreSQL's jsonb operators), names with quotes and non-ASCII text included."""
+    import time as _time
+
+    from tileplan.store import Store
+
+    store = Store(url)
+    try:
+        ops = [{"name": f'op "{i}" é', "where": "host"} for i in range(12)]
+        summary = {"model": "m", "ops": ops, "total": {"ops": 12}, "notes": ["n"]}
+        assert store.create_compile("c1", model=b"m", model_name="m", hardware="h", request={},
+                                    deadline=_time.time() + 60)
+        assert store.finish_compile("c1", summary, b"tar")
+        assert store.create_compile("c2", model=b"m", model_name="m", hardware="h", request={},
+                                    deadline=_time.time() + 60)  # not done: no summary
+        got = store.get_compile("c1")
+        assert got is not None and got.summary == {"model": "m", "total": {"ops": 12}, "notes": ["n"]}
+        assert store.compile_ops("c1", 5) == (ops[:5], 12)
+        assert store.compile_ops("c1", 50) == (ops, 12)
+        assert store.compile_ops("c2", 5) == ([], 0) and store.compile_ops("nope", 5) == ([], 0)
+        assert json.loads(store.compile_summary_text("c1") or "") == summary
+        assert {c.id: c.summary for c in store.list_compiles()} == {"c1": got.summary, "c2": None}
+    finally:
+        store.engine.dispose()
+
+
+def test_the_store_cuts_the_per_op_list_on_sqlite(tmp_path: Path) -> None:
+    _store_cuts_the_per_op_list(f"sqlite:///{tmp_path / 'tileplan.db'}")
+
+
+def test_the_store_cuts_the_per_op_list_on_postgresql(fresh_pg: str) -> None:
+    _store_cuts_the_per_op_list(fresh_pg)
