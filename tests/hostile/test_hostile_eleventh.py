@@ -292,13 +292,12 @@ def test_reading_an_artifact_refuses_a_member_past_the_bound_before_reading_it(
 
 # -- 6: a compile of tens of thousands of ops -------------------------------------------------------------------------
 
-def _stored_compile(client: TestClient, n_ops: int) -> str:
+def store_many_ops(store: Any, n_ops: int) -> str:
     """A done compile whose summary lists `n_ops` ops (as a 1.4 MB model of 40,000 Identity nodes makes one: its
-    summary was 12 MB), written through the store as the compile's process writes it."""
+    summary was 12 MB), written through the store as the compile's process writes it; its id."""
     import time as _time
     import uuid
 
-    store = client.app.state.store  # type: ignore[attr-defined]
     cid = uuid.uuid4().hex
     assert store.create_compile(cid, model=b"model", model_name="many-ops", hardware="gemmini-16x16",
                                 request={"hardware": "gemmini-16x16"}, deadline=_time.time() + 600)
@@ -318,6 +317,10 @@ def _stored_compile(client: TestClient, n_ops: int) -> str:
                "ops": ops, "total": total, "notes": ["a note"], "groups": []}
     assert store.finish_compile(cid, summary, _tar(GOOD))
     return cid
+
+
+def _stored_compile(client: TestClient, n_ops: int) -> str:
+    return store_many_ops(client.app.state.store, n_ops)  # type: ignore[attr-defined]
 
 
 def test_reading_a_compile_does_not_parse_its_per_op_list(client: TestClient) -> None:
