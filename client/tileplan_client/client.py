@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
 import json
 import os
 import random
-import tarfile
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -29,6 +26,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
+from tileplan_client.archive import PROGRAM_FILES, write_checked
 from tileplan_client.errors import (  # noqa: F401 - re-exported
     AuthError,
     BadInput,
@@ -54,50 +52,6 @@ Done = TypeVar("Done")
 def _timed_out(current: Job | Compile, timeout: float | None) -> WaitTimeout:
     kind = "job" if isinstance(current, Job) else "compile"
     return WaitTimeout(f"{kind} {current.id} not done after {timeout:g} s", current if isinstance(current, Job) else None)
-
-
-def check_program_tar(data: bytes) -> None:
-    """ServiceError unless `data` is a program as the service packs one (tileplan.frontend.program.pack): an
-    uncompressed tar of regular files under one top directory, among them tileplan.json and the Makefile, with no
-    absolute or `..` names and no links or devices. What a broken or hostile server sends as the artifact (a proxy's
-    page, a tar that climbs out of the directory it is extracted into) is never written as the program."""
-    def bad(why: str) -> ServiceError:
-        return ServiceError(f"the service's artifact is not a Tileplan program: {why}; nothing was written")
-
-    try:
-        tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
-        members = tar.getmembers()
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise bad(f"not a tar archive ({type(exc).__name__})") from None
-    tops, names = set(), set()
-    for m in members:
-        parts = m.name.split("/")
-        if m.name.startswith("/") or ".." in parts:
-            raise bad(f"member {m.name[:200]!r} is absolute or climbs out")
-        if not (m.isfile() or m.isdir()):
-            raise bad(f"member {m.name[:200]!r} is not a file or directory")
-        tops.add(parts[0])
-        names.add("/".join(p for p in parts[1:] if p not in ("", ".")))
-    if len(tops) != 1:
-        raise bad(f"{len(tops)} top directories (one expected)")
-    missing = {"tileplan.json", "Makefile"} - names
-    if missing:
-        raise bad(f"no {' or '.join(sorted(missing))}")
-
-
-def write_program(data: bytes, path: str | os.PathLike[str]) -> str:
-    """`data` checked (check_program_tar), then written to `path` whole or not at all (a file beside it, renamed)."""
-    check_program_tar(data)
-    target = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tileplan-", suffix=".tmp", dir=os.path.dirname(target) or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return target
 
 
 class _Backoff:
@@ -455,8 +409,8 @@ class TileplanClient(_Api):
 
     def save_artifact(self, compile: CompileRef, path: str | os.PathLike[str]) -> str:
         """Write the compiled program's tar to `path`; returns the path. ServiceError (nothing written) when the
-        answer is not a program's tar (`check_program_tar`)."""
-        return write_program(self.artifact(compile), path)
+        answer is not a program's tar (`tileplan_client.archive.check_tar`)."""
+        return write_checked(self.artifact(compile), path, "artifact", PROGRAM_FILES)
 
     def delete_compile(self, compile: CompileRef) -> None:
         """Let go of a compile you asked for: its model, summary and artifact are deleted, unless other owners asked
@@ -629,7 +583,7 @@ class AsyncTileplanClient(_Api):
         return (await self._request("GET", f"/compiles/{self.compile_id(compile)}/artifact")).content
 
     async def save_artifact(self, compile: CompileRef, path: str | os.PathLike[str]) -> str:
-        return write_program(await self.artifact(compile), path)
+        return write_checked(await self.artifact(compile), path, "artifact", PROGRAM_FILES)
 
     async def delete_compile(self, compile: CompileRef) -> None:
         await self._request("DELETE", f"/compiles/{self.compile_id(compile)}")

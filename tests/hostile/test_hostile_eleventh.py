@@ -385,3 +385,21 @@ def test_the_store_cuts_the_per_op_list_on_sqlite(tmp_path: Path) -> None:
 
 def test_the_store_cuts_the_per_op_list_on_postgresql(fresh_pg: str) -> None:
     _store_cuts_the_per_op_list(fresh_pg)
+
+
+def test_a_module_tar_that_climbs_out_is_not_written(tmp_path: Path) -> None:
+    """`tileplan-client module KEY --format tar --out F` (Module.save) wrote any bytes the server sent as the tar."""
+    from tileplan_client import ServiceError
+    from tileplan_client.models import Module
+
+    for label, data in [("a ../ member", _tar([("k/k.c", b"", None), ("k/../../evil.sh", b"x", None)])),
+                        ("a link out", _tar([("k/k.c", b"", None), ("k/l", None, "/etc/passwd")])),
+                        ("an HTML page", b"<html></html>")]:
+        out = tmp_path / "k.tar"
+        with pytest.raises(ServiceError):
+            Module(key="0" * 64, format="tar", data=data).save(str(out))
+        assert list(tmp_path.iterdir()) == [], label
+    good = _tar([("tileplan_kernel/tileplan_kernel.c", b"int x;\n", None)])
+    assert Module(key="0" * 64, format="tar", data=good).save(str(tmp_path / "k.tar")) == str(tmp_path / "k.tar")
+    assert (tmp_path / "k.tar").read_bytes() == good
+    assert Module(key="0" * 64, format="c", data=b"int x;\n").save(str(tmp_path / "k.c")) == str(tmp_path / "k.c")
