@@ -187,7 +187,8 @@ def write(args: argparse.Namespace, rev: str, head: str, rows: list[dict[str, An
              "plans: every plan the compile stored, by layer (mapping, metrics, baseline, solver status; not its seconds, key "
              "or links, which carry the code's digest) is. "
              "Phases: this checkout's cold compile, wall seconds and CPU seconds (user + system of the compile and of "
-             "the children it has waited for by then: a worker pool's CPU lands in the phase that shuts it down).", "",
+             "the children it has waited for by then: a worker pool's CPU lands in the phase that shuts it down; "
+             "`workers`, where a revision has that phase, is the worker processes' planning and code generation).", "",
              "| model | cold wall s (base / this / ratio) | cold CPU s (base / this / ratio) | warm wall s | "
              "warm CPU s | load | same modelled cycles | same emulated cycles | same outputs | same artifact | "
              "same plans | this checkout's cold phases, wall s | ... CPU s |",

@@ -160,3 +160,41 @@ def test_a_layer_has_a_bias_when_its_node_has_one():
     assert [layer.bias for layer in load_onnx(model).layers] == [True, False, False, True]
     stem = load_onnx(quantized_cnn()).layers[0]
     assert stem.bias is False  # QLinearConv with 8 inputs
+
+
+def _float_conv_model(dtype: int, np_dtype) -> bytes:
+    """A float16 (or float32 / bfloat16) Conv: no DequantizeLinear, float weights; and a quantized QDQ one beside."""
+    nodes = [
+        helper.make_node("Conv", ["x", "wf"], ["y"], name="half_conv", pads=[1, 1, 1, 1]),
+        helper.make_node("DequantizeLinear", ["wq", "s", "z"], ["wq_f"]),
+        helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xq_f"]),
+        helper.make_node("Conv", ["xq_f", "wq_f"], ["yq"], name="int8_conv"),
+    ]
+    wf = helper.make_tensor("wf", dtype, [8, 4, 3, 3], np.zeros(8 * 4 * 9, np_dtype).tobytes(), raw=True)
+    inits = [wf, _init("wq", [8, 4, 1, 1]), _scalar("s", 0.02, np.float32), _scalar("z", 0, np.int8)]
+    graph = helper.make_graph(
+        nodes, "mixed",
+        [helper.make_tensor_value_info("x", dtype, [1, 4, 16, 16]),
+         helper.make_tensor_value_info("xq", TensorProto.INT8, [1, 4, 16, 16])],
+        [helper.make_tensor_value_info("y", dtype, None), helper.make_tensor_value_info("yq", TensorProto.FLOAT, None)],
+        initializer=inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.mark.parametrize(("dtype", "np_dtype", "label"), [(TensorProto.FLOAT16, np.float16, "float16"),
+                                                          (TensorProto.FLOAT, np.float32, "float32")])
+def test_a_float_layer_is_planned_with_a_note_saying_so(dtype, np_dtype, label):
+    """A float Conv is planned as the hardware's words (what it would cost once quantized), and the notes say so and
+    that `compile` computes it in float on the host: planning it silently as int8 misled (the layer list alone did
+    not tell a float16 model from a quantized one)."""
+    wl = load_onnx(_float_conv_model(dtype, np_dtype))
+    assert [layer.name for layer in wl.layers] == ["half_conv", "int8_conv"]
+    notes = [n for n in wl.notes if "not quantized" in n]
+    assert len(notes) == 1, wl.notes
+    assert "1 of 2" in notes[0] and "half_conv" in notes[0] and label in notes[0] and "int8_conv" not in notes[0]
+    assert "on the host" in notes[0]
+
+
+def test_quantized_models_get_no_float_note():
+    assert not any("not quantized" in n for n in load_onnx(quantized_cnn()).notes)

@@ -515,7 +515,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
                                 "options, input shapes, plan store and Tileplan code were compiled before"]
             return _write_compile(args, out, artifact, summary, summary["notes"])
     precheck(data, _input_shapes(args.input_shape), args.quantize)  # before the planner, TVM, the plan store load
-    from tileplan.frontend.compile import CompileOptions, compile_model, store_planner
+    from tileplan.frontend.compile import CompileOptions, NewStorePlanner, compile_model, store_planner
     try:
         opts = CompileOptions(mapper=args.mapper, time_limit_s=_time_limit(args.time_limit), quantize=args.quantize,
                               offload=not args.host_only, emulate=not args.no_emulate,
@@ -525,16 +525,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise from_validation_error(exc, ("options",)) from None
     calibration = _calibration(args.calibration) if args.calibration else None
     store = None
-    planner = None
+    planner: Any = None
     if not args.no_cache:
         from tileplan.settings import get_settings
-        from tileplan.store.repository import Store
 
         url = plans_db or get_settings().db_url()
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        store = Store(url)
-        planner = store_planner(store)
+        if _new_sqlite_file(url):  # nothing to look up: the store is opened to save the plans, off the serial path
+            planner = NewStorePlanner(lambda: _open_store(url))
+        else:
+            store = _open_store(url)
+            planner = store_planner(store)
 
     def progress(done: int, total: int) -> None:
         if not args.json and sys.stderr.isatty():
@@ -546,11 +548,27 @@ def cmd_compile(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
+        if isinstance(planner, NewStorePlanner):
+            planner.close()
     if cache_key is not None:
         from tileplan.frontend import result_cache
 
         result_cache.put(cache_key, result.artifact, result.summary)
     return _write_compile(args, out, result.artifact, result.summary, result.notes)
+
+
+def _new_sqlite_file(url: str) -> bool:
+    """Whether `url` names a SQLite file that does not exist yet (a plain `sqlite:///PATH` URL, no query)."""
+    if not url.startswith("sqlite:///") or "?" in url:
+        return False
+    path = url.removeprefix("sqlite:///")
+    return bool(path) and path != ":memory:" and not Path(path).exists()
+
+
+def _open_store(url: str) -> Any:
+    from tileplan.store.repository import Store
+
+    return Store(url)
 
 
 def _compile_cache_key(args: argparse.Namespace, data: bytes, hw: Any, plans_db: str | None) -> str | None:

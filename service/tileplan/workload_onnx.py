@@ -7,8 +7,9 @@ are never read, so a model whose initializers were stripped of their data plans 
 (activations, pooling, requantisation, reshapes) runs outside the array and is skipped; the caller gets a note
 per skipped kind of operator that does MACs (ConvTranspose, 3-D convolutions), so nothing disappears silently.
 
-Conventions: a symbolic or unknown batch is 1; a 1-D convolution is a 2-D one of height 1; asymmetric padding
-(TensorFlow's SAME) becomes the symmetric padding with the same output size; a batched matrix product whose
+Conventions: a symbolic or unknown batch is 1; a float layer (no DequantizeLinear on an operand) is planned in the
+hardware's words, as it would run once quantized, and a note names it; a 1-D convolution is a 2-D one of height 1;
+asymmetric padding (TensorFlow's SAME) becomes the symmetric padding with the same output size; a batched matrix product whose
 second operand is an activation (attention) is one matmul layer with `count` = the product of the batch dims;
 a product with a 2-D weight folds the leading dims of the activation into M. A layer has a bias when the model
 compiler's kernel loads one: a Conv's or Gemm's bias input, a MatMul's constant Add, or an input dequantized with a
@@ -187,11 +188,31 @@ def load_onnx(data: bytes) -> OnnxWorkload:
     layers: list[Conv2dLayer | MatmulLayer] = []
     notes: list[str] = []
     skipped: dict[str, int] = {}
+    floats: dict[str, list[str]] = {}  # element type -> float layers of it
+    elem_types = {info.name: info.type.tensor_type.elem_type for info in [*g.input, *g.value_info, *g.output]}
+    elem_types.update({t.name: t.data_type for t in g.initializer})
+    dequantized = {node.output[0] for node in g.node if node.op_type == "DequantizeLinear"}
     for node in g.node:
+        before = len(layers)
         with _layer_of(node):
             _add_layer(node, shapes, weights, shifted, adds_a_constant, layers, skipped)
+        if len(layers) > before and node.op_type in ("Conv", "MatMul", "Gemm"):
+            operands = [node.input[i] for i in (0, 1)]
+            plain = [i for i in operands if i not in dequantized]
+            if plain:  # an operand not through DequantizeLinear: the node computes in float
+                elem = elem_types.get(plain[-1], 0)
+                kind = onnx.helper.tensor_dtype_to_np_dtype(elem).name if elem else "float"
+                floats.setdefault(kind, []).append(node.name)
     for op, n in sorted(skipped.items()):
         notes.append(f"{n} {op} node(s) not planned (no conv2d/matmul form)")
+    if floats:
+        # Planned all the same: the plan is what the layer costs once quantized to the hardware's words, which is
+        # what a user sizing a float model asks; the note keeps a float model from passing for a quantized one.
+        names = [n for group in floats.values() for n in group]
+        shown = ", ".join(repr(n) for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        notes.append(f"{len(names)} of {len(layers)} layer(s) are not quantized ({' / '.join(sorted(floats))} "
+                     f"operands, no DequantizeLinear: {shown}): planned in the hardware's own words, as they would "
+                     "run once quantized; `tileplan compile` computes such layers in float on the host")
     if not layers:
         raise InputError(("model",), "the model has no convolution or matrix product to plan")
     return OnnxWorkload(name=g.name or "model", layers=layers, notes=notes)

@@ -123,6 +123,41 @@ def store_planner(store: Any) -> StorePlanner:
     return StorePlanner(store)
 
 
+class NewStorePlanner(StorePlanner):
+    """A StorePlanner for a plan store that does not exist yet (the SQLite file of a first or cold compile):
+    it holds no plan to look up, so the store is opened (`open_store()`: SQLAlchemy, the models, Alembic and
+    the migrations, 0.3-0.5 CPU s that were the CLI's serial start) only to save what was solved, by `flush`:
+    the compile runs it among its deferred work (a thread, while the build and the emulated run hold no GIL),
+    and the caller again once the compile is over (plans solved by a compile that failed later are kept too)."""
+
+    def __init__(self, open_store: Callable[[], Any]) -> None:
+        super().__init__(None)
+        self._open = open_store
+        self._pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self._lock = threading.Lock()
+
+    def lookup(self, layer: Any, hw: Any, options: ScheduleOptions) -> Plan | None:
+        return None
+
+    def save(self, plan: Plan, hw: Any) -> None:
+        with self._lock:
+            self._pending.append((plan.model_dump(mode="json"), hw.model_dump(mode="json")))
+
+    def flush(self) -> None:
+        """Open the store (once) and save every plan not saved yet."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+            if self.store is None:
+                self.store = self._open()
+            for plan, hw in pending:
+                self.store.put_plan(plan, hw)
+
+    def close(self) -> None:
+        """`flush`, then close the store."""
+        self.flush()
+        self.store.close()
+
+
 @dataclass
 class KernelCode:
     """What a program needs of one generated kernel (a codegen Artifact, or the same from the kernel cache)."""
@@ -223,6 +258,15 @@ def generate_kernel(spec: Any, hw: Any, mapping: Any, name: str, stream: str) ->
     tmp.write_text(code.to_json())
     os.replace(tmp, path)
     return code
+
+
+def codegen_spec(spec: Any) -> Any:
+    """`spec` as `generate_kernel` reads it: without its weights and bias (empty arrays in their place), which
+    the kernel's code does not depend on (the program lays them out: `_prelay`). What a worker process is sent:
+    ResNet-50's 50 tasks were 15.8 MB pickled with them, most of it weights."""
+    from dataclasses import replace
+
+    return replace(spec, weights=np.zeros((0, 0, 0, 0, 0), np.int8), bias=np.zeros(0, np.int32))
 
 
 def kernel_cycles(spec: Any, hw: Any, mapping: Any, stream: str) -> float:
@@ -388,18 +432,43 @@ def _compile_model(model: bytes, hw: Any, options: CompileOptions | None,
     def start_host() -> None:
         early_host.append(host_thread.submit(host_part, fused, dict(composites), 1, prebuild_units))
 
+    # each kernel's object compiles in the background as soon as a worker has made its C (the cores' gaps while
+    # the last layers are planned), not after all of them: the build waited for those compiles at its start.
+    # The kernels the program runs are known after _keep_library_tiling, which may swap one for the library's
+    # tiling: those are compiled then (a compile of an object key already started is not repeated).
+    started: dict[str, str] = {}  # kernel name -> the C its compile was started with
+    kernel_start: list[Callable[[str, bytes], None]] = []
+    kernel_lock = threading.Lock()
+
+    def prebuild_kernel(code: KernelCode) -> None:
+        assert early is not None
+        with kernel_lock:
+            if not kernel_start:  # (one temporary tree and one `make -n` for every kernel the program may have)
+                stems = sorted({short_ident(a.qop.name, "tpk_") for a in accel.values()})
+                kernel_start.append(_prebuild_later(pre, model_name, hw, early, [f"kernels/{k}.c" for k in stems]))
+            if code.name in started:
+                return
+            started[code.name] = code.c_source
+        kernel_start[0](f"kernels/{code.name}.c", code.c_source.encode())
+
     phase("other")
     try:
         plans = _plan_and_generate(list(accel.values()), hw, sched_opts, stream, planner, workers,
                                    lambda done: progress(done, total) if progress else None, phase, start_host,
-                                   budget=(plan_budget_s, notes))
+                                   budget=(plan_budget_s, notes),
+                                   on_kernel=prebuild_kernel if early is not None else None)
     finally:
         host_thread.shutdown(wait=True)  # (TVM is used by this thread only from here on)
     phase("host")
+    if isinstance(planner, NewStorePlanner):
+        deferred.append(planner.flush)
     _keep_library_tiling(list(accel.values()), hw, stream)
     if early is not None:
-        _prebuild(pre, model_name, hw, early, {f"kernels/{a.art.name}.c": a.art.c_source
-                                               for a in accel.values() if a.art is not None})
+        with kernel_lock:
+            rest = {f"kernels/{a.art.name}.c": a.art.c_source for a in accel.values()
+                    if a.art is not None and started.get(a.art.name) != a.art.c_source}
+        if rest:
+            _prebuild(pre, model_name, hw, early, rest)
     phase("codegen")
     for a in accel.values():
         if a.reason:
@@ -769,13 +838,15 @@ def _solve(layer: Any, hw: Any, options: ScheduleOptions) -> Plan:
 def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, stream: str, planner: Planner,
                        workers: int, progress: Callable[[int], None], phase: Callable[[str], None],
                        forked: Callable[[], None] | None = None,
-                       budget: tuple[float | None, list[str]] = (None, [])) -> dict[str, Plan]:
+                       budget: tuple[float | None, list[str]] = (None, []),
+                       on_kernel: Callable[[KernelCode], None] | None = None) -> dict[str, Plan]:
     """Plan every distinct layer of `ops` once and generate every distinct kernel once, filling each op's plan
     and kernel (or its reason for staying on the host).  With `workers` > 1 the solves and code generation run in
     forked processes: a planner that can `lookup` / `save` (StorePlanner) is asked in this process and only
     its misses are solved there; any other planner runs here, in parallel with code generation.  `forked` is
     called once the worker processes exist (after the first task was handed to them), while they work; never
-    without workers."""
+    without workers. `on_kernel`: called with each distinct kernel the workers made, as it arrives (in the pool's
+    result thread; never without workers)."""
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 
@@ -813,8 +884,10 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                 a.plan = plans[k]
                 kkey = (*partition.kernel_key(a.spec), a.plan.mapping.model_dump_json(), stream)
                 if kkey not in kernels:
-                    kernels[kkey] = ex.submit(generate_kernel, a.spec, hw, a.plan.mapping,
+                    kernels[kkey] = ex.submit(generate_kernel, codegen_spec(a.spec), hw, a.plan.mapping,
                                               short_ident(a.qop.name, "tpk_"), stream)
+                    if on_kernel is not None:
+                        kernels[kkey].add_done_callback(_made(on_kernel))
                 a.art = kernels[kkey]
 
         solving: dict[Future[Plan], str] = {}
@@ -859,9 +932,28 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
                     a.art, a.reason = None, f"no accelerator code: {exc}"
             progress(i + 1)
         phase("codegen")
+        # the workers' CPU (their solves and kernels) is counted once they are waited for, here: a phase of its
+        # own, not the next phase's (it read as the host part's 4.7 CPU s of ResNet-50's 11)
+        ex.shutdown()
+        phase("workers")
     finally:
         ex.shutdown()
     return plans
+
+
+def _made(on_kernel: Callable[[KernelCode], None]) -> Callable[[Any], None]:
+    """A future's done-callback: `on_kernel` of the kernel it made (nothing for a failed one, which the compile
+    reports per op; an error of `on_kernel` itself is dropped: the build compiles that kernel then)."""
+
+    def done(fut: Any) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        try:
+            on_kernel(fut.result())
+        except Exception:  # noqa: BLE001 (a background head start only)
+            pass
+
+    return done
 
 
 def _plan_and_generate_serially(ops: list[_Accel], lkeys: list[str], hw: Any, options: ScheduleOptions, stream: str,
