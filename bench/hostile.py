@@ -356,6 +356,37 @@ def compile_cases(secret: Path | None = None, marker: Path | None = None) -> lis
            body(_named_model(secret, marker), wait=True))] if secret is not None and marker is not None else [])
 
 
+def eleventh_cases(db_url: str) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """Branch hostile11's cases (tests/hostile/test_hostile_eleventh.py builds them). c31's compile of 40,000 ops is
+    written into the server's store as its compile process writes one (compiling the 1.4 MB model of 40,000 Identity
+    nodes that makes it takes the compile lane about a minute)."""
+    sys.path.insert(0, str(REPO / "tests" / "hostile"))
+    from test_hostile_eleventh import LAYER, _with, descriptor, store_many_ops
+
+    from tileplan.store import Store
+
+    store = Store(db_url)
+    try:
+        cid = store_many_ops(store, 40_000)
+    finally:
+        store.engine.dispose()
+
+    def schedule(hw: Any) -> dict[str, Any]:
+        return {"json": {"hardware": hw, "layers": [LAYER], "options": FAST}, "headers": AUTH}
+
+    return [
+        ("c28 a descriptor of 3,000 memory levels (its solve budget spent)", "POST", "/schedule",
+         schedule(descriptor("levels", levels=3_000))),
+        ("c29 a descriptor of 12,000 dataflows (its solve budget spent)", "POST", "/schedule",
+         schedule(descriptor("dataflows", dataflows=12_000))),
+        ("c30 a permutation of 40,000 repeats (taken silently)", "POST", "/schedule",
+         schedule(_with("permutation", ["K", "C"] * 20_000))),
+        ("c31 GET a compile of 40,000 ops (12 MB summary: 1.3 s of event loop)", "GET", f"/compiles/{cid}",
+         {"headers": AUTH}),
+        ("c31 its page (3.9 s of event loop)", "GET", f"/ui/compiles/{cid}", {"headers": AUTH}),
+    ]
+
+
 def children(pid: int) -> list[int]:
     """Every process under `pid` (the solver, module, intake and sandbox processes of the API)."""
     out: list[int] = []
@@ -853,7 +884,8 @@ def mix(args: argparse.Namespace) -> None:
             key = r.json()["plans"][0]["key"]
             descriptor = c.get("/hardware/gemmini-8x8").json()
         descriptor = {k: v for k, v in descriptor.items() if k != "source"}
-        cases = hostile_cases(descriptor, key) + compile_cases(work / SECRET_FILE, work / "made-by-a-name")
+        cases = (hostile_cases(descriptor, key) + compile_cases(work / SECRET_FILE, work / "made-by-a-name")
+                 + eleventh_cases(f"sqlite:///{work / 'data' / 'tileplan.db'}"))
         load0 = os.getloadavg()[0]
         calm = measure(url, api.pid, [], args.baseline_seconds, args.rate)
         mixed = measure(url, api.pid, cases, args.seconds, args.rate)
@@ -942,7 +974,13 @@ def mix(args: argparse.Namespace) -> None:
               "outputs, whose host build failed), c26 a Conv whose kernel_shape is not its weight's (ONNX's inference "
               "takes the attribute: a wrong program, or the compile's process aborted), c27 a NUL in the graph name "
               "(stored as the compile's model name: PostgreSQL refuses it, a 503 blaming the storage); each now a 422 "
-              "before anything is stored.",
+              "before anything is stored. c28-c31 are branch hostile11's (tests/hostile/test_hostile_eleventh.py "
+              "builds them): c28 and c29 descriptors of 3,000 memory levels or 12,000 dataflows (each spent its "
+              "layer's whole solve budget, ~10 s of a solver, then failed; now a 422 before any level is read), c30 a "
+              "loop permutation of 40,000 repeated dimensions (taken silently; now a 422), c31 a compile of 40,000 "
+              "ops (a 1.4 MB model of 40,000 Identity nodes makes one; written into the store here) read as JSON and "
+              "as its page (the 12 MB summary parsed and encoded again in the API: 1.3 s and 3.9 s of its event loop "
+              "per view; now the stored text is sent as it is and the page lists 1,000 ops).",
               "",
               "## Damaged storage (issue 23, case 8)", "",
               "After the mix the server is stopped, the `plans` table's root page in its SQLite file overwritten, and "

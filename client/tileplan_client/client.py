@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
+from tileplan_client.archive import PROGRAM_FILES, write_checked
 from tileplan_client.errors import (  # noqa: F401 - re-exported
     AuthError,
     BadInput,
@@ -407,11 +408,9 @@ class TileplanClient(_Api):
         return self._request("GET", f"/compiles/{self.compile_id(compile)}/artifact").content
 
     def save_artifact(self, compile: CompileRef, path: str | os.PathLike[str]) -> str:
-        """Write the compiled program's tar to `path`; returns the path."""
-        data = self.artifact(compile)
-        with open(path, "wb") as f:
-            f.write(data)
-        return os.fspath(path)
+        """Write the compiled program's tar to `path`; returns the path. ServiceError (nothing written) when the
+        answer is not a program's tar (`tileplan_client.archive.check_tar`)."""
+        return write_checked(self.artifact(compile), path, "artifact", PROGRAM_FILES)
 
     def delete_compile(self, compile: CompileRef) -> None:
         """Let go of a compile you asked for: its model, summary and artifact are deleted, unless other owners asked
@@ -584,10 +583,7 @@ class AsyncTileplanClient(_Api):
         return (await self._request("GET", f"/compiles/{self.compile_id(compile)}/artifact")).content
 
     async def save_artifact(self, compile: CompileRef, path: str | os.PathLike[str]) -> str:
-        data = await self.artifact(compile)
-        with open(path, "wb") as f:
-            f.write(data)
-        return os.fspath(path)
+        return write_checked(await self.artifact(compile), path, "artifact", PROGRAM_FILES)
 
     async def delete_compile(self, compile: CompileRef) -> None:
         await self._request("DELETE", f"/compiles/{self.compile_id(compile)}")

@@ -201,7 +201,12 @@ class Module:
         return self.data.decode("utf-8")
 
     def save(self, path: str) -> str:
-        """Write the module to `path` (bytes as served) and return the path."""
+        """Write the module to `path` (bytes as served) and return the path. A tar is written only if it is one as
+        the service packs it (`tileplan_client.archive.check_tar`), else ServiceError and nothing is written."""
+        if self.format == "tar":
+            from tileplan_client.archive import write_checked
+
+            return write_checked(self.data, path, "module tar")
         with open(path, "wb") as f:
             f.write(self.data)
         return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from pathlib import Path
@@ -126,7 +127,10 @@ def test_compiles_dedupe_progress_finish_and_retry(store: Store) -> None:
     assert store.finish_compile("c1", summary, b"tar-bytes")
     assert not store.fail_compile("c1", {"loc": [], "msg": "late", "type": "x"})  # finished stays finished
     c = store.get_compile("c1")
-    assert (c.status, c.summary, c.artifact_bytes, c.ops_done, c.ops_total) == ("done", summary, 9, 2, 2)
+    head = {"total": {"ops": 2}, "notes": ["n"]}  # (the per-op list is read where shown: compile_ops, the text)
+    assert (c.status, c.summary, c.artifact_bytes, c.ops_done, c.ops_total) == ("done", head, 9, 2, 2)
+    assert json.loads(store.compile_summary_text("c1") or "") == summary
+    assert store.compile_ops("c1", 1) == ([{"name": "a"}], 2)
     assert c.finished_at is not None and len(c.artifact_sha256) == 64
     assert store.compile_artifact("c1") == b"tar-bytes" and store.start_compile("c1") == 0
 

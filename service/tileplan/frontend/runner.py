@@ -73,6 +73,9 @@ class RunResult:
         return "\n".join(rows)
 
 
+MAX_ARTIFACT_BYTES = 4 << 30  # unpacked bytes of an artifact's files (the weights: at most 512 MiB of tensors)
+
+
 def read_artifact(data: bytes) -> dict[str, bytes]:
     """The files of an artifact tar (paths relative to its top directory)."""
     try:
@@ -80,6 +83,7 @@ def read_artifact(data: bytes) -> dict[str, bytes]:
     except tarfile.TarError as exc:
         raise InputError(("artifact",), f"not a tar archive: {exc}") from None
     files: dict[str, bytes] = {}
+    unpacked = 0
     with tar:
         for m in tar.getmembers():
             if not m.isfile():
@@ -87,6 +91,10 @@ def read_artifact(data: bytes) -> dict[str, bytes]:
             parts = Path(m.name).parts
             if len(parts) < 2 or ".." in parts or Path(m.name).is_absolute():
                 raise InputError(("artifact",), f"unexpected member {m.name!r}")
+            unpacked += m.size
+            if unpacked > MAX_ARTIFACT_BYTES:  # (a compressed tar: a few KB can declare a 2^40-byte member)
+                raise InputError(("artifact",), f"over {MAX_ARTIFACT_BYTES} bytes unpacked (member {m.name!r} of "
+                                 f"{m.size} bytes); a Tileplan program is smaller", "too_large")
             f = tar.extractfile(m)
             assert f is not None
             files[str(Path(*parts[1:]))] = f.read()

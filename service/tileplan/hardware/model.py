@@ -15,7 +15,16 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from tileplan.dims import DIMS, TENSORS, Dim, Tensor
 from tileplan.units import parse_size
@@ -39,6 +48,28 @@ MAX_CAPACITY = 1 << 50  # bytes of one level
 MAX_BLOCK = 1 << 16  # words per access (Timeloop block-size)
 MIN_BANDWIDTH, MAX_BANDWIDTH = 1e-6, 1e12  # bytes per cycle per instance
 MAX_ENERGY_PJ = 1e6
+MAX_LEVELS = 16  # memory levels (the catalog's deepest: 6; CoSA's program and the random and exhaustive searches grow
+# with them: 1,000 levels spent each request's whole solve budget, then failed it)
+MAX_DATAFLOWS = 16  # dataflows of the array (the catalog's most: 2; a mapper searches each: 13,000 did likewise)
+
+
+STORED = {"stored": True}  # model_validate(doc, context=STORED): a descriptor the store kept with a plan
+
+
+def _at_most(field: str, limit: int, what: str) -> Any:
+    """A before-validator: a list of more than `limit` items is refused before any item is read, unless the
+    descriptor is one the store kept (context STORED: a plan solved before the bound keeps its descriptor readable)."""
+    def check(v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, list) and len(v) > limit and not (info.context or {}).get("stored"):
+            raise ValueError(f"{len(v)} {what}; at most {limit} on this server")
+        return v
+    return field_validator(field, mode="before")(check)
+
+
+def _no_repeats(v: list[str] | None) -> list[str] | None:
+    if v is not None and len(set(v)) != len(v):
+        raise ValueError(f"names one more than once: {sorted(v)[:12]}{' ...' if len(v) > 12 else ''}")
+    return v
 
 
 class _Strict(BaseModel):
@@ -150,6 +181,8 @@ class MemoryLevel(_Strict):
             raise ValueError(f"lists a tensor twice: {v}")
         return v
 
+    _unique_dims = field_validator("spatial_dims")(_no_repeats)
+
     @model_validator(mode="after")
     def _partition_valid(self) -> MemoryLevel:
         if self.partition is not None:
@@ -180,6 +213,8 @@ class DataflowLevel(_Strict):
     keeps: list[Tensor] | None = None
     spatial_dims: list[Dim] | None = None
 
+    _unique = field_validator("keeps", "spatial_dims")(_no_repeats)
+
 
 class Dataflow(_Strict):
     name: str = Field(min_length=1, max_length=NAME_MAX)
@@ -200,6 +235,8 @@ class PEArray(_Strict):
     mesh_x: Int | None = Field(
         default=None, gt=0, le=MAX_PES, description="Timeloop meshX of the MACs (see MemoryLevel.mesh_x); None: all along X."
     )
+
+    _bounded_dataflows = _at_most("dataflows", MAX_DATAFLOWS, "dataflows")
 
     @model_validator(mode="after")
     def _bounded(self) -> PEArray:
@@ -226,6 +263,8 @@ class LoopConstraint(_Strict):
         "with factor > 1 followed by its unit dimensions).")
     split: Int | None = Field(default=None, ge=0, description="Spatial only: how many loops go along the mesh's X.")
 
+    _unique = field_validator("permutation")(_no_repeats)
+
     @field_validator("factors", "max_factors")
     @classmethod
     def _non_negative(cls, v: dict[str, int]) -> dict[str, int]:
@@ -251,6 +290,7 @@ class HardwareDescriptor(_Strict):
     description: str = Field(default="", max_length=10_000)
     pe_array: PEArray
     memory_levels: list[MemoryLevel] = Field(min_length=2, description="Innermost first; the last is DRAM.")
+    _bounded_levels = _at_most("memory_levels", MAX_LEVELS, "memory levels")
     constraints: Constraints = Constraints()
     cost_params: dict[str, Float] = Field(
         default_factory=dict, description="Calibrated cost-model parameters (see tileplan.cost.params)."

@@ -17,6 +17,7 @@ from typing import Any
 
 from tileplan.codegen.support import codegen_unsupported
 from tileplan.hardware import HardwareDescriptor
+from tileplan.hardware.model import STORED
 from tileplan.jobs.bytecache import ByteLRU
 from tileplan.jobs.singleflight import SingleFlight
 from tileplan.jobs.solve import SolverPool
@@ -108,7 +109,7 @@ class ModuleBuilder:
         hardware = await asyncio.to_thread(self._descriptor, row)
         layer = layer_fields(json.loads(row.layer))
         mapping = json.loads(row.doc)["mapping"]
-        reason = codegen_unsupported(HardwareDescriptor.model_validate(hardware))
+        reason = codegen_unsupported(HardwareDescriptor.model_validate(hardware, context=STORED))
         if reason:  # known without a build: answered at once, and stored like any codegen error
             module: dict[str, Any] = {"ok": False, "error": reason, "notes": [], "seconds": 0.0}
         else:

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from tileplan.codegen.support import codegen_unsupported
-from tileplan.errors import InputError, shown
+from tileplan.errors import InputError, from_validation_error, shown
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import catalog
 from tileplan.jobs.base import JobQueue
@@ -94,7 +96,12 @@ class Scheduler:
         doc = self.store.get_hardware(name) if is_safe_name(name) else None
         if doc is None:
             raise InputError(("hardware",), self._unknown(name), "unknown_hardware")
-        return HardwareDescriptor.model_validate(doc)
+        try:
+            return HardwareDescriptor.model_validate(doc)
+        except ValidationError as exc:  # registered under looser bounds than this server's (e.g. 13,000 dataflows)
+            first = from_validation_error(exc)
+            raise InputError(("hardware",), f"the registered descriptor {shown(name)} is not valid on this server "
+                             f"({first}); replace it (PUT /hardware/{name}) or delete it", "hardware_invalid") from None
 
     def _unknown(self, ref: str) -> str:
         """The 422 text of an unknown name: the catalog and the first few registered names, not all of them."""

@@ -132,9 +132,10 @@ def build_layer_module(hardware: dict[str, Any], layer: dict[str, Any], mapping:
     Returns what `Store.put_module` stores: {"ok": True, name, tvmscript, c_source, tar, notes, model_cycles,
     seconds} or {"ok": False, "error": reason, ...} when the plan cannot become code (CodegenError)."""
     from tileplan.hardware import HardwareDescriptor
+    from tileplan.hardware.model import STORED
     from tileplan.mapping import Mapping
 
-    return _module(Mapping.model_validate(mapping), layer, HardwareDescriptor.model_validate(hardware))
+    return _module(Mapping.model_validate(mapping), layer, HardwareDescriptor.model_validate(hardware, context=STORED))
 
 
 def compile_in_process(db_url: str, compile_id: str) -> dict[str, Any]:

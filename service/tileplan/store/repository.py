@@ -18,7 +18,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, delete, event, func, insert, or_, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Text,
+    cast,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from tileplan.store.migrate import upgrade
@@ -708,13 +722,48 @@ class Store:
 
     # -- whole-model compiles -------------------------------------------------------------------
 
-    _COMPILE_COLS = (
-        CompileRow.seq, CompileRow.id, CompileRow.status, CompileRow.model_name, CompileRow.model_sha256,
-        CompileRow.hardware, CompileRow.request, CompileRow.ops_done, CompileRow.ops_total, CompileRow.summary,
-        CompileRow.artifact_sha256, CompileRow.artifact_bytes, CompileRow.error, CompileRow.attempts,
-        CompileRow.created_at, CompileRow.updated_at, CompileRow.finished_at, CompileRow.deadline,
-        CompileRow.stored_bytes, CompileRow.used_at, CompileRow.owner,
-    )
+    def _summary_head(self) -> Any:
+        """A compile's summary without its per-op list, cut by the database: a model of 40,000 nodes has a 12 MB
+        summary, which json.loads in the API process (holding the interpreter's lock: 0.7 s) on every read of the
+        compile and every row of a listing. The ops are read only where they are shown (`compile_summary_text`,
+        `compile_ops`)."""
+        if self.engine.dialect.name == "sqlite":
+            return func.json_remove(CompileRow.summary, "$.ops")
+        return cast(cast(CompileRow.summary, postgresql.JSONB).op("-")("ops"), Text)
+
+    def _compile_cols(self) -> tuple[Any, ...]:
+        return (
+            CompileRow.seq, CompileRow.id, CompileRow.status, CompileRow.model_name, CompileRow.model_sha256,
+            CompileRow.hardware, CompileRow.request, CompileRow.ops_done, CompileRow.ops_total, self._summary_head(),
+            CompileRow.artifact_sha256, CompileRow.artifact_bytes, CompileRow.error, CompileRow.attempts,
+            CompileRow.created_at, CompileRow.updated_at, CompileRow.finished_at, CompileRow.deadline,
+            CompileRow.stored_bytes, CompileRow.used_at, CompileRow.owner,
+        )
+
+    def compile_summary_text(self, compile_id: str) -> str | None:
+        """A compile's whole summary as the JSON text stored (per-op list included), unparsed: GET /compiles/{id}
+        sends it as it is."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(CompileRow.summary).where(CompileRow.id == compile_id)).first()
+        return row[0] if row else None
+
+    def compile_ops(self, compile_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """The first `limit` entries of a compile's per-op summary and how many it has (the database walks the
+        list; only the entries returned are parsed here)."""
+        if self.engine.dialect.name == "sqlite":
+            count_q = text("SELECT json_array_length(summary, '$.ops') FROM compiles WHERE id = :id")
+            ops_q = text("SELECT e.value FROM compiles, json_each(compiles.summary, '$.ops') AS e "
+                         "WHERE compiles.id = :id ORDER BY e.key LIMIT :n")
+        else:
+            count_q = text("SELECT jsonb_array_length(summary::jsonb -> 'ops') FROM compiles WHERE id = :id")
+            ops_q = text("SELECT e.value::text FROM compiles, jsonb_array_elements(summary::jsonb -> 'ops') "
+                         "WITH ORDINALITY AS e(value, i) WHERE compiles.id = :id ORDER BY e.i LIMIT :n")
+        with self.engine.connect() as conn:
+            count = conn.execute(count_q, {"id": compile_id}).scalar()
+            if not count:
+                return [], 0
+            rows = conn.execute(ops_q, {"id": compile_id, "n": int(limit)}).all()
+        return [json.loads(r[0]) for r in rows], int(count)
 
     @staticmethod
     def _compile(row: Any) -> Compile:
@@ -855,7 +904,7 @@ class Store:
 
     def get_compile(self, compile_id: str) -> Compile | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(*self._COMPILE_COLS).where(CompileRow.id == compile_id)).first()
+            row = conn.execute(select(*self._compile_cols()).where(CompileRow.id == compile_id)).first()
         return None if row is None else self._compile(row)
 
     def compile_model_bytes(self, compile_id: str) -> bytes | None:
@@ -874,7 +923,7 @@ class Store:
     def list_compiles(self, *, hardware: str | None = None, status: str | None = None, limit: int = 50,
                       before: int | None = None) -> list[Compile]:
         """Newest first; `before` is the `seq` cursor of the previous page's last compile."""
-        q = select(*self._COMPILE_COLS).order_by(CompileRow.seq.desc()).limit(limit)
+        q = select(*self._compile_cols()).order_by(CompileRow.seq.desc()).limit(limit)
         if hardware:
             q = q.where(CompileRow.hardware == hardware)
         if status:

@@ -443,6 +443,7 @@ def level_fill(descriptor: dict[str, Any] | None, layer: dict[str, Any], mapping
     outermost first, as the checker counts them; [] when the descriptor is unknown or does not fit the plan."""
     from tileplan.check import footprint
     from tileplan.hardware import HardwareDescriptor
+    from tileplan.hardware.model import STORED
     from tileplan.mapping import Mapping
     from tileplan.problem import Problem
     from tileplan.workload import layer_fields, parse_layer
@@ -450,7 +451,7 @@ def level_fill(descriptor: dict[str, Any] | None, layer: dict[str, Any], mapping
     if not descriptor:
         return []
     try:
-        hw = HardwareDescriptor.model_validate(descriptor)
+        hw = HardwareDescriptor.model_validate(descriptor, context=STORED)
         m = Mapping.model_validate(mapping)
         arch = hw.resolve(m.dataflow)
         problem = Problem.from_layer(parse_layer(layer_fields(layer)))

@@ -9,6 +9,7 @@ import json
 import os
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,7 @@ async def compile_model(request: Request) -> Response:
         discard(path)
     if wait and not found.finished and state.settings.wait_limit_s > 0:
         found = await compiler.wait(found.id, state.settings.wait_limit_s) or found
-    return _answer(found)
+    return await _answer(state.store, found)
 
 
 BODY_ENTRY_BYTES = 200  # a remembered body: its digest, the compile's id, `wait`
@@ -166,10 +167,24 @@ async def _spool(request: Request, fd: int, content_type: str) -> str:
     return h.hexdigest()
 
 
-def _answer(c: Compile) -> Response:
+async def _with_summary(store: Any, c: Compile, status: int = 200) -> Response:
+    """compile_view(c) with the summary as stored: its JSON text put in as it is, never parsed and encoded again in
+    this process (a model of 40,000 nodes: a 12 MB summary, 1.2 s of the interpreter's lock per answer, the API's
+    other requests stalled behind it). `c.summary` is the store's head of it (no per-op list)."""
+    doc = compile_view(c)
+    text = await asyncio.to_thread(store.compile_summary_text, c.id) if "summary" in doc else None
+    if text is None:
+        return _json(doc, status)
+    token = f"summary-{uuid.uuid4().hex}"
+    doc["summary"] = token
+    body = json.dumps(doc).replace(f'"{token}"', text, 1)
+    return Response(body, status_code=status, media_type="application/json")
+
+
+async def _answer(store: Any, c: Compile) -> Response:
     doc = compile_view(c)
     if c.status == "done":
-        return _json(doc)
+        return await _with_summary(store, c)
     if c.status == "failed":
         err = c.error or {"loc": [], "msg": "the compile failed", "type": "compile_error"}
         loc = ["body", *err.get("loc", [])] if input_fault(c) else []
@@ -216,7 +231,7 @@ async def get_compile(request: Request, compile_id: str) -> Response:
     """A compile's status and progress (ops planned and generated / total); its network summary once done
     (per op: where it runs and why, plan key, emulated and modelled cycles, speed-up over the hand-written
     library's tiling; totals; notes), its error if it failed."""
-    return _json(compile_view(await _compile(request, compile_id)))
+    return await _with_summary(request.app.state.store, await _compile(request, compile_id))
 
 
 @router.get(

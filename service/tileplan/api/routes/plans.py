@@ -149,12 +149,13 @@ def _timeloop_text(row: Any, descriptor: dict[str, Any] | None, bundle: bool, fo
                    name: str | None = None) -> str:
     from tileplan.hardware import HardwareDescriptor
     from tileplan.hardware.catalog import catalog
+    from tileplan.hardware.model import STORED
     from tileplan.interop.timeloop_map import dump_mapping_yaml, to_timeloop_bundle, to_timeloop_mapping
     from tileplan.mapping import Mapping
     from tileplan.problem import Problem
 
     if descriptor is not None:
-        hw = HardwareDescriptor.model_validate(descriptor)
+        hw = HardwareDescriptor.model_validate(descriptor, context=STORED)
     elif row.hardware in catalog():  # plans cached before descriptors were stored with them
         hw = catalog()[row.hardware]
     else:
