@@ -1408,3 +1408,40 @@ def emit_host_function(func: Any, name: str, outputs: int = 1) -> HostFunction:
         low, name, names, workspace=0, prologue=[], epilogue=[], outputs=outputs, includes=(), entry=False,
         header_comment=f"{name}: host op, TVM-legalized and lowered TIR printed as C by Tileplan")
     return HostFunction(name, em.source, em.workspace_bytes, params)
+
+
+def col2im_call(bb: Any, col: Any, image: list[int], block: list[int], dilations: list[int], pads: list[int],
+                strides: list[int]) -> Any:
+    """A call_tir computing ONNX's Col2Im of float32 `col` ([N, C * prod(block), L]) into [N, C, *image] with
+    onnxruntime's CPU arithmetic (math::Col2im for 2-D images, Col2imNd otherwise): the image starts at 0 and
+    every column element is added at its pixel, kernel position after kernel position (the kernel's first axis
+    outermost), so each pixel is the float sum of its patches' values in that order. Here one reduction per
+    pixel over the kernel positions in that order; a position whose block lies outside the grid of blocks adds
+    +0.0, which changes no sum (it never is -0.0: it starts at +0.0)."""
+    from tvm import te, tirx
+
+    nd = len(image)
+    n_, ck = (int(d) for d in list(col.ty.shape)[:2])
+    k = int(np.prod(block))
+    c_ = ck // k
+    grid = [(image[d] + pads[d] + pads[nd + d] - (dilations[d] * (block[d] - 1) + 1)) // strides[d] + 1
+            for d in range(nd)]
+
+    def compute(x: Any) -> Any:
+        ks = [te.reduce_axis((0, block[d]), name=f"k{d}") for d in range(nd)]
+
+        def f(*index: Any) -> Any:
+            b, c, pix = index[0], index[1], index[2:]
+            valid, chan, pos = [], c, 0
+            for d in range(nd):
+                start = pix[d] + pads[d] - ks[d] * dilations[d]  # the block's start * stride on this axis
+                at = tirx.floordiv(start, strides[d])
+                valid += [start >= 0, tirx.floormod(start, strides[d]) == 0, at < grid[d]]
+                chan = chan * block[d] + ks[d]
+                pos = pos * grid[d] + at
+            value = te.if_then_else(te.all(*valid), x[b, chan, pos], tirx.const(0.0, "float32"))
+            return te.sum(value, axis=ks)
+
+        return te.compute((n_, c_, *image), f, name="col2im")
+
+    return bb.call_te(compute, col, primfunc_name_hint="col2im")

@@ -1751,6 +1751,42 @@ def _einsum(inputs: Any, attrs: dict) -> Any:
     return relax.op.einsum(list(inputs), eq.decode("utf-8") if isinstance(eq, bytes) else str(eq))
 
 
+def _col2im(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """Col2Im (opset 18; torch's F.fold, e.g. VOLO's outlook attention) as onnxruntime computes it
+    (host_ops.col2im_call); TVM's importer has no converter. Its image and block shapes must be constants, its
+    input float32 (onnxruntime's only type). onnxruntime's N-d kernel (an image of other than 2 axes) counts the
+    blocks per axis as image - dilated block + 1 whatever the strides and pads, which is ONNX's definition only
+    with strides of 1 and no padding: other N-d ones are refused."""
+    from tvm.ir.expr import GenericConst
+
+    from tileplan.frontend.host_ops import col2im_call
+
+    x = inputs[0]
+    shapes = []
+    for what, e in (("image_shape", inputs[1]), ("block_shape", inputs[2])):
+        if not isinstance(e, GenericConst):
+            raise ValueError(f"its {what} is computed at run time (Tileplan needs it constant: it sets the "
+                             "output's shape)")
+        shapes.append([int(v) for v in e.value.numpy().reshape(-1)])
+    image, block = shapes
+    nd = len(image)
+    if str(x.ty.dtype) != "float32":
+        raise ValueError(f"a {x.ty.dtype} input (onnxruntime's Col2Im takes float32 only)")
+    dil = [int(v) for v in attrs.get("dilations", [1] * nd)]
+    pads = [int(v) for v in attrs.get("pads", [0] * 2 * nd)]
+    strides = [int(v) for v in attrs.get("strides", [1] * nd)]
+    if nd != 2 and (any(strides[d] != 1 for d in range(nd)) or any(pads)):
+        raise ValueError(f"a {nd}-d image with strides {strides} and pads {pads}: onnxruntime's N-d Col2Im counts "
+                         "image - block + 1 blocks per axis whatever the strides and pads, which is not ONNX's "
+                         "definition; Tileplan computes 2-d ones, and N-d ones with strides 1 and no padding")
+    shape = [int(d) for d in x.ty.shape]
+    blocks = int(np.prod([(image[d] + pads[d] + pads[nd + d] - (dil[d] * (block[d] - 1) + 1)) // strides[d] + 1
+                          for d in range(nd)]))
+    if len(shape) != 3 or shape[1] % int(np.prod(block)) or shape[2] != blocks:
+        raise ValueError(f"an input of shape {shape} for {blocks} blocks of shape {block}")
+    return col2im_call(bb, x, image, block, dil, pads, strides)
+
+
 def _instance_norm(bb: Any, inputs: Any, attrs: dict) -> Any:
     """A float32 InstanceNormalization with onnxruntime's CPU arithmetic (host_ops.instance_norm_call); None
     (TVM's converter: mean, variance, (x - mean) / sqrt(var + eps) * scale + B) for another type."""
@@ -1833,10 +1869,10 @@ def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
 
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
-    ConvInteger, LSTM and GRU (Tileplan's converters, `_conv_integer`, `recurrent.convert`)."""
+    ConvInteger, Col2Im, LSTM and GRU (Tileplan's converters, `_conv_integer`, `_col2im`, `recurrent.convert`)."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    return set(onnx_frontend._get_convert_map()) | {"ConvInteger", *recurrent.RECURRENT_OPS}
+    return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", *recurrent.RECURRENT_OPS}
 
 
 def check_ops(model: Any, ops: set[str]) -> None:
@@ -1885,6 +1921,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                 sym = (_clip(inputs, attrs) if op_name == "Clip" else _einsum(inputs, attrs) if op_name == "Einsum"
                        else _conv_integer(self.bb, inputs, attrs) if op_name == "ConvInteger"
                        else _instance_norm(self.bb, inputs, attrs) if op_name == "InstanceNormalization"
+                       else _col2im(self.bb, inputs, attrs) if op_name == "Col2Im"
                        else _hard_swish(inputs) if op_name == "HardSwish" else None)
                 if sym is None:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)
