@@ -29,6 +29,7 @@ CTYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "in
 MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10",
         "log1p": "log1p", "sqrt": "sqrt", "erf": "erf", "tanh": "tanh", "sin": "sin", "cos": "cos", "tan": "tan",
         "atan": "atan", "asin": "asin", "acos": "acos", "sinh": "sinh", "cosh": "cosh", "fabs": "fabs",
+        "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
         "floor": "floor", "ceil": "ceil", "trunc": "trunc", "round": "round", "nearbyint": "nearbyint",
         "pow": "pow", "fmod": "fmod", "atan2": "atan2", "copysign": "copysign", "hypot": "hypot"}
 # integer helpers every emitted file defines (static: one copy per translation unit)
