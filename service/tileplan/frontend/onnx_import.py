@@ -1217,6 +1217,46 @@ def evaluate_constant_weights(model: Any) -> list[str]:
     return [p for t in targets if t in taken for p in products[t]]
 
 
+def evaluate_constant_unsupported(model: Any) -> list[str]:
+    """The outputs of nodes that neither TVM's importer nor Tileplan converts (`supported_ops`: e.g. an audio
+    front end's HannWindow / MelWeightMatrix of a constant size, a DFT of a constant) but that compute from
+    constants alone (initializers and `Constant` nodes): onnxruntime's sessions fold them into constants before
+    running (its constant folding), so each is computed once by onnxruntime, graph optimisations off, and stored
+    as an initializer; the nodes only they needed are removed. Nondeterministic operators (RandomNormal, ...) are
+    left as they are (refused by name). Changes `model` in place; returns the evaluated nodes' names."""
+    from onnx import helper
+
+    g = model.graph
+    ops = supported_ops()
+    unsupported = [n for n in g.node if n.op_type not in ops and n.op_type not in ("Constant", "If")
+                   and n.domain in ("", "ai.onnx")]
+    if not unsupported:
+        return []
+    const = _computed_from_constants(g)
+    made = {o: n for n in g.node for o in n.output}
+    targets: dict[str, list[Any]] = {}
+    for n in unsupported:
+        if n.op_type in NONDETERMINISTIC or not all(o in const for o in n.output if o):
+            continue
+        for o in n.output:
+            if o:
+                targets[o] = [c for c in g.node if o in c.input]
+    outputs = {o.name for o in g.output}
+    for t in [t for t in targets if t in outputs]:  # a graph output stays a node's: an Identity of the value
+        name = f"{t}_value"
+        for n in unsupported:
+            for k, o in enumerate(n.output):
+                if o == t:
+                    n.output[k] = name
+        g.node.append(helper.make_node("Identity", [name], [t], name=f"{t}_identity"))
+        targets[name] = [g.node[-1]]
+        del targets[t]
+        made = {o: n for n in g.node for o in n.output}
+    cones = {t: _cone(made, t) for t in targets}
+    done = _evaluate_once(model, targets, cones, "unsupported_constants")
+    return sorted({made[t].name or made[t].op_type for t in done})
+
+
 def _computed_from_constants(g: Any) -> set[str]:
     """The tensors of graph `g` computed from initializers and `Constant` nodes alone (through no shape operator,
     nondeterministic operator or subgraph), the initializers included."""
@@ -1522,6 +1562,9 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                            f"{len(found)} DequantizeLinear node(s)"),
         (contrib_to_onnx, lambda found: "com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes "
                                         f"(UseQDQContribOps) read as ONNX's, which define the same: {len(found)} node(s)"),
+        (evaluate_constant_unsupported, lambda found: "nodes of operators Tileplan does not compute whose inputs "
+                                                      "are constants, evaluated once by onnxruntime as its "
+                                                      f"sessions' constant folding does: {', '.join(found)}"),
         (fold_constant_quantize, lambda found: "QuantizeLinear of constant float weights computed once, as "
                                                "onnxruntime's constant folding does (AddQDQPairToWeight): "
                                                f"{len(found)} node(s), e.g. {found[0]}"),
