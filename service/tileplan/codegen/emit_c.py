@@ -410,6 +410,17 @@ class CEmitter:
             return f"(({a}) {op} ({b}) ? ({a}) : ({b}))"
         if t == "Not":
             return f"(!{self._expr(e.a, st)})"
+        if t in ("LShift", "RShift", "BitwiseNot"):
+            # in the operand's type: C promotes narrower ones to int (a left shift past int's range is undefined
+            # there), so a left shift is computed unsigned at 32 or 64 bits and every result cast back
+            ty = _ctype(_dt(e))
+            if t == "BitwiseNot":
+                return f"(({ty})(~{self._expr(e.a, st)}))"
+            a, b = self._expr(e.a, st), self._expr(e.b, st)
+            if t == "RShift":
+                return f"(({ty})({a} >> {b}))"
+            wide = "uint64_t" if _dt(e) in ("int64", "uint64") else "uint32_t"
+            return f"(({ty})(({wide})({a}) << {b}))"
         if t == "Select":
             return f"({self._expr(e.condition, st)} ? {self._expr(e.true_value, st)} : {self._expr(e.false_value, st)})"
         if t == "Cast":
