@@ -1880,6 +1880,34 @@ def _conv_integer(bb: Any, inputs: Any, attrs: dict) -> Any:
               data_layout=layouts[0], kernel_layout=layouts[1], out_dtype="int32")
 
 
+def _dropout(inputs: Any, attrs: dict) -> Any:
+    """Dropout at inference as onnxruntime computes it: its input unchanged and a mask of ones (every element
+    kept). TVM's converter takes relax's dropout, whose mask is not that (a model reading it got other values);
+    a training_mode that is not a constant false (random dropout at every run) is refused."""
+    from tvm import relax
+    from tvm.ir.expr import GenericConst
+
+    x = inputs[0]
+    training = inputs[2] if len(inputs) > 2 else None
+    if training is not None and not (isinstance(training, GenericConst) and not bool(training.value.numpy())):
+        raise ValueError("training_mode is not a constant false: a random dropout at every run (training), "
+                         "not an inference computation")
+    shape = [int(d) for d in x.ty.shape]
+    return relax.Tuple([x, relax.op.full(shape, relax.const(True, "bool"), "bool")])
+
+
+def check_second_outputs(model: Any) -> None:
+    """A LayerNormalization whose Mean or InvStdDev output the model reads is an error naming the node: TVM's
+    converter computes Y only (the others would be constants 0)."""
+    g = model.graph
+    read = {i for n in g.node for i in n.input} | {o.name for o in g.output}
+    for n in g.node:
+        if n.op_type == "LayerNormalization" and any(o and o in read for o in n.output[1:]):
+            raise InputError(("model", n.name), f"LayerNormalization node {n.name!r}: its Mean / InvStdDev "
+                             "outputs are read, which Tileplan does not compute (only Y, the normalised tensor; "
+                             "exporters write LayerNorm with Y alone)")
+
+
 def _hard_swish(inputs: Any) -> Any:
     """HardSwish as onnxruntime computes it, x * clip(x * (1/6) + 0.5, 0, 1) in float32 (ONNX's definition through
     HardSigmoid), not TVM's x * (clip(x + 3, 0, 6) / 6): the two round apart on 21.6% of random inputs, and on
@@ -1941,6 +1969,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
     model = imported.model
     ops = supported_ops()
     check_ops(model, ops)
+    check_second_outputs(model)
     by_node = {n.name: n for n in model.graph.node}
     by_var: dict[str, Any] = {}
 
@@ -1965,6 +1994,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _conv_integer(self.bb, inputs, attrs) if op_name == "ConvInteger"
                        else _instance_norm(self.bb, inputs, attrs) if op_name == "InstanceNormalization"
                        else _col2im(self.bb, inputs, attrs) if op_name == "Col2Im"
+                       else _dropout(inputs, attrs) if op_name == "Dropout"
                        else _hard_swish(inputs) if op_name == "HardSwish" else None)
                 if sym is None:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)

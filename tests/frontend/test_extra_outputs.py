@@ -1,0 +1,51 @@
+"""Operators' second outputs (bench/op_coverage.py found them wrong, not refused): TVM's importer gives a
+LayerNormalization's Mean and InvStdDev as constants 0 (its converter computes Y only) and a Dropout's mask from
+relax's dropout, which is not onnxruntime's (in inference, every element kept: a mask of ones); a model that read
+them got wrong values. Now the Dropout mask is onnxruntime's, and a LayerNormalization whose Mean / InvStdDev a
+model reads is refused, naming the node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from frontend_helpers import compile_bytes, onnxruntime_outputs
+
+from tileplan.errors import InputError
+from tileplan.frontend.runner import run_artifact
+
+
+def _model(op: str) -> bytes:
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = {"s": np.float32(0.03), "z": np.int8(0), "g": np.ones(16, np.float32), "b": np.zeros(16, np.float32)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"])]
+    if op == "Dropout":
+        nodes.append(helper.make_node("Dropout", ["xd"], ["y", "mask"], name="drop"))
+        outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16]),
+                helper.make_tensor_value_info("mask", TensorProto.BOOL, [2, 16])]
+    else:
+        nodes.append(helper.make_node("LayerNormalization", ["xd", "g", "b"], ["y", "mean", "inv"], name="norm"))
+        outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16]),
+                helper.make_tensor_value_info("mean", TensorProto.FLOAT, [2, 1]),
+                helper.make_tensor_value_info("inv", TensorProto.FLOAT, [2, 1])]
+    graph = helper.make_graph(nodes, op, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])], outs,
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_a_dropout_mask_is_onnxruntimes() -> None:
+    data = _model("Dropout")
+    res = compile_bytes(data)
+    x = np.random.default_rng(3).standard_normal((2, 16)).astype(np.float32)
+    got = run_artifact(res.artifact, {"x": x}).outputs
+    want = onnxruntime_outputs(data, {"x": x})
+    for k in ("y", "mask"):
+        assert got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k]), k
+
+
+def test_a_layer_norm_whose_mean_is_read_is_refused_naming_the_node() -> None:
+    with pytest.raises(InputError, match="norm.*Mean"):
+        compile_bytes(_model("LayerNormalization"))
