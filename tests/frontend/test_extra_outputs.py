@@ -49,3 +49,29 @@ def test_a_dropout_mask_is_onnxruntimes() -> None:
 def test_a_layer_norm_whose_mean_is_read_is_refused_naming_the_node() -> None:
     with pytest.raises(InputError, match="norm.*Mean"):
         compile_bytes(_model("LayerNormalization"))
+
+
+@pytest.mark.parametrize("op", ["NonZero", "NonMaxSuppression"])
+def test_an_op_whose_output_shape_depends_on_values_is_refused_naming_the_node(op: str) -> None:
+    """bench/op_coverage.py: NonZero failed with 'program: unsupported binding', NonMaxSuppression with 'C emitter:
+    unsupported call tirx.tvm_call_packed' (errors, not refusals); now an InputError naming the node."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    if op == "NonZero":
+        nodes = [helper.make_node("Greater", ["x", "zero"], ["m"]), helper.make_node("NonZero", ["m"], ["y"],
+                                                                                     name="pick")]
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])]
+        consts = [numpy_helper.from_array(np.zeros((), np.float32), "zero")]
+        out_shape = [2, 3]
+    else:
+        nodes = [helper.make_node("NonMaxSuppression", ["boxes", "x", "k"], ["y"], name="pick")]
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 6])]
+        consts = [numpy_helper.from_array(np.random.default_rng(0).random((1, 6, 4), np.float32), "boxes"),
+                  numpy_helper.from_array(np.asarray([3], np.int64), "k")]
+        out_shape = [3, 3]
+    graph = helper.make_graph(nodes, op, inputs, [helper.make_tensor_value_info("y", TensorProto.INT64, out_shape)],
+                              consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with pytest.raises(InputError, match="pick.*depends on its input's values"):
+        compile_bytes(model.SerializeToString())

@@ -1896,6 +1896,26 @@ def _dropout(inputs: Any, attrs: dict) -> Any:
     return relax.Tuple([x, relax.op.full(shape, relax.const(True, "bool"), "bool")])
 
 
+# operators whose output's shape depends on their input's values: what a program of static shapes cannot hold
+VALUE_SHAPED = {"NonZero": "the number of nonzero elements", "NonMaxSuppression": "the number of boxes kept",
+                "Unique": "the number of distinct values", "Compress": "the number of true conditions"}
+
+
+def check_value_shaped(model: Any) -> None:
+    """An operator whose output's shape depends on its input's values (VALUE_SHAPED; a Compress only when its
+    condition is not a constant) is an error naming the node (TVM lowers them to run-time allocations the
+    program cannot hold)."""
+    g = model.graph
+    consts = {t.name for t in g.initializer} | {o for n in g.node if n.op_type == "Constant" for o in n.output}
+    for n in g.node:
+        what = VALUE_SHAPED.get(n.op_type)
+        if what is None or (n.op_type == "Compress" and len(n.input) > 1 and n.input[1] in consts):
+            continue
+        raise InputError(("model", n.name), f"{n.op_type} node {n.name!r}: the shape of its output depends on its "
+                         f"input's values ({what}); Tileplan compiles programs of static shapes (a model that "
+                         "needs it, e.g. a detector's box selection, can end before it and run it on the CPU)")
+
+
 def check_second_outputs(model: Any) -> None:
     """A LayerNormalization whose Mean or InvStdDev output the model reads is an error naming the node: TVM's
     converter computes Y only (the others would be constants 0)."""
@@ -1970,6 +1990,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
     ops = supported_ops()
     check_ops(model, ops)
     check_second_outputs(model)
+    check_value_shaped(model)
     by_node = {n.name: n for n in model.graph.node}
     by_var: dict[str, Any] = {}
 
