@@ -247,6 +247,27 @@ def static_shapes(model: Any, skeleton: Any | None = None) -> Any | None:
         return None
 
 
+# operators whose output has their first input's shape and type but onnx's shape inference gives none
+# (GroupNormalization: a function without an inference of its own; dynamo exports of GroupNorm at opset 18+)
+SAME_SHAPE = {"GroupNormalization"}
+
+
+def _same_shape_hints(inferred: Any) -> list[Any]:
+    """value_info entries giving a SAME_SHAPE node's output without a shape its input's static type."""
+    g = inferred.graph
+    known = {v.name: v for v in [*g.input, *g.value_info, *g.output]
+             if v.type.tensor_type.HasField("shape")
+             and all(d.HasField("dim_value") for d in v.type.tensor_type.shape.dim)}
+    hints = []
+    for n in g.node:
+        if n.op_type in SAME_SHAPE and n.input and n.input[0] in known and n.output and n.output[0] not in known:
+            v = type(known[n.input[0]])()
+            v.CopyFrom(known[n.input[0]])
+            v.name = n.output[0]
+            hints.append(v)
+    return hints
+
+
 def infer_shapes(model: Any) -> Any:
     """ONNX shape inference (strict, with data propagation unless the model's shapes say it would hold more than
     DATA_PROP_ELEMENTS values); every node output must get a static shape. The static shapes are bounded first
@@ -260,7 +281,16 @@ def infer_shapes(model: Any) -> Any:
     propagate = plain is None or static_sizes(plain) <= DATA_PROP_ELEMENTS
 
     def run(m: Any) -> Any:
-        return onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=propagate)
+        out = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=propagate)
+        for _ in range(16):  # ops onnx infers no shape for (SAME_SHAPE): their input's, and inference again
+            hints = _same_shape_hints(out)
+            if not hints:
+                break
+            m = type(m)()
+            m.CopyFrom(out)
+            m.graph.value_info.extend(hints)
+            out = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=propagate)
+        return out
 
     try:
         try:
