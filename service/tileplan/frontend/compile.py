@@ -1102,7 +1102,7 @@ ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "E
                "Softplus", "Elu", "Selu", "PRelu", "Not", "Equal", "Less", "Greater", "And", "Or", "Sign", "Floor",
                "Ceil", "Round"}
 ROW_STATISTICS = {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization",
-                  "GroupNormalization", "LpNormalization"}
+                  "GroupNormalization", "LpNormalization", "MeanVarianceNormalization"}
 # ops whose result is a shape or a filled tensor: no input value enters any arithmetic
 SHAPES_AND_FILLS = {"Shape", "Size", "ConstantOfShape", "Range", "EyeLike"}
 # ops with boolean results, or that combine booleans: a mask's logic (attention masks, NaN guards)

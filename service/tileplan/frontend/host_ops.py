@@ -1445,3 +1445,31 @@ def col2im_call(bb: Any, col: Any, image: list[int], block: list[int], dilations
         return te.compute((n_, c_, *image), f, name="col2im")
 
     return bb.call_te(compute, col, primfunc_name_hint="col2im")
+
+
+def lp_norm_call(bb: Any, x: Any, axis: int, p: int) -> Any:
+    """A call_tir computing ONNX LpNormalization (p 1 or 2) of float32 `x` along `axis` with onnxruntime 1.32's CPU
+    arithmetic (its LpNorm kernel, Eigen's lpNorm of a strided row): per row along the axis, norm = the sum of |x|
+    (p 1) or the square root of the sum of x * x (p 2), summed in order, and y = x / norm, or 0 where the norm is
+    0 (a row of zeros)."""
+    from tvm import relax, te, tirx
+
+    shape = [int(d) for d in x.ty.shape]
+    axis %= len(shape)
+    outer, m, inner = int(np.prod(shape[:axis])), shape[axis], int(np.prod(shape[axis + 1:]))
+    f32 = "float32"
+
+    def compute(v: Any) -> Any:
+        k = te.reduce_axis((0, m), name="k")
+        total = te.compute((outer, inner), lambda o, i: te.sum(
+            te.abs(v[o, k, i]) if p == 1 else v[o, k, i] * v[o, k, i], axis=k), name="lp_sum")
+
+        def out(o: Any, j: Any, i: Any) -> Any:
+            norm = total[o, i] if p == 1 else tirx.sqrt(total[o, i])
+            return te.if_then_else(norm == tirx.const(0.0, f32), tirx.const(0.0, f32), v[o, j, i] / norm)
+
+        return te.compute((outer, m, inner), out, name="lp_normalized")
+
+    flat = bb.normalize(relax.op.reshape(x, (outer, m, inner)))
+    y = bb.emit(bb.call_te(compute, flat, primfunc_name_hint="lp_normalization"))
+    return relax.op.reshape(y, shape)

@@ -1910,6 +1910,20 @@ def _conv_integer(bb: Any, inputs: Any, attrs: dict) -> Any:
               data_layout=layouts[0], kernel_layout=layouts[1], out_dtype="int32")
 
 
+def _lp_norm(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """LpNormalization (TVM's importer has none) as onnxruntime computes it (host_ops.lp_norm_call): p 1 or 2 of
+    a float32 tensor."""
+    from tileplan.frontend.host_ops import lp_norm_call
+
+    x = inputs[0]
+    p = int(attrs.get("p", 2))
+    if p not in (1, 2):
+        raise ValueError(f"p = {p} (ONNX defines 1 and 2)")
+    if str(x.ty.dtype) != "float32":
+        raise ValueError(f"a {x.ty.dtype} input (Tileplan computes float32 ones)")
+    return lp_norm_call(bb, x, int(attrs.get("axis", -1)), p)
+
+
 def _dropout(inputs: Any, attrs: dict) -> Any:
     """Dropout at inference as onnxruntime computes it: its input unchanged and a mask of ones (every element
     kept). TVM's converter takes relax's dropout, whose mask is not that (a model reading it got other values);
@@ -1990,10 +2004,12 @@ def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
 
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
-    ConvInteger, Col2Im, LSTM and GRU (Tileplan's converters, `_conv_integer`, `_col2im`, `recurrent.convert`)."""
+    ConvInteger, Col2Im, LpNormalization, LSTM and GRU (Tileplan's converters, `_conv_integer`, `_col2im`,
+    `_lp_norm`, `recurrent.convert`)."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", *recurrent.RECURRENT_OPS}
+    return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", "LpNormalization",
+                                                    *recurrent.RECURRENT_OPS}
 
 
 def check_ops(model: Any, ops: set[str]) -> None:
@@ -2046,6 +2062,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _instance_norm(self.bb, inputs, attrs) if op_name == "InstanceNormalization"
                        else _col2im(self.bb, inputs, attrs) if op_name == "Col2Im"
                        else _dropout(inputs, attrs) if op_name == "Dropout"
+                       else _lp_norm(self.bb, inputs, attrs) if op_name == "LpNormalization"
                        else _hard_swish(inputs) if op_name == "HardSwish" else None)
                 if sym is None:
                     sym = super()._convert_operator(op_name, inputs, attrs, opset)
