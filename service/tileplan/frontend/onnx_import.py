@@ -1924,6 +1924,21 @@ def _lp_norm(bb: Any, inputs: Any, attrs: dict) -> Any:
     return lp_norm_call(bb, x, int(attrs.get("axis", -1)), p)
 
 
+def _celu(inputs: Any, attrs: dict) -> Any:
+    """Celu (TVM's importer has none) as ONNX and onnxruntime's kernel write it: max(x, 0) + min(alpha *
+    (exp(x / alpha) - 1), 0) in float32 (onnxruntime's exp is Eigen's vectorised one, which may differ from the C
+    library's in the last bit: within 1 LSB after requantisation, not bit for bit)."""
+    from tvm import relax
+
+    x = inputs[0]
+    dtype = str(x.ty.dtype)
+    alpha = relax.const(np.float32(attrs.get("alpha", 1.0)), dtype)
+    neg = relax.op.multiply(alpha, relax.op.subtract(relax.op.exp(relax.op.divide(x, alpha)),
+                                                     relax.const(1.0, dtype)))
+    return relax.op.add(relax.op.maximum(x, relax.const(0.0, dtype)),
+                        relax.op.minimum(neg, relax.const(0.0, dtype)))
+
+
 def _dropout(inputs: Any, attrs: dict) -> Any:
     """Dropout at inference as onnxruntime computes it: its input unchanged and a mask of ones (every element
     kept). TVM's converter takes relax's dropout, whose mask is not that (a model reading it got other values);
@@ -2004,11 +2019,11 @@ def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
 
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
-    ConvInteger, Col2Im, LpNormalization, LSTM and GRU (Tileplan's converters, `_conv_integer`, `_col2im`,
-    `_lp_norm`, `recurrent.convert`)."""
+    ConvInteger, Col2Im, LpNormalization, Celu, LSTM and GRU (Tileplan's converters, `_conv_integer`, `_col2im`,
+    `_lp_norm`, `_celu`, `recurrent.convert`)."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", "LpNormalization",
+    return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", "LpNormalization", "Celu",
                                                     *recurrent.RECURRENT_OPS}
 
 
@@ -2062,6 +2077,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _instance_norm(self.bb, inputs, attrs) if op_name == "InstanceNormalization"
                        else _col2im(self.bb, inputs, attrs) if op_name == "Col2Im"
                        else _dropout(inputs, attrs) if op_name == "Dropout"
+                       else _celu(inputs, attrs) if op_name == "Celu"
                        else _lp_norm(self.bb, inputs, attrs) if op_name == "LpNormalization"
                        else _hard_swish(inputs) if op_name == "HardSwish" else None)
                 if sym is None:
