@@ -249,7 +249,9 @@ def static_shapes(model: Any, skeleton: Any | None = None) -> Any | None:
 
 # operators whose output has their first input's shape and type but onnx's shape inference gives none
 # (GroupNormalization: a function without an inference of its own; dynamo exports of GroupNorm at opset 18+)
-SAME_SHAPE = {"GroupNormalization"}
+SAME_SHAPE = {"GroupNormalization",
+              # onnxruntime's fused activations (com.microsoft; its optimizer saves them), which onnx does not know
+              "QuickGelu", "Gelu", "FastGelu", "BiasGelu"}
 
 
 def _same_shape_hints(inferred: Any) -> list[Any]:
@@ -1924,6 +1926,15 @@ def _lp_norm(bb: Any, inputs: Any, attrs: dict) -> Any:
     return lp_norm_call(bb, x, int(attrs.get("axis", -1)), p)
 
 
+def _quick_gelu(inputs: Any, attrs: dict) -> Any:
+    """com.microsoft QuickGelu (onnxruntime's fusion of x * sigmoid(alpha * x)) as that product in float32."""
+    from tvm import relax
+
+    x = inputs[0]
+    alpha = relax.const(np.float32(attrs.get("alpha", 1.702)), str(x.ty.dtype))
+    return relax.op.multiply(x, relax.op.sigmoid(relax.op.multiply(alpha, x)))
+
+
 def _celu(inputs: Any, attrs: dict) -> Any:
     """Celu (TVM's importer has none) as ONNX and onnxruntime's kernel write it: max(x, 0) + min(alpha *
     (exp(x / alpha) - 1), 0) in float32 (onnxruntime's exp is Eigen's vectorised one, which may differ from the C
@@ -2019,12 +2030,12 @@ def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
 
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
-    ConvInteger, Col2Im, LpNormalization, Celu, LSTM and GRU (Tileplan's converters, `_conv_integer`, `_col2im`,
-    `_lp_norm`, `_celu`, `recurrent.convert`)."""
+    ConvInteger, Col2Im, LpNormalization, Celu, QuickGelu, LSTM, GRU and RNN (Tileplan's converters,
+    `_conv_integer`, `_col2im`, `_lp_norm`, `_celu`, `_quick_gelu`, `recurrent.convert`)."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
     return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", "LpNormalization", "Celu",
-                                                    *recurrent.RECURRENT_OPS}
+                                                    "QuickGelu", *recurrent.RECURRENT_OPS}
 
 
 def check_ops(model: Any, ops: set[str]) -> None:
@@ -2078,6 +2089,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _col2im(self.bb, inputs, attrs) if op_name == "Col2Im"
                        else _dropout(inputs, attrs) if op_name == "Dropout"
                        else _celu(inputs, attrs) if op_name == "Celu"
+                       else _quick_gelu(inputs, attrs) if op_name == "QuickGelu"
                        else _lp_norm(self.bb, inputs, attrs) if op_name == "LpNormalization"
                        else _hard_swish(inputs) if op_name == "HardSwish" else None)
                 if sym is None:
