@@ -83,9 +83,6 @@ LEFT = {
     "MeanVarianceNormalization": "onnx's own shape inference fails on the test's form (its function body)",
     "EyeLike": "a dtype attribute different from its input's: TVM's converter refuses it",
     "OneHot": "TVM's converter takes only constant depth and values of its own form",
-    "ConvInteger": "a zero point of the opset-10 form: Tileplan's rewrite adds an int16 Sub that opset 10 lacks "
-                   "(quantize_dynamic's exports, opset 13+, compile: tests/frontend/test_dynamic_quant.py)",
-    "MatMulInteger": "as ConvInteger",
     "ms:QLinearWhere": "not implemented yet (rare: the quantizer's QOperator form of Where)",
     "ms:NhwcMaxPool": "onnxruntime's internal layout op (its NHWC transformer's, not saved by its quantizer)",
     "ms:FusedMatMul": "onnxruntime's optimizer's fusion, in a model it saved: not implemented yet",
