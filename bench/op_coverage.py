@@ -79,7 +79,6 @@ LEFT = {
     "DeformConv": "not implemented yet (deformable convolution: data-dependent sampling, detection heads)",
     "Det": "not implemented yet (a determinant: rare in exported networks)",
     "CenterCropPad": "not implemented yet (a preprocessing op; a constant one is evaluated at compile time)",
-    "ReverseSequence": "not implemented yet (per-batch sequence lengths; TF exports of bidirectional RNNs)",
     "MeanVarianceNormalization": "onnx's own shape inference fails on the test's form (its function body)",
     "EyeLike": "a dtype attribute different from its input's: TVM's converter refuses it",
     "OneHot": "TVM's converter takes only constant depth and values of its own form",

@@ -1473,3 +1473,22 @@ def lp_norm_call(bb: Any, x: Any, axis: int, p: int) -> Any:
     flat = bb.normalize(relax.op.reshape(x, (outer, m, inner)))
     y = bb.emit(bb.call_te(compute, flat, primfunc_name_hint="lp_normalization"))
     return relax.op.reshape(y, shape)
+
+
+def reverse_sequence_call(bb: Any, x: Any, lens: Any, time_axis: int, batch_axis: int) -> Any:
+    """A call_tir computing ONNX ReverseSequence: along `time_axis`, the first lens[b] elements of batch b reversed,
+    the rest copied (a gather: no arithmetic on the values)."""
+    from tvm import te
+
+    shape = [int(d) for d in x.ty.shape]
+
+    def compute(v: Any, n: Any) -> Any:
+        def f(*i: Any) -> Any:
+            t, b = i[time_axis].astype("int64"), i[batch_axis]
+            length = n[b].astype("int64")
+            src = te.if_then_else(t < length, length - 1 - t, t)
+            return v[tuple(src if k == time_axis else i[k] for k in range(len(shape)))]
+
+        return te.compute(shape, f, name="reversed")
+
+    return bb.call_te(compute, x, lens, primfunc_name_hint="reverse_sequence")

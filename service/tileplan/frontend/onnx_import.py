@@ -1926,6 +1926,14 @@ def _lp_norm(bb: Any, inputs: Any, attrs: dict) -> Any:
     return lp_norm_call(bb, x, int(attrs.get("axis", -1)), p)
 
 
+def _reverse_sequence(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """ReverseSequence (TVM's importer has none; TF exports of bidirectional RNNs): host_ops.reverse_sequence_call."""
+    from tileplan.frontend.host_ops import reverse_sequence_call
+
+    x, lens = inputs[0], inputs[1]
+    return reverse_sequence_call(bb, x, lens, int(attrs.get("time_axis", 0)), int(attrs.get("batch_axis", 1)))
+
+
 def _quick_gelu(inputs: Any, attrs: dict) -> Any:
     """com.microsoft QuickGelu (onnxruntime's fusion of x * sigmoid(alpha * x)) as that product in float32."""
     from tvm import relax
@@ -2030,12 +2038,13 @@ def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
 
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
-    ConvInteger, Col2Im, LpNormalization, Celu, QuickGelu, LSTM, GRU and RNN (Tileplan's converters,
-    `_conv_integer`, `_col2im`, `_lp_norm`, `_celu`, `_quick_gelu`, `recurrent.convert`)."""
+    ConvInteger, Col2Im, LpNormalization, Celu, QuickGelu, ReverseSequence, LSTM, GRU and RNN (Tileplan's
+    converters, `_conv_integer`, `_col2im`, `_lp_norm`, `_celu`, `_quick_gelu`, `_reverse_sequence`,
+    `recurrent.convert`)."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
     return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", "LpNormalization", "Celu",
-                                                    "QuickGelu", *recurrent.RECURRENT_OPS}
+                                                    "QuickGelu", "ReverseSequence", *recurrent.RECURRENT_OPS}
 
 
 def check_ops(model: Any, ops: set[str]) -> None:
@@ -2090,6 +2099,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _dropout(inputs, attrs) if op_name == "Dropout"
                        else _celu(inputs, attrs) if op_name == "Celu"
                        else _quick_gelu(inputs, attrs) if op_name == "QuickGelu"
+                       else _reverse_sequence(self.bb, inputs, attrs) if op_name == "ReverseSequence"
                        else _lp_norm(self.bb, inputs, attrs) if op_name == "LpNormalization"
                        else _hard_swish(inputs) if op_name == "HardSwish" else None)
                 if sym is None:
