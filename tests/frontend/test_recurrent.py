@@ -25,7 +25,7 @@ def _recurrent(op: str, direction: str = "forward", initial: bool = True, **attr
 
     rng = np.random.default_rng(0)
     dirs = 2 if direction == "bidirectional" else 1
-    gates = 4 if op == "LSTM" else 3
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
     inits = [numpy_helper.from_array(np.float32(0.02), "s"), numpy_helper.from_array(np.int8(-3), "z")]
     for name, shape in (("W", (dirs, gates * HIDDEN, IN)), ("R", (dirs, gates * HIDDEN, HIDDEN)),
                         ("B", (dirs, 2 * gates * HIDDEN)), ("h0", (dirs, BATCH, HIDDEN)),
@@ -62,6 +62,9 @@ def _check(data: bytes, res: CompiledModel) -> None:
     ("LSTM", "bidirectional", {}),
     ("GRU", "forward", {"linear_before_reset": 1}),  # torch's nn.GRU
     ("GRU", "bidirectional", {"linear_before_reset": 0}),  # ONNX's default
+    # nn.RNN (tanh): refused before, 'operator RNN ... is not supported' (bench/op_coverage.py)
+    ("RNN", "forward", {}),
+    ("RNN", "bidirectional", {}),
 ])
 def test_recurrence_runs_on_the_host_as_onnxruntime_computes_it(op, direction, attrs):
     data = _recurrent(op, direction, **attrs)

@@ -29,6 +29,7 @@ CTYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "in
 MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10",
         "log1p": "log1p", "sqrt": "sqrt", "erf": "erf", "tanh": "tanh", "sin": "sin", "cos": "cos", "tan": "tan",
         "atan": "atan", "asin": "asin", "acos": "acos", "sinh": "sinh", "cosh": "cosh", "fabs": "fabs",
+        "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
         "floor": "floor", "ceil": "ceil", "trunc": "trunc", "round": "round", "nearbyint": "nearbyint",
         "pow": "pow", "fmod": "fmod", "atan2": "atan2", "copysign": "copysign", "hypot": "hypot"}
 # integer helpers every emitted file defines (static: one copy per translation unit)
@@ -409,6 +410,17 @@ class CEmitter:
             return f"(({a}) {op} ({b}) ? ({a}) : ({b}))"
         if t == "Not":
             return f"(!{self._expr(e.a, st)})"
+        if t in ("LShift", "RShift", "BitwiseNot"):
+            # in the operand's type: C promotes narrower ones to int (a left shift past int's range is undefined
+            # there), so a left shift is computed unsigned at 32 or 64 bits and every result cast back
+            ty = _ctype(_dt(e))
+            if t == "BitwiseNot":
+                return f"(({ty})(~{self._expr(e.a, st)}))"
+            a, b = self._expr(e.a, st), self._expr(e.b, st)
+            if t == "RShift":
+                return f"(({ty})({a} >> {b}))"
+            wide = "uint64_t" if _dt(e) in ("int64", "uint64") else "uint32_t"
+            return f"(({ty})(({wide})({a}) << {b}))"
         if t == "Select":
             return f"({self._expr(e.condition, st)} ? {self._expr(e.true_value, st)} : {self._expr(e.false_value, st)})"
         if t == "Cast":

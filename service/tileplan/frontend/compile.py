@@ -1196,7 +1196,7 @@ ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "E
                "Softplus", "Elu", "Selu", "PRelu", "Not", "Equal", "Less", "Greater", "And", "Or", "Sign", "Floor",
                "Ceil", "Round"}
 ROW_STATISTICS = {"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization",
-                  "GroupNormalization", "LpNormalization"}
+                  "GroupNormalization", "LpNormalization", "MeanVarianceNormalization"}
 # ops whose result is a shape or a filled tensor: no input value enters any arithmetic
 SHAPES_AND_FILLS = {"Shape", "Size", "ConstantOfShape", "Range", "EyeLike"}
 # ops with boolean results, or that combine booleans: a mask's logic (attention masks, NaN guards)
@@ -1355,6 +1355,10 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
         return ("AffineGrid builds a sampling grid from theta (each output point its 2 x 3 (or 3 x 4) affine map of "
                 "a normalised coordinate: 3 multiply-adds per coordinate, theta computed at run time; onnxruntime "
                 "has no integer AffineGrid): no int8 product for the array; computed in float on the host")
+    if op == "Col2Im":
+        return ("Col2Im (torch's F.fold) adds overlapping patches back into an image: each pixel a sum of the "
+                "column values that cover it, no product with a weight the array holds; computed in float on the "
+                "host in onnxruntime's order")
     if op == "GridSample":
         return ("GridSample reads its input at positions computed at run time (the grid) and interpolates between "
                 "the neighbours it finds there: a data-dependent gather and weighted sum, not a product with a "

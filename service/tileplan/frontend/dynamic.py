@@ -158,8 +158,10 @@ class _Rewrite:
         if t != TensorProto.UINT8:
             return None
         if x not in self.shifted:
-            c = self.init(f"{owner}/dyn_shift_128", np.int16(128))
-            out += [self.node("Cast", [x], [f"{x}/dyn_i16"], f"{owner}/dyn_shift_widen", to=TensorProto.INT16),
+            # widened to int16 where ONNX's Sub takes it (opset 14), else int32 (an opset-10 MatMulInteger's model)
+            wide, wide_t = (np.int16, TensorProto.INT16) if self.opset >= 14 else (np.int32, TensorProto.INT32)
+            c = self.init(f"{owner}/dyn_shift_128", wide(128))
+            out += [self.node("Cast", [x], [f"{x}/dyn_i16"], f"{owner}/dyn_shift_widen", to=wide_t),
                     self.node("Sub", [f"{x}/dyn_i16", c], [f"{x}/dyn_m128"], f"{owner}/dyn_shift_sub"),
                     self.node("Cast", [f"{x}/dyn_m128"], [f"{x}/dyn_s8"], f"{owner}/dyn_shift_narrow",
                               to=TensorProto.INT8)]

@@ -1448,3 +1448,87 @@ def emit_host_function(func: Any, name: str, outputs: int = 1) -> HostFunction:
         preamble=ort_math.definitions(str(low)),
         header_comment=f"{name}: host op, TVM-legalized and lowered TIR printed as C by Tileplan")
     return HostFunction(name, em.source, em.workspace_bytes, params)
+
+
+def col2im_call(bb: Any, col: Any, image: list[int], block: list[int], dilations: list[int], pads: list[int],
+                strides: list[int]) -> Any:
+    """A call_tir computing ONNX's Col2Im of float32 `col` ([N, C * prod(block), L]) into [N, C, *image] with
+    onnxruntime's CPU arithmetic (math::Col2im for 2-D images, Col2imNd otherwise): the image starts at 0 and
+    every column element is added at its pixel, kernel position after kernel position (the kernel's first axis
+    outermost), so each pixel is the float sum of its patches' values in that order. Here one reduction per
+    pixel over the kernel positions in that order; a position whose block lies outside the grid of blocks adds
+    +0.0, which changes no sum (it never is -0.0: it starts at +0.0)."""
+    from tvm import te, tirx
+
+    nd = len(image)
+    n_, ck = (int(d) for d in list(col.ty.shape)[:2])
+    k = int(np.prod(block))
+    c_ = ck // k
+    grid = [(image[d] + pads[d] + pads[nd + d] - (dilations[d] * (block[d] - 1) + 1)) // strides[d] + 1
+            for d in range(nd)]
+
+    def compute(x: Any) -> Any:
+        ks = [te.reduce_axis((0, block[d]), name=f"k{d}") for d in range(nd)]
+
+        def f(*index: Any) -> Any:
+            b, c, pix = index[0], index[1], index[2:]
+            valid, chan, pos = [], c, 0
+            for d in range(nd):
+                start = pix[d] + pads[d] - ks[d] * dilations[d]  # the block's start * stride on this axis
+                at = tirx.floordiv(start, strides[d])
+                valid += [start >= 0, tirx.floormod(start, strides[d]) == 0, at < grid[d]]
+                chan = chan * block[d] + ks[d]
+                pos = pos * grid[d] + at
+            value = te.if_then_else(te.all(*valid), x[b, chan, pos], tirx.const(0.0, "float32"))
+            return te.sum(value, axis=ks)
+
+        return te.compute((n_, c_, *image), f, name="col2im")
+
+    return bb.call_te(compute, col, primfunc_name_hint="col2im")
+
+
+def lp_norm_call(bb: Any, x: Any, axis: int, p: int) -> Any:
+    """A call_tir computing ONNX LpNormalization (p 1 or 2) of float32 `x` along `axis` with onnxruntime 1.32's CPU
+    arithmetic (its LpNorm kernel, Eigen's lpNorm of a strided row): per row along the axis, norm = the sum of |x|
+    (p 1) or the square root of the sum of x * x (p 2), summed in order, and y = x / norm, or 0 where the norm is
+    0 (a row of zeros)."""
+    from tvm import relax, te, tirx
+
+    shape = [int(d) for d in x.ty.shape]
+    axis %= len(shape)
+    outer, m, inner = int(np.prod(shape[:axis])), shape[axis], int(np.prod(shape[axis + 1:]))
+    f32 = "float32"
+
+    def compute(v: Any) -> Any:
+        k = te.reduce_axis((0, m), name="k")
+        total = te.compute((outer, inner), lambda o, i: te.sum(
+            te.abs(v[o, k, i]) if p == 1 else v[o, k, i] * v[o, k, i], axis=k), name="lp_sum")
+
+        def out(o: Any, j: Any, i: Any) -> Any:
+            norm = total[o, i] if p == 1 else tirx.sqrt(total[o, i])
+            return te.if_then_else(norm == tirx.const(0.0, f32), tirx.const(0.0, f32), v[o, j, i] / norm)
+
+        return te.compute((outer, m, inner), out, name="lp_normalized")
+
+    flat = bb.normalize(relax.op.reshape(x, (outer, m, inner)))
+    y = bb.emit(bb.call_te(compute, flat, primfunc_name_hint="lp_normalization"))
+    return relax.op.reshape(y, shape)
+
+
+def reverse_sequence_call(bb: Any, x: Any, lens: Any, time_axis: int, batch_axis: int) -> Any:
+    """A call_tir computing ONNX ReverseSequence: along `time_axis`, the first lens[b] elements of batch b reversed,
+    the rest copied (a gather: no arithmetic on the values)."""
+    from tvm import te
+
+    shape = [int(d) for d in x.ty.shape]
+
+    def compute(v: Any, n: Any) -> Any:
+        def f(*i: Any) -> Any:
+            t, b = i[time_axis].astype("int64"), i[batch_axis]
+            length = n[b].astype("int64")
+            src = te.if_then_else(t < length, length - 1 - t, t)
+            return v[tuple(src if k == time_axis else i[k] for k in range(len(shape)))]
+
+        return te.compute(shape, f, name="reversed")
+
+    return bb.call_te(compute, x, lens, primfunc_name_hint="reverse_sequence")

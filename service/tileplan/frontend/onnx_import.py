@@ -247,6 +247,29 @@ def static_shapes(model: Any, skeleton: Any | None = None) -> Any | None:
         return None
 
 
+# operators whose output has their first input's shape and type but onnx's shape inference gives none
+# (GroupNormalization: a function without an inference of its own; dynamo exports of GroupNorm at opset 18+)
+SAME_SHAPE = {"GroupNormalization",
+              # onnxruntime's fused activations (com.microsoft; its optimizer saves them), which onnx does not know
+              "QuickGelu", "Gelu", "FastGelu", "BiasGelu"}
+
+
+def _same_shape_hints(inferred: Any) -> list[Any]:
+    """value_info entries giving a SAME_SHAPE node's output without a shape its input's static type."""
+    g = inferred.graph
+    known = {v.name: v for v in [*g.input, *g.value_info, *g.output]
+             if v.type.tensor_type.HasField("shape")
+             and all(d.HasField("dim_value") for d in v.type.tensor_type.shape.dim)}
+    hints = []
+    for n in g.node:
+        if n.op_type in SAME_SHAPE and n.input and n.input[0] in known and n.output and n.output[0] not in known:
+            v = type(known[n.input[0]])()
+            v.CopyFrom(known[n.input[0]])
+            v.name = n.output[0]
+            hints.append(v)
+    return hints
+
+
 def infer_shapes(model: Any) -> Any:
     """ONNX shape inference (strict, with data propagation unless the model's shapes say it would hold more than
     DATA_PROP_ELEMENTS values); every node output must get a static shape. The static shapes are bounded first
@@ -260,7 +283,16 @@ def infer_shapes(model: Any) -> Any:
     propagate = plain is None or static_sizes(plain) <= DATA_PROP_ELEMENTS
 
     def run(m: Any) -> Any:
-        return onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=propagate)
+        out = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=propagate)
+        for _ in range(16):  # ops onnx infers no shape for (SAME_SHAPE): their input's, and inference again
+            hints = _same_shape_hints(out)
+            if not hints:
+                break
+            m = type(m)()
+            m.CopyFrom(out)
+            m.graph.value_info.extend(hints)
+            out = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=propagate)
+        return out
 
     try:
         try:
@@ -1217,6 +1249,46 @@ def evaluate_constant_weights(model: Any) -> list[str]:
     return [p for t in targets if t in taken for p in products[t]]
 
 
+def evaluate_constant_unsupported(model: Any) -> list[str]:
+    """The outputs of nodes that neither TVM's importer nor Tileplan converts (`supported_ops`: e.g. an audio
+    front end's HannWindow / MelWeightMatrix of a constant size, a DFT of a constant) but that compute from
+    constants alone (initializers and `Constant` nodes): onnxruntime's sessions fold them into constants before
+    running (its constant folding), so each is computed once by onnxruntime, graph optimisations off, and stored
+    as an initializer; the nodes only they needed are removed. Nondeterministic operators (RandomNormal, ...) are
+    left as they are (refused by name). Changes `model` in place; returns the evaluated nodes' names."""
+    from onnx import helper
+
+    g = model.graph
+    ops = supported_ops()
+    unsupported = [n for n in g.node if n.op_type not in ops and n.op_type not in ("Constant", "If")
+                   and n.domain in ("", "ai.onnx")]
+    if not unsupported:
+        return []
+    const = _computed_from_constants(g)
+    made = {o: n for n in g.node for o in n.output}
+    targets: dict[str, list[Any]] = {}
+    for n in unsupported:
+        if n.op_type in NONDETERMINISTIC or not all(o in const for o in n.output if o):
+            continue
+        for o in n.output:
+            if o:
+                targets[o] = [c for c in g.node if o in c.input]
+    outputs = {o.name for o in g.output}
+    for t in [t for t in targets if t in outputs]:  # a graph output stays a node's: an Identity of the value
+        name = f"{t}_value"
+        for n in unsupported:
+            for k, o in enumerate(n.output):
+                if o == t:
+                    n.output[k] = name
+        g.node.append(helper.make_node("Identity", [name], [t], name=f"{t}_identity"))
+        targets[name] = [g.node[-1]]
+        del targets[t]
+        made = {o: n for n in g.node for o in n.output}
+    cones = {t: _cone(made, t) for t in targets}
+    done = _evaluate_once(model, targets, cones, "unsupported_constants")
+    return sorted({made[t].name or made[t].op_type for t in done})
+
+
 def _computed_from_constants(g: Any) -> set[str]:
     """The tensors of graph `g` computed from initializers and `Constant` nodes alone (through no shape operator,
     nondeterministic operator or subgraph), the initializers included."""
@@ -1522,6 +1594,9 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                            f"{len(found)} DequantizeLinear node(s)"),
         (contrib_to_onnx, lambda found: "com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes "
                                         f"(UseQDQContribOps) read as ONNX's, which define the same: {len(found)} node(s)"),
+        (evaluate_constant_unsupported, lambda found: "nodes of operators Tileplan does not compute whose inputs "
+                                                      "are constants, evaluated once by onnxruntime as its "
+                                                      f"sessions' constant folding does: {', '.join(found)}"),
         (fold_constant_quantize, lambda found: "QuantizeLinear of constant float weights computed once, as "
                                                "onnxruntime's constant folding does (AddQDQPairToWeight): "
                                                f"{len(found)} node(s), e.g. {found[0]}"),
@@ -1751,6 +1826,42 @@ def _einsum(inputs: Any, attrs: dict) -> Any:
     return relax.op.einsum(list(inputs), eq.decode("utf-8") if isinstance(eq, bytes) else str(eq))
 
 
+def _col2im(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """Col2Im (opset 18; torch's F.fold, e.g. VOLO's outlook attention) as onnxruntime computes it
+    (host_ops.col2im_call); TVM's importer has no converter. Its image and block shapes must be constants, its
+    input float32 (onnxruntime's only type). onnxruntime's N-d kernel (an image of other than 2 axes) counts the
+    blocks per axis as image - dilated block + 1 whatever the strides and pads, which is ONNX's definition only
+    with strides of 1 and no padding: other N-d ones are refused."""
+    from tvm.ir.expr import GenericConst
+
+    from tileplan.frontend.host_ops import col2im_call
+
+    x = inputs[0]
+    shapes = []
+    for what, e in (("image_shape", inputs[1]), ("block_shape", inputs[2])):
+        if not isinstance(e, GenericConst):
+            raise ValueError(f"its {what} is computed at run time (Tileplan needs it constant: it sets the "
+                             "output's shape)")
+        shapes.append([int(v) for v in e.value.numpy().reshape(-1)])
+    image, block = shapes
+    nd = len(image)
+    if str(x.ty.dtype) != "float32":
+        raise ValueError(f"a {x.ty.dtype} input (onnxruntime's Col2Im takes float32 only)")
+    dil = [int(v) for v in attrs.get("dilations", [1] * nd)]
+    pads = [int(v) for v in attrs.get("pads", [0] * 2 * nd)]
+    strides = [int(v) for v in attrs.get("strides", [1] * nd)]
+    if nd != 2 and (any(strides[d] != 1 for d in range(nd)) or any(pads)):
+        raise ValueError(f"a {nd}-d image with strides {strides} and pads {pads}: onnxruntime's N-d Col2Im counts "
+                         "image - block + 1 blocks per axis whatever the strides and pads, which is not ONNX's "
+                         "definition; Tileplan computes 2-d ones, and N-d ones with strides 1 and no padding")
+    shape = [int(d) for d in x.ty.shape]
+    blocks = int(np.prod([(image[d] + pads[d] + pads[nd + d] - (dil[d] * (block[d] - 1) + 1)) // strides[d] + 1
+                          for d in range(nd)]))
+    if len(shape) != 3 or shape[1] % int(np.prod(block)) or shape[2] != blocks:
+        raise ValueError(f"an input of shape {shape} for {blocks} blocks of shape {block}")
+    return col2im_call(bb, x, image, block, dil, pads, strides)
+
+
 def _instance_norm(bb: Any, inputs: Any, attrs: dict) -> Any:
     """A float32 InstanceNormalization with onnxruntime's CPU arithmetic (host_ops.instance_norm_call); None
     (TVM's converter: mean, variance, (x - mean) / sqrt(var + eps) * scale + B) for another type."""
@@ -1799,6 +1910,100 @@ def _conv_integer(bb: Any, inputs: Any, attrs: dict) -> Any:
     layouts = ("NCHW", "OIHW") if ndim == 4 else ("NCW", "OIW")
     return op(x32, w32, strides=strides, padding=pads, dilation=dilations, groups=int(attrs.get("group", 1)),
               data_layout=layouts[0], kernel_layout=layouts[1], out_dtype="int32")
+
+
+def _lp_norm(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """LpNormalization (TVM's importer has none) as onnxruntime computes it (host_ops.lp_norm_call): p 1 or 2 of
+    a float32 tensor."""
+    from tileplan.frontend.host_ops import lp_norm_call
+
+    x = inputs[0]
+    p = int(attrs.get("p", 2))
+    if p not in (1, 2):
+        raise ValueError(f"p = {p} (ONNX defines 1 and 2)")
+    if str(x.ty.dtype) != "float32":
+        raise ValueError(f"a {x.ty.dtype} input (Tileplan computes float32 ones)")
+    return lp_norm_call(bb, x, int(attrs.get("axis", -1)), p)
+
+
+def _reverse_sequence(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """ReverseSequence (TVM's importer has none; TF exports of bidirectional RNNs): host_ops.reverse_sequence_call."""
+    from tileplan.frontend.host_ops import reverse_sequence_call
+
+    x, lens = inputs[0], inputs[1]
+    return reverse_sequence_call(bb, x, lens, int(attrs.get("time_axis", 0)), int(attrs.get("batch_axis", 1)))
+
+
+def _quick_gelu(inputs: Any, attrs: dict) -> Any:
+    """com.microsoft QuickGelu (onnxruntime's fusion of x * sigmoid(alpha * x)) as that product in float32."""
+    from tvm import relax
+
+    x = inputs[0]
+    alpha = relax.const(np.float32(attrs.get("alpha", 1.702)), str(x.ty.dtype))
+    return relax.op.multiply(x, relax.op.sigmoid(relax.op.multiply(alpha, x)))
+
+
+def _celu(inputs: Any, attrs: dict) -> Any:
+    """Celu (TVM's importer has none) as ONNX and onnxruntime's kernel write it: max(x, 0) + min(alpha *
+    (exp(x / alpha) - 1), 0) in float32 (onnxruntime's exp is Eigen's vectorised one, which may differ from the C
+    library's in the last bit: within 1 LSB after requantisation, not bit for bit)."""
+    from tvm import relax
+
+    x = inputs[0]
+    dtype = str(x.ty.dtype)
+    alpha = relax.const(np.float32(attrs.get("alpha", 1.0)), dtype)
+    neg = relax.op.multiply(alpha, relax.op.subtract(relax.op.exp(relax.op.divide(x, alpha)),
+                                                     relax.const(1.0, dtype)))
+    return relax.op.add(relax.op.maximum(x, relax.const(0.0, dtype)),
+                        relax.op.minimum(neg, relax.const(0.0, dtype)))
+
+
+def _dropout(inputs: Any, attrs: dict) -> Any:
+    """Dropout at inference as onnxruntime computes it: its input unchanged and a mask of ones (every element
+    kept). TVM's converter takes relax's dropout, whose mask is not that (a model reading it got other values);
+    a training_mode that is not a constant false (random dropout at every run) is refused."""
+    from tvm import relax
+    from tvm.ir.expr import GenericConst
+
+    x = inputs[0]
+    training = inputs[2] if len(inputs) > 2 else None
+    if training is not None and not (isinstance(training, GenericConst) and not bool(training.value.numpy())):
+        raise ValueError("training_mode is not a constant false: a random dropout at every run (training), "
+                         "not an inference computation")
+    shape = [int(d) for d in x.ty.shape]
+    return relax.Tuple([x, relax.op.full(shape, relax.const(True, "bool"), "bool")])
+
+
+# operators whose output's shape depends on their input's values: what a program of static shapes cannot hold
+VALUE_SHAPED = {"NonZero": "the number of nonzero elements", "NonMaxSuppression": "the number of boxes kept",
+                "Unique": "the number of distinct values", "Compress": "the number of true conditions"}
+
+
+def check_value_shaped(model: Any) -> None:
+    """An operator whose output's shape depends on its input's values (VALUE_SHAPED; a Compress only when its
+    condition is not a constant) is an error naming the node (TVM lowers them to run-time allocations the
+    program cannot hold)."""
+    g = model.graph
+    consts = {t.name for t in g.initializer} | {o for n in g.node if n.op_type == "Constant" for o in n.output}
+    for n in g.node:
+        what = VALUE_SHAPED.get(n.op_type)
+        if what is None or (n.op_type == "Compress" and len(n.input) > 1 and n.input[1] in consts):
+            continue
+        raise InputError(("model", n.name), f"{n.op_type} node {n.name!r}: the shape of its output depends on its "
+                         f"input's values ({what}); Tileplan compiles programs of static shapes (a model that "
+                         "needs it, e.g. a detector's box selection, can end before it and run it on the CPU)")
+
+
+def check_second_outputs(model: Any) -> None:
+    """A LayerNormalization whose Mean or InvStdDev output the model reads is an error naming the node: TVM's
+    converter computes Y only (the others would be constants 0)."""
+    g = model.graph
+    read = {i for n in g.node for i in n.input} | {o.name for o in g.output}
+    for n in g.node:
+        if n.op_type == "LayerNormalization" and any(o and o in read for o in n.output[1:]):
+            raise InputError(("model", n.name), f"LayerNormalization node {n.name!r}: its Mean / InvStdDev "
+                             "outputs are read, which Tileplan does not compute (only Y, the normalised tensor; "
+                             "exporters write LayerNorm with Y alone)")
 
 
 def _hard_swish(inputs: Any) -> Any:
@@ -1868,10 +2073,13 @@ def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
 
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
-    ConvInteger, LSTM and GRU (Tileplan's converters, `_conv_integer`, `recurrent.convert`)."""
+    ConvInteger, Col2Im, LpNormalization, Celu, QuickGelu, ReverseSequence, LSTM, GRU and RNN (Tileplan's
+    converters, `_conv_integer`, `_col2im`, `_lp_norm`, `_celu`, `_quick_gelu`, `_reverse_sequence`,
+    `recurrent.convert`)."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    return set(onnx_frontend._get_convert_map()) | {"ConvInteger", *recurrent.RECURRENT_OPS}
+    return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", "LpNormalization", "Celu",
+                                                    "QuickGelu", "ReverseSequence", *recurrent.RECURRENT_OPS}
 
 
 def check_ops(model: Any, ops: set[str]) -> None:
@@ -1897,6 +2105,8 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
     model = imported.model
     ops = supported_ops()
     check_ops(model, ops)
+    check_second_outputs(model)
+    check_value_shaped(model)
     by_node = {n.name: n for n in model.graph.node}
     by_var: dict[str, Any] = {}
 
@@ -1920,6 +2130,12 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                 sym = (_clip(inputs, attrs) if op_name == "Clip" else _einsum(inputs, attrs) if op_name == "Einsum"
                        else _conv_integer(self.bb, inputs, attrs) if op_name == "ConvInteger"
                        else _instance_norm(self.bb, inputs, attrs) if op_name == "InstanceNormalization"
+                       else _col2im(self.bb, inputs, attrs) if op_name == "Col2Im"
+                       else _dropout(inputs, attrs) if op_name == "Dropout"
+                       else _celu(inputs, attrs) if op_name == "Celu"
+                       else _quick_gelu(inputs, attrs) if op_name == "QuickGelu"
+                       else _reverse_sequence(self.bb, inputs, attrs) if op_name == "ReverseSequence"
+                       else _lp_norm(self.bb, inputs, attrs) if op_name == "LpNormalization"
                        else _hard_swish(inputs) if op_name == "HardSwish"
                        else _ort_activation(self.bb, op_name, inputs, attrs) if op_name in ORT_ACTIVATIONS
                        else _thresholded_relu(inputs, attrs) if op_name == "ThresholdedRelu"

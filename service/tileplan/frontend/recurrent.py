@@ -1,6 +1,6 @@
 # mypy: disable-error-code="valid-type"
 # (TVMScript parameter annotations, T.Buffer((shape), dtype), are calls that TVM parses, not Python types)
-"""ONNX LSTM and GRU as one host function each (TVM's ONNX importer has no converter for either).
+"""ONNX LSTM, GRU and RNN as one host function each (TVM's ONNX importer has no converter for any).
 
 A recurrence's step t multiplies the state of step t - 1, so its products cannot be laid out as one matrix product
 for the accelerator, and onnxruntime's static quantizer leaves LSTM / GRU in float anyway (its QDQ and QOperator
@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-RECURRENT_OPS = ("LSTM", "GRU")
-_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
-GATES = {"LSTM": 4, "GRU": 3}
+RECURRENT_OPS = ("LSTM", "GRU", "RNN")
+_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 
 def recurrent_macs(x_shape: tuple[int, ...], w_shape: tuple[int, ...], r_shape: tuple[int, ...]) -> int:
@@ -97,6 +97,32 @@ def _state_func(op: str, seq: int, batch: int, inputs_n: int, hidden: int, dirs:
                         out[t, d, b, 1, j] = c[b, j]
 
         return lstm
+
+    if op == "RNN":
+        @T.prim_func(private=True)
+        def rnn(x: T.Buffer((S, B, I), f32), w: T.Buffer((D, H, I), f32), r: T.Buffer((D, H, H), f32),
+                bias: T.Buffer((D, 2 * H), f32), h0: T.Buffer((D, B, H), f32),
+                out: T.Buffer((S, D, B, 1, H), f32)) -> None:
+            T.func_attr({"op_pattern": 8})
+            xg = T.alloc_buffer((B, H), f32)
+            h = T.alloc_buffer((B, H), f32)
+            for d in range(D):
+                for b, j in T.grid(B, H):
+                    h[b, j] = h0[d, b, j]
+                for s in range(S):
+                    t = s + (rev_base + rev_step * d) * (S - 1 - 2 * s)
+                    for b, g in T.grid(B, H):  # the input product plus both biases, then the state product
+                        xg[b, g] = T.float32(0)
+                        for k in range(I):
+                            xg[b, g] = xg[b, g] + x[t, b, k] * w[d, g, k]
+                        xg[b, g] = xg[b, g] + bias[d, g] + bias[d, H + g]
+                        for k in range(H):
+                            xg[b, g] = xg[b, g] + h[b, k] * r[d, g, k]
+                    for b, j in T.grid(B, H):
+                        h[b, j] = T.tanh(xg[b, j])
+                        out[t, d, b, 0, j] = h[b, j]
+
+        return rnn
 
     lbr = 1 if linear_before_reset else 0
 
