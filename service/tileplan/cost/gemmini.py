@@ -63,7 +63,7 @@ software library per iteration of the DRAM-level loops:
   strided loads of `far_req`, each one read however few bytes of its block it uses) wait `dram_request_cycles` +
   `llc_miss_cycles` and cross the memory bus (below); no parameter of its own. U-Net's 2-channel head reads its 9.6 MB
   input so: held out by network, with no other network to pin `dram_byte_cycles`, it was predicted 0.41x of FireSim,
-  now 0.59x (costmodel_residuals.md, twelfth round). Beyond the LLC the DMA also cannot outrun DRAM (`far_bytes`): a call's DMA lasts at least
+  now 0.61x (costmodel_residuals.md, twelfth round). Beyond the LLC the DMA also cannot outrun DRAM (`far_bytes`): a call's DMA lasts at least
   the bytes DRAM reads for its loads x a fitted `dram_byte_cycles` (~0.3 cycles/B: FireSim reads U-Net's 9.6 MB
   input of its 2-channel head at ~2.5-3.5 B/cycle in whole 64-byte rows, which no request term marks); what the
   previous call left in the L2 is not DRAM's (`_in_l2_across`: the same tile, or a kernel tile that only shifts the
