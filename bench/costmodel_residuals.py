@@ -696,6 +696,91 @@ FINDINGS = [
     "15.85 -> 15.69): held out by configuration 9.8% / 0.9955, library 12.4%; by network 10.3% / 0.9958, library "
     "12.9% (bench/results/costmodel.md); emulator and model still within 10% on all 360 runs of "
     "bench/results/emu_vs_model.md. The table above is this round's screening, as it was run.",
+    "",    "Twelfth round (issue 25, branch cost25m): what DRAM serves in whole rows. U-Net's 2-channel head "
+    "(C64_K2_P388) reads its 9.6 MB input in whole 64-byte pixel rows, so no request of it counted as served "
+    "by DRAM (`far_req` counts strided rows only) and only DRAM's own rate (`dram_byte_cycles`, the far-DRAM "
+    "bound) charged those reads; with U-Net held out that parameter falls to its prior (0.151 against 0.295) "
+    "and the head's six runs were predicted 0.41-0.54x. But every 64-byte block DRAM reads is one read of "
+    "Gemmini's DMA (DMA.scala, StreamReader: one TileLink get per aligned block, at most 16 in flight), whole "
+    "row or strided, and waits on DRAM as long. Term (`whole_far_reads`, no parameter of its own): a call's "
+    "loads make far_bytes / 64 DRAM reads, at least one per strided load DRAM serves (far_req - far_st_req); "
+    "the reads beyond those strided loads wait `dram_request_cycles` + `llc_miss_cycles` as the strided ones "
+    "do and cross the memory bus (`refill_cycles`). The third round's \"LLC miss on every request of a tensor "
+    "beyond the LLC, whole rows too\" (not kept then) counted every request of such a tensor, before the "
+    "far-DRAM bound, the prior and the slots existed, and whatever the previous call left in the L2; this "
+    "counts the blocks DRAM reads (far_bytes, less what the previous call left in the L2). Screening protocol "
+    "of the eighth round (a full fit from the shipped parameters, every fold from it, every parameter "
+    "refitted, both 16x16 splits; 75-190 s a variant on a machine at load 10-18); cells: DOSA-mapping MAPE / "
+    "Spearman, library MAPE, predicted / measured range of all 16x16 runs:",
+    "",
+    "| variant | fitted | in-sample | by configuration | by network |",
+    "|---|---:|---|---|---|",
+    "| none (the model as shipped by cost25l) | loss 15.693 | 9.49% / 0.99580, library 11.93%, 0.55x-1.67x | "
+    "9.80% / 0.99551, library 12.37%, 0.54x-1.70x | 10.27% / 0.99579, library 12.91%, 0.41x-1.66x |",
+    "| A: the whole-row reads DRAM serves wait `llc_miss_cycles` and cross the memory bus | llc_miss_cycles "
+    "7.84, loss 15.683 | 9.49% / 0.99579, library 11.86%, 0.54x-1.67x | 9.82% / 0.99540, library 12.34%, "
+    "0.53x-1.70x | 10.11% / 0.99589, library 12.67%, 0.57x-1.66x |",
+    "| **A, and `dram_request_cycles` too (they are served beyond the L2 as well; shipped)** | "
+    "dram_request_cycles 0.925, llc_miss_cycles 7.82, dram_byte_cycles 0.295, block_wait_cycles 9.11, loss "
+    "15.680 | **9.48% / 0.99578, library 11.85%, 0.54x-1.67x** | **9.79% / 0.99545, library 12.30%, "
+    "0.53x-1.70x** | **10.09% / 0.99587, library 12.65%, 0.57x-1.65x** |",
+    "| requests in flight: a call's DMA lasts at least `dram_byte_cycles` x max(far_bytes, 64 x the strided "
+    "loads DRAM serves) (each read holds one of the 16 slots for DRAM's round trip; the seventh round's "
+    "variant, on today's model), without A | dram_byte_cycles 0.228, loss 15.768 | 9.66% / 0.99577, library "
+    "12.12%, 0.60x-1.68x | 10.03% / 0.99538, library 12.62%, 0.57x-1.71x | 10.16% / 0.99569, library 12.69%, "
+    "0.50x-1.67x |",
+    "| A and the in-flight bound | dram_byte_cycles 0.213, loss 15.699 | 9.52% / 0.99579, library 11.95%, "
+    "0.56x-1.67x | 9.98% / 0.99530, library 12.51%, 0.54x-1.71x | 10.14% / 0.99584, library 12.56%, "
+    "0.55x-1.66x |",
+    "",
+    "The shipped variant improves every MAPE of both splits and the Spearman by network; the Spearman by "
+    "configuration moves by -6e-5 (0.99551 -> 0.99545, far above its 0.993 target). With U-Net held out the "
+    "head's six runs are now 0.61-0.83x (were 0.41-0.54x), so no run held out by network is beyond 1.8x; held "
+    "out by configuration one is (U-Net's C1024_K1024_P28 under a 448-call DOSA mapping, 0.54x -> 0.53x: 20.5 "
+    "cycles per strided weight read beyond the LLC, which the in-flight bound reaches but which costs more "
+    "than it gains elsewhere). Model (`whole_far_reads`, `_dma_cycles`), emulator (gemmini_emu.c `call_terms`, "
+    "the same count from its far_req, far_st_req and far_bytes) and tests (tests/cost "
+    "test_whole_rows_dram_reads_wait_as_strided_requests_do, tests/codegen "
+    "test_whole_rows_dram_reads_wait_as_strided_requests_do) changed together; the shipped parameters are the "
+    "full fit (calibrate.fit with 4 restarts from the previous ones: loss 15.693 -> 15.680, the restarts find "
+    "no lower one).",
+    "",
+    "Screened and not shipped, the next lead: the L2 holds a tile between two reads when everything the calls "
+    "between them touch fits it. The library's loop order (CRSKPQN) reads a pixel tile's input again for every "
+    "output-channel tile, with only that pixel tile's input (all channel tiles) and one output-channel tile's "
+    "weights in between; U-Net's 2x2 convolutions under the library (input 5.5-10 MB beyond the LLC, 16 output "
+    "channels a call) are over-predicted 1.39-1.62x because every one of those reads is charged to DRAM. Term "
+    "(on top of the shipped one, no parameter of its own; `_in_l2_across` extended, convolutions only): "
+    "walking the DRAM loops from the innermost out, a loop that does not index the operand keeps its tiles in "
+    "the L2 when one of its iterations touches at most l2_bytes (the tiles of I, W and O of the loops inside "
+    "it, each row rounded up to whole 64-byte blocks); its tiles then load from DRAM only on that loop's first "
+    "iteration (far_bytes), and their strided requests neither wait on DRAM nor cross the memory bus "
+    "(dram_req, far_req):",
+    "",
+    "| variant | fitted | in-sample | by configuration | by network |",
+    "|---|---:|---|---|---|",
+    "| R1: far_bytes only, footprint in bytes | loss 15.673 | 9.49% / 0.99575, library 11.83%, 0.53x-1.67x | "
+    "9.93% / 0.99526, library 12.36%, 0.51x-1.70x | 10.42% / 0.99589, library 12.68%, 0.57x-1.65x |",
+    "| R2: and the strided requests (dram_req, far_req), footprint in bytes | dram_request_cycles 1.78, loss "
+    "15.075 | 9.82% / 0.99536, library 10.26%, 0.34x-1.66x | 10.27% / 0.99498, library 10.82%, 0.34x-1.69x | "
+    "10.95% / 0.99526, library 11.00%, 0.35x-1.66x |",
+    "| R3: R2 with the footprint in 64-byte blocks (a 16-byte weight row holds a whole block of the L2) | "
+    "dram_request_cycles 1.48, loss 15.472 | 9.74% / 0.99534, library 11.01%, 0.34x-1.67x | 10.12% / 0.99499, "
+    "library 11.51%, 0.34x-1.70x | 10.55% / 0.99531, library 11.65%, 0.35x-1.67x |",
+    "| R4: R3, and the previous call's tile (today's `_in_l2_across`) under the same footprint test | "
+    "dram_request_cycles 1.48, loss 15.407 | 9.55% / 0.99587, library 11.00%, 0.56x-1.67x | 9.93% / 0.99549, "
+    "library 11.50%, 0.55x-1.70x | 10.29% / 0.99585, library 11.65%, 0.57x-1.66x |",
+    "",
+    "R2 and R3 keep a 590 KB weight tile (9,216 rows of 16 bytes, each a whole block) across the pixel loop of "
+    "U-Net's C1024_K1024_P28 mappings, as today's previous-call rule does for far_bytes, and those fall to "
+    "0.34x; R4 tests that rule too. R4 meets the library's 12% target both ways (U-Net's library runs 12.5% -> "
+    "10.5% by configuration; its C256_K128_P200 2x2 convolution from 1.24-1.52x to 0.92-1.11x, while "
+    "C512_K256_P104's stays at 1.42-1.62x: the footprint test does not reach it) but DOSA's mappings lose 0.14 "
+    "/ 0.20 points (9.79% -> 9.93%, 10.09% -> 10.29%: the refit raises `dram_request_cycles` 0.93 -> 1.48, and "
+    "RetinaNet's and ResNet-50's LLC-served runs rise by ~10%), so it trades one target for another and is not "
+    "shipped; shipping it also needs the emulator to count the same hits (its loads' reuse is tracked for the "
+    "previous call only, `far_prev`), e.g. a load counted as an L2 hit when the blocks the run touched since "
+    "the same load fit the L2.",
     "",
 ]
 

@@ -451,6 +451,29 @@ def test_strided_stores_beyond_the_llc_wait_on_dram_twice():
     assert run(10.0)[1] == pytest.approx(base + 10.0 * (features["far_req"] + features["far_st_req"]), rel=1e-9)
 
 
+def test_whole_rows_dram_reads_wait_as_strided_requests_do():
+    """As the cost model's whole_far_reads: a load of whole 64-byte rows from a buffer larger than the LLC (far_bytes,
+    no strided request) makes one DRAM read per block, each waiting dram_request_cycles + llc_miss_cycles as a strided
+    request DRAM serves does (8 MiB read in 16-row mvins: 131,072 reads), and crossing the memory bus."""
+    x = np.zeros((8192 * 16, 64), np.int8)
+    prog = [isa.config_ld(64), isa.config_ex(WS)]
+    prog += [isa.mvin(Dram("x", r0 * 64), 0, 64, 16) for r0 in range(0, 8192 * 16, 16)]
+    prog.append(isa.fence())
+
+    def run(**timing: float) -> tuple[dict[str, float], float]:
+        res = emu(16, llc_bytes=4 << 20, dram_byte_cycles=0.0, **timing).run(prog, {"x": x})
+        return res.features, res.cycles
+
+    reads = x.nbytes / 64
+    features, base = run(llc_miss_cycles=0.0, dram_request_cycles=0.0, refill_cycles=0.0)
+    assert features["far_bytes"] == x.nbytes and features["far_req"] == features["dram_req"] == 0
+    assert run(llc_miss_cycles=10.0, dram_request_cycles=1.0, refill_cycles=0.0)[1] == pytest.approx(
+        base + 11.0 * reads, rel=1e-9)
+    # the memory bus: 8 cycles a block, above the DMA's own time for these reads
+    assert run(llc_miss_cycles=0.0, dram_request_cycles=0.0, refill_cycles=8.0)[1] == pytest.approx(
+        max(base, 8.0 * reads), rel=1e-9)
+
+
 def test_stores_behind_their_block_wait_on_top_of_drams_own_rate():
     """As the cost model's _cycle_terms: a call's DMA is at least the bytes DRAM reads for it x dram_byte_cycles, and
     the store requests waiting behind others to their 64-byte block (block_req x block_wait_cycles) come on top of

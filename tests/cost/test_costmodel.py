@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -74,7 +75,8 @@ def test_restarts_leave_the_local_minimum_the_shipped_parameters_sat_in(data) ->
     from the previous ones, sit lower still, 15.87; with a strided store beyond the LLC waiting on DRAM twice,
     cost25h, a plain fit from them reaches 16.19, the restarts 15.85, where the shipped parameters sit; with
     loop_conv_ws's two call slots on, cost25l, a plain fit from them reaches 16.04, the restarts 15.69, where the
-    shipped parameters sit.)"""
+    shipped parameters sit; with the whole-row reads DRAM serves waiting as strided ones do, cost25m, a plain fit from
+    them reaches 15.80, the restarts 15.72, and the shipped parameters sit at 15.68.)"""
     before = CostParams(
         dram_efficiency=0.71, dma_request_cycles=0.9722, dram_request_cycles=0.9483, block_wait_cycles=11.22,
         op_overhead_cycles=0.0032, compute_floor_dims=0.4265, preload_dims=0.3242, call_floor_cycles=274.0251,
@@ -82,7 +84,7 @@ def test_restarts_leave_the_local_minimum_the_shipped_parameters_sat_in(data) ->
         llc_miss_cycles=0.0, dram_byte_cycles=0.0,
     )
     stuck = loss(data, fit(data, before))
-    assert stuck > 16.0
+    assert stuck > 15.75
     restarted = loss(data, fit(data, before, restarts=2))
     assert restarted < stuck - 0.05
     assert loss(data, CostParams()) <= restarted + 0.01
@@ -185,20 +187,34 @@ def test_issue_25_held_out_targets_met(data, cv_artifact, cv_artifact_by_network
         assert spearmanr(pred[mapping], d.y[mapping]).statistic >= 0.993
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25's other targets not reached yet (bench/results/costmodel.md: DOSA's "
-                   "mappings by network 10.3%; library 12.4% / 12.9%; 0.54x-1.70x / 0.41x-1.66x)")
+def test_issue_25_no_run_off_by_more_than_1_8x_held_out_by_network(data, cv_artifact_by_network) -> None:
+    """Issue 25's worst-run target, held out by network: every 16x16 run predicted within [0.556, 1.8] x its measured
+    cycles (0.57x-1.65x now; U-Net's 2-channel head was at 0.41x before its whole-row DRAM reads waited as strided
+    ones do, cost25m; bench/results/costmodel.md)."""
+    ratio = cv_artifact_by_network / data[1].y
+    assert ratio.min() >= 0.556 and ratio.max() <= 1.8
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25's worst-run target not reached held out by configuration "
+                   "(bench/results/costmodel.md: U-Net's C1024_K1024_P28 under a DOSA mapping at 0.53x)")
+def test_issue_25_no_run_off_by_more_than_1_8x_held_out_by_configuration(data, cv_artifact) -> None:
+    """Issue 25's worst-run target, held out by configuration: every 16x16 run within [0.556, 1.8] x measured."""
+    ratio = cv_artifact / data[1].y
+    assert ratio.min() >= 0.556 and ratio.max() <= 1.8
+
+
+@pytest.mark.xfail(strict=True, reason="issue 25's MAPE targets not reached yet (bench/results/costmodel.md: DOSA's "
+                   "mappings by network 10.1%; library 12.3% / 12.6%)")
 def test_issue_25_held_out_targets(data, cv_artifact, cv_artifact_by_network) -> None:
-    """Issue 25's targets not met yet, on the 16x16 runs held out by configuration and by network (every fold
+    """Issue 25's MAPE targets not met yet, on the 16x16 runs held out by configuration and by network (every fold
     refitting every parameter): DOSA's mappings within 10% MAPE held out by network, the library's own runs within
-    12%, and no run predicted outside [0.556, 1.8] x its measured cycles."""
+    12% both ways."""
     d = data[1]
     mapping = np.char.startswith(np.array(d.labels(lambda r: r.kind)).astype(str), "mapping")
     assert (np.abs(cv_artifact_by_network - d.y) / d.y)[mapping].mean() <= 0.10
     for pred in (cv_artifact, cv_artifact_by_network):
         ape = np.abs(pred - d.y) / d.y
         assert ape[~mapping].mean() <= 0.12
-        ratio = pred / d.y
-        assert ratio.min() >= 0.556 and ratio.max() <= 1.8
 
 
 def test_artifact_library_runs_use_the_recorded_tiles() -> None:
@@ -713,7 +729,11 @@ def test_the_dma_cannot_outrun_dram_beyond_the_llc() -> None:
     without = cycles_from_calls(call_features(e, 8.0), p.model_copy(update={"dram_byte_cycles": 0.0}))
     assert p.dram_byte_cycles > 0
     assert with_bound.dma >= 388 * 388 * 64 * p.dram_byte_cycles
-    assert with_bound.cycles > 1.4 * without.cycles
+    # (it binds above the requests' own waits, which since cost25m count the whole-row reads DRAM serves too)
+    assert with_bound.cycles > 1.05 * without.cycles
+    no_reads_wait = p.model_copy(update={"llc_miss_cycles": 0.0, "dram_request_cycles": 0.0})
+    assert cycles_from_calls(call_features(e, 8.0), no_reads_wait).cycles > 1.4 * cycles_from_calls(
+        call_features(e, 8.0), no_reads_wait.model_copy(update={"dram_byte_cycles": 0.0})).cycles
 
 
 def test_strided_requests_dram_serves_move_whole_blocks_over_the_memory_bus() -> None:
@@ -780,6 +800,45 @@ def test_strided_stores_dram_serves_wait_on_it_twice() -> None:
     waiting = cycles_from_calls(x, p).dma
     without = cycles_from_calls(x, p.model_copy(update={"llc_miss_cycles": 0.0})).dma
     assert waiting - without == pytest.approx((total["far_req"] + total["far_st_req"]) * p.llc_miss_cycles, rel=1e-9)
+
+
+def test_whole_rows_dram_reads_wait_as_strided_requests_do() -> None:
+    """Every 64-byte block DRAM reads for a call's loads is one read (DMA.scala's StreamReader: one get per block), and
+    waits on DRAM whether its row is whole or strided: U-Net's 2-channel head reads its 9.6 MB input in whole 64-byte
+    rows (far_bytes, no strided request), each read waiting dram_request_cycles + llc_miss_cycles and crossing the
+    memory bus, as a strided request DRAM serves does (`whole_far_reads`, no parameter of its own). A strided load DRAM
+    serves is one read however few of its block's bytes it uses, so it is not counted twice."""
+    from tileplan.cost.gemmini import Execution, cycles_from_calls, whole_far_reads
+
+    library = ("N", "G", "P", "Q", "K", "R", "S", "C")
+    e = Execution(
+        kind="conv", dim=16, batch=1, groups=1, out_h=388, out_w=388, k=2, c=64, r=1, s=1, stride=(1, 1), pad=(0, 0),
+        in_h=388, in_w=388, t_n=1, t_h=22, t_w=23, t_k=2, t_c=64, t_r=1, t_s=1, k_step=2, c_step=64, bias=False,
+        order=library,
+    )
+    x = call_features(e, 8.0)
+    col = {c: x[:, FEATURE_COLUMNS.index(c)] for c in FEATURE_COLUMNS}
+    reads = float((whole_far_reads(col) * col["count"]).sum())
+    assert reads == pytest.approx(388 * 388)  # one 64-byte pixel row a read, no strided far request
+    # the bounds (DRAM's own rate, the memory bus) off, so the DMA is the sum of its terms
+    p = CostParams.for_descriptor(get_hardware("gemmini-16x16")).model_copy(
+        update={"mem_bus_bytes": 1e9, "dram_byte_cycles": 0.0})
+    waiting = cycles_from_calls(x, p).dma
+    without = cycles_from_calls(x, p.model_copy(update={"llc_miss_cycles": 0.0, "dram_request_cycles": 0.0})).dma
+    assert waiting - without == pytest.approx(reads * (p.llc_miss_cycles + p.dram_request_cycles), rel=1e-9)
+    # within the LLC the reads are the LLC's: none counted
+    near = call_features(dataclasses.replace(e, llc_bytes=64 << 20), 8.0)
+    ncol = {c: near[:, FEATURE_COLUMNS.index(c)] for c in FEATURE_COLUMNS}
+    assert float((whole_far_reads(ncol) * ncol["count"]).sum()) == 0
+    # strided weight rows beyond the LLC (16 of U-Net's 1024 output channels: 16-byte reads) are far_req already
+    w = Execution(
+        kind="conv", dim=16, batch=1, groups=1, out_h=28, out_w=28, k=1024, c=1024, r=3, s=3, stride=(1, 1),
+        pad=(1, 1), in_h=28, in_w=28, t_n=1, t_h=4, t_w=28, t_k=16, t_c=1024, t_r=3, t_s=3, k_step=16, c_step=1024,
+        bias=False,
+    )
+    wx = call_features(w, 8.0)
+    wcol = {c: wx[:, FEATURE_COLUMNS.index(c)] for c in FEATURE_COLUMNS}
+    assert float((whole_far_reads(wcol) * wcol["count"]).sum()) == 0
 
 
 def test_narrow_output_rows_wait_behind_their_block() -> None:

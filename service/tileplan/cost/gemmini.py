@@ -57,7 +57,13 @@ software library per iteration of the DRAM-level loops:
   larger than the L2 but not the LLC is refetched from the LLC, and `dram_request_cycles` is that wait; a strided
   request on a tensor larger than the LLC too goes to DRAM and waits `llc_miss_cycles` more (`far_req`; fitted:
   ~7 cycles against ~1), a strided store twice (`far_st_req`: the write-allocate L2 fetches the block before merging
-  the write and writes it back dirty later, two DRAM transfers where a load makes one; no parameter of its own). Beyond the LLC the DMA also cannot outrun DRAM (`far_bytes`): a call's DMA lasts at least
+  the write and writes it back dirty later, two DRAM transfers where a load makes one; no parameter of its own). A
+  load of whole rows DRAM serves waits as long (`whole_far_reads`): every 64-byte block DRAM reads for a call's loads
+  is one read (DMA.scala's StreamReader, one get per block), strided or not, so `far_bytes` / 64 reads (at least the
+  strided loads of `far_req`, each one read however few bytes of its block it uses) wait `dram_request_cycles` +
+  `llc_miss_cycles` and cross the memory bus (below); no parameter of its own. U-Net's 2-channel head reads its 9.6 MB
+  input so: held out by network, with no other network to pin `dram_byte_cycles`, it was predicted 0.41x of FireSim,
+  now 0.61x (costmodel_residuals.md, twelfth round). Beyond the LLC the DMA also cannot outrun DRAM (`far_bytes`): a call's DMA lasts at least
   the bytes DRAM reads for its loads x a fitted `dram_byte_cycles` (~0.3 cycles/B: FireSim reads U-Net's 9.6 MB
   input of its 2-channel head at ~2.5-3.5 B/cycle in whole 64-byte rows, which no request term marks); what the
   previous call left in the L2 is not DRAM's (`_in_l2_across`: the same tile, or a kernel tile that only shifts the
@@ -66,7 +72,7 @@ software library per iteration of the DRAM-level loops:
   whole 64-byte block into the L2 over the SoC's memory bus (rocket-chip's MemoryBusParams: 8 bytes a beat, a beat a
   cycle, `CostParams.mem_bus_bytes`), and a strided store's block goes back out too (the L2 allocates on a write and
   writes the block back: `far_st_req`): a call's DMA lasts at least those blocks x 64 / mem_bus_bytes cycles
-  (`refill_cycles`, no fitted parameter; the same bound on every strided request beyond the L2 fits much worse, so the
+  (`refill_cycles`, no fitted parameter; the whole-row reads above too; the same bound on every strided request beyond the L2 fits much worse, so the
   L2 serves more of those than the size test says; the emulator has the same bound, refill_cycles). The emulator
   bounds its loads by DRAM's rate as well
   (`far_bytes` x `dram_byte_cycles`, gemmini_emu.c's count_far_load; 0 on every tensor within the LLC). The runs are bare-metal (machine mode, no
@@ -1229,17 +1235,30 @@ def refill_cycles(p: Any) -> Any:
     return REQUEST_BYTES / p["mem_bus_bytes"]
 
 
+def whole_far_reads(col: Any, pre: str = "") -> Any:
+    """A call's DRAM reads of whole rows: the loads DRAM serves (on tensors larger than the LLC) that `far_req` does not
+    count because their rows are whole. Every 64-byte block DRAM reads is a read (DMA.scala's StreamReader: one TileLink
+    get per block), whole row or strided, and waits on DRAM as long: `far_bytes` / 64 reads, less the strided loads
+    DRAM serves (`far_req` - `far_st_req`, each a read of its own however few of its block's bytes it uses), at least 0.
+    No parameter of its own: they wait `dram_request_cycles` + `llc_miss_cycles` as strided ones do and cross the
+    memory bus (`refill_cycles`). The emulator counts the same (gemmini_emu.c, call_terms)."""
+    loads = col[pre + "far_req"] - col[pre + "far_st_req"]
+    return np.maximum(col[pre + "far_bytes"] / REQUEST_BYTES - loads, 0.0)
+
+
 def _dma_cycles(col: Any, p: Any, pre: str = "") -> Any:
     """A call's DMA cycles from its DMA columns (`pre` = "nx_": the next call's, `_slot_loop`)."""
     bw = effective_dram_bandwidth(col["dram_bw"], p)
     dma = ((col[pre + "ld_req"] + col[pre + "st_req"]) * p["dma_request_cycles"]
            + (col[pre + "ld_bytes"] + col[pre + "st_bytes"]) / bw)
+    # the loads' reads of whole rows that DRAM serves (`whole_far_reads`): each waits as a strided one does
+    whole = whole_far_reads(col, pre)
     # a request on a tensor the L2 cannot hold waits on DRAM (`_beyond_l2`)
-    dma = dma + col[pre + "dram_req"] * p["dram_request_cycles"]
+    dma = dma + (col[pre + "dram_req"] + whole) * p["dram_request_cycles"]
     # and waits longer still when the tensor is larger than the LLC too: DRAM serves it (`_beyond_l2` at llc_bytes); a
     # strided store's block goes to DRAM twice (the write-allocate L2 fills it before merging the write, and writes the
     # dirty block back), so it waits twice (`far_st_req`, no parameter of its own), as it crosses the memory bus twice
-    far = col[pre + "far_req"] + col[pre + "far_st_req"]
+    far = col[pre + "far_req"] + col[pre + "far_st_req"] + whole
     dma = dma + far * p["llc_miss_cycles"]
     # and the DMA cannot load faster than DRAM reads a tensor larger than the LLC (`far_bytes` at DRAM's own rate)
     dma = np.maximum(dma, col[pre + "far_bytes"] * p["dram_byte_cycles"])

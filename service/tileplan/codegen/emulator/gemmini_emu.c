@@ -60,7 +60,8 @@
  * call; per call the emulator counts what the model's call features count: DMA requests and bytes of its loads and
  * stores (a request on a strided row of a buffer larger than l2_bytes also waits dram_request_cycles, one on a buffer
  * larger than llc_bytes llc_miss_cycles more, a store twice, and a call's DMA lasts at least such requests x refill_cycles, a
- * store's twice, and its loads from tensors beyond the LLC x dram_byte_cycles per byte; a store request
+ * store's twice, and its loads from tensors beyond the LLC x dram_byte_cycles per byte; those loads' reads of whole
+ * rows, one per 64 bytes, wait and cross the memory bus as strided requests DRAM serves do; a store request
  * behind earlier ones of its mvout to the same 64-byte block block_wait_cycles each, see store_chain), rows
  * streamed by its computes (at least compute_floor_cycles each), compute instructions, weight preloads.  A call
  * lasts max(its DMA, its execute) + overlap_loss x the shorter when calls_overlap (else their sum), at least
@@ -458,14 +459,19 @@ static double dram_cycles(emu_t *e, uint32_t rows, uint64_t row_bytes, double by
  * far_st_req). */
 static void call_terms(const emu_t *e, const double *f, double *dma, double *ex) {
   const emu_timing_t *t = &e->t;
+  /* the loads' reads of whole rows DRAM serves (tileplan.cost.gemmini.whole_far_reads): one per 64-byte block of
+   * far_bytes, less the strided loads DRAM serves (far_req - far_st_req); each waits as a strided request does */
+  double whole = f[10] / t->dma_request_bytes - (f[9] - f[11]);
+  if (!(whole > 0)) whole = 0.0;
+  double far = f[9] + f[11] + whole;
   double d = (f[0] + f[2]) * t->dma_request_cycles + (f[1] + f[3]) / t->dram_bytes_per_cycle +
-             f[7] * t->dram_request_cycles + (f[9] + f[11]) * t->llc_miss_cycles;
+             (f[7] + whole) * t->dram_request_cycles + far * t->llc_miss_cycles;
   /* (a strided store beyond the LLC waits on DRAM twice: the L2 fills its block, then writes it back) */
   /* the DMA cannot load faster than DRAM reads the tensors the LLC cannot hold */
   if (f[10] * t->dram_byte_cycles > d) d = f[10] * t->dram_byte_cycles;
-  /* nor faster than the memory bus moves the 64-byte blocks of the strided requests DRAM serves (a store's twice:
+  /* nor faster than the memory bus moves the 64-byte blocks of the requests DRAM serves (a strided store's twice:
    * the L2 fills the block and writes it back) */
-  if ((f[9] + f[11]) * t->refill_cycles > d) d = (f[9] + f[11]) * t->refill_cycles;
+  if (far * t->refill_cycles > d) d = far * t->refill_cycles;
   /* stores behind others to their 64-byte block wait on top of that (the model adds them after the bound) */
   d += f[8] * t->block_wait_cycles;
   *dma = d;
