@@ -118,72 +118,66 @@ _DEFS: dict[str, tuple[str, tuple[str, ...]]] = {
   float u = x * (0.035677408136300125f * x * x + 0.7978845608028654f);
   return 0.5f * x * (tp_ort_tanh(u) + 1.0f);
 }""", ("tp_ort_tanh",)),
+    # MLAS's exp kernels (Exp and Softmax's sum-exp, both CPU variants) share this: x - m ln 2 in two fused steps
+    # (ln 2's high and low parts), then the polynomial in Horner form up to its first "+ 1"; each kernel ends it
+    # in its own way
+    "tp_ort_exp_reduce": ("""static inline float tp_ort_exp_reduce(float x, float m) {
+  float r = fmaf(m, -6.93145752e-1f, x);
+  return fmaf(m, -1.42860677e-6f, r);
+}""", ()),
+    "tp_ort_exp_poly": ("""static inline float tp_ort_exp_poly(float r) {
+  float p = fmaf(0x1.694000p-10f, r, 0x1.125edcp-7f);
+  p = fmaf(p, r, 0x1.555b5ap-5f);
+  p = fmaf(p, r, 0x1.555450p-3f);
+  p = fmaf(p, r, 0x1.fffff6p-2f);
+  return fmaf(p, r, 1.0f);
+}""", ()),
     # MLAS exp, AVX512F kernel: lower clamp only, 2^m applied with one rounding (VSCALEFPS)
     "tp_ort_exp_avx512f": ("""static inline float tp_ort_exp_avx512f(float x) {
   if (x != x) return x;
   if (x == INFINITY) return x;
   x = -103.9720840454f > x ? -103.9720840454f : x;
   float m = fmaf(x, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
-  float r = fmaf(m, -6.93145752e-1f, x);
-  r = fmaf(m, -1.42860677e-6f, r);
-  float p = fmaf(0x1.694000p-10f, r, 0x1.125edcp-7f);
-  p = fmaf(p, r, 0x1.555b5ap-5f);
-  p = fmaf(p, r, 0x1.555450p-3f);
-  p = fmaf(p, r, 0x1.fffff6p-2f);
-  p = fmaf(p, r, 1.0f);
+  float r = tp_ort_exp_reduce(x, m);
+  float p = tp_ort_exp_poly(r);
   p = fmaf(p, r, 1.0f);
   return ldexpf(p, m > 300.0f ? 300 : (int)m);
-}""", ()),
+}""", ("tp_ort_exp_reduce", "tp_ort_exp_poly")),
     # MLAS exp, FMA3 kernel: clamped to [-103.97, 88.78], 2^m in a normal and an overflow factor
     "tp_ort_exp_fma3": ("""static inline float tp_ort_exp_fma3(float x) {
   x = -103.9720840454f > x ? -103.9720840454f : x;
   x = 88.7762626647950f < x ? 88.7762626647950f : x;
   float biased = fmaf(x, 1.44269504088896341f, 12582912.0f);
   float m = biased - 12582912.0f;
-  float r = fmaf(m, -6.93145752e-1f, x);
-  r = fmaf(m, -1.42860677e-6f, r);
-  float p = fmaf(0x1.694000p-10f, r, 0x1.125edcp-7f);
-  p = fmaf(p, r, 0x1.555b5ap-5f);
-  p = fmaf(p, r, 0x1.555450p-3f);
-  p = fmaf(p, r, 0x1.fffff6p-2f);
-  p = fmaf(p, r, 1.0f);
+  float r = tp_ort_exp_reduce(x, m);
+  float p = tp_ort_exp_poly(r);
   int32_t e = (int32_t)(tp_ort_bits(biased) << 23);
   int32_t normal = e < 0x3F800000 ? e : 0x3F800000;
   normal = normal > (int32_t)0xC1000000 ? normal : (int32_t)0xC1000000;
   float over = tp_ort_float((uint32_t)(e - normal + 0x3F800000));
   p = fmaf(p, r * over, over);
   return p * tp_ort_float((uint32_t)(normal + 0x3F800000));
-}""", ("tp_ort_bits",)),
+}""", ("tp_ort_bits", "tp_ort_exp_reduce", "tp_ort_exp_poly")),
     # MLAS softmax's exp of x - max (its sum-exp kernels; x - max <= 0): AVX512F clamps at -103.97 and scales with
     # one rounding (results down to the subnormals, 0 below: measured), FMA3 clamps at -88.38 and scales by 2^m
     # built from the rounding bias's bits
     "tp_ort_sumexp_avx512f": ("""static inline float tp_ort_sumexp_avx512f(float v) {
   v = -103.9720840454f > v ? -103.9720840454f : v;
   float m = fmaf(v, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
-  float r = fmaf(m, -6.93145752e-1f, v);
-  r = fmaf(m, -1.42860677e-6f, r);
-  float p = fmaf(0x1.694000p-10f, r, 0x1.125edcp-7f);
-  p = fmaf(p, r, 0x1.555b5ap-5f);
-  p = fmaf(p, r, 0x1.555450p-3f);
-  p = fmaf(p, r, 0x1.fffff6p-2f);
-  p = fmaf(p, r, 1.0f);
+  float r = tp_ort_exp_reduce(v, m);
+  float p = tp_ort_exp_poly(r);
   p = fmaf(p, r, 1.0f);
   return v != v ? v : ldexpf(p, (int)m);
-}""", ()),
+}""", ("tp_ort_exp_reduce", "tp_ort_exp_poly")),
     "tp_ort_sumexp_fma3": ("""static inline float tp_ort_sumexp_fma3(float v) {
   v = -88.3762626647949f > v ? -88.3762626647949f : v;
   float biased = fmaf(v, 1.44269504088896341f, 12582912.0f);
   float m = biased - 12582912.0f;
-  float r = fmaf(m, -6.93145752e-1f, v);
-  r = fmaf(m, -1.42860677e-6f, r);
-  float p = fmaf(0x1.694000p-10f, r, 0x1.125edcp-7f);
-  p = fmaf(p, r, 0x1.555b5ap-5f);
-  p = fmaf(p, r, 0x1.555450p-3f);
-  p = fmaf(p, r, 0x1.fffff6p-2f);
-  p = fmaf(p, r, 1.0f);
+  float r = tp_ort_exp_reduce(v, m);
+  float p = tp_ort_exp_poly(r);
   p = fmaf(p, r, 1.0f);
   return p * tp_ort_float((tp_ort_bits(biased) << 23) + 0x3F800000u);
-}""", ("tp_ort_bits",)),
+}""", ("tp_ort_bits", "tp_ort_exp_reduce", "tp_ort_exp_poly")),
     # Eigen's packet exp (SSE2, no FMA)
     "tp_ort_eigen_exp": ("""static inline float tp_ort_eigen_exp(float x0) {
   if (x0 != x0) return x0;
