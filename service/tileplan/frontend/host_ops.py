@@ -283,13 +283,11 @@ ORT_UNARY = {"relax.sigmoid": "tp_ort_logistic", "relax.tanh": "tp_ort_tanh", "r
 def _legalize_ort_unary(bb: Any, call: Any) -> Any:
     """A float32 Sigmoid, Tanh, Erf, Gelu (both forms), Exp, Log, Sin or Cos as onnxruntime's CPU kernel computes
     it (ort_math: MLAS's kernels, Eigen's packet functions); another dtype: TVM's legalization."""
-    import tvm
-
     from tileplan.frontend import ort_math
 
     name = call.op.name
     if str(call.args[0].ty.dtype) != "float32":
-        return tvm.ir.Op.get(name).get_attr("FLegalize")(bb, call)
+        return _tvm_legalization(name)(bb, call)
     helper = ORT_UNARY[name]
     return ort_math.elementwise_call(bb, call.args[0], ort_math.exp_helper() if helper == "exp" else helper)
 
@@ -297,15 +295,13 @@ def _legalize_ort_unary(bb: Any, call: Any) -> Any:
 def _legalize_softmax(bb: Any, call: Any) -> Any:
     """relax.nn.softmax of float32 over the last axis: onnxruntime's arithmetic (ort_math.softmax_te); anything
     else: TVM's legalization."""
-    import tvm
-
     from tileplan.frontend import ort_math
 
     x = call.args[0]
     ndim = len(x.ty.shape)
     if str(x.ty.dtype) == "float32" and ndim >= 1 and int(call.attrs.axis) % ndim == ndim - 1:
         return bb.call_te(ort_math.softmax_te, x, primfunc_name_hint="softmax")
-    return tvm.ir.Op.get("relax.nn.softmax").get_attr("FLegalize")(bb, call)
+    return _tvm_legalization("relax.nn.softmax")(bb, call)
 
 
 # MLAS's SGEMM (sgemm.cpp) steps through K in slices of at most this many elements, widened for a narrow N
