@@ -33,7 +33,7 @@ OPS: list[tuple[str, dict[str, object], int]] = [
     ("HardSwish", {}, 17), ("HardSigmoid", {}, 17), ("Relu", {}, 17), ("LeakyRelu", {}, 17), ("Abs", {}, 17),
     ("Sqrt", {}, 17), ("Reciprocal", {}, 17), ("Round", {}, 17), ("Floor", {}, 17), ("ThresholdedRelu", {}, 17),
     ("Sigmoid", {}, 17), ("Tanh", {}, 17), ("Erf", {}, 17), ("Gelu", {}, 20), ("Gelu", {"approximate": "tanh"}, 20),
-    ("Softplus", {}, 17), ("Elu", {}, 17), ("Selu", {}, 17), ("Exp", {}, 17), ("Log", {}, 17), ("Mish", {}, 18),
+    ("Softplus", {}, 17), ("Elu", {}, 17), ("Selu", {}, 17), ("Celu", {}, 17), ("Celu", {"alpha": 2.5}, 17), ("Exp", {}, 17), ("Log", {}, 17), ("Mish", {}, 18),
     ("Softsign", {}, 17), ("Sin", {}, 17), ("Cos", {}, 17), ("Softmax", {}, 13),
 ]
 

@@ -20,7 +20,7 @@ from tileplan.frontend.runner import run_artifact
 OPS = [("Sigmoid", {}, 17), ("Tanh", {}, 17), ("Erf", {}, 17), ("Gelu", {}, 20),
        ("Gelu", {"approximate": "tanh"}, 20), ("Exp", {}, 17), ("Log", {}, 17), ("Softplus", {}, 17),
        ("Elu", {"alpha": 0.7}, 17), ("Selu", {}, 17), ("Mish", {}, 18), ("Softsign", {}, 17), ("Sin", {}, 17),
-       ("Cos", {}, 17)]
+       ("Cos", {}, 17), ("Celu", {"alpha": 2.5}, 17)]
 
 
 def _model(op: str, attrs: dict[str, object], opset: int, n: int, scale: float, zp: int,

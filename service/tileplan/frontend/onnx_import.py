@@ -1943,14 +1943,15 @@ def _quick_gelu(inputs: Any, attrs: dict) -> Any:
     return relax.op.multiply(x, relax.op.sigmoid(relax.op.multiply(alpha, x)))
 
 
-def _celu(inputs: Any, attrs: dict) -> Any:
-    """Celu (TVM's importer has none) as ONNX and onnxruntime's kernel write it: max(x, 0) + min(alpha *
-    (exp(x / alpha) - 1), 0) in float32 (onnxruntime's exp is Eigen's vectorised one, which may differ from the C
-    library's in the last bit: within 1 LSB after requantisation, not bit for bit)."""
+def _celu(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """Celu (TVM's importer has none): max(x, 0) + min(alpha * (exp(x / alpha) - 1), 0). float32 as onnxruntime's
+    kernel computes it (ort_math's tp_ort_celu: Eigen's exp, as its Elu); another type in TVM's ops."""
     from tvm import relax
 
     x = inputs[0]
     dtype = str(x.ty.dtype)
+    if dtype == "float32":
+        return _ort_activation(bb, "Celu", inputs, attrs)
     alpha = relax.const(np.float32(attrs.get("alpha", 1.0)), dtype)
     neg = relax.op.multiply(alpha, relax.op.subtract(relax.op.exp(relax.op.divide(x, alpha)),
                                                      relax.const(1.0, dtype)))
@@ -2028,6 +2029,7 @@ ORT_ACTIVATIONS: dict[str, tuple[str, tuple[tuple[str, float], ...], str | None]
     "Selu": ("tp_ort_selu", (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)), None),
     "Mish": ("tp_ort_softplus", (), "mish"),
     "Softsign": ("tp_ort_softsign", (), None),
+    "Celu": ("tp_ort_celu", (("alpha", 1.0),), None),
 }
 
 
@@ -2043,7 +2045,7 @@ def _thresholded_relu(inputs: Any, attrs: dict) -> Any:
 
 
 def _ort_activation(bb: Any, op_name: str, inputs: Any, attrs: dict) -> Any:
-    """A float32 Softplus, Elu, Selu, Mish or Softsign as onnxruntime's CPU kernel computes it (a host function
+    """A float32 Softplus, Elu, Selu, Mish, Softsign or Celu as onnxruntime's CPU kernel computes it (a host function
     of ort_math's C helpers); None (TVM's converter) for another type."""
     from tileplan.frontend.ort_math import elementwise_call
 
@@ -2132,7 +2134,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _instance_norm(self.bb, inputs, attrs) if op_name == "InstanceNormalization"
                        else _col2im(self.bb, inputs, attrs) if op_name == "Col2Im"
                        else _dropout(inputs, attrs) if op_name == "Dropout"
-                       else _celu(inputs, attrs) if op_name == "Celu"
+                       else _celu(self.bb, inputs, attrs) if op_name == "Celu"
                        else _quick_gelu(inputs, attrs) if op_name == "QuickGelu"
                        else _reverse_sequence(self.bb, inputs, attrs) if op_name == "ReverseSequence"
                        else _lp_norm(self.bb, inputs, attrs) if op_name == "LpNormalization"

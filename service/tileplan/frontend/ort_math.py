@@ -267,6 +267,12 @@ _DEFS: dict[str, tuple[str, tuple[str, ...]]] = {
   float ga = gamma * alpha;
   return x > 0.0f ? gamma * x : ga * ((tail ? expf(x) : tp_ort_eigen_exp(x)) - 1.0f);
 }""", ("tp_ort_eigen_exp",)),
+    # Celu: max(x, 0) + min(alpha * (exp(x / alpha) - 1), 0), Eigen's exp as in Elu
+    "tp_ort_celu": ("""static inline float tp_ort_celu(float x, float alpha, int tail) {
+  float xa = x / alpha;
+  float e = alpha * ((tail ? expf(xa) : tp_ort_eigen_exp(xa)) - 1.0f);
+  return (x > 0.0f ? x : 0.0f) + (e < 0.0f ? e : 0.0f);
+}""", ("tp_ort_eigen_exp",)),
     "tp_ort_softsign": ("""static inline float tp_ort_softsign(float x) {
   return (1.0f / (1.0f + fabsf(x))) * x;
 }""", ()),
@@ -309,7 +315,7 @@ def exp_helper() -> str:
 
 
 # per-element functions: ONNX-level name -> (helper, takes the Eigen tail flag)
-EIGEN_TAIL = {"tp_ort_log", "tp_ort_sin", "tp_ort_cos", "tp_ort_softplus", "tp_ort_elu", "tp_ort_selu"}
+EIGEN_TAIL = {"tp_ort_log", "tp_ort_sin", "tp_ort_cos", "tp_ort_softplus", "tp_ort_elu", "tp_ort_selu", "tp_ort_celu"}
 
 
 def elementwise_te(x: Any, helper: str, *params: float, then: str | None = None) -> Any:
