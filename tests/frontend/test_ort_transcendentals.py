@@ -105,6 +105,20 @@ def test_float_softmax_is_onnxruntimes(shape: list[int]) -> None:
     assert not problem, problem
 
 
+def test_the_other_exp_variant_would_differ_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Softmax tests above hold for the MLAS kernel `ort_math.exp_variant` picks from this CPU's flags; with the
+    other kernel's arithmetic stated, a dense Softmax differs from onnxruntime's on this machine (on an AVX2-only
+    AMD EPYC: forced AVX512F, 3,682 of 4,099 dense floats 1-2 ulps apart), so the choice is checked, not moot."""
+    from tileplan.frontend import ort_math
+
+    other = "fma3" if ort_math.exp_variant() == "avx512f" else "avx512f"
+    monkeypatch.setattr(ort_math, "exp_variant", lambda: other)
+    n = 1000
+    factors = (np.random.default_rng(0).standard_normal(n) * 3).astype(np.float32)
+    problem = _differ(_model("Softmax", {}, 13, n, 0.05, 0, factors), np.full((1, n), 2.0, np.float32))
+    assert problem, f"the {other} kernel's Softmax equals onnxruntime's here too: the variant test is moot"
+
+
 def test_thresholded_relu_zeros_are_positive() -> None:
     """onnxruntime's ThresholdedRelu selects 0.0 below alpha; TVM's (x > alpha) * x made -0.0 of a negative x
     (128 of 256 codes: equal values, other bits)."""
