@@ -55,14 +55,6 @@ def get_hardware(name: str, request: Request) -> dict[str, Any]:
     return {**entry.descriptor, **_registered(entry)}
 
 
-def hardware_for_plan(request: Request, name: str) -> HardwareDescriptor | None:
-    hw = catalog().get(name)
-    if hw is not None:
-        return hw
-    doc = request.app.state.store.get_hardware(name)
-    return HardwareDescriptor.model_validate(doc) if doc else None
-
-
 BODY_DOC = {
     "requestBody": {
         "required": True,
@@ -182,4 +174,4 @@ async def delete_hardware(name: str, request: Request) -> Response:
     return Response(status_code=204)
 
 
-__all__ = ["router", "hardware_for_plan"]
+__all__ = ["router"]
