@@ -6,7 +6,8 @@ against and levels' network / address-generation energies; _seed5 and _seed6: se
 stating their network's energies; _seed7: seed 7 with `--wide` too, the rest of what timeloop-model reads from an
 architecture file (bench/results/timeloop_coverage.md), plus probes.jsonl (files timeloop-model stops on, or Tileplan
 refuses by design, judged by both); _seed8: seed 8 with the same flags as seed 7, generated fresh after the
-fixes seed 7 found (427 cases: all agree);
+fixes seed 7 found (427 cases: all agree); _seed9: seed 9, same flags, on a new machine (428 cases: all agree; one
+case's per-level fills a fraction apart);
 bench/timeloop_fuzz.py made them with a build of NVlabs/timeloop@019f107 and re-judges them with --rejudge)."""
 
 from collections import Counter
@@ -22,7 +23,7 @@ from tileplan.interop.timeloop_reference import Judged, access_mismatches, judge
 SETS = {"timeloop_fuzz": (1000, 50, 100), "timeloop_fuzz_seed2": (250, 20, 25), "timeloop_fuzz_seed3": (250, 15, 40),
         "timeloop_fuzz_seed4": (250, 20, 120), "timeloop_fuzz_seed5": (250, 20, 100),
         "timeloop_fuzz_seed6": (400, 30, 150), "timeloop_fuzz_seed7": (400, 30, 150),
-        "timeloop_fuzz_seed8": (400, 30, 150)}
+        "timeloop_fuzz_seed8": (400, 30, 150), "timeloop_fuzz_seed9": (400, 30, 150)}
 CYCLES_WITHIN_1PCT = 1.0
 ENERGY_WITHIN_5PCT = 1.0
 # seed 4 (--extended --more, bench/results/timeloop_fuzz_seed4.md): every cycle count (fuzz4_011/L2's random2 and wild2
