@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from tileplan.errors import InputError
-from tileplan.frontend import conv3d, onnx_graph, recurrent
+from tileplan.frontend import contrib, conv3d, onnx_graph, recurrent
 from tileplan.frontend.onnx_bytes import check_sizes, static_sizes
 from tileplan.frontend.onnx_graph import attr as _attr
 
@@ -255,11 +255,18 @@ SAME_SHAPE = {"GroupNormalization",
 
 
 def _same_shape_hints(inferred: Any) -> list[Any]:
-    """value_info entries giving a SAME_SHAPE node's output without a shape its input's static type."""
+    """value_info entries giving a SAME_SHAPE node's output without a shape its input's static type, and a
+    com.microsoft fusion's outputs (contrib.CONTRIB_OPS) theirs (contrib.output_shapes)."""
+    from onnx import helper
+
     g = inferred.graph
     known = {v.name: v for v in [*g.input, *g.value_info, *g.output]
              if v.type.tensor_type.HasField("shape")
              and all(d.HasField("dim_value") for d in v.type.tensor_type.shape.dim)}
+    known_types = {k: ([int(d.dim_value) for d in v.type.tensor_type.shape.dim], v.type.tensor_type.elem_type)
+                   for k, v in known.items()}
+    for t in g.initializer:
+        known_types.setdefault(t.name, ([int(d) for d in t.dims], t.data_type))
     hints = []
     for n in g.node:
         if n.op_type in SAME_SHAPE and n.input and n.input[0] in known and n.output and n.output[0] not in known:
@@ -267,6 +274,10 @@ def _same_shape_hints(inferred: Any) -> list[Any]:
             v.CopyFrom(known[n.input[0]])
             v.name = n.output[0]
             hints.append(v)
+        elif n.op_type in contrib.CONTRIB_OPS and any(o and o not in known for o in n.output):
+            for o, got in zip(n.output, contrib.output_shapes(n, known_types) or []):
+                if o and o not in known and got is not None:
+                    hints.append(helper.make_tensor_value_info(o, got[1], got[0]))
     return hints
 
 
@@ -2075,13 +2086,14 @@ def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
 
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
-    ConvInteger, Col2Im, LpNormalization, Celu, QuickGelu, ReverseSequence, LSTM, GRU and RNN (Tileplan's
-    converters, `_conv_integer`, `_col2im`, `_lp_norm`, `_celu`, `_quick_gelu`, `_reverse_sequence`,
-    `recurrent.convert`)."""
+    ConvInteger, Col2Im, LpNormalization, Celu, QuickGelu, ReverseSequence, LSTM, GRU and RNN, and the com.microsoft
+    fusions of contrib.CONTRIB_OPS (Tileplan's converters, `_conv_integer`, `_col2im`, `_lp_norm`, `_celu`,
+    `_quick_gelu`, `_reverse_sequence`, `recurrent.convert`, `contrib.convert`)."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
     return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", "LpNormalization", "Celu",
-                                                    "QuickGelu", "ReverseSequence", *recurrent.RECURRENT_OPS}
+                                                    "QuickGelu", "ReverseSequence", *recurrent.RECURRENT_OPS,
+                                                    *contrib.CONTRIB_OPS}
 
 
 def check_ops(model: Any, ops: set[str]) -> None:
@@ -2108,6 +2120,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
     ops = supported_ops()
     check_ops(model, ops)
     check_second_outputs(model)
+    contrib.check_unread_outputs(model)
     check_value_shaped(model)
     by_node = {n.name: n for n in model.graph.node}
     by_var: dict[str, Any] = {}
@@ -2136,6 +2149,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _dropout(inputs, attrs) if op_name == "Dropout"
                        else _celu(self.bb, inputs, attrs) if op_name == "Celu"
                        else _quick_gelu(inputs, attrs) if op_name == "QuickGelu"
+                       else contrib.convert(self.bb, op_name, inputs, attrs) if op_name in contrib.CONTRIB_OPS
                        else _reverse_sequence(self.bb, inputs, attrs) if op_name == "ReverseSequence"
                        else _lp_norm(self.bb, inputs, attrs) if op_name == "LpNormalization"
                        else _hard_swish(inputs) if op_name == "HardSwish"
