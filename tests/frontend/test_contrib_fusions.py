@@ -126,3 +126,82 @@ def test_fused_matmul_is_onnxruntimes_bit_for_bit(a_shape, b_shape, attrs, b_con
         feeds = {k: (r.standard_normal(s) * 2).astype(np.float32) for k, s in ins.items()}
         got = run_artifact(res.artifact, feeds).outputs["y"]
         _bits_equal(got, onnxruntime_outputs(data, feeds)["y"])
+
+
+def _int_model(nodes: list, inputs: dict[str, tuple[int, list[int]]], outputs: dict[str, tuple[int, list[int]]],
+               consts: dict[str, np.ndarray]) -> bytes:
+    from onnx import helper, numpy_helper
+
+    graph = helper.make_graph(nodes, "fusion", [helper.make_tensor_value_info(k, t, s) for k, (t, s) in inputs.items()],
+                              [helper.make_tensor_value_info(k, t, s) for k, (t, s) in outputs.items()],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("segments,mask,positions", [(True, True, False), (False, False, True)])
+def test_embed_layer_norm_is_onnxruntimes_bit_for_bit(segments: bool, mask: bool, positions: bool) -> None:
+    """BERT's embeddings as onnxruntime's transformer optimizer fuses them: word + position (+ segment)
+    embeddings, LayerNorm (its kernel's two-pass statistics), and the mask's count of ones per sequence."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(11)
+    b, s, h, vocab = 2, 7, 37, 50
+    consts = {"word": rng.standard_normal((vocab, h)).astype(np.float32),
+              "pos": rng.standard_normal((16, h)).astype(np.float32),
+              "seg": rng.standard_normal((2, h)).astype(np.float32),
+              "gamma": rng.standard_normal(h).astype(np.float32), "beta": rng.standard_normal(h).astype(np.float32),
+              "pos_ids": np.asarray([[3, 1, 4, 1, 5, 9, 2]], np.int32)}
+    i32 = TensorProto.INT32
+    ins = {"ids": (i32, [b, s]), **({"segs": (i32, [b, s])} if segments else {}),
+           **({"mask": (i32, [b, s])} if mask else {})}
+    node = helper.make_node("EmbedLayerNormalization", ["ids", "segs" if segments else "", "word", "pos",
+                                                        "seg" if segments else "", "gamma", "beta",
+                                                        "mask" if mask else "", "pos_ids" if positions else ""],
+                            ["y", "mask_index", "sum"], epsilon=1e-12, domain=MS, name="emb")
+    outs = {"y": (TensorProto.FLOAT, [b, s, h]), "mask_index": (i32, [b]), "sum": (TensorProto.FLOAT, [b, s, h])}
+    data = _int_model([node], ins, outs, consts)
+    res = compile_bytes(data)
+    feeds = {"ids": rng.integers(0, vocab, (b, s)).astype(np.int32), "segs": rng.integers(0, 2, (b, s)).astype(np.int32),
+             "mask": np.asarray([[1, 0, 1, 1, 0, 1, 1], [2, 1, 1, 0, 0, 0, 0]], np.int32)}
+    feeds = {k: v for k, v in feeds.items() if k in ins}
+    got = run_artifact(res.artifact, feeds).outputs
+    want = onnxruntime_outputs(data, feeds)
+    for k in outs:
+        if k == "mask_index":
+            assert (got[k] == want[k]).all(), (got[k], want[k])
+        else:
+            _bits_equal(got[k], want[k])
+
+
+@pytest.mark.parametrize("b,s,hin,h,heads,mask,bias", [
+    (1, 5, 32, 16, 2, None, True),
+    (2, 6, 64, 32, 4, "1d", True),      # the optimizer's BERT: mask_index from EmbedLayerNormalization
+    (2, 6, 300, 24, 3, "2d", False),    # a raw attention mask; hidden 300: two prepacked K slices
+])
+def test_attention_is_onnxruntimes_bit_for_bit(b, s, hin, h, heads, mask, bias) -> None:
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(13)
+    nodes, consts = _qdq("x", 0.04, -1)
+    consts.update(w=(rng.standard_normal((hin, 3 * h)) * 0.2).astype(np.float32),
+                  bias=rng.standard_normal(3 * h).astype(np.float32))
+    ins = {"x": (TensorProto.FLOAT, [b, s, hin])}
+    if mask == "1d":
+        ins["mask"] = (TensorProto.INT32, [b])
+    elif mask == "2d":
+        ins["mask"] = (TensorProto.INT32, [b, s])
+    nodes.append(helper.make_node("Attention", ["x_v", "w", "bias" if bias else "", "mask" if mask else ""], ["y"],
+                                  num_heads=heads, domain=MS, name="attn"))
+    data = _int_model(nodes, ins, {"y": (TensorProto.FLOAT, [b, s, h])}, consts)
+    res = compile_bytes(data)
+    for seed in range(2):
+        r = np.random.default_rng(seed)
+        feeds = {"x": r.standard_normal((b, s, hin)).astype(np.float32)}
+        if mask == "1d":
+            feeds["mask"] = np.asarray([s, s - 2][:b], np.int32)
+        elif mask == "2d":
+            feeds["mask"] = r.integers(0, 2, (b, s)).astype(np.int32)
+        got = run_artifact(res.artifact, feeds).outputs["y"]
+        _bits_equal(got, onnxruntime_outputs(data, feeds)["y"])

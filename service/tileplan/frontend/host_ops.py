@@ -307,6 +307,7 @@ def _legalize_softmax(bb: Any, call: Any) -> Any:
 # MLAS's SGEMM (sgemm.cpp) steps through K in slices of at most this many elements, widened for a narrow N
 SGEMM_STRIDE_N = 128
 SGEMM_STRIDE_K = 128
+SGEMM_PACKED_STRIDE_K = 256  # MLAS's slice of K with a prepacked B (MlasGemmPackB: a constant weight)
 
 
 def sgemm_stride_k(n: int, k: int) -> int:
@@ -331,7 +332,8 @@ def _tvm_legalization(op: str) -> Any:
     return tvm.ir.Op.get(op).get_attr(_LEGALIZE_ATTR_NAME)
 
 
-def _matmul_te(shape: list[int], k: int, n: int, operands: Any, alpha: float = 1.0, trans_a: bool = False) -> Any:
+def _matmul_te(shape: list[int], k: int, n: int, operands: Any, alpha: float = 1.0, trans_a: bool = False,
+               init: Any = None, stride: int | None = None) -> Any:
     """A float32 matrix product of output `shape` over a contraction of length `k` (the product's N is `n`),
     with the arithmetic of onnxruntime's float MatMul / Einsum on x86-64 (MLAS's SGEMM with its FMA3 or
     AVX-512F kernel; written from its source, checked bit for bit against onnxruntime 1.32 for K = 1..1000):
@@ -341,7 +343,9 @@ def _matmul_te(shape: list[int], k: int, n: int, operands: Any, alpha: float = 1
     With a scale `alpha` (com.microsoft FusedMatMul: MLAS's alpha), the kernel stores the first slice's sum
     times alpha and adds each later one as fmaf(sum, alpha, output). With A transposed (`trans_a`: FusedMatMul's
     transA, which MLAS takes as its TransA) the slices are SGEMM_STRIDE_K long whatever N (measured: onnxruntime
-    1.32's FusedMatMul, K up to 1000).
+    1.32's FusedMatMul, K up to 1000). `init(out_index)`: the output's value before the product (MLAS's beta 1:
+    com.microsoft Attention's bias and mask), to which the first slice is added as the later ones are; `stride`:
+    the slice length where MLAS's is another (a prepacked B: SGEMM_PACKED_STRIDE_K).
 
     This is MLAS on one thread. A product large enough to be split along N across onnxruntime's threads (N > M)
     slices K by each part's own width, so with K > 128 onnxruntime's result depends on its thread count (M 2,
@@ -349,7 +353,8 @@ def _matmul_te(shape: list[int], k: int, n: int, operands: Any, alpha: float = 1
     from tvm import te, tirx
 
     f32 = "float32"
-    stride = SGEMM_STRIDE_K if trans_a else sgemm_stride_k(n, k)
+    if stride is None:
+        stride = SGEMM_STRIDE_K if trans_a else sgemm_stride_k(n, k)
     fma_dot = te.comm_reducer(
         lambda acc, v: (_fmaf(v[0], v[1], acc[0]), v[1]),
         lambda t0, t1: (tirx.const(0.0, t0), tirx.const(0.0, t1)), name="fma_dot")
@@ -360,21 +365,23 @@ def _matmul_te(shape: list[int], k: int, n: int, operands: Any, alpha: float = 1
 
     slices = [sliced(s, start) for s, start in enumerate(range(0, k, stride))]
     scale = tirx.const(alpha, f32)
-    if len(slices) == 1:
+    if len(slices) == 1 and init is None:
         if alpha == 1.0:
             return slices[0]
         return te.compute(shape, lambda *i: slices[0][i] * scale, name="sgemm_alpha")
 
+    def add(t: Any, v: Any) -> Any:  # a slice's sum into the output
+        return v + t if alpha == 1.0 else _fmaf(t, scale, v)
+
     def total(*i: Any) -> Any:
-        if alpha == 1.0:
-            v = slices[0][i]
-            for t in slices[1:]:
-                v = v + t[i]
-            return v.astype(f32)
-        v = slices[0][i] * scale
-        for t in slices[1:]:
-            v = _fmaf(t[i], scale, v)
-        return v
+        if init is None:
+            v = slices[0][i] if alpha == 1.0 else slices[0][i] * scale
+            rest = slices[1:]
+        else:
+            v, rest = init(i), slices
+        for t in rest:
+            v = add(t[i], v)
+        return v.astype(f32)
 
     return te.compute(shape, total, name="sgemm")
 

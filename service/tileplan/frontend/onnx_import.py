@@ -301,7 +301,12 @@ def infer_shapes(model: Any) -> Any:
                 break
             m = type(m)()
             m.CopyFrom(out)
-            m.graph.value_info.extend(hints)
+            outputs = {o.name: o for o in m.graph.output}
+            for v in hints:  # a graph output's own type where the hint is for one (its declared shape symbolic)
+                if v.name in outputs:
+                    outputs[v.name].type.CopyFrom(v.type)
+                else:
+                    m.graph.value_info.append(v)
             out = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=propagate)
         return out
 
