@@ -101,6 +101,8 @@ def test_skip_layer_norm_mean_output_is_refused() -> None:
     ([6, 140], [140, 150], {"alpha": -1.5}, False),                           # N >= K: two slices
     ([200, 3], [200, 50], {"transA": 1}, False),      # transA: MLAS's slices of 128 (A as given: 256)
     ([1, 64], [64, 32], {"alpha": 0.5}, False),       # M = 1 with a scale: MLAS's SGEMM kernel, not its GEMV
+    ([6, 200], [200, 300], {"alpha": 0.5}, True),     # a constant B, prepacked: slices of 256 (else 128)
+    ([6, 200], [300, 200], {"transB": 1}, True),      # the same, alpha 1
 ])
 def test_fused_matmul_is_onnxruntimes_bit_for_bit(a_shape, b_shape, attrs, b_const) -> None:
     from onnx import helper

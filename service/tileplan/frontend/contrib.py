@@ -109,6 +109,8 @@ def convert(bb: Any, op_name: str, inputs: Any, attrs: dict) -> Any:
                                         simplified)
         return relax.Tuple([y, y, y, total])  # (mean and inverse deviation: never read, check_unread_outputs)
     if op_name == "FusedMatMul":
+        from tvm.ir.expr import GenericConst
+
         a, b = inputs[0], inputs[1]
         if int(attrs.get("transBatchA", 0)) or int(attrs.get("transBatchB", 0)):
             raise ValueError("transBatchA / transBatchB set (Tileplan computes FusedMatMul without them)")
@@ -122,9 +124,10 @@ def convert(bb: Any, op_name: str, inputs: Any, attrs: dict) -> Any:
             return bb.normalize(relax.op.permute_dims(t, [*range(n - 2), n - 1, n - 2]))
 
         trans_a = bool(int(attrs.get("transA", 0)))
+        packed_b = isinstance(b, GenericConst) and len(b.ty.shape) == 2  # onnxruntime prepacks a constant B
         a = swap(a) if trans_a else a
         b = swap(b) if int(attrs.get("transB", 0)) else b
-        return matmul_call(bb, a, b, float(np.float32(attrs.get("alpha", 1.0))), trans_a)
+        return matmul_call(bb, a, b, float(np.float32(attrs.get("alpha", 1.0))), trans_a, packed_b)
     if op_name == "EmbedLayerNormalization":
         return embed_layer_norm_call(bb, inputs, float(attrs.get("epsilon", 1e-12)))
     if op_name == "Attention":

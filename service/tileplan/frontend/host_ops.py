@@ -386,11 +386,12 @@ def _matmul_te(shape: list[int], k: int, n: int, operands: Any, alpha: float = 1
     return te.compute(shape, total, name="sgemm")
 
 
-def _mlas_matmul(a_ty: Any, b_ty: Any, alpha: float = 1.0, trans_a: bool = False) -> Any:
+def _mlas_matmul(a_ty: Any, b_ty: Any, alpha: float = 1.0, trans_a: bool = False, packed_b: bool = False) -> Any:
     """The call_te compute of a relax.matmul of float32 operands of two or more dimensions as MLAS computes it
     (`_matmul_te`, times `alpha`; `trans_a`: A is the transpose of the tensor MLAS was given), or None where
     MLAS takes another kernel: with alpha 1 and A as given, its M = 1 / N = 1 (GEMV) kernels, whose order we do
-    not reproduce (otherwise MLAS takes its SGEMM kernel whatever the shape); integer types."""
+    not reproduce (otherwise MLAS takes its SGEMM kernel whatever the shape); integer types. `packed_b`: B is
+    a constant matrix onnxruntime prepacks (MlasGemmPackB), whose slices are SGEMM_PACKED_STRIDE_K long."""
     try:
         a_shape = [int(d) for d in a_ty.shape]
         b_shape = [int(d) for d in b_ty.shape]
@@ -414,7 +415,8 @@ def _mlas_matmul(a_ty: Any, b_ty: Any, alpha: float = 1.0, trans_a: bool = False
         def operands(i: tuple[Any, ...], r: Any) -> tuple[Any, Any]:
             return (a[(*index(a_shape, i), i[-2], r)], b[(*index(b_shape, i), r, i[-1])])
 
-        return _matmul_te(shape, k, n, operands, alpha, trans_a)
+        return _matmul_te(shape, k, n, operands, alpha, trans_a,
+                          stride=SGEMM_PACKED_STRIDE_K if packed_b and len(b_shape) == 2 else None)
 
     return compute
 
@@ -430,13 +432,14 @@ def _legalize_matmul(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="matmul")
 
 
-def matmul_call(bb: Any, a: Any, b: Any, alpha: float, trans_a: bool) -> Any:
+def matmul_call(bb: Any, a: Any, b: Any, alpha: float, trans_a: bool, packed_b: bool) -> Any:
     """alpha * (a @ b) of float32 `a`, `b` as onnxruntime's FusedMatMul computes it (MLAS's SGEMM with its alpha
-    and TransA = `trans_a`, a being the transposed operand: `_matmul_te`); alpha 1 without a transposed A is a
-    plain relax.matmul (legalized as MatMul is)."""
+    and TransA = `trans_a`, a being the transposed operand; `packed_b`: b a constant onnxruntime prepacks:
+    `_matmul_te`); alpha 1 without a transposed A or a prepacked B is a plain relax.matmul (legalized as MatMul
+    is)."""
     from tvm import relax
 
-    compute = _mlas_matmul(a.ty, b.ty, alpha, trans_a) if alpha != 1.0 or trans_a else None
+    compute = _mlas_matmul(a.ty, b.ty, alpha, trans_a, packed_b) if alpha != 1.0 or trans_a or packed_b else None
     if compute is None:
         product = relax.op.matmul(a, b)
         if alpha == 1.0:
