@@ -84,7 +84,6 @@ LEFT = {
     "MeanVarianceNormalization": "onnx's own shape inference fails on the test's form (its function body)",
     "EyeLike": "a dtype attribute different from its input's: TVM's converter refuses it",
     "OneHot": "TVM's converter takes only constant depth and values of its own form",
-    "ms:QLinearWhere": "not implemented yet (rare: the quantizer's QOperator form of Where)",
     "ms:NhwcMaxPool": "onnxruntime's internal layout op (its NHWC transformer's, not saved by its quantizer)",
     "ms:FusedConv": "onnxruntime's optimizer's fusion, in a model it saved: not implemented yet",
 }
@@ -396,7 +395,7 @@ def _ms_models() -> dict[str, tuple[bytes, dict[str, np.ndarray], dict[str, floa
            "gamma": rng.standard_normal(16).astype(np.float32), "beta": rng.standard_normal(16).astype(np.float32),
            "segs": np.asarray([[0, 0, 1, 1, 1, 0]], np.int32), "ys": np.float32(0.03), "yz": np.int8(0)}
     nodes = [helper.make_node("EmbedLayerNormalization", ["ids", "segs", "word", "pos", "seg", "gamma", "beta"],
-                              ["t"], epsilon=1e-12, domain=ms, name="op"),
+                              ["t", "mask_index"], epsilon=1e-12, domain=ms, name="op"),
              helper.make_node("QuantizeLinear", ["t", "ys", "yz"], ["tq"]),
              helper.make_node("DequantizeLinear", ["tq", "ys", "yz"], ["y"])]
     out["EmbedLayerNormalization"] = (model("EmbedLayerNormalization", nodes, {"ids": (TensorProto.INT32, [1, 6])},
