@@ -1305,6 +1305,47 @@ def evaluate_constant_unsupported(model: Any) -> list[str]:
     return sorted({made[t].name or made[t].op_type for t in done})
 
 
+def inline_constant_ifs(model: Any) -> list[str]:
+    """Every If whose condition is a constant (an initializer or a Constant node's output: torch.onnx writes If
+    for Python branches, and shape folding can leave its condition constant) replaced by its taken branch: the
+    branch's nodes and initializers join the graph (unnamed nodes named `<If>/<k>`) and Identity nodes give the
+    If's outputs the branch's; repeated for Ifs the branches held. Changes `model` in place; returns the inlined
+    Ifs' names. An If whose condition is computed at run time stays (check_ops refuses it, saying so)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    done: list[str] = []
+    for _ in range(64):  # nested Ifs: one level per pass
+        consts = {t.name: t for t in g.initializer}
+        for n in g.node:
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+                consts[n.output[0]] = n.attribute[0].t
+        target = next((n for n in g.node if n.op_type == "If" and n.domain in ("", "ai.onnx") and n.input
+                       and n.input[0] in consts and numpy_helper.to_array(consts[n.input[0]]).size == 1), None)
+        if target is None:
+            return done
+        taken = bool(numpy_helper.to_array(consts[target.input[0]]).reshape(()))
+        branch = next(helper.get_attribute_value(a) for a in target.attribute
+                      if a.name == ("then_branch" if taken else "else_branch"))
+        nodes = []
+        for k, bn in enumerate(branch.node):
+            c = onnx.NodeProto()
+            c.CopyFrom(bn)
+            c.name = c.name or f"{target.name}/{k}"
+            nodes.append(c)
+        nodes += [helper.make_node("Identity", [bo.name], [o], name=f"{target.name}/{o}")
+                  for bo, o in zip(branch.output, target.output) if o]
+        at = list(g.node).index(target)
+        g.node.remove(target)
+        for k, c in enumerate(nodes):
+            g.node.insert(at + k, c)
+        g.initializer.extend(branch.initializer)
+        done.append(target.name)
+        name_nodes(model)  # the branch's node names unique in the graph
+    return done
+
+
 def _computed_from_constants(g: Any) -> set[str]:
     """The tensors of graph `g` computed from initializers and `Constant` nodes alone (through no shape operator,
     nondeterministic operator or subgraph), the initializers included."""
@@ -1610,6 +1651,8 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                            f"{len(found)} DequantizeLinear node(s)"),
         (contrib_to_onnx, lambda found: "com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes "
                                         f"(UseQDQContribOps) read as ONNX's, which define the same: {len(found)} node(s)"),
+        (inline_constant_ifs, lambda found: "If nodes whose condition is a constant replaced by the branch it "
+                                            f"takes: {', '.join(found)}"),
         (evaluate_constant_unsupported, lambda found: "nodes of operators Tileplan does not compute whose inputs "
                                                       "are constants, evaluated once by onnxruntime as its "
                                                       f"sessions' constant folding does: {', '.join(found)}"),
@@ -2105,6 +2148,10 @@ def check_ops(model: Any, ops: set[str]) -> None:
     """Every node's operator is one of `ops` (`supported_ops()`), else an error naming the first node that is
     not (a service checks this with the set its compiling processes reported, before storing anything)."""
     for node in model.graph.node:
+        if node.op_type == "If" and "If" not in ops:
+            raise InputError(("model", node.name), f"If node {node.name!r}: its condition is computed at run time "
+                             "(a program of one static shape per value: Tileplan compiles an If whose condition is "
+                             "a constant, which it replaces by the branch it takes)")
         if node.op_type not in ops:
             raise InputError(("model", node.name),
                              f"operator {node.domain + '.' if node.domain else ''}{node.op_type} (node "
