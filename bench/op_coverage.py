@@ -65,7 +65,8 @@ LEFT = {
     "Bernoulli": "random: a different value at every run, nothing to compile once",
     "Multinomial": "random", "RandomNormal": "random", "RandomNormalLike": "random", "RandomUniform": "random",
     "RandomUniformLike": "random",
-    "If": "control flow (a subgraph per branch): not an operator TVM's importer or Tileplan converts",
+    "If": "control flow: its condition computed at run time (the tests feed it); an If with a constant condition "
+          "is replaced by its branch at import",
     "Loop": "control flow", "Scan": "control flow",
     "NegativeLogLikelihoodLoss": "a training loss", "SoftmaxCrossEntropyLoss": "a training loss",
     "RegexFullMatch": "string tensors", "StringConcat": "string tensors", "StringNormalizer": "string tensors",
