@@ -307,6 +307,7 @@ def _legalize_softmax(bb: Any, call: Any) -> Any:
 # MLAS's SGEMM (sgemm.cpp) steps through K in slices of at most this many elements, widened for a narrow N
 SGEMM_STRIDE_N = 128
 SGEMM_STRIDE_K = 128
+SGEMM_PACKED_STRIDE_K = 256  # MLAS's slice of K with a prepacked B (MlasGemmPackB: a constant weight)
 
 
 def sgemm_stride_k(n: int, k: int) -> int:
@@ -331,13 +332,20 @@ def _tvm_legalization(op: str) -> Any:
     return tvm.ir.Op.get(op).get_attr(_LEGALIZE_ATTR_NAME)
 
 
-def _matmul_te(shape: list[int], k: int, n: int, operands: Any) -> Any:
+def _matmul_te(shape: list[int], k: int, n: int, operands: Any, alpha: float = 1.0, trans_a: bool = False,
+               init: Any = None, stride: int | None = None) -> Any:
     """A float32 matrix product of output `shape` over a contraction of length `k` (the product's N is `n`),
     with the arithmetic of onnxruntime's float MatMul / Einsum on x86-64 (MLAS's SGEMM with its FMA3 or
     AVX-512F kernel; written from its source, checked bit for bit against onnxruntime 1.32 for K = 1..1000):
     K is cut into slices of `sgemm_stride_k(n, k)`; over each slice the output is accumulated with fused
     multiply-adds from zero, acc = fmaf(a[k], b[k], acc) in order of k; the first slice's sum is the output,
     each later slice's sum is added to it (rounded add). `operands(out_index, k)` gives the pair (a, b).
+    With a scale `alpha` (com.microsoft FusedMatMul: MLAS's alpha), the kernel stores the first slice's sum
+    times alpha and adds each later one as fmaf(sum, alpha, output). With A transposed (`trans_a`: FusedMatMul's
+    transA, which MLAS takes as its TransA) the slices are SGEMM_STRIDE_K long whatever N (measured: onnxruntime
+    1.32's FusedMatMul, K up to 1000). `init(out_index)`: the output's value before the product (MLAS's beta 1:
+    com.microsoft Attention's bias and mask), to which the first slice is added as the later ones are; `stride`:
+    the slice length where MLAS's is another (a prepacked B: SGEMM_PACKED_STRIDE_K).
 
     This is MLAS on one thread. A product large enough to be split along N across onnxruntime's threads (N > M)
     slices K by each part's own width, so with K > 128 onnxruntime's result depends on its thread count (M 2,
@@ -345,7 +353,8 @@ def _matmul_te(shape: list[int], k: int, n: int, operands: Any) -> Any:
     from tvm import te, tirx
 
     f32 = "float32"
-    stride = sgemm_stride_k(n, k)
+    if stride is None:
+        stride = SGEMM_STRIDE_K if trans_a else sgemm_stride_k(n, k)
     fma_dot = te.comm_reducer(
         lambda acc, v: (_fmaf(v[0], v[1], acc[0]), v[1]),
         lambda t0, t1: (tirx.const(0.0, t0), tirx.const(0.0, t1)), name="fma_dot")
@@ -355,38 +364,46 @@ def _matmul_te(shape: list[int], k: int, n: int, operands: Any) -> Any:
         return acc
 
     slices = [sliced(s, start) for s, start in enumerate(range(0, k, stride))]
-    if len(slices) == 1:
-        return slices[0]
+    scale = tirx.const(alpha, f32)
+    if len(slices) == 1 and init is None:
+        if alpha == 1.0:
+            return slices[0]
+        return te.compute(shape, lambda *i: slices[0][i] * scale, name="sgemm_alpha")
+
+    def add(t: Any, v: Any) -> Any:  # a slice's sum into the output
+        return v + t if alpha == 1.0 else _fmaf(t, scale, v)
 
     def total(*i: Any) -> Any:
-        v = slices[0][i]
-        for t in slices[1:]:
-            v = v + t[i]
+        if init is None:
+            v = slices[0][i] if alpha == 1.0 else slices[0][i] * scale
+            rest = slices[1:]
+        else:
+            v, rest = init(i), slices
+        for t in rest:
+            v = add(t[i], v)
         return v.astype(f32)
 
     return te.compute(shape, total, name="sgemm")
 
 
-def _legalize_matmul(bb: Any, call: Any) -> Any:
-    """relax.matmul of float32 operands of two or more dimensions whose MLAS product has M > 1 and N > 1:
-    onnxruntime's arithmetic (`_matmul_te`); anything else (a vector operand, M or N of 1: MLAS's M = 1
-    kernels, whose order we do not reproduce; integer types): TVM's legalization."""
-    a_ty, b_ty = call.args[0].ty, call.args[1].ty
-    out_dtype = str(call.attrs.out_dtype) if call.attrs.out_dtype is not None else ""
-    fallback = _tvm_legalization("relax.matmul")
+def _mlas_matmul(a_ty: Any, b_ty: Any, alpha: float = 1.0, trans_a: bool = False, packed_b: bool = False) -> Any:
+    """The call_te compute of a relax.matmul of float32 operands of two or more dimensions as MLAS computes it
+    (`_matmul_te`, times `alpha`; `trans_a`: A is the transpose of the tensor MLAS was given), or None where
+    MLAS takes another kernel: with alpha 1 and A as given, its M = 1 / N = 1 (GEMV) kernels, whose order we do
+    not reproduce (otherwise MLAS takes its SGEMM kernel whatever the shape); integer types. `packed_b`: B is
+    a constant matrix onnxruntime prepacks (MlasGemmPackB), whose slices are SGEMM_PACKED_STRIDE_K long."""
     try:
         a_shape = [int(d) for d in a_ty.shape]
         b_shape = [int(d) for d in b_ty.shape]
     except (TypeError, AttributeError):
-        return fallback(bb, call)
-    if (str(a_ty.dtype) != "float32" or str(b_ty.dtype) != "float32" or out_dtype not in ("", "void", "float32")
-            or len(a_shape) < 2 or len(b_shape) < 2):
-        return fallback(bb, call)
+        return None
+    if str(a_ty.dtype) != "float32" or str(b_ty.dtype) != "float32" or len(a_shape) < 2 or len(b_shape) < 2:
+        return None
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
     # onnxruntime folds the batch of A into M when B is a matrix
     mlas_m = int(np.prod(a_shape[:-1])) if len(b_shape) == 2 else m
-    if mlas_m == 1 or n == 1 or k == 0:
-        return fallback(bb, call)
+    if k == 0 or (alpha == 1.0 and not trans_a and (mlas_m == 1 or n == 1)):
+        return None
     batch = list(np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2])))
     shape = [*batch, m, n]
 
@@ -398,9 +415,37 @@ def _legalize_matmul(bb: Any, call: Any) -> Any:
         def operands(i: tuple[Any, ...], r: Any) -> tuple[Any, Any]:
             return (a[(*index(a_shape, i), i[-2], r)], b[(*index(b_shape, i), r, i[-1])])
 
-        return _matmul_te(shape, k, n, operands)
+        return _matmul_te(shape, k, n, operands, alpha, trans_a,
+                          stride=SGEMM_PACKED_STRIDE_K if packed_b and len(b_shape) == 2 else None)
 
+    return compute
+
+
+def _legalize_matmul(bb: Any, call: Any) -> Any:
+    """relax.matmul of float32 operands of two or more dimensions whose MLAS product has M > 1 and N > 1:
+    onnxruntime's arithmetic (`_mlas_matmul`); anything else (a vector operand, M or N of 1: MLAS's M = 1
+    kernels, whose order we do not reproduce; integer types): TVM's legalization."""
+    out_dtype = str(call.attrs.out_dtype) if call.attrs.out_dtype is not None else ""
+    compute = _mlas_matmul(call.args[0].ty, call.args[1].ty) if out_dtype in ("", "void", "float32") else None
+    if compute is None:
+        return _tvm_legalization("relax.matmul")(bb, call)
     return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint="matmul")
+
+
+def matmul_call(bb: Any, a: Any, b: Any, alpha: float, trans_a: bool, packed_b: bool) -> Any:
+    """alpha * (a @ b) of float32 `a`, `b` as onnxruntime's FusedMatMul computes it (MLAS's SGEMM with its alpha
+    and TransA = `trans_a`, a being the transposed operand; `packed_b`: b a constant onnxruntime prepacks:
+    `_matmul_te`); alpha 1 without a transposed A or a prepacked B is a plain relax.matmul (legalized as MatMul
+    is)."""
+    from tvm import relax
+
+    compute = _mlas_matmul(a.ty, b.ty, alpha, trans_a, packed_b) if alpha != 1.0 or trans_a or packed_b else None
+    if compute is None:
+        product = relax.op.matmul(a, b)
+        if alpha == 1.0:
+            return product
+        return relax.op.multiply(bb.normalize(product), relax.const(np.float32(alpha), "float32"))
+    return bb.call_te(compute, a, b, primfunc_name_hint="fused_matmul")
 
 
 def _legalize_conv2d_transpose(bb: Any, call: Any) -> Any:
@@ -1528,3 +1573,4 @@ def reverse_sequence_call(bb: Any, x: Any, lens: Any, time_axis: int, batch_axis
         return te.compute(shape, f, name="reversed")
 
     return bb.call_te(compute, x, lens, primfunc_name_hint="reverse_sequence")
+

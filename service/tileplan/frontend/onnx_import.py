@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from tileplan.errors import InputError
-from tileplan.frontend import conv3d, onnx_graph, recurrent
+from tileplan.frontend import contrib, conv3d, onnx_graph, recurrent
 from tileplan.frontend.onnx_bytes import check_sizes, static_sizes
 from tileplan.frontend.onnx_graph import attr as _attr
 
@@ -255,11 +255,18 @@ SAME_SHAPE = {"GroupNormalization",
 
 
 def _same_shape_hints(inferred: Any) -> list[Any]:
-    """value_info entries giving a SAME_SHAPE node's output without a shape its input's static type."""
+    """value_info entries giving a SAME_SHAPE node's output without a shape its input's static type, and a
+    com.microsoft fusion's outputs (contrib.CONTRIB_OPS) theirs (contrib.output_shapes)."""
+    from onnx import helper
+
     g = inferred.graph
     known = {v.name: v for v in [*g.input, *g.value_info, *g.output]
              if v.type.tensor_type.HasField("shape")
              and all(d.HasField("dim_value") for d in v.type.tensor_type.shape.dim)}
+    known_types = {k: ([int(d.dim_value) for d in v.type.tensor_type.shape.dim], v.type.tensor_type.elem_type)
+                   for k, v in known.items()}
+    for t in g.initializer:
+        known_types.setdefault(t.name, ([int(d) for d in t.dims], t.data_type))
     hints = []
     for n in g.node:
         if n.op_type in SAME_SHAPE and n.input and n.input[0] in known and n.output and n.output[0] not in known:
@@ -267,6 +274,10 @@ def _same_shape_hints(inferred: Any) -> list[Any]:
             v.CopyFrom(known[n.input[0]])
             v.name = n.output[0]
             hints.append(v)
+        elif n.op_type in contrib.CONTRIB_OPS and any(o and o not in known for o in n.output):
+            for o, got in zip(n.output, contrib.output_shapes(n, known_types) or []):
+                if o and o not in known and got is not None:
+                    hints.append(helper.make_tensor_value_info(o, got[1], got[0]))
     return hints
 
 
@@ -290,7 +301,12 @@ def infer_shapes(model: Any) -> Any:
                 break
             m = type(m)()
             m.CopyFrom(out)
-            m.graph.value_info.extend(hints)
+            outputs = {o.name: o for o in m.graph.output}
+            for v in hints:  # a graph output's own type where the hint is for one (its declared shape symbolic)
+                if v.name in outputs:
+                    outputs[v.name].type.CopyFrom(v.type)
+                else:
+                    m.graph.value_info.append(v)
             out = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=propagate)
         return out
 
@@ -1289,6 +1305,47 @@ def evaluate_constant_unsupported(model: Any) -> list[str]:
     return sorted({made[t].name or made[t].op_type for t in done})
 
 
+def inline_constant_ifs(model: Any) -> list[str]:
+    """Every If whose condition is a constant (an initializer or a Constant node's output: torch.onnx writes If
+    for Python branches, and shape folding can leave its condition constant) replaced by its taken branch: the
+    branch's nodes and initializers join the graph (unnamed nodes named `<If>/<k>`) and Identity nodes give the
+    If's outputs the branch's; repeated for Ifs the branches held. Changes `model` in place; returns the inlined
+    Ifs' names. An If whose condition is computed at run time stays (check_ops refuses it, saying so)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    done: list[str] = []
+    for _ in range(64):  # nested Ifs: one level per pass
+        consts = {t.name: t for t in g.initializer}
+        for n in g.node:
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+                consts[n.output[0]] = n.attribute[0].t
+        target = next((n for n in g.node if n.op_type == "If" and n.domain in ("", "ai.onnx") and n.input
+                       and n.input[0] in consts and numpy_helper.to_array(consts[n.input[0]]).size == 1), None)
+        if target is None:
+            return done
+        taken = bool(numpy_helper.to_array(consts[target.input[0]]).reshape(()))
+        branch = next(helper.get_attribute_value(a) for a in target.attribute
+                      if a.name == ("then_branch" if taken else "else_branch"))
+        nodes = []
+        for k, bn in enumerate(branch.node):
+            c = onnx.NodeProto()
+            c.CopyFrom(bn)
+            c.name = c.name or f"{target.name}/{k}"
+            nodes.append(c)
+        nodes += [helper.make_node("Identity", [bo.name], [o], name=f"{target.name}/{o}")
+                  for bo, o in zip(branch.output, target.output) if o]
+        at = list(g.node).index(target)
+        g.node.remove(target)
+        for k, c in enumerate(nodes):
+            g.node.insert(at + k, c)
+        g.initializer.extend(branch.initializer)
+        done.append(target.name)
+        name_nodes(model)  # the branch's node names unique in the graph
+    return done
+
+
 def _computed_from_constants(g: Any) -> set[str]:
     """The tensors of graph `g` computed from initializers and `Constant` nodes alone (through no shape operator,
     nondeterministic operator or subgraph), the initializers included."""
@@ -1594,6 +1651,8 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                            f"{len(found)} DequantizeLinear node(s)"),
         (contrib_to_onnx, lambda found: "com.microsoft QuantizeLinear / DequantizeLinear of 8-bit codes "
                                         f"(UseQDQContribOps) read as ONNX's, which define the same: {len(found)} node(s)"),
+        (inline_constant_ifs, lambda found: "If nodes whose condition is a constant replaced by the branch it "
+                                            f"takes: {', '.join(found)}"),
         (evaluate_constant_unsupported, lambda found: "nodes of operators Tileplan does not compute whose inputs "
                                                       "are constants, evaluated once by onnxruntime as its "
                                                       f"sessions' constant folding does: {', '.join(found)}"),
@@ -2075,19 +2134,24 @@ def _resize_8bit(bb: Any, sym: Any, nhwc: bool) -> Any:
 
 def supported_ops() -> set[str]:
     """The ONNX operators the import can take (QOperator ones are rewritten before): TVM's importer's, and
-    ConvInteger, Col2Im, LpNormalization, Celu, QuickGelu, ReverseSequence, LSTM, GRU and RNN (Tileplan's
-    converters, `_conv_integer`, `_col2im`, `_lp_norm`, `_celu`, `_quick_gelu`, `_reverse_sequence`,
-    `recurrent.convert`)."""
+    ConvInteger, Col2Im, LpNormalization, Celu, QuickGelu, ReverseSequence, LSTM, GRU and RNN, and the com.microsoft
+    fusions of contrib.CONTRIB_OPS (Tileplan's converters, `_conv_integer`, `_col2im`, `_lp_norm`, `_celu`,
+    `_quick_gelu`, `_reverse_sequence`, `recurrent.convert`, `contrib.convert`)."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
     return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", "LpNormalization", "Celu",
-                                                    "QuickGelu", "ReverseSequence", *recurrent.RECURRENT_OPS}
+                                                    "QuickGelu", "ReverseSequence", *recurrent.RECURRENT_OPS,
+                                                    *contrib.CONTRIB_OPS}
 
 
 def check_ops(model: Any, ops: set[str]) -> None:
     """Every node's operator is one of `ops` (`supported_ops()`), else an error naming the first node that is
     not (a service checks this with the set its compiling processes reported, before storing anything)."""
     for node in model.graph.node:
+        if node.op_type == "If" and "If" not in ops:
+            raise InputError(("model", node.name), f"If node {node.name!r}: its condition is computed at run time "
+                             "(a program of one static shape per value: Tileplan compiles an If whose condition is "
+                             "a constant, which it replaces by the branch it takes)")
         if node.op_type not in ops:
             raise InputError(("model", node.name),
                              f"operator {node.domain + '.' if node.domain else ''}{node.op_type} (node "
@@ -2108,6 +2172,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
     ops = supported_ops()
     check_ops(model, ops)
     check_second_outputs(model)
+    contrib.check_unread_outputs(model)
     check_value_shaped(model)
     by_node = {n.name: n for n in model.graph.node}
     by_var: dict[str, Any] = {}
@@ -2136,6 +2201,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _dropout(inputs, attrs) if op_name == "Dropout"
                        else _celu(self.bb, inputs, attrs) if op_name == "Celu"
                        else _quick_gelu(inputs, attrs) if op_name == "QuickGelu"
+                       else contrib.convert(self.bb, op_name, inputs, attrs) if op_name in contrib.CONTRIB_OPS
                        else _reverse_sequence(self.bb, inputs, attrs) if op_name == "ReverseSequence"
                        else _lp_norm(self.bb, inputs, attrs) if op_name == "LpNormalization"
                        else _hard_swish(inputs) if op_name == "HardSwish"

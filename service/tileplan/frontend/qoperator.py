@@ -5,8 +5,9 @@ Tileplan's, not a patch of TVM.
 
     QLinearConv(x, sx, zx, w, sw, zw, sy, zy[, B])  ->  Q(Conv(DQ(x), DQ(w), DQ(B, sx*sw)), sy, zy)
     QLinearMatMul, QGemm (com.microsoft), QLinearAdd / QLinearMul / QLinearGlobalAveragePool /
-    QLinearAveragePool / QLinearSoftmax / QLinearSigmoid / QLinearLeakyRelu / QLinearConcat (com.microsoft):
-    likewise.  The float operator keeps the original node's name (decisions in the summary are named after the
+    QLinearAveragePool / QLinearSoftmax / QLinearSigmoid / QLinearLeakyRelu / QLinearConcat / QLinearWhere
+    (com.microsoft): likewise (QLinearWhere's tables requantize each input's codes to the output's parameters,
+    which is Q(Where(c, DQ(x), DQ(y)))).  The float operator keeps the original node's name (decisions in the summary are named after the
     model's nodes); the DQ / Q nodes around it are named `<node>/dq_<input>` and `<node>/q`.
 
 Numerics: the QDQ form means exactly what the integer operator computes up to the final rounding (an int32 bias
@@ -27,7 +28,7 @@ from tileplan.errors import InputError
 _UNARY = {"QLinearGlobalAveragePool": "GlobalAveragePool", "QLinearAveragePool": "AveragePool",
           "QLinearSoftmax": "Softmax", "QLinearSigmoid": "Sigmoid", "QLinearLeakyRelu": "LeakyRelu"}
 _BINARY = {"QLinearAdd": "Add", "QLinearMul": "Mul"}
-QOPERATORS = {"QLinearConv", "QLinearMatMul", "QGemm", "QLinearConcat", *_UNARY, *_BINARY}
+QOPERATORS = {"QLinearConv", "QLinearMatMul", "QGemm", "QLinearConcat", "QLinearWhere", *_UNARY, *_BINARY}
 
 
 class _Rewriter:
@@ -141,6 +142,11 @@ class _Rewriter:
             x = self.dq(i[0], i[1], opt(2), "x")
             self.emit(_UNARY[op], [x], [f"{name}_float"], name, **at)
             self.q(f"{name}_float", i[3], opt(4), node.output[0])
+        elif op == "QLinearWhere":  # condition, x, x_scale, x_zp, y, y_scale, y_zp, z_scale, z_zp
+            x = self.dq(i[1], i[2], opt(3), "x")
+            y = self.dq(i[4], i[5], opt(6), "y")
+            self.emit("Where", [i[0], x, y], [f"{name}_float"], name)
+            self.q(f"{name}_float", i[7], opt(8), node.output[0])
         elif op == "QLinearConcat":
             ins = []
             for k in range(2, len(i), 3):

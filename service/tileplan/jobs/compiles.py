@@ -428,6 +428,7 @@ def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
             work.check(onnx_import.infer_shapes(decoded), emulate)
             if ops is not None:  # the quantizer adds QuantizeLinear / DequantizeLinear only
                 to_qdq(decoded)
+                onnx_import.inline_constant_ifs(decoded)  # as load_model does
                 onnx_import.check_ops(decoded, ops | {"QuantizeLinear", "DequantizeLinear"})
             return str(decoded.graph.name or "model")
     loaded = onnx_import.load_model(model, input_shapes).model
