@@ -1921,6 +1921,36 @@ def _col2im(bb: Any, inputs: Any, attrs: dict) -> Any:
     return col2im_call(bb, x, image, block, dil, pads, strides)
 
 
+def _one_hot(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """OneHot as onnxruntime computes it: depth read as an integer (a float depth truncated), negative indices
+    counting from the depth, indices outside [-depth, depth) all off. TVM's converter gave its on / off values as
+    float64 scalars, so a float32 model's output was made in float64 and read back as float32: garbage (and a float
+    depth failed its import). The depth and values must be constants (they set the output's shape and type)."""
+    from tvm import relax, tirx
+    from tvm.ir.expr import GenericConst
+
+    indices, depth_e, values_e = inputs[0], inputs[1], inputs[2]
+    for what, e in (("depth", depth_e), ("values", values_e)):
+        if not isinstance(e, GenericConst):
+            raise ValueError(f"its {what} is computed at run time (Tileplan needs it constant: it sets the output's "
+                             "shape and values)")
+    depth_np, values_np = depth_e.value.numpy().reshape(-1), values_e.value.numpy().reshape(-1)
+    if depth_np.size != 1 or values_np.size != 2:
+        raise ValueError(f"a depth of {depth_np.size} elements and values of {values_np.size} (ONNX: one, and two)")
+    depth = int(depth_np[0])  # (onnxruntime casts a float depth to int64: truncation)
+    if depth < 1:
+        raise ValueError(f"a depth of {depth}")
+    dtype = str(values_np.dtype)
+    make = (lambda v: tirx.FloatImm(dtype, float(v))) if values_np.dtype.kind == "f" else (
+        lambda v: tirx.IntImm(dtype, int(v)))
+    off, on = (relax.prim_value(make(v)) for v in values_np)
+    idx_dtype = str(indices.ty.dtype)
+    if not idx_dtype.startswith("uint"):
+        indices = bb.normalize(relax.op.where(relax.op.less(indices, relax.const(0, idx_dtype)),
+                                              relax.op.add(indices, relax.const(depth, idx_dtype)), indices))
+    return relax.op.one_hot(indices, on, off, depth, int(attrs.get("axis", -1)))
+
+
 def _instance_norm(bb: Any, inputs: Any, attrs: dict) -> Any:
     """A float32 InstanceNormalization with onnxruntime's CPU arithmetic (host_ops.instance_norm_call); None
     (TVM's converter: mean, variance, (x - mean) / sqrt(var + eps) * scale + B) for another type."""
@@ -2200,6 +2230,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else _col2im(self.bb, inputs, attrs) if op_name == "Col2Im"
                        else _dropout(inputs, attrs) if op_name == "Dropout"
                        else _celu(self.bb, inputs, attrs) if op_name == "Celu"
+                       else _one_hot(self.bb, inputs, attrs) if op_name == "OneHot"
                        else _quick_gelu(inputs, attrs) if op_name == "QuickGelu"
                        else contrib.convert(self.bb, op_name, inputs, attrs) if op_name in contrib.CONTRIB_OPS
                        else _reverse_sequence(self.bb, inputs, attrs) if op_name == "ReverseSequence"
