@@ -126,8 +126,13 @@ class _Rewriter:
             self.q(f"{name}_float", i[6], opt(7), node.output[0])
         elif op in _UNARY:
             at = self.attrs(node, drop=("channels_last", "opset"))
+            rank = None
             if self.attrs(node).get("channels_last", 0):
-                raise InputError(("model", name), f"{op} node {name!r}: channels_last=1 is not supported")
+                rank = self._rank(i[0], infer=True)
+                if op not in ("QLinearGlobalAveragePool", "QLinearAveragePool") or rank is None or rank < 3:
+                    why = "" if rank is None or rank >= 3 else f" on a rank-{rank} tensor"
+                    raise InputError(("model", name), f"{op} node {name!r}: channels_last=1 is not supported{why}"
+                                     + (" (its input's rank is unknown)" if rank is None else ""))
             if op == "QLinearSoftmax" and int(self.attrs(node).get("opset", 13)) < 13:
                 rank = self._rank(i[0])
                 axis = int(at.get("axis", 1))
@@ -138,9 +143,19 @@ class _Rewriter:
             if op == "QLinearSoftmax" and not np.isfinite(self.const(i[1])).all():
                 self._codes_of_infinite_softmax(i[0], opt(4), node.output[0])
                 return True
-            x = self.dq(i[0], i[1], opt(2), "x")
-            self.emit(_UNARY[op], [x], [f"{name}_float"], name, **at)
-            self.q(f"{name}_float", i[3], opt(4), node.output[0])
+            if rank is None:
+                x = self.dq(i[0], i[1], opt(2), "x")
+                self.emit(_UNARY[op], [x], [f"{name}_float"], name, **at)
+                self.q(f"{name}_float", i[3], opt(4), node.output[0])
+            else:  # channels_last=1 (onnxruntime's transpose optimiser writes it): the same pool of the codes
+                # transposed to channels-first, its result transposed back (exact: Transpose only moves codes)
+                self.emit("Transpose", [i[0]], [f"{name}/nchw_in"], f"{name}/to_nchw",
+                          perm=[0, rank - 1, *range(1, rank - 1)])
+                x = self.dq(f"{name}/nchw_in", i[1], opt(2), "x")
+                self.emit(_UNARY[op], [x], [f"{name}_float"], name, **at)
+                self.q(f"{name}_float", i[3], opt(4), f"{name}/nchw_out")
+                self.emit("Transpose", [f"{name}/nchw_out"], [node.output[0]], f"{name}/to_nhwc",
+                          perm=[0, *range(2, rank), 1])
         elif op == "QLinearConcat":
             ins = []
             for k in range(2, len(i), 3):
@@ -168,10 +183,18 @@ class _Rewriter:
         zero = helper.make_tensor("value", TensorProto.INT8 if signed else TensorProto.UINT8, [1], [0])
         self.emit("ConstantOfShape", [shape], [out], self.node.name, value=zero)
 
-    def _rank(self, tensor: str) -> int | None:
+    def _rank(self, tensor: str, infer: bool = False) -> int | None:
+        """The rank the model declares for `tensor`; with `infer`, else the one onnx's shape inference finds."""
         for info in [*self.model.graph.input, *self.model.graph.value_info]:
             if info.name == tensor and info.type.tensor_type.HasField("shape"):
                 return len(info.type.tensor_type.shape.dim)
+        if infer:
+            import onnx
+
+            inferred = onnx.shape_inference.infer_shapes(self.model)
+            for info in inferred.graph.value_info:
+                if info.name == tensor and info.type.tensor_type.HasField("shape"):
+                    return len(info.type.tensor_type.shape.dim)
         return None
 
 
