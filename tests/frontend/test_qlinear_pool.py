@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from frontend_helpers import compile_bytes
+from frontend_helpers import assert_offloaded_and_matching, compile_bytes, ort_quantize
 
 from tileplan.frontend.reference import reference_outputs
 from tileplan.frontend.runner import run_artifact
@@ -113,8 +113,6 @@ def test_a_global_average_pool_onnxruntime_makes_channels_last_compiles_and_matc
     session does the same): the import refused that ("channels_last=1 is not supported"). Now the codes are
     transposed to channels-first around the same pool: the same integer arithmetic per channel."""
     from onnx import TensorProto, helper, numpy_helper
-
-    from frontend_helpers import assert_offloaded_and_matching, ort_quantize
 
     rng = np.random.default_rng(6)
     inits = [numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32) * 0.3, "w"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes
+from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes, ort_quantize
 
 from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
@@ -251,8 +251,6 @@ def test_a_nearest_resize_of_uint8_codes_keeps_the_uint8_model_on_the_accelerato
     only selects codes, so it commutes with x -> x - 128 like MaxPool. The uint8 rewrite refused the model at
     that Resize, and every conv of it ran on the host (0% of MACs offloaded)."""
     from onnx import TensorProto, helper, numpy_helper
-
-    from frontend_helpers import ort_quantize
 
     rng = np.random.default_rng(4)
     inits = [numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32) * 0.3, "w1"),
