@@ -188,10 +188,15 @@ class _Rewriter:
         for info in [*self.model.graph.input, *self.model.graph.value_info]:
             if info.name == tensor and info.type.tensor_type.HasField("shape"):
                 return len(info.type.tensor_type.shape.dim)
-        if infer:
+        if infer:  # the nodes before this one, already rewritten into ONNX's own operators, which onnx infers
             import onnx
+            from onnx import helper
 
-            inferred = onnx.shape_inference.infer_shapes(self.model)
+            g = helper.make_graph(list(self.out), "rewritten", list(self.model.graph.input), [],
+                                  initializer=[*self.model.graph.initializer, *self.new_inits])
+            m = helper.make_model(g, opset_imports=list(self.model.opset_import))
+            m.ir_version = self.model.ir_version
+            inferred = onnx.shape_inference.infer_shapes(m)
             for info in inferred.graph.value_info:
                 if info.name == tensor and info.type.tensor_type.HasField("shape"):
                     return len(info.type.tensor_type.shape.dim)
