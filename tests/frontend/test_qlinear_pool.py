@@ -111,16 +111,21 @@ def test_a_global_average_pool_onnxruntime_makes_channels_last_compiles_and_matc
     (N, C, H, W) -> GlobalAveragePool, in QOperator form. onnxruntime's basic graph optimisation, which the import
     runs to fold shapes, pushes the Transpose through as a channels_last=1 QLinearGlobalAveragePool (its judge's
     session does the same): the import refused that ("channels_last=1 is not supported"). Now the codes are
-    transposed to channels-first around the same pool: the same integer arithmetic per channel."""
+    transposed to channels-first around the same pool: the same integer arithmetic per channel. The tokens come
+    from a residual QLinearAdd, as DaViT's, whose output's rank onnx's inference of the file does not give (the
+    pool's rank is then inferred over the nodes already rewritten: it was refused as unknown)."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(6)
     inits = [numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32) * 0.3, "w"),
+             numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32) * 0.3, "w2"),
              numpy_helper.from_array(np.array([0], np.int64), "start"),
              numpy_helper.from_array(np.array([2], np.int64), "end"),
              numpy_helper.from_array(np.array([4, 4], np.int64), "hw"),
              numpy_helper.from_array(rng.standard_normal((16, 5)).astype(np.float32) * 0.3, "wh")]
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["t"]),
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("MatMul", ["x", "w2"], ["m2"]),
+             helper.make_node("Add", ["m", "m2"], ["t"]),  # QLinearAdd (com.microsoft): no shape inference
              helper.make_node("Transpose", ["t"], ["tt"], perm=[0, 2, 1]),
              # the image's shape from the tokens' (timm: x.reshape(B, C, H, W) with B, C read from x.shape)
              helper.make_node("Shape", ["tt"], ["s"]),
