@@ -51,13 +51,14 @@ DEFAULT = ("resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,re
 # no class scores: the transformer blocks, the segmentation nets (a mask), gpt_tiny (next-token logits per position),
 # gan_decoder (an image), attn_rope (a sequence of features), held-out set 6's encoders, LM and segmenter, and
 # held-out set 7's detection heads, decoder, LM, per-column text recogniser and super-resolution net, and held-out
-# set 8's LMs, held-out set 9's encoders, LMs and optical flow
+# set 8's LMs, held-out set 9's encoders, LMs and optical flow, held-out set 10's encoders, LMs and detectors
 CLASSIFIERS_EXCEPT = {"bert_layer", "gpt2_block", "unet_small", "gpt_tiny", "lraspp_mobilenet_v3_large",
                       "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "gan_decoder", "attn_rope", "hf_bert", "hf_gpt2",
                       "hf_t5_encoder", "hf_wav2vec2", "hf_whisper_encoder", "hf_segformer", "hf_clip_vision",
                       "ssdlite_head", "fcos_head", "tfm_decoder", "llama_block", "crnn_ocr", "sr_edsr", "hf_qwen2",
                       "hf_llama", "hf_albert", "hf_deberta_v2", "hf_roberta", "hf_bart", "hf_gemma2", "hf_mamba",
-                      "hf_squeezebert", "hf_dinov2", "hf_swin", "tv_raft_small"}
+                      "hf_squeezebert", "hf_dinov2", "hf_swin", "tv_raft_small", "hf_electra", "hf_mobilebert",
+                      "hf_yolos", "hf_bloom", "hf_opt", "hf_phi", "yolo_tiny"}
 
 
 def export(torch_python: str, work: Path, models: list[str]) -> dict[str, dict[str, Path] | str]:

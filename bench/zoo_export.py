@@ -152,6 +152,42 @@ HELDOUT9: dict[str, tuple[str, dict[str, Any], tuple[int, ...]]] = {
     "hf_swin": ("hf", {}, (1, 3, 64, 64)),
     "tv_raft_small": ("tv", {}, (1, 3, 128, 128)),
 }
+# Held-out set 10 (issue 24): architectures people deploy that sets 5-9 did not hold, chosen for structure the
+# others lack: timm CNNs (ReXNet's partial residual on a channel slice, LCNet, DLA's tree aggregation, DPN's dual
+# path, Xception's separable convs, Res2Net's hierarchical splits, SKNet's selective kernels, CSPDarkNet's Mish,
+# VoVNet's one-shot aggregation with eSE, TResNet's space-to-depth stem and anti-aliased downsampling, StarNet's
+# elementwise star products), timm hybrids (Sequencer's bidirectional LSTMs over rows and columns, DaViT's channel
+# attention, Visformer, NesT's block aggregation), Hugging Face models (ELECTRA's embedding projection,
+# MobileBERT's bottlenecks and NoNorm, DistilBERT's classifier, BEiT's relative position bias, YOLOS's detection
+# tokens, BLOOM's ALiBi, OPT's projected embeddings, Phi's partial rotary and parallel blocks) and a YOLO-style
+# detector written by hand (_heldout10_net says what each is). name -> (timm model, "hf" or "user", its kwargs,
+# input shape).
+HELDOUT10: dict[str, tuple[str, dict[str, Any], tuple[int, ...]]] = {
+    "timm_rexnet_100": ("rexnet_100", {}, (1, 3, 64, 64)),
+    "timm_lcnet_050": ("lcnet_050", {}, (1, 3, 64, 64)),
+    "timm_dla34": ("dla34", {}, (1, 3, 64, 64)),
+    "timm_dpn68": ("dpn68", {}, (1, 3, 64, 64)),
+    "timm_xception41": ("xception41", {}, (1, 3, 64, 64)),
+    "timm_res2net50_14w_8s": ("res2net50_14w_8s", {}, (1, 3, 64, 64)),
+    "timm_skresnet18": ("skresnet18", {}, (1, 3, 64, 64)),
+    "timm_cspdarknet53": ("cspdarknet53", {}, (1, 3, 64, 64)),
+    "timm_ese_vovnet19b_dw": ("ese_vovnet19b_dw", {}, (1, 3, 64, 64)),
+    "timm_tresnet_m": ("tresnet_m", {}, (1, 3, 64, 64)),
+    "timm_starnet_s1": ("starnet_s1", {}, (1, 3, 64, 64)),
+    "timm_sequencer2d_s": ("sequencer2d_s", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_davit_tiny": ("davit_tiny", {}, (1, 3, 64, 64)),
+    "timm_visformer_tiny": ("visformer_tiny", {"img_size": 64}, (1, 3, 64, 64)),
+    "timm_nest_tiny": ("nest_tiny", {"img_size": 64}, (1, 3, 64, 64)),
+    "hf_electra": ("hf", {}, (1, 64)),
+    "hf_mobilebert": ("hf", {}, (1, 64)),
+    "hf_distilbert": ("hf", {}, (1, 64)),
+    "hf_beit": ("hf", {}, (1, 3, 64, 64)),
+    "hf_yolos": ("hf", {}, (1, 3, 64, 64)),
+    "hf_bloom": ("hf", {}, (1, 32)),
+    "hf_opt": ("hf", {}, (1, 32)),
+    "hf_phi": ("hf", {}, (1, 32)),
+    "yolo_tiny": ("user", {}, (1, 3, 128, 128)),
+}
 # Nets with several float inputs: their names and shapes in the order of forward's arguments (else one `input`).
 FLOAT_INPUTS = {"mlp_bn": (("features", (3, 32)), ("meta", (3, 8))),
                 "hf_vit": (("pixel_values", HELDOUT6["hf_vit"]),),
@@ -164,7 +200,9 @@ FLOAT_INPUTS = {"mlp_bn": (("features", (3, 32)), ("meta", (3, 8))),
                 "tfm_decoder": (("tgt", (1, 32, 128)), ("memory", (1, 48, 128))),
                 "hf_dinov2": (("pixel_values", HELDOUT9["hf_dinov2"][2]),),
                 "hf_swin": (("pixel_values", HELDOUT9["hf_swin"][2]),),
-                "tv_raft_small": (("image1", HELDOUT9["tv_raft_small"][2]), ("image2", HELDOUT9["tv_raft_small"][2]))}
+                "tv_raft_small": (("image1", HELDOUT9["tv_raft_small"][2]), ("image2", HELDOUT9["tv_raft_small"][2])),
+                "hf_beit": (("pixel_values", HELDOUT10["hf_beit"][2]),),
+                "hf_yolos": (("pixel_values", HELDOUT10["hf_yolos"][2]),)}
 # Nets with several outputs: their names in the order forward returns them (else one `output`).
 OUTPUT_NAMES = {"pool_heads": ("logits", "label"), "hf_qwen2": ("logits",), "hf_llama": ("logits",), "mlp_bn": ("logits", "value", "label"),
                 "wide_batch3": ("logits", "top_scores", "top_classes"), **HF_OUTPUTS,
@@ -174,7 +212,10 @@ OUTPUT_NAMES = {"pool_heads": ("logits", "label"), "hf_qwen2": ("logits",), "hf_
                 "hf_roberta": ("last_hidden_state", "pooler_output"), "hf_bart": ("logits",),
                 "hf_gemma2": ("logits",), "hf_mamba": ("logits",), "hf_squeezebert": ("last_hidden_state",),
                 "hf_dinov2": ("last_hidden_state", "pooler_output"), "hf_swin": ("last_hidden_state", "pooler_output"),
-                "tv_raft_small": ("flow",)}
+                "tv_raft_small": ("flow",), "hf_electra": ("last_hidden_state",),
+                "hf_mobilebert": ("last_hidden_state", "pooler_output"), "hf_distilbert": ("logits",),
+                "hf_beit": ("logits",), "hf_yolos": ("logits", "pred_boxes"), "hf_bloom": ("logits",),
+                "hf_opt": ("logits",), "hf_phi": ("logits",), "yolo_tiny": ("boxes", "scores")}
 # Nets that take token ids (int64, < VOCAB) and, for distilbert_tiny, an attention mask: their input names in
 # the order of forward's arguments (random_feeds makes their values).
 TOKEN_INPUTS = {"gpt_tiny": ("input_ids",), "distilbert_tiny": ("input_ids", "attention_mask"),
@@ -184,7 +225,10 @@ TOKEN_INPUTS = {"gpt_tiny": ("input_ids",), "distilbert_tiny": ("input_ids", "at
                 "hf_albert": ("input_ids", "attention_mask"), "hf_deberta_v2": ("input_ids", "attention_mask"),
                 "hf_roberta": ("input_ids", "attention_mask"),
                 "hf_bart": ("input_ids", "attention_mask", "decoder_input_ids"), "hf_gemma2": ("input_ids",),
-                "hf_mamba": ("input_ids",), "hf_squeezebert": ("input_ids", "attention_mask")}
+                "hf_mamba": ("input_ids",), "hf_squeezebert": ("input_ids", "attention_mask"),
+                "hf_electra": ("input_ids", "attention_mask"), "hf_mobilebert": ("input_ids", "attention_mask"),
+                "hf_distilbert": ("input_ids", "attention_mask"), "hf_bloom": ("input_ids", "attention_mask"),
+                "hf_opt": ("input_ids", "attention_mask"), "hf_phi": ("input_ids",)}
 VOCAB = 1000
 # torchvision models outside its classification list: name -> (module, input shape). Segmentation nets return
 # their "out" map (aux heads off: aux_loss None, no backbone weights); video nets take a 8-frame 112x112 clip.
@@ -202,6 +246,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "dynamo13": {"export": {"dynamo": True, "opset_version": 13}},
     "dynamo18": {"export": {"dynamo": True, "opset_version": 18}},
     "dynamo21": {"export": {"dynamo": True, "opset_version": 21}},
+    # the dynamo exporter at a newer opset with per-channel weights (held-out set 10)
+    "dynamo18_per_channel": {"export": {"dynamo": True, "opset_version": 18}, "quant": {"per_channel": True}},
+    "dynamo21_per_channel": {"export": {"dynamo": True, "opset_version": 21}, "quant": {"per_channel": True}},
     "opset13": {"export": {"opset_version": 13}},
     "opset18": {"export": {"opset_version": 18}},
     "opset20": {"export": {"opset_version": 20}},
@@ -1211,6 +1258,177 @@ def _heldout9_net(name: str) -> Any:
     return Outputs()
 
 
+def _heldout10_net(name: str) -> Any:
+    """One of HELDOUT10. timm models as for HELDOUT8 (timm.create_model, seeded, no weights, 1000 classes, 64 x 64
+    images): ReXNet-1.0 (SiLU / ReLU6, SE, a residual added to the first channels of a wider output), LCNet-0.5
+    (hard-swish depthwise separable convs, SE in the last stages), DLA-34 (hierarchical tree aggregation: Concat ->
+    1 x 1 conv roots), DPN-68 (dual path: a residual add on one channel slice, a dense Concat on the other, grouped
+    3 x 3 convs), Xception-41 (separable convs, strided residual 1 x 1 shortcuts), Res2Net-50 14w x 8s (each
+    block's channels split into 8, each 3 x 3 conv fed the previous split's output plus its own, AvgPool on the
+    last split of a strided block), SKNet-ResNet-18 (selective kernel: two dilations' branches summed, pooled, a
+    softmax over the branches weighting them), CSPDarkNet-53 (cross-stage partial stages, Mish), eSE-VoVNet-19b-dw
+    (one-shot aggregation Concat of every layer, effective SE with hard sigmoid), TResNet-M (space-to-depth stem,
+    anti-aliased downsampling by a fixed blur depthwise conv, leaky ReLU, SE), StarNet-S1 (ReLU6(f1(x)) * f2(x)
+    star products), Sequencer2D-S (bidirectional LSTMs along the rows and the columns instead of attention),
+    DaViT-tiny (window attention alternating with channel-group attention, conv position encodings), Visformer-tiny
+    (a conv stem and stages, BatchNorm before attention), NesT-tiny (local attention in image blocks, aggregated by
+    conv + max pool between levels). Hugging Face models from their config classes, small sizes, VOCAB tokens:
+    hf_electra (ElectraModel: 64-wide embeddings projected to 128, 2 layers), hf_mobilebert (MobileBertModel:
+    trigram input embeddings by shifted Concat, bottlenecks of 32 in a 128-wide body, NoNorm (an elementwise scale
+    and shift), 2 stacked FFNs per layer, the pooler), hf_distilbert (DistilBertForSequenceClassification: 2
+    layers, a pre-classifier Linear + ReLU on the first token, 2 labels), hf_beit (BeitForImageClassification: 8 x
+    8 patches of a 64 x 64 image, relative position bias per layer, LayerScale, mean pooling), hf_yolos
+    (YolosForObjectDetection: a ViT with 10 detection tokens, MLP box and class heads, sigmoid boxes), hf_bloom
+    (BloomForCausalLM: ALiBi position biases built from the attention mask's cumulative sum, embedding LayerNorm),
+    hf_opt (OPTForCausalLM: learned positions offset by 2 from the mask's cumulative sum, 64-wide embeddings
+    projected in and out), hf_phi (PhiForCausalLM: rotary embeddings on half of each head, attention and MLP in
+    parallel from one LayerNorm, GELU-tanh, an LM head with bias; an all-ones mask as _heldout8_net's).
+    yolo_tiny: a YOLOv5-style detector written by hand on a 128 x 128 image (Conv-BN-SiLU, C3 blocks that split
+    and Concat, SPPF's three chained 5 x 5 max pools, an FPN + PAN neck by nearest Upsample and strided convs, three
+    anchor heads whose sigmoid outputs are decoded against constant grids and anchors into 1008 boxes (xywh) and
+    their class scores (objectness x class))."""
+    import torch
+    from torch import nn
+
+    model, kwargs, shape = HELDOUT10[name]
+    if model == "user":
+        def conv(ci: int, co: int, k: int = 1, s: int = 1) -> Any:
+            return nn.Sequential(nn.Conv2d(ci, co, k, s, (k - 1) // 2, bias=False), nn.BatchNorm2d(co), nn.SiLU())
+
+        class Bottleneck(nn.Module):
+            def __init__(self, c: int, shortcut: bool) -> None:
+                super().__init__()
+                self.cv1, self.cv2, self.add = conv(c, c, 1), conv(c, c, 3), shortcut
+
+            def forward(self, x: Any) -> Any:
+                y = self.cv2(self.cv1(x))
+                return x + y if self.add else y
+
+        class C3(nn.Module):
+            def __init__(self, ci: int, co: int, n: int = 1, shortcut: bool = True) -> None:
+                super().__init__()
+                h = co // 2
+                self.cv1, self.cv2, self.cv3 = conv(ci, h), conv(ci, h), conv(2 * h, co)
+                self.m = nn.Sequential(*(Bottleneck(h, shortcut) for _ in range(n)))
+
+            def forward(self, x: Any) -> Any:
+                return self.cv3(torch.cat((self.m(self.cv1(x)), self.cv2(x)), 1))
+
+        class SPPF(nn.Module):
+            def __init__(self, ci: int, co: int) -> None:
+                super().__init__()
+                self.cv1, self.cv2 = conv(ci, ci // 2), conv(ci * 2, co)
+                self.m = nn.MaxPool2d(5, 1, 2)
+
+            def forward(self, x: Any) -> Any:
+                x = self.cv1(x)
+                y1 = self.m(x)
+                y2 = self.m(y1)
+                return self.cv2(torch.cat((x, y1, y2, self.m(y2)), 1))
+
+        class Yolo(nn.Module):
+            def __init__(self, nc: int = 8, side: int = 128) -> None:
+                super().__init__()
+                self.nc, self.na = nc, 3
+                self.stem = conv(3, 16, 6, 2)
+                self.b1 = nn.Sequential(conv(16, 32, 3, 2), C3(32, 32))                     # stride 4
+                self.b2 = nn.Sequential(conv(32, 64, 3, 2), C3(64, 64, 2))                  # stride 8: P3
+                self.b3 = nn.Sequential(conv(64, 128, 3, 2), C3(128, 128, 2))               # stride 16: P4
+                self.b4 = nn.Sequential(conv(128, 256, 3, 2), C3(256, 256), SPPF(256, 256))  # stride 32: P5
+                self.lat5, self.up = conv(256, 128), nn.Upsample(scale_factor=2, mode="nearest")
+                self.c4 = C3(256, 128, shortcut=False)
+                self.lat4 = conv(128, 64)
+                self.c3 = C3(128, 64, shortcut=False)
+                self.down3, self.n4 = conv(64, 64, 3, 2), C3(128, 128, shortcut=False)
+                self.down4, self.n5 = conv(128, 128, 3, 2), C3(256, 256, shortcut=False)
+                self.heads = nn.ModuleList(nn.Conv2d(c, self.na * (5 + nc), 1) for c in (64, 128, 256))
+                anchors = torch.tensor([[10, 13, 16, 30, 33, 23], [30, 61, 62, 45, 59, 119],
+                                        [116, 90, 156, 198, 373, 326]], dtype=torch.float32).view(3, 3, 2) / 4
+                for i, stride in enumerate((8, 16, 32)):
+                    n = side // stride
+                    yv, xv = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+                    self.register_buffer(f"grid{i}", torch.stack((xv, yv), -1).view(1, 1, n, n, 2).float() - 0.5)
+                    self.register_buffer(f"anchor{i}", anchors[i].view(1, 3, 1, 1, 2))
+                self.strides = (8, 16, 32)
+
+            def forward(self, x: Any) -> Any:
+                p3 = self.b2(self.b1(self.stem(x)))
+                p4 = self.b3(p3)
+                p5 = self.b4(p4)
+                h5 = self.lat5(p5)
+                h4 = self.lat4(self.c4(torch.cat((self.up(h5), p4), 1)))
+                o3 = self.c3(torch.cat((self.up(h4), p3), 1))
+                o4 = self.n4(torch.cat((self.down3(o3), h4), 1))
+                o5 = self.n5(torch.cat((self.down4(o4), h5), 1))
+                boxes, scores = [], []
+                for i, o in enumerate((o3, o4, o5)):
+                    b, _, ny, nx = o.shape
+                    y = self.heads[i](o).view(b, self.na, 5 + self.nc, ny, nx).permute(0, 1, 3, 4, 2).sigmoid()
+                    xy = (y[..., 0:2] * 2 + getattr(self, f"grid{i}")) * self.strides[i]
+                    wh = (y[..., 2:4] * 2) ** 2 * getattr(self, f"anchor{i}")
+                    boxes.append(torch.cat((xy, wh), -1).reshape(b, -1, 4))
+                    scores.append((y[..., 5:] * y[..., 4:5]).reshape(b, -1, self.nc))
+                return torch.cat(boxes, 1), torch.cat(scores, 1)
+
+        return Yolo(side=shape[-1])
+    if model != "hf":
+        import timm
+
+        return timm.create_model(model, pretrained=False, **kwargs)
+    import transformers as tf
+
+    small = {"vocab_size": VOCAB, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "intermediate_size": 512, "max_position_embeddings": 128}
+    vision = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 256,
+              "patch_size": 8}
+    if name == "hf_electra":
+        net = tf.ElectraModel(tf.ElectraConfig(embedding_size=64, **small))
+    elif name == "hf_mobilebert":
+        net = tf.MobileBertModel(tf.MobileBertConfig(**{**small, "intermediate_size": 128}, embedding_size=32,
+                                                     intra_bottleneck_size=32, true_hidden_size=32,
+                                                     num_feedforward_networks=2, normalization_type="no_norm"))
+    elif name == "hf_distilbert":
+        net = tf.DistilBertForSequenceClassification(tf.DistilBertConfig(
+            vocab_size=VOCAB, dim=128, n_layers=2, n_heads=4, hidden_dim=512, max_position_embeddings=128,
+            num_labels=2))
+    elif name == "hf_beit":
+        net = tf.BeitForImageClassification(tf.BeitConfig(
+            image_size=64, use_relative_position_bias=True, use_mean_pooling=True, layer_scale_init_value=0.1,
+            num_labels=10, **vision))
+    elif name == "hf_yolos":
+        net = tf.YolosForObjectDetection(tf.YolosConfig(image_size=[64, 64], num_detection_tokens=10, num_labels=5,
+                                                        **vision))
+    elif name == "hf_bloom":
+        net = tf.BloomForCausalLM(tf.BloomConfig(vocab_size=VOCAB, hidden_size=128, n_layer=2, n_head=4,
+                                                 use_cache=False))
+    elif name == "hf_opt":
+        net = tf.OPTForCausalLM(tf.OPTConfig(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=2, ffn_dim=512,
+                                             num_attention_heads=4, max_position_embeddings=128,
+                                             word_embed_proj_dim=64, use_cache=False))
+    elif name == "hf_phi":
+        net = tf.PhiForCausalLM(tf.PhiConfig(**small, partial_rotary_factor=0.5, use_cache=False))
+    else:
+        raise ValueError(f"{name} is not one of {' '.join(HELDOUT10)}")
+    names = [n for n, _, _ in _inputs(name, shape)]
+    outputs = OUTPUT_NAMES[name]
+
+    class Outputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, *args: Any) -> Any:
+            kw = dict(zip(names, args))
+            if name in ("hf_bloom", "hf_opt", "hf_phi"):
+                kw["use_cache"] = False
+            if name == "hf_phi":  # an all-ones mask, as a tokenizer returns it (see _heldout8_net)
+                kw["attention_mask"] = torch.ones_like(args[0])
+            got = self.net(**kw, return_dict=True)
+            return tuple(got[k] for k in outputs)
+
+    return Outputs()
+
+
 def random_feeds(inputs: list[tuple[str, tuple[int, ...], bool]], rng: Any) -> dict[str, np.ndarray]:
     """One random input per (name, shape, integer?): floats standard normal; integer inputs token ids below VOCAB,
     except an `attention_mask`: ones, then a random run of padding zeros (up to half the sequence) at the end."""
@@ -1261,6 +1479,8 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
         net, shape = _heldout8_net(name), HELDOUT8[name][2]
     elif name in HELDOUT9:
         net, shape = _heldout9_net(name), HELDOUT9[name][2]
+    elif name in HELDOUT10:
+        net, shape = _heldout10_net(name), HELDOUT10[name][2]
     elif name in USER_NETS:
         net, shape = _user_net(name), USER_NETS[name]
     elif name in TORCHVISION_OTHER:
@@ -1272,7 +1492,7 @@ def _net(name: str) -> tuple[Any, tuple[int, ...]]:
             net = _out_map(net)
     elif name not in (torchvision := _import_torchvision()).models.list_models(module=torchvision.models):
         raise ValueError(f"{name} is not a torchvision classification model (nor one of "
-                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6, *HELDOUT8, *HELDOUT9])})")
+                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6, *HELDOUT8, *HELDOUT9, *HELDOUT10])})")
     else:
         kwargs = {"aux_logits": False, "init_weights": True} if name in NO_AUX else {}
         net = torchvision.models.get_model(name, weights=None, **kwargs)
@@ -1489,7 +1709,7 @@ def main() -> None:
     ap.add_argument("models", nargs="+", help=f"model names: {' '.join(VISION + TRANSFORMERS)} (or see --any)")
     ap.add_argument("--any", action="store_true",
                     help="also any torchvision classification model by name, or one of "
-                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6, *HELDOUT8, *HELDOUT9])}")
+                         f"{' '.join([*USER_NETS, *TORCHVISION_OTHER, *HELDOUT6, *HELDOUT8, *HELDOUT9, *HELDOUT10])}")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--variant", default="", help=f"comma-separated, other exports: {' '.join(VARIANTS)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from frontend_helpers import compile_bytes
+from frontend_helpers import assert_offloaded_and_matching, compile_bytes, ort_quantize
 
 from tileplan.frontend.reference import reference_outputs
 from tileplan.frontend.runner import run_artifact
@@ -104,3 +104,40 @@ def test_quantized_global_average_pool_equals_onnxruntimes_qlinearglobalaveragep
     x = ((codes - xz) * np.float32(xs)).astype(np.float32)
     got = run_artifact(compile_bytes(data).artifact, {"x": x}).outputs["y"]
     np.testing.assert_array_equal(got, reference_outputs(data, {"x": x}, "ort-int8" if not qoperator else "ort")["y"])
+
+
+def test_a_global_average_pool_onnxruntime_makes_channels_last_compiles_and_matches():
+    """DaViT's head (held-out set 10's timm_davit_tiny): tokens (N, L, C) -> Transpose(0, 2, 1) -> Reshape to
+    (N, C, H, W) -> GlobalAveragePool, in QOperator form. onnxruntime's basic graph optimisation, which the import
+    runs to fold shapes, pushes the Transpose through as a channels_last=1 QLinearGlobalAveragePool (its judge's
+    session does the same): the import refused that ("channels_last=1 is not supported"). Now the codes are
+    transposed to channels-first around the same pool: the same integer arithmetic per channel. The tokens come
+    from a residual QLinearAdd, as DaViT's, whose output's rank onnx's inference of the file does not give (the
+    pool's rank is then inferred over the nodes already rewritten: it was refused as unknown)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(6)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32) * 0.3, "w"),
+             numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32) * 0.3, "w2"),
+             numpy_helper.from_array(np.array([0], np.int64), "start"),
+             numpy_helper.from_array(np.array([2], np.int64), "end"),
+             numpy_helper.from_array(np.array([4, 4], np.int64), "hw"),
+             numpy_helper.from_array(rng.standard_normal((16, 5)).astype(np.float32) * 0.3, "wh")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("MatMul", ["x", "w2"], ["m2"]),
+             helper.make_node("Add", ["m", "m2"], ["t"]),  # QLinearAdd (com.microsoft): no shape inference
+             helper.make_node("Transpose", ["t"], ["tt"], perm=[0, 2, 1]),
+             # the image's shape from the tokens' (timm: x.reshape(B, C, H, W) with B, C read from x.shape)
+             helper.make_node("Shape", ["tt"], ["s"]),
+             helper.make_node("Slice", ["s", "start", "end"], ["nc"]),
+             helper.make_node("Concat", ["nc", "hw"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["tt", "shape"], ["img"]),
+             helper.make_node("GlobalAveragePool", ["img"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("MatMul", ["f", "wh"], ["y"])]
+    g = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = ort_quantize(model, "qoperator")
+    assert_offloaded_and_matching(data, compile_bytes(data))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes
+from frontend_helpers import OPTIONS, assert_matches_onnxruntime, compile_bytes, ort_quantize
 
 from tileplan.frontend import zoo
 from tileplan.frontend.runner import run_artifact
@@ -242,3 +242,35 @@ def test_residual_add_tables_of_a_uint8_model_are_onnxruntime_uint8_kernels():
         got = add_table(*shifted, relu=False, uint8=True).astype(np.int16)
         assert (got == want).all(), judge
         assert (add_table(*shifted, relu=False).astype(np.int16) != want).sum() == 1  # the int8 kernel's table
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
+def test_a_nearest_resize_of_uint8_codes_keeps_the_uint8_model_on_the_accelerator(fmt):
+    """A YOLO-style neck (held-out set 10's yolo_tiny@uint8): conv -> nearest Resize x2 -> conv. onnxruntime's
+    QOperator export resizes the uint8 codes themselves (no DequantizeLinear around the Resize); nearest sampling
+    only selects codes, so it commutes with x -> x - 128 like MaxPool. The uint8 rewrite refused the model at
+    that Resize, and every conv of it ran on the host (0% of MACs offloaded)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32) * 0.3, "w1"),
+             numpy_helper.from_array(rng.standard_normal(8).astype(np.float32) * 0.1, "b1"),
+             numpy_helper.from_array(rng.standard_normal((4, 8, 1, 1)).astype(np.float32) * 0.3, "w2"),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Resize", ["r", "", "scales"], ["u"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+             helper.make_node("Conv", ["u", "w2"], ["y"])]
+    g = helper.make_graph(nodes, "up", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 12, 12])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = ort_quantize(model, fmt, activation="uint8")
+    res = compile_bytes(data)
+    assert any("uint8 activations" in n for n in res.summary["notes"]), res.summary["notes"]
+    assert res.summary["total"]["accelerator_mac_share"] == 1.0, [
+        (o["name"], o["reason"]) for o in res.summary["ops"] if o["where"] == "host" and o["macs"]]
+    for seed in (1, 2):
+        feeds = zoo.sample_inputs(data, seed=seed)
+        assert_matches_onnxruntime(data, run_artifact(res.artifact, feeds).outputs, feeds)

@@ -898,7 +898,21 @@ def dedicate_dequantize(model: Any) -> int:
 SHIFT_COMMUTING = {"MaxPool": (0,), "Reshape": (0,), "Flatten": (0,), "Transpose": (0,), "Squeeze": (0,),
                    "Unsqueeze": (0,), "Slice": (0,), "Split": (0,), "Identity": (0,), "Gather": (0,),
                    "Expand": (0,), "Tile": (0,), "DepthToSpace": (0,), "SpaceToDepth": (0,), "ReduceMax": (0,),
-                   "ReduceMin": (0,), "Concat": None, "Max": None, "Min": None}  # None: every input
+                   "ReduceMin": (0,), "Concat": None, "Max": None, "Min": None,  # None: every input
+                   "Resize": (0,)}  # nearest sampling only (_shift_commutes): it selects codes
+
+
+def _shift_commutes(n: Any) -> bool:
+    """Whether `n` commutes with the uint8 -> int8 shift: an op of SHIFT_COMMUTING, a Resize only in nearest mode
+    (onnxruntime's QOperator export resizes the uint8 codes themselves): linear and cubic modes round interpolated
+    codes, and tf_crop_and_resize writes its extrapolation value, neither of which the shift carries."""
+    if n.op_type != "Resize":
+        return n.op_type in SHIFT_COMMUTING
+    from onnx import helper
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+    return (attrs.get("mode", b"nearest") == b"nearest"
+            and attrs.get("coordinate_transformation_mode", b"half_pixel") != b"tf_crop_and_resize")
 
 
 def uint8_to_int8(model: Any) -> str | None:
@@ -925,7 +939,7 @@ def uint8_to_int8(model: Any) -> str | None:
             if n.op_type == "QuantizeLinear":
                 to = next((a.i for a in n.attribute if a.name == "output_dtype"), 0)
                 is_u8 = (to == TensorProto.UINT8 if to else (len(n.input) < 3 or not n.input[2] or n.input[2] in u8))
-            elif n.op_type in SHIFT_COMMUTING:
+            elif _shift_commutes(n):
                 carried = SHIFT_COMMUTING[n.op_type] or range(len(n.input))
                 is_u8 = any(n.input[i] in u8 for i in carried if i < len(n.input))
             else:
@@ -946,7 +960,7 @@ def uint8_to_int8(model: Any) -> str | None:
                 continue
             if n.op_type in ("QuantizeLinear", "DequantizeLinear"):
                 ok = i == 2 or (i == 0 and n.op_type == "DequantizeLinear")
-            elif n.op_type in SHIFT_COMMUTING:
+            elif _shift_commutes(n):
                 idx = SHIFT_COMMUTING[n.op_type]
                 ok = idx is None or i in idx
             else:

@@ -127,8 +127,14 @@ class _Rewriter:
             self.q(f"{name}_float", i[6], opt(7), node.output[0])
         elif op in _UNARY:
             at = self.attrs(node, drop=("channels_last", "opset"))
+            nhwc_rank = None  # the input's rank where the op is channels-last
             if self.attrs(node).get("channels_last", 0):
-                raise InputError(("model", name), f"{op} node {name!r}: channels_last=1 is not supported")
+                nhwc_rank = self._rank(i[0], infer=True)
+                if (op not in ("QLinearGlobalAveragePool", "QLinearAveragePool") or nhwc_rank is None
+                        or nhwc_rank < 3):
+                    why = "" if nhwc_rank is None or nhwc_rank >= 3 else f" on a rank-{nhwc_rank} tensor"
+                    raise InputError(("model", name), f"{op} node {name!r}: channels_last=1 is not supported{why}"
+                                     + (" (its input's rank is unknown)" if nhwc_rank is None else ""))
             if op == "QLinearSoftmax" and int(self.attrs(node).get("opset", 13)) < 13:
                 rank = self._rank(i[0])
                 axis = int(at.get("axis", 1))
@@ -139,9 +145,19 @@ class _Rewriter:
             if op == "QLinearSoftmax" and not np.isfinite(self.const(i[1])).all():
                 self._codes_of_infinite_softmax(i[0], opt(4), node.output[0])
                 return True
-            x = self.dq(i[0], i[1], opt(2), "x")
-            self.emit(_UNARY[op], [x], [f"{name}_float"], name, **at)
-            self.q(f"{name}_float", i[3], opt(4), node.output[0])
+            if nhwc_rank is None:
+                x = self.dq(i[0], i[1], opt(2), "x")
+                self.emit(_UNARY[op], [x], [f"{name}_float"], name, **at)
+                self.q(f"{name}_float", i[3], opt(4), node.output[0])
+            else:  # channels_last=1 (onnxruntime's transpose optimiser writes it): the same pool of the codes
+                # transposed to channels-first, its result transposed back (exact: Transpose only moves codes)
+                self.emit("Transpose", [i[0]], [f"{name}/nchw_in"], f"{name}/to_nchw",
+                          perm=[0, nhwc_rank - 1, *range(1, nhwc_rank - 1)])
+                x = self.dq(f"{name}/nchw_in", i[1], opt(2), "x")
+                self.emit(_UNARY[op], [x], [f"{name}_float"], name, **at)
+                self.q(f"{name}_float", i[3], opt(4), f"{name}/nchw_out")
+                self.emit("Transpose", [f"{name}/nchw_out"], [node.output[0]], f"{name}/to_nhwc",
+                          perm=[0, *range(2, nhwc_rank), 1])
         elif op == "QLinearWhere":  # condition, x, x_scale, x_zp, y, y_scale, y_zp, z_scale, z_zp
             x = self.dq(i[1], i[2], opt(3), "x")
             y = self.dq(i[4], i[5], opt(6), "y")
@@ -174,10 +190,23 @@ class _Rewriter:
         zero = helper.make_tensor("value", TensorProto.INT8 if signed else TensorProto.UINT8, [1], [0])
         self.emit("ConstantOfShape", [shape], [out], self.node.name, value=zero)
 
-    def _rank(self, tensor: str) -> int | None:
+    def _rank(self, tensor: str, infer: bool = False) -> int | None:
+        """The rank the model declares for `tensor`; with `infer`, else the one onnx's shape inference finds."""
         for info in [*self.model.graph.input, *self.model.graph.value_info]:
             if info.name == tensor and info.type.tensor_type.HasField("shape"):
                 return len(info.type.tensor_type.shape.dim)
+        if infer:  # the nodes before this one, already rewritten into ONNX's own operators, which onnx infers
+            import onnx
+            from onnx import helper
+
+            g = helper.make_graph(list(self.out), "rewritten", list(self.model.graph.input), [],
+                                  initializer=[*self.model.graph.initializer, *self.new_inits])
+            m = helper.make_model(g, opset_imports=list(self.model.opset_import))
+            m.ir_version = self.model.ir_version
+            inferred = onnx.shape_inference.infer_shapes(m)
+            for info in inferred.graph.value_info:
+                if info.name == tensor and info.type.tensor_type.HasField("shape"):
+                    return len(info.type.tensor_type.shape.dim)
         return None
 
 
