@@ -234,6 +234,25 @@ def test_opset12_form_equals_onnxruntime():
     np.testing.assert_array_equal(run_artifact(compile_bytes(data).artifact, {"x": x}).outputs["y"], want)
 
 
+def test_opset12_form_of_a_3d_input_equals_onnxruntime():
+    """The old form over the last axis of a 3-D input ([2, 5, 33], axis 2): the rows are the last axis. (A merge
+    once keyed the channels-last pool's transposes on the rank this form reads, which transposed such a softmax.)"""
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = _rows(np.random.default_rng(3), 10, 33).reshape(2, 5, 33)
+    consts = {"xs": np.float32(0.043), "xz": np.int8(0), "ys": np.float32(1 / 256), "yz": np.int8(-128)}
+    node = helper.make_node("QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
+                            axis=2, opset=12)
+    graph = helper.make_graph([node], "qsoftmax3", [helper.make_tensor_value_info("x", TensorProto.INT8, [2, 5, 33])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, [2, 5, 33])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    want = reference_outputs(data, {"x": x}, "ort")["y"]
+    np.testing.assert_array_equal(run_artifact(compile_bytes(data).artifact, {"x": x}).outputs["y"], want)
+
+
 @pytest.mark.parametrize("signed", [True, False])
 def test_infinite_input_scale_equals_onnxruntime(signed: bool):
     """An input scale of +inf (onnxruntime's quantizer writes one for attention scores under a -inf causal mask,
