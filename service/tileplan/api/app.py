@@ -82,7 +82,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         retention = Retention(store, settings)  # (compiles past their age or the total, old jobs; never plans)
         app.state.retention = retention
         compiler = Compiler(store, settings, lambda: modules.pool, app.state.scheduler.resolve_hardware,
-                            resume=queue.kind == "local", on_finish=metrics.on_compile, on_storage=retention.soon)
+                            resume=queue.kind == "local", on_finish=metrics.on_compile, on_storage=retention.soon,
+                            fair=modules.fair)  # (one lane: builds and compiles take turns round robin by owner)
         app.state.compiler = compiler
         await queue.start()
         await compiler.start()
