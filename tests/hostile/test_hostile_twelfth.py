@@ -7,10 +7,15 @@ is now bounded or a 4xx naming the field.
    client's 4 s compile of a small MLP for over 25 s (100 would hold it minutes). Module builds now take turns in
    the compile lane's fair share, round robin by owner with compiles: another owner's build or compile waits for at
    most two of the flood's builds (the one running, the one its turn was owed), however many there are.
+2. A model holding a string tensor (an initializer, a Constant's value, even one no node reads) passed every check
+   and was stored as a compile, which then ran in the compile lane to fail in TVM's importer ("unknown dtype
+   `object`": a 4-string, 16 MB initializer held the lane 7 s and left a failed compile stored). A compiled program
+   has no string type: now a 422 at the model naming the tensor, before anything is stored.
 """
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from collections.abc import Iterator
@@ -100,3 +105,43 @@ def test_module_builds_and_compiles_share_one_fair_share(tmp_path: Path) -> None
     with TestClient(create_app(settings)) as c:
         app: Any = c.app
         assert app.state.modules.fair is app.state.compiler.fair
+
+
+# -- 2: string tensors ----------------------------------------------------------------------------------------------
+
+def _with_strings(where: str) -> bytes:
+    """A QDQ matmul with a string tensor (no node reads it) as an initializer, or a Constant node's value."""
+    import numpy as np
+    from hostile_models import qdq_in
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((16, 16), np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["dq", "w"], ["y"], name="mm")]
+    strings = helper.make_tensor("words", TensorProto.STRING, [2], vals=[b"a" * 1000, b"b"])
+    inits = [w]
+    if where == "initializer":
+        inits.append(strings)
+    elif where == "constant":
+        nodes.append(helper.make_node("Constant", [], ["c"], name="words_const", value=strings))
+    else:
+        nodes.append(helper.make_node("Constant", [], ["c"], name="words_const", value_strings=["a", "b"]))
+    return bytes(qdq_in(nodes, inits).SerializeToString())
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("hostile12"), solver_processes=1, wait_limit_s=120)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        yield c
+
+
+@pytest.mark.parametrize("where", ["initializer", "constant", "value_strings"])
+def test_a_string_tensor_is_a_422_naming_it_before_anything_is_stored(client: TestClient, where: str) -> None:
+    r = client.post("/compile", json={"hardware": "gemmini-16x16", "options": {"time_limit_s": 2}, "wait": True,
+                                      "model": base64.b64encode(_with_strings(where)).decode()})
+    assert r.status_code == 422, r.text[:300]
+    d = _detail(r)
+    assert d["loc"][:2] == ["body", "model"], d
+    assert "string" in d["msg"] and ("words" in d["msg"] or "words_const" in d["loc"]), d
+    assert "id" not in r.json(), "refused before anything was stored"
+    assert client.get("/compiles").json()["compiles"] == []
