@@ -387,6 +387,24 @@ def eleventh_cases(db_url: str) -> list[tuple[str, str, str, dict[str, Any]]]:
     ]
 
 
+def twelfth_cases() -> list[tuple[str, str, str, dict[str, Any]]]:
+    """Branch hostile12's case (tests/hostile/test_hostile_twelfth.py builds it). Its other hole, renamed module
+    builds holding other owners' compiles, is case 6 here (one owner: its effect on another owner's compile is the
+    test's)."""
+    import base64
+    import json
+
+    sys.path.insert(0, str(REPO / "tests" / "hostile"))
+    from test_hostile_twelfth import _with_strings
+
+    doc = {"hardware": "gemmini-16x16", "model": base64.b64encode(_with_strings("initializer")).decode(),
+           "options": FAST, "wait": True}
+    return [
+        ("c32 a string initializer (stored, then a compile-lane run failing in TVM)", "POST", "/compile",
+         {"content": json.dumps(doc).encode(), "headers": {**AUTH, "content-type": "application/json"}}),
+    ]
+
+
 def children(pid: int) -> list[int]:
     """Every process under `pid` (the solver, module, intake and sandbox processes of the API)."""
     out: list[int] = []
@@ -885,7 +903,7 @@ def mix(args: argparse.Namespace) -> None:
             descriptor = c.get("/hardware/gemmini-8x8").json()
         descriptor = {k: v for k, v in descriptor.items() if k != "source"}
         cases = (hostile_cases(descriptor, key) + compile_cases(work / SECRET_FILE, work / "made-by-a-name")
-                 + eleventh_cases(f"sqlite:///{work / 'data' / 'tileplan.db'}"))
+                 + eleventh_cases(f"sqlite:///{work / 'data' / 'tileplan.db'}") + twelfth_cases())
         load0 = os.getloadavg()[0]
         calm = measure(url, api.pid, [], args.baseline_seconds, args.rate)
         mixed = measure(url, api.pid, cases, args.seconds, args.rate)
