@@ -11,6 +11,11 @@ is now bounded or a 4xx naming the field.
    and was stored as a compile, which then ran in the compile lane to fail in TVM's importer ("unknown dtype
    `object`": a 4-string, 16 MB initializer held the lane 7 s and left a failed compile stored). A compiled program
    has no string type: now a 422 at the model naming the tensor, before anything is stored.
+3. The sandbox process (reading inline descriptors, POST /evaluate, POST /schedule's `model`) served its callers
+   first come first served. A Timeloop descriptor of 3,000 storage levels (200 KB) takes the sandbox's whole 10 s
+   budget to be refused, and /evaluate is a read: six such anonymous requests at once held another client's 1.8 s
+   /evaluate for 94 s. Sandbox calls now take turns round robin by owner: another owner's call waits for at most
+   the one running and the one its turn was owed.
 """
 
 from __future__ import annotations
@@ -145,3 +150,58 @@ def test_a_string_tensor_is_a_422_naming_it_before_anything_is_stored(client: Te
     assert "string" in d["msg"] and ("words" in d["msg"] or "words_const" in d["loc"]), d
     assert "id" not in r.json(), "refused before anything was stored"
     assert client.get("/compiles").json()["compiles"] == []
+
+
+# -- 3: the sandbox's turns ---------------------------------------------------------------------------------------
+
+SANDBOX_S = 0.3
+MAPPING = {"levels": [{"name": "Registers"}, {"name": "Accumulator"}, {"name": "Scratchpad"},
+                      {"name": "DRAM", "temporal": [["K", 16], ["C", 16], ["P", 16]]}]}
+
+
+def test_one_clients_costly_sandbox_calls_do_not_hold_another_clients(tmp_path: Path) -> None:
+    import asyncio
+
+    import yaml
+
+    settings = Settings(data_dir=tmp_path, solver_processes=1, tokens=TOKENS)
+    hw = yaml.safe_load((Path(__file__).resolve().parents[2] / "hw_catalog" / "gemmini-16x16.yaml").read_text())
+    hw.pop("cost_params", None)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        app: Any = c.app
+        ran: list[str] = []
+
+        class Slow:
+            """The sandbox's one process: each call takes SANDBOX_S (a costly descriptor), one at a time."""
+
+            lock: asyncio.Lock | None = None
+
+            async def run(self, fn: Any, *args: Any, timeout: float) -> Any:
+                Slow.lock = Slow.lock or asyncio.Lock()
+                async with Slow.lock:
+                    ran.append(str(args[0].get("name")) if isinstance(args[0], dict) else fn.__name__)
+                    await asyncio.sleep(SANDBOX_S)
+                    return await asyncio.to_thread(fn, *args)
+
+        sandbox = app.state.scheduler.sandbox
+        real, sandbox.slots = sandbox.slots, Slow()
+        answers: dict[str, int] = {}
+
+        def evaluate(name: str, headers: dict[str, str]) -> None:
+            answers[name] = c.post("/evaluate", json={"hardware": {**hw, "name": name}, "layer": LAYER,
+                                                      "mapping": MAPPING}, headers=headers).status_code
+
+        flood = [threading.Thread(target=evaluate, args=(f"flood{i}", ALICE)) for i in range(8)]
+        for t in flood:
+            t.start()
+        end = time.monotonic() + 30
+        while not ran and time.monotonic() < end:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        evaluate("bob", BOB)
+        for t in flood:
+            t.join(60)
+        sandbox.slots = real
+        assert set(answers.values()) == {200}, answers
+        # bob's descriptor was read after the flood's running call and at most one more (was: after all 8)
+        assert ran.index("bob") <= 2, ran
