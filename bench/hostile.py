@@ -387,6 +387,33 @@ def eleventh_cases(db_url: str) -> list[tuple[str, str, str, dict[str, Any]]]:
     ]
 
 
+def twelfth_cases() -> list[tuple[str, str, str, dict[str, Any]]]:
+    """Branch hostile12's cases (tests/hostile/test_hostile_twelfth.py builds c32). Renamed module builds holding
+    other owners' compiles are case 6 here; c33 is one owner's costly sandbox calls (their effect on another owner's
+    calls and compiles is what the tests assert: this mix has one owner)."""
+    import base64
+    import json
+
+    sys.path.insert(0, str(REPO / "tests" / "hostile"))
+    from test_hostile_twelfth import _with_strings
+
+    doc = {"hardware": "gemmini-16x16", "model": base64.b64encode(_with_strings("initializer")).decode(),
+           "options": FAST, "wait": True}
+    levels = "".join(f"        - {{name: B{i}, class: SRAM, attributes: {{entries: 64, word-bits: 8}}}}\n"
+                     for i in range(3000))
+    source = "architecture:\n  version: 0.3\n  subtree:\n    - name: S\n      local:\n" + levels
+    mapping = {"levels": [{"name": "Registers"}, {"name": "Accumulator"}, {"name": "Scratchpad"},
+                          {"name": "DRAM", "temporal": [["K", 16], ["C", 16], ["P", 16]]}]}
+    return [
+        ("c32 a string initializer (stored, then a compile-lane run failing in TVM)", "POST", "/compile",
+         {"content": json.dumps(doc).encode(), "headers": {**AUTH, "content-type": "application/json"}}),
+        ("c33 /evaluate on a Timeloop tree of 3,000 levels (the sandbox's 10 s, first come first served)", "POST",
+         "/evaluate", {"json": {"hardware": {"name": "tl3000", "format": "timeloop", "source": source},
+                                "layer": {"op": "matmul", "M": 16, "K": 16, "N": 16}, "mapping": mapping},
+                       "headers": AUTH}),
+    ]
+
+
 def children(pid: int) -> list[int]:
     """Every process under `pid` (the solver, module, intake and sandbox processes of the API)."""
     out: list[int] = []
@@ -885,7 +912,7 @@ def mix(args: argparse.Namespace) -> None:
             descriptor = c.get("/hardware/gemmini-8x8").json()
         descriptor = {k: v for k, v in descriptor.items() if k != "source"}
         cases = (hostile_cases(descriptor, key) + compile_cases(work / SECRET_FILE, work / "made-by-a-name")
-                 + eleventh_cases(f"sqlite:///{work / 'data' / 'tileplan.db'}"))
+                 + eleventh_cases(f"sqlite:///{work / 'data' / 'tileplan.db'}") + twelfth_cases())
         load0 = os.getloadavg()[0]
         calm = measure(url, api.pid, [], args.baseline_seconds, args.rate)
         mixed = measure(url, api.pid, cases, args.seconds, args.rate)

@@ -614,7 +614,38 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Control characters shown escaped wherever the CLI prints (but tab and newline): what it prints comes from the
+# service, and names in it from any of its clients (a layer named "\x1b]0;title\x07\x1b[2J" retitles and clears the
+# terminal that lists it; OSC 52 writes some terminals' clipboard); the bidirectional overrides likewise (text that
+# reads other than it is).
+_SHOWN = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
+_SHOWN.update({c: f"\\u{c:04x}" for c in (*range(0x202a, 0x202f), *range(0x2066, 0x206a))})
+
+
+class _Visible:
+    """A text stream that writes through `stream` with control characters escaped (`_SHOWN`)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(text.translate(_SHOWN))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, encoding, ...
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Visible(out), _Visible(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

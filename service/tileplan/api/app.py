@@ -20,7 +20,7 @@ from tileplan.api import errors
 from tileplan.api.answers import KeptAnswers, watch_deletions
 from tileplan.api.health import StorageHealth
 from tileplan.api.metrics import Metrics, MetricsAndLimits
-from tileplan.api.params import known_query_params, storable_params
+from tileplan.api.params import known_query_params, note_owner, storable_params
 from tileplan.api.routes import compiles, hardware, plans, schedule, system
 from tileplan.jobs.base import JobQueue
 from tileplan.jobs.compiles import Compiler
@@ -82,7 +82,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         retention = Retention(store, settings)  # (compiles past their age or the total, old jobs; never plans)
         app.state.retention = retention
         compiler = Compiler(store, settings, lambda: modules.pool, app.state.scheduler.resolve_hardware,
-                            resume=queue.kind == "local", on_finish=metrics.on_compile, on_storage=retention.soon)
+                            resume=queue.kind == "local", on_finish=metrics.on_compile, on_storage=retention.soon,
+                            fair=modules.fair)  # (one lane: builds and compiles take turns round robin by owner)
         app.state.compiler = compiler
         await queue.start()
         await compiler.start()
@@ -115,7 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,  # served offline by tileplan.web.docs (assets from a package, not a CDN)
         redoc_url=None,
         openapi_url=None,  # served by tileplan.web.docs, under the read token rule
-        dependencies=[Depends(storable_params), Depends(known_query_params)],
+        dependencies=[Depends(storable_params), Depends(known_query_params), Depends(note_owner)],
     )
     app.state.settings = settings
     app.state.metrics = metrics

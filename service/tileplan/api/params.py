@@ -10,8 +10,21 @@ from typing import Any
 from fastapi import Request
 
 from tileplan.api.errors import ApiError
+from tileplan.jobs.fair import current_owner
 from tileplan.strict import did_you_mean
 from tileplan.validation import unstorable_reason
+
+
+async def note_owner(request: Request) -> None:
+    """Whom the request acts for, for work it sends to shared processes (`tileplan.jobs.fair.current_owner`): its
+    token's fingerprint, or its address (a token this route would refuse: the address; the route says so itself)."""
+    from tileplan.api.auth import address_owner, caller_of
+
+    try:
+        owner = caller_of(request).owner
+    except ApiError:
+        owner = address_owner(request.client.host if request.client else None)
+    current_owner.set(owner)
 
 
 async def storable_params(request: Request) -> None:

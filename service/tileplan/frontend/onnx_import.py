@@ -136,6 +136,29 @@ def check_program_types(model: Any) -> None:
                     if elem else (t.WhichOneof("value") or "no type")
                 raise InputError(("model",), f"{kind} {v.name!r} is {what.lower()}: a compiled program's inputs "
                                  f"and outputs are tensors of {', '.join(sorted(CTYPE))}")
+    check_no_strings(model)
+
+
+def check_no_strings(model: Any) -> None:
+    """InputError naming the first string tensor of the graph (an initializer, sparse or not, or a Constant's value),
+    read by a node or not: the program has no string type, and TVM's importer fails on one ("unknown dtype
+    `object`") only once the compile runs, after the compile was stored and took its turn in the compile lane."""
+    from onnx import TensorProto
+
+    g = model.graph
+    for t in [*g.initializer, *(s.values for s in g.sparse_initializer)]:
+        if t.data_type == TensorProto.STRING:
+            raise InputError(("model",), f"initializer {t.name!r} is a string tensor: a compiled program has no "
+                             "string type", "value_error")
+    for node in g.node:
+        if node.op_type != "Constant":
+            continue
+        for a in node.attribute:
+            if a.name in ("value_string", "value_strings") or (
+                    a.name in ("value", "sparse_value") and TensorProto.STRING in (
+                        a.t.data_type, a.sparse_tensor.values.data_type)):
+                raise InputError(("model", node.name), f"Constant node {node.name!r} makes a string tensor: a "
+                                 "compiled program has no string type", "value_error")
 
 
 def name_nodes(model: Any) -> None:

@@ -71,15 +71,16 @@ class Compiler:
     def __init__(self, store: Store, settings: Settings, pool_of: Callable[[], SolverPool],
                  resolve_hardware: Callable[[Any], Any], *, resume: bool = True,
                  on_finish: Callable[[float, str], None] | None = None,
-                 on_storage: Callable[[], None] | None = None) -> None:
+                 on_storage: Callable[[], None] | None = None, fair: FairShare | None = None) -> None:
         """`pool_of`: the solver pool to compile in (the local queue's, or a pool of one process);
         `resolve_hardware`: the scheduler's (catalog, registered and inline descriptors, as /schedule takes);
         `resume`: run the unfinished compiles found at start (one server owns them: the local queue);
         `on_finish(seconds, outcome)`: told of every compile run here (the metrics); `on_storage`: told when a
-        compile's artifact was stored or a compile deleted (retention: gives the space back)."""
+        compile's artifact was stored or a compile deleted (retention: gives the space back); `fair`: the turns of
+        the pool's processes (shared with the module builds that run there), by default the compiler's own."""
         self._on_finish = on_finish
         self._on_storage = on_storage
-        self.fair = FairShare(settings.module_processes, settings.owner_max_compiles)
+        self.fair = fair or FairShare(settings.module_processes, settings.owner_max_compiles)
         self.store = store
         self.settings = settings
         self._pool_of = pool_of

@@ -11,9 +11,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 from collections.abc import AsyncIterator
 
 ANONYMOUS = "anonymous"  # work recorded before owners (resumed jobs and compiles)
+# whom the request being served acts for (set for every API request, `tileplan.api.params.note_owner`): the owner
+# of work that reaches a shared process far from its route (the sandbox, through descriptors and evaluations)
+current_owner: contextvars.ContextVar[str | None] = contextvars.ContextVar("tileplan_owner", default=None)
 
 
 class FairShare:

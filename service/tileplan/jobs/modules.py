@@ -5,6 +5,11 @@ solved together with its plan (`codegen: true` on a miss) is already stored by t
 stored plan's descriptor, layer and mapping are sent to a build process of its own (`SolverPool.build`, a pool
 separate from the solvers', at a lower priority), never run on the event loop. Concurrent requests for one key share one build. A CodegenError is stored as the module's
 error, so a plan that cannot become code is not rebuilt on every request.
+
+Those processes are also where compiles run, and a build under an asker's own layer name (`?name=`) is a build per
+distinct name, asked for by a read: each build takes a turn of its asker's in the fair share compiles take theirs
+from (`fair`, round robin by owner), so one client's many builds wait in its own line, not in front of another
+client's build or compile.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from tileplan.codegen.support import codegen_unsupported
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.model import STORED
 from tileplan.jobs.bytecache import ByteLRU
+from tileplan.jobs.fair import FairShare
 from tileplan.jobs.singleflight import SingleFlight
 from tileplan.jobs.solve import SolverPool
 from tileplan.settings import Settings
@@ -34,9 +40,12 @@ RENAMED_BYTES = 32 * 1024 * 1024  # modules built under an asker's own layer nam
 class ModuleBuilder:
     def __init__(self, store: Store, settings: Settings) -> None:
         """Builds run in processes of their own (`settings.module_processes`, at a lower CPU priority), started on
-        the first build: reads of modules never take the solvers' processes, so they cannot starve solves."""
+        the first build: reads of modules never take the solvers' processes, so they cannot starve solves. Each
+        build takes a turn of `fair` (the compiler's too: `Compiler(fair=...)`), at most `owner_max_compiles` of
+        one owner's at once."""
         self.store = store
         self.settings = settings
+        self.fair = FairShare(settings.module_processes, settings.owner_max_compiles)
         self._own_pool: SolverPool | None = None
         self._flight: SingleFlight[StoredModule | None] = SingleFlight()
         self._renamed: ByteLRU[tuple[str, str], StoredModule] = ByteLRU(RENAMED_BYTES)  # (key, name) -> module
@@ -58,16 +67,16 @@ class ModuleBuilder:
         if self._own_pool is not None:
             self._own_pool.close()
 
-    async def ensure(self, key: str, name: str | None = None) -> StoredModule | None:
+    async def ensure(self, key: str, name: str | None = None, owner: str | None = None) -> StoredModule | None:
         """The module of plan `key` (built and stored if missing); None if there is no such plan.
 
         `name`: the layer name the asker gave the plan (a cached plan is shared by every request for the same
         layer, whatever they call it). The stored module is named after the layer the plan was first solved for;
         for another name the module is built again under that name (kept in memory, not stored), so its files,
-        entry point and tar directory carry the asker's name."""
+        entry point and tar directory carry the asker's name. `owner`: whose turn a build takes (`fair`)."""
         found = await asyncio.to_thread(self.store.get_module, key)
         if found is None:
-            found = await self._flight.run(key, lambda: self._build(key))
+            found = await self._flight.run(key, lambda: self._build(key, owner=owner))
         if found is None or name is None or not found.ok:
             return found
         row = await asyncio.to_thread(self.store.get_plan, key)
@@ -75,13 +84,13 @@ class ModuleBuilder:
             return found
         renamed = self._renamed.get((key, name))
         if renamed is None:
-            renamed = await self._flight.run(f"{key}\n{name}", lambda: self._build(key, name))
+            renamed = await self._flight.run(f"{key}\n{name}", lambda: self._build(key, name, owner))
             if renamed is not None:
                 size = len(renamed.tar or b"") + len(renamed.c_source or "") + len(renamed.tvmscript or "") + len(name)
                 self._renamed.put((key, name), renamed, size + 1000)
         return renamed
 
-    async def ensure_many(self, keys: list[str]) -> None:
+    async def ensure_many(self, keys: list[str], owner: str | None = None) -> None:
         """Modules for every key that has none yet (POST /schedule with `codegen`), built concurrently. A build
         that could not run (killed, timed out) is logged, not raised: the plans stand without it, and
         GET /plans/{key}/module tries again."""
@@ -89,18 +98,18 @@ class ModuleBuilder:
         missing = [k for k in dict.fromkeys(keys) if k not in have]
         if not missing:
             return
-        results = await asyncio.gather(*(self.ensure(k) for k in missing), return_exceptions=True)
+        results = await asyncio.gather(*(self.ensure(k, owner=owner) for k in missing), return_exceptions=True)
         for key, res in zip(missing, results):
             if isinstance(res, BaseException):
                 log.warning("event=module_build_failed key=%s reason=%s", key[:12], res)
 
-    def in_background(self, keys: list[str]) -> None:
+    def in_background(self, keys: list[str], owner: str | None = None) -> None:
         """`ensure_many` without waiting (a POST /schedule answered 202 before its job finished)."""
-        task = asyncio.ensure_future(self.ensure_many(keys))
+        task = asyncio.ensure_future(self.ensure_many(keys, owner))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _build(self, key: str, name: str | None = None) -> StoredModule | None:
+    async def _build(self, key: str, name: str | None = None, owner: str | None = None) -> StoredModule | None:
         """Build plan `key`'s module and store it; with `name`, build it under that layer name and return it
         without storing it."""
         row = await asyncio.to_thread(self.store.get_plan, key)
@@ -116,7 +125,9 @@ class ModuleBuilder:
             if name is not None:
                 layer["name"] = name
             try:
-                module = await self.pool.build(hardware, layer, mapping, timeout=self.settings.codegen_time_limit_s)
+                async with self.fair.turn(owner):  # (the compiles' lane: round robin by owner with them)
+                    module = await self.pool.build(hardware, layer, mapping,
+                                                   timeout=self.settings.codegen_time_limit_s)
             except asyncio.CancelledError:  # everyone who asked for it left
                 log.info("event=module_build_cancelled key=%s name=%s", key[:12], name)
                 raise

@@ -17,6 +17,7 @@ from typing import Any
 from tileplan.errors import InputError
 from tileplan.hardware import HardwareDescriptor
 from tileplan.jobs.bytecache import ByteLRU
+from tileplan.jobs.fair import FairShare, current_owner
 from tileplan.jobs.slots import ProcessSlots, SlotCrashed, SlotTimeout
 from tileplan.settings import Settings
 
@@ -134,6 +135,10 @@ class Sandbox:
         # below the API's CPU priority: a costly evaluation takes what the API leaves, not the other way round
         self.slots = ProcessSlots(settings.sandbox_processes, name="sandbox", nice=SANDBOX_NICE,
                                   memory_bytes=settings.sandbox_memory_mb * 1024 * 1024, warm=_warm)
+        # calls take turns round robin by owner (`current_owner`): a call may cost the whole time limit (a 200 KB
+        # descriptor of 3,000 levels), so six of one client's at once held another's /evaluate 94 s first come first
+        # served; now another owner's call waits for the one running and at most one more
+        self.fair = FairShare(settings.sandbox_processes, settings.sandbox_processes)
         # fingerprint of an inline descriptor as sent -> its descriptor JSON (validated again here: cheap, bounded)
         self._descriptors: ByteLRU[str, HardwareDescriptor] = ByteLRU(settings.descriptor_cache_bytes)
 
@@ -181,7 +186,8 @@ class Sandbox:
     async def _run(self, fn: Any, *args: Any, loc: tuple[str, ...], what: str) -> dict[str, Any]:
         s = self.settings
         try:
-            out: dict[str, Any] = await self.slots.run(fn, *args, timeout=s.sandbox_time_limit_s)
+            async with self.fair.turn(current_owner.get()):
+                out: dict[str, Any] = await self.slots.run(fn, *args, timeout=s.sandbox_time_limit_s)
         except SlotTimeout:
             raise InputError(loc, f"{what} took longer than this server's limit of "
                              f"{s.sandbox_time_limit_s:g} s (sandbox_time_limit_s)", "too_costly") from None

@@ -212,7 +212,7 @@ class Scheduler:
         cached = await self.cached_rows(wanted)
         hits = sum(1 for k in p.keys if k in cached)
         if len(cached) == len(p.unique):
-            warnings = await self._codegen_warnings(p, wanted) if codegen else []
+            warnings = await self._codegen_warnings(p, wanted, owner) if codegen else []
             rid = "c" + hashlib.sha256("".join(p.keys).encode()).hexdigest()[:31]
             extra = {k: v for k, v in (("notes", notes), ("warnings", warnings)) if v}
             code, body = self._done_answer(rid, p, cached, set(cached), start, extra=extra)
@@ -255,7 +255,7 @@ class Scheduler:
             if job is not None:
                 built: list[str] = []
                 if codegen and job.status == "done":  # solved ones have theirs; cached ones may not
-                    built = await self._codegen_warnings(p, wanted)
+                    built = await self._codegen_warnings(p, wanted, owner)
                 code, body = await self.job_answer(job, start=start, for_post=True, warnings=built)
                 if code == 410 and attempt < RESCHEDULES:  # a plan was deleted since it was solved: solve it again
                     log.info("event=plans_deleted_while_answering job=%s attempt=%d", job_id, attempt + 1)
@@ -264,7 +264,7 @@ class Scheduler:
                 return Answer(code, body, job_id, hits, misses)
         if codegen and cached:
             assert self.modules is not None
-            self.modules.in_background(list(cached))  # the layers being solved get theirs from the solver
+            self.modules.in_background(list(cached), owner)  # the layers being solved get theirs from the solver
         body = json.dumps({
             "id": job_id, "status": st[0] if st else "queued",
             "progress": {"done": st[1] if st else len(cached), "total": st[2] if st else len(p.unique)},
@@ -361,11 +361,11 @@ class Scheduler:
             f'"links":{links}{tail}}}'
         )
 
-    async def _codegen_warnings(self, p: Prepared, keys: list[str]) -> list[str]:
+    async def _codegen_warnings(self, p: Prepared, keys: list[str], owner: str | None = None) -> list[str]:
         """Build the modules `codegen` asked for; a plan whose module could not be built gets a warning (its
         plan stands; GET /plans/{key}/module answers the reason)."""
         assert self.modules is not None
-        await self.modules.ensure_many(keys)
+        await self.modules.ensure_many(keys, owner)
         out = []
         for key, i in p.unique:
             module = await asyncio.to_thread(self.store.get_module, key)

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from tileplan.api.auth import require_read, require_write
+from tileplan.api.auth import caller_of, require_read, require_write
 from tileplan.api.errors import ApiError
 from tileplan.api.schemas import ERRORS, ErrorBody, EvaluateRequest, PlanPage
 from tileplan.jobs.disconnect import unless_gone
@@ -104,7 +104,9 @@ async def get_plan_module(
     `codegen`, or was cached under another layer name than `name`). A plan that cannot become code for its
     hardware (no code generator there) is a 422 with the reason, at once."""
     try:  # (a client that leaves stops a build only it was waiting for)
-        module = await unless_gone(request.is_disconnected, request.app.state.modules.ensure(key, name))
+        # (a build takes its asker's turn: one client's builds under many names wait in that client's line)
+        module = await unless_gone(request.is_disconnected,
+                                   request.app.state.modules.ensure(key, name, caller_of(request).owner))
     except UnknownDescriptor as exc:
         raise ApiError(404, ["path", "key"], str(exc), "not_found") from None
     except (SolveTimeout, SolverCrashed) as exc:  # not stored: the next request tries again
