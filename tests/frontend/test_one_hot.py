@@ -35,3 +35,22 @@ def test_one_hot_equals_onnxruntime(depth: np.ndarray, axis: int, vtype: type) -
     got = run_artifact(res.artifact, {"idx": idx}).outputs["y"]
     want = onnxruntime_outputs(data, {"idx": idx})["y"]
     assert got.shape == want.shape and (got == want).all(), (got, want)
+
+
+def test_float_indices_are_cast_as_onnxruntime_casts_them() -> None:
+    """ONNX allows float indices (its own test_onehot_with_axis); onnxruntime casts them to integers (truncating),
+    and TVM's converter refused them ('requires the input indices to have integer dtype')."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = {"depth": np.asarray(np.float32(10.0)), "values": np.asarray([1.0, 3.0], np.float32)}
+    node = helper.make_node("OneHot", ["idx", "depth", "values"], ["y"], axis=1, name="onehot")
+    graph = helper.make_graph([node], "onehot", [helper.make_tensor_value_info("idx", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10, 3])],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    idx = np.asarray([[0.0, 7.0, 8.9], [-1.0, -9.5, 2.2]], np.float32)
+    got = run_artifact(compile_bytes(data).artifact, {"idx": idx}).outputs["y"]
+    want = onnxruntime_outputs(data, {"idx": idx})["y"]
+    assert got.shape == want.shape and (got == want).all(), (got, want)

@@ -1959,8 +1959,8 @@ def _col2im(bb: Any, inputs: Any, attrs: dict) -> Any:
 
 
 def _one_hot(bb: Any, inputs: Any, attrs: dict) -> Any:
-    """OneHot as onnxruntime computes it: depth read as an integer (a float depth truncated), negative indices
-    counting from the depth, indices outside [-depth, depth) all off. TVM's converter gave its on / off values as
+    """OneHot as onnxruntime computes it: depth read as an integer (a float depth truncated), float indices cast to
+    integers, negative indices counting from the depth, indices outside [-depth, depth) all off. TVM's converter gave its on / off values as
     float64 scalars, so a float32 model's output was made in float64 and read back as float32: garbage (and a float
     depth failed its import). The depth and values must be constants (they set the output's shape and type)."""
     from tvm import relax, tirx
@@ -1982,6 +1982,8 @@ def _one_hot(bb: Any, inputs: Any, attrs: dict) -> Any:
         lambda v: tirx.IntImm(dtype, int(v)))
     off, on = (relax.prim_value(make(v)) for v in values_np)
     idx_dtype = str(indices.ty.dtype)
+    if idx_dtype.startswith(("float", "bfloat")):  # ONNX allows float indices; onnxruntime casts them (truncating)
+        indices, idx_dtype = bb.normalize(relax.op.astype(indices, "int64")), "int64"
     if not idx_dtype.startswith("uint"):
         indices = bb.normalize(relax.op.where(relax.op.less(indices, relax.const(0, idx_dtype)),
                                               relax.op.add(indices, relax.const(depth, idx_dtype)), indices))
