@@ -230,8 +230,10 @@ def _kept_prefix(perm: Sequence[str], loops: Sequence[tuple[str, int]]) -> list[
 def _pull_into_fanout(arch: Architecture, levels: list[LevelMapping], i: int, con: LoopConstraint,
                       bounds: dict[str, int]) -> list[LevelMapping] | None:
     """`levels` with the smallest prime factor of some temporal loop (outermost level first) moved into level i's
-    fan-out, of a dimension the constraint lets it unroll, or None when none fits the fan-out."""
+    fan-out, of a dimension the constraint lets it unroll (alone, under its permutation: PCQ takes a P loop, not a C
+    or Q one), or None when none fits the fan-out."""
     fanout = arch.levels[i].fanout
+    dims = shape_dims(bounds)
     for j in range(len(levels) - 1, -1, -1):
         for d, f in levels[j].temporal:
             want = con.factors.get(d)
@@ -239,6 +241,8 @@ def _pull_into_fanout(arch: Architecture, levels: list[LevelMapping], i: int, co
                 continue
             p = next(q for q in range(2, f + 1) if f % q == 0)
             if p > fanout or p > con.max_factors.get(d, p):
+                continue
+            if level_problems(LoopConstraint(permutation=con.permutation), [(d, p)], bounds, dims):
                 continue
             new = list(levels)
             new[j] = new[j].model_copy(update={"temporal": [(dd, ff // p if dd == d else ff) for dd, ff in
@@ -250,8 +254,8 @@ def _pull_into_fanout(arch: Architecture, levels: list[LevelMapping], i: int, co
 
 def _reorder(arch: Architecture, mapping: Mapping, bounds: dict[str, int]) -> Mapping | None:
     """Each constrained level's loops in an order its permutation accepts, those it cannot take (and, on a one-axis
-    fan-out, spatial loops beyond the split) moved to the outermost level's temporal loops; None when that leaves
-    the level unaccepted (a constraint on the outermost level's own loops, a spatial level left without loops)."""
+    fan-out, spatial loops beyond the split) moved to the temporal loops of the outermost level whose constraints
+    take them (outermost there); None when no level does, or when a spatial level is left without loops."""
     cons = arch.hardware.constraints.loops
     dims = shape_dims(bounds)
     levels = list(mapping.levels)
@@ -277,8 +281,6 @@ def _reorder(arch: Architecture, mapping: Mapping, bounds: dict[str, int]) -> Ma
                 m = levels[i]
                 keep = [(d, f) for d, f in m.spatial if f > 1]
             if len(keep) != len(loops):
-                if i == top and kind == "temporal":
-                    return None
                 moved += [x for x in loops if x not in keep]
             if kind == "spatial":
                 cand = keep
@@ -288,10 +290,19 @@ def _reorder(arch: Architecture, mapping: Mapping, bounds: dict[str, int]) -> Ma
                     return None
             levels[i] = m.model_copy(update={kind: keep})
     if moved:
-        t: dict[str, int] = {str(d): f for d, f in levels[top].temporal}
-        for d, f in moved:
-            t[d] = t.get(d, 1) * f
-        levels[top] = levels[top].model_copy(update={"temporal": [(d, t[d]) for d in
-                                                                  [d for d, _ in levels[top].temporal] +
-                                                                  [d for d in t if d not in dict(levels[top].temporal)]]})
+        # (the outermost level's temporal loops only shrink the tiles in between; where its own permutation refuses
+        # them, as DRAM's NK does every loop when N = K = 1, a level further in takes them, its tiles grown: the
+        # caller checks capacities)
+        for j in range(top, -1, -1):
+            t: dict[str, int] = {str(d): f for d, f in levels[j].temporal}
+            for d, f in moved:
+                t[d] = t.get(d, 1) * f
+            loops = [(d, t[d]) for d in [d for d, _ in levels[j].temporal] +
+                     [d for d in t if d not in dict(levels[j].temporal)]]
+            sink = cons.get(arch.levels[j].name, {}).get("temporal")
+            if sink is None or not level_problems(sink, loops, bounds, dims):
+                levels[j] = levels[j].model_copy(update={"temporal": loops})
+                break
+        else:
+            return None
     return mapping.model_copy(update={"levels": levels})

@@ -67,3 +67,27 @@ def test_cosa_is_never_above_1_10x_the_recorded_mapper(row):
     plan = make_plan(parse_layer(row["layer"]), hw, ScheduleOptions(
         mapper="cosa", baseline=False, time_limit_s=TIME_LIMIT_S, model="timeloop", objective=LATENCY))
     assert plan.metrics.cycles <= 1.10 * _best_mapper(row)
+
+
+def test_cosa_plans_where_the_outermost_level_s_permutation_takes_none_of_the_moved_loops():
+    """The seed-9 fuzz's fuzz9_018 L1 (batch 1, 9 -> 1 channels): DRAM's temporal permutation NK, with N = K = 1,
+    leaves DRAM no loop timeloop-model accepts, and Spad3's spatial constraint (R = S = K = N = 1, P <= 4, PCQ) moves
+    what the MIP unrolled there out of the fan-out. The loops a constraint would not take went to DRAM, whose
+    permutation refused them: cosa refused the layer, where timeloop-mapper found 1,152 cycles. They now go to the
+    outermost level whose constraints take them; timeloop-model's check (as tileplan reproduces it) accepts the map,
+    read back from its export as timeloop-model reads it."""
+    from tileplan.interop.timeloop_map import timeloop_verdict, to_timeloop_mapping
+    from tileplan.problem import Problem
+
+    data = BENCH_DATA / "timeloop_fuzz_seed9"
+    row = next(r for r in (json.loads(x) for x in (data / "mapper.jsonl").read_text().splitlines() if x.strip())
+               if _key(r) == ("fuzz9_018", "L1"))
+    assert row["mapper"]["3"]["model_accepts"] and row["mapper"]["3"]["cycles"] == 1152
+    hw = load_descriptor((data / row["arch"]).read_text(), name="fuzz9_018")
+    layer = parse_layer(row["layer"])
+    plan = make_plan(layer, hw, ScheduleOptions(
+        mapper="cosa", baseline=False, time_limit_s=TIME_LIMIT_S, model="timeloop", objective=LATENCY))
+    mapping, why = timeloop_verdict(to_timeloop_mapping(plan.mapping, hw), hw, Problem.from_layer(layer))
+    assert why == []
+    assert mapping is not None and not plan.mapping.padded_dims
+    assert plan.metrics.cycles <= 1.10 * row["mapper"]["3"]["cycles"]
