@@ -76,7 +76,9 @@ def test_restarts_leave_the_local_minimum_the_shipped_parameters_sat_in(data) ->
     cost25h, a plain fit from them reaches 16.19, the restarts 15.85, where the shipped parameters sit; with
     loop_conv_ws's two call slots on, cost25l, a plain fit from them reaches 16.04, the restarts 15.69, where the
     shipped parameters sit; with the whole-row reads DRAM serves waiting as strided ones do, cost25m, a plain fit from
-    them reaches 15.80, the restarts 15.72, and the shipped parameters sit at 15.68.)"""
+    them reaches 15.80, the restarts 15.72, and the shipped parameters sit at 15.68; with the caches' random replacement
+    and dram_byte_cycles held at FireSim's DRAM rate, cost25n, a plain fit from them reaches 14.99, the restarts 14.91,
+    where the shipped parameters sit.)"""
     before = CostParams(
         dram_efficiency=0.71, dma_request_cycles=0.9722, dram_request_cycles=0.9483, block_wait_cycles=11.22,
         op_overhead_cycles=0.0032, compute_floor_dims=0.4265, preload_dims=0.3242, call_floor_cycles=274.0251,
@@ -84,7 +86,7 @@ def test_restarts_leave_the_local_minimum_the_shipped_parameters_sat_in(data) ->
         llc_miss_cycles=0.0, dram_byte_cycles=0.0,
     )
     stuck = loss(data, fit(data, before))
-    assert stuck > 15.75
+    assert stuck > 14.95
     restarted = loss(data, fit(data, before, restarts=2))
     assert restarted < stuck - 0.05
     assert loss(data, CostParams()) <= restarted + 0.01
@@ -187,34 +189,44 @@ def test_issue_25_held_out_targets_met(data, cv_artifact, cv_artifact_by_network
         assert spearmanr(pred[mapping], d.y[mapping]).statistic >= 0.993
 
 
+@pytest.mark.xfail(strict=True, reason="issue 25's worst-run target no longer reached held out by network since the "
+                   "caches' random replacement is modelled (bench/results/costmodel.md: U-Net's C1024_K1024_P28 under a "
+                   "DOSA mapping at 0.55x; it was 0.57x)")
 def test_issue_25_no_run_off_by_more_than_1_8x_held_out_by_network(data, cv_artifact_by_network) -> None:
     """Issue 25's worst-run target, held out by network: every 16x16 run predicted within [0.556, 1.8] x its measured
-    cycles (0.57x-1.65x now; U-Net's 2-channel head was at 0.41x before its whole-row DRAM reads waited as strided
-    ones do, cost25m; bench/results/costmodel.md)."""
+    cycles. Met before the caches' random replacement was modelled (0.57x-1.66x; U-Net's 2-channel head was at 0.41x
+    before its whole-row DRAM reads waited as strided ones do, cost25m); with it and the refit, U-Net's
+    C1024_K1024_P28 under DOSA's 448-call mapping comes out 0.55x (0.55x-1.63x, bench/results/costmodel.md)."""
     ratio = cv_artifact_by_network / data[1].y
     assert ratio.min() >= 0.556 and ratio.max() <= 1.8
 
 
 @pytest.mark.xfail(strict=True, reason="issue 25's worst-run target not reached held out by configuration "
-                   "(bench/results/costmodel.md: U-Net's C1024_K1024_P28 under a DOSA mapping at 0.53x)")
+                   "(bench/results/costmodel.md: U-Net's C1024_K1024_P28 under a DOSA mapping at 0.54x)")
 def test_issue_25_no_run_off_by_more_than_1_8x_held_out_by_configuration(data, cv_artifact) -> None:
     """Issue 25's worst-run target, held out by configuration: every 16x16 run within [0.556, 1.8] x measured."""
     ratio = cv_artifact / data[1].y
     assert ratio.min() >= 0.556 and ratio.max() <= 1.8
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25's MAPE targets not reached yet (bench/results/costmodel.md: DOSA's "
-                   "mappings by network 10.1%; library 12.3% / 12.6%)")
-def test_issue_25_held_out_targets(data, cv_artifact, cv_artifact_by_network) -> None:
-    """Issue 25's MAPE targets not met yet, on the 16x16 runs held out by configuration and by network (every fold
-    refitting every parameter): DOSA's mappings within 10% MAPE held out by network, the library's own runs within
-    12% both ways."""
+def test_issue_25_library_target_met(data, cv_artifact, cv_artifact_by_network) -> None:
+    """Issue 25's target for Gemmini's own tiler met since the caches' random replacement is modelled
+    (`gemmini._miss_shares`; bench/results/costmodel.md): the library's runs within 12% MAPE held out by configuration
+    and by network (every fold refitting every parameter; 12.3% / 12.6% before)."""
     d = data[1]
     mapping = np.char.startswith(np.array(d.labels(lambda r: r.kind)).astype(str), "mapping")
-    assert (np.abs(cv_artifact_by_network - d.y) / d.y)[mapping].mean() <= 0.10
     for pred in (cv_artifact, cv_artifact_by_network):
         ape = np.abs(pred - d.y) / d.y
         assert ape[~mapping].mean() <= 0.12
+
+
+def test_issue_25_mappings_by_network_target_met(data, cv_artifact_by_network) -> None:
+    """Issue 25's last MAPE target, met since the caches' random replacement is modelled, at the edge: DOSA's mappings
+    on the 16x16 runs within 10% MAPE held out by network, every fold refitting every parameter (10.0%, 9.996%, in
+    bench/results/costmodel.md; 10.1% before)."""
+    d = data[1]
+    mapping = np.char.startswith(np.array(d.labels(lambda r: r.kind)).astype(str), "mapping")
+    assert (np.abs(cv_artifact_by_network - d.y) / d.y)[mapping].mean() <= 0.10
 
 
 def test_artifact_library_runs_use_the_recorded_tiles() -> None:
@@ -691,9 +703,10 @@ def test_the_dma_cannot_outrun_dram_beyond_the_llc() -> None:
     """A tensor larger than the 4 MiB LLC is read from DRAM, slower than the DMA: a call's DMA lasts at least the bytes
     its loads read there x dram_byte_cycles (`far_bytes`). U-Net's 2-channel head reads a 9.6 MB input (64 channels at
     388 x 388) in whole 64-byte rows, which no request term marks (FireSim: 3.8-5.4M cycles, the model without the
-    bound 2.4-2.7M). What the L2 still holds from the previous call is not DRAM's: the same tile, or the input window
-    a kernel-column tile only shifts."""
-    from tileplan.cost.gemmini import Execution, cycles_from_calls
+    bound 2.4-2.7M). What the LLC still holds of a tile read again is not DRAM's (`_miss_shares`: a block survives the
+    bytes touched in between with probability exp(-D / 4 MiB), the LLC replacing a random way); the input window a
+    kernel-column tile only shifts is not read again."""
+    from tileplan.cost.gemmini import Execution, _miss_shares, cycles_from_calls
 
     col = FEATURE_COLUMNS.index("far_bytes")
 
@@ -710,13 +723,29 @@ def test_the_dma_cannot_outrun_dram_beyond_the_llc() -> None:
     k_outer = ("N", "G", "K", "P", "Q", "C", "R", "S")
     halo = 97 * 6 * 390 * 64  # 97 tiles of 4 output rows read 6 input rows each (9.7 MB input, 37 KB weights)
     assert far(library) == pytest.approx(halo)
-    # 16 output channels a call, inside the pixel loops: consecutive calls read the same input tile from the L2
-    assert far(library, t_k=16) == pytest.approx(halo)
-    # output channels outermost: each 16-channel tile comes back to an input long evicted
-    assert far(k_outer, t_k=16) == pytest.approx(4 * halo)
+    # 16 output channels a call, inside the pixel loops: the three calls after a tile's first read the same input
+    # tile again, and DRAM reads only what the LLC lost in between (one call's 150 KB input window, its weights and
+    # its outputs: ~6.6%; the previous-call rule read none of it again)
+    e16 = Execution(
+        kind="conv", dim=16, batch=1, groups=1, out_h=388, out_w=388, k=64, c=64, r=3, s=3, stride=(1, 1),
+        pad=(0, 0), in_h=390, in_w=390, t_n=1, t_h=4, t_w=388, t_k=16, t_c=64, t_r=3, t_s=3, k_step=16,
+        c_step=64, bias=False, order=library,
+    )
+    lost = _miss_shares(e16, {"P": 97, "Q": 1, "K": 4, "C": 1, "N": 1, "R": 1, "S": 1, "G": 1}, "I", 4 << 20)["K"]
+    assert 0.05 < lost < 0.08
+    assert far(library, t_k=16) == pytest.approx(halo * (1 + 3 * lost))
+    # output channels outermost: each 16-channel tile comes back to an input the LLC has all but lost (the whole
+    # 9.7 MB input and more read in between)
+    evicted = _miss_shares(dataclasses.replace(e16, order=k_outer),
+                           {"P": 97, "Q": 1, "K": 4, "C": 1, "N": 1, "R": 1, "S": 1, "G": 1}, "I", 4 << 20)["K"]
+    assert evicted > 0.98
+    assert far(k_outer, t_k=16) == pytest.approx(halo * (1 + 3 * evicted))
     # kernel columns one call at a time only shift the window: DRAM reads the first column's (388 input columns;
-    # the one new column of each shift is not counted)
-    assert far(k_outer, t_s=1) == pytest.approx(97 * 6 * 388 * 64)
+    # the one new column of each shift is not counted), and of the two shifted windows what the LLC lost in between
+    shifted = _miss_shares(dataclasses.replace(e16, order=k_outer, t_k=64, k_step=64, t_s=1),
+                           {"P": 97, "Q": 1, "K": 1, "C": 1, "N": 1, "R": 1, "S": 3, "G": 1}, "I", 4 << 20)["S"]
+    assert 0.03 < shifted < 0.08
+    assert far(k_outer, t_s=1) == pytest.approx(97 * 6 * 388 * 64 * (1 + 2 * shifted))
     assert far(library, llc=64 << 20) == 0
     # the bound binds on the 2-channel head under the catalog's parameters
     p = CostParams.for_descriptor(get_hardware("gemmini-16x16"))
@@ -729,10 +758,13 @@ def test_the_dma_cannot_outrun_dram_beyond_the_llc() -> None:
     without = cycles_from_calls(call_features(e, 8.0), p.model_copy(update={"dram_byte_cycles": 0.0}))
     assert p.dram_byte_cycles > 0
     assert with_bound.dma >= 388 * 388 * 64 * p.dram_byte_cycles
-    # (it binds above the requests' own waits, which since cost25m count the whole-row reads DRAM serves too)
-    assert with_bound.cycles > 1.05 * without.cycles
+    # at FireSim's measured DRAM rate (0.15 cycles/B, held by a prior since the caches' random replacement is modelled;
+    # the fit put it at 0.30 before) the requests' own waits, which since cost25m count the whole-row reads DRAM serves
+    # too, exceed it on this head: it no longer binds there; it does when the reads do not wait (below)
+    assert with_bound.cycles == without.cycles
     no_reads_wait = p.model_copy(update={"llc_miss_cycles": 0.0, "dram_request_cycles": 0.0})
-    assert cycles_from_calls(call_features(e, 8.0), no_reads_wait).cycles > 1.4 * cycles_from_calls(
+    # (by 11% at 0.15 cycles/B; 40% and more at the 0.30 fitted before)
+    assert cycles_from_calls(call_features(e, 8.0), no_reads_wait).cycles > 1.1 * cycles_from_calls(
         call_features(e, 8.0), no_reads_wait.model_copy(update={"dram_byte_cycles": 0.0})).cycles
 
 
@@ -940,11 +972,13 @@ def test_calls_costed_together_are_what_each_mapping_costs_alone():
     assert gemmini_cycles_many(problem, simba.resolve(), [Mapping(levels=[])], "tileplan") == [None]
 
 
-def test_a_weak_prior_picks_dram_byte_cycles_where_the_runs_leave_it_free() -> None:
+def test_a_prior_holds_dram_byte_cycles_at_firesims_measured_dram_rate() -> None:
     """With U-Net held out no 16x16 run pins dram_byte_cycles, and the fold's answer depended on where the optimiser
     started (costmodel_residuals.md, seventh round). The fit carries one extra residual per prior, weight x
-    log(parameter / value): zero at the value (FireSim's measured DRAM bandwidth, gemmini.md), small beside one run's
-    relative error elsewhere."""
+    log(parameter / value): zero at the value (FireSim's measured DRAM bandwidth, gemmini.md). With the caches' random
+    replacement (`gemmini._miss_shares`) the runs leave the rate flat between ~0.15 and ~0.40 cycles/B, and a weak
+    prior (weight 0.01) let the fold without RetinaNet fit 0.40 (2.5 B/cycle, below anything FireSim measured;
+    thirteenth round): the weight (5) now holds it at the measured rate in every fold."""
     import math
 
     from tileplan.cost import calibrate
@@ -956,4 +990,49 @@ def test_a_weak_prior_picks_dram_byte_cycles_where_the_runs_leave_it_free() -> N
     assert at_value.tolist() == [0.0]
     twice = calibrate._residuals([], {**theta, "dram_byte_cycles": 2 * value})
     assert twice.tolist() == pytest.approx([weight * math.log(2)])
-    assert 0 < weight <= 0.01
+    assert weight >= 1
+
+
+def test_a_tile_read_again_misses_the_caches_as_random_replacement_and_their_sets_say() -> None:
+    """A convolution's tile read again when a DRAM loop that does not index it comes back to it is partly still in the
+    L2 and the LLC: both replace a random way, so a block survives the D bytes the calls in between touch with
+    probability exp(-D / cache) (`_miss_shares`). D counts each tensor's rows in whole 64-byte blocks, and a strided
+    tile's own rows as its sets see them: weight rows 1 KiB apart (16 of 1,024 output channels) start in 64 of the L2's
+    1,024 sets, so each takes 16 blocks' worth of the L2 (U-Net's C1024_K1024_P28 under DOSA's 448-call mapping measured
+    20.5 cycles a weight request: every re-read misses), where rows 1,040 B apart spread over every set."""
+    from tileplan.cost.gemmini import Execution, _miss_shares
+
+    l2, llc = 512 << 10, 4 << 20
+    order = ("N", "G", "K", "C", "R", "S", "P", "Q")  # the pixel loops innermost: each call re-reads the weight tile
+    e = Execution(
+        kind="conv", dim=16, batch=1, groups=1, out_h=28, out_w=28, k=1024, c=1024, r=3, s=3, stride=(1, 1),
+        pad=(1, 1), in_h=28, in_w=28, t_n=1, t_h=4, t_w=28, t_k=16, t_c=1024, t_r=3, t_s=3, k_step=16, c_step=1024,
+        bias=False, order=order,
+    )
+    trips = {"P": 7, "Q": 1, "K": 64, "C": 1, "N": 1, "R": 1, "S": 1, "G": 1}
+    input_blocks = 6 * 30 * 1024 // 64  # the call's input window (whole 1,024-byte pixel rows)
+    output_blocks = 4 * 28  # 16-byte output rows, a block each
+    weight_rows = 3 * 3 * 1024
+    shares = _miss_shares(e, trips, "W", l2)
+    assert set(shares) == {"P"}  # the one loop of several trips that does not index the weights
+    assert shares["P"] == pytest.approx(1 - math.exp(-(weight_rows * 16 + input_blocks + output_blocks) * 64 / l2))
+    assert shares["P"] > 0.999
+    # rows 1,040 bytes apart (a padded copy) spread over every set: a block each
+    padded = dataclasses.replace(e, w_row=1040)
+    spread = _miss_shares(padded, trips, "W", l2)["P"]
+    assert spread == pytest.approx(1 - math.exp(-(weight_rows + input_blocks + output_blocks) * 64 / l2))
+    assert spread < 0.8
+    # the LLC (eight times the sets) keeps more of the same tile
+    assert _miss_shares(padded, trips, "W", llc)["P"] < 0.2
+    # the features: the first pixel tile's call reads every weight row from DRAM, the six after it the share the LLC
+    # misses (far_req), and the share the L2 misses waits behind it (dram_req)
+    x = call_features(padded, 8.0)
+    col = {c: x[:, FEATURE_COLUMNS.index(c)] for c in FEATURE_COLUMNS}
+    w_req = float((col["far_req"] * col["count"]).sum())
+    # 64 output-channel tiles of 9,216 16-byte rows (at 1,040-byte offsets each stays within a block: a request each)
+    per_tile = weight_rows * 64.0
+    llc_share = _miss_shares(padded, trips, "W", llc)["P"]
+    assert w_req == pytest.approx(per_tile * (1 + 6 * llc_share), rel=1e-9)
+    # (the 802 KB output's 16-byte stores are strided beyond the L2 too)
+    l2_req = float(((col["dram_req"] - col["st_req"]) * col["count"]).sum())
+    assert l2_req == pytest.approx(per_tile * (1 + 6 * spread), rel=1e-9)

@@ -64,10 +64,16 @@ software library per iteration of the DRAM-level loops:
   `llc_miss_cycles` and cross the memory bus (below); no parameter of its own. U-Net's 2-channel head reads its 9.6 MB
   input so: held out by network, with no other network to pin `dram_byte_cycles`, it was predicted 0.41x of FireSim,
   now 0.61x (costmodel_residuals.md, twelfth round). Beyond the LLC the DMA also cannot outrun DRAM (`far_bytes`): a call's DMA lasts at least
-  the bytes DRAM reads for its loads x a fitted `dram_byte_cycles` (~0.3 cycles/B: FireSim reads U-Net's 9.6 MB
-  input of its 2-channel head at ~2.5-3.5 B/cycle in whole 64-byte rows, which no request term marks); what the
-  previous call left in the L2 is not DRAM's (`_in_l2_across`: the same tile, or a kernel tile that only shifts the
-  input window). Counting the stores' fills and write-backs too, or a strided row's whole 64-byte blocks, did not
+  the bytes DRAM reads for its loads x `dram_byte_cycles` (held at FireSim's measured DRAM rate, 5.5-8 B/cycle, by
+  a prior: `calibrate.PRIORS`). A convolution's tile read again when a DRAM loop that does not index it comes back to
+  it (the previous call's tile, a kernel tile that only shifts the input window, or a tile an outer loop returns to)
+  is partly still in the caches (`_miss_shares`): both the L2 and the LLC model replace a random way, so a block
+  survives the D bytes the calls in between touch with probability exp(-D / cache), D counting each tensor's rows in
+  whole 64-byte blocks and a strided tile's own rows as its sets see them (rows a power-of-two pitch apart use a
+  fraction of the sets: 16-byte weight rows 1 KiB apart take 64 of the L2's 1,024 sets); the share the L2 misses
+  waits `dram_request_cycles` (`dram_req`), the share the LLC misses too waits `llc_miss_cycles` and is read by DRAM
+  (`far_req`, `far_bytes`). No parameter of its own (ways, block and sizes are hardware facts); tiled_matmul keeps the
+  previous call's rule (`_in_l2_across`). Counting the stores' fills and write-backs too, or a strided row's whole 64-byte blocks, did not
   improve both held-out splits (costmodel_residuals.md). A strided request DRAM serves (`far_req`) also brings its
   whole 64-byte block into the L2 over the SoC's memory bus (rocket-chip's MemoryBusParams: 8 bytes a beat, a beat a
   cycle, `CostParams.mem_bus_bytes`), and a strided store's block goes back out too (the L2 allocates on a write and
@@ -145,6 +151,7 @@ from tileplan.problem import Problem
 
 ITERATOR_BITS = 16  # loop_conv_ws address/iterator registers (hardware fact)
 REQUEST_BYTES = 64  # largest DMA request (hardware fact)
+CACHE_WAYS = 8  # ways of the SoC's L2 (rocket-chip's InclusiveCache, 512 KiB, 8 ways) and of the LLC model behind it
 ACC_BYTES = 4  # an accumulator element (int32)
 REDUCTION_DIMS = ("R", "S", "C")
 # The dimensions that index each operand tile: a call needs a new tile when one of them moves.
@@ -815,7 +822,8 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     # how an execution keeps tiles (`_kept_across`) depends on its reuse, order and which loops have several trips
     keeps: dict[tuple, int] = {}
     keep_rows: list[tuple[list[bool], list[bool]]] = []
-    l2_rows: list[tuple[list[bool], list[bool]]] = []
+    # per execution, per cache (L2, LLC), I and W: the share of a tile that misses when each loop comes back to it
+    miss_rows: list[list[list[float]]] = []
     keep_idx = []
     slots = [_slot_loop(e) for e in es]
     for e, slot in zip(es, slots):
@@ -847,10 +855,12 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
             }
             kept_i, kept_w = _kept_across(e, trips, "I"), _kept_across(e, trips, "W")
             keep_rows.append(([d in kept_i for d in _FIRST], [d in kept_w for d in _FIRST]))
-            # what the L2 still holds from the previous call whoever runs the calls (`_in_l2_across`)
-            l2_i, l2_w = _in_l2_across(e, trips, "I"), _in_l2_across(e, trips, "W")
-            l2_rows.append(([d in l2_i for d in _FIRST], [d in l2_w for d in _FIRST]))
         keep_idx.append(k)
+        trips_e = {"P": -(-e.out_h // e.t_h), "Q": -(-e.out_w // e.t_w), "K": -(-e.k // e.k_step),
+                   "C": -(-e.c // e.c_step), "N": -(-e.batch // e.t_n), "R": -(-e.r // e.t_r),
+                   "S": -(-e.s // e.t_s), "G": e.groups}
+        miss_rows.append([[m.get(d, 1.0) for d in _FIRST] for m in (
+            _miss_shares(e, trips_e, t, cache) for cache in (e.l2_bytes, e.llc_bytes) for t in ("I", "W"))])
     which = np.array(which_rows, dtype=np.int64).reshape(n, 5)
     lengths = np.empty((n, 5), dtype=np.int64)
     stacked: list[list[np.ndarray]] = []  # per loop: the distinct tables (and request columns), stacked
@@ -907,9 +917,9 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
     # loops it is kept across (`_kept_across`, worked out above per distinct way of keeping)
     table = np.array(keep_rows, dtype=bool).reshape(len(keep_rows), 2, len(_FIRST))[np.array(keep_idx, dtype=np.int64)]
     kept = {"I": table[:, 0, :], "W": table[:, 1, :]}
-    kidx = np.array(keep_idx, dtype=np.int64)
-    table2 = np.array(l2_rows, dtype=bool).reshape(len(l2_rows), 2, len(_FIRST))[kidx]
-    l2_kept = {"I": table2[:, 0, :], "W": table2[:, 1, :]}
+    # what the L2 and the LLC still hold when a loop comes back to a tile (`_miss_shares`): [cache][tensor] -> the
+    # share that misses, per execution and loop (1: the loop indexes the tensor)
+    misses = np.array(miss_rows, dtype=float).reshape(n, 2, 2, len(_FIRST))
     kb = np.ceil(kk / cols_)
     cb = np.ceil(cc / rows)
     # per kernel-column block (folded): one input row of (up to fold) x C channels per (batch, input row, output
@@ -941,11 +951,19 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
             for j, dim in enumerate(first):
                 if kept[t][:, j].any():
                     load *= np.where(kept[t][xid, j], first[dim], 1.0)
-        fetch_i, fetch_w = (np.ones(len(xid)) for _ in range(2))
-        for t, load in (("I", fetch_i), ("W", fetch_w)):
-            for j, dim in enumerate(first):
-                if l2_kept[t][:, j].any():
-                    load *= np.where(l2_kept[t][xid, j], first[dim], 1.0)
+        # the share of a call's I and W tiles that misses the L2 (l2_i, l2_w) and the LLC (llc_i, llc_w): the tile's first
+        # read misses; after that the innermost loop that moved on decides, the one that came back soonest (the shares
+        # grow outward, so the smallest of the loops that moved)
+        fetch = []
+        for cache in (0, 1):
+            for tensor in (0, 1):
+                share = np.ones(len(xid))
+                for j, dim in enumerate(first):
+                    m = misses[:, cache, tensor, j]
+                    if (m < 1.0).any():
+                        np.minimum(share, np.where(first[dim] > 0, 1.0, m[xid]), out=share)
+                fetch.append(share)
+        l2_i, l2_w, llc_i, llc_w = fetch
         in_req = np.where(folded, nb * hu * wo * blocks * _req(fold * cc * in_b),
                           nb * hu * wu * c_req)
         in_bytes = np.where(folded, nb * hu * wo * wk * cc, nb * hu * wu * cc)
@@ -963,14 +981,14 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
         st_bytes = final * nb * ho * wo * kk * out_b
         # only rows narrower than the tensor's (a channel tile short of all channels): whole rows stream contiguously
         strided_st = (kk < k_all) | (grouped & (o_row == 0))
-        dram_req = (load_i * in_req * big["I"] * (cc < c_all) + load_w * w_req * big["W"] * (kk < k_all)
+        # (the strided loads the L2 misses wait on what lies behind it; those the LLC misses too, on DRAM)
+        dram_req = (l2_i * load_i * in_req * big["I"] * (cc < c_all) + l2_w * load_w * w_req * big["W"] * (kk < k_all)
                     + st_req * big["O"] * strided_st)
         far_st_req = st_req * far["O"] * strided_st
-        far_req = (load_i * in_req * far["I"] * (cc < c_all) + load_w * w_req * far["W"] * (kk < k_all)
-                   + far_st_req)
-        # bytes DRAM reads for the loads of tensors larger than the LLC (`far_bytes`), less what the previous call
-        # left in the L2 (`_in_l2_across`)
-        far_bytes = (fetch_i * in_bytes * far["I"] + fetch_w * hk * wk * cc * kk * far["W"]) * in_b
+        far_req = (llc_i * load_i * in_req * far["I"] * (cc < c_all)
+                   + llc_w * load_w * w_req * far["W"] * (kk < k_all) + far_st_req)
+        # bytes DRAM reads for the loads of tensors larger than the LLC (`far_bytes`): what the LLC misses
+        far_bytes = (llc_i * in_bytes * far["I"] + llc_w * hk * wk * cc * kk * far["W"]) * in_b
         # store requests waiting behind one to the same 64-byte block (`_store_chain`): mvouts of up to DIM pixels of
         # one block of up to DIM output channels, rows a pixel's channels apart (all groups': NHWC)
         block_req = final * nb * ho * np.ceil(kk / cols_) * _store_chain(
@@ -1081,6 +1099,60 @@ def _in_l2_across(e: Execution, trips: dict[str, int], tensor: str) -> list[str]
             break
         kept.append(d)
     return kept
+
+
+def _set_blocks(rows: float, width: float, pitch: float, cache_bytes: float) -> float:
+    """64-byte blocks a tile of `rows` rows of `width` bytes, `pitch` bytes apart, takes of a cache of `cache_bytes` as
+    its busiest sets see it (CACHE_WAYS ways of REQUEST_BYTES blocks). A row's blocks sit in consecutive sets, but the
+    rows of a pitch divisible by a power of two above the block start in only sets / g of them (g = that power / the
+    block: rows 1 KiB apart in a 512 KiB 8-way L2 use 64 of its 1,024 sets), so once the rows wrap around those sets a
+    row takes max(its blocks, g) of the cache. Whole rows (width = pitch) are one contiguous range."""
+    if width >= pitch:
+        return math.ceil(rows * pitch / REQUEST_BYTES)
+    blocks = math.ceil(width / REQUEST_BYTES)
+    sets = cache_bytes / CACHE_WAYS / REQUEST_BYTES
+    g = max(1, math.gcd(int(pitch), int(sets * REQUEST_BYTES)) // REQUEST_BYTES)
+    return rows * blocks if rows * g <= sets else rows * max(blocks, g)
+
+
+def _miss_shares(e: Execution, trips: dict[str, int], tensor: str, cache_bytes: float) -> dict[str, float]:
+    """Per DRAM loop that does not index `tensor` (a kernel-row or -column loop only shifts the input window), the
+    share of `tensor`'s tile the cache of `cache_bytes` no longer holds when that loop comes back to the tile (a
+    convolution; loops of one trip skipped). Between two reads of the tile one iteration of the loop runs: the calls of
+    the loops inside it touch D bytes (their tiles of I, W and O, each row in whole 64-byte blocks, the tensor's own
+    blocks as its sets see them: `_set_blocks`). The SoC's L2 (SiFive's InclusiveCache) and the LLC model behind it
+    (FASED's, `..._l2_llc4mb_ddr3`) replace a random way, so a block survives D bytes of fills with probability
+    exp(-D / cache_bytes): the tile misses 1 - exp(-D / cache_bytes) of its blocks. The innermost such loop that moved
+    decides (`conv_calls_many`); the tile's first read always misses."""
+    indexing = OPERAND_DIMS[tensor] - ({"R", "S"} if tensor == "I" else set())
+    inner: dict[str, int] = {}
+    shares: dict[str, float] = {}
+    for d in reversed(e.order):
+        n = trips.get(d, 1)
+        if n <= 1:
+            continue
+        if d not in indexing:
+            def ext(dim: str, tile: int, full: int) -> int:
+                return min(full, tile * inner.get(dim, 1))
+
+            hh, ww = ext("P", e.t_h, e.out_h), ext("Q", e.t_w, e.out_w)
+            kk, cc = ext("K", e.t_k, e.k), ext("C", e.t_c, e.c)
+            rr, ss, nn = ext("R", e.t_r, e.r), ext("S", e.t_s, e.s), ext("N", e.t_n, e.batch)
+            ih = (hh - 1) * e.stride[0] + (rr - 1) * e.dilation[0] + 1
+            iw = (ww - 1) * e.stride[1] + (ss - 1) * e.dilation[1] + 1
+            tiles = {"I": (nn * ih * iw, cc * e.in_bytes, (e.i_row or e.c) * e.groups * e.in_bytes),
+                     "W": (rr * ss * cc, kk * e.in_bytes, (e.w_row or e.k) * e.in_bytes),
+                     "O": (nn * hh * ww, kk * e.out_bytes, (e.o_row or e.k) * e.groups * e.out_bytes)}
+            blocks = 0.0
+            for x, (rows, width, pitch) in tiles.items():
+                if x == tensor:
+                    blocks += _set_blocks(rows, width, pitch, cache_bytes)
+                else:
+                    blocks += rows * math.ceil(min(width, pitch) / REQUEST_BYTES) if width < pitch else \
+                        math.ceil(rows * pitch / REQUEST_BYTES)
+            shares[d] = 1.0 - math.exp(-blocks * REQUEST_BYTES / cache_bytes)
+        inner[d] = n
+    return shares
 
 
 def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
