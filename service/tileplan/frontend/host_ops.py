@@ -1066,7 +1066,9 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset(),
     the program's outputs equal onnxruntime's default session (which fuses them into integer operators):
 
     - dequantize(int8) -> softmax (any axis) -> quantize(int8): onnxruntime's QLinearSoftmax arithmetic
-      (table of exp, integer reciprocal of the output scale; `_qsoftmax_te`).
+      (table of exp, integer reciprocal of the output scale; `_qsoftmax_te`); also dequantize -> reshape ->
+      softmax (last axis) -> reshape -> quantize: an imported opset<13 Softmax, or a model's own Reshapes around
+      a softmax, which onnxruntime's QDQ propagation moves the DequantizeLinear / QuantizeLinear across.
     - dequantize(int8) -> sigmoid / tanh -> quantize(int8), per-tensor: a 256-entry table onnxruntime computes
       (`unary_table`), looked up.
     - dequantize(int8) + / * dequantize(int8) [-> relu] -> quantize(int8), per-tensor, operands of one shape (a
@@ -1107,10 +1109,28 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset(),
             if mean is not None and str(new.args[0].name) in global_pools:
                 # (a ReduceMean, which onnxruntime keeps in float, is the same relax.mean)
                 return self._global_avg_pool(new, mean)
-            sm = self._bound(new.args[0], "relax.nn.softmax")
-            dq = self._bound(sm.args[0], "relax.dequantize") if sm is not None else None
+            # an opset<13 Softmax is imported as reshape -> softmax (last axis) -> reshape (its rows: the axes
+            # from `axis` on, flattened); onnxruntime fuses it too, as QLinearSoftmax over the same rows, and fuses
+            # a model's own Reshapes around a softmax alike (its QDQ propagation moves DQ / Q across them)
+            back = self._bound(new.args[0], "relax.reshape")
+            sm = self._bound(back.args[0] if back is not None else new.args[0], "relax.nn.softmax")
+            flat = self._bound(sm.args[0], "relax.reshape") if sm is not None and back is not None else None
+            dq = self._bound(flat.args[0] if flat is not None else sm.args[0], "relax.dequantize") \
+                if sm is not None and (back is None or flat is not None) else None
             if dq is None:
                 return new
+            if flat is not None:
+                unit = self._int8_unit(dq, new)
+                if unit is None or int(sm.attrs.axis) % len(sm.ty.shape) != len(sm.ty.shape) - 1:
+                    return new
+                xs, xz, ys, yz = unit
+                x = self.builder_.emit(relax.op.reshape(dq.args[0], flat.args[1]))
+                table = relax.const(softmax_table(float(xs), int(sm.ty.shape[-1])))
+                gv = self.builder_.add_func(_qsoftmax_func(x.ty, float(ys), int(yz)), "qsoftmax")
+                rewritten.append("softmax")
+                y = self.builder_.emit(relax.call_tir(gv, relax.Tuple([x, table]),
+                                                      relax.TensorType(sm.ty.shape, "int8")))
+                return relax.op.reshape(y, back.args[1])
             unit = self._int8_unit(dq, new)
             x = dq.args[0]
             ndim = len(x.ty.shape)
