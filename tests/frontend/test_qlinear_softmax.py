@@ -273,3 +273,100 @@ def test_infinite_input_scale_equals_onnxruntime(signed: bool):
         np.testing.assert_array_equal(run_artifact(res.artifact, {"x": feed}).outputs["y"], want)
         host = {o["op"]: o["reason"] for o in res.summary["ops"] if o["where"] == "host"}
         assert "constantofshape" in host and "depend on no input value" in host["constantofshape"], host
+
+
+def _qdq_model(shape: list[int], axis: int, xs: float, ys: float, yz: int) -> bytes:
+    """x (float) -> QuantizeLinear -> DequantizeLinear -> Softmax(axis) -> QuantizeLinear -> DequantizeLinear,
+    int8, opset 17: a QDQ softmax as onnxruntime's quantize_static writes it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = {"xs": np.float32(xs), "xz": np.int8(0), "ys": np.float32(ys), "yz": np.int8(yz)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xf"]),
+             helper.make_node("Softmax", ["xf"], ["s"], axis=axis),
+             helper.make_node("QuantizeLinear", ["s", "ys", "yz"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq_softmax", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("shape, axis", [([1, 2, 64, 1, 1], 1), ([1, 2, 64, 1, 1], -4), ([6, 10], 0),
+                                         ([2, 3, 5], 1), ([6, 10], -1)])
+def test_qdq_softmax_any_axis_equals_onnxruntime_int8(shape: list[int], axis: int):
+    """onnxruntime 1.32's QDQ transformer (default and int8 sessions alike) runs every int8 DQ -> Softmax -> Q unit
+    as QLinearSoftmax, over any axis (measured: its outputs equal `softmax_reference` over the moved axis and part
+    from the float definition at an output scale of 1/255). The first of these is timm's SKNet-ResNet-18 selective
+    kernel (softmax over axis 1 of (1, 2, 64, 1, 1)), which Tileplan computed in float (18.8% of its outputs
+    equal) because the rewrite took only the last axis."""
+    xs, ys, yz = 0.05, 1 / 255, -128
+    data = _qdq_model(shape, axis, xs, ys, yz)
+    x = (np.random.default_rng(7).standard_normal(shape) * 3).astype(np.float32)
+    want = reference_outputs(data, {"x": x}, "ort-int8")["y"]
+    codes = np.clip(np.rint(x / np.float32(xs)), -128, 127).astype(np.int8)
+    ours = np.moveaxis(softmax_reference(np.moveaxis(codes, axis, -1), xs, ys, yz), -1, axis)
+    np.testing.assert_array_equal(np.rint(want / np.float32(ys)) + yz, ours.astype(np.float32))  # it fuses
+    f = codes.astype(np.float32) * np.float32(xs)
+    e = np.exp(f - f.max(axis, keepdims=True))
+    floats = np.clip(np.rint(e / e.sum(axis, keepdims=True) / np.float32(ys)) + yz, -128, 127)
+    assert shape[axis] == 10 or (floats != ours).any()  # the case tells the two apart (except the last-axis one)
+    np.testing.assert_array_equal(reference_outputs(data, {"x": x}, "ort")["y"], want)
+    np.testing.assert_array_equal(run_artifact(compile_bytes(data).artifact, {"x": x}).outputs["y"], want)
+
+
+@pytest.mark.parametrize("shape, axis", [([6, 10], 1), ([2, 3, 5], 1), ([1, 2, 64, 1, 1], 1)])
+def test_qdq_softmax_opset11_equals_onnxruntime_int8(shape: list[int], axis: int):
+    """An opset-11 QDQ softmax (over axes `axis`.. flattened): onnxruntime fuses it too, as QLinearSoftmax with its
+    opset<13 rows (measured: its outputs equal `softmax_reference` over the flattened rows). onnx's importer
+    writes reshape -> softmax(last axis) -> reshape, which Tileplan computed in float (87.5% equal for [6, 10])."""
+    xs, ys, yz = 0.05, 1 / 255, -128
+    data = bytearray(_qdq_model(shape, axis, xs, ys, yz))
+    from onnx import load_from_string
+
+    model = load_from_string(bytes(data))
+    model.opset_import[0].version = 11
+    data = model.SerializeToString()
+    x = (np.random.default_rng(3).standard_normal(shape) * 3).astype(np.float32)
+    want = reference_outputs(data, {"x": x}, "ort-int8")["y"]
+    codes = np.clip(np.rint(x / np.float32(xs)), -128, 127).astype(np.int8)
+    rows = codes.reshape(int(np.prod(shape[:axis])), -1)
+    ours = softmax_reference(rows, xs, ys, yz).reshape(shape)
+    np.testing.assert_array_equal(np.rint(want / np.float32(ys)) + yz, ours.astype(np.float32))  # it fuses
+    np.testing.assert_array_equal(run_artifact(compile_bytes(data).artifact, {"x": x}).outputs["y"], want)
+
+
+def test_qdq_softmax_between_reshapes_equals_onnxruntime_int8():
+    """DQ -> Reshape -> Softmax -> Reshape -> Q (opset 17): onnxruntime's QDQ propagation moves the DQ and Q across
+    the Reshapes, and it fuses the softmax (measured: its outputs equal `softmax_reference` over the reshaped
+    rows); the relax graph is the one of an imported opset<13 Softmax, rewritten alike."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    xs, ys, yz = 0.05, 1 / 255, -128
+    consts = {"xs": np.float32(xs), "xz": np.int8(0), "ys": np.float32(ys), "yz": np.int8(yz),
+              "flat": np.array([6, 10], np.int64), "back": np.array([6, 2, 5], np.int64)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xf"]),
+             helper.make_node("Reshape", ["xf", "flat"], ["xr"]),
+             helper.make_node("Softmax", ["xr"], ["s"], axis=-1),
+             helper.make_node("Reshape", ["s", "back"], ["sr"]),
+             helper.make_node("QuantizeLinear", ["sr", "ys", "yz"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 2, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 2, 5])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    x = (np.random.default_rng(5).standard_normal([6, 2, 5]) * 3).astype(np.float32)
+    want = reference_outputs(data, {"x": x}, "ort-int8")["y"]
+    codes = np.clip(np.rint(x / np.float32(xs)), -128, 127).astype(np.int8).reshape(6, 10)
+    fused = softmax_reference(codes, xs, ys, yz).reshape(6, 2, 5).astype(np.float32)
+    np.testing.assert_array_equal(np.rint(want / np.float32(ys)) + yz, fused)  # onnxruntime fuses it
+    f = codes.astype(np.float32) * np.float32(xs)
+    e = np.exp(f - f.max(1, keepdims=True))
+    floats = np.clip(np.rint(e / e.sum(1, keepdims=True) / np.float32(ys)) + yz, -128, 127).reshape(6, 2, 5)
+    assert (floats != fused).any()  # the case tells the two apart
+    np.testing.assert_array_equal(run_artifact(compile_bytes(data).artifact, {"x": x}).outputs["y"], want)

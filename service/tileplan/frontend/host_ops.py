@@ -857,28 +857,35 @@ def softmax_table(x_scale: float, length: int) -> np.ndarray:
     return table
 
 
-def _qsoftmax_te(x: Any, table: Any, y_scale: float, y_zp: int) -> Any:
-    """int8 softmax over the last axis, as onnxruntime 1.32's QLinearSoftmax computes it (read in its x86-64
-    machine code; a scalar loop, no kernel chosen by the CPU): the row's maximum shifts the input onto the
+def _qsoftmax_te(x: Any, table: Any, y_scale: float, y_zp: int, axis: int = -1) -> Any:
+    """int8 softmax over `axis` (the last by default), as onnxruntime 1.32's QLinearSoftmax computes it (read in its
+    x86-64 machine code; a scalar loop, no kernel chosen by the CPU; another axis is moved last by a transpose of the
+    codes, which is exact, and its rows computed alike): the row's maximum shifts the input onto the
     table's top (index (127 - max + x) & 255), the exp values are summed in order in float32, and
     y = clamp(nearbyint(double(e) * double(floor(1.0f / s_y)) / double(sum)) + z_y, -128, 127), the
     quotient, rounding and clamp in double."""
     from tvm import te, tirx
 
     shape = list(x.shape)
-    d = shape[-1]
+    a = axis % len(shape)
+    d = shape[a]
+    rest = shape[:a] + shape[a + 1:]
     ys = tirx.const(float(np.floor(np.float32(1.0) / np.float32(y_scale))), "float64")
+
+    def at(r: Any, k: Any) -> Any:  # the element k of row r
+        return x[(*r[:a], k, *r[a:])]
+
     k = te.reduce_axis((0, d), name="k")
-    xmax = te.compute(shape[:-1], lambda *r: te.max(x[(*r, k)].astype("int32"), axis=k), name="xmax")
+    xmax = te.compute(rest, lambda *r: te.max(at(r, k).astype("int32"), axis=k), name="xmax")
 
     def index(r: Any, v: Any) -> Any:
         return tirx.bitwise_and(tirx.const(127, "int32") - xmax[r] + v.astype("int32"), tirx.const(255, "int32"))
 
     k2 = te.reduce_axis((0, d), name="k2")
-    total = te.compute(shape[:-1], lambda *r: te.sum(table[index(r, x[(*r, k2)])], axis=k2), name="expsum")
+    total = te.compute(rest, lambda *r: te.sum(table[index(r, at(r, k2))], axis=k2), name="expsum")
 
     def out(*i: Any) -> Any:
-        r = i[:-1]
+        r = (*i[:a], *i[a + 1:])
         e = table[index(r, x[i])].astype("float64")
         q = tirx.nearbyint((e * ys) / total[r].astype("float64")) + tirx.const(float(y_zp), "float64")
         q = tirx.max(tirx.min(q, tirx.const(127.0, "float64")), tirx.const(-128.0, "float64"))
@@ -1058,8 +1065,10 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset(),
     """Rewrite the host op groups whose onnxruntime kernels round differently from the float QDQ definition, so
     the program's outputs equal onnxruntime's default session (which fuses them into integer operators):
 
-    - dequantize(int8) -> softmax(last axis) -> quantize(int8): onnxruntime's QLinearSoftmax arithmetic
-      (table of exp, integer reciprocal of the output scale; `_qsoftmax_te`).
+    - dequantize(int8) -> softmax (any axis) -> quantize(int8): onnxruntime's QLinearSoftmax arithmetic
+      (table of exp, integer reciprocal of the output scale; `_qsoftmax_te`); also dequantize -> reshape ->
+      softmax (last axis) -> reshape -> quantize: an imported opset<13 Softmax, or a model's own Reshapes around
+      a softmax, which onnxruntime's QDQ propagation moves the DequantizeLinear / QuantizeLinear across.
     - dequantize(int8) -> sigmoid / tanh -> quantize(int8), per-tensor: a 256-entry table onnxruntime computes
       (`unary_table`), looked up.
     - dequantize(int8) + / * dequantize(int8) [-> relu] -> quantize(int8), per-tensor, operands of one shape (a
@@ -1100,19 +1109,40 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset(),
             if mean is not None and str(new.args[0].name) in global_pools:
                 # (a ReduceMean, which onnxruntime keeps in float, is the same relax.mean)
                 return self._global_avg_pool(new, mean)
-            sm = self._bound(new.args[0], "relax.nn.softmax")
-            dq = self._bound(sm.args[0], "relax.dequantize") if sm is not None else None
+            # an opset<13 Softmax is imported as reshape -> softmax (last axis) -> reshape (its rows: the axes
+            # from `axis` on, flattened); onnxruntime fuses it too, as QLinearSoftmax over the same rows, and fuses
+            # a model's own Reshapes around a softmax alike (its QDQ propagation moves DQ / Q across them)
+            back = self._bound(new.args[0], "relax.reshape")
+            sm = self._bound(back.args[0] if back is not None else new.args[0], "relax.nn.softmax")
+            flat = self._bound(sm.args[0], "relax.reshape") if sm is not None and back is not None else None
+            dq = self._bound(flat.args[0] if flat is not None else sm.args[0], "relax.dequantize") \
+                if sm is not None and (back is None or flat is not None) else None
             if dq is None:
                 return new
+            if flat is not None:
+                unit = self._int8_unit(dq, new)
+                if unit is None or int(sm.attrs.axis) % len(sm.ty.shape) != len(sm.ty.shape) - 1:
+                    return new
+                xs, xz, ys, yz = unit
+                x = self.builder_.emit(relax.op.reshape(dq.args[0], flat.args[1]))
+                table = relax.const(softmax_table(float(xs), int(sm.ty.shape[-1])))
+                gv = self.builder_.add_func(_qsoftmax_func(x.ty, float(ys), int(yz)), "qsoftmax")
+                rewritten.append("softmax")
+                y = self.builder_.emit(relax.call_tir(gv, relax.Tuple([x, table]),
+                                                      relax.TensorType(sm.ty.shape, "int8")))
+                return relax.op.reshape(y, back.args[1])
             unit = self._int8_unit(dq, new)
             x = dq.args[0]
             ndim = len(x.ty.shape)
-            if unit is None or int(sm.attrs.axis) % ndim != ndim - 1:  # scale inf: the float definition (NaN)
+            if unit is None:  # scale inf: the float definition (NaN)
                 return new
+            # any axis: onnxruntime's QDQ transformer fuses the unit whatever its axis (SKNet's selective kernel:
+            # axis 1 of (1, 2, 64, 1, 1)), its kernel moving the axis last by an exact transpose of the codes
+            axis = int(sm.attrs.axis) % ndim
             xs, xz, ys, yz = unit
-            d = int(x.ty.shape[-1])
+            d = int(x.ty.shape[axis])
             table = relax.const(softmax_table(float(xs), d))
-            gv = self.builder_.add_func(_qsoftmax_func(x.ty, float(ys), int(yz)), "qsoftmax")
+            gv = self.builder_.add_func(_qsoftmax_func(x.ty, float(ys), int(yz), axis), "qsoftmax")
             rewritten.append("softmax")
             return relax.call_tir(gv, relax.Tuple([x, table]), new.ty)
 
@@ -1232,12 +1262,12 @@ def tvm_op_type() -> Any:
     return tvm.ir.Op
 
 
-def _qsoftmax_func(ty: Any, y_scale: float, y_zp: int) -> Any:
+def _qsoftmax_func(ty: Any, y_scale: float, y_zp: int, axis: int = -1) -> Any:
     from tvm import te
 
     x = te.placeholder([int(d) for d in ty.shape], "int8", name="x")
     table = te.placeholder((256,), "float32", name="table")
-    y = _qsoftmax_te(x, table, y_scale, y_zp)
+    y = _qsoftmax_te(x, table, y_scale, y_zp, axis)
     return te.create_prim_func([x, table, y]).with_attr("global_symbol", "qsoftmax")
 
 
