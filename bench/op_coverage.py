@@ -746,7 +746,9 @@ def main() -> None:
             row["reason"] = (f"{OUT_OF_SCOPE[op]}: out of scope. " + row.get("reason", "")).strip()
         rows.append(row)
     store = args.out.with_suffix(".json")
-    shown = [("DIR" if k and sys.argv[k] == "--work" else a) for k, a in enumerate(sys.argv[1:], 1)]
+    # the work folder is this machine's: shown as DIR (the value after --work, or in --work=PATH)
+    shown = [("DIR" if sys.argv[k - 1] == "--work" else "--work=DIR" if a.startswith("--work=") else a)
+             for k, a in enumerate(sys.argv[1:], 1)]
     run = (f"`python bench/op_coverage.py {' '.join(shown)}`, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())}"
            f" UTC, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {load[0]:.1f} / "
            f"{load[1]:.1f} / {load[2]:.1f} at the start, {time.time() - t0:.0f} s wall")
