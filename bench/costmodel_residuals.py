@@ -852,6 +852,89 @@ FINDINGS = [
     "emu_vs_model.md regenerated. With the term in the model alone (parameters as shipped), "
     "tests/codegen/test_one_timing.py still passes.",
     "",
+    "Fourteenth round (issue 25, branch cost25p): the one run still beyond 1.8x, U-Net's C1024_K1024_P28 "
+    "under DOSA's 448-call mapping (dnn_unet, `L3[WIO] K64 Q7`: each call loads the whole 3x3x1024 kernel "
+    'slice of 16 output channels, 9,216 weight rows of 16 bytes 1 KiB apart in a 9.4 MB tensor, and 4 x 28 '
+    "output pixels). The model gives it 59M cycles, FireSim 109M; almost all of the model's DMA time (55M of "
+    "it) is the 3.8M weight reads it counts as served by DRAM (`far_req`: every one misses, the tile's rows "
+    "use 64 of the L2's sets), each charged dma_request + dram_request + llc_miss + its bytes, ~12 cycles; "
+    "FireSim's run takes ~25-29 per such read. Three facts of the data:",
+    "",
+    "- **Part of the miss is the runs' context, not the call.** The library's own run of this layer (the same "
+    '1,536 calls in every file) measures 54.4M cycles in analytical_unet and 68.0M / 68.4M in dnn_unet / '
+    'both_unet (1.26x); C1024_K512_P54 and C512_K1024_P30 (4.7 MB weights) show the same 1.15-1.23x between '
+    "those files. No term of a call can follow that (third round: one chip, the files' context differs). "
+    "Against the library's run in its own file (held out by configuration) the model is 1.25-1.28x short on "
+    'both DOSA mappings that load the whole kernel slice per call (448 calls: measured 1.60x the library, '
+    "modelled 1.25x; analytical_unet's 896-call `K64 Q2 P7`: 2.93x, modelled 2.35x) and 1.7x long on "
+    "both_unet's 8,064-call `C2 Q7 S3 R3 K64` (measured 1.26x the library, modelled 2.12x): the model ranks "
+    'these three mappings of one layer in the wrong order.',
+    "- **The harness runs the mapping's own DRAM loop order; the model does not.** gemmini-rocc-tests' "
+    '`gemmini-data-collection/templates/conv_tilings.c` calls `tiled_conv_dosa(..., WS, PERM_STR)` with the '
+    "mapping's permutation; Tileplan costs every DOSA run with the reduction loops innermost "
+    "(`tileplan.execution.call_loop_order`). In both_unet's 8,064-call mapping K is innermost, so consecutive "
+    'calls read neighbouring 16-byte weight rows of the same 64-byte blocks (four K tiles a block: three of '
+    'four reads hit the L2), which the model charges as DRAM reads. The 128x128 set shows the same at scale: '
+    'its FC layers (C4096_K4096, C9216_K4096, 4- to 16-byte weight rows 4 KiB apart) take 6.8-9.9 cycles per '
+    "read the model counts as DRAM's when K is the innermost DRAM loop (`C48 K64`, `C32 K64`, `C16 K64`: "
+    'predicted 1.38-1.82x) and 21-27 when C is (`K128 C48`, `K64 C64`, `K64 C4`, ...: 0.47-0.65x), tiles and '
+    'call counts alike; over the set (shipped parameters, in-sample), matmul mappings with K innermost are '
+    'over-predicted by a median +0.19 (log mean +0.07 / +0.11 for K tiles of at least / under 64 bytes), with '
+    'C innermost within +-0.1. `llc_miss_cycles` (8.4) is fitted across both kinds of read, so a run whose '
+    'strided reads all come from DRAM (the 448-call mapping) is charged about half of what they cost.',
+    '- **What such a read costs.** Runs whose far reads dominate measure 11-17 cycles per DRAM transfer at '
+    "best (the library's C1_K64_P570 stores, RetinaNet's C2048_K256 weights under the library) and ~20-30 "
+    'where every strided read misses both caches (what 16 requests in flight would give over a round trip of '
+    '~350-450 cycles: an inference, not a measurement).',
+    "",
+    'Screened (protocol of the eighth round: one fit from the shipped parameters, every fold from it, every '
+    'parameter refitted, both 16x16 splits); none is shipped:',
+    "",
+    '| variant | fitted | in-sample | by configuration | by network |',
+    '|---|---:|---|---|---|',
+    '| none (the model as shipped) | loss 14.906 | 9.35% / 0.99612, library 10.45%, 0.55x-1.64x | 9.78% / '
+    '0.99556, library 10.99%, 0.54x-1.68x | 10.00% / 0.99594, library 11.06%, 0.55x-1.63x |',
+    "| T1: a DRAM read occupies one of a fixed number of slots for DRAM's round trip (Little's law): a call's "
+    'DMA lasts at least its DRAM transfers (those of the memory-bus bound) x a fitted `far_slot_cycles`, the '
+    'fixed 8-cycle bus time its floor | far_slot_cycles 11.9 (its start; the loss is flat), llc_miss_cycles '
+    '8.10, loss 14.906 | 9.28% / 0.99617, library 10.58%, 0.54x-1.64x | 9.71% / 0.99567, library 11.13%, '
+    '0.53x-1.68x | 9.86% / 0.99619, library 11.36%, 0.53x-1.64x |',
+    '| T2: the first read of a tile of a tensor larger than the LLC finds exp(-F / LLC) of its blocks still '
+    "there (F = the layer's I + W + O: each layer runs twice back to back on the same static buffers, and "
+    'every layer reuses them) | llc_miss_cycles 9.18, loss 14.967 | 9.42% / 0.99612, library 10.58%, '
+    '0.58x-1.64x | 9.90% / 0.99559, library 11.15%, 0.56x-1.68x | 10.38% / 0.99600, library 11.88%, '
+    '0.60x-1.63x |',
+    "| T3: a strided tile's rows share 64-byte blocks with the neighbouring channel tile's (64 / width tiles "
+    'a block): only the first misses, the others find the block if it survived one iteration of the channel '
+    "loop (exp(-D / cache)), in the model's call order | dram_request_cycles 1.50, loss 14.946 | 9.43% / "
+    '0.99611, library 10.51%, 0.54x-1.64x | 9.86% / 0.99562, library 11.02%, 0.53x-1.68x | 10.10% / 0.99595, '
+    'library 11.10%, 0.53x-1.64x |',
+    "| T4: T3 in the harness's order (a DOSA run's DRAM loops in its mapping's own order, conv_tilings.c's "
+    "PERM_STR; the 128x128 matmul runs' too, which `tileplan.cost.firesim` writes in a fixed C, K, P order "
+    'today: matmul_tilings.c was not read, the FC layers above say their order mattered), and for '
+    "tiled_matmul B's rows the same neighbour rule when K is the innermost DRAM loop; the library's own runs "
+    "keep the library's order | dram_request_cycles 2.61, block_wait_cycles 5.35, loss 14.277 (128x128 set: "
+    'in-sample 13.85%, held out by layer shape 15.05% / 0.9936, now 15.5% / 0.992) | 9.47% / 0.99595, library '
+    '10.40%, 0.58x-1.64x | 9.89% / 0.99553, library 10.99%, 0.56x-1.65x | 10.22% / 0.99593, library 11.21%, '
+    '0.59x-1.68x |',
+    "",
+    "T1 improves DOSA's mappings on both splits (MAPE and Spearman) but costs the library 0.14 / 0.30 points "
+    'and moves the 448-call run the wrong way (0.53x); T2 brings every run within 1.8x but loses 0.38 points '
+    'by network (10.38%, beyond the 10% target): it trades the worst run for the MAPE targets and is not '
+    "kept. T3 changes little because in the model's order (reductions innermost) neighbouring K tiles are a "
+    'whole reduction apart. T4, the same rule in the order the harness ran, is the first variant that brings '
+    'every 16x16 run within 1.8x held out both ways (0.56x-1.65x, 0.59x-1.68x) and lowers the loss by 0.63 '
+    "(the 128x128 set by 0.45 points held out), but DOSA's mappings on the 16x16 runs lose 0.11 / 0.22 points "
+    '(9.89%, 10.22% by network: beyond the 10% target) and their Spearman a little; so it is not shipped '
+    "either. The lead is T4 done properly: reading a DOSA run's DRAM permutation (the mapping's own loop "
+    'order, as `tiled_conv_dosa` / the matmul harness run it) into the execution the model costs, so that the '
+    'caches see the calls in the order FireSim ran them, with `llc_miss_cycles` then fitted on reads that '
+    'really go to DRAM. That changes what the model executes for every DOSA run (and how partial sums leave '
+    "the accumulator when a reduction loop is not innermost, which the fork's code would have to say), so it "
+    "needs the fork's conv and matmul routines read first, the model's order for DOSA runs only (the "
+    "library's and Tileplan's code keep theirs), and the emulator a counterpart of the neighbour rule (its "
+    'per-call `far_prev` tracks rows, not 64-byte blocks).',
+    "",
 ]
 
 
