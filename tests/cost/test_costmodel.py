@@ -1036,3 +1036,42 @@ def test_a_tile_read_again_misses_the_caches_as_random_replacement_and_their_set
     # (the 802 KB output's 16-byte stores are strided beyond the L2 too)
     l2_req = float(((col["dram_req"] - col["st_req"]) * col["count"]).sum())
     assert l2_req == pytest.approx(per_tile * (1 + 6 * spread), rel=1e-9)
+
+
+def test_miss_rows_are_the_miss_shares_of_each_cache_and_operand() -> None:
+    """`conv_calls_many` reads the caches' miss shares of (L2, I), (L2, W), (LLC, I), (LLC, W) per loop from
+    `_miss_rows`, which works each loop's tiles out once for all four: bit for bit `_miss_shares` of each (1.0 where a
+    loop has one trip or indexes the operand), over orders, strides, dilations, groups, padded copies and byte widths."""
+    import itertools
+    import random
+
+    from tileplan.cost.gemmini import _FIRST, Execution, _miss_rows, _miss_shares
+
+    rng = random.Random(7)
+    dims = ("N", "G", "K", "C", "R", "S", "P", "Q")
+    checked = 0
+    for _ in range(400):
+        out_h, out_w, k, c = rng.choice((7, 14, 28, 56)), rng.choice((7, 14, 28, 56)), rng.choice((16, 64, 256, 1024)), \
+            rng.choice((3, 16, 64, 512))
+        r = s = rng.choice((1, 3, 7))
+        stride, dilation = rng.choice(((1, 1), (2, 2))), rng.choice(((1, 1), (2, 2)))
+        groups, batch = rng.choice((1, 1, 4)), rng.choice((1, 2))
+        t = {"h": rng.randint(1, out_h), "w": rng.randint(1, out_w), "k": rng.choice((16, 32, k)), "c": rng.choice((16, 3, c)),
+             "r": rng.randint(1, r), "s": rng.randint(1, s), "n": rng.randint(1, batch)}
+        order = tuple(rng.sample(dims, len(dims)))
+        e = Execution(
+            kind="conv", dim=16, batch=batch, groups=groups, out_h=out_h, out_w=out_w, k=k, c=c, r=r, s=s,
+            stride=stride, pad=(0, 0), in_h=(out_h - 1) * stride[0] + (r - 1) * dilation[0] + 1,
+            in_w=(out_w - 1) * stride[1] + (s - 1) * dilation[1] + 1, dilation=dilation, t_n=t["n"], t_h=t["h"],
+            t_w=t["w"], t_k=min(t["k"], k), t_c=min(t["c"], c), t_r=t["r"], t_s=t["s"], k_step=min(t["k"], k),
+            c_step=min(t["c"], c), order=order, in_bytes=rng.choice((1.0, 2.0)), out_bytes=rng.choice((1.0, 4.0)),
+            w_row=rng.choice((0, 1040)), o_row=rng.choice((0, 80)), i_row=rng.choice((0, 48)),
+            l2_bytes=rng.choice((512 << 10, 1 << 20)), llc_bytes=4 << 20,
+        )
+        trips = {"P": -(-out_h // e.t_h), "Q": -(-out_w // e.t_w), "K": -(-k // e.k_step), "C": -(-c // e.c_step),
+                 "N": -(-batch // e.t_n), "R": -(-r // e.t_r), "S": -(-s // e.t_s), "G": groups}
+        expected = [[m.get(d, 1.0) for d in _FIRST] for m in (
+            _miss_shares(e, trips, x, cache) for cache, x in itertools.product((e.l2_bytes, e.llc_bytes), ("I", "W")))]
+        assert _miss_rows(e, trips) == expected
+        checked += any(v != 1.0 for row in expected for v in row)
+    assert checked > 200  # most draws have a loop that comes back to a tile

@@ -859,8 +859,7 @@ def _conv_columns(es: list[Execution], dram_bw: float) -> tuple[dict[str, np.nda
         trips_e = {"P": -(-e.out_h // e.t_h), "Q": -(-e.out_w // e.t_w), "K": -(-e.k // e.k_step),
                    "C": -(-e.c // e.c_step), "N": -(-e.batch // e.t_n), "R": -(-e.r // e.t_r),
                    "S": -(-e.s // e.t_s), "G": e.groups}
-        miss_rows.append([[m.get(d, 1.0) for d in _FIRST] for m in (
-            _miss_shares(e, trips_e, t, cache) for cache in (e.l2_bytes, e.llc_bytes) for t in ("I", "W"))])
+        miss_rows.append(_miss_rows(e, trips_e))
     which = np.array(which_rows, dtype=np.int64).reshape(n, 5)
     lengths = np.empty((n, 5), dtype=np.int64)
     stacked: list[list[np.ndarray]] = []  # per loop: the distinct tables (and request columns), stacked
@@ -1153,6 +1152,48 @@ def _miss_shares(e: Execution, trips: dict[str, int], tensor: str, cache_bytes: 
             shares[d] = 1.0 - math.exp(-blocks * REQUEST_BYTES / cache_bytes)
         inner[d] = n
     return shares
+
+
+_NOT_INDEXING = {t: frozenset(_FIRST) - (OPERAND_DIMS[t] - ({"R", "S"} if t == "I" else set())) for t in ("I", "W")}
+
+
+def _miss_rows(e: Execution, trips: dict[str, int]) -> list[list[float]]:
+    """`_miss_shares` of (L2, I), (L2, W), (LLC, I), (LLC, W), each per loop of _FIRST (1.0: none), as conv_calls_many
+    reads them: the same arithmetic, with each loop's tiles worked out once for the four (the integer block counts
+    add up exactly in any order)."""
+    caches = (e.l2_bytes, e.llc_bytes)
+    rows_out: list[list[float]] = [[1.0] * len(_FIRST) for _ in range(4)]
+    not_i, not_w = _NOT_INDEXING["I"], _NOT_INDEXING["W"]
+    inner: dict[str, int] = {}
+    in_b, out_b = e.in_bytes, e.out_bytes
+    for d in reversed(e.order):
+        n = trips.get(d, 1)
+        if n <= 1:
+            continue
+        own = "I" if d in not_i else "W" if d in not_w else None
+        if own is not None:
+            get = inner.get
+            hh, ww = min(e.out_h, e.t_h * get("P", 1)), min(e.out_w, e.t_w * get("Q", 1))
+            kk, cc = min(e.k, e.t_k * get("K", 1)), min(e.c, e.t_c * get("C", 1))
+            rr, ss, nn = min(e.r, e.t_r * get("R", 1)), min(e.s, e.t_s * get("S", 1)), min(e.batch, e.t_n * get("N", 1))
+            ih = (hh - 1) * e.stride[0] + (rr - 1) * e.dilation[0] + 1
+            iw = (ww - 1) * e.stride[1] + (ss - 1) * e.dilation[1] + 1
+            tiles = {"I": (nn * ih * iw, cc * in_b, (e.i_row or e.c) * e.groups * in_b),
+                     "W": (rr * ss * cc, kk * in_b, (e.w_row or e.k) * in_b),
+                     "O": (nn * hh * ww, kk * out_b, (e.o_row or e.k) * e.groups * out_b)}
+            others = 0
+            for x, (rows, width, pitch) in tiles.items():
+                if x != own:
+                    others += rows * math.ceil(min(width, pitch) / REQUEST_BYTES) if width < pitch else \
+                        math.ceil(rows * pitch / REQUEST_BYTES)
+            rows, width, pitch = tiles[own]
+            j = _FIRST.index(d) if d in _FIRST else -1
+            for c, cache_bytes in enumerate(caches):
+                blocks = float(others + _set_blocks(rows, width, pitch, cache_bytes))
+                if j >= 0:
+                    rows_out[2 * c + (own == "W")][j] = 1.0 - math.exp(-blocks * REQUEST_BYTES / cache_bytes)
+        inner[d] = n
+    return rows_out
 
 
 def matmul_calls(e: Execution, dram_bw: float) -> np.ndarray:
