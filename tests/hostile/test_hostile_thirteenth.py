@@ -336,3 +336,28 @@ def test_a_body_arriving_slowly_but_steadily_is_read() -> None:
     mw = MetricsAndLimits(app, metrics=Metrics(), max_body=1 << 20, body_idle_s=0.25)
     asyncio.run(mw({"type": "http", "method": "POST", "path": "/schedule", "headers": []}, receive, send))
     assert sent[0]["status"] == 200 and b"".join(got) == b"abcd"
+
+
+# -- 5: registered descriptors per owner ------------------------------------------------------------------------------
+
+def test_an_owner_registers_a_bounded_number_of_descriptors(tmp_path: Path) -> None:
+    """POST /hardware had no bound: one token could register descriptors (256 KiB each) until the database was full,
+    and GET /hardware, which lists them all, read every one into the API (1,000 of them: 256 MB per GET). Now an
+    owner holds at most `owner_max_hardware`: past it a 409 naming the bound; replacing or deleting one is as
+    before, and other owners are not held by it."""
+    alice, bob = ({"authorization": f"Bearer {t}-token"} for t in ("alice", "bob"))
+    settings = Settings(data_dir=tmp_path, solver_processes=1, tokens=["alice-token", "bob-token"],
+                        owner_max_hardware=2)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        for i in range(2):
+            assert c.post("/hardware", json=_gemmini(name=f"a{i}"), headers=alice).status_code == 201
+        r = c.post("/hardware", json=_gemmini(name="a2"), headers=alice)
+        assert r.status_code == 409, r.text[:300]
+        d = _detail(r)
+        assert d["type"] == "quota_exceeded" and "owner_max_hardware" in d["msg"], d
+        assert c.get("/hardware/a2").status_code == 404
+        assert c.put("/hardware/a1", json=_gemmini(name="a1", description="v2"), headers=alice).status_code == 200
+        assert c.put("/hardware/a2", json=_gemmini(name="a2"), headers=alice).status_code == 409  # (PUT registers too)
+        assert c.post("/hardware", json=_gemmini(name="b0"), headers=bob).status_code == 201
+        assert c.delete("/hardware/a0", headers=alice).status_code == 204
+        assert c.post("/hardware", json=_gemmini(name="a2"), headers=alice).status_code == 201
