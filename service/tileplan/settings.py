@@ -120,6 +120,9 @@ class Settings(BaseSettings):
     owner_max_layers: int = Field(default=4, ge=1, description=(
         "Layers of one owner solved at once (local: at most the solver processes; procrastinate: over all "
         "workers); the rest wait, served round robin with other owners' layers."))
+    owner_max_hardware: int = Field(default=100, ge=1, description=(
+        "Descriptors one owner may have registered (POST /hardware, PUT of a new name); past it: 409. Each holds up "
+        "to max_descriptor_bytes, and GET /hardware lists every one."))
     owner_max_compiles: int = Field(default=1, ge=1, description=(
         "Compiles of one owner run at once; the rest wait, served round robin with other owners' compiles."))
 
