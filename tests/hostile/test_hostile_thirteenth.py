@@ -17,6 +17,8 @@ silently, and is now a 4xx naming the field (or answered from what the server re
 4. A request body that stops arriving (a client sending its declared Content-Length a byte at a time, or not at
    all) held its connection and the request's resources for ever. Now a body that does not progress for
    `body_idle_s` is a 408.
+5. POST /hardware had no bound per owner: one token could register 256 KiB descriptors until the database was full,
+   and GET /hardware reads every one. Now `owner_max_hardware` (100) each; past it a 409.
 """
 
 from __future__ import annotations
