@@ -336,7 +336,8 @@ def test_a_body_arriving_slowly_but_steadily_is_read() -> None:
         sent.append(message)
 
     mw = MetricsAndLimits(app, metrics=Metrics(), max_body=1 << 20, body_idle_s=0.25)
-    asyncio.run(mw({"type": "http", "method": "POST", "path": "/schedule", "headers": []}, receive, send))
+    scope = {"type": "http", "method": "POST", "path": "/schedule", "headers": [(b"content-length", b"4")]}
+    asyncio.run(mw(scope, receive, send))
     assert sent[0]["status"] == 200 and b"".join(got) == b"abcd"
 
 

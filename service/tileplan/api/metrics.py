@@ -102,7 +102,9 @@ class MetricsAndLimits:
                 status = 413
                 return
             seen = 0
-            whole = False  # the body's last part has come
+            # the body's last part has come (a request that declares no body has none to wait for: its receive
+            # calls, disconnect checks, are left as they are)
+            whole = not length and not any(name == b"transfer-encoding" for name, _ in scope.get("headers", ()))
 
             async def limited_receive() -> Message:
                 nonlocal seen, whole

@@ -1,6 +1,6 @@
 """Checks every API request's path and query parameters get before its route runs: a value storage cannot hold
-(NUL, lone surrogates) is a 422 naming the parameter, and so is a `name` holding a control character
-(`tileplan.validation.control_reason`) (PostgreSQL refuses a NUL even in a WHERE clause), and so is a
+(NUL, lone surrogates) is a 422 naming the parameter (PostgreSQL refuses a NUL even in a WHERE clause), so is a
+`name` holding a control character (`tileplan.validation.control_reason`), and so is a
 query parameter the route does not take (a typo, `?hardwre=`, would otherwise be ignored and answer as if unasked,
 as an unknown body option would: see tileplan.strict)."""
 

@@ -27,7 +27,7 @@ from tileplan.settings import Settings
 
 Detail = dict[str, Any]
 SANDBOX_NICE = 5
-REFUSALS_BYTES = 1 << 20  # remembered refusals: a digest and the error items each (at most 20 items, ~200 bytes each)
+REFUSALS_BYTES = 1 << 20  # remembered refusals: a digest and the error items each, counted as their JSON
 COSTLY_REFUSAL_S = 600.0  # how long a refusal for the sandbox's budget is remembered
 
 
