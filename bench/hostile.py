@@ -414,6 +414,30 @@ def twelfth_cases() -> list[tuple[str, str, str, dict[str, Any]]]:
     ]
 
 
+def thirteenth_cases() -> list[tuple[str, str, str, dict[str, Any]]]:
+    """Branch hostile13's cases (tests/hostile/test_hostile_thirteenth.py builds them). c33's Timeloop tree, sent
+    again and again by this mix, is now refused from the sandbox's memory after its first refusal."""
+    import base64
+
+    sys.path.insert(0, str(REPO / "tests" / "hostile"))
+    from test_hostile_thirteenth import _opsets, _relu
+
+    def compile_body(model: bytes) -> dict[str, Any]:
+        return {"json": {"hardware": "gemmini-16x16", "model": base64.b64encode(model).decode(), "options": FAST,
+                         "wait": True}, "headers": AUTH}
+
+    return [
+        ("c34 a layer named with ESC sequences and a newline (stored, listed to every client)", "POST", "/schedule",
+         {"json": {"hardware": "gemmini-16x16", "options": FAST,
+                   "layers": [{"name": "fc\x1b]0;pwned\x07\x1b[2J\nb", "op": "matmul", "M": 1, "K": 2048,
+                               "N": 1000}]}, "headers": AUTH}),
+        ("c35 a model whose graph name forges a log line (stored as the compile's model name)", "POST", "/compile",
+         compile_body(_relu(graph="g\nts=forged level=ERROR event=forged"))),
+        ("c36 a model importing the default domain twice (opset 17 and 9; taken silently)", "POST", "/compile",
+         compile_body(_opsets([("", 17), ("", 9)]))),
+    ]
+
+
 def children(pid: int) -> list[int]:
     """Every process under `pid` (the solver, module, intake and sandbox processes of the API)."""
     out: list[int] = []
@@ -912,7 +936,8 @@ def mix(args: argparse.Namespace) -> None:
             descriptor = c.get("/hardware/gemmini-8x8").json()
         descriptor = {k: v for k, v in descriptor.items() if k != "source"}
         cases = (hostile_cases(descriptor, key) + compile_cases(work / SECRET_FILE, work / "made-by-a-name")
-                 + eleventh_cases(f"sqlite:///{work / 'data' / 'tileplan.db'}") + twelfth_cases())
+                 + eleventh_cases(f"sqlite:///{work / 'data' / 'tileplan.db'}") + twelfth_cases()
+                 + thirteenth_cases())
         load0 = os.getloadavg()[0]
         calm = measure(url, api.pid, [], args.baseline_seconds, args.rate)
         mixed = measure(url, api.pid, cases, args.seconds, args.rate)
@@ -1007,7 +1032,12 @@ def mix(args: argparse.Namespace) -> None:
               "loop permutation of 40,000 repeated dimensions (taken silently; now a 422), c31 a compile of 40,000 "
               "ops (a 1.4 MB model of 40,000 Identity nodes makes one; written into the store here) read as JSON and "
               "as its page (the 12 MB summary parsed and encoded again in the API: 1.3 s and 3.9 s of its event loop "
-              "per view; now the stored text is sent as it is and the page lists 1,000 ops).",
+              "per view; now the stored text is sent as it is and the page lists 1,000 ops). c32 and c33 are branch "
+              "hostile12's; c34-c36 branch hostile13's (tests/hostile/test_hostile_thirteenth.py builds them): c34 a "
+              "layer name and c35 a model's graph name holding control characters (stored and shown to every client, "
+              "a newline forged a line of the server's log; now 422s), c36 a model importing the default ONNX domain "
+              "twice (taken silently; now a 422); c33's Timeloop tree is refused from the sandbox's memory after its "
+              "first refusal.",
               "",
               "## Damaged storage (issue 23, case 8)", "",
               "After the mix the server is stopped, the `plans` table's root page in its SQLite file overwritten, and "

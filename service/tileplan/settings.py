@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     compile_time_limit_s: float = Field(default=1800.0, gt=0, description="Hard limit on one POST /compile's compile.")
     max_compile_bytes: int = Field(default=128 * 1024 * 1024, gt=0, description=(
         "Request body limit of POST /compile (a model as base64 or an upload); other requests: max_request_bytes."))
+    body_idle_s: float = Field(default=30.0, gt=0, description=(
+        "A request body that brings no byte for this long is a 408 (a client that stops sending, or sends its "
+        "declared Content-Length a byte at a time, no longer holds its connection and the request for ever)."))
 
     worker_memory_mb: int = Field(default=2048, ge=256, description=(
         "Data-segment limit (RLIMIT_DATA, MiB) of every solver, module-build and compile process (`tileplan serve`'s "
@@ -117,6 +120,9 @@ class Settings(BaseSettings):
     owner_max_layers: int = Field(default=4, ge=1, description=(
         "Layers of one owner solved at once (local: at most the solver processes; procrastinate: over all "
         "workers); the rest wait, served round robin with other owners' layers."))
+    owner_max_hardware: int = Field(default=100, ge=1, description=(
+        "Descriptors one owner may have registered (POST /hardware, PUT of a new name); past it: 409. Each holds up "
+        "to max_descriptor_bytes, and GET /hardware lists every one."))
     owner_max_compiles: int = Field(default=1, ge=1, description=(
         "Compiles of one owner run at once; the rest wait, served round robin with other owners' compiles."))
 

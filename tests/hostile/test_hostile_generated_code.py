@@ -28,15 +28,18 @@ from tileplan.frontend.program import c_comment
 from tileplan.settings import Settings
 
 
-def _named(marker: Path) -> bytes:
-    """The QDQ MLP with every name a client controls set to an injection attempt."""
+def _named(marker: Path, lines: bool = False) -> bytes:
+    """The QDQ MLP with every name a client controls set to an injection attempt (`lines`: with the newlines that
+    would put a directive or a make line on a line of its own; such names are refused since hostile13, and the
+    generated files' comments would make them inert too: test_c_comment_is_inert)."""
     import onnx
 
+    nl = "\n" if lines else " "
     m = onnx.load_model_from_string(zoo.build("mlp", "qdq"))
-    leak = '*/\n#include "/etc/passwd"\n/*'
-    m.graph.name = f"mlp {leak} \\\n$(shell touch {marker})\n\tx{{{{ 7*7 }}}}{{% raw %}} ??/"
+    leak = f'*/{nl}#include "/etc/passwd"{nl}/*'
+    m.graph.name = f"mlp {leak} \\{nl}$(shell touch {marker}){nl}x{{{{ 7*7 }}}}{{% raw %}} ??/"
     m.doc_string = f"doc {leak}"
-    renames = {m.graph.input[0].name: f"in*\\\n/\n#include \"/etc/hostname\"\n/*{marker}",
+    renames = {m.graph.input[0].name: f"in*\\{nl}/{nl}#include \"/etc/hostname\"{nl}/*{marker}",
                m.graph.output[0].name: f"out {leak} $(shell touch {marker})"}
     for node in m.graph.node:
         node.name = f"{node.name} {leak}"
@@ -93,6 +96,15 @@ def test_names_in_a_model_cannot_inject_code_or_commands(client: TestClient, tmp
     for line in files["Makefile"].splitlines():
         assert "pwned" not in line or line.startswith("#"), line
     assert not any(line.rstrip().endswith("\\") for line in files["Makefile"].splitlines() if line.startswith("#"))
+
+
+def test_names_of_more_than_one_line_are_refused(client: TestClient, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    r = client.post("/compile", json={"hardware": "gemmini-16x16", "options": {"time_limit_s": 2}, "wait": True,
+                                      "model": base64.b64encode(_named(marker, lines=True)).decode()})
+    assert r.status_code == 422, r.text[:2000]
+    assert r.json()["detail"][0]["loc"][:2] == ["body", "model"] and "control character" in r.text
+    assert not marker.exists()
 
 
 def _long_named(n: int) -> bytes:

@@ -126,5 +126,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     docs.install(app)
     app.add_middleware(MetricsAndLimits, metrics=metrics, max_body=settings.max_request_bytes,
-                       limits={"/compile": settings.max_compile_bytes})
+                       limits={"/compile": settings.max_compile_bytes}, body_idle_s=settings.body_idle_s)
     return app

@@ -34,6 +34,12 @@ class BodyTooLarge(ApiError):
         super().__init__(413, ["body"], f"request body is over the limit of {limit} bytes", "too_large")
 
 
+class BodyIdle(ApiError):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(408, ["body"], f"no byte of the request body came for {seconds:g} s (body_idle_s); send "
+                         "the body as the request goes", "body_timeout")
+
+
 _UNION_TAGS = {"conv2d", "matmul", "dense"}  # pydantic's discriminator values, not fields a user wrote
 
 

@@ -65,13 +65,17 @@ class Metrics:
 class MetricsAndLimits:
     """Pure ASGI middleware: times and counts every request by route template, and refuses bodies over
     `max_body` bytes (`limits`: other limits by exact path, e.g. POST /compile's models) with a 413 (by
-    Content-Length up front, or while streaming)."""
+    Content-Length up front, or while streaming), and bodies that stop arriving (no byte for `body_idle_s`) with a
+    408: the body's bytes are awaited with that bound, until its last part (what is received after it, a
+    disconnect, is awaited as long as the request lasts)."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, max_body: int, limits: dict[str, int] | None = None) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, max_body: int, limits: dict[str, int] | None = None,
+                 body_idle_s: float = 30.0) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body = max_body
         self.limits = dict(limits or {})
+        self.body_idle_s = body_idle_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,10 +86,13 @@ class MetricsAndLimits:
         method = scope["method"]
         max_body = self.limits.get(scope.get("path", ""), self.max_body)
 
+        started = False
+
         async def send_wrapper(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
                 status = message["status"]
+                started = True
             await send(message)
 
         try:
@@ -95,11 +102,22 @@ class MetricsAndLimits:
                 status = 413
                 return
             seen = 0
+            # the body's last part has come (a request that declares no body has none to wait for: its receive
+            # calls, disconnect checks, are left as they are)
+            whole = not length and not any(name == b"transfer-encoding" for name, _ in scope.get("headers", ()))
 
             async def limited_receive() -> Message:
-                nonlocal seen
-                message = await receive()
+                nonlocal seen, whole
+                if whole:
+                    return await receive()
+                try:
+                    message = await asyncio.wait_for(receive(), self.body_idle_s)
+                except TimeoutError:
+                    from tileplan.api.errors import BodyIdle
+
+                    raise BodyIdle(self.body_idle_s) from None
                 if message["type"] == "http.request":
+                    whole = not message.get("more_body", False)
                     seen += len(message.get("body", b""))
                     if seen > max_body:
                         from tileplan.api.errors import BodyTooLarge
@@ -107,7 +125,15 @@ class MetricsAndLimits:
                         raise BodyTooLarge(max_body)
                 return message
 
-            await self.app(scope, limited_receive, send_wrapper)
+            try:
+                await self.app(scope, limited_receive, send_wrapper)
+            except Exception as exc:
+                from tileplan.api.errors import BodyIdle
+
+                if not isinstance(exc, BodyIdle) or started:
+                    raise
+                await _refuse(send, 408, {"detail": [{"loc": exc.loc, "msg": exc.msg, "type": exc.type}]})
+                status = 408
         finally:
             route = scope.get("route")
             label = getattr(route, "path", None) or "unmatched"
@@ -124,6 +150,16 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+async def _refuse(send: Send, status: int, doc: Any) -> None:
+    import json
+
+    body = json.dumps(doc).encode()
+    headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                          (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _too_large(send: Send, length: int, limit: int) -> None:

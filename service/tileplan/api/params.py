@@ -1,5 +1,6 @@
 """Checks every API request's path and query parameters get before its route runs: a value storage cannot hold
-(NUL, lone surrogates) is a 422 naming the parameter (PostgreSQL refuses a NUL even in a WHERE clause), and so is a
+(NUL, lone surrogates) is a 422 naming the parameter (PostgreSQL refuses a NUL even in a WHERE clause), so is a
+`name` holding a control character (`tileplan.validation.control_reason`), and so is a
 query parameter the route does not take (a typo, `?hardwre=`, would otherwise be ignored and answer as if unasked,
 as an unknown body option would: see tileplan.strict)."""
 
@@ -12,7 +13,7 @@ from fastapi import Request
 from tileplan.api.errors import ApiError
 from tileplan.jobs.fair import current_owner
 from tileplan.strict import did_you_mean
-from tileplan.validation import unstorable_reason
+from tileplan.validation import control_reason, unstorable_reason
 
 
 async def note_owner(request: Request) -> None:
@@ -35,6 +36,10 @@ async def storable_params(request: Request) -> None:
                 why = unstorable_reason(text) if isinstance(text, str) else None
                 if why is not None:
                     raise ApiError(422, loc, why, "string_unstorable")
+            # (`?name=`: a layer name the answer, its module and its files carry, and the log names)
+            why = control_reason(value) if name == "name" and isinstance(value, str) else None
+            if why is not None:
+                raise ApiError(422, [where, name], why, "string_control")
 
 
 def _declared_query(route: Any) -> list[str]:

@@ -29,6 +29,7 @@ MAX_NODE_IO = 256  # inputs, or outputs, of one node (DenseNet's widest Concat: 
 # to n nested selects, which the C emitter walks recursively: 500 overflowed it, 2000 ran a compile past 10 minutes
 MAX_TENSOR_ELEMENTS = 1 << 27  # elements of any one tensor (settings.max_tensor_elements: the same default)
 MAX_TENSOR_BYTES = 512 << 20  # every tensor the model declares, together
+MAX_OPSETS = 64  # opset imports of a model (a zoo export has 1-3: ai.onnx, com.microsoft, ai.onnx.ml)
 _max_elements = MAX_TENSOR_ELEMENTS
 
 
@@ -51,25 +52,51 @@ def parse_model(data: bytes, loc: tuple[str, ...] = ("model",)) -> Any:
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise InputError(loc, f"not an ONNX model: {exc}") from None
     refuse_external_data(model, loc)
+    check_opsets(model, loc)
     check_sizes(model, loc)
     check_stored_names(model, loc)
     return model
 
 
-def check_stored_names(model: Any, loc: tuple[str, ...] = ("model",)) -> None:
-    """InputError for a graph name or node name that storage cannot hold (a NUL: PostgreSQL refuses it in text).
-    They are stored: the graph's as a compile's model name, a node's as its layer's and op's name (a compile's row
-    could not be written, a 503 blaming the server's storage; a plan's write failed in the compile, a 500)."""
-    from tileplan.validation import unstorable_reason
+def check_opsets(model: Any, loc: tuple[str, ...] = ("model",)) -> None:
+    """InputError at `opset_import` for a domain imported twice (the default domain at opset 17 and at 9: which
+    one do its nodes mean? ONNX's checker takes either; an importer picks one) or more than MAX_OPSETS imports."""
+    here = (*loc, "opset_import")
+    if len(model.opset_import) > MAX_OPSETS:
+        raise InputError(here, f"{len(model.opset_import)} opset imports, over this server's bound of {MAX_OPSETS}",
+                         "too_large")
+    seen: dict[str, int] = {}
+    for imp in model.opset_import:
+        domain = "" if imp.domain == "ai.onnx" else imp.domain
+        if domain in seen:
+            raise InputError(here, f"the domain {imp.domain or 'ai.onnx'!r} is imported twice (opset "
+                             f"{seen[domain]} and {imp.version}): a model imports each domain once", "value_error")
+        seen[domain] = imp.version
 
-    why = unstorable_reason(model.graph.name)
-    if why is not None:
-        raise InputError(loc, f"the graph name {model.graph.name!r} {why}", "string_unstorable")
-    for i, node in enumerate(model.graph.node):
-        why = unstorable_reason(node.name)
+
+def check_stored_names(model: Any, loc: tuple[str, ...] = ("model",)) -> None:
+    """InputError for a graph name, node name, graph input or output name that storage cannot hold (a NUL:
+    PostgreSQL refuses it in text) or that holds a control character. They are stored and shown to every client:
+    the graph's as a compile's model name (and in the server's log lines), a node's as its layer's and op's name,
+    the inputs' and outputs' in the compile's summary and its program (a compile's row could not be written, a 503
+    blaming the server's storage; a plan's write failed in the compile, a 500; ESC sequences reached terminals,
+    a newline forged a log line)."""
+    from tileplan.validation import control_reason, unstorable_reason
+
+    def check(name: str, what: str) -> None:
+        why = unstorable_reason(name)
         if why is not None:
-            raise InputError(loc, f"the name of node {i} ({node.op_type}), {node.name!r}, {why}",
-                             "string_unstorable")
+            raise InputError(loc, f"{what} {name!r} {why}", "string_unstorable")
+        why = control_reason(name)
+        if why is not None:
+            raise InputError(loc, f"{what} {name!r} {why}", "string_control")
+
+    check(model.graph.name, "the graph name")
+    for i, node in enumerate(model.graph.node):
+        check(node.name, f"the name of node {i} ({node.op_type}),")
+    for what, infos in (("input", model.graph.input), ("output", model.graph.output)):
+        for info in infos:
+            check(info.name, f"the graph {what}")
 
 
 def _elements(dims: Any) -> int:

@@ -4,7 +4,10 @@ A Timeloop file, an inline descriptor or a mapping to evaluate costs work that g
 the API process it stalls every request (the event loop) and grows the API's memory. Here it runs in `ProcessSlots`
 with `settings.sandbox_time_limit_s` and `settings.sandbox_memory_mb`: an overrun is a 422 naming the budget, the
 process is replaced, the API goes on. Resolved descriptors are kept by the fingerprint of what was sent (bounded by
-bytes), so a repeated inline descriptor costs a digest, not a parse.
+bytes), so a repeated inline descriptor costs a digest, not a parse; and so are its refusals (an inline descriptor's,
+POST /schedule's `model`'s), so the same request refused again costs a digest, not the sandbox's budget again (a
+200 KB Timeloop tree of 3,000 levels spent the whole 10 s each time it was sent). A refusal for the budget itself
+(`too_costly`: the server's load may have been the cause) is remembered for COSTLY_REFUSAL_S only.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from typing import Any
 
 from tileplan.errors import InputError
@@ -23,6 +27,12 @@ from tileplan.settings import Settings
 
 Detail = dict[str, Any]
 SANDBOX_NICE = 5
+REFUSALS_BYTES = 1 << 20  # remembered refusals: a digest and the error items each, counted as their JSON
+COSTLY_REFUSAL_S = 600.0  # how long a refusal for the sandbox's budget is remembered
+
+
+def _now() -> float:
+    return time.monotonic()
 
 
 def descriptor_from_ref(ref: Any) -> HardwareDescriptor:
@@ -141,6 +151,12 @@ class Sandbox:
         self.fair = FairShare(settings.sandbox_processes, settings.sandbox_processes)
         # fingerprint of an inline descriptor as sent -> its descriptor JSON (validated again here: cheap, bounded)
         self._descriptors: ByteLRU[str, HardwareDescriptor] = ByteLRU(settings.descriptor_cache_bytes)
+        # "descriptor:" / "model:" + the digest of what was sent -> its refusal's items, and until when (None: for
+        # as long as it is kept) it holds
+        self._refused: ByteLRU[str, tuple[list[Detail], float | None]] = ByteLRU(REFUSALS_BYTES)
+
+    def forget_refusals(self) -> None:
+        self._refused.clear()
 
     async def warm(self) -> None:
         await self.slots.warm()
@@ -165,7 +181,8 @@ class Sandbox:
         hit = self._descriptors.get(digest) if digest else None
         if hit is not None:
             return hit
-        out = await self._run(read_descriptor, ref, loc=("hardware",), what="reading the descriptor")
+        out = await self._remembered(f"descriptor:{digest}" if digest else None, read_descriptor, ref,
+                                     loc=("hardware",), what="reading the descriptor")
         hw = await asyncio.to_thread(HardwareDescriptor.model_validate, out["hardware"])
         if digest:
             self._descriptors.put(digest, hw, 2 * len(json.dumps(out["hardware"])) + 2000)
@@ -174,7 +191,12 @@ class Sandbox:
     async def model_layers(self, model_b64: str) -> tuple[list[dict[str, Any]], list[str], str]:
         """POST /schedule's `model` read here, not in the API process (decoding, checks and ONNX's shape inference
         hold the interpreter's lock: a 1.4 MB model of 49,000 nodes held the API's event loop ~1 s)."""
-        out = await self._run(read_model_layers, model_b64, loc=("model",), what="reading the model")
+        try:
+            key: str | None = "model:" + await asyncio.to_thread(
+                lambda: hashlib.sha256(model_b64.encode()).hexdigest())
+        except UnicodeEncodeError:  # (a lone surrogate: not base64, said so in the sandbox)
+            key = None
+        out = await self._remembered(key, read_model_layers, model_b64, loc=("model",), what="reading the model")
         return list(out["layers"]), list(out["notes"]), str(out["name"])
 
     async def evaluate(self, hardware: HardwareDescriptor, layer: dict[str, Any], mapping: dict[str, Any],
@@ -182,6 +204,24 @@ class Sandbox:
         out = await self._run(evaluate_in_sandbox, hardware.model_dump(mode="json"), layer, mapping, executor, model,
                               loc=("mapping",), what="evaluating the mapping")
         return dict(out["evaluation"])
+
+    async def _remembered(self, key: str | None, fn: Any, *args: Any, loc: tuple[str, ...],
+                          what: str) -> dict[str, Any]:
+        """`_run`, or the refusal remembered under `key` (None: nothing to remember it by) raised again."""
+        hit = self._refused.get(key) if key else None
+        if hit is not None:
+            details, until = hit
+            if until is None or _now() < until:
+                raise _input_error(details)
+            self._refused.pop(key)  # type: ignore[arg-type]
+        try:
+            return await self._run(fn, *args, loc=loc, what=what)
+        except InputError as exc:
+            if key:
+                details = _errors(exc)
+                until = _now() + COSTLY_REFUSAL_S if exc.type == "too_costly" else None
+                self._refused.put(key, (details, until), len(json.dumps(details)) + len(key) + 200)
+            raise
 
     async def _run(self, fn: Any, *args: Any, loc: tuple[str, ...], what: str) -> dict[str, Any]:
         s = self.settings
@@ -198,9 +238,13 @@ class Sandbox:
             raise InputError(loc, f"{what} needed more than this server's memory budget of "
                              f"{s.sandbox_memory_mb} MiB (sandbox_memory_mb)", "too_costly")
         if not out["ok"]:
-            errors = out["errors"]
-            first = errors[0]
-            exc = InputError(first["loc"], first["msg"], first["type"])
-            exc.all_details = errors  # type: ignore[attr-defined]
-            raise exc
+            raise _input_error(out["errors"])
         return out
+
+
+def _input_error(errors: list[Detail]) -> InputError:
+    """The InputError of a sandbox's error items (the first one's; all of them kept for the answer)."""
+    first = errors[0]
+    exc = InputError(first["loc"], first["msg"], first["type"])
+    exc.all_details = list(errors)  # type: ignore[attr-defined]
+    return exc

@@ -168,6 +168,14 @@ class Compile:
         return self.status in FINAL
 
 
+class HardwareQuota(Exception):
+    """A new registration would take its owner past its bound of registered descriptors."""
+
+    def __init__(self, held: int, bound: int) -> None:
+        super().__init__(f"{held} >= {bound}")
+        self.held, self.bound = held, bound
+
+
 class QuotaExceeded(Exception):
     """A new compile would take its owner past its quota of stored bytes."""
 
@@ -498,9 +506,11 @@ class Store:
     # -- registered hardware --------------------------------------------------------------------
 
     def put_hardware(self, name: str, descriptor: dict[str, Any], *, owner: str | None = None,
-                     replace: bool = False) -> RegisteredHardware | None:
+                     replace: bool = False, max_per_owner: int | None = None) -> RegisteredHardware | None:
         """Register `name`; with `replace`, a registered one is replaced and its version goes up. Without it, an
-        existing name is left alone and None comes back (the caller answers 409)."""
+        existing name is left alone and None comes back (the caller answers 409). HardwareQuota if `name` is new
+        and `owner` already holds `max_per_owner` registered descriptors (concurrent registrations of one owner
+        may pass it by their number, no more)."""
         body = json.dumps(descriptor, separators=(",", ":"))
         ts = now_utc()
         with self._write() as conn, conn.begin():
@@ -508,6 +518,12 @@ class Store:
                                .where(HardwareRow.name == name)).first()
             if old is not None and not replace:
                 return None
+            if old is None and max_per_owner is not None:
+                held = conn.scalar(select(func.count()).select_from(HardwareRow).where(HardwareRow.owner == owner)
+                                   if owner is not None else
+                                   select(func.count()).select_from(HardwareRow).where(HardwareRow.owner.is_(None)))
+                if int(held or 0) >= max_per_owner:
+                    raise HardwareQuota(int(held or 0), max_per_owner)
             if old is None:
                 stmt = self._insert(HardwareRow).values(name=name, descriptor=body, created_at=ts, owner=owner,
                                                         version=1, updated_at=ts)

@@ -14,7 +14,7 @@ from tileplan.api.schemas import ERRORS, ErrorBody, HardwareList
 from tileplan.errors import InputError, shown
 from tileplan.hardware import HardwareDescriptor
 from tileplan.hardware.catalog import catalog
-from tileplan.store.repository import RegisteredHardware, iso_utc
+from tileplan.store.repository import HardwareQuota, RegisteredHardware, iso_utc
 from tileplan.validation import check_name, check_storable
 
 router = APIRouter(tags=["hardware"], dependencies=[Depends(require_read)])
@@ -82,8 +82,7 @@ async def register_hardware(request: Request, name: str | None = NAME_QUERY) -> 
     must be free: replacing a registered descriptor is `PUT /hardware/{name}`."""
     hw = await _descriptor_of(request, name)
     request.app.state.compiler.forget_bodies()  # (a compile request naming it may now mean other hardware)
-    entry = await run_in_threadpool(request.app.state.store.put_hardware, hw.name, hw.model_dump(mode="json"),
-                                    owner=owner_of(request))
+    entry = await _put(request, hw.name, hw.model_dump(mode="json"))
     if entry is None:
         raise ApiError(409, ["body", "name"], f"{hw.name!r} is already registered; PUT /hardware/{hw.name} replaces it",
                        "conflict")
@@ -107,9 +106,20 @@ async def replace_hardware(name: str, request: Request) -> dict[str, Any]:
     if old is not None:
         _check_owner(request, old, "replace")
     request.app.state.compiler.forget_bodies()  # (a compile request naming it may now mean other hardware)
-    entry = await run_in_threadpool(store.put_hardware, name, hw.model_dump(mode="json"), owner=owner_of(request),
-                                    replace=True)
+    entry = await _put(request, name, hw.model_dump(mode="json"), replace=True)
     return {"name": name, "links": _links(name), **_registered(entry)}
+
+
+async def _put(request: Request, name: str, descriptor: dict[str, Any], replace: bool = False) -> Any:
+    """Store.put_hardware under the caller's bound of registered descriptors (a 409 past it)."""
+    bound = request.app.state.settings.owner_max_hardware
+    try:
+        return await run_in_threadpool(request.app.state.store.put_hardware, name, descriptor,
+                                       owner=owner_of(request), replace=replace, max_per_owner=bound)
+    except HardwareQuota as exc:
+        raise ApiError(409, ["body", "name"], f"you have {exc.held} descriptors registered, this server's bound "
+                       f"(owner_max_hardware); delete one (DELETE /hardware/{{name}}) or replace one (PUT)",
+                       "quota_exceeded") from None
 
 
 async def _descriptor_of(request: Request, name: str | None, path_name: bool = False) -> HardwareDescriptor:
