@@ -163,11 +163,5 @@ async def _refuse(send: Send, status: int, doc: Any) -> None:
 
 
 async def _too_large(send: Send, length: int, limit: int) -> None:
-    import json
-
-    body = json.dumps({"detail": [{"loc": ["body"], "msg": f"request body of {length} bytes is over the limit of "
-                                   f"{limit} bytes", "type": "too_large"}]}).encode()
-    headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                          (b"connection", b"close")]
-    await send({"type": "http.response.start", "status": 413, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await _refuse(send, 413, {"detail": [{"loc": ["body"], "msg": f"request body of {length} bytes is over the limit "
+                                          f"of {limit} bytes", "type": "too_large"}]})
