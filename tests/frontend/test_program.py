@@ -231,6 +231,78 @@ def test_prebuilt_objects_are_used_only_when_their_key_matches(resnet_block, tmp
     assert (root / runner.LIBRARY).exists()
 
 
+def test_running_the_compiled_artifact_builds_nothing(resnet_block, tmp_path, monkeypatch):
+    """The compile writes the emulated run's cycles into the artifact's manifest and README after its build: the
+    artifact it returns is still that build (`tileplan run` after `tileplan compile` compiles nothing), while a
+    change to anything make or the run reads is another build."""
+    from tileplan.frontend import runner
+
+    data, res = resnet_block
+    files = read_artifact(res.artifact)
+    manifest = json.loads(files["tileplan.json"])
+    assert manifest["summary"]["total"]["cycles_emulated"] > 0  # the emulated run's numbers are in it
+    before = {**files, "README.md": b"other text",
+              "tileplan.json": json.dumps({**manifest, "summary": {"before": "the run"}}).encode()}
+    assert runner.build_key(before) == runner.build_key(files)
+    for name in ("tileplan.json", "model.c", "weights.bin"):
+        changed = dict(files)
+        if name == "tileplan.json":
+            changed[name] = json.dumps({**manifest, "outputs": manifest["outputs"][::-1] + [{}]}).encode()
+        else:
+            changed[name] = files[name] + b"\n"
+        assert runner.build_key(changed) != runner.build_key(files), name
+    monkeypatch.setattr(runner, "_cache_root", lambda: tmp_path / "models")
+    made: list[list[str]] = []
+    real_run = subprocess.run
+
+    def counting_run(args, *a, **kw):  # type: ignore[no-untyped-def]
+        if "host" in args and "-n" not in args:
+            made.append(list(args))
+        return real_run(args, *a, **kw)
+
+    monkeypatch.setattr(runner.subprocess, "run", counting_run)
+    first = runner.build(before)
+    assert len(made) == 1
+    assert runner.build(files) == first and len(made) == 1
+
+
+def test_a_build_keeps_its_objects_for_the_next_artifact(resnet_block, tmp_path, monkeypatch):
+    """Every object a build compiles goes to the object cache: the next artifact for the same accelerator copies
+    the emulator (the costliest compile) and the kernels it shares instead of compiling them, and runs the same."""
+    from tileplan.frontend import runner
+
+    monkeypatch.setattr(runner, "_cache_root", lambda: tmp_path / "models")
+    data, res = resnet_block
+    files = read_artifact(res.artifact)
+    runner.build(files)
+    other = {**files, "model.c": files["model.c"] + b"\n/* another artifact */\n"}
+    compiled: list[str] = []
+    real_run = subprocess.run
+
+    def seeing_run(args, *a, **kw):  # type: ignore[no-untyped-def]
+        out = real_run(args, *a, **kw)
+        if "host" in args and "-n" not in args:  # make's own run: what it compiled, asked afterwards
+            dry = real_run([args[0], "-n", "host", args[-1]], cwd=kw["cwd"], capture_output=True, text=True)
+            compiled.append(dry.stdout)
+        return out
+
+    root = tmp_path / "seeded"
+    for name, blob in other.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(blob)
+    make, cc = shutil.which("make"), __import__("tileplan.codegen.emulator.build", fromlist=["compiler"]).compiler()
+    assert make is not None
+    # every object of the first build is in the cache (the emulator's too): only the changed source is missing
+    assert [m for m, _ in runner._seed_objects(root, other, make, cc)] == [root / "build/host/model.o"]
+    dry = subprocess.run([make, "-n", "host", f"CC={cc}"], cwd=root, capture_output=True, text=True, check=True)
+    assert "-c emulator/gemmini_emu.c " not in dry.stdout and "-c model.c " in dry.stdout
+    monkeypatch.setattr(runner.subprocess, "run", seeing_run)
+    feeds = {i["name"]: np.zeros(i["shape"], dtype=i["dtype"]) for i in json.loads(files["tileplan.json"])["inputs"]}
+    got = runner.emulate_files(other, feeds).outputs
+    want = runner.emulate_files(files, feeds).outputs
+    assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in got)
+
+
 def test_host_files_are_handed_out_as_their_functions_are_made(tmp_path, monkeypatch):
     """lower_host_cached's `on_units` gets the stems of host_units(the part's sources) first and then every file,
     each once and with the same text, as the lowering prints them (a compile's background build starts on each

@@ -278,9 +278,11 @@ def _submit(into: Prebuild, tmp: Path, cc: str, command: str, source: str, obj: 
     into.submit(command, tmp, tmp / obj, dest)
 
 
-def _seed_objects(root: Path, files: dict[str, bytes], make: str, cc: str) -> None:
+def _seed_objects(root: Path, files: dict[str, bytes], make: str, cc: str) -> list[tuple[Path, Path]]:
     """Copy every object of `make host` found in the object cache into `root`'s build tree (after the sources
-    were written there, so make sees it newer than its prerequisites and does not compile it again)."""
+    were written there, so make sees it newer than its prerequisites and does not compile it again).  Returns
+    (object in the tree, its cache entry) of each keyed object the cache did not have, for `_keep_objects`."""
+    missing = []
     for command, source, obj in _host_compiles(root, make, cc, ["host"]):
         key = _object_key(command, source, files, cc)
         if key is None:
@@ -289,6 +291,38 @@ def _seed_objects(root: Path, files: dict[str, bytes], make: str, cc: str) -> No
         if cached.exists():
             (root / obj).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(cached, root / obj)
+        else:
+            missing.append((root / obj, cached))
+    return missing
+
+
+def _keep_objects(made: list[tuple[Path, Path]]) -> None:
+    """Put the objects a build compiled into the object cache, so that the next build sharing a file (every
+    artifact for one accelerator shares the emulator, the costliest compile; models share kernels) copies it."""
+    for obj, dest in made:
+        if obj.exists() and not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}")
+            shutil.copyfile(obj, tmp)
+            os.replace(tmp, dest)
+
+
+def build_key(files: dict[str, bytes]) -> str:
+    """The build directory's name: every file `make host` and the run read.  Not the README, nor the
+    manifest's summary: the compile writes the emulated run's cycles into both after its build, and the
+    artifact it returns must find that build (`tileplan run` after `tileplan compile` compiles nothing)."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        if name == "README.md":
+            continue
+        data = files[name]
+        if name == "tileplan.json":
+            manifest = json.loads(data)
+            if isinstance(manifest, dict):
+                manifest.pop("summary", None)
+                data = json.dumps(manifest, sort_keys=True).encode()
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()[:24]
 
 
 def build(files: dict[str, bytes], pre: Prebuild | None = None) -> Path:
@@ -296,10 +330,7 @@ def build(files: dict[str, bytes], pre: Prebuild | None = None) -> Path:
     `pre`: objects compiled in the background for this build (waited for; used where their keys match)."""
     from tileplan.codegen.emulator.build import NoCompiler, compiler
 
-    digest = hashlib.sha256()
-    for name in sorted(files):
-        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
-    root = _cache_root() / digest.hexdigest()[:24]
+    root = _cache_root() / build_key(files)
     lib = root / LIBRARY
     if lib.exists():
         return lib
@@ -319,12 +350,13 @@ def build(files: dict[str, bytes], pre: Prebuild | None = None) -> Path:
             p.write_bytes(data)
         if pre is not None:
             pre.wait()
-            _seed_objects(tmp, files, make, cc)
+        made = _seed_objects(tmp, files, make, cc)
         proc = subprocess.run([make, "-s", f"-j{min(4, os.cpu_count() or 1)}", "host", f"CC={cc}"], cwd=tmp,
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise ArtifactError(f"building the artifact's host target failed (make exit {proc.returncode})",
                                 proc.stderr[-4000:])
+        _keep_objects(made)
         try:
             os.replace(tmp, root)
         except OSError:  # built concurrently by someone else: theirs is the same
