@@ -123,3 +123,16 @@ def test_stft_is_onnxruntimes_bit_for_bit(shape, step, window, frame, onesided) 
     data = _model(helper.make_node("STFT", inputs, ["y"], name="stft", onesided=onesided), TensorProto.FLOAT, shape,
                   consts, 17)
     _same_as_onnxruntime(data, np.random.default_rng(6).standard_normal(shape).astype(np.float32))
+
+
+@pytest.mark.parametrize("op,words", [("CenterCropPad", "moves or selects"), ("Det", "LU"), ("DFT", "Fourier"),
+                                      ("STFT", "Fourier")])
+def test_the_summary_says_why_each_runs_on_the_host(op: str, words: str) -> None:
+    from onnx import helper
+
+    from tileplan.frontend import compile as c
+    from tileplan.frontend import onnx_graph
+
+    node = helper.make_node(op, ["x"], ["y"], name="n")
+    graph = helper.make_graph([node], "g", [], [])
+    assert words in c._host_reason(node, onnx_graph.index(graph), {}, {})
