@@ -136,3 +136,21 @@ def test_the_summary_says_why_each_runs_on_the_host(op: str, words: str) -> None
     node = helper.make_node(op, ["x"], ["y"], name="n")
     graph = helper.make_graph([node], "g", [], [])
     assert words in c._host_reason(node, onnx_graph.index(graph), {}, {})
+
+
+def test_an_stft_without_onesided_is_onesided_as_onnx_defines() -> None:
+    """onnx's shape inference takes a missing `onesided` as 0 (frame_length bins) where ONNX's default, and
+    onnxruntime's, is 1 (frame_length / 2 + 1): ONNX's own test_stft (output [1, 15, 9, 2] declared) was refused,
+    'Inferred shape and existing shape differ in dimension 2: (16) vs (9)'."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = {"step": np.asarray(8, np.int64), "frame": np.asarray(16, np.int64)}
+    graph = helper.make_graph([helper.make_node("STFT", ["x", "step", "", "frame"], ["y"], name="stft")], "m",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 15, 9, 2])],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    _same_as_onnxruntime(m.SerializeToString(), np.random.default_rng(8).standard_normal([1, 128, 1]).astype(np.float32))

@@ -102,6 +102,7 @@ def decode(data: bytes) -> Any:
     except Exception as exc:  # noqa: BLE001 - onnx.checker.ValidationError and errors from its C++ core
         raise InputError(("model", *_node_in(str(exc), model)), f"the ONNX checker rejects the model: "
                          f"{_first_line(exc)}") from None
+    stft_onesided_explicit(model)
     # The checker passes an opset it does not know (it only checks the operators it has schemas for): a future
     # opset's operators may mean something else, so refuse it rather than import it with older semantics.
     newest = onnx.defs.onnx_opset_version()
@@ -1642,6 +1643,21 @@ _PRECHECKED: list[tuple[bytes, str, Any]] = []
 
 def _shapes_key(input_shapes: dict[str, list[int]] | None) -> str:
     return repr(sorted((k, [int(d) for d in v]) for k, v in (input_shapes or {}).items()))
+
+
+def stft_onesided_explicit(model: Any) -> list[str]:
+    """STFT nodes without an `onesided` attribute get the one ONNX defines as its default (1) written out:
+    onnx's shape inference (1.23) takes a missing one as 0 and infers the two-sided length (frame_length bins,
+    not frame_length / 2 + 1), so it contradicts a model's declared output shape, and onnxruntime's result. Changes
+    `model` in place; returns the nodes changed."""
+    from onnx import helper
+
+    changed = []
+    for n in model.graph.node:
+        if n.op_type == "STFT" and n.domain in ("", "ai.onnx") and not any(a.name == "onesided" for a in n.attribute):
+            n.attribute.append(helper.make_attribute("onesided", 1))
+            changed.append(n.name)
+    return changed
 
 
 def _decoded(data: bytes, input_shapes: dict[str, list[int]] | None) -> Any:
