@@ -75,7 +75,6 @@ LEFT = {
     "NonZero": "output shape depends on values", "NonMaxSuppression": "output shape depends on values",
     "Unique": "output shape depends on values",
     "Compress": "output shape depends on values unless its condition is a constant (the tests feed it)",
-    "DeformConv": "not implemented yet (deformable convolution: data-dependent sampling, detection heads)",
     "ConvInteger": "with padding in an opset-10 model: Tileplan's rewrite pads with Pad's input form (opset 11+), "
                    "which opset 10 lacks; opset 11+ exports compile",
     "MeanVarianceNormalization": "onnx's own shape inference fails on the test's form (its function body)",

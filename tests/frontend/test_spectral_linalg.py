@@ -126,7 +126,7 @@ def test_stft_is_onnxruntimes_bit_for_bit(shape, step, window, frame, onesided) 
 
 
 @pytest.mark.parametrize("op,words", [("CenterCropPad", "moves or selects"), ("Det", "LU"), ("DFT", "Fourier"),
-                                      ("STFT", "Fourier")])
+                                      ("STFT", "Fourier"), ("DeformConv", "offsets")])
 def test_the_summary_says_why_each_runs_on_the_host(op: str, words: str) -> None:
     from onnx import helper
 
@@ -154,3 +154,49 @@ def test_an_stft_without_onesided_is_onesided_as_onnx_defines() -> None:
     m.ir_version = 8
     onnx.checker.check_model(m)
     _same_as_onnxruntime(m.SerializeToString(), np.random.default_rng(8).standard_normal([1, 128, 1]).astype(np.float32))
+
+
+def _deform_conv_model(rng, n, c, h, w, m, k, group=1, og=1, strides=(1, 1), pads=(0, 0, 0, 0), dil=(1, 1),
+                       bias=True, mask=False, spread=1.0) -> bytes:
+    from onnx import TensorProto, helper
+
+    oh = (h + pads[0] + pads[2] - (dil[0] * (k - 1) + 1)) // strides[0] + 1
+    ow = (w + pads[1] + pads[3] - (dil[1] * (k - 1) + 1)) // strides[1] + 1
+    consts = {"w": rng.standard_normal((m, c // group, k, k)).astype(np.float32),
+              "off": (rng.standard_normal((n, og * 2 * k * k, oh, ow)) * spread).astype(np.float32)}
+    inputs = ["x", "w", "off"]
+    if bias:
+        consts["b"] = rng.standard_normal(m).astype(np.float32)
+    inputs.append("b" if bias else "")
+    if mask:
+        consts["mask"] = rng.random((n, og * k * k, oh, ow)).astype(np.float32)
+        inputs.append("mask")
+    while not inputs[-1]:
+        inputs.pop()
+    node = helper.make_node("DeformConv", inputs, ["y"], name="deform", group=group, offset_group=og,
+                            strides=list(strides), pads=list(pads), dilations=list(dil))
+    return _model(node, TensorProto.FLOAT, [n, c, h, w], consts, 19)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(n=1, c=1, h=3, w=3, m=1, k=2, bias=False),                       # ONNX's basic test's shape
+    dict(n=2, c=4, h=8, w=8, m=6, k=3, pads=(1, 1, 1, 1), spread=2.0),   # samples off the image's edges
+    dict(n=1, c=4, h=7, w=9, m=4, k=3, group=2, og=2, strides=(2, 1), pads=(1, 0, 2, 1), dil=(1, 2), mask=True,
+         spread=3.0),                                                     # groups, offset groups, mask, uneven
+])
+def test_deform_conv_is_onnxruntimes_bit_for_bit(kw) -> None:
+    """Products small enough for MLAS to run on one thread (M N K < 65,536): bit for bit."""
+    rng = np.random.default_rng(9)
+    data = _deform_conv_model(rng, **kw)
+    _same_as_onnxruntime(data, rng.standard_normal((kw["n"], kw["c"], kw["h"], kw["w"])).astype(np.float32))
+
+
+def test_a_large_deform_conv_is_within_float_rounding() -> None:
+    """M N K = 663,552: onnxruntime splits the product along N across its threads, each part slicing K by its own
+    width (its result depends on its thread count); the host's is MLAS's one-thread order: within rounding."""
+    rng = np.random.default_rng(10)
+    data = _deform_conv_model(rng, 1, 64, 12, 12, 32, 3, pads=(1, 1, 1, 1), spread=1.5)
+    x = rng.standard_normal((1, 64, 12, 12)).astype(np.float32)
+    got = run_artifact(compile_bytes(data).artifact, {"x": x}).outputs["y"]
+    want = onnxruntime_outputs(data, {"x": x})["y"]
+    assert got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-4)

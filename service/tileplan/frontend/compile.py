@@ -1368,6 +1368,10 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
         return (f"{op}: a Fourier transform in float (onnxruntime's radix-2 FFT or Bluestein's algorithm, complex "
                 "butterflies with cos / sin twiddles; a DFT as a product with an int8 matrix would round the "
                 "twiddles, and onnxruntime has no quantized one): computed on the host as onnxruntime computes it")
+    if op == "DeformConv":
+        return ("DeformConv samples its input bilinearly at positions computed at run time (its offsets: a "
+                "data-dependent gather and weighted sum per kernel tap), then multiplies the samples by its weights "
+                "in float (onnxruntime has no integer DeformConv): computed on the host as onnxruntime computes it")
     if op == "GridSample":
         return ("GridSample reads its input at positions computed at run time (the grid) and interpolates between "
                 "the neighbours it finds there: a data-dependent gather and weighted sum, not a product with a "

@@ -32,6 +32,7 @@ import numpy as np
 
 from tileplan.errors import InputError
 from tileplan.frontend import contrib, conv3d, onnx_graph, recurrent, spectral
+from tileplan.frontend.deform_conv import deform_conv_convert
 from tileplan.frontend.det import det_call
 from tileplan.frontend.onnx_bytes import check_sizes, static_sizes
 from tileplan.frontend.onnx_graph import attr as _attr
@@ -2261,6 +2262,7 @@ def supported_ops() -> set[str]:
 
     return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", "LpNormalization", "Celu",
                                                     "QuickGelu", "ReverseSequence", "CenterCropPad", "Det", "DFT", "STFT",
+                                                    "DeformConv",
                                                     *recurrent.RECURRENT_OPS,
                                                     *contrib.CONTRIB_OPS}
 
@@ -2330,6 +2332,7 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else det_call(self.bb, inputs[0]) if op_name == "Det"
                        else spectral.dft_convert(self.bb, inputs, attrs, opset) if op_name == "DFT"
                        else spectral.stft_convert(self.bb, inputs, attrs) if op_name == "STFT"
+                       else deform_conv_convert(self.bb, inputs, attrs) if op_name == "DeformConv"
                        else _hard_swish(inputs) if op_name == "HardSwish"
                        else _ort_activation(self.bb, op_name, inputs, attrs) if op_name in ORT_ACTIVATIONS
                        else _thresholded_relu(inputs, attrs) if op_name == "ThresholdedRelu"
