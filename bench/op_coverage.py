@@ -75,11 +75,6 @@ LEFT = {
     "NonZero": "output shape depends on values", "NonMaxSuppression": "output shape depends on values",
     "Unique": "output shape depends on values",
     "Compress": "output shape depends on values unless its condition is a constant (the tests feed it)",
-    "DFT": "not implemented yet (audio front ends; a constant DFT is evaluated at compile time)",
-    "STFT": "not implemented yet (audio front ends)",
-    "DeformConv": "not implemented yet (deformable convolution: data-dependent sampling, detection heads)",
-    "Det": "not implemented yet (a determinant: rare in exported networks)",
-    "CenterCropPad": "not implemented yet (a preprocessing op; a constant one is evaluated at compile time)",
     "ConvInteger": "with padding in an opset-10 model: Tileplan's rewrite pads with Pad's input form (opset 11+), "
                    "which opset 10 lacks; opset 11+ exports compile",
     "MeanVarianceNormalization": "onnx's own shape inference fails on the test's form (its function body)",

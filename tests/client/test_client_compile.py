@@ -51,9 +51,9 @@ def _reverse_model() -> bytes:
 
     g = zoo._Graph(0)
     y = g.conv("x", 3, 4, name="conv")
-    g.nodes.append(helper.make_node("Det", [y], ["rev"], name="determinant"))
+    g.nodes.append(helper.make_node("Bernoulli", [y], ["rev"], name="coin"))
     graph = helper.make_graph(g.nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("rev", TensorProto.FLOAT, [1, 4])], g.inits)
+                              [helper.make_tensor_value_info("rev", TensorProto.FLOAT, [1, 4, 8, 8])], g.inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     return zoo.quantize(m, "qdq", zoo.random_calibration(m, 4, 0))
@@ -103,10 +103,10 @@ def test_models_that_cannot_be_compiled(service: str) -> None:
         bad = _reverse_model()
         with pytest.raises(BadInput) as e:  # waited: the service answers 422 naming the node
             client.compile(HW, bad, options=OPTIONS)
-        assert e.value.detail[0]["loc"] == ["body", "model", "determinant"]
+        assert e.value.detail[0]["loc"] == ["body", "model", "coin"]
         with pytest.raises(BadInput) as e:  # not waited for: refused all the same, before anything is stored
             client.submit_compile(HW, bad, options={"time_limit_s": 3})
-        assert e.value.detail[0]["loc"] == ["body", "model", "determinant"]
+        assert e.value.detail[0]["loc"] == ["body", "model", "coin"]
 
 
 def run_cli(*args: str, url: str) -> subprocess.CompletedProcess[str]:
@@ -142,7 +142,7 @@ def test_cli_compile_errors_exit_2_with_one_line(service: str, tmp_path: Path) -
     rev = tmp_path / "rev.onnx"
     rev.write_bytes(_reverse_model())
     r = run_cli("compile", str(rev), "--hw", HW, "--out", str(tmp_path / "o"), "--time-limit", "2", url=service)
-    assert r.returncode == 2 and "determinant" in r.stderr and "Det" in r.stderr
+    assert r.returncode == 2 and "coin" in r.stderr and "Bernoulli" in r.stderr
 
 
 def test_sdk_and_cli_take_calibration_data(service: str, tmp_path: Path) -> None:

@@ -108,14 +108,15 @@ def test_unsupported_op_on_the_only_path_names_the_node():
 
     g = zoo._Graph(0)
     y = g.conv("x", 3, 4, name="conv")
-    # (a Det: no converter in TVM's importer or Tileplan; ReverseSequence, used here before, now has one)
-    g.nodes.append(helper.make_node("Det", [y], ["det"], name="determinant"))
-    m = _model(g.nodes, [_vi("x", [1, 3, 8, 8])], [_vi("det", [1, 4])], g.inits)
+    # (a Bernoulli: random, no converter in TVM's importer or Tileplan; ReverseSequence and Det, used here
+    # before, now have one)
+    g.nodes.append(helper.make_node("Bernoulli", [y], ["det"], name="coin"))
+    m = _model(g.nodes, [_vi("x", [1, 3, 8, 8])], [_vi("det", [1, 4, 8, 8])], g.inits)
     data = _quantized(m)
     with pytest.raises(InputError) as e:
         to_relax(load_model(data))
-    assert e.value.loc == ("model", "determinant")
-    assert "Det" in e.value.msg and "not supported" in e.value.msg
+    assert e.value.loc == ("model", "coin")
+    assert "Bernoulli" in e.value.msg and "not supported" in e.value.msg
 
 
 def test_shape_that_cannot_be_inferred_names_the_node():

@@ -177,15 +177,15 @@ def _node_error(r: Any) -> dict[str, Any]:
 
 
 def _reverse_model() -> bytes:
-    """A conv followed by a Det: an operator nothing in Tileplan or TVM can run, on the only path (a
-    ReverseSequence before Tileplan computed it)."""
+    """A conv followed by a Bernoulli: an operator nothing in Tileplan or TVM can run (random: a new value at every
+    run), on the only path (a ReverseSequence, then a Det, before Tileplan computed them)."""
     from onnx import TensorProto, helper
 
     g = zoo._Graph(0)
     y = g.conv("x", 3, 4, name="conv")
-    g.nodes.append(helper.make_node("Det", [y], ["rev"], name="determinant"))
+    g.nodes.append(helper.make_node("Bernoulli", [y], ["rev"], name="coin"))
     graph = helper.make_graph(g.nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("rev", TensorProto.FLOAT, [1, 4])], g.inits)
+                              [helper.make_tensor_value_info("rev", TensorProto.FLOAT, [1, 4, 8, 8])], g.inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     return zoo.quantize(m, "qdq", zoo.random_calibration(m, 4, 0))
@@ -248,7 +248,7 @@ def test_unsupported_operator_is_refused_naming_the_node(client: TestClient) -> 
     data = _reverse_model()
     before = count(client)
     item = _node_error(client.post("/compile", json=body(data)))
-    assert item["loc"] == ["body", "model", "determinant"] and "Det" in item["msg"]
+    assert item["loc"] == ["body", "model", "coin"] and "Bernoulli" in item["msg"]
     assert count(client) == before
 
     compiler = client.app.state.compiler
@@ -260,14 +260,14 @@ def test_unsupported_operator_is_refused_naming_the_node(client: TestClient) -> 
     finally:
         compiler._ops = known
     item = _node_error(r)
-    assert item["loc"] == ["body", "model", "determinant"] and "Det" in item["msg"]
+    assert item["loc"] == ["body", "model", "coin"] and "Bernoulli" in item["msg"]
     doc = r.json()
-    assert doc["status"] == "failed" and doc["error"]["loc"] == ["model", "determinant"] and "artifact" not in doc
+    assert doc["status"] == "failed" and doc["error"]["loc"] == ["model", "coin"] and "artifact" not in doc
     assert client.get(doc["links"]["artifact"]).status_code == 409  # nothing half-written to serve
     assert client.app.state.store.compile_artifact(doc["id"]) is None
     assert client.app.state.store.compile_model_bytes(doc["id"]) is None  # nor the model it will not run again
     again = client.post("/compile", json=body(data))  # the model's fault: answered again, not compiled again
-    assert _node_error(again)["loc"] == ["body", "model", "determinant"]
+    assert _node_error(again)["loc"] == ["body", "model", "coin"]
     assert client.app.state.store.get_compile(doc["id"]).attempts == 1
 
 

@@ -1188,7 +1188,7 @@ def _einsum_macs(node: Any, shapes: dict[str, tuple[int, ...]]) -> int:
 
 MOVES_DATA = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Concat", "Split", "Gather",
               "Expand", "Pad", "Identity", "Tile", "DepthToSpace", "SpaceToDepth", "Resize", "Upsample", "Cast",
-              "ScatterND", "GatherElements", "Where"}
+              "ScatterND", "GatherElements", "Where", "CenterCropPad"}
 REDUCES = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceSum",
            "ReduceMin", "ArgMax", "TopK"}
 ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "Erf", "Sqrt", "Pow", "Exp", "Log",
@@ -1359,6 +1359,19 @@ def _host_reason(node: Any, g: onnx_graph.GraphIndex, shapes: dict[str, tuple[in
         return ("Col2Im (torch's F.fold) adds overlapping patches back into an image: each pixel a sum of the "
                 "column values that cover it, no product with a weight the array holds; computed in float on the "
                 "host in onnxruntime's order")
+    if op == "Det":
+        return ("Det: each matrix's determinant by a pivoted LU factorisation (a row search for the pivot, "
+                "divisions and a product of the diagonal: sequential, data-dependent, in float; onnxruntime has no "
+                "integer Det): nothing for the multiply-accumulate array; computed on the host as onnxruntime's "
+                "Eigen does")
+    if op in ("DFT", "STFT"):
+        return (f"{op}: a Fourier transform in float (onnxruntime's radix-2 FFT or Bluestein's algorithm, complex "
+                "butterflies with cos / sin twiddles; a DFT as a product with an int8 matrix would round the "
+                "twiddles, and onnxruntime has no quantized one): computed on the host as onnxruntime computes it")
+    if op == "DeformConv":
+        return ("DeformConv samples its input bilinearly at positions computed at run time (its offsets: a "
+                "data-dependent gather and weighted sum per kernel tap), then multiplies the samples by its weights "
+                "in float (onnxruntime has no integer DeformConv): computed on the host as onnxruntime computes it")
     if op == "GridSample":
         return ("GridSample reads its input at positions computed at run time (the grid) and interpolates between "
                 "the neighbours it finds there: a data-dependent gather and weighted sum, not a product with a "

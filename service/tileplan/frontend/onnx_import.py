@@ -31,7 +31,9 @@ from typing import Any
 import numpy as np
 
 from tileplan.errors import InputError
-from tileplan.frontend import contrib, conv3d, onnx_graph, recurrent
+from tileplan.frontend import contrib, conv3d, onnx_graph, recurrent, spectral
+from tileplan.frontend.deform_conv import deform_conv_convert
+from tileplan.frontend.det import det_call
 from tileplan.frontend.onnx_bytes import check_sizes, static_sizes
 from tileplan.frontend.onnx_graph import attr as _attr
 
@@ -101,6 +103,7 @@ def decode(data: bytes) -> Any:
     except Exception as exc:  # noqa: BLE001 - onnx.checker.ValidationError and errors from its C++ core
         raise InputError(("model", *_node_in(str(exc), model)), f"the ONNX checker rejects the model: "
                          f"{_first_line(exc)}") from None
+    stft_onesided_explicit(model)
     # The checker passes an opset it does not know (it only checks the operators it has schemas for): a future
     # opset's operators may mean something else, so refuse it rather than import it with older semantics.
     newest = onnx.defs.onnx_opset_version()
@@ -1643,6 +1646,21 @@ def _shapes_key(input_shapes: dict[str, list[int]] | None) -> str:
     return repr(sorted((k, [int(d) for d in v]) for k, v in (input_shapes or {}).items()))
 
 
+def stft_onesided_explicit(model: Any) -> list[str]:
+    """STFT nodes without an `onesided` attribute get the one ONNX defines as its default (1) written out:
+    onnx's shape inference (1.23) takes a missing one as 0 and infers the two-sided length (frame_length bins,
+    not frame_length / 2 + 1), so it contradicts a model's declared output shape, and onnxruntime's result. Changes
+    `model` in place; returns the nodes changed."""
+    from onnx import helper
+
+    changed = []
+    for n in model.graph.node:
+        if n.op_type == "STFT" and n.domain in ("", "ai.onnx") and not any(a.name == "onesided" for a in n.attribute):
+            n.attribute.append(helper.make_attribute("onesided", 1))
+            changed.append(n.name)
+    return changed
+
+
 def _decoded(data: bytes, input_shapes: dict[str, list[int]] | None) -> Any:
     """decode(data) with `input_shapes` applied: precheck's model of these very bytes and shapes, if it has one
     (apply_input_shapes gives the model it fixed the same shapes again), else decoded now."""
@@ -2062,6 +2080,40 @@ def _reverse_sequence(bb: Any, inputs: Any, attrs: dict) -> Any:
     return reverse_sequence_call(bb, x, lens, int(attrs.get("time_axis", 0)), int(attrs.get("batch_axis", 1)))
 
 
+def _center_crop_pad(bb: Any, inputs: Any, attrs: dict) -> Any:
+    """CenterCropPad (opset 18; TVM's importer has none): per axis of `axes` a centred Slice where the target is
+    smaller (its start (dim - target) // 2) and a zero Pad where it is larger ((target - dim) // 2 before, the rest
+    after), as ONNX's function body and onnxruntime compute it (a data move: exact). The target shape must be a
+    constant (it sets the output's shape)."""
+    from tvm import relax
+    from tvm.ir.expr import GenericConst
+
+    x, target_e = inputs[0], inputs[1]
+    if not isinstance(target_e, GenericConst):
+        raise ValueError("its shape is computed at run time (Tileplan needs it constant: it sets the output's shape)")
+    target = [int(v) for v in target_e.value.numpy().reshape(-1)]
+    shape = [int(d) for d in x.ty.shape]
+    axes = [int(a) % len(shape) for a in attrs.get("axes", range(len(shape)))]
+    if len(axes) != len(target) or len(set(axes)) != len(axes):
+        raise ValueError(f"a shape of {len(target)} values for axes {axes}")
+    crop_axes, begin, end, pads = [], [], [], [0] * 2 * len(shape)
+    for a, t in zip(axes, target):
+        if t < 0:
+            raise ValueError(f"a negative target size {t} on axis {a}")
+        if t < shape[a]:
+            crop_axes.append(a)
+            begin.append((shape[a] - t) // 2)
+            end.append((shape[a] - t) // 2 + t)
+        elif t > shape[a]:
+            pads[2 * a], pads[2 * a + 1] = (t - shape[a]) // 2, t - shape[a] - (t - shape[a]) // 2
+    y = x
+    if crop_axes:
+        y = bb.normalize(relax.op.strided_slice(y, crop_axes, begin, end))
+    if any(pads):
+        y = relax.op.nn.pad(y, pads, "constant", 0.0)
+    return y
+
+
 def _quick_gelu(inputs: Any, attrs: dict) -> Any:
     """com.microsoft QuickGelu (onnxruntime's fusion of x * sigmoid(alpha * x)) as that product in float32."""
     from tvm import relax
@@ -2209,7 +2261,9 @@ def supported_ops() -> set[str]:
     from tvm.relax.frontend.onnx import onnx_frontend
 
     return set(onnx_frontend._get_convert_map()) | {"ConvInteger", "Col2Im", "LpNormalization", "Celu",
-                                                    "QuickGelu", "ReverseSequence", *recurrent.RECURRENT_OPS,
+                                                    "QuickGelu", "ReverseSequence", "CenterCropPad", "Det", "DFT", "STFT",
+                                                    "DeformConv",
+                                                    *recurrent.RECURRENT_OPS,
                                                     *contrib.CONTRIB_OPS}
 
 
@@ -2274,6 +2328,11 @@ def to_relax(imported: ImportedModel) -> tuple[Any, dict[str, Any]]:
                        else contrib.convert(self.bb, op_name, inputs, attrs) if op_name in contrib.CONTRIB_OPS
                        else _reverse_sequence(self.bb, inputs, attrs) if op_name == "ReverseSequence"
                        else _lp_norm(self.bb, inputs, attrs) if op_name == "LpNormalization"
+                       else _center_crop_pad(self.bb, inputs, attrs) if op_name == "CenterCropPad"
+                       else det_call(self.bb, inputs[0]) if op_name == "Det"
+                       else spectral.dft_convert(self.bb, inputs, attrs, opset) if op_name == "DFT"
+                       else spectral.stft_convert(self.bb, inputs, attrs) if op_name == "STFT"
+                       else deform_conv_convert(self.bb, inputs, attrs) if op_name == "DeformConv"
                        else _hard_swish(inputs) if op_name == "HardSwish"
                        else _ort_activation(self.bb, op_name, inputs, attrs) if op_name in ORT_ACTIVATIONS
                        else _thresholded_relu(inputs, attrs) if op_name == "ThresholdedRelu"
