@@ -314,6 +314,10 @@ def _segfault_later(delay_s: float) -> None:
     import signal
     import time
 
+    # the default action, not a handler inherited from the test process: TVM's library (loaded by earlier tests)
+    # symbolizes a C++ backtrace on SIGSEGV, which took over 10 s in a whole-suite run; this process is to take
+    # `delay_s` to die
+    signal.signal(signal.SIGSEGV, signal.SIG_DFL)
     time.sleep(delay_s)
     os.kill(os.getpid(), signal.SIGSEGV)
 
