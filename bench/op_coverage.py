@@ -81,7 +81,6 @@ LEFT = {
     "EyeLike": "a dtype attribute different from its input's: TVM's converter refuses it",
     "OneHot": "TVM's converter takes only constant depth and values of its own form",
     "ms:NhwcMaxPool": "onnxruntime's internal layout op (its NHWC transformer's, not saved by its quantizer)",
-    "ms:FusedConv": "onnxruntime's optimizer's fusion, in a model it saved: not implemented yet",
 }
 PER_CASE_S = 240.0  # a worker with no result for this long is killed and the operator recorded as `timeout`
 

@@ -3,7 +3,8 @@
 """onnxruntime's com.microsoft fusions that its optimizers save in a model (a user who ran
 `onnxruntime.transformers.optimizer`, or saved a session's optimized graph, then quantized it):
 SkipLayerNormalization / SkipSimplifiedLayerNormalization (Add + LayerNorm / RMSNorm of transformer blocks) and
-FusedMatMul (MatMul with transposed operands and a scale: attention scores). onnx's shape inference does not know
+FusedMatMul (MatMul with transposed operands and a scale: attention scores), FusedConv (Conv + activation,
+unfused at import: `fused_conv_unfused`). onnx's shape inference does not know
 them: `output_shapes` gives their outputs' shapes (`onnx_import.infer_shapes` adds them as hints); the converters
 compute each as onnxruntime 1.32's CPU kernel does (`skip_layer_norm_call`, host_ops.matmul_call)."""
 
@@ -358,3 +359,91 @@ def attention_call(bb: Any, inputs: Any, attrs: dict) -> Any:
     out = bb.emit(relax.op.matmul(probs, v))
     y = bb.normalize(relax.op.reshape(relax.op.permute_dims(out, [0, 2, 1, 3]), (b_, s_, h)))
     return relax.Tuple([y, y])  # (present: never read, check_unread_outputs)
+
+
+# FusedConv's activation -> (the ONNX op it is, its attributes from activation_params); onnxruntime's CPU kernel
+# applies these through MLAS (MlasActivation), the same arithmetic as the ops' own kernels
+FUSED_CONV_ACTIVATIONS: dict[str, Any] = {
+    "Relu": lambda p: {},
+    "Tanh": lambda p: {},
+    "Sigmoid": lambda p: {},
+    "LeakyRelu": lambda p: {"alpha": float(p[0])} if len(p) >= 1 else None,
+    "HardSigmoid": lambda p: {"alpha": float(p[0]), "beta": float(p[1])} if len(p) >= 2 else None,
+    "Clip": lambda p: {"min": float(p[0]), "max": float(p[1])} if len(p) >= 2 else None,
+}
+CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+def fused_conv_unfused(model: Any) -> list[str]:
+    """com.microsoft FusedConv (onnxruntime's ConvActivationFusion / ConvAddActivationFusion, saved in a model) as
+    the ONNX operators it fuses, in place: Conv(X, W, B) then its activation, or with the Z input (a residual
+    added in the kernel) Conv(X, W) + Z + B (onnxruntime's GEMM accumulates onto Z, its bias added after) then its
+    activation. Runs after weight_bias_quantization: onnxruntime computes a FusedConv in float with its float
+    weights (its WeightBiasQuantization and QDQ selectors take Conv only), and so the unfused Conv keeps them.
+    Raises InputError naming the node for an activation onnxruntime's kernel does not define. Returns the names
+    of the nodes rewritten."""
+    from onnx import helper, numpy_helper
+
+    if not any(n.op_type == "FusedConv" and n.domain == "com.microsoft" for n in model.graph.node):
+        return []
+    out: list[Any] = []
+    done: list[str] = []
+    for n in model.graph.node:
+        if n.op_type != "FusedConv" or n.domain != "com.microsoft":
+            out.append(n)
+            continue
+        act = _attr(n, "activation", b"")
+        act = act.decode() if isinstance(act, bytes) else str(act)
+        params = [float(v) for v in _attr(n, "activation_params", [])]
+        make = FUSED_CONV_ACTIVATIONS.get(act)
+        act_attrs = make(params) if make is not None else None
+        if act and act_attrs is None:
+            why = (f"activation {act!r}, which onnxruntime's FusedConv does not define (it takes "
+                   f"{', '.join(FUSED_CONV_ACTIVATIONS)})" if make is None
+                   else f"activation {act!r} with activation_params {params} (too few)")
+            raise InputError(("model", n.name), f"FusedConv node {n.name!r}: {why}")
+        conv_attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute if a.name in CONV_ATTRS}
+        x, w, b, z = (list(n.input) + ["", "", ""])[:4]
+        y = n.output[0]
+        stem = n.name or y
+        cur = f"{stem}/unfused_conv"
+        out.append(helper.make_node("Conv", [x, w, b] if b and not z else [x, w], [cur], name=stem, **conv_attrs))
+        if z:
+            out.append(helper.make_node("Add", [cur, z], [f"{stem}/unfused_sum"], name=f"{stem}/unfused_sum"))
+            cur = f"{stem}/unfused_sum"
+            if b:  # [C] -> [C, 1, ..., 1] over the spatial axes
+                spatial = _spatial_rank(model, n, w)
+                if spatial is None:
+                    raise InputError(("model", n.name), f"FusedConv node {n.name!r}: a Z input with a bias, and its "
+                                                        "kernel's rank unknown (no kernel_shape, a computed weight)")
+                axes = f"{stem}/unfused_bias_axes"
+                model.graph.initializer.append(numpy_helper.from_array(np.arange(1, spatial + 1, dtype=np.int64),
+                                                                       axes))
+                out.append(helper.make_node("Unsqueeze", [b, axes], [f"{stem}/unfused_bias"],
+                                            name=f"{stem}/unfused_bias"))
+                out.append(helper.make_node("Add", [cur, f"{stem}/unfused_bias"], [f"{stem}/unfused_biased"],
+                                            name=f"{stem}/unfused_biased"))
+                cur = f"{stem}/unfused_biased"
+        if not act:
+            out.append(helper.make_node("Identity", [cur], [y], name=f"{stem}/unfused_identity"))
+        elif act == "Clip":
+            lo, hi = f"{stem}/unfused_clip_min", f"{stem}/unfused_clip_max"
+            model.graph.initializer.extend([numpy_helper.from_array(np.array(act_attrs["min"], np.float32), lo),
+                                            numpy_helper.from_array(np.array(act_attrs["max"], np.float32), hi)])
+            out.append(helper.make_node("Clip", [cur, lo, hi], [y], name=f"{stem}/unfused_clip"))
+        else:
+            out.append(helper.make_node(act, [cur], [y], name=f"{stem}/unfused_{act.lower()}", **act_attrs))
+        done.append(n.name)
+    del model.graph.node[:]
+    model.graph.node.extend(out)
+    return done
+
+
+def _spatial_rank(model: Any, node: Any, w: str) -> int | None:
+    """How many spatial axes a conv node's kernel has: its kernel_shape's length, or its weight initializer's
+    rank - 2; None where neither is known."""
+    ks = _attr(node, "kernel_shape", None)
+    if ks:
+        return len(ks)
+    init = next((t for t in model.graph.initializer if t.name == w), None)
+    return len(init.dims) - 2 if init is not None else None

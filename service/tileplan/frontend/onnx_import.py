@@ -1674,6 +1674,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                calibration: list[dict[str, np.ndarray]] | None = None, calibration_samples: int = 8,
                seed: int = 0, einsum: str = "host") -> ImportedModel:
     """Decode, fix input shapes, fold shape arithmetic, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
+    from tileplan.frontend.contrib import fused_conv_unfused
     from tileplan.frontend.dynamic import split_integer_products, unfuse_contrib
     from tileplan.frontend.einsum import einsum_as_matmul
     from tileplan.frontend.qdq_forms import (
@@ -1723,6 +1724,8 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
         # on the graph onnxruntime sees
         (weight_bias_quantization, lambda found: "float weights / biases after a DequantizeLinear quantized as "
                                                  f"onnxruntime's sessions do (WeightBiasQuantization): {found}"),
+        (fused_conv_unfused, lambda found: "com.microsoft FusedConv rewritten as the Conv and activation it fuses "
+                                           "(float, as onnxruntime computes it): " + ", ".join(found)),
         (unfuse_contrib, lambda found: "onnxruntime's fused dynamic products rewritten as the operators they fuse: "
                                        + ", ".join(f"{v} {k}" for k, v in found.items())),
         (lambda m: split_integer_products(m, refused), str),
