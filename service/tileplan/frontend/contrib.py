@@ -396,12 +396,13 @@ def fused_conv_unfused(model: Any) -> list[str]:
         act = act.decode() if isinstance(act, bytes) else str(act)
         params = [float(v) for v in _attr(n, "activation_params", [])]
         make = FUSED_CONV_ACTIVATIONS.get(act)
-        act_attrs = make(params) if make is not None else None
-        if act and act_attrs is None:
+        made = make(params) if make is not None else None
+        if act and made is None:
             why = (f"activation {act!r}, which onnxruntime's FusedConv does not define (it takes "
                    f"{', '.join(FUSED_CONV_ACTIVATIONS)})" if make is None
                    else f"activation {act!r} with activation_params {params} (too few)")
             raise InputError(("model", n.name), f"FusedConv node {n.name!r}: {why}")
+        act_attrs: dict[str, Any] = made or {}
         conv_attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute if a.name in CONV_ATTRS}
         x, w, b, z = (list(n.input) + ["", "", ""])[:4]
         y = n.output[0]
