@@ -81,7 +81,6 @@ LEFT = {
     "EyeLike": "a dtype attribute different from its input's: TVM's converter refuses it",
     "OneHot": "TVM's converter takes only constant depth and values of its own form",
     "ms:NhwcMaxPool": "onnxruntime's internal layout op (its NHWC transformer's, not saved by its quantizer)",
-    "ms:FusedConv": "onnxruntime's optimizer's fusion, in a model it saved: not implemented yet",
 }
 PER_CASE_S = 240.0  # a worker with no result for this long is killed and the operator recorded as `timeout`
 
@@ -371,6 +370,15 @@ def _ms_models() -> dict[str, tuple[bytes, dict[str, np.ndarray], dict[str, floa
     float_op("FusedConv", [helper.make_node("FusedConv", ["xd", "wc", "bc"], ["t"], activation="Relu",
                                             kernel_shape=[3, 3], pads=[1, 1, 1, 1], domain=ms, name="op")],
              {"wc": rng.standard_normal((4, 8, 3, 3)).astype(np.float32), "bc": np.zeros(4, np.float32)}, x4, 0.1)
+    from onnxruntime.capi._pybind_state import quantize_matmul_4bits
+
+    nb = {"nb_b": np.zeros((16, 2, 8), np.uint8), "nb_s": np.zeros((16, 2), np.float32),
+          "nb_z": np.zeros((16, 1), np.uint8)}
+    quantize_matmul_4bits(nb["nb_b"], rng.standard_normal((32, 16)).astype(np.float32), nb["nb_s"], nb["nb_z"], 16,
+                          16, 32, False)  # onnxruntime's MatMulNBitsQuantizer's kernel: K 32, N 16, blocks of 16
+    float_op("MatMulNBits", [helper.make_node("MatMulNBits", ["xd", "nb_b", "nb_s", "nb_z"], ["t"], K=32, N=16, bits=4,
+                                              block_size=16, domain=ms, name="op")],
+             {k: v.reshape(-1) if k != "nb_b" else v for k, v in nb.items()}, x2.reshape(2, 32), 0.1)
     float_op("SkipLayerNormalization",
              [helper.make_node("SkipLayerNormalization", ["xd", "skip", "gamma", "beta"], ["t"], epsilon=1e-5,
                                domain=ms, name="op")],

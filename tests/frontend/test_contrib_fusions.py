@@ -207,3 +207,76 @@ def test_attention_is_onnxruntimes_bit_for_bit(b, s, hin, h, heads, mask, bias) 
             feeds["mask"] = r.integers(0, 2, (b, s)).astype(np.int32)
         got = run_artifact(res.artifact, feeds).outputs["y"]
         _bits_equal(got, onnxruntime_outputs(data, feeds)["y"])
+
+
+def _fused_conv_model(activation: str | None, params: list[float], z: bool, bias: bool = True,
+                      out: str = "q") -> bytes:
+    """x -> Q -> DQ -> FusedConv (3x3, pads 1, stride 1; 8 -> 6 channels; float weights, as onnxruntime's quantizer
+    leaves an op it has no quantized form of) [+ Z: a second DQ'd input] -> Q -> DQ -> y (`out` "q"), or y the
+    FusedConv's float output (`out` "float")."""
+    from onnx import helper
+
+    rng = np.random.default_rng(4)
+    consts = {"s": np.float32(0.05), "zp": np.int8(3), "w": (rng.standard_normal((6, 8, 3, 3)) * 0.2).astype(np.float32),
+              "ys": np.float32(0.04), "yz": np.int8(-10)}
+    if bias:
+        consts["b"] = rng.standard_normal(6).astype(np.float32)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "zp"], ["xd"])]
+    ins = ["xd", "w", "b" if bias else ""]
+    if z:
+        nodes += [helper.make_node("QuantizeLinear", ["r", "s", "zp"], ["rq"]),
+                  helper.make_node("DequantizeLinear", ["rq", "s", "zp"], ["rd"])]
+        ins.append("rd")
+    attrs: dict = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    if activation:
+        attrs["activation"] = activation
+    if params:
+        attrs["activation_params"] = params
+    y = "y" if out == "float" else "t"
+    nodes.append(helper.make_node("FusedConv", ins, [y], domain=MS, name="fconv", **attrs))
+    if out != "float":
+        nodes += [helper.make_node("QuantizeLinear", ["t", "ys", "yz"], ["tq"]),
+                  helper.make_node("DequantizeLinear", ["tq", "ys", "yz"], ["y"])]
+    inputs = {"x": [1, 8, 7, 9], **({"r": [1, 6, 7, 9]} if z else {})}
+    return _model(nodes, inputs, {"y": [1, 6, 7, 9]}, consts)
+
+
+@pytest.mark.parametrize("activation, params, z, bias", [
+    ("Relu", [], False, True), ("Tanh", [], False, True), ("Sigmoid", [], False, True),
+    ("LeakyRelu", [0.1], False, True), ("HardSigmoid", [0.3, 0.4], False, True), ("Clip", [-0.5, 0.8], False, True),
+    (None, [], False, False), ("Relu", [], True, True), ("Relu", [], True, False),
+])
+def test_fused_conv_matches_onnxruntime(activation, params, z, bias) -> None:
+    """A FusedConv (onnxruntime's Conv + activation fusion, saved in a model, then quantized: float between DQ and Q)
+    is the Conv and activation it fuses, computed in float with its float weights as onnxruntime's FusedConv does
+    (its WeightBiasQuantization takes Conv only): within 1 LSB of onnxruntime on every output, most equal. It was
+    refused ('the shape of its output ... cannot be inferred statically')."""
+    from frontend_helpers import lsb_errors
+
+    data = _fused_conv_model(activation, params, z, bias)
+    rng = np.random.default_rng(8)
+    feeds = {"x": (rng.standard_normal((1, 8, 7, 9)) * 2).astype(np.float32)}
+    if z:
+        feeds["r"] = (rng.standard_normal((1, 6, 7, 9)) * 2).astype(np.float32)
+    res = compile_bytes(data)
+    got = run_artifact(res.artifact, feeds).outputs
+    want = onnxruntime_outputs(data, feeds)
+    err = lsb_errors(data, got, want)
+    assert err.max() <= 1.0 + 1e-4 and (err == 0).mean() >= 0.99, (err.max(), (err == 0).mean())
+    assert any("FusedConv" in n for n in res.summary.get("notes", [])), res.summary.get("notes")
+
+
+def test_fused_conv_float_output_is_onnxruntimes() -> None:
+    """A FusedConv whose float result is the model's output: onnxruntime's value within a few float32 ulps (the
+    host's float conv sums in another order than MLAS's)."""
+    data = _fused_conv_model("LeakyRelu", [0.2], False, out="float")
+    feeds = {"x": (np.random.default_rng(9).standard_normal((1, 8, 7, 9)) * 2).astype(np.float32)}
+    got = run_artifact(compile_bytes(data).artifact, feeds).outputs["y"]
+    want = onnxruntime_outputs(data, feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_conv_unknown_activation_is_refused() -> None:
+    with pytest.raises(InputError, match="FusedConv node 'fconv': activation 'Gelu'"):
+        compile_bytes(_fused_conv_model("Gelu", [], False))

@@ -3,7 +3,8 @@
 """onnxruntime's com.microsoft fusions that its optimizers save in a model (a user who ran
 `onnxruntime.transformers.optimizer`, or saved a session's optimized graph, then quantized it):
 SkipLayerNormalization / SkipSimplifiedLayerNormalization (Add + LayerNorm / RMSNorm of transformer blocks) and
-FusedMatMul (MatMul with transposed operands and a scale: attention scores). onnx's shape inference does not know
+FusedMatMul (MatMul with transposed operands and a scale: attention scores), FusedConv (Conv + activation,
+unfused at import: `fused_conv_unfused`). onnx's shape inference does not know
 them: `output_shapes` gives their outputs' shapes (`onnx_import.infer_shapes` adds them as hints); the converters
 compute each as onnxruntime 1.32's CPU kernel does (`skip_layer_norm_call`, host_ops.matmul_call)."""
 
@@ -358,3 +359,183 @@ def attention_call(bb: Any, inputs: Any, attrs: dict) -> Any:
     out = bb.emit(relax.op.matmul(probs, v))
     y = bb.normalize(relax.op.reshape(relax.op.permute_dims(out, [0, 2, 1, 3]), (b_, s_, h)))
     return relax.Tuple([y, y])  # (present: never read, check_unread_outputs)
+
+
+# FusedConv's activation -> (the ONNX op it is, its attributes from activation_params); onnxruntime's CPU kernel
+# applies these through MLAS (MlasActivation), the same arithmetic as the ops' own kernels
+FUSED_CONV_ACTIVATIONS: dict[str, Any] = {
+    "Relu": lambda p: {},
+    "Tanh": lambda p: {},
+    "Sigmoid": lambda p: {},
+    "LeakyRelu": lambda p: {"alpha": float(p[0])} if len(p) >= 1 else None,
+    "HardSigmoid": lambda p: {"alpha": float(p[0]), "beta": float(p[1])} if len(p) >= 2 else None,
+    "Clip": lambda p: {"min": float(p[0]), "max": float(p[1])} if len(p) >= 2 else None,
+}
+CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+def fused_conv_unfused(model: Any) -> list[str]:
+    """com.microsoft FusedConv (onnxruntime's ConvActivationFusion / ConvAddActivationFusion, saved in a model) as
+    the ONNX operators it fuses, in place: Conv(X, W, B) then its activation, or with the Z input (a residual
+    added in the kernel) Conv(X, W) + Z + B (onnxruntime's GEMM accumulates onto Z, its bias added after) then its
+    activation. Runs after weight_bias_quantization: onnxruntime computes a FusedConv in float with its float
+    weights (its WeightBiasQuantization and QDQ selectors take Conv only), and so the unfused Conv keeps them.
+    Raises InputError naming the node for an activation onnxruntime's kernel does not define. Returns the names
+    of the nodes rewritten."""
+    from onnx import helper, numpy_helper
+
+    if not any(n.op_type == "FusedConv" and n.domain == "com.microsoft" for n in model.graph.node):
+        return []
+    out: list[Any] = []
+    done: list[str] = []
+    for n in model.graph.node:
+        if n.op_type != "FusedConv" or n.domain != "com.microsoft":
+            out.append(n)
+            continue
+        act = _attr(n, "activation", b"")
+        act = act.decode() if isinstance(act, bytes) else str(act)
+        params = [float(v) for v in _attr(n, "activation_params", [])]
+        make = FUSED_CONV_ACTIVATIONS.get(act)
+        made = make(params) if make is not None else None
+        if act and made is None:
+            why = (f"activation {act!r}, which onnxruntime's FusedConv does not define (it takes "
+                   f"{', '.join(FUSED_CONV_ACTIVATIONS)})" if make is None
+                   else f"activation {act!r} with activation_params {params} (too few)")
+            raise InputError(("model", n.name), f"FusedConv node {n.name!r}: {why}")
+        act_attrs: dict[str, Any] = made or {}
+        conv_attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute if a.name in CONV_ATTRS}
+        x, w, b, z = (list(n.input) + ["", "", ""])[:4]
+        y = n.output[0]
+        stem = n.name or y
+        cur = f"{stem}/unfused_conv"
+        out.append(helper.make_node("Conv", [x, w, b] if b and not z else [x, w], [cur], name=stem, **conv_attrs))
+        if z:
+            out.append(helper.make_node("Add", [cur, z], [f"{stem}/unfused_sum"], name=f"{stem}/unfused_sum"))
+            cur = f"{stem}/unfused_sum"
+            if b:  # [C] -> [C, 1, ..., 1] over the spatial axes
+                spatial = _spatial_rank(model, n, w)
+                if spatial is None:
+                    raise InputError(("model", n.name), f"FusedConv node {n.name!r}: a Z input with a bias, and its "
+                                                        "kernel's rank unknown (no kernel_shape, a computed weight)")
+                axes = f"{stem}/unfused_bias_axes"
+                model.graph.initializer.append(numpy_helper.from_array(np.arange(1, spatial + 1, dtype=np.int64),
+                                                                       axes))
+                out.append(helper.make_node("Unsqueeze", [b, axes], [f"{stem}/unfused_bias"],
+                                            name=f"{stem}/unfused_bias"))
+                out.append(helper.make_node("Add", [cur, f"{stem}/unfused_bias"], [f"{stem}/unfused_biased"],
+                                            name=f"{stem}/unfused_biased"))
+                cur = f"{stem}/unfused_biased"
+        if not act:
+            out.append(helper.make_node("Identity", [cur], [y], name=f"{stem}/unfused_identity"))
+        elif act == "Clip":
+            lo, hi = f"{stem}/unfused_clip_min", f"{stem}/unfused_clip_max"
+            model.graph.initializer.extend([numpy_helper.from_array(np.array(act_attrs["min"], np.float32), lo),
+                                            numpy_helper.from_array(np.array(act_attrs["max"], np.float32), hi)])
+            out.append(helper.make_node("Clip", [cur, lo, hi], [y], name=f"{stem}/unfused_clip"))
+        else:
+            out.append(helper.make_node(act, [cur], [y], name=f"{stem}/unfused_{act.lower()}", **act_attrs))
+        done.append(n.name)
+    del model.graph.node[:]
+    model.graph.node.extend(out)
+    return done
+
+
+def _spatial_rank(model: Any, node: Any, w: str) -> int | None:
+    """How many spatial axes a conv node's kernel has: its kernel_shape's length, or its weight initializer's
+    rank - 2; None where neither is known."""
+    ks = _attr(node, "kernel_shape", None)
+    if ks:
+        return len(ks)
+    init = next((t for t in model.graph.initializer if t.name == w), None)
+    return len(init.dims) - 2 if init is not None else None
+
+
+NBITS = (4, 8)  # MatMulNBits code widths Tileplan unpacks
+
+
+def _nbits_weight(b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None, k: int, n: int, bits: int,
+                  block: int) -> np.ndarray:
+    """The float32 [K, N] weight a MatMulNBits' packed B [N, k_blocks, block * bits / 8] (codes packed from the
+    low bits of each byte up), scales [N * k_blocks] and packed uint8 zero points ([N, ceil(k_blocks * bits / 8)],
+    codes packed alike; default 2^(bits - 1)) stand for: (code - zero point) * scale, in float32 (exact
+    difference, one rounding, as onnxruntime's dequantization)."""
+    blocks = (k + block - 1) // block
+    per = 8 // bits
+    mask = (1 << bits) - 1
+    raw = b.reshape(n, blocks, -1).astype(np.int32)
+    codes = np.stack([(raw >> (bits * j)) & mask for j in range(per)], axis=-1).reshape(n, blocks, -1)[:, :, :block]
+    if zp is None:
+        zeros = np.full((n, blocks), 1 << (bits - 1), np.int32)
+    else:
+        zraw = zp.reshape(n, -1).astype(np.int32)
+        zeros = np.stack([(zraw >> (bits * j)) & mask for j in range(per)], axis=-1).reshape(n, -1)[:, :blocks]
+    diff = (codes - zeros[:, :, None]).astype(np.float32)
+    w = diff * scales.reshape(n, blocks).astype(np.float32)[:, :, None]
+    return np.ascontiguousarray(w.reshape(n, blocks * block)[:, :k].T)
+
+
+def matmul_nbits_unfused(model: Any) -> list[str]:
+    """com.microsoft MatMulNBits (blockwise 4- / 8-bit weights: onnxruntime's MatMul4BitsQuantizer / MatMulNBits
+    quantizer, LLM exports) as the float MatMul (+ bias Add) it computes, in place: its constant packed weight
+    dequantized once at import (`_nbits_weight`) into a float32 [K, N] initializer, the product computed on the host
+    in float. Refused by name (InputError): other code widths, a g_idx input (act-order groups), B / scales / zero
+    points that are not constants, zero points that are not packed uint8 codes (float ones), scales (so A: the
+    same type) that are not float32, and accuracy_level 4 (onnxruntime then quantizes A to int8 per block: another product). Returns the
+    names of the nodes rewritten."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    if not any(n.op_type == "MatMulNBits" and n.domain == "com.microsoft" for n in model.graph.node):
+        return []
+    inits = {t.name: t for t in model.graph.initializer}
+    out: list[Any] = []
+    done: list[str] = []
+    for n in model.graph.node:
+        if n.op_type != "MatMulNBits" or n.domain != "com.microsoft":
+            out.append(n)
+            continue
+
+        def refuse(why: str, node: Any = n) -> None:
+            raise InputError(("model", node.name), f"MatMulNBits node {node.name!r}: {why}")
+
+        k, nn = int(_attr(n, "K", 0)), int(_attr(n, "N", 0))
+        bits, block = int(_attr(n, "bits", 4)), int(_attr(n, "block_size", 0))
+        level = int(_attr(n, "accuracy_level", 0))
+        a, b, scales, zp, g_idx, bias = (list(n.input) + [""] * 6)[:6]
+        if bits not in NBITS:
+            refuse(f"bits = {bits} (Tileplan unpacks {' and '.join(map(str, NBITS))}-bit codes)")
+        if g_idx:
+            refuse("a g_idx input (act-order groups: each row of K in its own block), which Tileplan does not read")
+        if level == 4:
+            refuse("accuracy_level 4 (onnxruntime quantizes A to int8 per block and multiplies integers: another "
+                   "product than the float one Tileplan computes)")
+        if k <= 0 or nn <= 0 or block < 16 or block & (block - 1):
+            refuse(f"K = {k}, N = {nn}, block_size = {block} (K, N positive; block_size a power of 2, >= 16)")
+        for what, name in (("B", b), ("scales", scales), ("zero_points", zp)):
+            if name and name not in inits:
+                refuse(f"its {what} is not a constant initializer (Tileplan dequantizes the weight at import)")
+        if zp and inits[zp].data_type != TensorProto.UINT8:
+            refuse("zero points of the scales' type (float), which Tileplan does not read; packed uint8 ones compile")
+        if inits[scales].data_type != TensorProto.FLOAT:
+            refuse("scales that are not float32")
+        blocks = (k + block - 1) // block
+        bv = numpy_helper.to_array(inits[b])
+        sv = numpy_helper.to_array(inits[scales])
+        zv = numpy_helper.to_array(inits[zp]) if zp else None
+        if (bv.dtype != np.uint8 or bv.size != nn * blocks * block * bits // 8 or sv.size != nn * blocks
+                or (zv is not None and zv.size != nn * ((blocks * bits + 7) // 8))):
+            refuse(f"B {list(bv.shape)}, scales {list(sv.shape)}"
+                   + (f", zero_points {list(zv.shape)}" if zv is not None else "")
+                   + f" do not fit K = {k}, N = {nn}, bits = {bits}, block_size = {block}")
+        w = _nbits_weight(bv, sv, zv, k, nn, bits, block)
+        wname = f"{n.name or n.output[0]}/dequantized_weight"
+        model.graph.initializer.append(numpy_helper.from_array(w, wname))
+        y = n.output[0]
+        if bias:
+            out.append(helper.make_node("MatMul", [a, wname], [f"{y}/unbiased"], name=n.name))
+            out.append(helper.make_node("Add", [f"{y}/unbiased", bias], [y], name=f"{n.name}/bias"))
+        else:
+            out.append(helper.make_node("MatMul", [a, wname], [y], name=n.name))
+        done.append(n.name)
+    del model.graph.node[:]
+    model.graph.node.extend(out)
+    return done

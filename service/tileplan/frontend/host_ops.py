@@ -1060,15 +1060,22 @@ def _pair_lookup_func(ty: Any, bty: Any = None) -> Any:
     return te.create_prim_func([a, b, table, y]).with_attr("global_symbol", "qadd")
 
 
+# relax ops that move values without changing them, across which onnxruntime's QDQ propagation moves a
+# DequantizeLinear / QuantizeLinear (Reshape, Transpose, Squeeze, Unsqueeze, Slice)
+DATA_MOVEMENT = frozenset({"relax.reshape", "relax.permute_dims", "relax.squeeze", "relax.expand_dims",
+                           "relax.strided_slice"})
+
+
 def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset(),
                            uint8: bool = False) -> tuple[Any, list[str]]:
     """Rewrite the host op groups whose onnxruntime kernels round differently from the float QDQ definition, so
     the program's outputs equal onnxruntime's default session (which fuses them into integer operators):
 
     - dequantize(int8) -> softmax (any axis) -> quantize(int8): onnxruntime's QLinearSoftmax arithmetic
-      (table of exp, integer reciprocal of the output scale; `_qsoftmax_te`); also dequantize -> reshape ->
-      softmax (last axis) -> reshape -> quantize: an imported opset<13 Softmax, or a model's own Reshapes around
-      a softmax, which onnxruntime's QDQ propagation moves the DequantizeLinear / QuantizeLinear across.
+      (table of exp, integer reciprocal of the output scale; `_qsoftmax_te`), also with reshapes, transposes,
+      squeezes, expand_dims or strided slices between them (`DATA_MOVEMENT`: an imported opset<13 Softmax, an
+      attention's head transposes), which onnxruntime's QDQ propagation moves the DequantizeLinear /
+      QuantizeLinear across.
     - dequantize(int8) -> sigmoid / tanh -> quantize(int8), per-tensor: a 256-entry table onnxruntime computes
       (`unary_table`), looked up.
     - dequantize(int8) + / * dequantize(int8) [-> relu] -> quantize(int8), per-tensor, operands of one shape (a
@@ -1109,42 +1116,65 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset(),
             if mean is not None and str(new.args[0].name) in global_pools:
                 # (a ReduceMean, which onnxruntime keeps in float, is the same relax.mean)
                 return self._global_avg_pool(new, mean)
-            # an opset<13 Softmax is imported as reshape -> softmax (last axis) -> reshape (its rows: the axes
-            # from `axis` on, flattened); onnxruntime fuses it too, as QLinearSoftmax over the same rows, and fuses
-            # a model's own Reshapes around a softmax alike (its QDQ propagation moves DQ / Q across them)
-            back = self._bound(new.args[0], "relax.reshape")
-            sm = self._bound(back.args[0] if back is not None else new.args[0], "relax.nn.softmax")
-            flat = self._bound(sm.args[0], "relax.reshape") if sm is not None and back is not None else None
-            dq = self._bound(flat.args[0] if flat is not None else sm.args[0], "relax.dequantize") \
-                if sm is not None and (back is None or flat is not None) else None
-            if dq is None:
-                return new
-            if flat is not None:
-                unit = self._int8_unit(dq, new)
-                if unit is None or int(sm.attrs.axis) % len(sm.ty.shape) != len(sm.ty.shape) - 1:
-                    return new
-                xs, xz, ys, yz = unit
-                x = self.builder_.emit(relax.op.reshape(dq.args[0], flat.args[1]))
-                table = relax.const(softmax_table(float(xs), int(sm.ty.shape[-1])))
-                gv = self.builder_.add_func(_qsoftmax_func(x.ty, float(ys), int(yz)), "qsoftmax")
-                rewritten.append("softmax")
-                y = self.builder_.emit(relax.call_tir(gv, relax.Tuple([x, table]),
-                                                      relax.TensorType(sm.ty.shape, "int8")))
-                return relax.op.reshape(y, back.args[1])
-            unit = self._int8_unit(dq, new)
+            softmax = self._softmax_unit(new)
+            return softmax if softmax is not None else new
+
+        def _softmax_unit(self, q: Any) -> Any:
+            """dequantize(int8) -> data movement -> softmax (any axis) -> data movement -> quantize(int8) as
+            onnxruntime's QLinearSoftmax, or None. onnxruntime's QDQ propagation moves a DequantizeLinear forward
+            and a QuantizeLinear backward across Reshape, Transpose, Squeeze, Unsqueeze and Slice (they do not
+            change values; the moved DQ / Q units become the same ops on the codes), so it fuses the softmax
+            whatever of these sit around it: an opset<13 Softmax (imported as reshape -> softmax over the last
+            axis -> reshape), a model's own Reshapes, an attention's Transposes between heads and rows. Its QuantizeLinear
+            moves back only while each result on the way (the softmax's included) has no other consumer, as its
+            selectors need; the ops before the softmax may feed others (its DequantizeLinear moves forward over
+            every edge). The moves are made on the int8 codes."""
+            post: list[Any] = []
+            e = q.args[0]
+            while True:
+                if not isinstance(e, relax.Var) or uses.get(str(e.name), 0) != 1:
+                    return None  # another consumer: onnxruntime leaves the softmax float
+                v = self._bound_any(e)
+                if v is None:
+                    return None
+                if v.op.name == "relax.nn.softmax":
+                    sm = v
+                    break
+                if v.op.name not in DATA_MOVEMENT:
+                    return None
+                post.append(v)
+                e = v.args[0]
+            pre: list[Any] = []
+            e = sm.args[0]
+            while True:
+                v = self._bound_any(e)
+                if v is None:
+                    return None
+                if v.op.name == "relax.dequantize":
+                    dq = v
+                    break
+                if v.op.name not in DATA_MOVEMENT:
+                    return None
+                pre.append(v)
+                e = v.args[0]
+            unit = self._int8_unit(dq, q)
+            if unit is None:  # per-channel scales, other types, an infinite scale: the float definition (NaN)
+                return None
+            xs, xz, ys, yz = unit
             x = dq.args[0]
-            ndim = len(x.ty.shape)
-            if unit is None:  # scale inf: the float definition (NaN)
-                return new
+            for op in reversed(pre):
+                x = self.builder_.emit(relax.Call(op.op, [x, *op.args[1:]], op.attrs, op.ty_args))
             # any axis: onnxruntime's QDQ transformer fuses the unit whatever its axis (SKNet's selective kernel:
             # axis 1 of (1, 2, 64, 1, 1)), its kernel moving the axis last by an exact transpose of the codes
-            axis = int(sm.attrs.axis) % ndim
-            xs, xz, ys, yz = unit
-            d = int(x.ty.shape[axis])
-            table = relax.const(softmax_table(float(xs), d))
+            shape = [int(d) for d in x.ty.shape]
+            axis = int(sm.attrs.axis) % len(shape)
+            table = relax.const(softmax_table(float(xs), shape[axis]))
             gv = self.builder_.add_func(_qsoftmax_func(x.ty, float(ys), int(yz), axis), "qsoftmax")
             rewritten.append("softmax")
-            return relax.call_tir(gv, relax.Tuple([x, table]), new.ty)
+            y = relax.call_tir(gv, relax.Tuple([x, table]), relax.TensorType(shape, "int8"))
+            for op in reversed(post):
+                y = relax.Call(op.op, [self.builder_.emit(y), *op.args[1:]], op.attrs, op.ty_args)
+            return y
 
         def _avg_pool(self, q: Any, pool: Any) -> Any:
             at = pool.attrs
@@ -1225,12 +1255,27 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset(),
             return (dq.args[0], unit) if unit is not None else None
 
         def _bound(self, e: Any, op: str) -> Any:
+            v = self._bound_any(e)
+            return v if v is not None and v.op.name == op else None
+
+        def _bound_any(self, e: Any) -> Any:
+            """The call of a primitive op `e` is bound to, or None."""
             if not isinstance(e, relax.Var):
                 return None
             v = self.lookup_binding(e)
-            if isinstance(v, relax.Call) and isinstance(v.op, tvm_op_type()) and v.op.name == op:
-                return v
-            return None
+            return v if isinstance(v, relax.Call) and isinstance(v.op, tvm_op_type()) else None
+
+    uses: dict[str, int] = {}  # variable name (the mutator keeps names, not always objects) -> uses in main
+
+    @relax.expr_functor.visitor
+    class _Uses(relax.PyExprVisitor):
+        def visit_var_(self, v: Any) -> None:
+            uses[str(v.name)] = uses.get(str(v.name), 0) + 1
+
+        def visit_dataflow_var_(self, v: Any) -> None:
+            uses[str(v.name)] = uses.get(str(v.name), 0) + 1
+
+    _Uses().visit_expr(mod["main"])
 
     m = _Rewrite()
     main = m.visit_expr(mod["main"])

@@ -39,7 +39,8 @@ from tileplan.frontend.onnx_graph import attr as _attr
 
 # Operators that make a model "quantized" (anything else with MACs in a model without them is a float model)
 QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
-             "QGemm", "QLinearAdd", "QLinearMul", "DynamicQuantizeLinear"}
+             "QGemm", "QLinearAdd", "QLinearMul", "DynamicQuantizeLinear",
+             "MatMulNBits"}  # (weight-only: its products stay float, on the host)
 MAC_OPS = {"Conv", "MatMul", "Gemm", "ConvTranspose", "Einsum"}
 
 FLOAT_MODEL_HELP = (
@@ -1674,6 +1675,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                calibration: list[dict[str, np.ndarray]] | None = None, calibration_samples: int = 8,
                seed: int = 0, einsum: str = "host") -> ImportedModel:
     """Decode, fix input shapes, fold shape arithmetic, rewrite QOperator to QDQ, refuse (or quantize) a float model, infer shapes."""
+    from tileplan.frontend.contrib import fused_conv_unfused, matmul_nbits_unfused
     from tileplan.frontend.dynamic import split_integer_products, unfuse_contrib
     from tileplan.frontend.einsum import einsum_as_matmul
     from tileplan.frontend.qdq_forms import (
@@ -1723,6 +1725,10 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
         # on the graph onnxruntime sees
         (weight_bias_quantization, lambda found: "float weights / biases after a DequantizeLinear quantized as "
                                                  f"onnxruntime's sessions do (WeightBiasQuantization): {found}"),
+        (matmul_nbits_unfused, lambda found: "com.microsoft MatMulNBits computed as the float MatMul of its "
+                                             "weight dequantized at import: " + ", ".join(found)),
+        (fused_conv_unfused, lambda found: "com.microsoft FusedConv rewritten as the Conv and activation it fuses "
+                                           "(float, as onnxruntime computes it): " + ", ".join(found)),
         (unfuse_contrib, lambda found: "onnxruntime's fused dynamic products rewritten as the operators they fuse: "
                                        + ", ".join(f"{v} {k}" for k, v in found.items())),
         (lambda m: split_integer_products(m, refused), str),
@@ -1743,7 +1749,7 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
         if changed[rewrite]:
             notes.append(say(changed[rewrite]))
     by_tileplan = False
-    if is_float_model(model):
+    if is_float_model(model) and not changed[matmul_nbits_unfused]:  # (weight-only quantized: its float products)
         if not quantize:
             raise InputError(("model",), FLOAT_MODEL_HELP)
         model = infer_shapes(model)
