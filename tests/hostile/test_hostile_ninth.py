@@ -306,6 +306,7 @@ def test_the_death_signal_of_a_process_still_dying_is_waited_for() -> None:
     try:
         assert _death_signal(types.SimpleNamespace(_processes={proc.pid: proc})) == signal.SIGSEGV
     finally:
+        proc.kill()  # (if it failed to die: a child left behind spun in its inherited handler for the rest of the run)
         proc.join(5)
 
 
