@@ -17,6 +17,7 @@ Pipeline (one module per step, data flows one way):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -676,6 +677,22 @@ def _host_digest() -> str:
     return h.hexdigest()[:16]
 
 
+def _fault_ends_worker() -> None:
+    """Initializer of the compile's forked pools: a fatal signal ends the worker at once, after Python's traceback.
+    The worker inherits TVM's C++ backtrace handler for SIGSEGV (installed when libtvm loads); run in a child forked
+    from a process with threads it can spin instead of ending (seen: a forked child spinning 18 minutes on a core),
+    and a pool waits for a worker that neither answers nor dies, so a native fault (HiGHS, generated code) would hang
+    the compile instead of failing it."""
+    import faulthandler
+    import signal
+
+    faulthandler.disable()  # (enabled, it keeps the handler it found, TVM's, as the one to chain to)
+    for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT):
+        signal.signal(sig, signal.SIG_DFL)
+    with contextlib.suppress(AttributeError, ValueError, OSError, RuntimeError):  # stderr without a file descriptor
+        faulthandler.enable()
+
+
 _EMIT_JOBS: list[tuple[Any, str, int]] = []  # what forked workers of _emit_host_functions read
 
 
@@ -698,7 +715,8 @@ def _emit_host_functions(jobs: list[tuple[Any, str, int]], workers: int) -> list
         return [host_ops.emit_host_function(*j) for j in jobs]
     _EMIT_JOBS = jobs
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                                initializer=_fault_ends_worker) as pool:
             return list(pool.map(_emit_one, range(len(jobs)), chunksize=max(1, len(jobs) // (4 * workers))))
     finally:
         _EMIT_JOBS = []
@@ -868,7 +886,8 @@ def _plan_and_generate(ops: list[_Accel], hw: Any, options: ScheduleOptions, str
         from tileplan.mappers.base import get_mapper
 
         get_mapper(options.mapper)
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                                initializer=_fault_ends_worker)
     if pool is None:  # in this process: op by op, so progress moves with every op planned and generated
         return _plan_and_generate_serially(ops, lkeys, hw, options, stream, planner, progress, phase, budget)
     ex = pool
