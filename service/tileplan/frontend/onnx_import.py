@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from tileplan.errors import InputError
-from tileplan.frontend import contrib, conv3d, onnx_graph, recurrent, spectral
+from tileplan.frontend import contrib, conv3d, onnx_graph, recurrent, spectral, unroll
 from tileplan.frontend.deform_conv import deform_conv_convert
 from tileplan.frontend.det import det_call
 from tileplan.frontend.onnx_bytes import check_sizes, static_sizes
@@ -1710,6 +1710,8 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
                                         f"(UseQDQContribOps) read as ONNX's, which define the same: {len(found)} node(s)"),
         (inline_constant_ifs, lambda found: "If nodes whose condition is a constant replaced by the branch it "
                                             f"takes: {', '.join(found)}"),
+        (unroll.unroll_control_flow, lambda found: "Loop / Scan nodes of a static number of iterations unrolled "
+                                                   f"(each iteration's body nodes in the graph): {', '.join(found)}"),
         (evaluate_constant_unsupported, lambda found: "nodes of operators Tileplan does not compute whose inputs "
                                                       "are constants, evaluated once by onnxruntime as its "
                                                       f"sessions' constant folding does: {', '.join(found)}"),
