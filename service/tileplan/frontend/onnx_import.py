@@ -1689,6 +1689,9 @@ def load_model(data: bytes, input_shapes: dict[str, list[int]] | None = None, qu
 
     model = _decoded(data, input_shapes)
     notes: list[str] = []
+    early = unroll.unroll_control_flow(model, strict=False)  # before folding: their bodies' shapes fold too
+    if early:
+        notes.append(f"Loop / Scan nodes of a static number of iterations unrolled: {', '.join(early)}")
     model, folded = fold_shapes(model)
     if folded:
         notes.append(folded)

@@ -328,24 +328,31 @@ def _shapes(model: Any) -> dict[str, list[int] | None]:
     return out
 
 
-def unroll_control_flow(model: Any) -> list[str]:
+def unroll_control_flow(model: Any, strict: bool = True) -> list[str]:
     """Every Loop / Scan of the main graph unrolled (nested ones and those in constant Ifs' branches too, one level
     per pass); a Loop whose trip count or termination depends on run-time values, or a Scan over an input of a
-    shape not static, is an InputError naming the node. Changes `model` in place; returns the unrolled nodes'
-    names."""
+    shape not static, is an InputError naming the node (not strict: left as it is, for a later pass once shapes
+    are folded). Changes `model` in place; returns the unrolled nodes' names."""
     from tileplan.frontend.onnx_import import inline_constant_ifs, name_nodes
 
     done: list[str] = []
+    left: set[str] = set()
     for _ in range(1000):
         inline_constant_ifs(model)
-        target = next((n for n in model.graph.node if n.op_type in CONTROL_FLOW and n.domain in ("", "ai.onnx")),
-                      None)
+        target = next((n for n in model.graph.node if n.op_type in CONTROL_FLOW and n.domain in ("", "ai.onnx")
+                       and n.name not in left), None)
         if target is None:
             return done
-        if target.op_type == "Loop":
-            _unroll_loop(model, target)
-        else:
-            _unroll_scan(model, target, _shapes(model))
+        try:
+            if target.op_type == "Loop":
+                _unroll_loop(model, target)
+            else:
+                _unroll_scan(model, target, _shapes(model))
+        except InputError:
+            if strict:
+                raise
+            left.add(target.name)
+            continue
         done.append(target.name)
         name_nodes(model)
     return done
