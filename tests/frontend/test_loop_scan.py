@@ -32,7 +32,7 @@ def _model(node_fn, outs: dict[str, list[int]], extra_inits: list | None = None)
     xd = _qdq(nodes, inits, "x", "x", 0.05, 0)
     cf, raw = node_fn(xd)
     nodes += cf
-    for k, (o, shape) in enumerate(outs.items()):
+    for k, o in enumerate(outs):
         nodes.append(helper.make_node("Identity", [_qdq(nodes, inits, raw[o], f"o{k}", 0.1, 3)], [o]))
     graph = helper.make_graph(nodes, "cf", [helper.make_tensor_value_info("x", F, [5, 4])],
                               [helper.make_tensor_value_info(o, F, s) for o, s in outs.items()], inits)

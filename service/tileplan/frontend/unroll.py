@@ -249,7 +249,7 @@ def _ints(node: Any, name: str, n: int) -> list[int]:
     return [0] * n
 
 
-def _unroll_scan(model: Any, node: Any, shapes: dict[str, list[int] | None]) -> None:
+def _unroll_scan(model: Any, node: Any, shapes: dict[str, list[int | None] | None]) -> None:
     from onnx import helper
 
     if _opset(model) < 9:
@@ -311,11 +311,11 @@ def _unroll_scan(model: Any, node: Any, shapes: dict[str, list[int] | None]) -> 
     w.splice(model)
 
 
-def _shapes(model: Any) -> dict[str, list[int] | None]:
+def _shapes(model: Any) -> dict[str, list[int | None] | None]:
     from tileplan.frontend.onnx_import import static_shapes
 
     inferred = static_shapes(model)
-    out: dict[str, list[int] | None] = {}
+    out: dict[str, list[int | None] | None] = {}
     for t in model.graph.initializer:
         out[t.name] = list(t.dims)
     if inferred is None:
