@@ -62,7 +62,7 @@ def _scan(direction: int, out_axis: int) -> bytes:
     return _model(fn, {"h": [5], "y": [4, 5] if out_axis == 0 else [5, 4]}, inits)
 
 
-def _loop(trip_input: bool = False) -> bytes:
+def _loop(trip_input: bool = False, trips: int = 3) -> bytes:
     """Loop of 3 iterations: carried c' = c + xd * i (i: the iteration number), scan output c' (stacked on axis 0);
     the condition passed through. trip_input: the trip count a graph input (refused)."""
     from onnx import TensorProto, helper, numpy_helper
@@ -87,8 +87,8 @@ def _loop(trip_input: bool = False) -> bytes:
         m = onnx.load_from_string(_model(fn, {"c": [5, 4], "s": [3, 5, 4]}, inits))
         m.graph.input.append(helper.make_tensor_value_info("M", TensorProto.INT64, []))
         return m.SerializeToString()
-    inits.append(numpy_helper.from_array(np.asarray(3, np.int64), "M"))
-    return _model(fn, {"c": [5, 4], "s": [3, 5, 4]}, inits)
+    inits.append(numpy_helper.from_array(np.asarray(trips, np.int64), "M"))
+    return _model(fn, {"c": [5, 4], "s": [trips, 5, 4]}, inits)
 
 
 def _check(data: bytes) -> None:
@@ -113,3 +113,10 @@ def test_loop_run_time_trip_count_refused() -> None:
     with pytest.raises(InputError) as err:
         compile_bytes(_loop(trip_input=True))
     assert err.value.loc[-1] == "loop" and "trip count" in str(err.value), str(err.value)
+
+
+def test_loop_too_many_iterations_refused() -> None:
+    """A constant trip count unrolling would write more nodes than a model may have is refused before writing."""
+    with pytest.raises(InputError) as err:
+        compile_bytes(_loop(trips=10**5))
+    assert err.value.loc[-1] == "loop" and "100000 iterations" in str(err.value), str(err.value)

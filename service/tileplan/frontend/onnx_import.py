@@ -2286,6 +2286,10 @@ def check_ops(model: Any, ops: set[str]) -> None:
             raise InputError(("model", node.name), f"If node {node.name!r}: its condition is computed at run time "
                              "(a program of one static shape per value: Tileplan compiles an If whose condition is "
                              "a constant, which it replaces by the branch it takes)")
+        if node.op_type in unroll.CONTROL_FLOW and node.op_type not in ops:
+            raise InputError(("model", node.name), f"{node.op_type} node {node.name!r}: its number of iterations is "
+                             "not static (Tileplan compiles static shapes only: it unrolls a Scan over inputs of "
+                             "static shapes and a Loop whose trip count is a constant and whose condition stays true)")
         if node.op_type not in ops:
             raise InputError(("model", node.name),
                              f"operator {node.domain + '.' if node.domain else ''}{node.op_type} (node "

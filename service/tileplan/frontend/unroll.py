@@ -175,10 +175,27 @@ def _refuse(node: Any, why: str) -> InputError:
                       "constant and whose condition stays true")
 
 
-def _check_size(node: Any, iterations: int, body: Any) -> None:
-    if iterations * max(len(body.node), 1) > MAX_UNROLLED_NODES:
-        raise _refuse(node, f"{iterations} iterations of a body of {len(body.node)} nodes are more than the "
+def _nodes(g: Any) -> int:
+    """The nodes of graph `g`, its nodes' subgraphs' counted."""
+    import onnx
+
+    return sum(1 + sum(_nodes(a.g) if a.type == onnx.AttributeProto.GRAPH else
+                       sum(_nodes(x) for x in a.graphs) if a.type == onnx.AttributeProto.GRAPHS else 0
+                       for a in n.attribute) for n in g.node)
+
+
+def _check_size(model: Any, node: Any, iterations: int, body: Any) -> None:
+    """Unrolling writes at most MAX_UNROLLED_NODES nodes for one node, and leaves the graph (subgraphs counted:
+    nested Loops unroll later) within onnx_bytes.MAX_NODES, the bound a model is parsed under."""
+    from tileplan.frontend.onnx_bytes import MAX_NODES
+
+    written = iterations * max(_nodes(body), 1)
+    if written > MAX_UNROLLED_NODES:
+        raise _refuse(node, f"{iterations} iterations of a body of {_nodes(body)} nodes are more than the "
                             f"{MAX_UNROLLED_NODES} nodes unrolling may write")
+    if _nodes(model.graph) + written > MAX_NODES:
+        raise _refuse(node, f"unrolling its {iterations} iterations would make the model more than {MAX_NODES} "
+                            "nodes, the bound a model is read under")
 
 
 def _body(node: Any) -> Any:
@@ -207,7 +224,7 @@ def _unroll_loop(model: Any, node: Any) -> None:
     trips = int(consts[m].reshape(()))
     if trips <= 0:
         raise _refuse(node, f"its trip count is {trips}: no iteration, its scan outputs have no static shape")
-    _check_size(node, trips, body)
+    _check_size(model, node, trips, body)
     carried = list(node.input[2:])
     n_carried = len(carried)
     w = _Writer(model, node)
@@ -275,7 +292,7 @@ def _unroll_scan(model: Any, node: Any, shapes: dict[str, list[int | None] | Non
         length = shape[a]
     if not length:
         raise _refuse(node, "its scan length is 0: no iteration, its scan outputs have no static shape")
-    _check_size(node, length, body)
+    _check_size(model, node, length, body)
     out_ranks = []
     for o, a in zip(body.output[n_state:], out_axes):
         if a < 0:

@@ -412,7 +412,7 @@ def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
     """Read the model with ONNX alone (no TVM, no compile): the errors `compile_model` would raise first, before
     anything is stored (with `ops`, an operator no compile can import too; a model whose compile, with the emulated
     run if `emulate`, is more work than this process's bounds, `frontend.work`). Returns the model's name."""
-    from tileplan.frontend import onnx_import, work
+    from tileplan.frontend import onnx_import, unroll, work
     from tileplan.frontend.qoperator import to_qdq
 
     if quantize:  # the quantizer runs in the compile; here everything before it
@@ -429,7 +429,7 @@ def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
             work.check(onnx_import.infer_shapes(decoded), emulate)
             if ops is not None:  # the quantizer adds QuantizeLinear / DequantizeLinear only
                 to_qdq(decoded)
-                onnx_import.inline_constant_ifs(decoded)  # as load_model does
+                unroll.unroll_control_flow(decoded, strict=False)  # constant Ifs inlined, Loop / Scan unrolled, as load_model does
                 onnx_import.check_ops(decoded, ops | {"QuantizeLinear", "DequantizeLinear"})
             return str(decoded.graph.name or "model")
     loaded = onnx_import.load_model(model, input_shapes).model
