@@ -55,6 +55,21 @@ def _rename_node(n: Any, mapping: dict[str, str]) -> None:
                 _rename_refs(sg, mapping)
 
 
+def _outer_refs(g: Any) -> set[str]:
+    """The names subgraph `g` (its own subgraphs too) reads from enclosing scopes."""
+    import onnx
+
+    refs = {i for n in g.node for i in n.input if i} | {o.name for o in g.output}
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                refs |= _outer_refs(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sg in a.graphs:
+                    refs |= _outer_refs(sg)
+    return refs - _graph_defs(g)
+
+
 class _Writer:
     """The nodes and initializers replacing one Loop / Scan node, with names unique in the graph."""
 
@@ -138,7 +153,10 @@ class _Writer:
         g.node.remove(self.node)
         for k, c in enumerate(self.nodes):
             g.node.insert(at + k, c)
-        g.initializer.extend(self.inits)
+        read = {i for n in self.nodes for i in n.input}  # (and nested subgraphs' outer references)
+        read |= {i for n in self.nodes for a in n.attribute for sg in ([a.g] if a.HasField('g') else list(a.graphs))
+                 for i in _outer_refs(sg)}
+        g.initializer.extend(t for t in self.inits if t.name in read)
 
 
 def _constants(g: Any) -> dict[str, np.ndarray]:

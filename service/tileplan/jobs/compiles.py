@@ -418,6 +418,7 @@ def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
     if quantize:  # the quantizer runs in the compile; here everything before it
         decoded = onnx_import.decode(model)
         onnx_import.apply_input_shapes(decoded, input_shapes)
+        unroll.unroll_control_flow(decoded, strict=False)  # as load_model does: a Loop's float body is seen
         if calibration is not None:
             inputs = {i.name: i for i in onnx_import.graph_inputs(decoded)}
             if set(calibration) != set(inputs):
@@ -429,7 +430,7 @@ def read_model(model: bytes, input_shapes: dict[str, list[int]], quantize: bool,
             work.check(onnx_import.infer_shapes(decoded), emulate)
             if ops is not None:  # the quantizer adds QuantizeLinear / DequantizeLinear only
                 to_qdq(decoded)
-                unroll.unroll_control_flow(decoded, strict=False)  # constant Ifs inlined, Loop / Scan unrolled, as load_model does
+                onnx_import.inline_constant_ifs(decoded)  # as load_model does
                 onnx_import.check_ops(decoded, ops | {"QuantizeLinear", "DequantizeLinear"})
             return str(decoded.graph.name or "model")
     loaded = onnx_import.load_model(model, input_shapes).model
