@@ -1067,9 +1067,14 @@ FINDINGS = [
     "output, DRAM-bound) drops to 0.54x held out by network, outside 1.8x; and V3 has no physical reading (a block "
     "the neighbour tile just read would be kept by the L2 but not by the larger LLC). A 9.99% scratch log of U4 "
     "left by the sixteenth round does not reproduce from its patch (10.05% here). None meets every target; the "
-    "model is unchanged. The per-layer evidence points next at what separates a DOSA mapping's FC run from the "
-    "library's on the same layer (their DRAM loop orders and tile widths; not analysed in the time), not at the "
-    "cache level that serves the weights.",
+    "model is unchanged. What separates the two kinds of FC run, under the shipped parameters: the library's "
+    "tiler runs C2048_K1000 as 24 calls of 1 x 128 x 896 (weight rows of 128 bytes out of each 1000-byte row) "
+    "and FireSim measures 510,617-512,599 cycles; DOSA's mappings run 24 calls of 1 x 496 x 256 or 32 of "
+    "1 x 992 x 128 (rows of 496 / 992 contiguous bytes) and measure 300,642-321,284; the model predicts "
+    "about 333,000 for all six (0.65x and 1.04x-1.11x). Both read the 2 MB of weights once, in about as many "
+    "requests (62,500 against 60,900 in the model, all L2 misses the LLC serves), so the missing mechanism depends on how many contiguous bytes of a strided row a tile "
+    "reads (e.g. DRAM row-buffer locality, or per-row request overhead in the DMA), not on the cache level "
+    "that serves the weights: the next lead, not screened in the time.",
     "",
 ]
 
