@@ -1074,7 +1074,14 @@ FINDINGS = [
     "about 333,000 for all six (0.65x and 1.04x-1.11x). Both read the 2 MB of weights once, in about as many "
     "requests (62,500 against 60,900 in the model, all L2 misses the LLC serves), so the missing mechanism depends on how many contiguous bytes of a strided row a tile "
     "reads (e.g. DRAM row-buffer locality, or per-row request overhead in the DMA), not on the cache level "
-    "that serves the weights: the next lead, not screened in the time.",
+    "that serves the weights. The simplest such term, screened on the shipped model (W1: each L2-missing strided "
+    "row of a tiled_matmul tile costs N more requests' wait, no parameter of its own, N = 2 / 6), is rejected by "
+    "the fit: `dram_request_cycles` refits to 0.71 / 0.21, the loss rises 14.91 -> 15.48 / 15.92, every split gets "
+    "worse (by configuration 10.05% / 10.39%, by network 10.33% / 10.71%, BERT's mappings held out by network "
+    "16.4% / 17.1%) and the FC pair stays apart (library 0.61x / 0.56x, mappings 0.94x-1.00x / 0.87x-0.92x): a "
+    "cost per row in DRAM-wait units is not it, and the 510k cycles of the library's run remain unexplained. "
+    "Next: the library's tiled_matmul_auto run of a one-row A (its tile search, its A and D padding, its calls' "
+    "issue order) against the same layer's DOSA run, read from the library's source before any model term.",
     "",
 ]
 
