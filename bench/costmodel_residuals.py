@@ -1123,7 +1123,14 @@ FINDINGS = [
     "tiles change every call, but dnn_unet reads 9,216 weight rows a call in 448 calls, both_unet 512 in 8,064, "
     "and the model sends 3.77M of dnn_unet's 4.18M L2-missing requests to DRAM (`far_req`) against 3.78M of "
     "both_unet's 6.48M: compare the runs' DRAM page reuse and the LLC share per call (a long call's weight tile, "
-    "147 KB, against a short one's 8 KB) before any model term.",
+    "147 KB, against a short one's 8 KB) before any model term. "
+    "The pattern over every 16x16 convolution run whose weight tile is 16 channels of a tensor beyond the LLC "
+    "(held out by configuration, as shipped): by weight rows a call, 512 (both_unet's DOSA mappings) 1.15x-1.17x; "
+    "1,536-1,584 (both_unet's C512_K1024 mapping, the library's 9 runs) 0.70x-1.10x; 9,216 (analytical_unet's and "
+    "dnn_unet's mappings) 0.54x-1.00x; and within the two larger groups the layers whose weight rows are 1024 B apart (K1024) "
+    "lower than those 512 B apart (K512): C1024_K1024 0.54x / 0.72x / 0.70x (dnn_unet's and analytical_unet's mappings, the library on dnn_unet's) against C1024_K512 0.74x / 1.00x / "
+    "0.93x. Under-prediction grows with the DRAM span a call's narrow weight rows cover (rows x row pitch), "
+    "the sign of DRAM pages opened per 16 useful bytes, which neither a request nor a row count sees.",
     "",
 ]
 
