@@ -1115,7 +1115,7 @@ FINDINGS = [
     "and are missed the other way or less: analytical_unet (L3 K64 Q2 P7, 896 calls, the weight tile reused by 14 "
     "consecutive calls) 0.72x, both_unet (L3 C2 Q7 S3 R3 K64, 8,064 calls of a 1x1 x 512 x 16 tile) 1.17x. Measured "
     "cycles per 16-byte weight row read: dnn 26.4, analytical 19.3, both 20.8; predicted 14.6, 13.6, 24.5. So no "
-    "per-row cost in the contiguous bytes of a row (the brief of this round; W1 in DRAM-wait units the same) can "
+    "per-row cost in the contiguous bytes of a row (the seventeenth round's lead; W1, in DRAM-wait units, the same) can "
     "bring dnn_unet within 1.8x: it adds the same cycles per 16-byte row to both_unet, already over-predicted, and "
     "the FC pair it was meant for is inside the bound (0.64x-1.11x). None meets every target; the model is "
     "unchanged. Next: what makes dnn_unet's 16-byte weight rows cost 26 cycles against both_unet's 21 and "
