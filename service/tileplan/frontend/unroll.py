@@ -80,6 +80,7 @@ class _Writer:
         self.opset = _opset(model)
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
+        self.shared: dict[str, str] = {}  # body initializer -> its one copy in the graph (`iteration`)
 
     def fresh(self, name: str) -> str:
         out = name
@@ -130,8 +131,6 @@ class _Writer:
             _rename_node(c, mapping)
             self.nodes.append(c)
         return [mapping.get(o.name, o.name) for o in body.output]
-
-    shared: dict[str, str]
 
     def stack(self, values: list[str], axis: int, out: str) -> None:
         """`out` = the values stacked along a new axis `axis` (Unsqueeze each, Concat)."""
@@ -246,7 +245,6 @@ def _unroll_loop(model: Any, node: Any) -> None:
     carried = list(node.input[2:])
     n_carried = len(carried)
     w = _Writer(model, node)
-    w.shared = {}
     true = w.const("cond", np.asarray(True))
     state = carried
     scans: list[list[str]] = [[] for _ in body.output[1 + n_carried:]]
@@ -258,21 +256,23 @@ def _unroll_loop(model: Any, node: Any) -> None:
         state = outs[1:1 + n_carried]
         for k, v in enumerate(outs[1 + n_carried:]):
             scans[k].append(v)
-    finals = state + [""] * len(scans)
-    for k, o in enumerate(node.output):
-        if not o:
-            continue
-        if k < n_carried:
-            w.nodes.append(_identity(w, finals[k], o))
-        else:
-            w.stack(scans[k - n_carried], 0, o)
+    _write_outputs(w, state, [(vals, 0) for vals in scans])
     w.splice(model)
 
 
-def _identity(w: _Writer, src: str, dst: str) -> Any:
+def _write_outputs(w: _Writer, state: list[str], stacked: list[tuple[list[str], int]]) -> None:
+    """The node's outputs, in ONNX's order for Loop and Scan: the final loop-carried values, then each scan
+    output's per-iteration values stacked on its axis (an output the model leaves unnamed is not written)."""
     from onnx import helper
 
-    return helper.make_node("Identity", [src], [dst], name=w.fresh(f"{w.node.name}/{dst}"))
+    for k, o in enumerate(w.node.output):
+        if not o:
+            continue
+        if k < len(state):
+            w.nodes.append(helper.make_node("Identity", [state[k]], [o], name=w.fresh(f"{w.node.name}/{o}")))
+        else:
+            vals, axis = stacked[k - len(state)]
+            w.stack(vals, axis, o)
 
 
 def _ints(node: Any, name: str, n: int) -> list[int]:
@@ -321,7 +321,6 @@ def _unroll_scan(model: Any, node: Any, shapes: dict[str, list[int | None] | Non
             a += len(t.shape.dim) + 1
         out_ranks.append(a)
     w = _Writer(model, node)
-    w.shared = {}
     state = list(node.input[:n_state])
     scans: list[list[str]] = [[] for _ in range(n_out)]
     for i in range(length):
@@ -334,15 +333,7 @@ def _unroll_scan(model: Any, node: Any, shapes: dict[str, list[int | None] | Non
         state = outs[:n_state]
         for k, v in enumerate(outs[n_state:]):
             scans[k].append(v)
-    for k, o in enumerate(node.output):
-        if not o:
-            continue
-        if k < n_state:
-            w.nodes.append(_identity(w, state[k], o))
-        else:
-            j = k - n_state
-            vals = scans[j][::-1] if out_dirs[j] else scans[j]
-            w.stack(vals, out_ranks[j], o)
+    _write_outputs(w, state, [(vals[::-1] if d else vals, a) for vals, d, a in zip(scans, out_dirs, out_ranks)])
     w.splice(model)
 
 
