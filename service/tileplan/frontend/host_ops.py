@@ -1119,6 +1119,24 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset(),
             softmax = self._softmax_unit(new)
             return softmax if softmax is not None else new
 
+        def _back_over_moves(self, e: Any, op: str, single_use: bool) -> tuple[Any, list[Any]] | None:
+            """Walking back from `e` over data-movement calls (DATA_MOVEMENT) to the call of `op`: (that call, the
+            moves passed, nearest first), or None where another op comes first or (`single_use`) a value on the way
+            has another consumer."""
+            moves: list[Any] = []
+            while True:
+                if single_use and (not isinstance(e, relax.Var) or uses.get(str(e.name), 0) != 1):
+                    return None  # another consumer: onnxruntime leaves the softmax float
+                v = self._bound_any(e)
+                if v is None:
+                    return None
+                if v.op.name == op:
+                    return v, moves
+                if v.op.name not in DATA_MOVEMENT:
+                    return None
+                moves.append(v)
+                e = v.args[0]
+
         def _softmax_unit(self, q: Any) -> Any:
             """dequantize(int8) -> data movement -> softmax (any axis) -> data movement -> quantize(int8) as
             onnxruntime's QLinearSoftmax, or None. onnxruntime's QDQ propagation moves a DequantizeLinear forward
@@ -1129,34 +1147,14 @@ def onnxruntime_compatible(mod: Any, global_pools: frozenset[str] = frozenset(),
             moves back only while each result on the way (the softmax's included) has no other consumer, as its
             selectors need; the ops before the softmax may feed others (its DequantizeLinear moves forward over
             every edge). The moves are made on the int8 codes."""
-            post: list[Any] = []
-            e = q.args[0]
-            while True:
-                if not isinstance(e, relax.Var) or uses.get(str(e.name), 0) != 1:
-                    return None  # another consumer: onnxruntime leaves the softmax float
-                v = self._bound_any(e)
-                if v is None:
-                    return None
-                if v.op.name == "relax.nn.softmax":
-                    sm = v
-                    break
-                if v.op.name not in DATA_MOVEMENT:
-                    return None
-                post.append(v)
-                e = v.args[0]
-            pre: list[Any] = []
-            e = sm.args[0]
-            while True:
-                v = self._bound_any(e)
-                if v is None:
-                    return None
-                if v.op.name == "relax.dequantize":
-                    dq = v
-                    break
-                if v.op.name not in DATA_MOVEMENT:
-                    return None
-                pre.append(v)
-                e = v.args[0]
+            found = self._back_over_moves(q.args[0], "relax.nn.softmax", single_use=True)
+            if found is None:
+                return None
+            sm, post = found
+            found = self._back_over_moves(sm.args[0], "relax.dequantize", single_use=False)
+            if found is None:
+                return None
+            dq, pre = found
             unit = self._int8_unit(dq, q)
             if unit is None:  # per-channel scales, other types, an infinite scale: the float definition (NaN)
                 return None
